@@ -1,0 +1,276 @@
+/**
+ * The wire protocol between a Reactor server and its clients, version 1.
+ *
+ * Implemented once, here: the server imports these types and codecs, so the two sides
+ * cannot drift. Control messages are JSON text frames; video frames are binary frames
+ * with a fixed 32-byte header (see {@link encodeFrameHeader}). `docs/protocol.md` is the
+ * prose version of this module.
+ */
+
+/** Protocol version spoken by this package. Bumped on any incompatible change. */
+export const PROTOCOL_VERSION = 1;
+
+/** A JSON Schema document (draft 2020-12 subset: what class-validator constraints map to). */
+export type JsonSchema = { [key: string]: unknown };
+
+/** One command a client may send: a generated `set_<field>` setter or an `@event`. */
+export interface CommandSchema {
+  /** Wire name, snake_case (`set_prompt`, `reset`). */
+  name: string;
+  description: string;
+  /** `setter` for a generated state setter, `event` for an `@event` method. */
+  kind: 'setter' | 'event';
+  /** For setters: the state field it sets (wire name). */
+  field?: string;
+  /** JSON Schema of the `params` object (`type: object`, `additionalProperties: false`). */
+  params: JsonSchema;
+}
+
+/** A message type the app may send (broadcast or to one client). */
+export interface MessageSchema {
+  /** Wire name: the snake_case class name (`StateUpdate` -> `state_update`). */
+  name: string;
+  description?: string;
+  schema?: JsonSchema;
+}
+
+/** One outbound media track declared on the app's `Output` class. */
+export interface TrackSchema {
+  name: string;
+  kind: 'video';
+  /** Declared playout rate, when the app pins one; otherwise playout follows measured step time. */
+  fps?: number;
+}
+
+/** The whole published schema of an app: `GET /schema` and the welcome message carry it. */
+export interface AppSchema {
+  protocol: number;
+  app: { name: string; version: string; description?: string };
+  /** JSON Schema of the public session state (field wire names). */
+  state: JsonSchema;
+  commands: CommandSchema[];
+  messages: MessageSchema[];
+  tracks: TrackSchema[];
+}
+
+/** Session lifecycle as clients see it. */
+export type SessionState =
+  | 'loading' // the app is loading its model
+  | 'ready' // loaded, no session
+  | 'waiting' // session started, no client yet
+  | 'streaming' // session live, at least one client
+  | 'orphaned' // last client gone, grace period running
+  | 'closing' // session ending
+  | 'failed'; // load failed: nothing will run
+
+export interface SessionStatus {
+  state: SessionState;
+  /** Present while a session exists. */
+  sessionId?: string;
+  clients: number;
+  /** Why the last session ended with an error, or why loading failed. */
+  error?: ErrorBody;
+}
+
+/** Per-field validation failure, as carried in `error.details`. */
+export interface FieldError {
+  /** Wire name of the field (or `params` for the object as a whole). */
+  field: string;
+  /** The broken constraint (class-validator's name: `maxLength`, `isBoolean`, `whitelistValidation`, `required`). */
+  constraint: string;
+  message: string;
+}
+
+export interface ErrorBody {
+  code: string;
+  message: string;
+  details?: FieldError[];
+}
+
+// ---- client -> server -------------------------------------------------------------------
+
+export interface CommandMessage {
+  type: 'command';
+  /** Chosen by the client; echoed in the reply. At most 64 characters. */
+  id: string;
+  name: string;
+  params?: Record<string, unknown>;
+}
+
+export type ClientMessage = CommandMessage;
+
+// ---- server -> client -------------------------------------------------------------------
+
+export interface WelcomeMessage {
+  type: 'welcome';
+  protocol: number;
+  clientId: string;
+  app: AppSchema['app'];
+  schema: AppSchema;
+  state: Record<string, unknown>;
+  session: SessionStatus;
+}
+
+/** Successful command: `result` is the handler's return value (absent for an acknowledgement). */
+export interface ReplyMessage {
+  type: 'reply';
+  id: string;
+  result?: unknown;
+}
+
+/** A failed command (`id` set) or a bad message that could not be tied to a command. */
+export interface ErrorMessage extends ErrorBody {
+  type: 'error';
+  id?: string;
+}
+
+/** An app message: `send()` to all or `client.send()` to one. */
+export interface AppMessage {
+  type: 'message';
+  name: string;
+  data: unknown;
+}
+
+/** The full public state, broadcast after it changes through a generated setter. */
+export interface StateMessage {
+  type: 'state';
+  state: Record<string, unknown>;
+}
+
+export interface SessionMessage {
+  type: 'session';
+  session: SessionStatus;
+}
+
+/** Step statistics, at most a few times a second. */
+export interface StatsMessage {
+  type: 'stats';
+  steps: number;
+  /** Mean model time (generate) over the last window, ms. */
+  stepMs: number;
+  /** Frames per second played out over the last window. */
+  fps: number;
+  /** Frames dropped for this client so far (slow connection). */
+  dropped: number;
+}
+
+/** Playout was cut: drop every frame of these tracks with `seq < nextSeq`. */
+export interface FlushMessage {
+  type: 'flush';
+  nextSeq: number;
+}
+
+export type ServerMessage =
+  | WelcomeMessage
+  | ReplyMessage
+  | ErrorMessage
+  | AppMessage
+  | StateMessage
+  | SessionMessage
+  | StatsMessage
+  | FlushMessage;
+
+/** Error codes the framework itself uses on the wire; apps add their own via `CommandError`. */
+export const WireErrorCode = {
+  MalformedMessage: 'malformed_message',
+  UnknownMessageType: 'unknown_message_type',
+  UnknownCommand: 'unknown_command',
+  InvalidParams: 'invalid_params',
+  RateLimited: 'rate_limited',
+  NoSession: 'no_session',
+  InternalError: 'internal_error',
+  UnexpectedBinary: 'unexpected_binary',
+} as const;
+
+// ---- binary frames ----------------------------------------------------------------------
+
+/** Payload encoding of a binary frame. */
+export const FrameEncoding = { Jpeg: 0, Rgb: 1 } as const;
+export type FrameEncoding = (typeof FrameEncoding)[keyof typeof FrameEncoding];
+
+/** Byte size of the fixed binary frame header. */
+export const FRAME_HEADER_BYTES = 32;
+const FRAME_MAGIC = 0x52; // 'R'
+
+/** The decoded fixed header of a binary frame (metadata decoded from its JSON). */
+export interface FrameHeader {
+  encoding: FrameEncoding;
+  /** Index into `schema.tracks`. */
+  track: number;
+  /** Per-track sequence number, strictly increasing within a session. */
+  seq: number;
+  /** Presentation time in ms since the session started. */
+  ptsMs: number;
+  width: number;
+  height: number;
+  metadata?: unknown;
+}
+
+/*
+ * Layout (little-endian):
+ *   0 u8  magic 0x52        1 u8  protocol version   2 u8 encoding   3 u8 flags (bit0: metadata)
+ *   4 u16 track index       6 u16 reserved           8 u32 seq
+ *  12 u32 width            16 u32 height            20 u32 metadata byte length
+ *  24 f64 pts (ms)         32 metadata (UTF-8 JSON), then the payload
+ */
+
+/** Encodes a frame header (+ optional metadata JSON); the payload follows it on the wire. */
+export function encodeFrameHeader(h: FrameHeader): Uint8Array {
+  const meta = h.metadata === undefined ? undefined : new TextEncoder().encode(JSON.stringify(h.metadata));
+  const out = new Uint8Array(FRAME_HEADER_BYTES + (meta?.byteLength ?? 0));
+  const v = new DataView(out.buffer);
+  v.setUint8(0, FRAME_MAGIC);
+  v.setUint8(1, PROTOCOL_VERSION);
+  v.setUint8(2, h.encoding);
+  v.setUint8(3, meta ? 1 : 0);
+  v.setUint16(4, h.track, true);
+  v.setUint32(8, h.seq >>> 0, true);
+  v.setUint32(12, h.width, true);
+  v.setUint32(16, h.height, true);
+  v.setUint32(20, meta?.byteLength ?? 0, true);
+  v.setFloat64(24, h.ptsMs, true);
+  if (meta) out.set(meta, FRAME_HEADER_BYTES);
+  return out;
+}
+
+/** A decoded binary frame: header plus a view of the payload (no copy). */
+export interface DecodedFrame extends FrameHeader {
+  payload: Uint8Array;
+}
+
+/** Thrown by {@link decodeFrame} on bytes that are not a frame of this protocol version. */
+export class FrameDecodeError extends Error {
+  override name = 'FrameDecodeError';
+}
+
+/** Decodes a binary frame; the payload is a view into `bytes`. */
+export function decodeFrame(bytes: Uint8Array): DecodedFrame {
+  if (bytes.byteLength < FRAME_HEADER_BYTES) throw new FrameDecodeError(`binary frame of ${bytes.byteLength} bytes is shorter than its ${FRAME_HEADER_BYTES}-byte header`);
+  const v = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (v.getUint8(0) !== FRAME_MAGIC) throw new FrameDecodeError('binary message is not a Reactor frame (bad magic byte)');
+  const version = v.getUint8(1);
+  if (version !== PROTOCOL_VERSION) throw new FrameDecodeError(`frame is protocol version ${version}; this client speaks ${PROTOCOL_VERSION}`);
+  const metaLen = v.getUint32(20, true);
+  const start = FRAME_HEADER_BYTES + metaLen;
+  if (start > bytes.byteLength) throw new FrameDecodeError('frame metadata runs past the end of the message');
+  const frame: DecodedFrame = {
+    encoding: v.getUint8(2) as FrameEncoding,
+    track: v.getUint16(4, true),
+    seq: v.getUint32(8, true),
+    width: v.getUint32(12, true),
+    height: v.getUint32(16, true),
+    ptsMs: v.getFloat64(24, true),
+    payload: bytes.subarray(start),
+  };
+  if (metaLen > 0) frame.metadata = JSON.parse(new TextDecoder().decode(bytes.subarray(FRAME_HEADER_BYTES, start)));
+  return frame;
+}
+
+/** Parses one JSON text message from a server; throws on anything that is not a server message. */
+export function parseServerMessage(text: string): ServerMessage {
+  const msg: unknown = JSON.parse(text);
+  if (typeof msg !== 'object' || msg === null || typeof (msg as { type?: unknown }).type !== 'string') {
+    throw new TypeError('server message is not a JSON object with a string "type"');
+  }
+  return msg as ServerMessage;
+}

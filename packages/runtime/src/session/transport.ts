@@ -1,0 +1,74 @@
+/**
+ * The transport-agnostic face of a running app: what the WebSocket server, the in-process
+ * tests and any other transport use. A transport turns each remote client into a
+ * {@link ClientSink} and calls {@link AppHostApi.connect}; everything the app says to that
+ * client arrives through the sink, as protocol messages and frames.
+ *
+ * This file is the contract between the app model (issue: runtime) and the server
+ * (issue: transport). Change it only together with both sides.
+ */
+import type { AppSchema, CommandMessage, ErrorMessage, ReplyMessage, ServerMessage, SessionStatus } from '@reactor/client';
+
+/** One played-out frame of one track, delivered to every sink at its due time. */
+export interface OutputFrame {
+  /** Track name (as declared on the app's Output class). */
+  readonly track: string;
+  /** Index of the track in `schema.tracks`. */
+  readonly trackIndex: number;
+  /** Per-track sequence number, strictly increasing within a session. */
+  readonly seq: number;
+  /** Presentation time, ms since the session started. */
+  readonly ptsMs: number;
+  /** `performance.now()` at which playout scheduled this frame (for latency figures). */
+  readonly dueAt: number;
+  readonly width: number;
+  readonly height: number;
+  /**
+   * RGB24 pixels, `height * width * 3` bytes. The same object is handed to every sink:
+   * treat it as read-only; it stays valid after the call (sinks may encode it later).
+   */
+  readonly rgb: Uint8Array;
+  /** The metadata entry for this frame, if the payload carried any. */
+  readonly metadata?: unknown;
+}
+
+/** What a transport gives the host for one client. Calls must not block or throw. */
+export interface ClientSink {
+  /** A protocol message for this client (welcome, reply, error, message, state, session, stats, flush). */
+  message(msg: ServerMessage): void;
+  /**
+   * A frame due now. The sink owns pacing from here on: a slow client drops its own late
+   * frames (newest wins) and counts them; it must never make the host wait.
+   */
+  frame(frame: OutputFrame): void;
+  /** The host is closing this client (shutdown). */
+  close(reason: string): void;
+}
+
+/** Optional facts about a client, kept for hooks (`@connected(client)`). */
+export interface ClientInfo {
+  remoteAddress?: string;
+  userAgent?: string;
+}
+
+/** A connected client as the transport holds it. */
+export interface ClientHandle {
+  readonly id: string;
+  /**
+   * Runs one command (validated, between steps, in arrival order). The reply or error is
+   * sent to the sink **and** returned. Never rejects.
+   */
+  command(msg: CommandMessage): Promise<ReplyMessage | ErrorMessage>;
+  /** The client left (socket closed). Idempotent. */
+  disconnect(): void;
+  /** Frames dropped for this client, as counted by its transport; included in its stats. */
+  reportDropped(count: number): void;
+}
+
+/** The host's surface for transports. */
+export interface AppHostApi {
+  readonly schema: AppSchema;
+  readonly status: SessionStatus;
+  /** Registers a client; the welcome message goes to the sink before this returns. */
+  connect(sink: ClientSink, info?: ClientInfo): ClientHandle;
+}
