@@ -1,0 +1,2 @@
+// Server entry (HTTP + WebSocket): filled by the transport issue.
+export {};
