@@ -32,3 +32,19 @@ export type {
   FrameHeader,
   DecodedFrame,
 } from './protocol.js';
+export { connect, toWebSocketUrl, ReactorClient } from './client.js';
+export type {
+  WebSocketLike,
+  WebSocketConstructor,
+  ReconnectOptions,
+  ConnectOptions,
+  SendOptions,
+  ConnectionState,
+  ConnectionStatus,
+  ClientFrame,
+  ReactorClientEvents,
+  IterateOptions,
+} from './client.js';
+export { TypedEmitter } from './emitter.js';
+export type { Listener } from './emitter.js';
+export { ReactorClientError, CommandFailedError, CommandTimeoutError, ConnectionError, ProtocolMismatchError } from './errors.js';

@@ -1,0 +1,55 @@
+/**
+ * Errors raised by `@reactor/client`. Every error has a stable `code` (listed in
+ * `docs/errors.md`); `CommandFailedError` carries the server's own code unchanged.
+ */
+import type { FieldError } from './protocol.js';
+
+/** Base class of every error this package throws. */
+export class ReactorClientError extends Error {
+  /** Stable, machine-readable code. */
+  readonly code: string;
+
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+    this.name = new.target.name;
+  }
+}
+
+/**
+ * The server answered a command with an error. `code` is the server's code unchanged
+ * (`invalid_params`, `unknown_command`, `rate_limited`, an app's own `CommandError` code, ...).
+ */
+export class CommandFailedError extends ReactorClientError {
+  /** Wire name of the command that failed. */
+  readonly command: string;
+  /** Per-field validation failures, for `invalid_params`. */
+  readonly details: FieldError[] | undefined;
+
+  constructor(command: string, code: string, message: string, details?: FieldError[]) {
+    super(code, `command "${command}" failed (${code}): ${message}`);
+    this.command = command;
+    this.details = details;
+  }
+}
+
+/** No reply arrived within `timeoutMs` (code `command_timeout`). The command may still run. */
+export class CommandTimeoutError extends ReactorClientError {
+  constructor(command: string, timeoutMs: number) {
+    super('command_timeout', `command "${command}" got no reply within ${timeoutMs} ms; the server may still run it. Raise timeoutMs or check the server's step time`);
+  }
+}
+
+/**
+ * The connection could not be opened, was refused (bad token, origin), or was lost while
+ * a command waited for its reply. Codes: `connection_failed`, `connection_lost`,
+ * `not_connected`, `client_closed`.
+ */
+export class ConnectionError extends ReactorClientError {}
+
+/** The server speaks another protocol version (code `protocol_mismatch`). */
+export class ProtocolMismatchError extends ReactorClientError {
+  constructor(server: number, client: number) {
+    super('protocol_mismatch', `server speaks protocol version ${server}, this client speaks ${client}; upgrade @reactor/client to match the server`);
+  }
+}

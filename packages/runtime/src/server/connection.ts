@@ -1,0 +1,315 @@
+/**
+ * One WebSocket client: the {@link ClientSink} the host talks to, the inbound message checks
+ * (size is enforced by `ws`; JSON, shape, rate, binary here), and the per-client frame queue.
+ *
+ * Frame delivery: frames wait in a small queue (`maxQueuedFrames`); at most
+ * {@link MAX_FRAMES_IN_FLIGHT} are handed to the socket whose write has not completed, and
+ * none while the socket has more than `maxBufferedBytes` buffered. A client that reads slowly
+ * or not at all therefore holds a bounded amount of memory; when its queue overflows the
+ * oldest frame is dropped (newest wins) and counted. Nothing here ever makes the host wait.
+ */
+import type { WebSocket, RawData } from 'ws';
+import { WireErrorCode, type CommandMessage, type ErrorMessage, type ServerMessage } from '@reactor/client';
+import type { AppHostApi, ClientHandle, ClientSink, OutputFrame } from '../session/transport.js';
+import type { FrameEncoder } from './frame-encoder.js';
+import type { DropReason, ServerMetrics } from './metrics.js';
+import type { ResolvedServerOptions } from './options.js';
+
+/** Frames written to a socket whose write callback has not fired yet. */
+export const MAX_FRAMES_IN_FLIGHT = 2;
+/** Longest command id a client may choose. */
+export const MAX_COMMAND_ID_LENGTH = 64;
+/** A client whose buffered bytes exceed `maxBufferedBytes` times this is disconnected. */
+export const HARD_BUFFER_FACTOR = 16;
+
+interface QueuedFrame {
+  frame: OutputFrame;
+  data: Promise<Buffer>;
+}
+
+/** A snapshot of one connection, for tests, metrics and operators. */
+export interface ConnectionInfo {
+  id: string;
+  queuedFrames: number;
+  framesInFlight: number;
+  bufferedBytes: number;
+  framesSent: number;
+  framesDropped: number;
+}
+
+/** Bound to the server: what a connection needs from it. */
+export interface ConnectionContext {
+  host: AppHostApi;
+  encoder: FrameEncoder;
+  metrics: ServerMetrics;
+  options: ResolvedServerOptions;
+}
+
+/** A connected WebSocket client (see the module comment for the frame policy). */
+export class ClientConnection implements ClientSink {
+  /** Set by the heartbeat: false after a ping until the pong arrives. */
+  alive = true;
+  readonly #ws: WebSocket;
+  readonly #ctx: ConnectionContext;
+  #handle: ClientHandle | undefined;
+  readonly #queue: QueuedFrame[] = [];
+  #inFlight = 0;
+  #pumping = false;
+  #closed = false;
+  #sent = 0;
+  #dropped = 0;
+  #tokens: number;
+  #tokensAt = performance.now();
+  readonly #onClosed: (c: ClientConnection) => void;
+  #resolveClosed!: () => void;
+  /** Resolves once the socket has closed and the host has been told. */
+  readonly closed = new Promise<void>((resolve) => (this.#resolveClosed = resolve));
+
+  constructor(ws: WebSocket, ctx: ConnectionContext, onClosed: (c: ClientConnection) => void) {
+    this.#ws = ws;
+    this.#ctx = ctx;
+    this.#tokens = ctx.options.commandBurst;
+    this.#onClosed = onClosed;
+    ws.on('message', (data, isBinary) => this.#onMessage(data, isBinary));
+    ws.on('pong', () => (this.alive = true));
+    // `ws` reports protocol violations (too-big message -> 1009) here and then closes the socket.
+    ws.on('error', (err) => ctx.options.logger.warn(`client ${this.id}: ${err.message}`));
+    ws.on('close', () => this.#teardown());
+  }
+
+  /** Registers with the host (which sends the welcome through this sink). */
+  attach(info: { remoteAddress?: string; userAgent?: string }): void {
+    this.#handle = this.#ctx.host.connect(this, info);
+    if (this.#closed) this.#handle.disconnect();
+  }
+
+  /** The host's id for this client (empty until attached). */
+  get id(): string {
+    return this.#handle?.id ?? '';
+  }
+
+  /** A snapshot of the queue and counters. */
+  info(): ConnectionInfo {
+    return {
+      id: this.id,
+      queuedFrames: this.#queue.length,
+      framesInFlight: this.#inFlight,
+      bufferedBytes: this.#ws.bufferedAmount,
+      framesSent: this.#sent,
+      framesDropped: this.#dropped,
+    };
+  }
+
+  /** Sends a heartbeat ping. */
+  ping(): void {
+    if (this.#ws.readyState === this.#ws.OPEN) this.#ws.ping();
+  }
+
+  /** Cuts the socket without a close handshake (dead or hopeless clients). */
+  terminate(): void {
+    this.#ws.terminate();
+  }
+
+  // ---- ClientSink ------------------------------------------------------------------------
+
+  message(msg: ServerMessage): void {
+    if (this.#closed) return;
+    if (msg.type === 'flush') {
+      // Frames still waiting here belong to the cut playout: drop them before the client learns of the cut.
+      const before = this.#queue.length;
+      for (let i = this.#queue.length - 1; i >= 0; i--) if (this.#queue[i]!.frame.seq < msg.nextSeq) this.#queue.splice(i, 1);
+      if (before > this.#queue.length) this.#ctx.metrics.framesDropped.inc({ reason: 'flush' }, before - this.#queue.length);
+    }
+    this.#sendText(JSON.stringify(msg));
+  }
+
+  frame(frame: OutputFrame): void {
+    if (this.#closed) return;
+    this.#queue.push({ frame, data: this.#ctx.encoder.encode(frame) });
+    if (this.#queue.length > this.#ctx.options.maxQueuedFrames) {
+      this.#queue.shift();
+      this.#drop('slow_client', 1);
+    }
+    void this.#pump();
+  }
+
+  close(reason: string): void {
+    if (this.#closed) return;
+    this.#ws.close(1001, truncateReason(reason));
+  }
+
+  // ---- outbound --------------------------------------------------------------------------
+
+  #sendText(text: string): void {
+    if (this.#ws.readyState !== this.#ws.OPEN) return;
+    this.#ws.send(text, (err) => {
+      if (!err) void this.#pump();
+    });
+    this.#checkHardLimit();
+  }
+
+  #checkHardLimit(): void {
+    const limit = this.#ctx.options.maxBufferedBytes * HARD_BUFFER_FACTOR;
+    if (this.#ws.bufferedAmount > limit && !this.#closed) {
+      this.#ctx.options.logger.warn(`client ${this.id}: ${this.#ws.bufferedAmount} bytes unread (limit ${limit}); disconnecting it`);
+      this.#ctx.metrics.rejected.inc({ reason: 'unread_backlog' });
+      this.#ws.terminate();
+    }
+  }
+
+  #drop(reason: DropReason, n: number): void {
+    this.#dropped += n;
+    this.#ctx.metrics.framesDropped.inc({ reason }, n);
+    this.#handle?.reportDropped(n);
+  }
+
+  async #pump(): Promise<void> {
+    if (this.#pumping) return;
+    this.#pumping = true;
+    try {
+      while (this.#queue.length > 0 && !this.#closed) {
+        if (this.#inFlight >= MAX_FRAMES_IN_FLIGHT || this.#ws.bufferedAmount > this.#ctx.options.maxBufferedBytes) return;
+        const item = this.#queue[0]!;
+        let data: Buffer;
+        try {
+          data = await item.data;
+        } catch (err) {
+          if (this.#queue[0] === item) this.#queue.shift();
+          this.#ctx.options.logger.error(`frame ${item.frame.seq} of track "${item.frame.track}" could not be encoded: ${(err as Error).message}`);
+          this.#drop('encode_error', 1);
+          continue;
+        }
+        // Dropped (overflow or flush) while it was being encoded: look at the new head.
+        if (this.#queue[0] !== item || this.#closed) continue;
+        this.#queue.shift();
+        if (this.#ws.readyState !== this.#ws.OPEN) return;
+        this.#inFlight++;
+        this.#ws.send(data, { binary: true }, (err) => {
+          this.#inFlight--;
+          if (err) return;
+          this.#sent++;
+          this.#ctx.metrics.framesSent.inc();
+          void this.#pump();
+        });
+      }
+    } finally {
+      this.#pumping = false;
+    }
+  }
+
+  // ---- inbound ---------------------------------------------------------------------------
+
+  #takeToken(): boolean {
+    const { commandRate, commandBurst } = this.#ctx.options;
+    const now = performance.now();
+    this.#tokens = Math.min(commandBurst, this.#tokens + ((now - this.#tokensAt) / 1000) * commandRate);
+    this.#tokensAt = now;
+    if (this.#tokens < 1) return false;
+    this.#tokens -= 1;
+    return true;
+  }
+
+  #error(code: string, message: string, id?: string, details?: ErrorMessage['details']): void {
+    const msg: ErrorMessage = { type: 'error', code, message };
+    if (id !== undefined) msg.id = id;
+    if (details) msg.details = details;
+    this.#ctx.metrics.commands.inc({ code });
+    this.#sendText(JSON.stringify(msg));
+  }
+
+  #onMessage(data: RawData, isBinary: boolean): void {
+    if (this.#closed || !this.#handle) return;
+    if (!this.#takeToken()) {
+      this.#error(WireErrorCode.RateLimited, `more than ${this.#ctx.options.commandRate} messages per second on this connection; wait and retry (the connection stays open)`, peekId(data, isBinary));
+      return;
+    }
+    if (isBinary) {
+      this.#error(WireErrorCode.UnexpectedBinary, 'binary messages only flow from the server to clients; send commands as JSON text messages');
+      return;
+    }
+    const text = rawToString(data);
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch (err) {
+      this.#error(WireErrorCode.MalformedMessage, `message is not valid JSON (${(err as Error).message}); send {"type":"command","id":"1","name":"...","params":{...}}`);
+      return;
+    }
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed) || typeof (parsed as { type?: unknown }).type !== 'string') {
+      this.#error(WireErrorCode.MalformedMessage, 'message must be a JSON object with a string "type"');
+      return;
+    }
+    const m = parsed as Record<string, unknown>;
+    if (m['type'] !== 'command') {
+      this.#error(WireErrorCode.UnknownMessageType, `unknown message type ${JSON.stringify(m['type']).slice(0, 80)}; clients send only "command"`, validId(m['id']));
+      return;
+    }
+    const id = validId(m['id']);
+    if (id === undefined) {
+      this.#error(WireErrorCode.MalformedMessage, `a command needs an "id": a non-empty string of at most ${MAX_COMMAND_ID_LENGTH} characters, echoed in its reply`);
+      return;
+    }
+    if (typeof m['name'] !== 'string' || m['name'] === '') {
+      this.#error(WireErrorCode.MalformedMessage, 'a command needs a "name": the wire name of a command in the schema', id);
+      return;
+    }
+    const name = m['name'];
+    const extra = Object.keys(m).filter((k) => k !== 'type' && k !== 'id' && k !== 'name' && k !== 'params');
+    if (extra.length > 0) {
+      this.#error(WireErrorCode.MalformedMessage, `unknown key(s) ${extra.map((k) => JSON.stringify(k)).join(', ')} in command; a command has only type, id, name and params`, id);
+      return;
+    }
+    const params = m['params'];
+    if (params !== undefined && (typeof params !== 'object' || params === null || Array.isArray(params))) {
+      this.#error(WireErrorCode.InvalidParams, `"params" of "${name}" must be a JSON object`, id, [{ field: 'params', constraint: 'isObject', message: 'params must be an object' }]);
+      return;
+    }
+    const known = this.#ctx.host.schema.commands;
+    if (!known.some((c) => c.name === name)) {
+      const list = known.map((c) => c.name).join(', ');
+      this.#error(WireErrorCode.UnknownCommand, `unknown command ${JSON.stringify(name).slice(0, 80)}; this app accepts: ${list || '(none)'}`, id);
+      return;
+    }
+    const cmd: CommandMessage = { type: 'command', id, name };
+    if (params !== undefined) cmd.params = params as Record<string, unknown>;
+    void this.#handle.command(cmd).then((result) => {
+      this.#ctx.metrics.commands.inc({ code: result.type === 'reply' ? 'ok' : result.code });
+    });
+  }
+
+  #teardown(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    if (this.#queue.length > 0) this.#drop('disconnected', this.#queue.length);
+    this.#queue.length = 0;
+    this.#handle?.disconnect();
+    this.#onClosed(this);
+    this.#resolveClosed();
+  }
+}
+
+function validId(id: unknown): string | undefined {
+  return typeof id === 'string' && id.length > 0 && id.length <= MAX_COMMAND_ID_LENGTH ? id : undefined;
+}
+
+function rawToString(data: RawData): string {
+  if (Buffer.isBuffer(data)) return data.toString('utf8');
+  if (Array.isArray(data)) return Buffer.concat(data).toString('utf8');
+  return Buffer.from(data).toString('utf8');
+}
+
+/** Best-effort id of a message refused before parsing, so the client can still correlate. */
+function peekId(data: RawData, isBinary: boolean): string | undefined {
+  if (isBinary) return undefined;
+  try {
+    return validId((JSON.parse(rawToString(data)) as { id?: unknown }).id);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Close reasons are limited to 123 bytes by the WebSocket protocol. */
+export function truncateReason(reason: string): string {
+  const b = Buffer.from(reason);
+  return b.byteLength <= 123 ? reason : b.subarray(0, 120).toString('utf8').replace(/\uFFFD$/, '') + '...';
+}

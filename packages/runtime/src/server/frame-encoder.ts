@@ -1,0 +1,64 @@
+/**
+ * Encodes each played-out frame into its wire message exactly once, whatever the number of
+ * clients: the first sink that sees an {@link OutputFrame} starts the encoding and every other
+ * sink awaits the same promise (a WeakMap keyed by the frame object, so nothing is retained).
+ */
+import sharp from 'sharp';
+import { FrameEncoding, encodeFrameHeader } from '@reactor/client';
+import type { OutputFrame } from '../session/transport.js';
+import type { ServerMetrics } from './metrics.js';
+
+/** Encodes frames into complete binary wire messages (header + payload). */
+export class FrameEncoder {
+  readonly #cache = new WeakMap<OutputFrame, Promise<Buffer>>();
+  readonly #encoding: 'jpeg' | 'rgb';
+  readonly #quality: number;
+  readonly #metrics: ServerMetrics;
+
+  constructor(encoding: 'jpeg' | 'rgb', quality: number, metrics: ServerMetrics) {
+    this.#encoding = encoding;
+    this.#quality = quality;
+    this.#metrics = metrics;
+  }
+
+  /** The wire message for a frame; the same promise (and buffer) for every caller. */
+  encode(frame: OutputFrame): Promise<Buffer> {
+    let p = this.#cache.get(frame);
+    if (!p) {
+      p = this.#encode(frame);
+      this.#cache.set(frame, p);
+      this.#metrics.framesEmitted.inc({ track: frame.track });
+    }
+    return p;
+  }
+
+  async #encode(frame: OutputFrame): Promise<Buffer> {
+    const expected = frame.width * frame.height * 3;
+    if (frame.rgb.byteLength !== expected) {
+      throw new RangeError(`frame ${frame.seq} of track "${frame.track}" has ${frame.rgb.byteLength} bytes; ${frame.width}x${frame.height} RGB needs ${expected}`);
+    }
+    const start = performance.now();
+    const header = encodeFrameHeader({
+      encoding: this.#encoding === 'jpeg' ? FrameEncoding.Jpeg : FrameEncoding.Rgb,
+      track: frame.trackIndex,
+      seq: frame.seq,
+      ptsMs: frame.ptsMs,
+      width: frame.width,
+      height: frame.height,
+      metadata: frame.metadata,
+    });
+    let payload: Uint8Array;
+    if (this.#encoding === 'jpeg') {
+      payload = await sharp(frame.rgb, { raw: { width: frame.width, height: frame.height, channels: 3 } })
+        .jpeg({ quality: this.#quality })
+        .toBuffer();
+    } else {
+      payload = frame.rgb;
+    }
+    const out = Buffer.allocUnsafe(header.byteLength + payload.byteLength);
+    out.set(header, 0);
+    out.set(payload, header.byteLength);
+    this.#metrics.encodeSeconds.observe((performance.now() - start) / 1000);
+    return out;
+  }
+}

@@ -1,0 +1,34 @@
+/** Prometheus metrics of one server (a registry per server, so several servers never collide). */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** Why a frame was not delivered to a client. */
+export type DropReason = 'slow_client' | 'flush' | 'disconnected' | 'encode_error';
+
+/** The metrics a server keeps; `registry.metrics()` renders them for `GET /metrics`. */
+export class ServerMetrics {
+  readonly registry = new Registry();
+  readonly steps = new Counter({ name: 'reactor_steps_total', help: 'Model steps run (generate calls).', registers: [this.registry] });
+  readonly stepSeconds = new Histogram({
+    name: 'reactor_step_duration_seconds',
+    help: 'Model time per step (generate), seconds.',
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [this.registry],
+  });
+  readonly framesEmitted = new Counter({ name: 'reactor_frames_emitted_total', help: 'Frames played out by the app (counted once, whatever the number of clients).', labelNames: ['track'], registers: [this.registry] });
+  readonly framesSent = new Counter({ name: 'reactor_frames_sent_total', help: 'Frames written to client sockets (one per client per frame).', registers: [this.registry] });
+  readonly framesDropped = new Counter({ name: 'reactor_frames_dropped_total', help: 'Frames not delivered to a client, by reason.', labelNames: ['reason'], registers: [this.registry] });
+  readonly encodeSeconds = new Histogram({
+    name: 'reactor_frame_encode_seconds',
+    help: 'Time to encode one frame (once per frame, shared by all clients), seconds.',
+    buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1],
+    registers: [this.registry],
+  });
+  readonly clients = new Gauge({ name: 'reactor_clients', help: 'Connected WebSocket clients.', registers: [this.registry] });
+  readonly commands = new Counter({ name: 'reactor_command_results_total', help: 'Command results by code (`ok` for success).', labelNames: ['code'], registers: [this.registry] });
+  readonly rejected = new Counter({ name: 'reactor_connections_rejected_total', help: 'Refused or dropped connections by reason.', labelNames: ['reason'], registers: [this.registry] });
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry, prefix: 'reactor_process_' });
+    for (const reason of ['slow_client', 'flush', 'disconnected', 'encode_error'] satisfies DropReason[]) this.framesDropped.inc({ reason }, 0);
+  }
+}

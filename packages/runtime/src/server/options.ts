@@ -1,0 +1,115 @@
+/**
+ * Options of the HTTP + WebSocket server, with their defaults and eager validation
+ * (a bad option throws before anything listens, naming the option and the value).
+ */
+
+/** Transport options (everything `serve()` takes besides the app host's own options). */
+export interface ServerOptions {
+  /** Interface to bind (default `127.0.0.1`; use `0.0.0.0` to accept other machines). */
+  host?: string;
+  /** TCP port (default 8080; 0 picks a free one, see `ReactorServer.port`). */
+  port?: number;
+  /**
+   * Access token. When set, the WebSocket and every route but `/health` require it:
+   * `?token=...`, `Authorization: Bearer ...`, or the cookie the viewer page sets.
+   */
+  token?: string;
+  /**
+   * Origins (`scheme://host[:port]`) whose pages may connect. Default: only the server's own
+   * origin (and clients that send no `Origin`, such as Node). `['*']` allows every origin.
+   */
+  allowedOrigins?: string[];
+  /** Frame payload encoding (default `jpeg`). `rgb` sends raw RGB24 (large: use on localhost only). */
+  encoding?: 'jpeg' | 'rgb';
+  /** JPEG quality, 1-100 (default 80). */
+  jpegQuality?: number;
+  /** Largest inbound message, bytes (default 65536). A bigger one closes the socket with 1009. */
+  maxMessageBytes?: number;
+  /** Commands (and other inbound messages) per second per connection (default 50). */
+  commandRate?: number;
+  /** Burst allowance of the rate limit (default: `commandRate`). */
+  commandBurst?: number;
+  /** Ping interval, ms (default 15000). A client that misses a whole interval is dropped. */
+  heartbeatMs?: number;
+  /** Frames a client may have waiting to be sent before the oldest is dropped (default 2). */
+  maxQueuedFrames?: number;
+  /**
+   * Bytes buffered for one client (kernel not accepting more) beyond which it gets no new
+   * frames until it drains (default 1 MiB), and 16 times which it is disconnected (code 1008).
+   */
+  maxBufferedBytes?: number;
+  /** WebSocket path (default `/ws`). */
+  path?: string;
+  /** Where diagnostics go (default `console`). */
+  logger?: ServerLogger;
+}
+
+/** What the server logs to. */
+export interface ServerLogger {
+  info(message: string): void;
+  warn(message: string): void;
+  error(message: string): void;
+}
+
+/** Options with defaults applied. */
+export type ResolvedServerOptions = Required<Omit<ServerOptions, 'token' | 'allowedOrigins'>> & {
+  token: string | undefined;
+  allowedOrigins: string[] | undefined;
+};
+
+const consoleLogger: ServerLogger = {
+  info: (m) => console.info(`[reactor] ${m}`),
+  warn: (m) => console.warn(`[reactor] ${m}`),
+  error: (m) => console.error(`[reactor] ${m}`),
+};
+
+function int(name: string, v: unknown, min: number, max: number): void {
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
+    throw new RangeError(`options.${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(v)}`);
+  }
+}
+
+function positive(name: string, v: unknown): void {
+  if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) throw new RangeError(`options.${name} must be a positive number, got ${JSON.stringify(v)}`);
+}
+
+/**
+ * Applies defaults and validates every option.
+ * @throws {RangeError | TypeError} naming the option, e.g. `options.port must be an integer from 0 to 65535, got -1`.
+ */
+export function resolveServerOptions(o: ServerOptions = {}): ResolvedServerOptions {
+  const r: ResolvedServerOptions = {
+    host: o.host ?? '127.0.0.1',
+    port: o.port ?? 8080,
+    token: o.token,
+    allowedOrigins: o.allowedOrigins,
+    encoding: o.encoding ?? 'jpeg',
+    jpegQuality: o.jpegQuality ?? 80,
+    maxMessageBytes: o.maxMessageBytes ?? 64 * 1024,
+    commandRate: o.commandRate ?? 50,
+    commandBurst: o.commandBurst ?? o.commandRate ?? 50,
+    heartbeatMs: o.heartbeatMs ?? 15_000,
+    maxQueuedFrames: o.maxQueuedFrames ?? 2,
+    maxBufferedBytes: o.maxBufferedBytes ?? 1024 * 1024,
+    path: o.path ?? '/ws',
+    logger: o.logger ?? consoleLogger,
+  };
+  if (typeof r.host !== 'string' || r.host === '') throw new TypeError(`options.host must be a non-empty string, got ${JSON.stringify(r.host)}`);
+  int('port', r.port, 0, 65535);
+  if (r.token !== undefined && (typeof r.token !== 'string' || r.token.length === 0)) {
+    throw new TypeError('options.token must be a non-empty string when given; leave it out to disable access control');
+  }
+  if (r.allowedOrigins !== undefined && (!Array.isArray(r.allowedOrigins) || r.allowedOrigins.some((x) => typeof x !== 'string'))) {
+    throw new TypeError('options.allowedOrigins must be an array of origins such as "https://example.com" (or ["*"])');
+  }
+  if (r.encoding !== 'jpeg' && r.encoding !== 'rgb') throw new RangeError(`options.encoding must be "jpeg" or "rgb", got ${JSON.stringify(r.encoding)}`);
+  int('jpegQuality', r.jpegQuality, 1, 100);
+  int('maxMessageBytes', r.maxMessageBytes, 64, 64 * 1024 * 1024);
+  positive('commandRate', r.commandRate);
+  positive('commandBurst', r.commandBurst);
+  int('heartbeatMs', r.heartbeatMs, 10, 3_600_000);
+  int('maxQueuedFrames', r.maxQueuedFrames, 1, 1000);
+  int('maxBufferedBytes', r.maxBufferedBytes, 1024, 1024 * 1024 * 1024);
+  if (typeof r.path !== 'string' || !r.path.startsWith('/')) throw new TypeError(`options.path must start with "/", got ${JSON.stringify(r.path)}`);
+  return r;
+}

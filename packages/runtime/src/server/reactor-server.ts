@@ -1,0 +1,293 @@
+/**
+ * The HTTP + WebSocket server of one app host: `GET /` (viewer), `/viewer/*` (its modules),
+ * `GET /schema`, `GET /health`, `GET /metrics`, and the WebSocket upgrade on `options.path`.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer, type WebSocket } from 'ws';
+import type { AppHostApi } from '../session/transport.js';
+import { TOKEN_COOKIE, originAllowed, presentedToken, tokenMatches } from './auth.js';
+import { ClientConnection, type ConnectionInfo } from './connection.js';
+import { FrameEncoder } from './frame-encoder.js';
+import { ServerMetrics } from './metrics.js';
+import { resolveServerOptions, type ResolvedServerOptions, type ServerOptions } from './options.js';
+import { ViewerAssets, ViewerNotBuiltError } from './static-assets.js';
+import { renderViewerPage } from './viewer/page.js';
+
+/** How long `close()` waits for clients to acknowledge the close frame before cutting them. */
+export const CLOSE_GRACE_MS = 2000;
+
+/** One model step, as a host that reports steps describes it (feeds `/metrics`). */
+export interface StepSample {
+  /** Model time (generate) of the step, ms. */
+  elapsedMs: number;
+}
+
+/**
+ * A host the server can serve: the transport contract plus, optionally, `close()` (called by
+ * {@link ReactorServer.close}; it shuts the app's runner down through the app's hooks) and
+ * `onStep()` (a step listener, for the step metrics).
+ */
+export interface ServableHost extends AppHostApi {
+  close?(): Promise<void> | void;
+  onStep?(listener: (step: StepSample) => void): (() => void) | void;
+}
+
+/** Health as `GET /health` reports it. */
+export interface HealthReport {
+  status: 'loading' | 'ready' | 'failed';
+  /** Why loading failed. */
+  reason?: string;
+  session: string;
+  clients: number;
+}
+
+/** A running server. Create it with `serve()` or {@link serveHost}. */
+export class ReactorServer {
+  /** The app host this server serves. */
+  readonly host: ServableHost;
+  /** The server's metrics (`GET /metrics` renders `metrics.registry`). */
+  readonly metrics = new ServerMetrics();
+  readonly options: ResolvedServerOptions;
+  readonly #http: Server;
+  readonly #wss: WebSocketServer;
+  readonly #connections = new Set<ClientConnection>();
+  readonly #encoder: FrameEncoder;
+  readonly #assets = new ViewerAssets();
+  #heartbeat: ReturnType<typeof setInterval> | undefined;
+  #closing: Promise<void> | undefined;
+  #offStep: (() => void) | undefined;
+  #port = 0;
+
+  /** Prefer {@link serveHost}; call {@link listen} before use. */
+  constructor(host: ServableHost, options: ServerOptions = {}) {
+    this.options = resolveServerOptions(options);
+    this.host = host;
+    this.#encoder = new FrameEncoder(this.options.encoding, this.options.jpegQuality, this.metrics);
+    this.#http = createServer((req, res) => {
+      this.#onRequest(req, res).catch((err: Error) => {
+        this.options.logger.error(`${req.method} ${req.url}: ${err.stack ?? err.message}`);
+        if (!res.headersSent) sendJson(res, 500, { error: { code: 'internal_error', message: 'the server failed to answer; see its log' } });
+        else res.destroy();
+      });
+    });
+    this.#http.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.#onUpgrade(req, socket, head));
+    this.#http.on('clientError', (_err, socket) => socket.destroy());
+    this.#wss = new WebSocketServer({ noServer: true, maxPayload: this.options.maxMessageBytes, perMessageDeflate: false, clientTracking: false });
+    const off = host.onStep?.((s) => {
+      this.metrics.steps.inc();
+      this.metrics.stepSeconds.observe(s.elapsedMs / 1000);
+    });
+    if (typeof off === 'function') this.#offStep = off;
+  }
+
+  /** Starts listening; resolves once the port is bound. */
+  async listen(): Promise<this> {
+    await new Promise<void>((resolve, reject) => {
+      const onError = (err: Error): void => reject(err);
+      this.#http.once('error', onError);
+      this.#http.listen(this.options.port, this.options.host, () => {
+        this.#http.off('error', onError);
+        resolve();
+      });
+    });
+    const addr = this.#http.address();
+    this.#port = typeof addr === 'object' && addr ? addr.port : this.options.port;
+    this.#heartbeat = setInterval(() => this.#beat(), this.options.heartbeatMs);
+    this.#heartbeat.unref();
+    return this;
+  }
+
+  /** The bound port (the real one when `port: 0` was asked). */
+  get port(): number {
+    return this.#port;
+  }
+
+  /** Base URL, e.g. `http://127.0.0.1:8080` (open it in a browser for the viewer). */
+  get url(): string {
+    const h = this.options.host.includes(':') ? `[${this.options.host}]` : this.options.host;
+    return `http://${h === '0.0.0.0' ? '127.0.0.1' : h}:${this.#port}`;
+  }
+
+  /** WebSocket URL, e.g. `ws://127.0.0.1:8080/ws`. */
+  get wsUrl(): string {
+    return this.url.replace(/^http/, 'ws') + this.options.path;
+  }
+
+  /** A snapshot of every connected client's queue and counters. */
+  connections(): ConnectionInfo[] {
+    return [...this.#connections].map((c) => c.info());
+  }
+
+  /** Health: `ready` once loaded, `loading` before, `failed` (with the reason) if loading failed. */
+  health(): HealthReport {
+    const s = this.host.status;
+    const status = s.state === 'loading' ? 'loading' : s.state === 'failed' ? 'failed' : 'ready';
+    const report: HealthReport = { status, session: s.state, clients: s.clients };
+    if (status === 'failed') report.reason = s.error?.message ?? 'the app failed to load';
+    return report;
+  }
+
+  /**
+   * Shuts down: stops accepting, sends every client a close frame (1001), closes the host
+   * (which shuts the app's runner down), and waits for sockets to go. Idempotent.
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#close();
+    return this.#closing;
+  }
+
+  async #close(): Promise<void> {
+    if (this.#heartbeat) clearInterval(this.#heartbeat);
+    this.#offStep?.();
+    const httpClosed = new Promise<void>((resolve) => this.#http.close(() => resolve()));
+    const gone = [...this.#connections].map((c) => c.closed);
+    for (const c of this.#connections) c.close('server shutting down');
+    try {
+      await this.host.close?.();
+    } catch (err) {
+      this.options.logger.error(`closing the app failed: ${(err as Error).stack ?? String(err)}`);
+    }
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([Promise.all(gone), new Promise((r) => (timer = setTimeout(r, CLOSE_GRACE_MS)))]);
+    clearTimeout(timer);
+    for (const c of this.#connections) c.terminate();
+    this.#http.closeAllConnections();
+    await httpClosed;
+  }
+
+  #beat(): void {
+    for (const c of this.#connections) {
+      if (!c.alive) {
+        this.options.logger.warn(`client ${c.id} missed a heartbeat; dropping it`);
+        this.metrics.rejected.inc({ reason: 'heartbeat' });
+        c.terminate();
+        continue;
+      }
+      c.alive = false;
+      c.ping();
+    }
+  }
+
+  #authorized(req: IncomingMessage, url: URL): boolean {
+    return this.options.token === undefined || tokenMatches(this.options.token, presentedToken(req, url));
+  }
+
+  async #onRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.setHeader('Allow', 'GET, HEAD');
+      return sendJson(res, 405, { error: { code: 'method_not_allowed', message: `${req.method} is not supported; every route is GET` } });
+    }
+    if (url.pathname === '/health') {
+      const h = this.health();
+      return sendJson(res, h.status === 'ready' ? 200 : 503, h);
+    }
+    if (!this.#authorized(req, url)) {
+      this.metrics.rejected.inc({ reason: 'unauthorized' });
+      res.setHeader('WWW-Authenticate', 'Bearer');
+      return sendJson(res, 401, { error: { code: 'unauthorized', message: 'this server requires an access token: add ?token=... or an "Authorization: Bearer ..." header' } });
+    }
+    if (!originAllowed(req, this.options.allowedOrigins)) {
+      this.metrics.rejected.inc({ reason: 'origin' });
+      return sendJson(res, 403, { error: { code: 'origin_not_allowed', message: `origin ${req.headers.origin} may not use this server; add it to allowedOrigins` } });
+    }
+    switch (url.pathname) {
+      case '/':
+      case '/index.html': {
+        const token = url.searchParams.get('token');
+        if (this.options.token !== undefined && token !== null) {
+          // Lets the page's module scripts and its socket carry the token without putting it in every URL.
+          res.setHeader('Set-Cookie', `${TOKEN_COOKIE}=${encodeURIComponent(token)}; HttpOnly; SameSite=Strict; Path=/`);
+        }
+        const html = renderViewerPage({ title: this.host.schema.app.name, wsPath: this.options.path });
+        res.setHeader('Cache-Control', 'no-store');
+        return send(res, 200, 'text/html; charset=utf-8', html);
+      }
+      case '/schema':
+        return sendJson(res, 200, this.host.schema);
+      case '/metrics': {
+        const text = await this.metrics.registry.metrics();
+        return send(res, 200, this.metrics.registry.contentType, text);
+      }
+      default:
+        break;
+    }
+    if (url.pathname.startsWith('/viewer/')) {
+      try {
+        const asset = await this.#assets.get(url.pathname.slice('/viewer/'.length));
+        if (asset) {
+          res.setHeader('Cache-Control', 'no-cache');
+          return send(res, 200, asset.contentType, asset.body);
+        }
+      } catch (err) {
+        if (err instanceof ViewerNotBuiltError) return sendJson(res, 500, { error: { code: err.code, message: err.message } });
+        throw err;
+      }
+    }
+    return sendJson(res, 404, { error: { code: 'not_found', message: `no route ${url.pathname}; try /, /schema, /health, /metrics or the WebSocket at ${this.options.path}` } });
+  }
+
+  #onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    socket.on('error', () => socket.destroy());
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    if (this.#closing) return rejectUpgrade(socket, 503, 'server_closing', 'the server is shutting down');
+    if (url.pathname !== this.options.path) return rejectUpgrade(socket, 404, 'not_found', `the WebSocket is at ${this.options.path}`);
+    if (!this.#authorized(req, url)) {
+      this.metrics.rejected.inc({ reason: 'unauthorized' });
+      return rejectUpgrade(socket, 401, 'unauthorized', 'missing or wrong access token: connect with ?token=...');
+    }
+    if (!originAllowed(req, this.options.allowedOrigins)) {
+      this.metrics.rejected.inc({ reason: 'origin' });
+      return rejectUpgrade(socket, 403, 'origin_not_allowed', `origin ${req.headers.origin} is not allowed; add it to allowedOrigins`);
+    }
+    this.#wss.handleUpgrade(req, socket, head, (ws) => this.#onConnection(ws, req));
+  }
+
+  #onConnection(ws: WebSocket, req: IncomingMessage): void {
+    const conn = new ClientConnection(ws, { host: this.host, encoder: this.#encoder, metrics: this.metrics, options: this.options }, (c) => {
+      this.#connections.delete(c);
+      this.metrics.clients.set(this.#connections.size);
+    });
+    this.#connections.add(conn);
+    this.metrics.clients.set(this.#connections.size);
+    try {
+      const info: { remoteAddress?: string; userAgent?: string } = {};
+      if (req.socket.remoteAddress) info.remoteAddress = req.socket.remoteAddress;
+      if (req.headers['user-agent']) info.userAgent = req.headers['user-agent'];
+      conn.attach(info);
+    } catch (err) {
+      this.options.logger.error(`the app refused a client: ${(err as Error).stack ?? String(err)}`);
+      ws.close(1011, 'the app could not register this client; see the server log');
+    }
+  }
+}
+
+/**
+ * Serves an existing app host over HTTP + WebSocket.
+ *
+ * @example
+ * const server = await serveHost(host, { port: 0 });
+ * console.log(`viewer at ${server.url}`);
+ * await server.close();
+ */
+export async function serveHost(host: ServableHost, options: ServerOptions = {}): Promise<ReactorServer> {
+  return new ReactorServer(host, options).listen();
+}
+
+function send(res: ServerResponse, status: number, contentType: string, body: string | Buffer): void {
+  res.statusCode = status;
+  res.setHeader('Content-Type', contentType);
+  res.setHeader('X-Content-Type-Options', 'nosniff');
+  res.end(res.req.method === 'HEAD' ? undefined : body);
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  send(res, status, 'application/json; charset=utf-8', JSON.stringify(body));
+}
+
+function rejectUpgrade(socket: Duplex, status: number, code: string, message: string): void {
+  const body = JSON.stringify({ error: { code, message } });
+  const text = { 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 503: 'Service Unavailable' }[status] ?? 'Error';
+  socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${status === 401 ? 'WWW-Authenticate: Bearer\r\n' : ''}\r\n${body}`);
+}

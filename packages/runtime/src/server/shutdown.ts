@@ -1,0 +1,46 @@
+/** SIGINT/SIGTERM handling for processes that serve an app (the CLI uses it). */
+import type { ReactorServer } from './reactor-server.js';
+
+/** Options of {@link installShutdownHandlers}. */
+export interface ShutdownOptions {
+  /** Signals to handle (default SIGINT and SIGTERM). */
+  signals?: NodeJS.Signals[];
+  /** Called instead of `process.exit` (tests); receives the exit code. */
+  exit?: (code: number) => void;
+  /** Called before closing, with the signal. */
+  onSignal?: (signal: NodeJS.Signals) => void;
+}
+
+/**
+ * On SIGINT/SIGTERM: sends every client a close frame, closes the host (which shuts the app's
+ * runner down through the app's hooks) and exits 0; exits 1 if closing fails. A second signal
+ * while closing exits 1 at once. Returns a function that removes the handlers.
+ *
+ * @example
+ * const server = await serve(MyApp, { port: 8080 });
+ * installShutdownHandlers(server);
+ */
+export function installShutdownHandlers(server: Pick<ReactorServer, 'close'>, options: ShutdownOptions = {}): () => void {
+  const signals = options.signals ?? ['SIGINT', 'SIGTERM'];
+  const exit = options.exit ?? ((code: number) => process.exit(code));
+  let closing = false;
+  const handler = (signal: NodeJS.Signals): void => {
+    if (closing) {
+      exit(1);
+      return;
+    }
+    closing = true;
+    options.onSignal?.(signal);
+    server.close().then(
+      () => exit(0),
+      (err: unknown) => {
+        console.error(`[reactor] shutdown failed: ${(err as Error)?.stack ?? String(err)}`);
+        exit(1);
+      },
+    );
+  };
+  for (const s of signals) process.on(s, handler);
+  return () => {
+    for (const s of signals) process.off(s, handler);
+  };
+}

@@ -1,0 +1,74 @@
+/**
+ * Where the viewer's browser modules live on disk: the compiled viewer script of this package
+ * and the compiled ESM of `@reactor/client` (the viewer imports it through an import map, so
+ * no bundler is needed). Both are plain files produced by `pnpm build`.
+ */
+import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { dirname, join, resolve, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+
+/** Folder of the compiled viewer script (`dist/server/viewer`), from `src/` or `dist/`. */
+function viewerDir(): string {
+  const sibling = join(here, 'viewer');
+  if (existsSync(join(sibling, 'viewer-app.js'))) return sibling;
+  // Running the TypeScript sources (tests): the compiled script is in the package's dist/.
+  return resolve(here, '../../dist/server/viewer');
+}
+
+/** Folder of `@reactor/client`'s compiled ESM. */
+function clientDir(): string {
+  const require = createRequire(import.meta.url);
+  return join(dirname(require.resolve('@reactor/client/package.json')), 'dist');
+}
+
+/** A browser module served by the server. */
+export interface Asset {
+  body: Buffer;
+  contentType: string;
+}
+
+/** Thrown when a viewer file is missing because the packages were not built. */
+export class ViewerNotBuiltError extends Error {
+  readonly code = 'viewer_not_built';
+  override name = 'ViewerNotBuiltError';
+}
+
+/**
+ * Resolves and reads one viewer asset by URL path below `/viewer/`: `app.js` (the viewer),
+ * `client/<file>.js` (the client SDK). Returns undefined for anything else (404).
+ */
+export class ViewerAssets {
+  readonly #viewer = viewerDir();
+  readonly #client = clientDir();
+  readonly #cache = new Map<string, Asset>();
+
+  async get(rel: string): Promise<Asset | undefined> {
+    const cached = this.#cache.get(rel);
+    if (cached) return cached;
+    let file: string | undefined;
+    if (rel === 'app.js') file = join(this.#viewer, 'viewer-app.js');
+    else if (/^client\/[a-z0-9-]+\.js$/.test(rel)) file = join(this.#client, rel.slice('client/'.length));
+    if (!file) return undefined;
+    const base = rel === 'app.js' ? this.#viewer : this.#client;
+    if (!resolve(file).startsWith(resolve(base) + sep)) return undefined;
+    let body: Buffer;
+    try {
+      body = await readFile(file);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      if (rel === 'app.js' || !existsSync(this.#client)) {
+        throw new ViewerNotBuiltError(`viewer asset ${file} does not exist; run "pnpm build" so the viewer and @reactor/client are compiled`);
+      }
+      return undefined;
+    }
+    // Strip source-map comments: the maps are not served.
+    const text = body.toString('utf8').replace(/\n\/\/# sourceMappingURL=.*$/m, '');
+    const asset = { body: Buffer.from(text), contentType: 'text/javascript; charset=utf-8' };
+    this.#cache.set(rel, asset);
+    return asset;
+  }
+}

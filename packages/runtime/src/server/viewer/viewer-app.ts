@@ -1,0 +1,327 @@
+/**
+ * The browser viewer (served as `/viewer/app.js`): draws the stream on a canvas and builds
+ * controls from the app's schema. Runs in the browser only; built on `@reactor/client`.
+ */
+import { CommandFailedError, FrameEncoding, connect, type ClientFrame, type CommandSchema, type JsonSchema, type ReactorClient } from '@reactor/client';
+
+const $ = <T extends HTMLElement>(id: string): T => document.getElementById(id) as T;
+
+const config = JSON.parse($('reactor-config').textContent ?? '{}') as { wsPath: string };
+const canvas = $<HTMLCanvasElement>('stream');
+const ctx = canvas.getContext('2d')!;
+const trackSelect = $<HTMLSelectElement>('track');
+
+/** Exposed for tests and debugging: the live client and counters. */
+const viewer = {
+  client: undefined as ReactorClient | undefined,
+  framesDrawn: 0,
+  lastSeq: -1,
+};
+(window as unknown as { reactorViewer: typeof viewer }).reactorViewer = viewer;
+
+function el<K extends keyof HTMLElementTagNameMap>(tag: K, props: Partial<HTMLElementTagNameMap[K]> = {}, ...children: (Node | string)[]): HTMLElementTagNameMap[K] {
+  const e = Object.assign(document.createElement(tag), props);
+  e.append(...children);
+  return e;
+}
+
+function badge(id: string, text: string, tone: '' | 'ok' | 'warn' | 'err'): void {
+  const b = $(id);
+  b.textContent = text;
+  b.className = `badge ${tone}`;
+}
+
+// ---- drawing -------------------------------------------------------------------------------
+
+let pending: ClientFrame | undefined;
+let decoding = false;
+let selectedTrack = 0;
+const drawTimes: number[] = [];
+
+function onFrame(f: ClientFrame): void {
+  if (f.track !== selectedTrack) return;
+  pending = f; // newest wins: a frame that arrives while one is decoding replaces the waiting one
+  if (!decoding) void drawLoop();
+}
+
+async function drawLoop(): Promise<void> {
+  decoding = true;
+  try {
+    while (pending) {
+      const f = pending;
+      pending = undefined;
+      if (canvas.width !== f.width || canvas.height !== f.height) {
+        canvas.width = f.width;
+        canvas.height = f.height;
+        $('size').textContent = `${f.width}x${f.height}`;
+        const stage = canvas.parentElement!;
+        stage.style.aspectRatio = `${f.width} / ${f.height}`;
+      }
+      if (f.encoding === FrameEncoding.Jpeg) {
+        const bitmap = await createImageBitmap(new Blob([f.payload as Uint8Array<ArrayBuffer>], { type: 'image/jpeg' }));
+        ctx.drawImage(bitmap, 0, 0);
+        bitmap.close();
+      } else {
+        const rgba = new Uint8ClampedArray(f.width * f.height * 4);
+        const src = f.payload;
+        for (let i = 0, j = 0; i < src.length; i += 3, j += 4) {
+          rgba[j] = src[i]!;
+          rgba[j + 1] = src[i + 1]!;
+          rgba[j + 2] = src[i + 2]!;
+          rgba[j + 3] = 255;
+        }
+        ctx.putImageData(new ImageData(rgba, f.width, f.height), 0, 0);
+      }
+      viewer.framesDrawn++;
+      viewer.lastSeq = f.seq;
+      $('seq').textContent = String(f.seq);
+      drawTimes.push(performance.now());
+    }
+  } catch (err) {
+    console.error('cannot draw frame', err);
+  } finally {
+    decoding = false;
+  }
+}
+
+function clearCanvas(): void {
+  pending = undefined;
+  ctx.fillStyle = '#000';
+  ctx.fillRect(0, 0, canvas.width, canvas.height);
+}
+
+setInterval(() => {
+  const now = performance.now();
+  while (drawTimes.length && drawTimes[0]! < now - 1000) drawTimes.shift();
+  $('fps').textContent = String(drawTimes.length);
+}, 250);
+
+// ---- controls ------------------------------------------------------------------------------
+
+type Field = JsonSchema & { type?: string | string[]; enum?: unknown[]; minimum?: number; maximum?: number; description?: string; default?: unknown };
+
+/** Updates a control's value from the state (skipped while the user is editing it). */
+const stateUpdaters = new Map<string, (value: unknown) => void>();
+
+function showResult(out: HTMLElement, p: Promise<unknown>): void {
+  out.className = 'result';
+  out.textContent = '...';
+  p.then(
+    (result) => {
+      out.className = 'result ok';
+      out.textContent = result === undefined ? 'ok' : `ok: ${JSON.stringify(result)}`;
+    },
+    (err: Error) => {
+      out.className = 'result err';
+      if (err instanceof CommandFailedError) {
+        const details = err.details?.map((d) => `${d.field}: ${d.message} (${d.constraint})`).join('; ');
+        out.textContent = `${err.code}: ${details || err.message}`;
+      } else {
+        out.textContent = err.message;
+      }
+    },
+  );
+}
+
+function fieldType(f: Field): string {
+  const t = Array.isArray(f.type) ? f.type.find((x) => x !== 'null') : f.type;
+  if (f.enum) return 'enum';
+  return t ?? 'string';
+}
+
+/** One input for a JSON Schema property; `read()` returns the value to send. */
+function inputFor(name: string, f: Field, onCommit: () => void): { node: HTMLElement; read(): unknown; write(v: unknown): void; focusEl: HTMLElement } {
+  const t = fieldType(f);
+  if (t === 'boolean') {
+    const input = el('input', { type: 'checkbox', name });
+    input.addEventListener('change', onCommit);
+    const node = el('label', { className: 'toggle' }, input, el('span'));
+    return { node, focusEl: input, read: () => input.checked, write: (v) => (input.checked = v === true) };
+  }
+  if (t === 'enum') {
+    const select = el('select', { name });
+    for (const v of f.enum ?? []) select.append(el('option', { value: JSON.stringify(v) }, String(v)));
+    select.addEventListener('change', onCommit);
+    return { node: select, focusEl: select, read: () => JSON.parse(select.value) as unknown, write: (v) => (select.value = JSON.stringify(v)) };
+  }
+  if ((t === 'number' || t === 'integer') && typeof f.minimum === 'number' && typeof f.maximum === 'number') {
+    const step = t === 'integer' ? 1 : (f.maximum - f.minimum) / 100;
+    const input = el('input', { type: 'range', name, min: String(f.minimum), max: String(f.maximum), step: String(step) });
+    const value = el('span', { className: 'value' });
+    input.addEventListener('input', () => (value.textContent = input.value));
+    input.addEventListener('change', onCommit);
+    const node = el('div', { className: 'row' }, input, value);
+    return {
+      node,
+      focusEl: input,
+      read: () => Number(input.value),
+      write: (v) => {
+        input.value = String(v);
+        value.textContent = String(v);
+      },
+    };
+  }
+  if (t === 'number' || t === 'integer') {
+    const input = el('input', { type: 'number', name, step: t === 'integer' ? '1' : 'any' });
+    input.addEventListener('keydown', (e) => e.key === 'Enter' && onCommit());
+    return { node: input, focusEl: input, read: () => (input.value === '' ? undefined : Number(input.value)), write: (v) => (input.value = v === undefined || v === null ? '' : String(v)) };
+  }
+  if (t === 'string') {
+    const input = el('input', { type: 'text', name, autocomplete: 'off' });
+    input.addEventListener('keydown', (e) => e.key === 'Enter' && onCommit());
+    return { node: input, focusEl: input, read: () => input.value, write: (v) => (input.value = typeof v === 'string' ? v : '') };
+  }
+  // Objects and arrays: edit as JSON.
+  const input = el('input', { type: 'text', name, placeholder: 'JSON' });
+  input.addEventListener('keydown', (e) => e.key === 'Enter' && onCommit());
+  return {
+    node: input,
+    focusEl: input,
+    read: () => {
+      try {
+        return JSON.parse(input.value) as unknown;
+      } catch {
+        return input.value;
+      }
+    },
+    write: (v) => (input.value = v === undefined ? '' : JSON.stringify(v)),
+  };
+}
+
+function buildControl(client: ReactorClient, cmd: CommandSchema): HTMLElement {
+  const props = (cmd.params['properties'] ?? {}) as Record<string, Field>;
+  const names = Object.keys(props);
+  const out = el('div', { className: 'result' });
+  out.dataset['command'] = cmd.name;
+  const wrap = el('div', { className: 'control' });
+  wrap.dataset['command'] = cmd.name;
+  const title = el('label', { className: 'name' }, el('span', {}, cmd.name));
+  wrap.append(title);
+  if (cmd.description) wrap.append(el('div', { className: 'desc' }, cmd.description));
+
+  if (names.length === 0) {
+    const button = el('button', { type: 'button' }, cmd.name.replace(/_/g, ' '));
+    button.addEventListener('click', () => showResult(out, client.send(cmd.name, {})));
+    wrap.append(el('div', { className: 'row' }, button), out);
+    return wrap;
+  }
+
+  if (cmd.kind === 'setter' && names.length === 1) {
+    const key = names[0]!;
+    const field = props[key]!;
+    const send = (): void => showResult(out, client.send(cmd.name, { [key]: input.read() }));
+    const input = inputFor(key, field, send);
+    const row = el('div', { className: 'row' }, input.node);
+    const t = fieldType(field);
+    const isRange = input.node.classList.contains('row');
+    if (t !== 'boolean' && t !== 'enum' && !isRange) {
+      const set = el('button', { type: 'button', className: 'secondary' }, 'Set');
+      set.addEventListener('click', send);
+      row.append(set);
+    }
+    wrap.append(row, out);
+    const stateKey = cmd.field ?? key;
+    stateUpdaters.set(stateKey, (v) => {
+      if (document.activeElement !== input.focusEl) input.write(v);
+    });
+    input.write(client.state[stateKey] ?? field.default);
+    return wrap;
+  }
+
+  // An event with parameters: a small form.
+  const inputs = names.map((n) => ({ n, input: inputFor(n, props[n]!, () => undefined) }));
+  const form = el('form', { className: 'params' });
+  for (const { n, input } of inputs) {
+    input.write(props[n]!.default);
+    form.append(el('label', {}, n, input.node));
+  }
+  const submit = el('button', { type: 'submit' }, cmd.name.replace(/_/g, ' '));
+  form.append(submit);
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    const params: Record<string, unknown> = {};
+    for (const { n, input } of inputs) {
+      const v = input.read();
+      if (v !== undefined && v !== '') params[n] = v;
+    }
+    showResult(out, client.send(cmd.name, params));
+  });
+  wrap.append(form, out);
+  return wrap;
+}
+
+function buildControls(client: ReactorClient): void {
+  const box = $('controls');
+  box.replaceChildren();
+  stateUpdaters.clear();
+  if (client.schema.commands.length === 0) box.append(el('p', { className: 'empty' }, 'This app has no commands.'));
+  for (const cmd of client.schema.commands) box.append(buildControl(client, cmd));
+  trackSelect.replaceChildren(...client.schema.tracks.map((t, i) => el('option', { value: String(i) }, t.name)));
+  trackSelect.value = String(selectedTrack);
+  $('app-name').textContent = client.schema.app.name;
+  document.title = `${client.schema.app.name} · Reactor`;
+  $('app-version').textContent = `v${client.schema.app.version}`;
+}
+
+function applyState(state: Record<string, unknown>): void {
+  for (const [k, v] of Object.entries(state)) stateUpdaters.get(k)?.(v);
+}
+
+function logMessage(name: string, data: unknown): void {
+  const list = $('messages');
+  list.querySelector('.empty')?.remove();
+  list.prepend(el('li', {}, el('span', { className: 'name' }, name), ' ', JSON.stringify(data)));
+  while (list.children.length > 50) list.lastChild?.remove();
+}
+
+trackSelect.addEventListener('change', () => {
+  selectedTrack = Number(trackSelect.value);
+  clearCanvas();
+});
+
+// ---- connection ----------------------------------------------------------------------------
+
+async function main(): Promise<void> {
+  const token = new URLSearchParams(location.search).get('token') ?? undefined;
+  const url = `${location.protocol === 'https:' ? 'wss:' : 'ws:'}//${location.host}${config.wsPath}`;
+  let client: ReactorClient;
+  try {
+    client = await connect(url, token === undefined ? { reconnect: true } : { token, reconnect: true });
+  } catch (err) {
+    badge('connection', 'disconnected', 'err');
+    $('controls').replaceChildren(el('p', { className: 'result err' }, (err as Error).message));
+    return;
+  }
+  viewer.client = client;
+  buildControls(client);
+  applyState(client.state);
+  badge('connection', 'connected', 'ok');
+  const session = (): void => {
+    const s = client.session;
+    badge('session', `session: ${s.state} · ${s.clients} client${s.clients === 1 ? '' : 's'}`, s.state === 'failed' ? 'err' : s.state === 'streaming' ? 'ok' : 'warn');
+    if (s.error) badge('session', `session: ${s.state} · ${s.error.code}: ${s.error.message}`, 'err');
+  };
+  session();
+  client.on('welcome', () => {
+    buildControls(client);
+    applyState(client.state);
+  });
+  client.on('frame', onFrame);
+  client.on('state', applyState);
+  client.on('session', session);
+  client.on('flush', clearCanvas);
+  client.on('message', (m) => logMessage(m.name, m.data));
+  client.on('error', (e) => logMessage('error', e.message));
+  client.on('stats', (s) => {
+    $('dropped').textContent = String(s.dropped);
+    $('step-ms').textContent = s.stepMs.toFixed(1);
+    $('model-fps').textContent = s.fps.toFixed(1);
+  });
+  client.on('status', (s) => {
+    if (s.state === 'open') badge('connection', 'connected', 'ok');
+    else if (s.state === 'reconnecting') badge('connection', `reconnecting (attempt ${s.attempt}, ${((s.delayMs ?? 0) / 1000).toFixed(1)} s)`, 'warn');
+    else if (s.state === 'closed') badge('connection', 'disconnected', 'err');
+  });
+}
+
+void main();
