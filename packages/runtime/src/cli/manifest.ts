@@ -1,0 +1,141 @@
+/**
+ * `reactor.yaml`: the workspace manifest that says which app `reactor run` serves. Read,
+ * validated (every problem named by its key path), and resolved against the manifest's folder.
+ */
+import 'reflect-metadata';
+import { readFileSync, existsSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { plainToInstance, Type } from 'class-transformer';
+import {
+  IsIn, IsInt, IsOptional, IsString, Matches, Max, MaxLength, Min, MinLength, ValidateNested, validateSync,
+  type ValidationError,
+} from 'class-validator';
+import { parse as parseYaml } from 'yaml';
+import { ReactorError } from '../errors/errors.js';
+
+/** The manifest file name `reactor` looks for. */
+export const MANIFEST_FILE = 'reactor.yaml';
+
+/** Thrown for a missing, unreadable or invalid `reactor.yaml`; the message lists every bad key. */
+export class ManifestError extends ReactorError {
+  constructor(message: string, readonly problems: string[] = []) {
+    super('manifest_invalid', message);
+  }
+}
+
+class GpuResources {
+  @IsOptional() @IsString() @MinLength(1) type?: string;
+  @IsInt() @Min(0) @Max(64) count = 0;
+}
+
+class Resources {
+  @IsOptional() @ValidateNested() @Type(() => GpuResources) gpu?: GpuResources;
+}
+
+class ModelSection {
+  @IsString() @Matches(/^[a-z0-9][a-z0-9._-]*$/, { message: 'must be lower-case letters, digits, ".", "_" or "-"' }) name!: string;
+  @IsString() @MinLength(1) version!: string;
+  @IsOptional() @IsString() @MaxLength(2000) description?: string;
+  @IsOptional() @ValidateNested() @Type(() => Resources) resources?: Resources;
+}
+
+class RuntimeSection {
+  /** `<module path relative to reactor.yaml>:<export name>`, e.g. `apps/video/dist/app.js:VideoApp`. */
+  @IsString() @Matches(/^[^:]+:[A-Za-z_$][\w$]*$/, { message: 'must look like "path/to/module.js:ExportName"' }) import!: string;
+  @IsOptional() @IsString() config?: string;
+  @IsOptional() @IsString() weights_path?: string;
+}
+
+class ServerSection {
+  @IsOptional() @IsString() host?: string;
+  @IsOptional() @IsInt() @Min(0) @Max(65535) port?: number;
+  @IsOptional() @IsString() @MinLength(16, { message: 'must be at least 16 characters' }) token?: string;
+  @IsOptional() @IsIn(['jpeg', 'rgb']) encoding?: 'jpeg' | 'rgb';
+}
+
+class ManifestDocument {
+  @ValidateNested() @Type(() => ModelSection) model!: ModelSection;
+  @ValidateNested() @Type(() => RuntimeSection) runtime!: RuntimeSection;
+  @IsOptional() @ValidateNested() @Type(() => ServerSection) server?: ServerSection;
+}
+
+/** A validated manifest with every path resolved to an absolute one. */
+export interface Manifest {
+  /** Absolute path of the manifest file. */
+  file: string;
+  /** Folder the relative paths were resolved against. */
+  root: string;
+  model: { name: string; version: string; description?: string; gpu: { type?: string; count: number } };
+  runtime: { module: string; exportName: string; config?: string; weightsPath?: string };
+  server: { host?: string; port?: number; token?: string; encoding?: 'jpeg' | 'rgb' };
+}
+
+function flatten(errors: ValidationError[], prefix = ''): string[] {
+  return errors.flatMap((e) => {
+    const path = prefix ? `${prefix}.${e.property}` : e.property;
+    if (e.value === undefined && e.constraints) return [`${path}: is required`];
+    const own = Object.values(e.constraints ?? {}).map((m) => `${path}: ${m.replace(new RegExp(`^${e.property} `), '')}`);
+    return [...own, ...flatten(e.children ?? [], path)];
+  });
+}
+
+/** Finds `reactor.yaml` in `from` or its parents. */
+export function findManifest(from = process.cwd()): string | undefined {
+  let dir = resolve(from);
+  for (;;) {
+    const candidate = resolve(dir, MANIFEST_FILE);
+    if (existsSync(candidate)) return candidate;
+    const up = dirname(dir);
+    if (up === dir) return undefined;
+    dir = up;
+  }
+}
+
+/**
+ * Reads and validates a manifest.
+ * @throws {ManifestError} `manifest_invalid`, naming every bad key and the file.
+ */
+export function loadManifest(file: string): Manifest {
+  const path = resolve(file);
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new ManifestError(`cannot read ${path}: ${(err as Error).message}. Run reactor from the folder that holds ${MANIFEST_FILE}, or pass --config <path>.`);
+  }
+  let raw: unknown;
+  try {
+    raw = parseYaml(text);
+  } catch (err) {
+    throw new ManifestError(`${path} is not valid YAML: ${(err as Error).message}`);
+  }
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    throw new ManifestError(`${path} must be a YAML mapping with "model" and "runtime" sections`);
+  }
+  const doc = plainToInstance(ManifestDocument, raw);
+  const problems = flatten(validateSync(doc, { forbidUnknownValues: false }));
+  const r = raw as Record<string, unknown>;
+  for (const key of Object.keys(r)) if (!['model', 'runtime', 'server', 'build'].includes(key)) problems.push(`${key}: unknown section (allowed: model, runtime, server, build)`);
+  if (problems.length > 0) {
+    throw new ManifestError(`${path} is invalid:\n${problems.map((p) => `  - ${p}`).join('\n')}`, problems);
+  }
+  const root = dirname(path);
+  const [modulePath, exportName] = doc.runtime.import.split(':') as [string, string];
+  return {
+    file: path,
+    root,
+    model: {
+      name: doc.model.name,
+      version: doc.model.version,
+      ...(doc.model.description !== undefined && { description: doc.model.description }),
+      gpu: { count: doc.model.resources?.gpu?.count ?? 0, ...(doc.model.resources?.gpu?.type !== undefined && { type: doc.model.resources.gpu.type }) },
+    },
+    runtime: {
+      module: resolve(root, modulePath),
+      exportName,
+      ...(doc.runtime.config !== undefined && { config: resolve(root, doc.runtime.config) }),
+      ...(doc.runtime.weights_path !== undefined && { weightsPath: resolve(root, doc.runtime.weights_path) }),
+    },
+    server: { ...doc.server },
+  };
+}

@@ -1,0 +1,90 @@
+import { mkdtempSync, writeFileSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { findManifest, loadManifest, ManifestError } from '../../src/cli/manifest.js';
+
+function write(text: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'reactor-manifest-'));
+  const file = join(dir, 'reactor.yaml');
+  writeFileSync(file, text);
+  return file;
+}
+
+const good = `
+model:
+  name: video-demo
+  version: 0.1.0
+  resources:
+    gpu: { type: NVIDIA_H200, count: 2 }
+runtime:
+  import: apps/video/dist/app.js:VideoApp
+  config: apps/video/config.yaml
+  weights_path: apps/video/weights
+server:
+  port: 9000
+`;
+
+describe('loadManifest', () => {
+  it('resolves every path against the manifest folder', () => {
+    const file = write(good);
+    const m = loadManifest(file);
+    const root = join(file, '..');
+    expect(m.model).toEqual({ name: 'video-demo', version: '0.1.0', gpu: { type: 'NVIDIA_H200', count: 2 } });
+    expect(m.runtime).toEqual({
+      module: join(root, 'apps/video/dist/app.js'),
+      exportName: 'VideoApp',
+      config: join(root, 'apps/video/config.yaml'),
+      weightsPath: join(root, 'apps/video/weights'),
+    });
+    expect(m.server).toEqual({ port: 9000 });
+  });
+
+  it('names every bad key with its path', () => {
+    const file = write(`
+model:
+  name: Bad Name
+  resources: { gpu: { count: -1 } }
+runtime:
+  import: no-export-name.js
+server:
+  port: 70000
+extra: 1
+`);
+    let err: unknown;
+    try {
+      loadManifest(file);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ManifestError);
+    const e = err as ManifestError;
+    expect(e.code).toBe('manifest_invalid');
+    expect(e.problems).toMatchInlineSnapshot(`
+      [
+        "model.name: must be lower-case letters, digits, ".", "_" or "-"",
+        "model.version: is required",
+        "model.resources.gpu.count: must not be less than 0",
+        "runtime.import: must look like "path/to/module.js:ExportName"",
+        "server.port: must not be greater than 65535",
+        "extra: unknown section (allowed: model, runtime, server, build)",
+      ]
+    `);
+    expect(e.message).toContain(file);
+  });
+
+  it('rejects a file that is not a mapping, and invalid YAML, naming the file', () => {
+    expect(() => loadManifest(write('- a\n- b\n'))).toThrow(/must be a YAML mapping/);
+    expect(() => loadManifest(write('model: [\n'))).toThrow(/is not valid YAML/);
+    expect(() => loadManifest('/nonexistent/reactor.yaml')).toThrow(/cannot read \/nonexistent\/reactor\.yaml/);
+  });
+});
+
+describe('findManifest', () => {
+  it('finds reactor.yaml in a parent folder', () => {
+    const file = write(good);
+    const nested = join(file, '..', 'a', 'b');
+    mkdirSync(nested, { recursive: true });
+    expect(findManifest(nested)).toBe(file);
+  });
+});
