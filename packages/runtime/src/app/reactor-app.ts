@@ -1,0 +1,96 @@
+import { InvalidOutputError, NoSessionError } from '../errors/errors.js';
+import { Output } from '../output/output.js';
+import type { InputState } from '../state/input-state.js';
+import type { StepOutcome } from './step-outcome.js';
+import { resolveWeightsPath } from './weights.js';
+
+/** @internal What a host plugs into an app instance. */
+export interface AppBinding {
+  state(): InputState | undefined;
+  send(message: object): void;
+  flush(): void;
+  broadcastState(): void;
+  readonly weightsPath: string | undefined;
+}
+
+/** @internal */
+export const APP_BINDING: unique symbol = Symbol('reactor:app-binding');
+
+/** Playout control of an app (`this.output`). */
+export interface OutputControl {
+  /**
+   * Drops every queued frame on every track, releases a step waiting for room (its batch is
+   * dropped too) and tells clients to cut (`flush` message). Call it on every reset.
+   */
+  flush(): void;
+}
+
+/**
+ * Base class of an app. Override `generate()` (and, as needed, `load()`, `processInput()`,
+ * `processOutput()`), declare commands with `@event` and hooks with `@sessionStarted`,
+ * `@sessionEnded`, `@connected`, `@disconnected`, and declare the state/output classes with
+ * `@reactorApp({...})`. See `docs/runtime.md`.
+ *
+ * @typeParam State  the `InputState` subclass (`this.state`)
+ * @typeParam Input  what `processInput()` returns and `generate()` takes
+ * @typeParam Result what `generate()` returns
+ */
+export abstract class ReactorApp<State extends InputState = InputState, Input = State, Result = unknown> {
+  /** @internal */
+  [APP_BINDING]: AppBinding | undefined;
+
+  /** The live session's state. @throws NoSessionError (`no_session`) outside a session. */
+  get state(): State {
+    const s = this[APP_BINDING]?.state();
+    if (s === undefined) {
+      throw new NoSessionError(`${this.constructor.name}.state was read while no session exists; state lives from @sessionStarted to @sessionEnded`);
+    }
+    return s as State;
+  }
+
+  /** Playout control (`this.output.flush()`). */
+  get output(): OutputControl {
+    return { flush: () => this[APP_BINDING]?.flush() };
+  }
+
+  /** Called once before any client, with the manifest's `runtime.config` path. Build and start the model here. */
+  load(_configPath?: string): void | Promise<void> {}
+
+  /** Builds the model input; throw `ApplicationError(reason)` to refuse the step. Default: the state. */
+  processInput(): Input | Promise<Input> {
+    return this.state as unknown as Input;
+  }
+
+  /** Runs the model once. Errors it throws become `StepOutcome.error`. */
+  abstract generate(input: Input): Result | Promise<Result>;
+
+  /**
+   * Turns the step's outcome into media to emit (or `null`/`undefined` for none). Default:
+   * rethrow the model's error (ending the session), emit the result if it is an `Output`.
+   * A throw from here ends the session with an error that clients are told about.
+   */
+  processOutput(outcome: StepOutcome<Result>): Output | null | undefined | Promise<Output | null | undefined> {
+    if (outcome.error !== undefined) throw outcome.error;
+    const r = outcome.result;
+    if (r === undefined || r === null) return null;
+    if (r instanceof Output) return r;
+    throw new InvalidOutputError(
+      `${this.constructor.name}.generate() returned ${(r as object).constructor?.name ?? typeof r}, not an Output; return an Output from generate() or override processOutput() to build one`,
+    );
+  }
+
+  /** Broadcasts a declared message to every client of the session. @throws MessageNotDeclaredError */
+  send(message: object): void {
+    this[APP_BINDING]?.send(message);
+  }
+
+  /** Broadcasts the full public state (`state` message), e.g. after an event changed it. */
+  broadcastState(): void {
+    this[APP_BINDING]?.broadcastState();
+  }
+
+  /** See {@link getWeightsPath}. @throws WeightsPathNotSetError */
+  getWeightsPath(): string {
+    return resolveWeightsPath(this[APP_BINDING]?.weightsPath);
+  }
+}

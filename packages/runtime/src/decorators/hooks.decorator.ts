@@ -1,0 +1,23 @@
+import { DecoratorMisuseError } from '../errors/errors.js';
+import { type HookKind, recordHook } from '../metadata/keys.js';
+
+function hook(kind: HookKind): MethodDecorator {
+  return (target, key, descriptor) => {
+    if (typeof target === 'function') throw new DecoratorMisuseError(`@${kind} cannot decorate static method ${target.name}.${String(key)}`);
+    if (typeof key !== 'string') throw new DecoratorMisuseError(`@${kind} needs a string method name, not a symbol`);
+    if (typeof descriptor.value !== 'function') throw new DecoratorMisuseError(`@${kind} decorates methods; ${target.constructor.name}.${key} is not one`);
+    recordHook(target, { kind, method: key });
+  };
+}
+
+/**
+ * Runs the method when a session starts (fresh state already built), before the first
+ * `@connected`. Sync or async; a throw is logged, not fatal.
+ */
+export const sessionStarted: MethodDecorator = hook('sessionStarted');
+/** Runs the method when a session ends (after the grace period, a fatal step or `host.close()`), before the state is dropped. */
+export const sessionEnded: MethodDecorator = hook('sessionEnded');
+/** Runs `method(client)` after a client joined the session. */
+export const connected: MethodDecorator = hook('connected');
+/** Runs `method(client)` after a client left. */
+export const disconnected: MethodDecorator = hook('disconnected');

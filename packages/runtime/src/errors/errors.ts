@@ -1,0 +1,175 @@
+/**
+ * Every error the app model raises, with its stable `code`. `docs/errors.md` lists each code
+ * with its fix; keep the two in step.
+ */
+
+/** Stable codes of the app model's errors. */
+export const RuntimeErrorCode = {
+  /** The app class, its state, params, output or message classes break a rule (registration). */
+  InvalidApp: 'invalid_app',
+  InvalidStateField: 'invalid_state_field',
+  InvalidDefault: 'invalid_default',
+  MutableDefault: 'mutable_default',
+  UnvalidatedField: 'unvalidated_field',
+  UndeclaredField: 'undeclared_field',
+  InvalidCommandName: 'invalid_command_name',
+  DuplicateCommand: 'duplicate_command',
+  InvalidOutputClass: 'invalid_output_class',
+  InvalidMessageClass: 'invalid_message_class',
+  InvalidAppOption: 'invalid_app_option',
+  DecoratorMisuse: 'decorator_misuse',
+  InvalidHostOption: 'invalid_host_option',
+  FrameShape: 'frame_shape',
+  UnknownTrack: 'unknown_track',
+  InvalidOutput: 'invalid_output',
+  MessageNotDeclared: 'message_not_declared',
+  NoSession: 'no_session',
+  WeightsPathNotSet: 'weights_path_not_set',
+  LoadFailed: 'load_failed',
+  AlreadyLoaded: 'already_loaded',
+  HostClosed: 'host_closed',
+  SessionFailed: 'session_failed',
+} as const;
+export type RuntimeErrorCode = (typeof RuntimeErrorCode)[keyof typeof RuntimeErrorCode];
+
+/** Base class of the runtime's own errors: a stable `code`, a `name` and an optional `cause`. */
+export class ReactorError extends Error {
+  override name = 'ReactorError';
+  /** Stable, machine-readable code (see `docs/errors.md`). */
+  readonly code: string;
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+  }
+}
+
+/**
+ * The app class (or one of its state, params, output or message classes) breaks a rule of the
+ * app model. Thrown when the app is registered (`new AppHost(App)`, `describeApp(App)`), naming
+ * the class and the member.
+ */
+export class AppDefinitionError extends ReactorError {
+  override name = 'AppDefinitionError';
+  /** The class at fault (`VideoState`). */
+  readonly className: string;
+  /** The field or method at fault, when there is one. */
+  readonly member: string | undefined;
+  constructor(code: RuntimeErrorCode, className: string, member: string | undefined, message: string) {
+    super(code, `${member === undefined ? className : `${className}.${member}`}: ${message}`);
+    this.className = className;
+    this.member = member;
+  }
+}
+
+/** A decorator was applied where it cannot work (wrong target, applied twice). Thrown at decoration. */
+export class DecoratorMisuseError extends ReactorError {
+  override name = 'DecoratorMisuseError';
+  constructor(message: string) {
+    super(RuntimeErrorCode.DecoratorMisuse, message);
+  }
+}
+
+/** An option of {@link AppHost} (or of `@reactorApp`) has a wrong value. */
+export class HostOptionError extends ReactorError {
+  override name = 'HostOptionError';
+  constructor(message: string) {
+    super(RuntimeErrorCode.InvalidHostOption, message);
+  }
+}
+
+/**
+ * Thrown by `processInput()` to refuse a step: the model is not called, the reason is logged
+ * once, and the loop tries again on the next change (a command, a client joining or leaving,
+ * a flush) or after a short back-off.
+ *
+ * @example
+ * if (this.state.paused) throw new ApplicationError('paused');
+ */
+export class ApplicationError extends Error {
+  override name = 'ApplicationError';
+  readonly code = 'application_error';
+}
+
+/**
+ * Thrown by a command handler to answer the sender with this exact `code` and `message`.
+ *
+ * @example
+ * throw new CommandError('not_ready', 'the model is still warming up; try again in a second');
+ */
+export class CommandError extends Error {
+  override name = 'CommandError';
+  /** The wire code the sender receives, unchanged. */
+  readonly code: string;
+  constructor(code: string, message: string) {
+    super(message);
+    if (typeof code !== 'string' || code.length === 0) throw new TypeError('CommandError: code must be a non-empty string');
+    this.code = code;
+  }
+}
+
+/** A frame batch does not have the shape `(n, height, width, 3)` its track needs. */
+export class FrameShapeError extends ReactorError {
+  override name = 'FrameShapeError';
+  constructor(message: string) {
+    super(RuntimeErrorCode.FrameShape, message);
+  }
+}
+
+/** An `Output` names a track that its class does not declare. */
+export class UnknownTrackError extends ReactorError {
+  override name = 'UnknownTrackError';
+  constructor(message: string) {
+    super(RuntimeErrorCode.UnknownTrack, message);
+  }
+}
+
+/** `processOutput()` returned something that is not an `Output` of the app's declared class. */
+export class InvalidOutputError extends ReactorError {
+  override name = 'InvalidOutputError';
+  constructor(message: string) {
+    super(RuntimeErrorCode.InvalidOutput, message);
+  }
+}
+
+/** `send()` / `client.send()` got an object whose class is not in the app's `messages`. */
+export class MessageNotDeclaredError extends ReactorError {
+  override name = 'MessageNotDeclaredError';
+  constructor(message: string) {
+    super(RuntimeErrorCode.MessageNotDeclared, message);
+  }
+}
+
+/** `this.state` was read while no session exists (e.g. in `load()`). */
+export class NoSessionError extends ReactorError {
+  override name = 'NoSessionError';
+  constructor(message: string) {
+    super(RuntimeErrorCode.NoSession, message);
+  }
+}
+
+/** `getWeightsPath()` found neither `REACTOR_WEIGHTS_PATH` nor a host `weightsPath`. */
+export class WeightsPathNotSetError extends ReactorError {
+  override name = 'WeightsPathNotSetError';
+  constructor() {
+    super(
+      RuntimeErrorCode.WeightsPathNotSet,
+      'no weights path is configured: set runtime.weights_path in reactor.yaml (or AppHost option weightsPath), or the environment variable REACTOR_WEIGHTS_PATH',
+    );
+  }
+}
+
+/** `AppHost.load()` failed: the app's `load()` threw (see `cause`). */
+export class AppLoadError extends ReactorError {
+  override name = 'AppLoadError';
+  constructor(code: RuntimeErrorCode, message: string, options?: { cause?: unknown }) {
+    super(code, message, options);
+  }
+}
+
+/** The host was closed; it accepts no more work. */
+export class HostClosedError extends ReactorError {
+  override name = 'HostClosedError';
+  constructor(message = 'the app host is closed') {
+    super(RuntimeErrorCode.HostClosed, message);
+  }
+}

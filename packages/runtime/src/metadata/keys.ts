@@ -1,0 +1,149 @@
+/**
+ * The one place where decorator metadata lives. Decorators only write here; the registry
+ * (`app/registry.ts`) reads it back once per app class and caches the result.
+ */
+import 'reflect-metadata';
+import { DecoratorMisuseError } from '../errors/errors.js';
+
+/** Metadata keys (symbols: nothing outside this module can collide with them). */
+export const MetadataKey = {
+  InputFields: Symbol('reactor:input-fields'),
+  Events: Symbol('reactor:events'),
+  Hooks: Symbol('reactor:hooks'),
+  Tracks: Symbol('reactor:tracks'),
+  AppOptions: Symbol('reactor:app-options'),
+} as const;
+
+/** Options of {@link InputField}. */
+export interface InputFieldOptions<T = unknown> {
+  /** Initial value in a fresh session's state. Absent: the field is required. Must be a primitive or a frozen value. */
+  default?: T;
+  /** For mutable initial values (arrays, objects): called once per session. */
+  defaultFactory?: () => T;
+  /** Shown in the schema and the viewer. */
+  description?: string;
+  /** Marks the field for content moderation in the published schema (`x-moderate: true`); nothing else. */
+  moderate?: boolean;
+}
+
+/** One `@InputField` as recorded. */
+export interface InputFieldRecord {
+  readonly property: string;
+  readonly options: InputFieldOptions;
+  readonly hasDefault: boolean;
+}
+
+/** Options of {@link event}. */
+export interface EventOptions {
+  /** Wire name of the command; default: the method name in snake_case. */
+  name?: string;
+  description?: string;
+  /** Class of the parameters object, its fields declared with `@InputField` + class-validator. */
+  params?: new () => object;
+}
+
+export interface EventRecord {
+  readonly method: string;
+  readonly options: EventOptions;
+}
+
+/** Lifecycle hook kinds. */
+export type HookKind = 'sessionStarted' | 'sessionEnded' | 'connected' | 'disconnected';
+
+export interface HookRecord {
+  readonly kind: HookKind;
+  readonly method: string;
+}
+
+/** Options of the `@Video()` track decorator. */
+export interface VideoTrackOptions {
+  /** Pins this track's playout rate (overrides the app's `fps`). */
+  fps?: number;
+  /** Fixed frame size, so payloads may be bare `Uint8Array`s. */
+  width?: number;
+  height?: number;
+  description?: string;
+}
+
+export interface TrackRecord {
+  readonly property: string;
+  readonly kind: 'video';
+  readonly options: VideoTrackOptions;
+}
+
+function ownList<T>(key: symbol, target: object): T[] {
+  let list = Reflect.getOwnMetadata(key, target) as T[] | undefined;
+  if (!list) {
+    list = [];
+    Reflect.defineMetadata(key, list, target);
+  }
+  return list;
+}
+
+/** Own records of one class (prototype) only; the registry walks the chain. */
+function readOwn<T>(key: symbol, target: object): readonly T[] {
+  return (Reflect.getOwnMetadata(key, target) as T[] | undefined) ?? [];
+}
+
+export function recordInputField(proto: object, record: InputFieldRecord): void {
+  const list = ownList<InputFieldRecord>(MetadataKey.InputFields, proto);
+  if (list.some((r) => r.property === record.property)) {
+    throw new DecoratorMisuseError(`@InputField applied twice to ${className(proto)}.${record.property}`);
+  }
+  list.push(record);
+}
+
+export function recordEvent(proto: object, record: EventRecord): void {
+  const list = ownList<EventRecord>(MetadataKey.Events, proto);
+  if (list.some((r) => r.method === record.method)) {
+    throw new DecoratorMisuseError(`@event applied twice to ${className(proto)}.${record.method}`);
+  }
+  list.push(record);
+}
+
+export function recordHook(proto: object, record: HookRecord): void {
+  const list = ownList<HookRecord>(MetadataKey.Hooks, proto);
+  if (list.some((r) => r.method === record.method && r.kind === record.kind)) {
+    throw new DecoratorMisuseError(`@${record.kind} applied twice to ${className(proto)}.${record.method}`);
+  }
+  list.push(record);
+}
+
+export function recordTrack(proto: object, record: TrackRecord): void {
+  const list = ownList<TrackRecord>(MetadataKey.Tracks, proto);
+  if (list.some((r) => r.property === record.property)) {
+    throw new DecoratorMisuseError(`a track decorator is applied twice to ${className(proto)}.${record.property}`);
+  }
+  list.push(record);
+}
+
+export function recordAppOptions(ctor: object, options: object): void {
+  if (Reflect.getOwnMetadata(MetadataKey.AppOptions, ctor) !== undefined) {
+    throw new DecoratorMisuseError(`@reactorApp applied twice to ${(ctor as { name?: string }).name ?? 'a class'}`);
+  }
+  Reflect.defineMetadata(MetadataKey.AppOptions, options, ctor);
+}
+
+/** Collects records along the prototype chain, base class first; a subclass entry replaces the base's entry with the same key. */
+function readChain<T>(key: symbol, ctor: Function, id: (r: T) => string): T[] {
+  const chain: object[] = [];
+  for (let p: object | null = ctor.prototype as object; p && p !== Object.prototype; p = Object.getPrototypeOf(p) as object | null) chain.unshift(p);
+  const byId = new Map<string, T>();
+  for (const proto of chain) for (const r of readOwn<T>(key, proto)) {
+    byId.delete(id(r));
+    byId.set(id(r), r);
+  }
+  return [...byId.values()];
+}
+
+export const readInputFields = (ctor: Function): InputFieldRecord[] => readChain<InputFieldRecord>(MetadataKey.InputFields, ctor, (r) => r.property);
+export const readEvents = (ctor: Function): EventRecord[] => readChain<EventRecord>(MetadataKey.Events, ctor, (r) => r.method);
+export const readHooks = (ctor: Function): HookRecord[] => readChain<HookRecord>(MetadataKey.Hooks, ctor, (r) => `${r.kind}:${r.method}`);
+export const readTracks = (ctor: Function): TrackRecord[] => readChain<TrackRecord>(MetadataKey.Tracks, ctor, (r) => r.property);
+export function readAppOptions<T>(ctor: Function): T | undefined {
+  return Reflect.getOwnMetadata(MetadataKey.AppOptions, ctor) as T | undefined;
+}
+
+function className(proto: object): string {
+  return (proto as { constructor?: { name?: string } }).constructor?.name ?? 'a class';
+}

@@ -1,0 +1,171 @@
+import type { TrackSpec } from '../app/registry.js';
+import type { OutputFrame } from '../session/transport.js';
+import type { Chunk, QueuedFrame } from './normalize.js';
+
+/**
+ * Paces one session's frames out to the clients, track by track, and applies back-pressure:
+ * {@link Playout.push} waits until every track has room, so the model is never more than
+ * `bufferSize` frames (or one batch, if a batch is larger) ahead of playout.
+ */
+export class Playout {
+  private readonly queues: QueuedFrame[][];
+  private readonly nextDue: number[];
+  private seq = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private immediate: NodeJS.Immediate | undefined;
+  private timerAt = Infinity;
+  private waiter: { chunk: Chunk; resolve: (accepted: boolean) => void } | undefined;
+  private closed = false;
+  /** Frames played out since the last {@link takeWindow}, summed over tracks. */
+  private windowFrames = 0;
+  /** Frames played out in total. */
+  framesPlayed = 0;
+
+  constructor(
+    private readonly tracks: readonly TrackSpec[],
+    private readonly bufferSize: number,
+    private readonly startedAt: number,
+    private readonly emit: (frame: OutputFrame) => void,
+  ) {
+    this.queues = tracks.map(() => []);
+    this.nextDue = tracks.map(() => -Infinity);
+  }
+
+  /** Frames queued (not yet played) on the fullest track. */
+  get queued(): number {
+    let max = 0;
+    for (const q of this.queues) max = Math.max(max, q.length);
+    return max;
+  }
+
+  /** The sequence number the next played frame will get (session-wide, across tracks). */
+  get nextSeq(): number {
+    return this.seq;
+  }
+
+  /**
+   * Queues one step's frames; resolves `true` once they are queued, after waiting for room
+   * (back-pressure), or `false` when a flush or the session's end dropped them while waiting.
+   */
+  push(chunk: Chunk): Promise<boolean> {
+    if (this.closed) return Promise.resolve(false);
+    if (this.hasRoom(chunk)) {
+      this.enqueue(chunk);
+      return Promise.resolve(true);
+    }
+    if (this.waiter) throw new Error('Playout.push: one producer at a time');
+    return new Promise<boolean>((resolve) => {
+      this.waiter = { chunk, resolve };
+    });
+  }
+
+  /** Drops every queued frame, releases a waiting producer (its batch dropped); returns the next seq. */
+  flush(): number {
+    for (const q of this.queues) q.length = 0;
+    this.releaseWaiter(false);
+    this.clearTimer();
+    return this.seq;
+  }
+
+  /** Stops playout for good (session ended). */
+  close(): void {
+    this.closed = true;
+    this.flush();
+  }
+
+  /** Frames played since the last call (summed over tracks, divided by the track count). */
+  takeWindow(): number {
+    const n = this.windowFrames;
+    this.windowFrames = 0;
+    return this.tracks.length > 0 ? n / this.tracks.length : 0;
+  }
+
+  private hasRoom(chunk: Chunk): boolean {
+    for (let t = 0; t < chunk.length; t++) {
+      const add = chunk[t]?.length ?? 0;
+      if (add === 0) continue;
+      const q = this.queues[t]!.length;
+      if (q > 0 && q + add > this.bufferSize) return false;
+    }
+    return true;
+  }
+
+  private enqueue(chunk: Chunk): void {
+    for (let t = 0; t < chunk.length; t++) {
+      const frames = chunk[t];
+      if (!frames) continue;
+      const q = this.queues[t]!;
+      for (const f of frames) q.push(f);
+    }
+    this.schedule();
+  }
+
+  private releaseWaiter(accepted: boolean): void {
+    const w = this.waiter;
+    if (!w) return;
+    this.waiter = undefined;
+    if (accepted) this.enqueue(w.chunk);
+    w.resolve(accepted);
+  }
+
+  private clearTimer(): void {
+    if (this.timer) clearTimeout(this.timer);
+    if (this.immediate) clearImmediate(this.immediate);
+    this.timer = undefined;
+    this.immediate = undefined;
+    this.timerAt = Infinity;
+  }
+
+  /** Arms one timer for the earliest due frame over all tracks. */
+  private schedule(): void {
+    if (this.closed) return;
+    const now = performance.now();
+    let earliest = Infinity;
+    for (let t = 0; t < this.queues.length; t++) {
+      if (this.queues[t]!.length === 0) continue;
+      earliest = Math.min(earliest, Math.max(now, this.nextDue[t]!));
+    }
+    if (earliest === Infinity || earliest >= this.timerAt) return;
+    this.clearTimer();
+    this.timerAt = earliest;
+    const delay = earliest - now;
+    if (delay <= 0.5) this.immediate = setImmediate(this.tick);
+    else this.timer = setTimeout(this.tick, delay);
+  }
+
+  private readonly tick = (): void => {
+    this.timer = undefined;
+    this.immediate = undefined;
+    this.timerAt = Infinity;
+    const now = performance.now();
+    for (let t = 0; t < this.queues.length; t++) {
+      const q = this.queues[t]!;
+      const track = this.tracks[t]!;
+      while (q.length > 0) {
+        let due = this.nextDue[t]!;
+        const head = q[0]!;
+        // After an underrun (or a long stall) restart the clock instead of bursting to catch up.
+        if (due < now - Math.max(head.intervalMs, 2)) due = now;
+        if (due > now + 0.5) break;
+        q.shift();
+        this.nextDue[t] = due + head.intervalMs;
+        const frame: OutputFrame = {
+          track: track.name,
+          trackIndex: t,
+          seq: this.seq++,
+          ptsMs: due - this.startedAt,
+          dueAt: due,
+          width: head.width,
+          height: head.height,
+          rgb: head.rgb,
+          ...(head.metadata !== undefined ? { metadata: head.metadata } : {}),
+        };
+        this.framesPlayed++;
+        this.windowFrames++;
+        this.emit(frame);
+      }
+    }
+    if (this.waiter && this.hasRoom(this.waiter.chunk)) this.releaseWaiter(true);
+    this.schedule();
+  };
+}

@@ -1,0 +1,12 @@
+/** A connected client, as app code sees it (`@connected(client)`, event handlers). */
+export interface Client {
+  /** Unique per host. */
+  readonly id: string;
+  /** What the transport knows about it (remote address, user agent). */
+  readonly info: { readonly remoteAddress?: string; readonly userAgent?: string };
+  /**
+   * Sends a declared message to this client only (no-op once it has left).
+   * @throws MessageNotDeclaredError (`message_not_declared`) for a class not in `@reactorApp({ messages })`.
+   */
+  send(message: object): void;
+}

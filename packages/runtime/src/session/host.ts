@@ -1,0 +1,713 @@
+import { randomUUID } from 'node:crypto';
+import {
+  type AppSchema,
+  type CommandMessage,
+  type ErrorBody,
+  type ErrorMessage,
+  type ReplyMessage,
+  type ServerMessage,
+  type SessionStatus,
+  WireErrorCode,
+} from '@reactor/client';
+import { APP_BINDING, type AppBinding, type ReactorApp } from '../app/reactor-app.js';
+import { type AppDefinition, type CommandSpec, describeApp } from '../app/registry.js';
+import { StepOutcome } from '../app/step-outcome.js';
+import { hostContext } from '../app/weights.js';
+import {
+  AppLoadError,
+  ApplicationError,
+  CommandError,
+  HostClosedError,
+  HostOptionError,
+  MessageNotDeclaredError,
+  RuntimeErrorCode,
+} from '../errors/errors.js';
+import type { HookKind } from '../metadata/keys.js';
+import { toSnakeCase } from '../metadata/naming.js';
+import { type Chunk, normalizeOutput } from '../output/normalize.js';
+import type { Output } from '../output/output.js';
+import { Playout } from '../output/playout.js';
+import type { InputState } from '../state/input-state.js';
+import type { Client } from './client.js';
+import { type Logger, consoleLogger } from './logger.js';
+import { StepLock } from './step-lock.js';
+import type { AppHostApi, ClientHandle, ClientInfo, ClientSink, OutputFrame } from './transport.js';
+
+/** Default grace period before a session without clients ends (the original's 60 s). */
+export const DEFAULT_GRACE_PERIOD_MS = 60_000;
+/** Default wait before a refused step (`ApplicationError`) is retried when nothing changes. */
+export const DEFAULT_REFUSAL_BACKOFF_MS = 50;
+/** Default period of `stats` messages. */
+export const DEFAULT_STATS_INTERVAL_MS = 1_000;
+
+/** Options of {@link AppHost}. */
+export interface AppHostOptions {
+  /** How long a session outlives its last client, ms (default 60 000; 0 ends it at once). */
+  gracePeriodMs?: number;
+  /**
+   * The weights folder (the CLI passes the manifest's `runtime.weights_path`, resolved against
+   * the manifest's folder). `REACTOR_WEIGHTS_PATH` overrides it.
+   */
+  weightsPath?: string;
+  /** Where log lines go (default: console with a `[reactor]` prefix). */
+  logger?: Logger;
+  /** Retry delay after a refused step when nothing changes, ms (default 50). */
+  refusalBackoffMs?: number;
+  /** Period of `stats` messages, ms (default 1000; 0 turns them off). */
+  statsIntervalMs?: number;
+}
+
+/** Cumulative counters of a host, for metrics. */
+export interface HostCounters {
+  sessions: number;
+  steps: number;
+  refusedSteps: number;
+  modelErrors: number;
+  framesPlayed: number;
+  commands: number;
+  commandErrors: number;
+  /** Frames dropped by transports for slow clients (sum of `reportDropped`). */
+  framesDropped: number;
+}
+
+type Phase = 'starting' | 'streaming' | 'orphaned' | 'closing';
+
+class Session {
+  readonly id = randomUUID();
+  readonly startedAt = performance.now();
+  phase: Phase = 'starting';
+  started = false;
+  ended = false;
+  error: ErrorBody | undefined;
+  readonly members = new Set<HostClient>();
+  loopRunning = false;
+  graceTimer: NodeJS.Timeout | undefined;
+  statsTimer: NodeJS.Timeout | undefined;
+  steps = 0;
+  windowSteps = 0;
+  windowModelMs = 0;
+  lastRefusal: string | undefined;
+  constructor(
+    readonly state: InputState,
+    readonly playout: Playout,
+  ) {}
+}
+
+let clientCounter = 0;
+
+class HostClient implements Client, ClientHandle {
+  gone = false;
+  dropped = 0;
+  session: Session | undefined;
+  /** `@connected` still owed (the client arrived while no session could start). */
+  pendingConnect = false;
+  constructor(
+    private readonly host: AppHost,
+    readonly id: string,
+    readonly sink: ClientSink,
+    readonly info: ClientInfo,
+  ) {}
+
+  send(message: object): void {
+    const msg = this.host.toAppMessage(message);
+    if (!this.gone) this.sink.message(msg);
+  }
+
+  command(msg: CommandMessage): Promise<ReplyMessage | ErrorMessage> {
+    return this.host.dispatch(this, msg);
+  }
+
+  disconnect(): void {
+    this.host.detach(this);
+  }
+
+  reportDropped(count: number): void {
+    if (Number.isFinite(count) && count > 0) {
+      this.dropped += count;
+      this.host.counters.framesDropped += count;
+    }
+  }
+}
+
+/**
+ * Runs one app: loads it, keeps one session at a time for any number of clients, runs the step
+ * loop, dispatches commands and hooks under the step lock, paces frames out to every client.
+ * Transports (the WebSocket server, tests) talk to it through {@link AppHostApi}.
+ *
+ * @example
+ * const host = new AppHost(VideoApp, { gracePeriodMs: 60_000, weightsPath: '/weights' });
+ * await host.load('config.yaml');
+ * const client = host.connect(sink);            // welcome arrives on the sink
+ * await client.command({ type: 'command', id: '1', name: 'set_prompt', params: { prompt: 'sea' } });
+ * client.disconnect();
+ * await host.close();
+ */
+export class AppHost implements AppHostApi {
+  /** The app's published schema. */
+  readonly schema: AppSchema;
+  /** The app instance (one per host). */
+  readonly app: ReactorApp<any, any, any>;
+  /** Cumulative counters (for `/metrics`). */
+  readonly counters: HostCounters = { sessions: 0, steps: 0, refusedSteps: 0, modelErrors: 0, framesPlayed: 0, commands: 0, commandErrors: 0, framesDropped: 0 };
+
+  private readonly def: AppDefinition;
+  private readonly logger: Logger;
+  private readonly gracePeriodMs: number;
+  private readonly refusalBackoffMs: number;
+  private readonly statsIntervalMs: number;
+  private readonly weightsPath: string | undefined;
+  private readonly lock = new StepLock();
+  private readonly ctx: { weightsPath: string | undefined };
+  private readonly clients = new Map<string, HostClient>();
+  private readonly statusListeners = new Set<(status: SessionStatus) => void>();
+  private loadState: 'idle' | 'loading' | 'ready' | 'failed' = 'idle';
+  private loadError: ErrorBody | undefined;
+  private lastSessionError: ErrorBody | undefined;
+  private session: Session | undefined;
+  private closed = false;
+  private lastStatusJson = '';
+  private changeVersion = 0;
+  private changeWaiters: Array<() => void> = [];
+  private readonly loops = new Set<Promise<void>>();
+
+  /**
+   * Registers the app class (all whole-class checks run here) and builds its instance.
+   * @throws AppDefinitionError naming class and member; HostOptionError (`invalid_host_option`) for a bad option.
+   */
+  constructor(appClass: new () => ReactorApp<any, any, any>, options: AppHostOptions = {}) {
+    this.gracePeriodMs = nonNegative(options.gracePeriodMs, DEFAULT_GRACE_PERIOD_MS, 'gracePeriodMs');
+    this.refusalBackoffMs = nonNegative(options.refusalBackoffMs, DEFAULT_REFUSAL_BACKOFF_MS, 'refusalBackoffMs');
+    this.statsIntervalMs = nonNegative(options.statsIntervalMs, DEFAULT_STATS_INTERVAL_MS, 'statsIntervalMs');
+    if (options.weightsPath !== undefined && typeof options.weightsPath !== 'string') {
+      throw new HostOptionError(`options.weightsPath must be a string, got ${typeof options.weightsPath}`);
+    }
+    this.weightsPath = options.weightsPath;
+    this.logger = options.logger ?? consoleLogger;
+    this.def = describeApp(appClass);
+    this.schema = this.def.schema;
+    this.ctx = { weightsPath: this.weightsPath };
+    this.app = hostContext.run(this.ctx, () => new appClass());
+    const binding: AppBinding = {
+      state: () => this.session?.state,
+      send: (message) => this.broadcastMessage(message),
+      flush: () => this.flush(),
+      broadcastState: () => this.broadcastState(),
+      weightsPath: this.weightsPath,
+    };
+    this.app[APP_BINDING] = binding;
+  }
+
+  /** Where the host stands: loading, ready, a session's phase, or failed. */
+  get status(): SessionStatus {
+    const clients = this.clients.size;
+    if (this.loadState === 'idle' || this.loadState === 'loading') return { state: 'loading', clients };
+    if (this.loadState === 'failed') return { state: 'failed', clients, ...(this.loadError ? { error: this.loadError } : {}) };
+    const s = this.session;
+    if (!s) return { state: 'ready', clients, ...(this.lastSessionError ? { error: this.lastSessionError } : {}) };
+    const state = s.phase === 'starting' ? 'waiting' : s.phase;
+    return { state, sessionId: s.id, clients, ...(s.error ? { error: s.error } : {}) };
+  }
+
+  /** Calls `listener` on every status change; returns the unsubscribe function. */
+  onStatus(listener: (status: SessionStatus) => void): () => void {
+    this.statusListeners.add(listener);
+    return () => this.statusListeners.delete(listener);
+  }
+
+  /**
+   * Runs the app's `load(configPath)` once. Status goes loading -> ready (and a session starts
+   * if clients are waiting) or -> failed with the reason.
+   * @throws AppLoadError (`load_failed`, cause = what load() threw; `already_loaded` on a second call; `host_closed`).
+   */
+  async load(configPath?: string): Promise<void> {
+    if (this.closed) throw new HostClosedError();
+    if (this.loadState !== 'idle') throw new AppLoadError(RuntimeErrorCode.AlreadyLoaded, `${this.def.appClass.name} is already ${this.loadState === 'loading' ? 'loading' : 'loaded'}; load() runs once per host`);
+    this.loadState = 'loading';
+    this.publishStatus();
+    try {
+      await hostContext.run(this.ctx, () => this.app.load(configPath));
+    } catch (cause) {
+      this.loadState = 'failed';
+      this.loadError = { code: RuntimeErrorCode.LoadFailed, message: `${this.def.appClass.name}.load() failed: ${errorText(cause)}` };
+      this.logger.error(this.loadError.message, cause);
+      this.publishStatus();
+      throw new AppLoadError(RuntimeErrorCode.LoadFailed, this.loadError.message, { cause });
+    }
+    if (this.closed) return;
+    this.loadState = 'ready';
+    this.publishStatus();
+    this.startSessionIfWaiting();
+  }
+
+  /** Registers a client; its welcome message is on the sink when this returns. */
+  connect(sink: ClientSink, info: ClientInfo = {}): ClientHandle {
+    const client = new HostClient(this, `c${++clientCounter}-${randomUUID().slice(0, 8)}`, sink, { ...info });
+    if (this.closed) {
+      client.gone = true;
+      sink.message(this.welcome(client));
+      sink.close('the app host is closed');
+      return client;
+    }
+    this.clients.set(client.id, client);
+    const s = this.session;
+    if (s && s.phase !== 'closing') {
+      this.join(s, client);
+    } else if (!s && this.loadState === 'ready') {
+      const fresh = this.createSession();
+      this.join(fresh, client);
+    } else {
+      client.pendingConnect = true;
+    }
+    this.publishStatus(client);
+    sink.message(this.welcome(client));
+    this.notifyChange();
+    return client;
+  }
+
+  /**
+   * Ends the session (disconnected and sessionEnded hooks run), closes every client's sink and
+   * stops all timers. Idempotent.
+   */
+  async close(): Promise<void> {
+    if (this.closed) {
+      await Promise.all([...this.loops]);
+      return;
+    }
+    this.closed = true;
+    await this.lock.run(async () => {
+      const s = this.session;
+      if (s) await this.endSession(s, undefined, 'the app host is shutting down');
+    });
+    for (const c of [...this.clients.values()]) {
+      c.gone = true;
+      this.clients.delete(c.id);
+      safe(() => c.sink.close('the app host is shutting down'));
+    }
+    this.notifyChange();
+    await Promise.all([...this.loops]);
+  }
+
+  // ---- clients ----------------------------------------------------------------------------
+
+  private join(session: Session, client: HostClient): void {
+    client.session = session;
+    client.pendingConnect = false;
+    session.members.add(client);
+    void this.task(async () => {
+      await this.runHooks('connected', client);
+      this.settle(session);
+    });
+  }
+
+  /** @internal A client left. */
+  detach(client: HostClient): void {
+    if (client.gone) return;
+    client.gone = true;
+    this.clients.delete(client.id);
+    const s = client.session;
+    if (s) s.members.delete(client);
+    this.publishStatus();
+    this.notifyChange();
+    if (!s || s.ended) return;
+    void this.task(async () => {
+      await this.runHooks('disconnected', client);
+      this.settle(s);
+    });
+  }
+
+  private welcome(client: HostClient): ServerMessage {
+    const s = this.session;
+    return {
+      type: 'welcome',
+      protocol: this.schema.protocol,
+      clientId: client.id,
+      app: this.schema.app,
+      schema: this.schema,
+      state: s && !s.ended && client.session === s ? this.def.state.snapshot(s.state) : {},
+      session: this.status,
+    };
+  }
+
+  // ---- sessions ---------------------------------------------------------------------------
+
+  private createSession(): Session {
+    const state = this.def.state.createDefaults();
+    let session!: Session;
+    const playout = new Playout(this.def.tracks, this.def.bufferSize, performance.now(), (frame) => this.emitFrame(session, frame));
+    session = new Session(state, playout);
+    this.session = session;
+    this.lastSessionError = undefined;
+    this.counters.sessions++;
+    void this.task(async () => {
+      await this.runHooks('sessionStarted');
+      session.started = true;
+      this.settle(session);
+    });
+    return session;
+  }
+
+  private startSessionIfWaiting(): void {
+    if (this.closed || this.session || this.loadState !== 'ready') return;
+    const waiting = [...this.clients.values()].filter((c) => c.pendingConnect && !c.gone);
+    if (waiting.length === 0) return;
+    const s = this.createSession();
+    for (const c of waiting) this.join(s, c);
+    this.publishStatus();
+  }
+
+  /** Brings the session's phase in line with its members (streaming / orphaned + grace timer). */
+  private settle(session: Session): void {
+    if (this.session !== session || session.ended || session.phase === 'closing' || !session.started) return;
+    if (session.members.size > 0) {
+      if (session.graceTimer) clearTimeout(session.graceTimer);
+      session.graceTimer = undefined;
+      session.phase = 'streaming';
+      this.ensureLoop(session);
+      this.ensureStats(session);
+    } else if (session.phase !== 'orphaned') {
+      session.phase = 'orphaned';
+      session.graceTimer = setTimeout(() => {
+        session.graceTimer = undefined;
+        void this.task(async () => {
+          if (this.session === session && !session.ended && session.members.size === 0) await this.endSession(session, undefined, undefined);
+        });
+      }, this.gracePeriodMs);
+      session.graceTimer.unref();
+    }
+    this.publishStatus();
+  }
+
+  /**
+   * Ends a session; runs under the step lock. With `error`, clients are told (session status
+   * with the error) and their sinks closed; with `kickReason` (host shutdown), sinks are closed.
+   */
+  private async endSession(session: Session, error: ErrorBody | undefined, kickReason: string | undefined): Promise<void> {
+    if (session.ended) return;
+    session.phase = 'closing';
+    session.error = error;
+    if (session.graceTimer) clearTimeout(session.graceTimer);
+    if (session.statsTimer) clearInterval(session.statsTimer);
+    session.graceTimer = undefined;
+    session.statsTimer = undefined;
+    session.playout.close();
+    this.publishStatus();
+    this.notifyChange();
+    const kicked = error !== undefined || kickReason !== undefined ? [...session.members] : [];
+    for (const c of kicked) {
+      c.gone = true;
+      this.clients.delete(c.id);
+      session.members.delete(c);
+      await this.runHooks('disconnected', c);
+    }
+    await this.runHooks('sessionEnded');
+    session.ended = true;
+    this.session = undefined;
+    this.lastSessionError = error;
+    const reason = error ? `the session ended: ${error.message}` : (kickReason ?? 'session ended');
+    for (const c of kicked) safe(() => c.sink.close(reason));
+    this.publishStatus();
+    // Clients that arrived while this session was closing get a fresh one.
+    this.startSessionIfWaiting();
+  }
+
+  private ensureStats(session: Session): void {
+    if (session.statsTimer || this.statsIntervalMs === 0) return;
+    let last = performance.now();
+    session.statsTimer = setInterval(() => {
+      if (session.ended || session.phase !== 'streaming') return;
+      const now = performance.now();
+      const seconds = Math.max(1e-3, (now - last) / 1000);
+      last = now;
+      const fps = session.playout.takeWindow() / seconds;
+      const stepMs = session.windowSteps > 0 ? session.windowModelMs / session.windowSteps : 0;
+      session.windowSteps = 0;
+      session.windowModelMs = 0;
+      for (const c of session.members) {
+        safe(() => c.sink.message({ type: 'stats', steps: session.steps, stepMs: round(stepMs), fps: round(fps), dropped: c.dropped }));
+      }
+    }, this.statsIntervalMs);
+    session.statsTimer.unref();
+  }
+
+  // ---- the step loop ----------------------------------------------------------------------
+
+  private ensureLoop(session: Session): void {
+    if (session.loopRunning || this.closed) return;
+    session.loopRunning = true;
+    const p = hostContext.run(this.ctx, () => this.runLoop(session));
+    this.loops.add(p);
+    void p.finally(() => this.loops.delete(p));
+  }
+
+  private async runLoop(session: Session): Promise<void> {
+    try {
+      while (!session.ended && session.phase === 'streaming' && this.session === session) {
+        const version = this.changeVersion;
+        let chunk: Chunk | undefined;
+        let refused = false;
+        await this.lock.run(async () => {
+          if (session.ended || session.phase !== 'streaming') return;
+          const r = await this.step(session);
+          if (r === 'refused') refused = true;
+          else chunk = r;
+        });
+        if (refused) {
+          await this.waitForChange(version, this.refusalBackoffMs);
+        } else if (chunk) {
+          // Media leaves outside the lock: commands run while this waits for room.
+          await session.playout.push(chunk);
+        }
+      }
+    } finally {
+      session.loopRunning = false;
+    }
+  }
+
+  /** One step, under the lock. Returns the media to emit, `'refused'`, or undefined (nothing / session ended). */
+  private async step(session: Session): Promise<Chunk | 'refused' | undefined> {
+    const app = this.app;
+    let input: unknown;
+    try {
+      input = await app.processInput();
+    } catch (err) {
+      if (err instanceof ApplicationError) {
+        this.counters.refusedSteps++;
+        if (session.lastRefusal !== err.message) {
+          session.lastRefusal = err.message;
+          this.logger.info(`step refused: ${err.message}`);
+        }
+        return 'refused';
+      }
+      await this.failSession(session, 'processInput', err);
+      return undefined;
+    }
+    session.lastRefusal = undefined;
+    const t0 = performance.now();
+    let result: unknown;
+    let error: unknown;
+    try {
+      result = await app.generate(input);
+    } catch (err) {
+      error = err ?? new Error('generate() threw a nullish value');
+      this.counters.modelErrors++;
+    }
+    const elapsedMs = performance.now() - t0;
+    session.steps++;
+    session.windowSteps++;
+    session.windowModelMs += elapsedMs;
+    this.counters.steps++;
+    let output: Output | null | undefined;
+    try {
+      output = await app.processOutput(new StepOutcome(result, error, elapsedMs));
+      if (output === null || output === undefined) return undefined;
+      return normalizeOutput(this.def, output, elapsedMs);
+    } catch (err) {
+      await this.failSession(session, 'processOutput', err);
+      return undefined;
+    }
+  }
+
+  private async failSession(session: Session, where: string, err: unknown): Promise<void> {
+    this.logger.error(`${this.def.appClass.name}.${where}() threw; ending the session`, err);
+    const code = typeof (err as { code?: unknown })?.code === 'string' ? ` [${(err as { code: string }).code}]` : '';
+    await this.endSession(session, { code: RuntimeErrorCode.SessionFailed, message: `${where}() failed: ${errorText(err)}${code}` }, undefined);
+  }
+
+  /** Resolves on the next change (command, client, flush) after `version`, or after `ms`. */
+  private waitForChange(version: number, ms: number): Promise<void> {
+    if (this.changeVersion !== version) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        this.changeWaiters = this.changeWaiters.filter((w) => w !== done);
+        resolve();
+      }, ms);
+      this.changeWaiters.push(done);
+    });
+  }
+
+  private notifyChange(): void {
+    this.changeVersion++;
+    const waiters = this.changeWaiters;
+    if (waiters.length === 0) return;
+    this.changeWaiters = [];
+    for (const w of waiters) w();
+  }
+
+  // ---- commands ---------------------------------------------------------------------------
+
+  /** @internal Runs one command for `client` under the lock; the answer goes to its sink and is returned. */
+  async dispatch(client: HostClient, msg: CommandMessage): Promise<ReplyMessage | ErrorMessage> {
+    const id = typeof msg?.id === 'string' ? msg.id : '';
+    let answer: ReplyMessage | ErrorMessage;
+    try {
+      answer = await this.task(() => this.execute(client, msg, id));
+    } catch (err) {
+      this.logger.error('command dispatch failed', err);
+      answer = errorReply(id, WireErrorCode.InternalError, 'the command failed inside the server; the server log has the details');
+    }
+    if (answer.type === 'error') this.counters.commandErrors++;
+    if (!client.gone) safe(() => client.sink.message(answer));
+    this.notifyChange();
+    return answer;
+  }
+
+  private async execute(client: HostClient, msg: CommandMessage, id: string): Promise<ReplyMessage | ErrorMessage> {
+    this.counters.commands++;
+    const name = msg?.name;
+    const spec = typeof name === 'string' ? this.def.commands.get(name) : undefined;
+    if (!spec) {
+      return errorReply(id, WireErrorCode.UnknownCommand, `unknown command ${JSON.stringify(name)}; this app has: ${[...this.def.commands.keys()].join(', ') || '(none)'}`);
+    }
+    const session = this.session;
+    if (client.gone || !session || session.ended || session.phase === 'closing' || client.session !== session) {
+      return errorReply(id, WireErrorCode.NoSession, `no session is running${this.status.state === 'loading' ? ' yet: the app is still loading' : ''}; try again once the session status is streaming`);
+    }
+    const params = msg.params ?? {};
+    if (typeof params !== 'object' || params === null || Array.isArray(params)) {
+      return { type: 'error', id, code: WireErrorCode.InvalidParams, message: 'params must be a JSON object', details: [{ field: 'params', constraint: 'isObject', message: 'params must be an object' }] };
+    }
+    return spec.kind === 'setter' ? this.runSetter(spec, session, params, id) : this.runEvent(spec, client, params, id);
+  }
+
+  private async runSetter(spec: CommandSpec, session: Session, params: Record<string, unknown>, id: string): Promise<ReplyMessage | ErrorMessage> {
+    const field = spec.field!;
+    const details = Object.keys(params)
+      .filter((k) => k !== field.wire)
+      .map((k) => ({ field: k, constraint: 'whitelistValidation', message: `property ${k} should not exist` }));
+    if (!Object.prototype.hasOwnProperty.call(params, field.wire)) {
+      details.push({ field: field.wire, constraint: 'required', message: `${field.wire} is required` });
+    } else {
+      details.push(...(await this.def.state.validateField(field, params[field.wire])));
+    }
+    if (details.length > 0) return invalidParams(id, spec.name, details);
+    (session.state as unknown as Record<string, unknown>)[field.property] = params[field.wire];
+    this.broadcastState();
+    return { type: 'reply', id };
+  }
+
+  private async runEvent(spec: CommandSpec, client: HostClient, params: Record<string, unknown>, id: string): Promise<ReplyMessage | ErrorMessage> {
+    let value: object = {};
+    if (spec.params) {
+      const v = await spec.params.validatePayload(params);
+      if (!v.ok) return invalidParams(id, spec.name, v.errors);
+      value = v.value;
+    } else {
+      const extra = Object.keys(params);
+      if (extra.length > 0) return invalidParams(id, spec.name, extra.map((k) => ({ field: k, constraint: 'whitelistValidation', message: `property ${k} should not exist` })));
+    }
+    try {
+      const handler = (this.app as unknown as Record<string, (p: object, c: Client) => unknown>)[spec.method!]!;
+      const result = await handler.call(this.app, value, client);
+      return result === undefined ? { type: 'reply', id } : { type: 'reply', id, result };
+    } catch (err) {
+      if (err instanceof CommandError) return errorReply(id, err.code, err.message);
+      this.logger.error(`command ${spec.name} (${this.def.appClass.name}.${spec.method}) threw`, err);
+      return errorReply(id, WireErrorCode.InternalError, `command ${spec.name} failed inside the app; the server log has the details`);
+    }
+  }
+
+  // ---- messages and media -----------------------------------------------------------------
+
+  /** @internal Builds the wire message for a declared message instance. */
+  toAppMessage(message: object): ServerMessage {
+    const spec = message !== null && typeof message === 'object' ? this.def.messages.get(message.constructor) : undefined;
+    if (!spec) {
+      const what = message !== null && typeof message === 'object' ? message.constructor.name : typeof message;
+      throw new MessageNotDeclaredError(`${what} is not a declared message type of ${this.def.appClass.name}; add it to @reactorApp({ messages: [...] })`);
+    }
+    const data: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(message)) data[toSnakeCase(k)] = v;
+    return { type: 'message', name: spec.name, data };
+  }
+
+  private broadcastMessage(message: object): void {
+    const msg = this.toAppMessage(message);
+    const s = this.session;
+    if (!s || s.ended) return;
+    for (const c of s.members) safe(() => c.sink.message(msg));
+  }
+
+  private broadcastState(): void {
+    const s = this.session;
+    if (!s || s.ended) return;
+    const msg: ServerMessage = { type: 'state', state: this.def.state.snapshot(s.state) };
+    for (const c of s.members) safe(() => c.sink.message(msg));
+  }
+
+  private flush(): void {
+    const s = this.session;
+    if (!s || s.ended) return;
+    const nextSeq = s.playout.flush();
+    const msg: ServerMessage = { type: 'flush', nextSeq };
+    for (const c of s.members) safe(() => c.sink.message(msg));
+    this.notifyChange();
+  }
+
+  private emitFrame(session: Session, frame: OutputFrame): void {
+    this.counters.framesPlayed++;
+    for (const c of session.members) safe(() => c.sink.frame(frame));
+  }
+
+  // ---- plumbing ---------------------------------------------------------------------------
+
+  /** Runs `fn` under the step lock, inside this host's context. */
+  private task<T>(fn: () => Promise<T>): Promise<T> {
+    return this.lock.run(() => hostContext.run(this.ctx, fn));
+  }
+
+  private async runHooks(kind: HookKind, client?: HostClient): Promise<void> {
+    for (const method of this.def.hooks[kind]) {
+      try {
+        await (this.app as unknown as Record<string, (c?: Client) => unknown>)[method]!.call(this.app, client);
+      } catch (err) {
+        this.logger.error(`@${kind} hook ${this.def.appClass.name}.${method} threw (ignored)`, err);
+      }
+    }
+  }
+
+  /** Sends the status to every client (but `except`, which gets it in its welcome) when it changed. */
+  private publishStatus(except?: HostClient): void {
+    const status = this.status;
+    const json = JSON.stringify(status);
+    if (json === this.lastStatusJson) return;
+    this.lastStatusJson = json;
+    const msg: ServerMessage = { type: 'session', session: status };
+    for (const c of this.clients.values()) if (c !== except && !c.gone) safe(() => c.sink.message(msg));
+    for (const l of this.statusListeners) safe(() => l(status));
+  }
+}
+
+function nonNegative(value: number | undefined, fallback: number, name: string): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) throw new HostOptionError(`options.${name} must be a non-negative number of ms, got ${String(value)}`);
+  return value;
+}
+
+function errorReply(id: string, code: string, message: string): ErrorMessage {
+  return { type: 'error', id, code, message };
+}
+
+function invalidParams(id: string, command: string, details: ErrorMessage['details']): ErrorMessage {
+  return { type: 'error', id, code: WireErrorCode.InvalidParams, message: `invalid params for ${command}: ${details!.map((d) => d.message).join('; ')}`, details };
+}
+
+function errorText(err: unknown): string {
+  if (err instanceof Error) return `${err.name}: ${err.message}`;
+  return String(err);
+}
+
+function round(x: number): number {
+  return Math.round(x * 1000) / 1000;
+}
+
+function safe(fn: () => void): void {
+  try {
+    fn();
+  } catch {
+    // Sinks and listeners must not throw; one that does must not break the host.
+  }
+}
