@@ -1,0 +1,61 @@
+/**
+ * The parent side of the collectives: counts arrivals per sequence number and, once every rank
+ * has arrived, tells each rank where to read. Also the source of truth for "a rank is waiting in
+ * a collective", which turns a rank that finished early into an immediate `RankDesyncError`.
+ * @internal
+ */
+import type { CollectiveGoMessage, CollectiveMessage, CollectiveOp, SlotRef } from '../protocol.js';
+
+interface Arrival {
+  op: CollectiveOp;
+  root: number;
+  refs: (SlotRef | null)[];
+  arrived: Set<number>;
+}
+
+export class CollectiveHub {
+  private readonly open = new Map<number, Arrival>();
+
+  constructor(
+    private readonly worldSize: number,
+    private readonly sendTo: (rank: number, msg: CollectiveGoMessage) => void,
+    private readonly onMismatch: (detail: string) => void,
+  ) {}
+
+  arrive(rank: number, msg: CollectiveMessage): void {
+    let a = this.open.get(msg.seq);
+    if (!a) {
+      a = { op: msg.op, root: msg.root, refs: new Array<SlotRef | null>(this.worldSize).fill(null), arrived: new Set() };
+      this.open.set(msg.seq, a);
+    } else if (a.op !== msg.op || a.root !== msg.root) {
+      const first = [...a.arrived][0];
+      this.onMismatch(
+        `collective #${msg.seq}: rank ${first} called ${a.op}(root ${a.root}) but rank ${rank} called ${msg.op}(root ${msg.root})`,
+      );
+      return;
+    }
+    a.arrived.add(rank);
+    a.refs[rank] = msg.ref;
+    if (a.arrived.size < this.worldSize) return;
+    this.open.delete(msg.seq);
+    const none: (SlotRef | null)[] = [];
+    for (let r = 0; r < this.worldSize; r++) {
+      let refs: (SlotRef | null)[];
+      if (a.op === 'barrier') refs = none;
+      else if (a.op === 'gather') refs = r === a.root ? a.refs : none;
+      else refs = a.refs;
+      this.sendTo(r, { t: 'collGo', seq: msg.seq, refs });
+    }
+  }
+
+  /**
+   * The collective some ranks wait in that `rank` has not joined, if any: when `rank` has just
+   * finished its call, those ranks will wait forever.
+   */
+  waitingWithout(rank: number): { seq: number; op: CollectiveOp; waiting: number[] } | null {
+    for (const [seq, a] of this.open) {
+      if (!a.arrived.has(rank)) return { seq, op: a.op, waiting: [...a.arrived].sort((x, y) => x - y) };
+    }
+    return null;
+  }
+}

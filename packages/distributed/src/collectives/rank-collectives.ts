@@ -1,0 +1,168 @@
+/**
+ * The rank side of the collectives: each rank writes its contribution into its own shared-memory
+ * slot, tells the parent (one small IPC message), and the parent answers every rank once all have
+ * arrived, naming the slots to read. One round trip through the parent per collective; no spinning.
+ *
+ * Two slots per rank, alternating by sequence number: a rank reaching collective k+1 proves every
+ * rank has finished reading collective k-1, so the slot of k-1 can be overwritten.
+ * @internal
+ */
+import { CollectiveError } from '../errors.js';
+import type { CollectiveGoMessage, CollectiveMessage, CollectiveOp, SlotRef } from '../protocol.js';
+import { decodeMessage, encodeMessage } from '../shm/codec.js';
+import { type SegmentEnv, type SegmentReader, SegmentWriter } from '../shm/segments.js';
+import type { Collectives, TypedArray } from './types.js';
+
+const TYPED_ARRAY_CTORS = new Set<unknown>([
+  Uint8Array,
+  Uint8ClampedArray,
+  Int8Array,
+  Uint16Array,
+  Int16Array,
+  Uint32Array,
+  Int32Array,
+  Float32Array,
+  Float64Array,
+]);
+
+interface Pending {
+  op: CollectiveOp;
+  root: number;
+  array: TypedArray | null;
+  resolve(value: unknown): void;
+  reject(err: Error): void;
+}
+
+export class RankCollectives implements Collectives {
+  private seq = 0;
+  private readonly slots: [SegmentWriter, SegmentWriter];
+  private readonly pending = new Map<number, Pending>();
+
+  constructor(
+    readonly rank: number,
+    readonly worldSize: number,
+    env: SegmentEnv,
+    prefix: string,
+    private readonly reader: SegmentReader,
+    private readonly send: (msg: CollectiveMessage) => void,
+  ) {
+    this.slots = [
+      new SegmentWriter(env, `${prefix}-r${rank}-c0`, `rank ${rank}'s collective slot`),
+      new SegmentWriter(env, `${prefix}-r${rank}-c1`, `rank ${rank}'s collective slot`),
+    ];
+  }
+
+  barrier(): Promise<void> {
+    return this.run('barrier', 0, null) as Promise<void>;
+  }
+
+  broadcast<T extends TypedArray>(array: T, root = 0): Promise<T> {
+    return this.run('broadcast', root, array) as Promise<T>;
+  }
+
+  gather<T extends TypedArray>(array: T, root = 0): Promise<T[] | null> {
+    return this.run('gather', root, array) as Promise<T[] | null>;
+  }
+
+  allGather<T extends TypedArray>(array: T): Promise<T[]> {
+    return this.run('allGather', 0, array) as Promise<T[]>;
+  }
+
+  private async run(op: CollectiveOp, root: number, array: TypedArray | null): Promise<unknown> {
+    if (!Number.isInteger(root) || root < 0 || root >= this.worldSize) {
+      throw new CollectiveError(`${op}(): root must be a rank between 0 and ${this.worldSize - 1}, got ${String(root)} (rank ${this.rank}).`);
+    }
+    if (op !== 'barrier' && (!ArrayBuffer.isView(array) || !TYPED_ARRAY_CTORS.has(array.constructor))) {
+      throw new CollectiveError(`${op}() takes a typed array (Uint8Array, Float32Array, ...), got ${describe(array)} (rank ${this.rank}).`);
+    }
+    if (this.worldSize === 1) {
+      if (op === 'gather' || op === 'allGather') return [array];
+      return op === 'broadcast' ? array : undefined;
+    }
+    const seq = this.seq++;
+    const writes = op === 'allGather' || (op === 'gather' && this.rank !== root) || (op === 'broadcast' && this.rank === root);
+    let ref: SlotRef | null = null;
+    if (writes) ref = this.slots[seq % 2]!.write(encodeMessage(array));
+    return new Promise((resolve, reject) => {
+      this.pending.set(seq, { op, root, array, resolve, reject });
+      this.send({ t: 'coll', seq, op, root, ref });
+    });
+  }
+
+  /** The parent's answer: every rank has arrived at collective `msg.seq`. */
+  onGo(msg: CollectiveGoMessage): void {
+    const p = this.pending.get(msg.seq);
+    if (!p) return;
+    this.pending.delete(msg.seq);
+    if (msg.error) {
+      p.reject(new CollectiveError(msg.error));
+      return;
+    }
+    try {
+      p.resolve(this.complete(p, msg.refs));
+    } catch (err) {
+      p.reject(err as Error);
+    }
+  }
+
+  private complete(p: Pending, refs: (SlotRef | null)[]): unknown {
+    switch (p.op) {
+      case 'barrier':
+        return undefined;
+      case 'broadcast': {
+        if (this.rank === p.root) return p.array;
+        const view = this.readFrom(p.root, refs);
+        const target = p.array!;
+        if (view.constructor !== target.constructor || view.length !== target.length) {
+          throw new CollectiveError(
+            `broadcast(): rank ${this.rank} passed a ${target.constructor.name}(${target.length}) to receive rank ${p.root}'s ` +
+              `${view.constructor.name}(${view.length}); pass an array of the same type and length.`,
+          );
+        }
+        target.set(view as never);
+        return target;
+      }
+      case 'gather':
+      case 'allGather': {
+        if (p.op === 'gather' && this.rank !== p.root) return null;
+        const out: TypedArray[] = [];
+        for (let r = 0; r < this.worldSize; r++) {
+          if (r === this.rank) {
+            out.push(p.array!);
+            continue;
+          }
+          const view = this.readFrom(r, refs);
+          if (view.constructor !== p.array!.constructor) {
+            throw new CollectiveError(
+              `${p.op}(): rank ${r} sent a ${view.constructor.name} but rank ${this.rank} a ${p.array!.constructor.name}; every rank must pass the same array type.`,
+            );
+          }
+          out.push(view.slice());
+        }
+        return out;
+      }
+    }
+  }
+
+  private readFrom(rank: number, refs: (SlotRef | null)[]): TypedArray {
+    const ref = refs[rank];
+    if (!ref) throw new CollectiveError(`Collective data of rank ${rank} is missing (protocol bug).`);
+    return decodeMessage(this.reader.read(ref)) as TypedArray;
+  }
+
+  /** Rejects every waiting collective (the call is over or the process is stopping). */
+  abort(reason: Error): void {
+    for (const p of this.pending.values()) p.reject(reason);
+    this.pending.clear();
+  }
+
+  dispose(): void {
+    for (const s of this.slots) s.dispose();
+  }
+}
+
+function describe(v: unknown): string {
+  if (v === null) return 'null';
+  if (typeof v === 'object') return (v as object).constructor?.name ?? 'object';
+  return typeof v;
+}

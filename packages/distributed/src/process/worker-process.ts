@@ -1,0 +1,204 @@
+/**
+ * One rank's process as the parent sees it: spawn, send, pipe its output, notice its exit, stop
+ * it. Lifecycle only; the lockstep logic lives in the runner.
+ *
+ * ```
+ * starting --loaded--> ready --call--> busy --answer--> ready
+ *     \                  \               \
+ *      \                  `---stop()----> stopping --exit--> stopped
+ *       `--unexpected exit (any state but stopping)---------> failed
+ * ```
+ * @internal
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import type { Readable } from 'node:stream';
+import type { CrashInfo } from '../errors.js';
+import type { ParentMessage } from '../protocol.js';
+
+export type WorkerProcessState = 'starting' | 'ready' | 'busy' | 'stopping' | 'stopped' | 'failed';
+
+/** Wait after the exit request before SIGTERM (healthy shutdown). */
+export const EXIT_REQUEST_GRACE_MS = 5_000;
+/** Wait after SIGTERM before SIGKILL. */
+export const SIGTERM_GRACE_MS = 2_000;
+/** Wait after SIGKILL for the exit event (the kernel is quick; this only bounds a bug). */
+export const SIGKILL_WAIT_MS = 5_000;
+/** After an unexpected exit, how long to wait for the rest of its stderr before reporting. */
+export const STDERR_DRAIN_MS = 30;
+/** Lines of stderr kept per rank for crash reports. */
+export const STDERR_TAIL_LINES = 20;
+
+/** Exit facts handed to the runner. */
+export interface ExitInfo extends Omit<CrashInfo, 'during'> {
+  /** True when the parent asked for the exit (stop()). */
+  expected: boolean;
+}
+
+export interface WorkerProcessOptions {
+  rank: number;
+  /** Compiled child entry point. */
+  childMain: string;
+  /** The runner's segment prefix; also on the command line so tests can find the process. */
+  prefix: string;
+  env: NodeJS.ProcessEnv;
+  /** One line of rank output (already split; without the trailing newline). */
+  onLine(stream: 'stdout' | 'stderr', line: string): void;
+  onMessage(msg: unknown): void;
+  onExit(info: ExitInfo): void;
+}
+
+export class WorkerProcess {
+  state: WorkerProcessState = 'starting';
+  readonly rank: number;
+  readonly pid: number;
+  private readonly child: ChildProcess;
+  private readonly tail: string[] = [];
+  private exited = false;
+  private readonly exitWaiters: (() => void)[] = [];
+  private stopping: Promise<void> | null = null;
+
+  constructor(private readonly opts: WorkerProcessOptions) {
+    this.rank = opts.rank;
+    // detached: the rank leads its own process group, so a kill reaches whatever it started.
+    this.child = spawn(process.execPath, [opts.childMain, `--reactor-runner=${opts.prefix}`, `--rank=${opts.rank}`], {
+      stdio: ['ignore', opts.rank === 0 ? 'pipe' : 'ignore', 'pipe', 'ipc'],
+      detached: true,
+      env: opts.env,
+      serialization: 'json',
+    });
+    if (this.child.pid === undefined) {
+      // spawn failures surface as an 'error' event right after; report them as an exit.
+      this.pid = -1;
+    } else {
+      this.pid = this.child.pid;
+    }
+    if (this.child.stdout) this.pipeLines(this.child.stdout, 'stdout');
+    if (this.child.stderr) this.pipeLines(this.child.stderr, 'stderr');
+    this.child.on('message', (m) => opts.onMessage(m));
+    this.child.on('error', (err) => {
+      this.tail.push(`spawn failed: ${err.message}`);
+      this.handleExit(null, null);
+    });
+    this.child.on('exit', (code, signal) => this.handleExit(code, signal));
+  }
+
+  private pipeLines(stream: Readable, name: 'stdout' | 'stderr'): void {
+    let partial = '';
+    stream.setEncoding('utf8');
+    stream.on('data', (chunk: string) => {
+      const lines = (partial + chunk).split('\n');
+      partial = lines.pop() ?? '';
+      for (const line of lines) this.line(name, line);
+    });
+    stream.on('end', () => {
+      if (partial) this.line(name, partial);
+      partial = '';
+    });
+  }
+
+  private line(name: 'stdout' | 'stderr', line: string): void {
+    if (name === 'stderr') {
+      this.tail.push(line);
+      if (this.tail.length > STDERR_TAIL_LINES) this.tail.shift();
+    }
+    this.opts.onLine(name, line);
+  }
+
+  private handleExit(code: number | null, signal: NodeJS.Signals | null): void {
+    if (this.exited) return;
+    this.exited = true;
+    const expected = this.state === 'stopping';
+    this.state = expected ? 'stopped' : 'failed';
+    for (const w of this.exitWaiters.splice(0)) w();
+    const report = () =>
+      this.opts.onExit({ rank: this.rank, pid: this.pid, exitCode: code, signal, stderrTail: [...this.tail], expected });
+    if (expected || !this.child.stderr || this.child.stderr.readableEnded) {
+      report();
+      return;
+    }
+    // The last stderr lines usually say why; they may still be in the pipe.
+    const timer = setTimeout(report, STDERR_DRAIN_MS);
+    this.child.stderr.once('end', () => {
+      clearTimeout(timer);
+      report();
+    });
+  }
+
+  get hasExited(): boolean {
+    return this.exited;
+  }
+
+  get stderrTail(): string[] {
+    return [...this.tail];
+  }
+
+  send(msg: ParentMessage): void {
+    if (this.exited || !this.child.connected) return;
+    this.child.send(msg);
+  }
+
+  /** Sends `signal` to the rank's whole process group. */
+  killGroup(signal: NodeJS.Signals): void {
+    if (this.pid <= 0) return;
+    try {
+      process.kill(-this.pid, signal);
+    } catch {
+      // group already gone
+    }
+  }
+
+  /** Keeps (or stops keeping) the parent's event loop alive for this process. */
+  setRef(ref: boolean): void {
+    const handles = [this.child, this.child.channel, this.child.stdout, this.child.stderr] as ({ ref?(): void; unref?(): void } | null | undefined)[];
+    for (const h of handles) {
+      if (ref) h?.ref?.();
+      else h?.unref?.();
+    }
+  }
+
+  private waitExit(ms: number): Promise<boolean> {
+    if (this.exited) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => resolve(false), ms);
+      this.exitWaiters.push(() => {
+        clearTimeout(timer);
+        resolve(true);
+      });
+    });
+  }
+
+  /**
+   * Stops the rank, escalating: exit request (only when `ask`) -> wait -> SIGTERM -> wait ->
+   * SIGKILL, each to the process group. Idempotent.
+   */
+  stop(ask: boolean, graceMs = EXIT_REQUEST_GRACE_MS): Promise<void> {
+    if (!this.stopping) this.stopping = this.escalate(ask, graceMs);
+    return this.stopping;
+  }
+
+  private async escalate(ask: boolean, graceMs: number): Promise<void> {
+    if (!this.exited) this.state = 'stopping';
+    this.setRef(true);
+    if (!this.exited && ask) {
+      this.send({ t: 'exit' });
+      await this.waitExit(graceMs);
+    }
+    if (!this.exited) {
+      this.killGroup('SIGTERM');
+      await this.waitExit(SIGTERM_GRACE_MS);
+    }
+    if (!this.exited) {
+      this.killGroup('SIGKILL');
+      await this.waitExit(SIGKILL_WAIT_MS);
+    }
+    // Anything the rank started is in its group: make sure none of it survives.
+    this.killGroup('SIGKILL');
+    this.setRef(false);
+  }
+
+  /** Synchronous last resort for process exit: SIGKILL the group now. */
+  killNow(): void {
+    if (!this.exited) this.state = 'stopping';
+    this.killGroup('SIGKILL');
+  }
+}

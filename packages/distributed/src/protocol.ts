@@ -1,0 +1,155 @@
+/**
+ * The one IPC protocol between the parent (`DistributedRunner`) and a rank process. Control
+ * messages are small JSON objects on Node's IPC channel; every payload (load arguments, inputs,
+ * results, collective data) travels through shared memory and is referred to by a {@link SlotRef}.
+ * @internal
+ */
+import { ProtocolError } from './errors.js';
+
+/** Bumped whenever a message shape changes; the child refuses a parent of another version. */
+export const PROTOCOL_VERSION = 1;
+
+/** Where a payload lies: a shared-memory segment name and the byte length of the message in it. */
+export interface SlotRef {
+  seg: string;
+  len: number;
+}
+
+/** Which shared-memory implementation every process of a runner uses. */
+export type ShmBackendKind = 'native' | 'file';
+
+/** An error as it crosses the process boundary. */
+export interface WireError {
+  /** `error.name` */
+  name: string;
+  /** Constructor name: the error's type for the outcome policy and for rebuilding the class. */
+  type: string;
+  message: string;
+  stack?: string;
+  code?: unknown;
+  /** Other own enumerable properties that survived a JSON round trip. */
+  props?: Record<string, unknown>;
+  /** The `cause` chain, if the cause was an error. */
+  cause?: WireError;
+}
+
+export type CollectiveOp = 'barrier' | 'broadcast' | 'gather' | 'allGather';
+export type CallOp = 'generate' | 'reset';
+
+// ---- parent -> child -------------------------------------------------------------------------
+
+export interface InitMessage {
+  t: 'init';
+  version: number;
+  rank: number;
+  worldSize: number;
+  device: string;
+  /** URL of the compiled JS module that exports the worker class. */
+  moduleUrl: string;
+  /** Export name of the worker class (`default` allowed). */
+  exportName: string;
+  /** Name prefix of every shared-memory segment of this runner. */
+  prefix: string;
+  backend: ShmBackendKind;
+  /** Free-space cap for segments this rank creates (`maxShmBytes`); null: only /dev/shm's free space. */
+  maxShmBytes: number | null;
+  args: SlotRef;
+}
+export interface CallMessage {
+  t: 'call';
+  id: number;
+  op: CallOp;
+  input: SlotRef | null;
+}
+export interface CollectiveGoMessage {
+  t: 'collGo';
+  seq: number;
+  /** Per rank, where its contribution lies (null where this rank does not need it). */
+  refs: (SlotRef | null)[];
+  /** Set when the ranks called different collectives here: every rank's call rejects with it. */
+  error?: string;
+}
+export interface ExitMessage {
+  t: 'exit';
+}
+export type ParentMessage = InitMessage | CallMessage | CollectiveGoMessage | ExitMessage;
+
+// ---- child -> parent -------------------------------------------------------------------------
+
+export interface LoadedMessage {
+  t: 'loaded';
+}
+export interface LoadFailedMessage {
+  t: 'loadFailed';
+  error: WireError;
+}
+export interface ResultMessage {
+  t: 'result';
+  id: number;
+  /** Rank 0's encoded result (null for other ranks: their results are not sent). */
+  value: SlotRef | null;
+}
+export interface CallFailedMessage {
+  t: 'failed';
+  id: number;
+  error: WireError;
+  /** True when the model succeeded but its result could not be delivered (shared memory full). */
+  transport?: boolean;
+}
+export interface CollectiveMessage {
+  t: 'coll';
+  seq: number;
+  op: CollectiveOp;
+  root: number;
+  ref: SlotRef | null;
+}
+export interface FatalMessage {
+  t: 'fatal';
+  error: WireError;
+}
+export type ChildMessage =
+  | LoadedMessage
+  | LoadFailedMessage
+  | ResultMessage
+  | CallFailedMessage
+  | CollectiveMessage
+  | FatalMessage;
+
+const PARENT_TAGS = new Set(['init', 'call', 'collGo', 'exit']);
+const CHILD_TAGS = new Set(['loaded', 'loadFailed', 'result', 'failed', 'coll', 'fatal']);
+
+function tagOf(value: unknown): unknown {
+  return typeof value === 'object' && value !== null ? (value as { t?: unknown }).t : undefined;
+}
+
+/** Type guard: a message the parent may send. */
+export function isParentMessage(value: unknown): value is ParentMessage {
+  return PARENT_TAGS.has(tagOf(value) as string);
+}
+
+/** Type guard: a message a rank may send. */
+export function isChildMessage(value: unknown): value is ChildMessage {
+  return CHILD_TAGS.has(tagOf(value) as string);
+}
+
+/** Narrows `value` to a parent message or throws {@link ProtocolError}. */
+export function expectParentMessage(value: unknown): ParentMessage {
+  if (!isParentMessage(value)) throw new ProtocolError(`Rank received an unknown message from the parent: ${describe(value)}.`);
+  return value;
+}
+
+/** Narrows `value` to a child message or throws {@link ProtocolError}. */
+export function expectChildMessage(value: unknown, rank: number): ChildMessage {
+  if (!isChildMessage(value)) throw new ProtocolError(`Parent received an unknown message from rank ${rank}: ${describe(value)}.`);
+  return value;
+}
+
+function describe(value: unknown): string {
+  let s: string;
+  try {
+    s = JSON.stringify(value) ?? String(value);
+  } catch {
+    s = String(value);
+  }
+  return s.length > 200 ? `${s.slice(0, 200)}...` : s;
+}
