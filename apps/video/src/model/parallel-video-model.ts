@@ -1,0 +1,426 @@
+/**
+ * `ParallelVideoModel`: a prompt-conditioned compositional pattern-producing network (CPPN)
+ * rendered with tfjs, each chunk split by pixel rows across the ranks of a runner and gathered
+ * on rank 0. See `docs/video-model.md` for the network and `cppn.ts` for its math.
+ */
+import * as tf from '@tensorflow/tfjs-core';
+import { type BackendSelection, gpuIndexFromEnv, planBackends, selectBackend } from './backend.js';
+import type { ModelCollectives } from './collectives.js';
+import { CppnField, smoothstep, type FrameParams } from './cppn.js';
+import { ModelNotLoadedError, RolloutExhausted } from './errors.js';
+import { type FrameSegment, type RowShare, frameSegments, maxShareRows, rowShare } from './partition.js';
+import type { RankBackend, VideoInput, VideoModelInfo, VideoResult } from './types.js';
+import { type LoadedWeights, loadWeights } from './weights.js';
+
+/** Options of {@link ParallelVideoModel}. */
+export interface ParallelVideoModelOptions {
+  /** Folder holding `manifest.json` and the weights file (`apps/video/weights` in this repository). */
+  weightsRoot: string;
+  /** This rank (default 0). */
+  rank?: number;
+  /** Ranks that share each chunk (default 1). */
+  worldSize?: number;
+  /** Collectives across the ranks; required when `worldSize > 1` (a `DistributedWorker`'s `this.comm`). */
+  comm?: ModelCollectives;
+  /**
+   * Backend preference: `auto` (webgpu, wasm, cpu), `webgpu`, `wasm`, `cpu`, or a comma-separated
+   * fallback order. The `REACTOR_BACKEND` environment variable overrides it.
+   */
+  backend?: string;
+  /** The runner's device for this rank (`cpu` or `gpu:<n>`); with `cpu`, `auto` skips webgpu. */
+  device?: string;
+  /** Frame width in pixels (default 256). */
+  width?: number;
+  /** Frame height in pixels (default 256). */
+  height?: number;
+  /** Frames in one chunk, i.e. one `generate()` (default 4). */
+  framesPerChunk?: number;
+  /** Chunks in one rollout; the next `generate()` throws {@link RolloutExhausted} (default 900). */
+  rolloutChunks?: number;
+  /** Seed: same prompt and seed give the same frames (default 0). */
+  seed?: number;
+  /** Seconds of model time per frame (default 1/24): how fast the patterns move. */
+  timeStep?: number;
+  /** Frames over which a new prompt blends in smoothly (default 12; 0 switches at once). */
+  promptTransitionFrames?: number;
+  /** Environment read for `REACTOR_BACKEND` and `REACTOR_GPU_INDEX` (default `process.env`). */
+  env?: Readonly<Record<string, string | undefined>>;
+  /** Folder of tfjs-backend-wasm's `.wasm` files (default: the installed package's `dist/`). */
+  wasmPath?: string;
+}
+
+/** Defaults of {@link ParallelVideoModelOptions}. */
+export const VIDEO_MODEL_DEFAULTS = Object.freeze({
+  width: 256,
+  height: 256,
+  framesPerChunk: 4,
+  rolloutChunks: 900,
+  seed: 0,
+  timeStep: 1 / 24,
+  promptTransitionFrames: 12,
+});
+
+const MAX_SIDE = 4096;
+const MAX_FRAMES_PER_CHUNK = 1024;
+/** Bytes of each rank's backend report in the one-off gather (JSON, zero-padded). */
+const BACKEND_REPORT_BYTES = 2048;
+
+function checkInt(name: string, v: unknown, min: number, max: number): number {
+  if (typeof v !== 'number' || !Number.isInteger(v)) throw new TypeError(`options.${name} must be an integer, got ${JSON.stringify(v)}`);
+  if (v < min || v > max) throw new RangeError(`options.${name} must be between ${min} and ${max}, got ${v}`);
+  return v;
+}
+
+/** The prompt being shown and, during a transition, the code it blends from. */
+interface PromptState {
+  prompt: string;
+  code: Float64Array;
+  from: Float64Array | null;
+  /** Rollout frame index of the first frame of the transition. */
+  start: number;
+}
+
+/**
+ * A prompt-conditioned generative video network. Every rank of a runner builds one with its
+ * `rank`, `worldSize` and `comm`, calls {@link load} once, then {@link generate} with the same
+ * input on every rank: each rank renders its rows of the chunk and rank 0 gathers the chunk.
+ * Output is byte-identical for any world size (same prompt, seed and backend kind).
+ *
+ * @example
+ * ```ts
+ * const model = new ParallelVideoModel({ weightsRoot: 'apps/video/weights', backend: 'wasm' });
+ * await model.load();
+ * const { frames, n, width, height } = await model.generate({ prompt: 'a neon reef' });
+ * // frames: n × height × width × 3 RGB bytes
+ * ```
+ */
+export class ParallelVideoModel {
+  readonly rank: number;
+  readonly worldSize: number;
+  readonly width: number;
+  readonly height: number;
+  readonly framesPerChunk: number;
+  readonly rolloutChunks: number;
+  readonly seed: number;
+  readonly timeStep: number;
+  readonly promptTransitionFrames: number;
+
+  private readonly options: ParallelVideoModelOptions;
+  private readonly comm: ModelCollectives | null;
+  private readonly env: Readonly<Record<string, string | undefined>>;
+  private readonly share: RowShare;
+  private readonly segments: FrameSegment[];
+  private readonly shareRows: number;
+
+  private weights: LoadedWeights | null = null;
+  private field: CppnField | null = null;
+  private selection: BackendSelection | null = null;
+  private features = new Map<string, tf.Tensor2D>();
+  private hiddenW: tf.Tensor2D | null = null;
+  private rgbW: tf.Tensor2D | null = null;
+  private loading: Promise<void> | null = null;
+
+  private chunk = 0;
+  private promptState: PromptState | null = null;
+  private rankBackends: RankBackend[] | null = null;
+
+  /**
+   * Checks the options; loads nothing (see {@link load}).
+   * @throws TypeError / RangeError naming the option at fault
+   */
+  constructor(options: ParallelVideoModelOptions) {
+    if (typeof options !== 'object' || options === null) throw new TypeError('ParallelVideoModel needs an options object');
+    if (typeof options.weightsRoot !== 'string' || options.weightsRoot.length === 0) {
+      throw new TypeError(`options.weightsRoot must be a non-empty path string, got ${JSON.stringify(options.weightsRoot)}`);
+    }
+    const d = VIDEO_MODEL_DEFAULTS;
+    this.options = options;
+    this.worldSize = checkInt('worldSize', options.worldSize ?? 1, 1, 1024);
+    this.rank = checkInt('rank', options.rank ?? 0, 0, this.worldSize - 1);
+    this.width = checkInt('width', options.width ?? d.width, 1, MAX_SIDE);
+    this.height = checkInt('height', options.height ?? d.height, 1, MAX_SIDE);
+    this.framesPerChunk = checkInt('framesPerChunk', options.framesPerChunk ?? d.framesPerChunk, 1, MAX_FRAMES_PER_CHUNK);
+    this.rolloutChunks = checkInt('rolloutChunks', options.rolloutChunks ?? d.rolloutChunks, 1, Number.MAX_SAFE_INTEGER);
+    this.seed = checkInt('seed', options.seed ?? d.seed, 0, 0xffffffff);
+    this.promptTransitionFrames = checkInt('promptTransitionFrames', options.promptTransitionFrames ?? d.promptTransitionFrames, 0, 100_000);
+    const timeStep = options.timeStep ?? d.timeStep;
+    if (typeof timeStep !== 'number' || !Number.isFinite(timeStep) || timeStep <= 0) {
+      throw new RangeError(`options.timeStep must be a positive number of seconds, got ${JSON.stringify(timeStep)}`);
+    }
+    this.timeStep = timeStep;
+    const comm = options.comm ?? null;
+    if (this.worldSize > 1 && !comm) {
+      throw new TypeError(`options.comm is required when options.worldSize is ${this.worldSize}: pass the worker's collectives (this.comm)`);
+    }
+    if (comm && (comm.rank !== this.rank || comm.worldSize !== this.worldSize)) {
+      throw new RangeError(
+        `options.comm is rank ${comm.rank} of ${comm.worldSize} but options say rank ${this.rank} of ${this.worldSize}; pass the same rank and worldSize`,
+      );
+    }
+    this.comm = comm;
+    this.env = options.env ?? process.env;
+    // Read the backend preference now so a bad value fails before anything loads.
+    planBackends(options.backend, this.env, options.device);
+    gpuIndexFromEnv(this.env);
+    const totalRows = this.framesPerChunk * this.height;
+    this.share = rowShare(totalRows, this.worldSize, this.rank);
+    this.segments = frameSegments(this.share, this.height);
+    this.shareRows = maxShareRows(totalRows, this.worldSize);
+  }
+
+  /** True once {@link load} has finished. */
+  get loaded(): boolean {
+    return this.selection !== null && this.field !== null;
+  }
+
+  /**
+   * Loads and checks the weights, picks the backend, and prepares this rank's share of the
+   * pixel grid. Idempotent: a second call returns the first call's promise.
+   * @throws WeightsNotFoundError (`ERR_WEIGHTS_NOT_FOUND`) / WeightsInvalidError (`ERR_WEIGHTS_INVALID`)
+   * @throws BackendConfigError (`ERR_BACKEND_CONFIG`) / BackendUnavailableError (`ERR_BACKEND_UNAVAILABLE`)
+   */
+  load(): Promise<void> {
+    this.loading ??= this.doLoad().catch((e: unknown) => {
+      this.loading = null;
+      throw e;
+    });
+    return this.loading;
+  }
+
+  private async doLoad(): Promise<void> {
+    const weights = await loadWeights(this.options.weightsRoot);
+    const plan = planBackends(this.options.backend, this.env, this.options.device);
+    const selection = await selectBackend(plan, {
+      rank: this.rank,
+      gpuIndex: gpuIndexFromEnv(this.env),
+      ...(this.options.wasmPath !== undefined ? { wasmPath: this.options.wasmPath } : {}),
+    });
+    const field = new CppnField(weights, this.seed);
+    const { mixUnits: M, hiddenUnits: H } = weights.config;
+    const consts = field.constantParams();
+    this.disposeTensors();
+    this.hiddenW = tf.tensor2d(consts.hiddenW, [M, H]);
+    this.rgbW = tf.tensor2d(consts.rgbW, [H, 3]);
+    for (const s of this.segments) {
+      const key = `${s.y0}:${s.y1}`;
+      if (this.features.has(key)) continue;
+      const data = field.coordinateFeatures(this.width, this.height, s.y0, s.y1);
+      this.features.set(key, tf.tensor2d(data, [(s.y1 - s.y0) * this.width, field.featureDim]));
+    }
+    this.weights = weights;
+    this.field = field;
+    this.selection = selection;
+    // One throw-away frame so the first real chunk does not pay for kernel compilation
+    // (WebGPU shaders, wasm warm-up).
+    const first = this.segments[0];
+    if (first) {
+      const params = field.frameParams(field.promptCode(''), field.timeOrigin);
+      await this.renderRows(params, first.y0, first.y1, new Uint8Array((first.y1 - first.y0) * this.width * 3), 0);
+    }
+  }
+
+  /** What the model runs on and with (for logs and for clients). */
+  info(): VideoModelInfo {
+    const sel = this.selection;
+    const w = this.weights;
+    if (!sel || !w) throw new ModelNotLoadedError(this.rank, 'info');
+    return {
+      rank: this.rank,
+      worldSize: this.worldSize,
+      width: this.width,
+      height: this.height,
+      framesPerChunk: this.framesPerChunk,
+      rolloutChunks: this.rolloutChunks,
+      seed: this.seed,
+      backend: sel.backend,
+      requestedBackend: sel.requested,
+      backendSource: sel.source,
+      adapter: sel.adapter,
+      gpuIndex: sel.gpuIndex,
+      simd: sel.simd,
+      backendAttempts: sel.attempts,
+      weights: { root: w.root, sha256: w.sha256, parameters: w.parameterCount },
+    };
+  }
+
+  /** Chunks generated in the current rollout. */
+  get chunkIndex(): number {
+    return this.chunk;
+  }
+
+  /**
+   * Renders the next chunk: this rank's rows, gathered on rank 0. Call it on every rank with
+   * the same input.
+   * @returns on rank 0 the whole chunk; on other ranks a result with empty `frames`
+   * @throws RolloutExhausted (`ERR_ROLLOUT_EXHAUSTED`) on every rank once `rolloutChunks` chunks were generated
+   * @throws ModelNotLoadedError (`ERR_MODEL_NOT_LOADED`) before {@link load}
+   */
+  async generate(input: VideoInput): Promise<VideoResult> {
+    const field = this.field;
+    if (!field || !this.selection) throw new ModelNotLoadedError(this.rank, 'generate');
+    if (typeof input !== 'object' || input === null || typeof input.prompt !== 'string') {
+      throw new TypeError(`generate(input) needs { prompt: string }, got ${JSON.stringify(input)}`);
+    }
+    if (this.chunk >= this.rolloutChunks) throw RolloutExhausted.afterChunks(this.rolloutChunks, this.rank);
+
+    const firstFrame = this.chunk * this.framesPerChunk;
+    const nextPrompt = this.nextPromptState(field, input.prompt, firstFrame);
+    const backends = this.rankBackends ?? (await this.gatherBackends());
+
+    const W = this.width;
+    const rowBytes = W * 3;
+    const local = new Uint8Array(this.shareRows * rowBytes);
+    const params = new Map<number, FrameParams>();
+    for (const s of this.segments) {
+      let p = params.get(s.frame);
+      if (!p) {
+        const f = firstFrame + s.frame;
+        p = field.frameParams(this.codeAt(nextPrompt, f), field.timeOrigin + f * this.timeStep);
+        params.set(s.frame, p);
+      }
+      const globalRow = s.frame * this.height + s.y0;
+      await this.renderRows(p, s.y0, s.y1, local, (globalRow - this.share.start) * rowBytes);
+    }
+
+    let frames: Uint8Array;
+    if (this.worldSize === 1) {
+      frames = local;
+    } else {
+      const parts = await (this.comm as ModelCollectives).gather(local, 0);
+      if (this.rank === 0) {
+        if (!parts || parts.length !== this.worldSize) {
+          throw new Error(`Rank 0: gather returned ${parts ? parts.length : 'null'} parts for ${this.worldSize} ranks`);
+        }
+        const totalRows = this.framesPerChunk * this.height;
+        frames = new Uint8Array(totalRows * rowBytes);
+        for (let r = 0; r < this.worldSize; r++) {
+          const s = rowShare(totalRows, this.worldSize, r);
+          const part = parts[r] as Uint8Array;
+          const bytes = (s.end - s.start) * rowBytes;
+          if (part.length < bytes) throw new Error(`Rank 0: rank ${r} sent ${part.length} bytes, expected at least ${bytes}`);
+          frames.set(part.subarray(0, bytes), s.start * rowBytes);
+        }
+      } else {
+        frames = new Uint8Array(0);
+      }
+    }
+
+    // Only a chunk that was produced counts: commit the state last.
+    const chunk = this.chunk;
+    this.chunk += 1;
+    this.promptState = nextPrompt;
+    const leader = this.rank === 0;
+    return {
+      frames,
+      n: leader ? this.framesPerChunk : 0,
+      width: W,
+      height: this.height,
+      chunk,
+      rolloutChunks: this.rolloutChunks,
+      backends: leader ? backends : [],
+    };
+  }
+
+  /** Starts a new rollout at frame 0 (the prompt transition is dropped); weights stay loaded. */
+  reset(): void {
+    this.chunk = 0;
+    this.promptState = null;
+  }
+
+  /** Frees the tensors; the model must be loaded again before use. */
+  dispose(): void {
+    this.disposeTensors();
+    this.field = null;
+    this.selection = null;
+    this.weights = null;
+    this.loading = null;
+  }
+
+  private disposeTensors(): void {
+    for (const t of this.features.values()) t.dispose();
+    this.features.clear();
+    this.hiddenW?.dispose();
+    this.rgbW?.dispose();
+    this.hiddenW = null;
+    this.rgbW = null;
+  }
+
+  /** The prompt state for a chunk starting at rollout frame `frame` with prompt `prompt`. */
+  private nextPromptState(field: CppnField, prompt: string, frame: number): PromptState {
+    const cur = this.promptState;
+    if (cur && cur.prompt === prompt) return cur;
+    const code = field.promptCode(prompt);
+    if (!cur || this.promptTransitionFrames === 0) return { prompt, code, from: null, start: frame };
+    // Blend from whatever was on screen at the previous frame (mid-transition included).
+    return { prompt, code, from: this.codeAt(cur, frame - 1), start: frame };
+  }
+
+  /** The prompt code at rollout frame `frame`. */
+  private codeAt(state: PromptState, frame: number): Float64Array {
+    if (!state.from) return state.code;
+    const w = smoothstep((frame - state.start + 1) / this.promptTransitionFrames);
+    if (w >= 1) return state.code;
+    const out = new Float64Array(state.code.length);
+    for (let i = 0; i < out.length; i++) out[i] = (state.from[i] as number) * (1 - w) + (state.code[i] as number) * w;
+    return out;
+  }
+
+  /** Every rank's backend, gathered once (first chunk) so rank 0 can report them. */
+  private async gatherBackends(): Promise<RankBackend[]> {
+    const sel = this.selection as BackendSelection;
+    const mine: RankBackend = { rank: this.rank, backend: sel.backend, adapter: sel.adapter };
+    if (this.worldSize === 1 || !this.comm) {
+      this.rankBackends = [mine];
+      return this.rankBackends;
+    }
+    const buf = new Uint8Array(BACKEND_REPORT_BYTES);
+    const json = new TextEncoder().encode(JSON.stringify(mine));
+    buf.set(json.subarray(0, BACKEND_REPORT_BYTES));
+    const parts = await this.comm.gather(buf, 0);
+    if (this.rank !== 0 || !parts) {
+      this.rankBackends = [];
+      return this.rankBackends;
+    }
+    const dec = new TextDecoder();
+    this.rankBackends = parts.map((p, r) => {
+      const end = p.indexOf(0);
+      try {
+        return JSON.parse(dec.decode(end >= 0 ? p.subarray(0, end) : p)) as RankBackend;
+      } catch {
+        return { rank: r, backend: sel.backend, adapter: null };
+      }
+    });
+    return this.rankBackends;
+  }
+
+  /**
+   * Runs the pixel network for rows `[y0, y1)` of one frame and writes RGB bytes into `out`
+   * at `offset`.
+   */
+  private async renderRows(p: FrameParams, y0: number, y1: number, out: Uint8Array, offset: number): Promise<void> {
+    const feats = this.features.get(`${y0}:${y1}`);
+    const field = this.field;
+    if (!feats || !field || !this.hiddenW || !this.rgbW) throw new ModelNotLoadedError(this.rank, 'generate');
+    const M = field.config.mixUnits;
+    const hiddenW = this.hiddenW;
+    const rgbW = this.rgbW;
+    const rgb = tf.tidy(() => {
+      const mixW = tf.tensor2d(p.mixW, [field.featureDim, M]);
+      const h = tf.fused.matMul({ a: feats, b: mixW, bias: tf.tensor1d(p.mixB), activation: 'sigmoid' });
+      const g = tf.fused.matMul({ a: h, b: hiddenW, bias: tf.tensor1d(p.hiddenB), activation: 'sigmoid' });
+      return tf.fused.matMul({ a: g, b: rgbW, bias: tf.tensor1d(p.rgbB), activation: 'sigmoid' });
+    });
+    let values: Float32Array;
+    try {
+      values = (await rgb.data()) as Float32Array;
+    } finally {
+      rgb.dispose();
+    }
+    const n = values.length;
+    for (let i = 0; i < n; i++) {
+      // Sigmoid output is in (0, 1); round half up to a byte.
+      const v = Math.floor((values[i] as number) * 255 + 0.5);
+      out[offset + i] = v < 0 ? 0 : v > 255 ? 255 : v;
+    }
+  }
+}
