@@ -9,7 +9,7 @@
  * oldest frame is dropped (newest wins) and counted. Nothing here ever makes the host wait.
  */
 import type { WebSocket, RawData } from 'ws';
-import { WireErrorCode, type CommandMessage, type ErrorMessage, type ServerMessage } from '@reactor/client';
+import { WireErrorCode, type CommandMessage, type ErrorMessage, type ServerMessage, type StatsMessage } from '@reactor/client';
 import type { AppHostApi, ClientHandle, ClientSink, OutputFrame } from '../session/transport.js';
 import type { FrameEncoder } from './frame-encoder.js';
 import type { DropReason, ServerMetrics } from './metrics.js';
@@ -43,6 +43,8 @@ export interface ConnectionContext {
   encoder: FrameEncoder;
   metrics: ServerMetrics;
   options: ResolvedServerOptions;
+  /** Sees every stats message (the server derives step metrics from them). */
+  onStats(msg: StatsMessage): void;
 }
 
 /** A connected WebSocket client (see the module comment for the frame policy). */
@@ -114,6 +116,7 @@ export class ClientConnection implements ClientSink {
 
   message(msg: ServerMessage): void {
     if (this.#closed) return;
+    if (msg.type === 'stats') this.#ctx.onStats(msg);
     if (msg.type === 'flush') {
       // Frames still waiting here belong to the cut playout: drop them before the client learns of the cut.
       const before = this.#queue.length;

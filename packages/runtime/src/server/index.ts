@@ -9,3 +9,5 @@ export type { ConnectionInfo } from './connection.js';
 export { MAX_FRAMES_IN_FLIGHT, MAX_COMMAND_ID_LENGTH } from './connection.js';
 export { installShutdownHandlers } from './shutdown.js';
 export type { ShutdownOptions } from './shutdown.js';
+export { serve } from './serve.js';
+export type { ServeOptions } from './serve.js';

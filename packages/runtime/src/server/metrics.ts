@@ -7,7 +7,21 @@ export type DropReason = 'slow_client' | 'flush' | 'disconnected' | 'encode_erro
 /** The metrics a server keeps; `registry.metrics()` renders them for `GET /metrics`. */
 export class ServerMetrics {
   readonly registry = new Registry();
-  readonly steps = new Counter({ name: 'reactor_steps_total', help: 'Model steps run (generate calls).', registers: [this.registry] });
+  #stepCount: () => number = () => 0;
+  readonly steps: Counter = (() => {
+    const metrics = this;
+    let last = 0;
+    return new Counter({
+      name: 'reactor_steps_total',
+      help: 'Model steps run (generate calls).',
+      registers: [this.registry],
+      collect() {
+        const now = metrics.#stepCount();
+        if (now > last) this.inc(now - last);
+        last = Math.max(last, now);
+      },
+    });
+  })();
   readonly stepSeconds = new Histogram({
     name: 'reactor_step_duration_seconds',
     help: 'Model time per step (generate), seconds.',
@@ -26,6 +40,11 @@ export class ServerMetrics {
   readonly clients = new Gauge({ name: 'reactor_clients', help: 'Connected WebSocket clients.', registers: [this.registry] });
   readonly commands = new Counter({ name: 'reactor_command_results_total', help: 'Command results by code (`ok` for success).', labelNames: ['code'], registers: [this.registry] });
   readonly rejected = new Counter({ name: 'reactor_connections_rejected_total', help: 'Refused or dropped connections by reason.', labelNames: ['reason'], registers: [this.registry] });
+
+  /** Where `reactor_steps_total` reads the host's cumulative step count from, at scrape time. */
+  setStepCounter(read: () => number): void {
+    this.#stepCount = read;
+  }
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'reactor_process_' });

@@ -2,6 +2,7 @@
  * Options of the HTTP + WebSocket server, with their defaults and eager validation
  * (a bad option throws before anything listens, naming the option and the value).
  */
+import { consoleLogger, type Logger } from '../session/logger.js';
 
 /** Transport options (everything `serve()` takes besides the app host's own options). */
 export interface ServerOptions {
@@ -44,12 +45,8 @@ export interface ServerOptions {
   logger?: ServerLogger;
 }
 
-/** What the server logs to. */
-export interface ServerLogger {
-  info(message: string): void;
-  warn(message: string): void;
-  error(message: string): void;
-}
+/** What the server logs to: the app host's {@link Logger} (`console` fits). */
+export type ServerLogger = Logger;
 
 /** Options with defaults applied. */
 export type ResolvedServerOptions = Required<Omit<ServerOptions, 'token' | 'allowedOrigins'>> & {
@@ -57,11 +54,6 @@ export type ResolvedServerOptions = Required<Omit<ServerOptions, 'token' | 'allo
   allowedOrigins: string[] | undefined;
 };
 
-const consoleLogger: ServerLogger = {
-  info: (m) => console.info(`[reactor] ${m}`),
-  warn: (m) => console.warn(`[reactor] ${m}`),
-  error: (m) => console.error(`[reactor] ${m}`),
-};
 
 function int(name: string, v: unknown, min: number, max: number): void {
   if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {

@@ -5,6 +5,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
+import type { StatsMessage } from '@reactor/client';
 import type { AppHostApi } from '../session/transport.js';
 import { TOKEN_COOKIE, originAllowed, presentedToken, tokenMatches } from './auth.js';
 import { ClientConnection, type ConnectionInfo } from './connection.js';
@@ -31,6 +32,8 @@ export interface StepSample {
 export interface ServableHost extends AppHostApi {
   close?(): Promise<void> | void;
   onStep?(listener: (step: StepSample) => void): (() => void) | void;
+  /** Cumulative counters (`AppHost.counters`): `steps` feeds `reactor_steps_total`. */
+  readonly counters?: { readonly steps: number };
 }
 
 /** Health as `GET /health` reports it. */
@@ -58,6 +61,12 @@ export class ReactorServer {
   #closing: Promise<void> | undefined;
   #offStep: (() => void) | undefined;
   #port = 0;
+  #statsSteps = 0;
+  /**
+   * Settles when the app has loaded (`serve()` loads it after listening); rejects with the
+   * load error. Already resolved for {@link serveHost}.
+   */
+  loaded: Promise<void> = Promise.resolve();
 
   /** Prefer {@link serveHost}; call {@link listen} before use. */
   constructor(host: ServableHost, options: ServerOptions = {}) {
@@ -74,11 +83,22 @@ export class ReactorServer {
     this.#http.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.#onUpgrade(req, socket, head));
     this.#http.on('clientError', (_err, socket) => socket.destroy());
     this.#wss = new WebSocketServer({ noServer: true, maxPayload: this.options.maxMessageBytes, perMessageDeflate: false, clientTracking: false });
-    const off = host.onStep?.((s) => {
-      this.metrics.steps.inc();
-      this.metrics.stepSeconds.observe(s.elapsedMs / 1000);
-    });
+    const off = host.onStep?.((s) => this.metrics.stepSeconds.observe(s.elapsedMs / 1000));
     if (typeof off === 'function') this.#offStep = off;
+    this.metrics.setStepCounter(() => host.counters?.steps ?? this.#statsSteps);
+  }
+
+  /**
+   * Step statistics seen on their way to clients. Without a per-step listener on the host,
+   * each new step of the window is recorded at the window's mean model time.
+   */
+  #onStats(msg: StatsMessage): void {
+    if (msg.steps < this.#statsSteps) this.#statsSteps = 0; // a new session restarted the count
+    const fresh = msg.steps - this.#statsSteps;
+    if (fresh <= 0) return;
+    this.#statsSteps = msg.steps;
+    if (this.#offStep) return;
+    for (let i = 0; i < Math.min(fresh, 10_000); i++) this.metrics.stepSeconds.observe(msg.stepMs / 1000);
   }
 
   /** Starts listening; resolves once the port is bound. */
@@ -179,6 +199,10 @@ export class ReactorServer {
       res.setHeader('Allow', 'GET, HEAD');
       return sendJson(res, 405, { error: { code: 'method_not_allowed', message: `${req.method} is not supported; every route is GET` } });
     }
+    if (url.pathname === '/favicon.ico') {
+      res.statusCode = 204;
+      return void res.end();
+    }
     if (url.pathname === '/health') {
       const h = this.health();
       return sendJson(res, h.status === 'ready' ? 200 : 503, h);
@@ -245,7 +269,7 @@ export class ReactorServer {
   }
 
   #onConnection(ws: WebSocket, req: IncomingMessage): void {
-    const conn = new ClientConnection(ws, { host: this.host, encoder: this.#encoder, metrics: this.metrics, options: this.options }, (c) => {
+    const conn = new ClientConnection(ws, { host: this.host, encoder: this.#encoder, metrics: this.metrics, options: this.options, onStats: (m) => this.#onStats(m) }, (c) => {
       this.#connections.delete(c);
       this.metrics.clients.set(this.#connections.size);
     });

@@ -31,6 +31,7 @@ main { display:grid; grid-template-columns: minmax(0,1fr) 340px; gap:18px; paddi
 .stage canvas { width:100%; height:100%; object-fit:contain; image-rendering:auto; display:block; }
 .stats { display:flex; flex-wrap:wrap; gap:16px; margin-top:10px; color:var(--muted); font-size:12px; font-variant-numeric: tabular-nums; }
 .stats b { color:var(--text); font-weight:600; }
+.stats select { background:#0c0e12; color:var(--text); border:1px solid var(--line); border-radius:4px; font:inherit; padding:0 4px; }
 aside { display:flex; flex-direction:column; gap:14px; }
 section.panel { background:var(--panel); border:1px solid var(--line); border-radius:10px; padding:12px 14px; }
 section.panel h2 { font-size:12px; text-transform:uppercase; letter-spacing:.06em; color:var(--muted); margin:0 0 10px; font-weight:600; }

@@ -50,7 +50,7 @@ async function drawLoop(): Promise<void> {
     while (pending) {
       const f = pending;
       pending = undefined;
-      if (canvas.width !== f.width || canvas.height !== f.height) {
+      if (canvas.width !== f.width || canvas.height !== f.height || viewer.framesDrawn === 0) {
         canvas.width = f.width;
         canvas.height = f.height;
         $('size').textContent = `${f.width}x${f.height}`;

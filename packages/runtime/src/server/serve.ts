@@ -1,0 +1,48 @@
+/** `serve(AppClass, options)`: build an {@link AppHost}, serve it, and load the app. */
+import type { ReactorApp } from '../app/reactor-app.js';
+import { AppHost, type AppHostOptions } from '../session/host.js';
+import type { ServerOptions } from './options.js';
+import { ReactorServer } from './reactor-server.js';
+
+/** Options of {@link serve}: the server's, the host's, and the path handed to `load()`. */
+export interface ServeOptions extends ServerOptions, Omit<AppHostOptions, 'logger'> {
+  /** Passed to the app's `load(configPath)` (the manifest's `runtime.config`). */
+  configPath?: string;
+}
+
+const HOST_KEYS = ['gracePeriodMs', 'weightsPath', 'refusalBackoffMs', 'statsIntervalMs'] as const;
+
+/**
+ * Serves an app class: registers it (whole-class checks throw here), starts listening, then
+ * loads the app in the background. `/health` says `loading` until `load()` finishes, then
+ * `ready` (or `failed` with the reason); `server.loaded` settles at the same moment.
+ *
+ * @throws AppDefinitionError / HostOptionError from the host, RangeError/TypeError for a bad server option,
+ *   and the listen error (e.g. `EADDRINUSE`).
+ * @example
+ * const server = await serve(VideoApp, { port: 8080, token: process.env.REACTOR_TOKEN });
+ * installShutdownHandlers(server);
+ * console.log(`open ${server.url}`);
+ */
+export async function serve(appClass: new () => ReactorApp<any, any, any>, options: ServeOptions = {}): Promise<ReactorServer> {
+  const hostOptions: AppHostOptions = {};
+  const serverOptions: ServerOptions = {};
+  for (const [k, v] of Object.entries(options)) {
+    if (v === undefined || k === 'configPath') continue;
+    if ((HOST_KEYS as readonly string[]).includes(k)) (hostOptions as Record<string, unknown>)[k] = v;
+    else (serverOptions as Record<string, unknown>)[k] = v;
+  }
+  if (options.logger) hostOptions.logger = options.logger;
+  const host = new AppHost(appClass, hostOptions);
+  const server = new ReactorServer(host, serverOptions);
+  try {
+    await server.listen();
+  } catch (err) {
+    await host.close();
+    throw err;
+  }
+  server.loaded = host.load(options.configPath);
+  // The failure is reported by /health, the session status and the log; callers may await `loaded`.
+  server.loaded.catch(() => undefined);
+  return server;
+}
