@@ -8,7 +8,7 @@ import { type BackendSelection, gpuIndexFromEnv, planBackends, selectBackend } f
 import type { ModelCollectives } from './collectives.js';
 import { CppnField, smoothstep, type FrameParams } from './cppn.js';
 import { ModelNotLoadedError, RolloutExhausted } from './errors.js';
-import { type FrameSegment, type RowShare, frameSegments, maxShareRows, rowShare } from './partition.js';
+import { type FrameSegment, type RowShare, frameSegments, rowShare } from './partition.js';
 import type { RankBackend, VideoInput, VideoModelInfo, VideoResult } from './types.js';
 import { type LoadedWeights, loadWeights } from './weights.js';
 
@@ -110,7 +110,6 @@ export class ParallelVideoModel {
   private readonly env: Readonly<Record<string, string | undefined>>;
   private readonly share: RowShare;
   private readonly segments: FrameSegment[];
-  private readonly shareRows: number;
 
   private weights: LoadedWeights | null = null;
   private field: CppnField | null = null;
@@ -165,7 +164,6 @@ export class ParallelVideoModel {
     const totalRows = this.framesPerChunk * this.height;
     this.share = rowShare(totalRows, this.worldSize, this.rank);
     this.segments = frameSegments(this.share, this.height);
-    this.shareRows = maxShareRows(totalRows, this.worldSize);
   }
 
   /** True once {@link load} has finished. */
@@ -269,7 +267,7 @@ export class ParallelVideoModel {
 
     const W = this.width;
     const rowBytes = W * 3;
-    const local = new Uint8Array(this.shareRows * rowBytes);
+    const local = new Uint8Array((this.share.end - this.share.start) * rowBytes);
     const params = new Map<number, FrameParams>();
     for (const s of this.segments) {
       let p = params.get(s.frame);
@@ -286,6 +284,7 @@ export class ParallelVideoModel {
     if (this.worldSize === 1) {
       frames = local;
     } else {
+      // Shares differ by at most one row; the collectives accept arrays of different lengths.
       const parts = await (this.comm as ModelCollectives).gather(local, 0);
       if (this.rank === 0) {
         if (!parts || parts.length !== this.worldSize) {
@@ -297,8 +296,8 @@ export class ParallelVideoModel {
           const s = rowShare(totalRows, this.worldSize, r);
           const part = parts[r] as Uint8Array;
           const bytes = (s.end - s.start) * rowBytes;
-          if (part.length < bytes) throw new Error(`Rank 0: rank ${r} sent ${part.length} bytes, expected at least ${bytes}`);
-          frames.set(part.subarray(0, bytes), s.start * rowBytes);
+          if (part.length !== bytes) throw new Error(`Rank 0: rank ${r} sent ${part.length} bytes, expected ${bytes}`);
+          frames.set(part, s.start * rowBytes);
         }
       } else {
         frames = new Uint8Array(0);
