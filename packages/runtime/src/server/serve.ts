@@ -1,7 +1,7 @@
 /** `serve(AppClass, options)`: build an {@link AppHost}, serve it, and load the app. */
 import type { ReactorApp } from '../app/reactor-app.js';
 import { AppHost, type AppHostOptions } from '../session/host.js';
-import type { ServerOptions } from './options.js';
+import { resolveServerOptions, type ServerOptions } from './options.js';
 import { ReactorServer } from './reactor-server.js';
 
 /** Options of {@link serve}: the server's, the host's, and the path handed to `load()`. */
@@ -33,6 +33,7 @@ export async function serve(appClass: new () => ReactorApp<any, any, any>, optio
     else (serverOptions as Record<string, unknown>)[k] = v;
   }
   if (options.logger) hostOptions.logger = options.logger;
+  resolveServerOptions(serverOptions); // a bad server option throws before the app is built
   const host = new AppHost(appClass, hostOptions);
   const server = new ReactorServer(host, serverOptions);
   try {

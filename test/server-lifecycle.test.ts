@@ -1,0 +1,86 @@
+import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { serve, type ReactorServer } from '@reactor/runtime';
+import { gatedApp } from './fixtures/gated-app.js';
+import { patternApp } from './fixtures/pattern-app.js';
+import { RawClient, until } from './fixtures/net.js';
+
+const quiet = { debug() {}, info() {}, warn() {}, error() {} };
+const cleanups: Array<() => unknown> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+describe('server: /health', () => {
+  it('reports loading (503), then ready (200)', async () => {
+    let open!: () => void;
+    const server = await serve(gatedApp(new Promise<void>((r) => (open = r))), { port: 0, logger: quiet });
+    cleanups.push(() => server.close());
+    const loading = await fetch(`${server.url}/health`);
+    expect(loading.status).toBe(503);
+    expect(await loading.json()).toMatchObject({ status: 'loading' });
+    open();
+    await server.loaded;
+    const ready = await fetch(`${server.url}/health`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toEqual({ status: 'ready', session: 'ready', clients: 0 });
+  });
+
+  it('reports failed (503) with the reason when load() throws, and keeps serving the reason', async () => {
+    const server = await serve(gatedApp(Promise.resolve(), 'weights missing in /nowhere'), { port: 0, logger: quiet });
+    cleanups.push(() => server.close());
+    await expect(server.loaded).rejects.toThrow(/weights missing/);
+    const res = await fetch(`${server.url}/health`);
+    expect(res.status).toBe(503);
+    expect(await res.json()).toMatchObject({ status: 'failed', reason: expect.stringContaining('weights missing in /nowhere') });
+    const c = await new RawClient(server.wsUrl).open();
+    expect(c.texts[0]).toMatchObject({ type: 'welcome', session: { state: 'failed' } });
+    c.close();
+  });
+});
+
+describe('server: shutdown', () => {
+  it('close() sends every client a close frame (1001), ends the session and stops listening', async () => {
+    let ended = 0;
+    const server: ReactorServer = await serve(patternApp({ onSessionEnded: () => ended++ }), { port: 0, gracePeriodMs: 60_000, logger: quiet });
+    await server.loaded;
+    const a = await new RawClient(server.wsUrl).open();
+    const b = await new RawClient(server.wsUrl).open();
+    await until(() => a.binaries.length > 0, 5000, 'frames');
+    await server.close();
+    expect(await a.closed).toBe(1001);
+    expect(await b.closed).toBe(1001);
+    expect(ended).toBe(1);
+    await expect(fetch(`${server.url}/health`)).rejects.toThrow();
+  });
+
+  const fixtures = fileURLToPath(new URL('./fixtures/', import.meta.url));
+  beforeAll(async () => {
+    // Child processes run compiled JavaScript: build the fixture app once.
+    await promisify(execFile)(process.execPath, [fileURLToPath(new URL('../node_modules/typescript/bin/tsc', import.meta.url)), '-p', `${fixtures}tsconfig.build.json`]);
+  }, 60_000);
+
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    it(`on ${signal} the process closes clients (1001), shuts the app down and exits 0`, async () => {
+      const child: ChildProcess = spawn(process.execPath, [`${fixtures}dist/serve-pattern.js`], { stdio: ['ignore', 'pipe', 'pipe'] });
+      cleanups.push(() => child.exitCode === null && child.kill('SIGKILL'));
+      let out = '';
+      child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+      child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+      await until(() => out.includes('"url"'), 15_000, 'the child to listen');
+      const url = (JSON.parse(out.split('\n').find((l) => l.includes('"url"'))!) as { url: string }).url;
+      const c = await new RawClient(`${url.replace('http', 'ws')}/ws`).open();
+      await until(() => c.binaries.length > 2, 5000, 'frames');
+      const exited = once(child, 'exit');
+      child.kill(signal);
+      expect(await c.closed).toBe(1001);
+      const [code, sig] = (await exited) as [number | null, string | null];
+      expect({ code, sig }).toEqual({ code: 0, sig: null });
+      expect(out).toContain(`signal ${signal}`);
+      expect(out).toContain('runner-shutdown');
+    }, 30_000);
+  }
+});
