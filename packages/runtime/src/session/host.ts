@@ -80,6 +80,8 @@ class Session {
   ended = false;
   error: ErrorBody | undefined;
   readonly members = new Set<HostClient>();
+  /** Clients that left and whose `@disconnected` hook has not run yet. */
+  readonly leaving = new Set<HostClient>();
   loopRunning = false;
   graceTimer: NodeJS.Timeout | undefined;
   statsTimer: NodeJS.Timeout | undefined;
@@ -101,6 +103,10 @@ class HostClient implements Client, ClientHandle {
   session: Session | undefined;
   /** `@connected` still owed (the client arrived while no session could start). */
   pendingConnect = false;
+  /** `@connected` has run for its session; `@disconnected` is owed when it leaves. */
+  connectedHookRan = false;
+  /** `@disconnected` has run (or is not owed). */
+  disconnectedHookDone = false;
   constructor(
     private readonly host: AppHost,
     readonly id: string,
@@ -294,9 +300,18 @@ export class AppHost implements AppHostApi {
     client.pendingConnect = false;
     session.members.add(client);
     void this.task(async () => {
+      if (session.ended || session.phase === 'closing') return;
+      client.connectedHookRan = true;
       await this.runHooks('connected', client);
       this.settle(session);
     });
+  }
+
+  /** Runs `@disconnected` for a client once, and only if `@connected` ran. */
+  private async runDisconnected(client: HostClient): Promise<void> {
+    if (client.disconnectedHookDone) return;
+    client.disconnectedHookDone = true;
+    if (client.connectedHookRan) await this.runHooks('disconnected', client);
   }
 
   /** @internal A client left. */
@@ -305,12 +320,16 @@ export class AppHost implements AppHostApi {
     client.gone = true;
     this.clients.delete(client.id);
     const s = client.session;
-    if (s) s.members.delete(client);
+    if (s) {
+      s.members.delete(client);
+      s.leaving.add(client);
+    }
     this.publishStatus();
     this.notifyChange();
     if (!s || s.ended) return;
     void this.task(async () => {
-      await this.runHooks('disconnected', client);
+      s.leaving.delete(client);
+      await this.runDisconnected(client);
       this.settle(s);
     });
   }
@@ -392,12 +411,17 @@ export class AppHost implements AppHostApi {
     session.playout.close();
     this.publishStatus();
     this.notifyChange();
+    // Hooks in order: clients that already left first, then the ones this end removes.
+    for (const c of [...session.leaving]) {
+      session.leaving.delete(c);
+      await this.runDisconnected(c);
+    }
     const kicked = error !== undefined || kickReason !== undefined ? [...session.members] : [];
     for (const c of kicked) {
       c.gone = true;
       this.clients.delete(c.id);
       session.members.delete(c);
-      await this.runHooks('disconnected', c);
+      await this.runDisconnected(c);
     }
     await this.runHooks('sessionEnded');
     session.ended = true;

@@ -1,0 +1,174 @@
+import type { ServerMessage } from '@reactor/client';
+import type { ClientSink, Logger, OutputFrame } from '../../src/index.js';
+
+export type SinkEvent =
+  | { kind: 'message'; msg: ServerMessage }
+  | { kind: 'frame'; frame: OutputFrame }
+  | { kind: 'close'; reason: string };
+
+/** A ClientSink that records everything, in order, and lets a test await an event. */
+export class RecordingSink implements ClientSink {
+  readonly events: SinkEvent[] = [];
+  private waiters: Array<{ pred: (e: SinkEvent) => boolean; resolve: (e: SinkEvent) => void; from: number }> = [];
+
+  message(msg: ServerMessage): void {
+    this.push({ kind: 'message', msg: structuredClone(msg) });
+  }
+  frame(frame: OutputFrame): void {
+    this.push({ kind: 'frame', frame });
+  }
+  close(reason: string): void {
+    this.push({ kind: 'close', reason });
+  }
+
+  get messages(): ServerMessage[] {
+    return this.events.flatMap((e) => (e.kind === 'message' ? [e.msg] : []));
+  }
+  get frames(): OutputFrame[] {
+    return this.events.flatMap((e) => (e.kind === 'frame' ? [e.frame] : []));
+  }
+  ofType<T extends ServerMessage['type']>(type: T): Extract<ServerMessage, { type: T }>[] {
+    return this.messages.filter((m): m is Extract<ServerMessage, { type: T }> => m.type === type);
+  }
+
+  /** Resolves with the first event at index >= `from` that matches (already recorded or future); rejects after `timeoutMs`. */
+  waitFor(pred: (e: SinkEvent) => boolean, { from = 0, timeoutMs = 5000 } = {}): Promise<SinkEvent> {
+    const hit = this.events.slice(from).find(pred);
+    if (hit) return Promise.resolve(hit);
+    return new Promise((resolve, reject) => {
+      const w = { pred, resolve, from };
+      this.waiters.push(w);
+      const t = setTimeout(() => {
+        this.waiters = this.waiters.filter((x) => x !== w);
+        reject(new Error(`RecordingSink.waitFor timed out after ${timeoutMs} ms; recorded: ${JSON.stringify(this.summary())}`));
+      }, timeoutMs);
+      w.resolve = (e) => {
+        clearTimeout(t);
+        resolve(e);
+      };
+    });
+  }
+
+  waitForMessage(pred: (m: ServerMessage) => boolean, opts?: { from?: number; timeoutMs?: number }): Promise<ServerMessage> {
+    return this.waitFor((e) => e.kind === 'message' && pred(e.msg), opts).then((e) => (e as { msg: ServerMessage }).msg);
+  }
+
+  waitForFrames(count: number, opts?: { timeoutMs?: number }): Promise<void> {
+    let seen = 0;
+    return this.waitFor((e) => e.kind === 'frame' && ++seen >= count, opts).then(() => undefined);
+  }
+
+  waitForSession(state: string, opts?: { from?: number; timeoutMs?: number }): Promise<ServerMessage> {
+    return this.waitForMessage((m) => (m.type === 'session' && m.session.state === state) || (m.type === 'welcome' && m.session.state === state), opts);
+  }
+
+  /** Compact, comparable view: message types with the interesting field, frames as `frame:<track>#<seq>`. */
+  summary(): string[] {
+    return this.events.map((e) => {
+      if (e.kind === 'close') return `close`;
+      if (e.kind === 'frame') return `frame:${e.frame.track}#${e.frame.seq}`;
+      const m = e.msg;
+      switch (m.type) {
+        case 'session':
+          return `session:${m.session.state}${m.session.error ? `!${m.session.error.code}` : ''}`;
+        case 'welcome':
+          return `welcome:${m.session.state}`;
+        case 'reply':
+          return `reply:${m.id}`;
+        case 'error':
+          return `error:${m.id ?? ''}:${m.code}`;
+        case 'message':
+          return `message:${m.name}`;
+        default:
+          return m.type;
+      }
+    });
+  }
+
+  private push(e: SinkEvent): void {
+    this.events.push(e);
+    const idx = this.events.length - 1;
+    for (const w of [...this.waiters]) {
+      if (idx >= w.from && w.pred(e)) {
+        this.waiters = this.waiters.filter((x) => x !== w);
+        w.resolve(e);
+      }
+    }
+  }
+}
+
+/** A Logger that records lines (and never prints). */
+export class RecordingLogger implements Logger {
+  readonly lines: Array<{ level: string; message: string; details: unknown[] }> = [];
+  debug(message: string, ...details: unknown[]): void {
+    this.lines.push({ level: 'debug', message, details });
+  }
+  info(message: string, ...details: unknown[]): void {
+    this.lines.push({ level: 'info', message, details });
+  }
+  warn(message: string, ...details: unknown[]): void {
+    this.lines.push({ level: 'warn', message, details });
+  }
+  error(message: string, ...details: unknown[]): void {
+    this.lines.push({ level: 'error', message, details });
+  }
+  at(level: string): string[] {
+    return this.lines.filter((l) => l.level === level).map((l) => l.message);
+  }
+}
+
+/** A manually resolved promise. */
+export function deferred<T = void>(): { promise: Promise<T>; resolve: (v: T) => void; reject: (e: unknown) => void } {
+  let resolve!: (v: T) => void;
+  let reject!: (e: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+/** `n` solid-colour RGB frames of `w`x`h`, value `v`. */
+export function rgbFrames(n: number, w: number, h: number, v = 0): Uint8Array {
+  return new Uint8Array(n * w * h * 3).fill(v);
+}
+
+/** A model stand-in whose calls the test answers one by one: `generate()` returns `gate.call(input)`. */
+export class Gate<I, R> {
+  private readonly pending: Array<{ input: I; resolve: (r: R) => void; reject: (e: unknown) => void }> = [];
+  private readonly waiters: Array<(c: { input: I; resolve: (r: R) => void; reject: (e: unknown) => void }) => void> = [];
+  calls = 0;
+
+  call(input: I): Promise<R> {
+    this.calls++;
+    return new Promise<R>((resolve, reject) => {
+      const c = { input, resolve, reject };
+      const w = this.waiters.shift();
+      if (w) w(c);
+      else this.pending.push(c);
+    });
+  }
+
+  /** The next call (already made or future). */
+  next(timeoutMs = 5000): Promise<{ input: I; resolve: (r: R) => void; reject: (e: unknown) => void }> {
+    const c = this.pending.shift();
+    if (c) return Promise.resolve(c);
+    return new Promise((resolve, reject) => {
+      const t = setTimeout(() => {
+        const i = this.waiters.indexOf(w);
+        if (i >= 0) this.waiters.splice(i, 1);
+        reject(new Error(`Gate.next: no generate() call within ${timeoutMs} ms (calls so far: ${this.calls})`));
+      }, timeoutMs);
+      const w = (x: { input: I; resolve: (r: R) => void; reject: (e: unknown) => void }): void => {
+        clearTimeout(t);
+        resolve(x);
+      };
+      this.waiters.push(w);
+    });
+  }
+
+  /** Answers every waiting call with `r` (test cleanup). */
+  drain(r: R): void {
+    for (const c of this.pending.splice(0)) c.resolve(r);
+  }
+}
