@@ -1,0 +1,72 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Socket } from 'node:net';
+import { serve, type AppHost } from '@reactor/runtime';
+import { patternApp } from './fixtures/pattern-app.js';
+import { RawClient, stalledClient, until } from './fixtures/net.js';
+
+const quiet = { debug() {}, info() {}, warn() {}, error() {} };
+const cleanups: Array<() => unknown> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+const STALL_MS = 20_000;
+const EMPTY = Buffer.alloc(0);
+const FPS = 30;
+
+describe('server: a client that stops reading', () => {
+  it(`for ${STALL_MS / 1000} s holds bounded memory, gets its late frames dropped and counted, and never slows the others`, async () => {
+    // Raw RGB 256x256 (196 KB a frame, ~5.9 MB/s): the stalled socket's kernel buffers fill within a second or two.
+    const server = await serve(patternApp({ width: 256, height: 256, fps: FPS, chunk: 2 }), { port: 0, gracePeriodMs: 0, logger: quiet, encoding: 'rgb', statsIntervalMs: 250 });
+    cleanups.push(() => server.close());
+    await server.loaded;
+    const others = [await new RawClient(server.wsUrl).open(), await new RawClient(server.wsUrl).open()];
+    cleanups.push(() => others.forEach((o) => o.close()));
+    await until(() => others.every((o) => o.binaries.length > 10), 10_000, 'the stream to run');
+
+    const stalled: Socket = await stalledClient(server.port);
+    cleanups.push(() => stalled.destroy());
+    await until(() => server.connections().length === 3, 5000, 'the stalled client to join');
+
+    const frameSize = 256 * 256 * 3;
+    const start = others.map((o) => o.binaries.length);
+    const emittedAt = (): number => Number(/reactor_frames_emitted_total\{track="main_video"\} (\d+)/.exec(metricsText)?.[1] ?? 0);
+    let metricsText = await (await fetch(`${server.url}/metrics`)).text();
+    const emitted0 = emittedAt();
+    const arrayBuffers0 = process.memoryUsage().arrayBuffers;
+    let maxBuffered = 0;
+    let maxQueued = 0;
+    let maxArrayBuffers = 0;
+    const t0 = performance.now();
+    while (performance.now() - t0 < STALL_MS) {
+      await new Promise((r) => setTimeout(r, 250));
+      // Release what the healthy clients already got so the test itself does not hoard memory.
+      for (const o of others) o.binaries.fill(EMPTY);
+      const conns = server.connections();
+      const s = conns.reduce((a, b) => (a.framesDropped >= b.framesDropped ? a : b));
+      maxBuffered = Math.max(maxBuffered, s.bufferedBytes);
+      maxQueued = Math.max(maxQueued, s.queuedFrames);
+      maxArrayBuffers = Math.max(maxArrayBuffers, process.memoryUsage().arrayBuffers - arrayBuffers0);
+    }
+    const seconds = (performance.now() - t0) / 1000;
+    metricsText = await (await fetch(`${server.url}/metrics`)).text();
+    const emitted = emittedAt() - emitted0;
+    const got = others.map((o, i) => o.binaries.length - start[i]!);
+    const conns = server.connections();
+    const stalledInfo = conns.reduce((a, b) => (a.framesDropped >= b.framesDropped ? a : b));
+
+    // The model kept its rate and the healthy clients received every frame of it.
+    expect(emitted / seconds).toBeGreaterThan(FPS * 0.9);
+    for (const g of got) expect(g).toBeGreaterThanOrEqual(emitted * 0.97);
+    for (const c of conns) if (c !== stalledInfo) expect(c.framesDropped).toBe(0);
+    // The stalled client lost most frames, counted, and its backlog stayed bounded.
+    expect(stalledInfo.framesDropped).toBeGreaterThan(emitted * 0.5);
+    expect(maxQueued).toBeLessThanOrEqual(2);
+    expect(maxBuffered).toBeLessThanOrEqual(3 * frameSize + 64 * 1024);
+    expect(maxArrayBuffers).toBeLessThan(64 * 1024 * 1024);
+    expect(metricsText).toMatch(new RegExp(`reactor_frames_dropped_total\\{reason="slow_client"\\} ${stalledInfo.framesDropped}`));
+    // The host was told (they go into the stalled client's stats).
+    expect((server.host as AppHost).counters.framesDropped).toBe(stalledInfo.framesDropped);
+    console.info(JSON.stringify({ seconds: +seconds.toFixed(1), emitted, got, stalled: stalledInfo, maxBuffered, maxQueued, maxArrayBuffers }));
+  }, STALL_MS + 25_000);
+});
