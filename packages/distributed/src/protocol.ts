@@ -15,6 +15,16 @@ export interface SlotRef {
   len: number;
 }
 
+/**
+ * A value in transit: JSON text inline (`j`, with `m` = `[type, offset, length]` per typed array
+ * whose bytes lie in `s`), or, without `j`, a v8-format message entirely in `s`.
+ */
+export interface Payload {
+  j?: string;
+  m?: number[];
+  s?: SlotRef;
+}
+
 /** Which shared-memory implementation every process of a runner uses. */
 export type ShmBackendKind = 'native' | 'file';
 
@@ -53,19 +63,19 @@ export interface InitMessage {
   backend: ShmBackendKind;
   /** Free-space cap for segments this rank creates (`maxShmBytes`); null: only /dev/shm's free space. */
   maxShmBytes: number | null;
-  args: SlotRef;
+  args: Payload;
 }
 export interface CallMessage {
   t: 'call';
   id: number;
   op: CallOp;
-  input: SlotRef | null;
+  input: Payload | null;
 }
 export interface CollectiveGoMessage {
   t: 'collGo';
   seq: number;
-  /** Per rank, where its contribution lies (null where this rank does not need it). */
-  refs: (SlotRef | null)[];
+  /** Per rank, its contribution (null where this rank does not need it). */
+  payloads: (Payload | null)[];
   /** Set when the ranks called different collectives here: every rank's call rejects with it. */
   error?: string;
 }
@@ -87,7 +97,7 @@ export interface ResultMessage {
   t: 'result';
   id: number;
   /** Rank 0's encoded result (null for other ranks: their results are not sent). */
-  value: SlotRef | null;
+  value: Payload | null;
 }
 export interface CallFailedMessage {
   t: 'failed';
@@ -101,7 +111,7 @@ export interface CollectiveMessage {
   seq: number;
   op: CollectiveOp;
   root: number;
-  ref: SlotRef | null;
+  payload: Payload | null;
 }
 export interface FatalMessage {
   t: 'fatal';

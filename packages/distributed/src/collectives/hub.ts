@@ -4,12 +4,12 @@
  * a collective", which turns a rank that finished early into an immediate `RankDesyncError`.
  * @internal
  */
-import type { CollectiveGoMessage, CollectiveMessage, CollectiveOp, SlotRef } from '../protocol.js';
+import type { CollectiveGoMessage, CollectiveMessage, CollectiveOp, Payload } from '../protocol.js';
 
 interface Arrival {
   op: CollectiveOp;
   root: number;
-  refs: (SlotRef | null)[];
+  payloads: (Payload | null)[];
   arrived: Set<number>;
 }
 
@@ -25,7 +25,7 @@ export class CollectiveHub {
   arrive(rank: number, msg: CollectiveMessage): void {
     let a = this.open.get(msg.seq);
     if (!a) {
-      a = { op: msg.op, root: msg.root, refs: new Array<SlotRef | null>(this.worldSize).fill(null), arrived: new Set() };
+      a = { op: msg.op, root: msg.root, payloads: new Array<Payload | null>(this.worldSize).fill(null), arrived: new Set() };
       this.open.set(msg.seq, a);
     } else if (a.op !== msg.op || a.root !== msg.root) {
       const first = [...a.arrived][0];
@@ -35,16 +35,16 @@ export class CollectiveHub {
       return;
     }
     a.arrived.add(rank);
-    a.refs[rank] = msg.ref;
+    a.payloads[rank] = msg.payload;
     if (a.arrived.size < this.worldSize) return;
     this.open.delete(msg.seq);
-    const none: (SlotRef | null)[] = [];
+    const none: (Payload | null)[] = [];
     for (let r = 0; r < this.worldSize; r++) {
-      let refs: (SlotRef | null)[];
-      if (a.op === 'barrier') refs = none;
-      else if (a.op === 'gather') refs = r === a.root ? a.refs : none;
-      else refs = a.refs;
-      this.sendTo(r, { t: 'collGo', seq: msg.seq, refs });
+      let payloads: (Payload | null)[];
+      if (a.op === 'barrier') payloads = none;
+      else if (a.op === 'gather') payloads = r === a.root ? a.payloads : none;
+      else payloads = a.payloads;
+      this.sendTo(r, { t: 'collGo', seq: msg.seq, payloads });
     }
   }
 

@@ -8,9 +8,9 @@
  * @internal
  */
 import { CollectiveError } from '../errors.js';
-import type { CollectiveGoMessage, CollectiveMessage, CollectiveOp, SlotRef } from '../protocol.js';
-import { decodeMessage, encodeMessage } from '../shm/codec.js';
-import { type SegmentEnv, type SegmentReader, SegmentWriter } from '../shm/segments.js';
+import type { CollectiveGoMessage, CollectiveMessage, CollectiveOp, Payload } from '../protocol.js';
+import { encodeValue } from '../shm/codec.js';
+import { type SegmentEnv, type SegmentReader, SegmentWriter, fromPayload, toPayload } from '../shm/segments.js';
 import type { Collectives, TypedArray } from './types.js';
 
 const TYPED_ARRAY_CTORS = new Set<unknown>([
@@ -81,11 +81,10 @@ export class RankCollectives implements Collectives {
     }
     const seq = this.seq++;
     const writes = op === 'allGather' || (op === 'gather' && this.rank !== root) || (op === 'broadcast' && this.rank === root);
-    let ref: SlotRef | null = null;
-    if (writes) ref = this.slots[seq % 2]!.write(encodeMessage(array));
+    const payload: Payload | null = writes ? toPayload(encodeValue(array), this.slots[seq % 2]!) : null;
     return new Promise((resolve, reject) => {
       this.pending.set(seq, { op, root, array, resolve, reject });
-      this.send({ t: 'coll', seq, op, root, ref });
+      this.send({ t: 'coll', seq, op, root, payload });
     });
   }
 
@@ -99,13 +98,13 @@ export class RankCollectives implements Collectives {
       return;
     }
     try {
-      p.resolve(this.complete(p, msg.refs));
+      p.resolve(this.complete(p, msg.payloads));
     } catch (err) {
       p.reject(err as Error);
     }
   }
 
-  private complete(p: Pending, refs: (SlotRef | null)[]): unknown {
+  private complete(p: Pending, refs: (Payload | null)[]): unknown {
     switch (p.op) {
       case 'barrier':
         return undefined;
@@ -144,10 +143,10 @@ export class RankCollectives implements Collectives {
     }
   }
 
-  private readFrom(rank: number, refs: (SlotRef | null)[]): TypedArray {
-    const ref = refs[rank];
-    if (!ref) throw new CollectiveError(`Collective data of rank ${rank} is missing (protocol bug).`);
-    return decodeMessage(this.reader.read(ref)) as TypedArray;
+  private readFrom(rank: number, payloads: (Payload | null)[]): TypedArray {
+    const p = payloads[rank];
+    if (!p) throw new CollectiveError(`Collective data of rank ${rank} is missing (protocol bug).`);
+    return fromPayload(p, this.reader) as TypedArray;
   }
 
   /** Rejects every waiting collective (the call is over or the process is stopping). */

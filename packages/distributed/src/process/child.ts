@@ -12,8 +12,8 @@ import {
   PROTOCOL_VERSION,
   expectParentMessage,
 } from '../protocol.js';
-import { decodeMessage, encodeMessage } from '../shm/codec.js';
-import { type SegmentEnv, SegmentReader, SegmentWriter, unlinkSegments } from '../shm/segments.js';
+import { encodeValue } from '../shm/codec.js';
+import { type SegmentEnv, SegmentReader, SegmentWriter, fromPayload, toPayload, unlinkSegments } from '../shm/segments.js';
 import type { DistributedWorker } from '../worker/distributed-worker.js';
 import { serializeError } from '../worker/error-codec.js';
 
@@ -75,7 +75,7 @@ export class RankLoop {
     try {
       // Load arguments are kept by the worker: copy them out of the input block, which the
       // next call overwrites.
-      const args = structuredClone(decodeMessage(this.reader.read(msg.args)));
+      const args = structuredClone(fromPayload(msg.args, this.reader));
       const mod = (await import(msg.moduleUrl)) as Record<string, unknown>;
       const Cls = mod[msg.exportName] as (new () => DistributedWorker) | undefined;
       if (typeof Cls !== 'function') {
@@ -105,7 +105,7 @@ export class RankLoop {
     let result: unknown;
     try {
       if (msg.op === 'generate') {
-        const input = msg.input ? decodeMessage(this.reader!.read(msg.input)) : undefined;
+        const input = msg.input ? fromPayload(msg.input, this.reader!) : undefined;
         result = await worker.generate(input);
       } else {
         await worker.reset();
@@ -119,7 +119,7 @@ export class RankLoop {
       return;
     }
     try {
-      this.io.send({ t: 'result', id: msg.id, value: this.out!.write(encodeMessage(result)) });
+      this.io.send({ t: 'result', id: msg.id, value: toPayload(encodeValue(result), this.out!) });
     } catch (err) {
       this.io.send({ t: 'failed', id: msg.id, error: serializeError(err), transport: true });
     }

@@ -17,17 +17,19 @@ import {
   type ChildMessage,
   PROTOCOL_VERSION,
   type ShmBackendKind,
-  type SlotRef,
+  type Payload,
   type WireError,
   expectChildMessage,
 } from '../protocol.js';
-import { decodeMessage, encodeMessage } from '../shm/codec.js';
+import { encodeValue } from '../shm/codec.js';
 import {
   INITIAL_SEGMENT_BYTES,
   SEGMENT_NAMESPACE,
   SegmentReader,
   SegmentWriter,
   checkFits,
+  fromPayload,
+  toPayload,
   loadNativeShm,
   nativeShmLoadError,
   shmFreeBytes,
@@ -84,7 +86,7 @@ export interface DistributedRunnerOptions<TArgs = unknown> {
 
 type RunnerState = 'new' | 'starting' | 'ready' | 'busy' | 'unusable' | 'shutdown';
 
-type Outcome = { ok: true; value: SlotRef | null } | { ok: false; error: WireError; transport: boolean };
+type Outcome = { ok: true; value: Payload | null } | { ok: false; error: WireError; transport: boolean };
 
 interface InFlight {
   op: string;
@@ -197,7 +199,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     this.shmRequest = shm;
     this.location = locateWorker(cls);
     try {
-      encodeMessage(options.loadArgs);
+      encodeValue(options.loadArgs);
     } catch (err) {
       throw new TypeError(
         `options.loadArgs cannot be sent to a rank process: ${(err as Error).message} ` +
@@ -277,7 +279,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     this.input = new SegmentWriter(env, `${this.prefix}-in`, 'the runner input');
     this.reader = new SegmentReader(env);
     registerExitHook(this.hook);
-    const args = this.input.write(encodeMessage(this.loadArgs));
+    const args = toPayload(encodeValue(this.loadArgs), this.input);
     const masterPort = await freePort();
     if (this.assignments.every((a) => a.gpuIndex === null) && !cpuNoticeShown) {
       cpuNoticeShown = true;
@@ -403,9 +405,9 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
       case 'ready':
         break;
     }
-    let ref: SlotRef | null = null;
+    let ref: Payload | null = null;
     try {
-      if (op === 'generate') ref = this.input!.write(encodeMessage(input));
+      if (op === 'generate') ref = toPayload(encodeValue(input), this.input!);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -498,7 +500,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
       const ref = (outcomes[0] as Extract<Outcome, { ok: true }>).value;
       let value: unknown;
       try {
-        value = ref ? decodeMessage(this.reader!.read(ref)) : undefined;
+        value = ref ? fromPayload(ref, this.reader!) : undefined;
       } catch (err) {
         f.reject(err);
         return;

@@ -1,17 +1,23 @@
 /**
- * Message layout in a shared-memory segment, and the codec that puts values there. This module
- * is the only place that does offset arithmetic on a message.
+ * How values cross the process boundary, and their layout in a shared-memory segment. This
+ * module is the only place that does offset arithmetic on a message.
  *
- * ```
- * offset 0                u32 LE   header length H
- * offset 4                H bytes  v8-serialized value; every typed array in it is a host
- *                                  object {type index, offset, length} instead of its bytes
- * offset align64(4 + H)            payload region: each typed array's bytes, each at a
- *                                  64-byte-aligned offset relative to the region's start
- * ```
+ * Two formats, chosen per value:
+ * - **json** (the fast path, for plain objects/arrays/strings/finite numbers/booleans/null and
+ *   typed arrays): the structure travels as JSON text inside the small IPC message, each typed
+ *   array replaced by a placeholder; the arrays' bytes go to shared memory, each at a 64-byte
+ *   aligned offset from the segment start.
+ * - **v8** (everything else structured clone accepts: Map, Date, undefined, NaN, cycles...):
+ *   the whole message goes to shared memory:
+ *   ```
+ *   offset 0                u32 LE   header length H
+ *   offset 4                H bytes  v8-serialized value; every typed array in it is a host
+ *                                    object {type index, offset, length} instead of its bytes
+ *   offset align64(4 + H)            each typed array's bytes, at 64-byte-aligned offsets
+ *                                    relative to this point
+ *   ```
  *
- * Decoding returns typed arrays that are views into the bytes given to {@link decodeMessage}:
- * zero copies. Values are anything the structured-clone algorithm accepts.
+ * Decoding returns typed arrays that are views into the segment's bytes: zero copies.
  * @internal
  */
 import { Buffer } from 'node:buffer';
@@ -57,18 +63,6 @@ function typeIndexOf(view: ArrayBufferView): number {
   throw new TypeError(`Cannot send a ${view.constructor.name} between processes.`);
 }
 
-/** A value ready to be written: the serialized header plus the arrays whose bytes follow it. */
-export interface EncodedMessage {
-  header: Uint8Array;
-  views: ArrayBufferView[];
-  /** Offset of each view's bytes relative to the payload region. */
-  offsets: number[];
-  /** Offset of the payload region from the message start. */
-  payloadStart: number;
-  /** Bytes of the whole message. */
-  totalBytes: number;
-}
-
 class PayloadSerializer extends v8.Serializer {
   views: ArrayBufferView[] = [];
   offsets: number[] = [];
@@ -109,61 +103,155 @@ class PayloadDeserializer extends v8.Deserializer {
     const type = this.readUint32();
     const offset = this.readDouble();
     const length = this.readDouble();
-    const at = this.regionOffset + offset;
-    if (type === BUFFER_TYPE) return Buffer.from(this.region as ArrayBuffer, at, length);
-    const Ctor = VIEW_TYPES[type];
-    if (!Ctor) throw new TypeError(`Unknown typed array type ${type} in a shared-memory message.`);
-    return new Ctor(this.region, at, length);
+    return viewAt(this.region, this.regionOffset + offset, type, length);
+  }
+}
+
+/** Marks a typed array in json text: `{"\u0000ta": <index into meta>}`. */
+const PLACEHOLDER = '\u0000ta';
+/** Nesting beyond this (or a cycle) goes through the v8 format. */
+const MAX_JSON_DEPTH = 64;
+
+/** A value ready to be sent: JSON text for the IPC message and/or bytes for shared memory. */
+export interface EncodedValue {
+  /** json format: the value's text; null for the v8 format. */
+  json: string | null;
+  /** json format: `[type, offset, length]` per typed array. */
+  meta: number[];
+  /** v8 format: the serialized header. */
+  header: Uint8Array | null;
+  /** Offset of the first array's bytes (0 for json, after the header for v8). */
+  payloadStart: number;
+  views: ArrayBufferView[];
+  /** Each view's offset relative to `payloadStart`. */
+  offsets: number[];
+  /** Bytes that go to shared memory (0: nothing to write). */
+  totalBytes: number;
+}
+
+class JsonScan {
+  views: ArrayBufferView[] = [];
+  index = new Map<ArrayBufferView, number>();
+  meta: number[] = [];
+  offsets: number[] = [];
+  cursor = 0;
+
+  /** False when the value needs the v8 format. */
+  ok(v: unknown, depth: number): boolean {
+    switch (typeof v) {
+      case 'string':
+      case 'boolean':
+        return true;
+      case 'number':
+        return Number.isFinite(v) && !Object.is(v, -0);
+      case 'object': {
+        if (v === null) return true;
+        if (depth > MAX_JSON_DEPTH) return false;
+        if (ArrayBuffer.isView(v)) {
+          if (!this.index.has(v)) {
+            const type = typeIndexOf(v);
+            this.index.set(v, this.views.length);
+            this.views.push(v);
+            this.offsets.push(this.cursor);
+            const length = type === 11 || type === BUFFER_TYPE ? v.byteLength : (v as unknown as { length: number }).length;
+            this.meta.push(type, this.cursor, length);
+            this.cursor = align(this.cursor + v.byteLength);
+          }
+          return true;
+        }
+        if (Array.isArray(v)) {
+          for (let i = 0; i < v.length; i++) {
+            if (!(i in v) || !this.ok(v[i], depth + 1)) return false;
+          }
+          return true;
+        }
+        const proto = Object.getPrototypeOf(v) as unknown;
+        if (proto !== Object.prototype && proto !== null) return false;
+        for (const k in v) {
+          if (k.charCodeAt(0) === 0 || !this.ok((v as Record<string, unknown>)[k], depth + 1)) return false;
+        }
+        return Object.getOwnPropertySymbols(v).length === 0;
+      }
+      default:
+        return false;
+    }
   }
 }
 
 /**
- * Serializes `value`. Typed arrays are not copied here: their bytes are copied once, by
- * {@link writeMessage}, straight into the destination.
- * @throws DataCloneError (a `DOMException`/`Error`) when `value` holds something that cannot be cloned
+ * Encodes `value` without copying its typed arrays: their bytes are copied once, by
+ * {@link writeMessage}, straight into shared memory.
+ * @throws DataCloneError when `value` holds something structured clone refuses (functions, symbols...)
  */
-export function encodeMessage(value: unknown): EncodedMessage {
+export function encodeValue(value: unknown): EncodedValue {
+  const scan = new JsonScan();
+  if (scan.ok(value, 0)) {
+    const json =
+      scan.views.length === 0
+        ? JSON.stringify(value)
+        : JSON.stringify(value, (_k, v: unknown) => (ArrayBuffer.isView(v) ? { [PLACEHOLDER]: scan.index.get(v) } : v));
+    return { json, meta: scan.meta, header: null, payloadStart: 0, views: scan.views, offsets: scan.offsets, totalBytes: scan.cursor };
+  }
   const s = new PayloadSerializer();
   s.writeHeader();
   s.writeValue(value);
   const header = s.releaseBuffer();
   const payloadStart = align(HEADER_LENGTH_BYTES + header.byteLength);
-  return { header, views: s.views, offsets: s.offsets, payloadStart, totalBytes: payloadStart + s.cursor };
+  return { json: null, meta: [], header, payloadStart, views: s.views, offsets: s.offsets, totalBytes: payloadStart + s.cursor };
 }
 
-/** Copies an encoded message into `target` (which must hold `msg.totalBytes`). */
-export function writeMessage(target: Uint8Array, msg: EncodedMessage): void {
-  new DataView(target.buffer, target.byteOffset, HEADER_LENGTH_BYTES).setUint32(0, msg.header.byteLength, true);
-  target.set(msg.header, HEADER_LENGTH_BYTES);
-  for (let i = 0; i < msg.views.length; i++) {
-    const v = msg.views[i]!;
-    target.set(new Uint8Array(v.buffer, v.byteOffset, v.byteLength), msg.payloadStart + msg.offsets[i]!);
+/** Copies an encoded value's shared-memory bytes into `target` (at least `totalBytes` long). */
+export function writeMessage(target: Uint8Array, enc: EncodedValue): void {
+  if (enc.header) {
+    new DataView(target.buffer, target.byteOffset, HEADER_LENGTH_BYTES).setUint32(0, enc.header.byteLength, true);
+    target.set(enc.header, HEADER_LENGTH_BYTES);
+  }
+  for (let i = 0; i < enc.views.length; i++) {
+    const v = enc.views[i]!;
+    target.set(new Uint8Array(v.buffer, v.byteOffset, v.byteLength), enc.payloadStart + enc.offsets[i]!);
   }
 }
 
-/**
- * The pieces of a message with their absolute offsets, for writers that cannot map memory
- * (the file fallback writes each piece with one `pwrite`).
- */
-export function messagePieces(msg: EncodedMessage): { bytes: Uint8Array; at: number }[] {
-  const len = new Uint8Array(HEADER_LENGTH_BYTES);
-  new DataView(len.buffer).setUint32(0, msg.header.byteLength, true);
-  const pieces = [
-    { bytes: len, at: 0 },
-    { bytes: msg.header, at: HEADER_LENGTH_BYTES },
-  ];
-  for (let i = 0; i < msg.views.length; i++) {
-    const v = msg.views[i]!;
-    pieces.push({ bytes: new Uint8Array(v.buffer, v.byteOffset, v.byteLength), at: msg.payloadStart + msg.offsets[i]! });
+/** The pieces of the shared-memory bytes with their offsets (the file fallback `pwrite`s each). */
+export function messagePieces(enc: EncodedValue): { bytes: Uint8Array; at: number }[] {
+  const pieces: { bytes: Uint8Array; at: number }[] = [];
+  if (enc.header) {
+    const len = new Uint8Array(HEADER_LENGTH_BYTES);
+    new DataView(len.buffer).setUint32(0, enc.header.byteLength, true);
+    pieces.push({ bytes: len, at: 0 }, { bytes: enc.header, at: HEADER_LENGTH_BYTES });
+  }
+  for (let i = 0; i < enc.views.length; i++) {
+    const v = enc.views[i]!;
+    pieces.push({ bytes: new Uint8Array(v.buffer, v.byteOffset, v.byteLength), at: enc.payloadStart + enc.offsets[i]! });
   }
   return pieces;
 }
 
+function viewAt(region: ArrayBufferLike, at: number, type: number, length: number): ArrayBufferView {
+  if (type === BUFFER_TYPE) return Buffer.from(region as ArrayBuffer, at, length);
+  const Ctor = VIEW_TYPES[type];
+  if (!Ctor) throw new TypeError(`Unknown typed array type ${type} in a shared-memory message.`);
+  return new Ctor(region, at, length);
+}
+
 /**
- * Decodes a message. Typed arrays in the result are views into `bytes` (no copy): they stay
- * valid exactly as long as `bytes` holds this message.
+ * Decodes a value. `bytes` are its shared-memory bytes (null when it has none). Typed arrays in
+ * the result are views into `bytes`: they stay valid exactly as long as `bytes` holds this value.
  */
-export function decodeMessage(bytes: Uint8Array): unknown {
+export function decodeValue(json: string | null, meta: readonly number[], bytes: Uint8Array | null): unknown {
+  if (json !== null) {
+    if (meta.length === 0) return JSON.parse(json) as unknown;
+    if (!bytes) throw new RangeError('A message with typed arrays arrived without its shared-memory bytes.');
+    if (bytes.byteOffset % 8 !== 0) throw new RangeError('A shared-memory message must start 8-byte aligned.');
+    return JSON.parse(json, (_k, v: unknown) => {
+      if (v !== null && typeof v === 'object' && PLACEHOLDER in v) {
+        const i = (v as Record<string, number>)[PLACEHOLDER]! * 3;
+        return viewAt(bytes.buffer, bytes.byteOffset + meta[i + 1]!, meta[i]!, meta[i + 2]!);
+      }
+      return v;
+    }) as unknown;
+  }
+  if (!bytes) throw new RangeError('A v8-format message arrived without its shared-memory bytes.');
   if (bytes.byteOffset % 8 !== 0) throw new RangeError('A shared-memory message must start 8-byte aligned.');
   const headerLength = new DataView(bytes.buffer, bytes.byteOffset, HEADER_LENGTH_BYTES).getUint32(0, true);
   const header = bytes.subarray(HEADER_LENGTH_BYTES, HEADER_LENGTH_BYTES + headerLength);

@@ -18,8 +18,8 @@
 import { closeSync, openSync, readdirSync, readSync, statfsSync, unlinkSync, writeSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { SharedMemoryCapacityError } from '../errors.js';
-import type { ShmBackendKind, SlotRef } from '../protocol.js';
-import { type EncodedMessage, messagePieces, writeMessage } from './codec.js';
+import type { Payload, ShmBackendKind, SlotRef } from '../protocol.js';
+import { type EncodedValue, decodeValue, messagePieces, writeMessage } from './codec.js';
 
 /** Where POSIX shared memory lives on Linux. */
 export const SHM_DIR = '/dev/shm';
@@ -37,9 +37,14 @@ interface NativeShm {
 let nativeModule: NativeShm | null | undefined;
 let nativeLoadError: string | undefined;
 
-/** Loads the native binding once; null (with {@link nativeShmLoadError}) when it cannot load. */
+/** Loads the native binding once; null (with {@link nativeShmLoadError}) when it cannot load or `REACTOR_SHM_NATIVE=0`. */
 export function loadNativeShm(): NativeShm | null {
   if (nativeModule !== undefined) return nativeModule;
+  if (process.env.REACTOR_SHM_NATIVE === '0') {
+    nativeLoadError = 'disabled by REACTOR_SHM_NATIVE=0';
+    nativeModule = null;
+    return null;
+  }
   try {
     const require = createRequire(import.meta.url);
     nativeModule = require('shm-typed-array') as NativeShm;
@@ -183,7 +188,7 @@ export class SegmentWriter {
    * Writes `msg` into the block, growing it first if needed.
    * @throws {@link SharedMemoryCapacityError} when a bigger block does not fit
    */
-  write(msg: EncodedMessage): SlotRef {
+  write(msg: EncodedValue): SlotRef {
     if (msg.totalBytes > this.capacity) this.grow(msg.totalBytes);
     if (this.env.backend === 'native') {
       writeMessage(this.mapping!.subarray(0, msg.totalBytes), msg);
@@ -303,4 +308,20 @@ export class SegmentReader {
     for (const m of this.byRole.values()) this.retire(m);
     this.byRole.clear();
   }
+}
+
+/** Puts an encoded value on its way: JSON inline, bytes (if any) through `writer`'s block. */
+export function toPayload(enc: EncodedValue, writer: SegmentWriter): Payload {
+  const p: Payload = {};
+  if (enc.json !== null) {
+    p.j = enc.json;
+    if (enc.meta.length) p.m = enc.meta;
+  }
+  if (enc.totalBytes > 0) p.s = writer.write(enc);
+  return p;
+}
+
+/** Decodes a payload; typed arrays are views into `reader`'s bytes for that block (see {@link SegmentReader}). */
+export function fromPayload(p: Payload, reader: SegmentReader): unknown {
+  return decodeValue(p.j ?? null, p.m ?? [], p.s ? reader.read(p.s) : null);
 }

@@ -1,0 +1,104 @@
+// Benchmarks of @reactor/distributed (issue 3). Plain JS against the compiled dist/.
+// Prints one JSON object per line:
+//   runner.step        p50/p99 of generate() for a worker whose rank 0 returns a ready payload
+//   runner.crashDetect SIGKILL of rank 1 mid-call -> rejected generate()
+//   runner.start       start() of 4 ranks with a trivial load
+//   runner.rss         parent RSS growth over 2000 steps of 44 MB
+// Set RUNNER_BENCH_QUICK=1 for fewer iterations.
+import { DistributedRunner } from '../packages/distributed/dist/index.js';
+import { BenchWorker } from './runner-bench-worker.mjs';
+
+const quick = process.env.RUNNER_BENCH_QUICK === '1';
+const quiet = { info() {}, warn() {} };
+const emit = (o) => process.stdout.write(`${JSON.stringify(o)}\n`);
+
+function pct(sorted, p) {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+const round = (x) => Math.round(x * 1000) / 1000;
+
+async function step(worldSize, payloadBytes) {
+  const r = new DistributedRunner(BenchWorker, { worldSize, devices: 'cpu', logger: quiet });
+  await r.start();
+  try {
+    const input = { payloadBytes };
+    const iters = quick ? 50 : payloadBytes > 10e6 ? 300 : 3000;
+    for (let i = 0; i < Math.min(100, iters); i++) await r.generate(input); // warm-up
+    const t = new Float64Array(iters);
+    for (let i = 0; i < iters; i++) {
+      const t0 = performance.now();
+      const res = await r.generate(input);
+      t[i] = performance.now() - t0;
+      if (res.frames.byteLength !== payloadBytes) throw new Error('wrong payload size');
+    }
+    t.sort();
+    emit({ bench: 'runner.step', worldSize, payloadBytes, p50Ms: round(pct(t, 50)), p99Ms: round(pct(t, 99)) });
+  } finally {
+    await r.shutdown();
+  }
+}
+
+async function crashDetect() {
+  const trials = quick ? 3 : 9;
+  const t = [];
+  for (let i = 0; i < trials; i++) {
+    const r = new DistributedRunner(BenchWorker, { worldSize: 2, devices: 'cpu', logger: quiet });
+    await r.start();
+    const call = r.generate({ hang: true });
+    await new Promise((res) => setTimeout(res, 20)); // let the call reach the ranks
+    const t0 = performance.now();
+    process.kill(r.pids[1], 'SIGKILL');
+    try {
+      await call;
+      throw new Error('expected a crash');
+    } catch (err) {
+      if (err.code !== 'ERR_WORKER_CRASHED') throw err;
+      t.push(performance.now() - t0);
+    }
+    await r.shutdown();
+  }
+  t.sort((a, b) => a - b);
+  emit({ bench: 'runner.crashDetect', worldSize: 2, p50Ms: round(pct(t, 50)) });
+}
+
+async function start() {
+  const trials = quick ? 2 : 5;
+  const t = [];
+  for (let i = 0; i < trials; i++) {
+    const r = new DistributedRunner(BenchWorker, { worldSize: 4, devices: 'cpu', logger: quiet });
+    const t0 = performance.now();
+    await r.start();
+    t.push(performance.now() - t0);
+    await r.shutdown();
+  }
+  t.sort((a, b) => a - b);
+  emit({ bench: 'runner.start', worldSize: 4, ms: round(pct(t, 50)) });
+}
+
+async function rss() {
+  const steps = quick ? 200 : 2000;
+  const payloadBytes = 44236800;
+  const r = new DistributedRunner(BenchWorker, { worldSize: 2, devices: 'cpu', logger: quiet });
+  await r.start();
+  try {
+    for (let i = 0; i < 50; i++) await r.generate({ payloadBytes });
+    globalThis.gc?.();
+    const before = process.memoryUsage().rss;
+    for (let i = 0; i < steps; i++) await r.generate({ payloadBytes });
+    globalThis.gc?.();
+    const after = process.memoryUsage().rss;
+    emit({ bench: 'runner.rss', steps, payloadBytes, growthPct: round(((after - before) / before) * 100) });
+  } finally {
+    await r.shutdown();
+  }
+}
+
+const only = process.argv[2];
+if (!only || only === 'step') {
+  for (const n of [1, 2, 4]) await step(n, 24);
+  for (const n of [1, 2, 4]) await step(n, 786432);
+  for (const n of [1, 2, 4]) await step(n, 44236800);
+}
+if (!only || only === 'crash') await crashDetect();
+if (!only || only === 'start') await start();
+if (!only || only === 'rss') await rss();

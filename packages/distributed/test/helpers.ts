@@ -1,0 +1,106 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { afterEach, expect } from 'vitest';
+import type { DistributedRunner, RunnerLogger } from '../src/index.js';
+
+/** A logger that records every line and lets a test wait for one (no sleeps). */
+export function captureLogger(): RunnerLogger & { lines: string[]; waitFor(re: RegExp, timeoutMs?: number): Promise<string> } {
+  const lines: string[] = [];
+  const waiters: { re: RegExp; resolve(l: string): void }[] = [];
+  const push = (l: string) => {
+    lines.push(l);
+    for (const w of [...waiters]) {
+      if (w.re.test(l)) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve(l);
+      }
+    }
+  };
+  return {
+    lines,
+    info: (m) => push(`info ${m}`),
+    warn: (m) => push(`warn ${m}`),
+    waitFor(re, timeoutMs = 10_000) {
+      const hit = lines.find((l) => re.test(l));
+      if (hit) return Promise.resolve(hit);
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no log line matched ${re} within ${timeoutMs} ms; lines:\n${lines.join('\n')}`)), timeoutMs);
+        waiters.push({
+          re,
+          resolve: (l) => {
+            clearTimeout(timer);
+            resolve(l);
+          },
+        });
+      });
+    },
+  };
+}
+
+/** Pids of live processes whose command line carries `--reactor-runner=<prefix>` (zombies excluded). */
+export function rankProcesses(prefix: string): number[] {
+  const out: number[] = [];
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const cmd = readFileSync(`/proc/${d}/cmdline`, 'utf8');
+      if (!cmd.includes(`--reactor-runner=${prefix}`)) continue;
+      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+      const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+      if (state !== 'Z') out.push(Number(d));
+    } catch {
+      // exited while we looked
+    }
+  }
+  return out;
+}
+
+/** Shared-memory segments in /dev/shm under `prefix`. */
+export function segments(prefix: string): string[] {
+  return readdirSync('/dev/shm').filter((f) => f.startsWith(prefix));
+}
+
+/** Asserts that a runner left no process and no shared-memory segment behind. */
+export function expectNothingLeft(runner: DistributedRunner<any, any, any>): void {
+  expect(rankProcesses(runner.segmentPrefix)).toEqual([]);
+  expect(segments(runner.segmentPrefix)).toEqual([]);
+}
+
+/** Polls a condition (for facts only the OS knows, like "this pid is gone"), failing after `ms`. */
+export async function eventually(cond: () => boolean, ms: number, what: string): Promise<number> {
+  const t0 = performance.now();
+  while (!cond()) {
+    if (performance.now() - t0 > ms) throw new Error(`${what} did not happen within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return performance.now() - t0;
+}
+
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Shuts down every runner a test created, even when the test failed. */
+export function trackRunners(): <R extends DistributedRunner<any, any, any>>(r: R) => R {
+  const live: DistributedRunner<any, any, any>[] = [];
+  afterEach(async () => {
+    await Promise.allSettled(live.splice(0).map((r) => r.shutdown()));
+  });
+  return (r) => {
+    live.push(r);
+    return r;
+  };
+}
+
+/** Silent logger for tests that do not look at output. */
+export const quiet: RunnerLogger = { info() {}, warn() {} };
+
+/** Imports a plain-JS fixture module from test/fixtures (typed loosely: fixtures are JavaScript). */
+export function fixture(name: string): Promise<any> {
+  const url = new URL(`./fixtures/${name}.mjs`, import.meta.url).href;
+  return import(/* @vite-ignore */ url);
+}
