@@ -6,7 +6,7 @@
 //   runner.rss         parent RSS growth over 2000 steps of 44 MB
 // Set RUNNER_BENCH_QUICK=1 for fewer iterations.
 import { DistributedRunner } from '../packages/distributed/dist/index.js';
-import { BenchWorker } from './runner-bench-worker.mjs';
+import { BenchWorker } from '../packages/distributed/test/fixtures/bench.mjs';
 
 const quick = process.env.RUNNER_BENCH_QUICK === '1';
 const quiet = { info() {}, warn() {} };
