@@ -37,7 +37,7 @@ export interface VideoLoadArgs {
   seed?: number;
   /** Seconds of model time per frame (default 1/24). */
   timeStep?: number;
-  /** Frames over which a new prompt blends in (default 12). */
+  /** Frames over which a new prompt blends in (default 24). */
   promptTransitionFrames?: number;
 }
 

@@ -106,6 +106,8 @@ export interface GpuAdapterRequest {
 }
 
 let webgpuModule: Promise<{ create: (flags: string[]) => GPU; globals: object }> | null = null;
+/** One Dawn instance per process: each `create()` probes the drivers (and logs) again. */
+let gpuInstance: GPU | null = null;
 
 /**
  * Finds the GPU adapter this rank should use. This is the one place that decides which GPU a
@@ -121,7 +123,8 @@ export async function requestGpuAdapter(gpuIndex: number | null): Promise<GpuAda
   // tfjs-backend-webgpu looks for navigator.gpu and the WebGPU constants (GPUBufferUsage, ...)
   // on globalThis when it is imported, so they are installed first.
   Object.assign(globalThis, globals);
-  const gpu = create([]);
+  gpuInstance ??= create([]);
+  const gpu = gpuInstance;
   const nav = (globalThis as { navigator?: { gpu?: GPU } }).navigator;
   if (nav && typeof nav === 'object') {
     Object.defineProperty(nav, 'gpu', { value: gpu, configurable: true, writable: true });

@@ -41,7 +41,7 @@ export interface ParallelVideoModelOptions {
   seed?: number;
   /** Seconds of model time per frame (default 1/24): how fast the patterns move. */
   timeStep?: number;
-  /** Frames over which a new prompt blends in smoothly (default 12; 0 switches at once). */
+  /** Frames over which a new prompt blends in smoothly (default 24; 0 switches at once). */
   promptTransitionFrames?: number;
   /** Environment read for `REACTOR_BACKEND` and `REACTOR_GPU_INDEX` (default `process.env`). */
   env?: Readonly<Record<string, string | undefined>>;
@@ -57,7 +57,7 @@ export const VIDEO_MODEL_DEFAULTS = Object.freeze({
   rolloutChunks: 900,
   seed: 0,
   timeStep: 1 / 24,
-  promptTransitionFrames: 12,
+  promptTransitionFrames: 24,
 });
 
 const MAX_SIDE = 4096;
