@@ -21,7 +21,9 @@ export interface FieldSpec {
 /** Result of validating a payload. */
 export type Validated<T> = { ok: true; value: T } | { ok: false; errors: FieldError[] };
 
-const VALIDATE_OPTIONS = { whitelist: true, forbidNonWhitelisted: true, forbidUnknownValues: false } as const;
+// Unknown payload keys never reach the instance: validatePayload reports them itself, with
+// class-validator's whitelist constraint name, because wire names differ from property names.
+const VALIDATE_OPTIONS = { forbidUnknownValues: false } as const;
 
 /**
  * The compiled fields of a state or params class: defaults, validation, wire names, schema.
