@@ -38,6 +38,7 @@ section.panel h2 { font-size:12px; text-transform:uppercase; letter-spacing:.06e
 .control { padding:8px 0; border-top:1px solid var(--line); }
 .control:first-of-type { border-top:none; padding-top:0; }
 .control label.name { display:flex; justify-content:space-between; gap:8px; font-weight:500; }
+.control .wire { color:var(--muted); font-size:11px; font-weight:400; }
 .control .desc { color:var(--muted); font-size:12px; margin:2px 0 6px; }
 .control .row { display:flex; gap:8px; align-items:center; }
 .control input[type=text], .control input[type=number], .control select { flex:1; min-width:0; background:#0c0e12; color:var(--text); border:1px solid var(--line); border-radius:6px; padding:6px 8px; font:inherit; }

@@ -195,7 +195,7 @@ function buildControl(client: ReactorClient, cmd: CommandSchema): HTMLElement {
   out.dataset['command'] = cmd.name;
   const wrap = el('div', { className: 'control' });
   wrap.dataset['command'] = cmd.name;
-  const title = el('label', { className: 'name' }, el('span', {}, cmd.name));
+  const title = el('label', { className: 'name' }, el('span', {}, cmd.kind === 'setter' && cmd.field ? cmd.field : cmd.name), el('code', { className: 'wire' }, cmd.name));
   wrap.append(title);
   if (cmd.description) wrap.append(el('div', { className: 'desc' }, cmd.description));
 

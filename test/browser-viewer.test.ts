@@ -1,0 +1,101 @@
+import { mkdirSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { serve, type ReactorServer } from '@reactor/runtime';
+import { patternApp } from './fixtures/pattern-app.js';
+
+const quiet = { debug() {}, info() {}, warn() {}, error() {} };
+const executablePath = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
+const artifacts = fileURLToPath(new URL('../test-artifacts/', import.meta.url));
+
+let server: ReactorServer;
+let browser: Browser;
+let page: Page;
+const pageErrors: string[] = [];
+
+beforeAll(async () => {
+  server = await serve(patternApp({ width: 160, height: 120, fps: 30 }), { port: 0, gracePeriodMs: 0, logger: quiet, token: 'viewer-token' });
+  await server.loaded;
+  browser = await chromium.launch({
+    executablePath,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  });
+  page = await browser.newPage({ viewport: { width: 1200, height: 760 } });
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await server?.close();
+});
+
+/** Mean RGB of a small square at the canvas's top-left area, and a hash of a row. */
+function sample(p: Page): Promise<{ r: number; g: number; b: number; row: string }> {
+  return p.evaluate(() => {
+    const c = document.getElementById('stream') as HTMLCanvasElement;
+    const ctx = c.getContext('2d')!;
+    const d = ctx.getImageData(0, 0, 16, 16).data;
+    let r = 0;
+    let g = 0;
+    let b = 0;
+    for (let i = 0; i < d.length; i += 4) {
+      r += d[i]!;
+      g += d[i + 1]!;
+      b += d[i + 2]!;
+    }
+    const n = d.length / 4;
+    const row = Array.from(ctx.getImageData(0, 60, c.width, 1).data.filter((_, i) => i % 4 === 0)).join(',');
+    return { r: r / n, g: g / n, b: b / n, row };
+  });
+}
+
+describe('viewer in Chromium', () => {
+  it('connects, draws frames, sends a generated control, and shows an invalid value error', async () => {
+    await page.goto(`${server.url}/?token=viewer-token`);
+    await page.waitForFunction(() => (window as unknown as { reactorViewer: { framesDrawn: number } }).reactorViewer.framesDrawn > 5, null, { timeout: 15_000 });
+    await expect.poll(() => page.textContent('#connection')).toBe('connected');
+    expect(await page.textContent('#app-name')).toBe('pattern');
+    expect(await page.textContent('#size')).toBe('160x120');
+
+    // Frames are drawn: pixels change over time (the stripes move).
+    const first = await sample(page);
+    expect(first.r).toBeGreaterThan(first.b + 40); // red by default
+    await expect.poll(async () => (await sample(page)).row, { timeout: 5000 }).not.toBe(first.row);
+
+    // Controls are generated from the schema, one of each kind.
+    expect(await page.locator('[data-command=set_label] input[type=text]').count()).toBe(1);
+    expect(await page.locator('[data-command=set_frozen] input[type=checkbox]').count()).toBe(1);
+    expect(await page.locator('[data-command=set_speed] input[type=range]').count()).toBe(1);
+    expect(await page.locator('[data-command=set_color] select option').allTextContents()).toEqual(['red', 'green', 'blue']);
+    expect(await page.locator('[data-command=reset] button').count()).toBe(1);
+    expect(await page.locator('[data-command=announce] form input').count()).toBe(2);
+
+    // A select sends set_color; the reply shows next to it and the picture turns blue.
+    await page.selectOption('[data-command=set_color] select', { label: 'blue' });
+    await expect.poll(() => page.textContent('.result[data-command=set_color]')).toBe('ok');
+    await expect.poll(async () => { const s = await sample(page); return s.b > s.r + 40; }, { timeout: 5000 }).toBe(true);
+
+    // A button (parameterless event) shows its result.
+    await page.click('[data-command=reset] button');
+    await expect.poll(() => page.textContent('.result[data-command=reset]')).toBe('ok: {"restarted":true}');
+
+    // A params form: the broadcast message shows in the log.
+    await page.fill('[data-command=announce] input[name=text]', 'hello viewers');
+    await page.click('[data-command=announce] button[type=submit]');
+    await expect.poll(() => page.textContent('#messages')).toContain('hello viewers');
+
+    // An invalid value: the server's error, with the field and the constraint, next to the control.
+    await page.fill('[data-command=set_label] input[type=text]', 'this label is far too long for the field');
+    await page.click('[data-command=set_label] button');
+    const result = page.locator('.result[data-command=set_label]');
+    await expect.poll(() => result.textContent()).toContain('invalid_params');
+    expect(await result.textContent()).toContain('label');
+    expect(await result.textContent()).toContain('maxLength');
+    expect(await result.getAttribute('class')).toContain('err');
+
+    mkdirSync(artifacts, { recursive: true });
+    await page.screenshot({ path: `${artifacts}viewer.png`, fullPage: true });
+    expect(pageErrors).toEqual([]);
+  }, 60_000);
+});
