@@ -7,14 +7,14 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DistributedRunner } from '@reactor/distributed';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { RolloutExhausted, VideoWorker, WeightsNotFoundError, type VideoLoadArgs, type VideoResult } from '../src/video-worker.js';
+import { RolloutExhausted, VideoWorker, WeightsNotFoundError, type VideoLoadArgs } from '../src/video-worker.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const weightsRoot = resolve(here, '../weights');
 const scratch = mkdtempSync(join(tmpdir(), 'video-worker-test-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-const runners: DistributedRunner<VideoLoadArgs, { prompt: string }, VideoResult>[] = [];
+const runners: { shutdown(): Promise<void> }[] = [];
 afterEach(async () => {
   await Promise.all(runners.splice(0).map((r) => r.shutdown()));
 });
