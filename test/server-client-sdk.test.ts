@@ -1,0 +1,84 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
+import { CommandTimeoutError, ConnectionError, connect, toWebSocketUrl, type ConnectionStatus } from '@reactor/client';
+import { serve, type ReactorServer, type ServeOptions } from '@reactor/runtime';
+import { patternApp } from './fixtures/pattern-app.js';
+import { until } from './fixtures/net.js';
+
+const quiet = { debug() {}, info() {}, warn() {}, error() {} };
+const cleanups: Array<() => unknown> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function start(opts: ServeOptions = {}): Promise<ReactorServer> {
+  const server = await serve(patternApp({ width: 32, height: 32 }), { port: 0, gracePeriodMs: 0, logger: quiet, ...opts });
+  cleanups.push(() => server.close());
+  await server.loaded;
+  return server;
+}
+
+describe('@reactor/client against a real server', () => {
+  it('iterates frames with an async iterator until aborted', async () => {
+    const server = await start();
+    const client = await connect(server.url, { WebSocket, reconnect: false });
+    cleanups.push(() => client.close());
+    const ac = new AbortController();
+    const seqs: number[] = [];
+    for await (const f of client.frames({ signal: ac.signal })) {
+      seqs.push(f.seq);
+      if (seqs.length === 5) ac.abort();
+    }
+    expect(seqs).toHaveLength(5);
+    expect([...seqs].sort((a, b) => a - b)).toEqual(seqs);
+  });
+
+  it('reconnects with back-off after the server goes away and re-joins', async () => {
+    const first = await start();
+    const port = first.port;
+    const client = await connect(first.url, { WebSocket, reconnect: { initialDelayMs: 50, maxDelayMs: 200 } });
+    cleanups.push(() => client.close());
+    const statuses: ConnectionStatus[] = [];
+    client.on('status', (s) => statuses.push(s));
+    const oldId = client.clientId;
+    await first.close();
+    await until(() => statuses.some((s) => s.state === 'reconnecting' && (s.attempt ?? 0) >= 2), 5000, 'two reconnect attempts');
+    // The same address comes back (the port the OS gave the first server).
+    const second = await start({ port });
+    await until(() => client.connectionState === 'open', 10_000, 'the client to re-join');
+    expect(client.clientId).not.toBe(oldId);
+    expect(client.session.sessionId).toBeDefined();
+    await expect(client.send('set_speed', { speed: 1 })).resolves.toBeUndefined();
+    expect(statuses[0]).toMatchObject({ state: 'reconnecting', attempt: 1 });
+    expect(statuses.at(-1)).toEqual({ state: 'open' });
+    await second.close();
+  });
+
+  it('rejects pending and new commands clearly, honours timeouts and AbortSignal', async () => {
+    const server = await start();
+    const client = await connect(server.url, { WebSocket, reconnect: false });
+    const ac = new AbortController();
+    const aborted = client.send('set_speed', { speed: 1 }, { signal: ac.signal });
+    ac.abort(new Error('user gave up'));
+    await expect(aborted).rejects.toThrow('user gave up');
+    await expect(client.send('set_speed', { speed: 1 }, { timeoutMs: 1 })).rejects.toBeInstanceOf(CommandTimeoutError);
+    client.close();
+    const err = await client.send('set_speed', { speed: 1 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ConnectionError);
+    expect((err as ConnectionError).code).toBe('not_connected');
+  });
+
+  it('aborts the initial connection with the signal', async () => {
+    const server = await start();
+    const ac = new AbortController();
+    ac.abort(new Error('never mind'));
+    await expect(connect(server.url, { WebSocket, signal: ac.signal })).rejects.toThrow('never mind');
+  });
+
+  it('builds WebSocket URLs from base URLs', () => {
+    expect(toWebSocketUrl('http://127.0.0.1:8080')).toBe('ws://127.0.0.1:8080/ws');
+    expect(toWebSocketUrl('https://h.example/app/', 'a b')).toBe('wss://h.example/app/ws?token=a+b');
+    expect(toWebSocketUrl('ws://h:1/ws')).toBe('ws://h:1/ws');
+    expect(() => toWebSocketUrl('ftp://h')).toThrow('url must be http(s):// or ws(s)://');
+  });
+});
