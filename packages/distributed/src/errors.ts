@@ -180,3 +180,11 @@ export function formatBytes(n: number): string {
   } while (v >= 1024 && u < units.length - 1);
   return `${v.toFixed(v >= 100 ? 0 : 1)} ${units[u]}`;
 }
+
+/** This package's error classes by name: a rank's error of one of these types is rebuilt as one. */
+export const OWN_ERROR_CLASSES: ReadonlyMap<string, abstract new (...args: never[]) => Error> = new Map<string, abstract new (...args: never[]) => Error>([
+  ['SharedMemoryCapacityError', SharedMemoryCapacityError],
+  ['CollectiveError', CollectiveError],
+  ['ProtocolError', ProtocolError],
+  ['DistributedError', DistributedError],
+]);

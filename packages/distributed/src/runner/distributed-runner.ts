@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { CollectiveHub } from '../collectives/hub.js';
 import {
   DistributedError,
-  ProtocolError,
+  OWN_ERROR_CLASSES,
   RankDesyncError,
   RunnerStateError,
   RunnerUnusableError,
@@ -269,7 +269,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     // and to rebuild the module's own error classes so `instanceof` works on rethrown errors.
     const mod = (await import(this.location.sourceUrl)) as Record<string, unknown>;
     const exportName = exportNameOf(this.cls, mod, this.location.sourceUrl);
-    this.errorClasses = collectErrorClasses(mod);
+    this.errorClasses = new Map([...OWN_ERROR_CLASSES, ...collectErrorClasses(mod)]);
     this.backend = this.chooseBackend();
     const env = { backend: this.backend, maxShmBytes: this.maxShmBytes };
     // Up front: the input block, rank 0's result block and two collective slots per rank.
@@ -467,7 +467,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
         this.hub?.arrive(rank, msg);
         return;
       case 'fatal': {
-        const err = reviveError(msg.error, rank, new Map([['ProtocolError', ProtocolError]]));
+        const err = reviveError(msg.error, rank, OWN_ERROR_CLASSES);
         if (this.startWaiter) this.startWaiter.fail(err);
         else this.failUnusable(err, true);
         return;
