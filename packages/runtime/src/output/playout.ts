@@ -62,6 +62,8 @@ export class Playout {
   /** Drops every queued frame, releases a waiting producer (its batch dropped); returns the next seq. */
   flush(): number {
     for (const q of this.queues) q.length = 0;
+    // A cut: the next frame plays as soon as it arrives, not one interval after the dropped ones.
+    this.nextDue.fill(-Infinity);
     this.releaseWaiter(false);
     this.clearTimer();
     return this.seq;

@@ -1,0 +1,112 @@
+import { describe, expect, it } from 'vitest';
+import type { TrackSpec } from '../../src/app/registry.js';
+import type { Chunk, QueuedFrame } from '../../src/output/normalize.js';
+import { Playout } from '../../src/output/playout.js';
+import type { OutputFrame } from '../../src/index.js';
+
+const track: TrackSpec = { name: 'main', property: 'main', index: 0, fps: undefined, width: 1, height: 1 };
+
+function chunk(n: number, intervalMs: number, tag = 0): Chunk {
+  return [Array.from({ length: n }, (_, i): QueuedFrame => ({ rgb: new Uint8Array(3), width: 1, height: 1, metadata: tag * 100 + i, intervalMs }))];
+}
+
+function recorder(): { frames: Array<OutputFrame & { at: number }>; emit: (f: OutputFrame) => void; waitFor: (n: number) => Promise<void> } {
+  const frames: Array<OutputFrame & { at: number }> = [];
+  let want = Infinity;
+  let done: (() => void) | undefined;
+  return {
+    frames,
+    emit: (f) => {
+      frames.push({ ...f, at: performance.now() });
+      if (frames.length >= want) done?.();
+    },
+    waitFor: (n) =>
+      frames.length >= n
+        ? Promise.resolve()
+        : new Promise<void>((resolve) => {
+            want = n;
+            done = resolve;
+          }),
+  };
+}
+
+describe('Playout', () => {
+  it('paces frames at their interval (declared fps): 50 fps -> 20 ms apart', async () => {
+    const r = recorder();
+    const p = new Playout([track], 16, performance.now(), r.emit);
+    const t0 = performance.now();
+    await p.push(chunk(6, 20));
+    await r.waitFor(6);
+    const span = r.frames[5]!.at - t0;
+    // 5 intervals of 20 ms: never early (timers never fire early), generous upper bound for a loaded CI box.
+    expect(span).toBeGreaterThanOrEqual(99);
+    expect(span).toBeLessThan(400);
+    const pts = r.frames.map((f) => f.ptsMs - r.frames[0]!.ptsMs);
+    expect(pts.map((x) => Math.round(x))).toEqual([0, 20, 40, 60, 80, 100]);
+    expect(r.frames.map((f) => f.seq)).toEqual([0, 1, 2, 3, 4, 5]);
+    for (let i = 1; i < 6; i++) expect(r.frames[i]!.at - r.frames[i - 1]!.at).toBeGreaterThanOrEqual(0);
+  });
+
+  it('back-pressure: push waits until the queue has room for the batch (bufferSize frames ahead at most)', async () => {
+    const r = recorder();
+    const p = new Playout([track], 3, performance.now(), r.emit);
+    expect(await p.push(chunk(2, 30, 1))).toBe(true); // first frame plays at once, one stays queued
+    let accepted: boolean | undefined;
+    const second = p.push(chunk(3, 30, 2)).then((ok) => (accepted = ok)); // 1 queued + 3 > 3: must wait
+    await r.waitFor(1);
+    expect(accepted).toBeUndefined();
+    expect(p.queued).toBeLessThanOrEqual(3);
+    await second;
+    expect(accepted).toBe(true);
+    // It was let in only once the queue was empty: the previous batch had fully played.
+    expect(r.frames.length).toBe(2);
+    await r.waitFor(5);
+    expect(r.frames.map((f) => f.metadata)).toEqual([100, 101, 200, 201, 202]);
+  });
+
+  it('flush drops queued frames and releases a blocked producer (its batch dropped)', async () => {
+    const r = recorder();
+    const p = new Playout([track], 2, performance.now(), r.emit);
+    await p.push(chunk(2, 10_000, 1)); // frame 0 now, frame 1 in 10 s
+    await r.waitFor(1);
+    const blocked = p.push(chunk(2, 10_000, 2));
+    const t0 = performance.now();
+    expect(p.flush()).toBe(1);
+    expect(await blocked).toBe(false);
+    expect(performance.now() - t0).toBeLessThan(1000);
+    expect(p.queued).toBe(0);
+    // Playout carries on with the next batch, sequence numbers continue.
+    await p.push(chunk(1, 0, 3));
+    await r.waitFor(2);
+    expect(r.frames.map((f) => [f.seq, f.metadata])).toEqual([
+      [0, 100],
+      [1, 300],
+    ]);
+    p.close();
+  });
+
+  it('restarts its clock after an underrun instead of bursting to catch up', async () => {
+    const r = recorder();
+    const p = new Playout([track], 8, performance.now(), r.emit);
+    await p.push(chunk(1, 5));
+    await r.waitFor(1);
+    // Wait well past the next due time with nothing queued, then push 3 frames at 30 ms.
+    await new Promise((res) => setTimeout(res, 60));
+    await p.push(chunk(3, 30));
+    await r.waitFor(4);
+    const gaps = [r.frames[2]!.at - r.frames[1]!.at, r.frames[3]!.at - r.frames[2]!.at];
+    expect(gaps[0]).toBeGreaterThanOrEqual(29);
+    expect(gaps[1]).toBeGreaterThanOrEqual(25);
+    p.close();
+  });
+
+  it('close resolves a waiting producer with false and plays nothing more', async () => {
+    const r = recorder();
+    const p = new Playout([track], 1, performance.now(), r.emit);
+    await p.push(chunk(2, 10_000));
+    const blocked = p.push(chunk(1, 0));
+    p.close();
+    expect(await blocked).toBe(false);
+    expect(await p.push(chunk(1, 0))).toBe(false);
+  });
+});
