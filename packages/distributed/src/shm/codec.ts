@@ -189,7 +189,11 @@ export function encodeValue(value: unknown): EncodedValue {
     const json =
       scan.views.length === 0
         ? JSON.stringify(value)
-        : JSON.stringify(value, (_k, v: unknown) => (ArrayBuffer.isView(v) ? { [PLACEHOLDER]: scan.index.get(v) } : v));
+        : JSON.stringify(value, function (this: Record<string, unknown>, k: string, v: unknown) {
+            // The holder's raw value: a Buffer's toJSON() has already run on `v`.
+            const raw = this[k];
+            return ArrayBuffer.isView(raw) ? { [PLACEHOLDER]: scan.index.get(raw) } : v;
+          });
     return { json, meta: scan.meta, header: null, payloadStart: 0, views: scan.views, offsets: scan.offsets, totalBytes: scan.cursor };
   }
   const s = new PayloadSerializer();

@@ -15,7 +15,7 @@
  * handed out earlier never points at unmapped memory.
  * @internal
  */
-import { closeSync, openSync, readdirSync, readSync, statfsSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, ftruncateSync, openSync, readdirSync, readSync, statfsSync, unlinkSync, writeSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { SharedMemoryCapacityError } from '../errors.js';
 import type { Payload, ShmBackendKind, SlotRef } from '../protocol.js';
@@ -223,6 +223,8 @@ export class SegmentWriter {
       this.mapping = mapping;
     } else {
       this.fd = openSync(`${SHM_DIR}/${name}`, 'wx+', 0o600);
+      // Sparse until written; a reader may read a message's alignment padding past the last write.
+      ftruncateSync(this.fd, capacity);
     }
     this.name = name;
     this.capacity = capacity;

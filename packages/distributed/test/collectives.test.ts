@@ -1,0 +1,107 @@
+import { describe, expect, it } from 'vitest';
+import { DistributedRunner, RankDesyncError } from '../src/index.js';
+import { expectNothingLeft, fixture, quiet, trackRunners } from './helpers.js';
+
+describe('Collectives', () => {
+  const track = trackRunners();
+
+  async function start(worldSize: number, shm?: 'file') {
+    const { CollectivesWorker } = await fixture('collectives');
+    const runner = track(new DistributedRunner(CollectivesWorker, { worldSize, logger: quiet, ...(shm ? { shm } : {}) }));
+    await runner.start();
+    return runner;
+  }
+
+  it('barrier() returns once every rank has arrived', async () => {
+    const runner = await start(3);
+    expect(await runner.generate({ op: 'barrier' })).toEqual({ rank: 0, ok: true });
+  });
+
+  it("broadcast() copies root's array into every rank's array and resolves to that array", async () => {
+    const runner = await start(3);
+    const out = await runner.generate({ op: 'broadcast' });
+    expect(out.same).toBe(true);
+    expect(out.all).toEqual([Float32Array.from([1.5, 2.5, 3.5]), Float32Array.from([1.5, 2.5, 3.5]), Float32Array.from([1.5, 2.5, 3.5])]);
+  });
+
+  it("gather() gives root every rank's array in rank order (its own included, lengths may differ); others get null", async () => {
+    const runner = await start(3);
+    const out = await runner.generate({ op: 'gather' });
+    expect(out.got).toEqual([Uint16Array.from([10]), Uint16Array.from([11, 11]), Uint16Array.from([12, 12, 12])]);
+    expect(out.ownIsSame).toBe(true);
+  });
+
+  it('allGather() gives every rank every array in rank order', async () => {
+    const runner = await start(3);
+    const out = await runner.generate({ op: 'allGather' });
+    const expected = [Int32Array.from([0, 0]), Int32Array.from([1, 100]), Int32Array.from([2, 200])];
+    expect(out.got).toEqual(expected);
+    const flat = Int32Array.from([0, 0, 1, 100, 2, 200]);
+    expect(out.seenByAll).toEqual([flat, flat, flat]);
+  });
+
+  it('assembles a chunk of frames split by rank on rank 0', async () => {
+    const runner = await start(2);
+    const bytesPerFrame = 512 * 512 * 3;
+    const out = (await runner.generate({ op: 'frames', frames: 4, bytesPerFrame })) as Uint8Array;
+    expect(out.byteLength).toBe(4 * bytesPerFrame);
+    expect(out[0]).toBe(1);
+    expect(out[2 * bytesPerFrame]).toBe(2);
+    expect(out[4 * bytesPerFrame - 1]).toBe(2);
+  });
+
+  it('reuses and grows its slots over many collectives and calls', async () => {
+    const runner = await start(2);
+    for (let call = 0; call < 3; call++) {
+      const out = await runner.generate({ op: 'many', rounds: 20, grow: 20_000 });
+      // sum over rounds i of (0 + i) + (1 + i)
+      expect(out.sum).toBe(Array.from({ length: 20 }, (_, i) => 2 * i + 1).reduce((a, b) => a + b, 0));
+    }
+  });
+
+  it('works over the file fallback', async () => {
+    const runner = await start(3, 'file');
+    expect(runner.shmBackend).toBe('file');
+    const out = await runner.generate({ op: 'allGather' });
+    expect(out.got).toEqual([Int32Array.from([0, 0]), Int32Array.from([1, 100]), Int32Array.from([2, 200])]);
+  });
+
+  it('with one rank, needs no other process', async () => {
+    const runner = await start(1);
+    expect((await runner.generate({ op: 'gather' })).got).toEqual([Uint16Array.from([10])]);
+  });
+
+  it('a rank that returns while its peers wait in a collective is a RankDesyncError at once', async () => {
+    const runner = await start(3);
+    const t0 = performance.now();
+    const err = await runner.generate({ op: 'skipOnRank0' }).catch((e: unknown) => e);
+    expect(performance.now() - t0).toBeLessThan(5_000);
+    expect(err).toBeInstanceOf(RankDesyncError);
+    expect((err as Error).message.split('\n')[0]).toMatch(/^Ranks disagreed in generate\(\): rank 0 finished generate\(\) while ranks? [12](, [12])? waits? for it in barrier\(\) \(collective #0\)\.$/);
+    await runner.shutdown();
+    expectNothingLeft(runner);
+  });
+
+  it('ranks calling different collectives is a RankDesyncError', async () => {
+    const runner = await start(2);
+    const err = await runner.generate({ op: 'mismatch' }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RankDesyncError);
+    expect((err as Error).message).toMatch(/collective #0: rank \d called (barrier|allGather)\(root 0\) but rank \d called (barrier|allGather)\(root 0\)/);
+  });
+
+  it('a receive array of the wrong length fails every rank that misuses it', async () => {
+    const runner = await start(2);
+    const err = await runner.generate({ op: 'badReceive' }).catch((e: unknown) => e);
+    // rank 0 (root) succeeds, rank 1 fails: the ranks disagree.
+    expect(err).toBeInstanceOf(RankDesyncError);
+    expect(((err as Error).cause as Error).message).toMatchInlineSnapshot(`"broadcast(): rank 1 passed a Float32Array(2) to receive rank 0's Float32Array(4); pass an array of the same type and length."`);
+  });
+
+  it('a bad root is a CollectiveError on every rank (healthy)', async () => {
+    const runner = await start(2);
+    const err = await runner.generate({ op: 'badRoot' }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ name: 'CollectiveError', code: 'ERR_COLLECTIVE', rank: 0 });
+    expect((err as Error).message).toBe('gather(): root must be a rank between 0 and 1, got 99 (rank 0).');
+    expect(runner.healthy).toBe(true);
+  });
+});

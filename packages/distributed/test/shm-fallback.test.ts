@@ -1,0 +1,42 @@
+import { describe, expect, it } from 'vitest';
+import { DistributedRunner } from '../src/index.js';
+import { captureLogger, expectNothingLeft, fixture, trackRunners } from './helpers.js';
+
+// This file's process never loads the native binding: REACTOR_SHM_NATIVE=0 makes it fail to
+// load exactly as a missing build would, and the runner must fall back with a notice.
+process.env.REACTOR_SHM_NATIVE = '0';
+
+describe('shared memory', () => {
+  const track = trackRunners();
+
+  it('falls back to /dev/shm files with a logged notice when the native binding cannot load', async () => {
+    const { EchoWorker } = await fixture('echo');
+    const log = captureLogger();
+    const runner = track(new DistributedRunner(EchoWorker, { worldSize: 2, logger: log }));
+    await runner.start();
+    expect(runner.shmBackend).toBe('file');
+    expect(log.lines.filter((l) => l.includes('shared-memory binding'))).toEqual([
+      'warn [reactor/distributed] The native shared-memory binding (shm-typed-array) cannot load (disabled by REACTOR_SHM_NATIVE=0); using files in /dev/shm instead (each large payload costs an extra copy). Rebuild it with pnpm rebuild shm-typed-array.',
+    ]);
+    const bytes = 5 * 1024 * 1024;
+    const a = await runner.generate({ payloadBytes: bytes, input: new Float32Array(1000).fill(0.25) });
+    expect(a.frames.byteLength).toBe(bytes);
+    expect(a.frames[0]).toBe(1);
+    const b = await runner.generate({ payloadBytes: bytes });
+    expect(b.frames[0]).toBe(2);
+    // Same documented lifetime as the native path: the view is reused by the next generate().
+    expect(a.frames[0]).toBe(2);
+    await runner.shutdown();
+    expectNothingLeft(runner);
+  });
+
+  it("refuses shm: 'native' when the binding cannot load, naming the fix", async () => {
+    const { EchoWorker } = await fixture('echo');
+    const runner = track(new DistributedRunner(EchoWorker, { worldSize: 1, shm: 'native', logger: captureLogger() }));
+    await expect(runner.start()).rejects.toMatchObject({
+      code: 'ERR_SHM_NATIVE_UNAVAILABLE',
+      message: "options.shm is 'native' but the shm-typed-array binding cannot load (disabled by REACTOR_SHM_NATIVE=0). Rebuild it (pnpm rebuild shm-typed-array) or use shm: 'auto'.",
+    });
+    expectNothingLeft(runner);
+  });
+});
