@@ -89,6 +89,33 @@ describe('server: several clients on one session', () => {
   });
 });
 
+describe('server: /metrics', () => {
+  it('reports steps, step time, frames emitted once per frame, frames sent per client, clients and command results', async () => {
+    const server = await start();
+    const a = await new RawClient(server.wsUrl).open();
+    const b = await new RawClient(server.wsUrl).open();
+    cleanups.push(() => a.close(), () => b.close());
+    await a.command('1', 'set_speed', { speed: 1 });
+    await until(() => a.binaries.length >= 10 && b.binaries.length >= 10, 5000, 'frames');
+    await a.waitFor((m) => m.type === 'stats' && m.steps > 0);
+    const text = await (await fetch(`${server.url}/metrics`)).text();
+    const value = (name: string): number => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+    expect(value('reactor_steps_total')).toBeGreaterThan(0);
+    expect(value('reactor_step_duration_seconds_count')).toBeGreaterThan(0);
+    const emitted = value('reactor_frames_emitted_total\\{track="main_video"\\}');
+    const sent = value('reactor_frames_sent_total');
+    expect(emitted).toBeGreaterThanOrEqual(10);
+    // Two clients: every frame sent about twice, encoded (emitted) once.
+    expect(sent).toBeGreaterThanOrEqual(emitted * 2 - 6);
+    // Encoded once per frame (one may still be in the encoder at scrape time).
+    expect(value('reactor_frame_encode_seconds_count')).toBeGreaterThanOrEqual(emitted - 1);
+    expect(value('reactor_frame_encode_seconds_count')).toBeLessThanOrEqual(emitted);
+    expect(value('reactor_clients')).toBe(2);
+    expect(value('reactor_command_results_total\\{code="ok"\\}')).toBe(1);
+    expect(text).toContain('reactor_frames_dropped_total{reason="slow_client"} 0');
+  });
+});
+
 describe('server: bad input', () => {
   it('answers each bad message with a clear error and keeps the connection and the others', async () => {
     const server = await start({ maxMessageBytes: 1024 });

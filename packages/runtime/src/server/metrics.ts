@@ -8,20 +8,18 @@ export type DropReason = 'slow_client' | 'flush' | 'disconnected' | 'encode_erro
 export class ServerMetrics {
   readonly registry = new Registry();
   #stepCount: () => number = () => 0;
-  readonly steps: Counter = (() => {
-    const metrics = this;
-    let last = 0;
-    return new Counter({
-      name: 'reactor_steps_total',
-      help: 'Model steps run (generate calls).',
-      registers: [this.registry],
-      collect() {
-        const now = metrics.#stepCount();
-        if (now > last) this.inc(now - last);
-        last = Math.max(last, now);
-      },
-    });
-  })();
+  #stepsSeen = 0;
+  readonly steps: Counter = new Counter({
+    name: 'reactor_steps_total',
+    help: 'Model steps run (generate calls).',
+    registers: [this.registry],
+    // Read at scrape time from the host's cumulative count.
+    collect: () => {
+      const now = this.#stepCount();
+      if (now > this.#stepsSeen) this.steps.inc(now - this.#stepsSeen);
+      this.#stepsSeen = Math.max(this.#stepsSeen, now);
+    },
+  });
   readonly stepSeconds = new Histogram({
     name: 'reactor_step_duration_seconds',
     help: 'Model time per step (generate), seconds.',
