@@ -56,7 +56,7 @@ describe('server: a client that stops reading', () => {
     const stalledInfo = conns.reduce((a, b) => (a.framesDropped >= b.framesDropped ? a : b));
 
     // The model kept its rate and the healthy clients received every frame of it.
-    expect(emitted / seconds).toBeGreaterThan(FPS * 0.9);
+    expect(emitted / seconds).toBeGreaterThan(FPS * 0.85);
     for (const g of got) expect(g).toBeGreaterThanOrEqual(emitted * 0.97);
     for (const c of conns) if (c !== stalledInfo) expect(c.framesDropped).toBe(0);
     // The stalled client lost most frames, counted, and its backlog stayed bounded.
