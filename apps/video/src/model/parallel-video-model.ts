@@ -213,7 +213,12 @@ export class ParallelVideoModel {
     const first = this.segments[0];
     if (first) {
       const params = field.frameParams(field.promptCode(''), field.timeOrigin);
-      await this.renderRows(params, first.y0, first.y1, new Uint8Array((first.y1 - first.y0) * this.width * 3), 0);
+      const rgb = this.launchRows(params, first.y0, first.y1);
+      try {
+        await rgb.data();
+      } finally {
+        rgb.dispose();
+      }
     }
   }
 
@@ -269,15 +274,24 @@ export class ParallelVideoModel {
     const rowBytes = W * 3;
     const local = new Uint8Array((this.share.end - this.share.start) * rowBytes);
     const params = new Map<number, FrameParams>();
-    for (const s of this.segments) {
-      let p = params.get(s.frame);
-      if (!p) {
-        const f = firstFrame + s.frame;
-        p = field.frameParams(this.codeAt(nextPrompt, f), field.timeOrigin + f * this.timeStep);
-        params.set(s.frame, p);
+    const pending: { rgb: tf.Tensor; offset: number }[] = [];
+    try {
+      // Launch every segment first and read them back after, so an asynchronous backend
+      // (WebGPU) queues the whole chunk before the first readback waits on it.
+      for (const s of this.segments) {
+        let p = params.get(s.frame);
+        if (!p) {
+          const f = firstFrame + s.frame;
+          p = field.frameParams(this.codeAt(nextPrompt, f), field.timeOrigin + f * this.timeStep);
+          params.set(s.frame, p);
+        }
+        const globalRow = s.frame * this.height + s.y0;
+        pending.push({ rgb: this.launchRows(p, s.y0, s.y1), offset: (globalRow - this.share.start) * rowBytes });
       }
-      const globalRow = s.frame * this.height + s.y0;
-      await this.renderRows(p, s.y0, s.y1, local, (globalRow - this.share.start) * rowBytes);
+      const values = await Promise.all(pending.map((x) => x.rgb.data() as Promise<Float32Array>));
+      for (let i = 0; i < pending.length; i++) toBytes(values[i] as Float32Array, local, (pending[i] as { offset: number }).offset);
+    } finally {
+      for (const x of pending) x.rgb.dispose();
     }
 
     let frames: Uint8Array;
@@ -392,34 +406,28 @@ export class ParallelVideoModel {
     return this.rankBackends;
   }
 
-  /**
-   * Runs the pixel network for rows `[y0, y1)` of one frame and writes RGB bytes into `out`
-   * at `offset`.
-   */
-  private async renderRows(p: FrameParams, y0: number, y1: number, out: Uint8Array, offset: number): Promise<void> {
+  /** Queues the pixel network for rows `[y0, y1)` of one frame; returns `[rows · width, 3]` in (0, 1). */
+  private launchRows(p: FrameParams, y0: number, y1: number): tf.Tensor {
     const feats = this.features.get(`${y0}:${y1}`);
     const field = this.field;
     if (!feats || !field || !this.hiddenW || !this.rgbW) throw new ModelNotLoadedError(this.rank, 'generate');
     const M = field.config.mixUnits;
     const hiddenW = this.hiddenW;
     const rgbW = this.rgbW;
-    const rgb = tf.tidy(() => {
+    return tf.tidy(() => {
       const mixW = tf.tensor2d(p.mixW, [field.featureDim, M]);
       const h = tf.fused.matMul({ a: feats, b: mixW, bias: tf.tensor1d(p.mixB), activation: 'sigmoid' });
       const g = tf.fused.matMul({ a: h, b: hiddenW, bias: tf.tensor1d(p.hiddenB), activation: 'sigmoid' });
       return tf.fused.matMul({ a: g, b: rgbW, bias: tf.tensor1d(p.rgbB), activation: 'sigmoid' });
     });
-    let values: Float32Array;
-    try {
-      values = (await rgb.data()) as Float32Array;
-    } finally {
-      rgb.dispose();
-    }
-    const n = values.length;
-    for (let i = 0; i < n; i++) {
-      // Sigmoid output is in (0, 1); round half up to a byte.
-      const v = Math.floor((values[i] as number) * 255 + 0.5);
-      out[offset + i] = v < 0 ? 0 : v > 255 ? 255 : v;
-    }
+  }
+}
+
+/** Writes sigmoid outputs in (0, 1) as bytes (round half up) into `out` at `offset`. */
+function toBytes(values: Float32Array, out: Uint8Array, offset: number): void {
+  const n = values.length;
+  for (let i = 0; i < n; i++) {
+    const v = Math.floor((values[i] as number) * 255 + 0.5);
+    out[offset + i] = v < 0 ? 0 : v > 255 ? 255 : v;
   }
 }
