@@ -7,7 +7,7 @@ describe('Collectives', () => {
 
   async function start(worldSize: number, shm?: 'file') {
     const { CollectivesWorker } = await fixture('collectives');
-    const runner = track(new DistributedRunner(CollectivesWorker, { worldSize, logger: quiet, ...(shm ? { shm } : {}) }));
+    const runner: DistributedRunner<any, any, any> = track(new DistributedRunner(CollectivesWorker, { worldSize, logger: quiet, ...(shm ? { shm } : {}) }));
     await runner.start();
     return runner;
   }

@@ -19,8 +19,9 @@ describe('DistributedRunner', () => {
   describe('construction', () => {
     it('rejects a class that lacks reset() before any process starts', async () => {
       const { EchoWorker } = await fixture('echo');
-      class NoReset extends DistributedWorker {
-        static override moduleUrl = EchoWorker.moduleUrl as string;
+      // A plain-JS author can forget a method; TypeScript would have caught it.
+      class NoReset {
+        static moduleUrl = EchoWorker.moduleUrl as string;
         load() {}
         generate() {}
       }

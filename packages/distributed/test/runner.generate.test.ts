@@ -15,7 +15,7 @@ describe('DistributedRunner', () => {
   async function echo(worldSize: number, extra: Record<string, unknown> = {}) {
     const mod = await fixture('echo');
     const log = captureLogger();
-    const runner = track(new DistributedRunner(mod.EchoWorker, { worldSize, logger: log, ...extra }));
+    const runner: DistributedRunner<any, any, any> = track(new DistributedRunner(mod.EchoWorker, { worldSize, logger: log, ...extra }));
     await runner.start();
     return { runner, log, mod };
   }

@@ -87,7 +87,7 @@ describe('DistributedRunner', () => {
       const log = captureLogger();
       const runner = track(new DistributedRunner(StubbornWorker, { worldSize: 1, logger: log, shutdownGraceMs: 200 }));
       await runner.start();
-      const out = await runner.generate({});
+      const out: any = await runner.generate({});
       const grandchild = out.grandchild as number;
       expect(isAlive(grandchild)).toBe(true);
       const t0 = performance.now();

@@ -15,7 +15,7 @@ describe('DistributedRunner', () => {
       await runner.start();
       expect(runner.pids).toHaveLength(2);
       expect(new Set(runner.pids).size).toBe(2);
-      const out = await runner.generate({ q: 1 });
+      const out: any = await runner.generate({ q: 1 });
       expect(out.rank).toBe(0);
       expect(out.worldSize).toBe(2);
       expect(out.isLeader).toBe(true);

@@ -19,10 +19,10 @@ describe('shared memory', () => {
       'warn [reactor/distributed] The native shared-memory binding (shm-typed-array) cannot load (disabled by REACTOR_SHM_NATIVE=0); using files in /dev/shm instead (each large payload costs an extra copy). Rebuild it with pnpm rebuild shm-typed-array.',
     ]);
     const bytes = 5 * 1024 * 1024;
-    const a = await runner.generate({ payloadBytes: bytes, input: new Float32Array(1000).fill(0.25) });
+    const a: any = await runner.generate({ payloadBytes: bytes, input: new Float32Array(1000).fill(0.25) });
     expect(a.frames.byteLength).toBe(bytes);
     expect(a.frames[0]).toBe(1);
-    const b = await runner.generate({ payloadBytes: bytes });
+    const b: any = await runner.generate({ payloadBytes: bytes });
     expect(b.frames[0]).toBe(2);
     // Same documented lifetime as the native path: the view is reused by the next generate().
     expect(a.frames[0]).toBe(2);
