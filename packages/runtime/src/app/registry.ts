@@ -2,7 +2,7 @@ import { type AppSchema, type CommandSchema, type JsonSchema, type MessageSchema
 import { getMetadataStorage } from 'class-validator';
 import { targetConstructorToSchema } from 'class-validator-jsonschema';
 import { AppDefinitionError, RuntimeErrorCode } from '../errors/errors.js';
-import { type HookKind, readAppOptions, readEvents, readHooks, readTracks } from '../metadata/keys.js';
+import { type AnyClass, type HookKind, readAppOptions, readEvents, readHooks, readTracks } from '../metadata/keys.js';
 import { WIRE_NAME_PATTERN, toSnakeCase } from '../metadata/naming.js';
 import { Output } from '../output/output.js';
 import { type FieldSpec, FieldSet } from '../state/field-set.js';
@@ -51,11 +51,11 @@ export interface AppDefinition {
   readonly bufferSize: number;
   readonly commands: ReadonlyMap<string, CommandSpec>;
   readonly hooks: Readonly<Record<HookKind, readonly string[]>>;
-  readonly messages: ReadonlyMap<Function, MessageSpec>;
+  readonly messages: ReadonlyMap<AnyClass, MessageSpec>;
   readonly schema: AppSchema;
 }
 
-const cache = new WeakMap<Function, AppDefinition>();
+const cache = new WeakMap<AnyClass, AppDefinition>();
 
 /**
  * Registers an app class: scans its decorators, checks the whole class (state, commands,
@@ -63,7 +63,7 @@ const cache = new WeakMap<Function, AppDefinition>();
  *
  * @throws AppDefinitionError naming the class and member at fault.
  */
-export function describeApp(appClass: Function): AppDefinition {
+export function describeApp(appClass: AnyClass): AppDefinition {
   const hit = cache.get(appClass);
   if (hit) return hit;
   const def = compile(appClass);
@@ -71,7 +71,7 @@ export function describeApp(appClass: Function): AppDefinition {
   return def;
 }
 
-function compile(appClass: Function): AppDefinition {
+function compile(appClass: AnyClass): AppDefinition {
   const appName = appClass.name || '(anonymous app)';
   if (typeof appClass !== 'function' || !(appClass.prototype instanceof ReactorApp)) {
     throw new AppDefinitionError(RuntimeErrorCode.InvalidApp, appName, undefined, 'is not a ReactorApp subclass; declare it as `class MyApp extends ReactorApp<State, Input, Result>`');
@@ -132,7 +132,7 @@ function compile(appClass: Function): AppDefinition {
   }
 
   // messages
-  const messages = new Map<Function, MessageSpec>();
+  const messages = new Map<AnyClass, MessageSpec>();
   const messageNames = new Set<string>();
   for (const m of options.messages ?? []) {
     if (typeof m !== 'function' || !m.name) {
@@ -211,7 +211,7 @@ function compile(appClass: Function): AppDefinition {
 }
 
 /** JSON Schema of a message class from its class-validator constraints (wire names), or a bare object. */
-function messageSchema(cls: Function): JsonSchema {
+function messageSchema(cls: AnyClass): JsonSchema {
   const metas = getMetadataStorage().getTargetValidationMetadatas(cls, '', true, false);
   if (metas.length === 0) return { type: 'object' };
   const s = targetConstructorToSchema(cls) as JsonSchema;

@@ -5,6 +5,9 @@
 import 'reflect-metadata';
 import { DecoratorMisuseError } from '../errors/errors.js';
 
+/** Any class (constructor), abstract or not. */
+export type AnyClass = abstract new (...args: any[]) => any;
+
 /** Metadata keys (symbols: nothing outside this module can collide with them). */
 export const MetadataKey = {
   InputFields: Symbol('reactor:input-fields'),
@@ -125,7 +128,7 @@ export function recordAppOptions(ctor: object, options: object): void {
 }
 
 /** Collects records along the prototype chain, base class first; a subclass entry replaces the base's entry with the same key. */
-function readChain<T>(key: symbol, ctor: Function, id: (r: T) => string): T[] {
+function readChain<T>(key: symbol, ctor: AnyClass, id: (r: T) => string): T[] {
   const chain: object[] = [];
   for (let p: object | null = ctor.prototype as object; p && p !== Object.prototype; p = Object.getPrototypeOf(p) as object | null) chain.unshift(p);
   const byId = new Map<string, T>();
@@ -136,11 +139,11 @@ function readChain<T>(key: symbol, ctor: Function, id: (r: T) => string): T[] {
   return [...byId.values()];
 }
 
-export const readInputFields = (ctor: Function): InputFieldRecord[] => readChain<InputFieldRecord>(MetadataKey.InputFields, ctor, (r) => r.property);
-export const readEvents = (ctor: Function): EventRecord[] => readChain<EventRecord>(MetadataKey.Events, ctor, (r) => r.method);
-export const readHooks = (ctor: Function): HookRecord[] => readChain<HookRecord>(MetadataKey.Hooks, ctor, (r) => `${r.kind}:${r.method}`);
-export const readTracks = (ctor: Function): TrackRecord[] => readChain<TrackRecord>(MetadataKey.Tracks, ctor, (r) => r.property);
-export function readAppOptions<T>(ctor: Function): T | undefined {
+export const readInputFields = (ctor: AnyClass): InputFieldRecord[] => readChain<InputFieldRecord>(MetadataKey.InputFields, ctor, (r) => r.property);
+export const readEvents = (ctor: AnyClass): EventRecord[] => readChain<EventRecord>(MetadataKey.Events, ctor, (r) => r.method);
+export const readHooks = (ctor: AnyClass): HookRecord[] => readChain<HookRecord>(MetadataKey.Hooks, ctor, (r) => `${r.kind}:${r.method}`);
+export const readTracks = (ctor: AnyClass): TrackRecord[] => readChain<TrackRecord>(MetadataKey.Tracks, ctor, (r) => r.property);
+export function readAppOptions<T>(ctor: AnyClass): T | undefined {
   return Reflect.getOwnMetadata(MetadataKey.AppOptions, ctor) as T | undefined;
 }
 

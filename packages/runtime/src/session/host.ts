@@ -22,7 +22,7 @@ import {
   MessageNotDeclaredError,
   RuntimeErrorCode,
 } from '../errors/errors.js';
-import type { HookKind } from '../metadata/keys.js';
+import type { AnyClass, HookKind } from '../metadata/keys.js';
 import { toSnakeCase } from '../metadata/naming.js';
 import { type Chunk, normalizeOutput } from '../output/normalize.js';
 import type { Output } from '../output/output.js';
@@ -351,9 +351,8 @@ export class AppHost implements AppHostApi {
 
   private createSession(): Session {
     const state = this.def.state.createDefaults();
-    let session!: Session;
     const playout = new Playout(this.def.tracks, this.def.bufferSize, performance.now(), (frame) => this.emitFrame(session, frame));
-    session = new Session(state, playout);
+    const session: Session = new Session(state, playout);
     this.session = session;
     this.lastSessionError = undefined;
     this.counters.sessions++;
@@ -477,10 +476,15 @@ export class AppHost implements AppHostApi {
         });
         if (refused) {
           await this.waitForChange(version, this.refusalBackoffMs);
-        } else if (chunk) {
+          continue;
+        }
+        if (chunk) {
           // Media leaves outside the lock: commands run while this waits for room.
           await session.playout.push(chunk);
         }
+        // A model that answers synchronously would otherwise keep the loop in microtasks and
+        // starve I/O (sockets, timers): give the event loop one turn per step.
+        await yieldToEventLoop();
       }
     } finally {
       session.loopRunning = false;
@@ -638,7 +642,7 @@ export class AppHost implements AppHostApi {
 
   /** @internal Builds the wire message for a declared message instance. */
   toAppMessage(message: object): ServerMessage {
-    const spec = message !== null && typeof message === 'object' ? this.def.messages.get(message.constructor) : undefined;
+    const spec = message !== null && typeof message === 'object' ? this.def.messages.get(message.constructor as AnyClass) : undefined;
     if (!spec) {
       const what = message !== null && typeof message === 'object' ? message.constructor.name : typeof message;
       throw new MessageNotDeclaredError(`${what} is not a declared message type of ${this.def.appClass.name}; add it to @reactorApp({ messages: [...] })`);
@@ -703,6 +707,10 @@ export class AppHost implements AppHostApi {
     for (const c of this.clients.values()) if (c !== except && !c.gone) safe(() => c.sink.message(msg));
     for (const l of this.statusListeners) safe(() => l(status));
   }
+}
+
+function yieldToEventLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
 }
 
 function nonNegative(value: number | undefined, fallback: number, name: string): number {

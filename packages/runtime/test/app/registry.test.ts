@@ -1,5 +1,6 @@
 import { IsInt, IsString, Max, MaxLength, Min } from 'class-validator';
 import { describe, expect, it } from 'vitest';
+import type { AnyClass } from '../../src/metadata/keys.js';
 import {
   AppDefinitionError,
   describeApp,
@@ -50,7 +51,7 @@ class Demo extends ReactorApp<State> {
   resetAll(): void {}
 }
 
-function definitionError(cls: Function): AppDefinitionError {
+function definitionError(cls: AnyClass): AppDefinitionError {
   try {
     describeApp(cls);
   } catch (e) {
@@ -166,7 +167,7 @@ describe('describeApp', () => {
   });
 
   it('rejects bad options: fps, bufferSize, unknown keys, a state class not extending InputState', () => {
-    const make = (options: object): Function => {
+    const make = (options: object): AnyClass => {
       class A extends ReactorApp {
         generate(): null {
           return null;

@@ -139,8 +139,11 @@ export class Gate<I, R> {
   private readonly waiters: Array<(c: { input: I; resolve: (r: R) => void; reject: (e: unknown) => void }) => void> = [];
   calls = 0;
 
+  private auto: { r: R } | undefined;
+
   call(input: I): Promise<R> {
     this.calls++;
+    if (this.auto) return Promise.resolve(this.auto.r);
     return new Promise<R>((resolve, reject) => {
       const c = { input, resolve, reject };
       const w = this.waiters.shift();
@@ -167,8 +170,9 @@ export class Gate<I, R> {
     });
   }
 
-  /** Answers every waiting call with `r` (test cleanup). */
-  drain(r: R): void {
+  /** Answers every waiting and every future call with `r` at once. */
+  answerAll(r: R): void {
+    this.auto = { r };
     for (const c of this.pending.splice(0)) c.resolve(r);
   }
 }
