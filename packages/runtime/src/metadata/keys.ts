@@ -143,8 +143,9 @@ export const readInputFields = (ctor: AnyClass): InputFieldRecord[] => readChain
 export const readEvents = (ctor: AnyClass): EventRecord[] => readChain<EventRecord>(MetadataKey.Events, ctor, (r) => r.method);
 export const readHooks = (ctor: AnyClass): HookRecord[] => readChain<HookRecord>(MetadataKey.Hooks, ctor, (r) => `${r.kind}:${r.method}`);
 export const readTracks = (ctor: AnyClass): TrackRecord[] => readChain<TrackRecord>(MetadataKey.Tracks, ctor, (r) => r.property);
+/** The nearest `@reactorApp` options up the class chain (a subclass inherits its base app's declaration). */
 export function readAppOptions<T>(ctor: AnyClass): T | undefined {
-  return Reflect.getOwnMetadata(MetadataKey.AppOptions, ctor) as T | undefined;
+  return Reflect.getMetadata(MetadataKey.AppOptions, ctor) as T | undefined;
 }
 
 function className(proto: object): string {
