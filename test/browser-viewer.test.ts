@@ -98,4 +98,20 @@ describe('viewer in Chromium', () => {
     await page.screenshot({ path: `${artifacts}viewer.png`, fullPage: true });
     expect(pageErrors).toEqual([]);
   }, 60_000);
+
+  it('draws raw RGB frames too', async () => {
+    const rgbServer = await serve(patternApp({ width: 64, height: 64, fps: 30 }), { port: 0, gracePeriodMs: 0, logger: quiet, encoding: 'rgb' });
+    try {
+      await rgbServer.loaded;
+      const p = await browser.newPage();
+      await p.goto(rgbServer.url);
+      await p.waitForFunction(() => (window as unknown as { reactorViewer: { framesDrawn: number } }).reactorViewer.framesDrawn > 3, null, { timeout: 15_000 });
+      expect(await p.textContent('#size')).toBe('64x64');
+      const s = await sample(p);
+      expect(s.r).toBeGreaterThan(s.g + 40);
+      await p.close();
+    } finally {
+      await rgbServer.close();
+    }
+  }, 30_000);
 });
