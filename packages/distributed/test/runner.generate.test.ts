@@ -131,6 +131,20 @@ describe('DistributedRunner', () => {
       await expect(runner.reset()).rejects.toBeInstanceOf(RunnerUnusableError);
     });
 
+    it('notices a rank that dies between calls: the next call says the runner is unusable and why', async () => {
+      const { runner, log } = await echo(2);
+      await runner.generate({});
+      process.kill(runner.pids[1]!, 'SIGKILL');
+      await log.waitFor(/\[reactor\/distributed\] Rank 1 \(pid \d+\) was killed by SIGKILL during idle/);
+      expect(runner.healthy).toBe(false);
+      const err = await runner.generate({}).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(RunnerUnusableError);
+      expect((err as Error).cause).toBeInstanceOf(WorkerCrashedError);
+      expect((err as Error).message).toMatch(/^Cannot call generate\(\): the runner is unusable \(WorkerCrashedError: Rank 1 \(pid \d+\) was killed by SIGKILL during idle \(between calls\)\./);
+      await runner.shutdown();
+      expectNothingLeft(runner);
+    });
+
     it('rejects a second call while one is in flight', async () => {
       const { runner, log } = await echo(2);
       const first = runner.generate({ announce: true });

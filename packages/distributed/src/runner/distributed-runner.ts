@@ -413,10 +413,8 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     }
     const id = ++this.callId;
     this.state = 'busy';
-    for (const p of this.procs) {
-      p.state = 'busy';
-      p.setRef(true);
-    }
+    // The call's deadline timer keeps the event loop alive while the call is in flight.
+    for (const p of this.procs) p.state = 'busy';
     return new Promise((resolve, reject) => {
       const flight: InFlight = {
         op: name,
@@ -440,10 +438,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     if (f.timer) clearTimeout(f.timer);
     if (this.state === 'busy') {
       this.state = 'ready';
-      for (const p of this.procs) {
-        p.state = 'ready';
-        p.setRef(false);
-      }
+      for (const p of this.procs) p.state = 'ready';
     }
     return f;
   }
