@@ -3,7 +3,7 @@ import { WebSocket } from 'ws';
 import { CommandFailedError, connect, decodeFrame, type AppMessage, type ClientFrame, type ReactorClient, type WelcomeMessage } from '@reactor/client';
 import { serve, type ReactorServer } from '@reactor/runtime';
 import { patternApp } from './fixtures/pattern-app.js';
-import { RawClient, until } from './fixtures/net.js';
+import { RawClient, stalledClient, until } from './fixtures/net.js';
 
 const quiet = { debug() {}, info() {}, warn() {}, error() {} };
 const cleanups: Array<() => unknown> = [];
@@ -187,14 +187,26 @@ describe('server: bad input', () => {
     expect(await (await fetch(`${server.url}/metrics`)).text()).toMatch(/reactor_connections_rejected_total\{reason="heartbeat"\} 1/);
   });
 
-  it('survives a client that vanishes mid-frame', async () => {
-    const server = await start({ encoding: 'rgb' });
+  it('survives clients that vanish mid-frame (TCP reset while a large frame is being written)', async () => {
+    const server = await serve(patternApp({ width: 256, height: 256, fps: 30 }), { port: 0, gracePeriodMs: 0, logger: quiet, encoding: 'rgb' });
+    cleanups.push(() => server.close());
+    await server.loaded;
     const other = await new RawClient(server.wsUrl).open();
     cleanups.push(() => other.close());
     for (let i = 0; i < 5; i++) {
-      const victim = await new RawClient(server.wsUrl).open();
-      await until(() => victim.binaries.length > 0, 5000, 'a frame');
-      victim.ws.terminate(); // RST while frames are being written
+      const victim = await stalledClient(server.port);
+      victim.resume();
+      // The first bytes of a 196 KB frame have arrived: cut the connection with a reset now.
+      await new Promise<void>((resolve) => {
+        let bytes = 0;
+        victim.on('data', (d: Buffer) => {
+          bytes += d.byteLength;
+          if (bytes > 1000) {
+            victim.resetAndDestroy();
+            resolve();
+          }
+        });
+      });
     }
     await until(() => server.connections().length === 1, 5000, 'victims gone');
     const before = other.binaries.length;
