@@ -356,10 +356,10 @@ export class AppHost implements AppHostApi {
     this.session = session;
     this.lastSessionError = undefined;
     this.counters.sessions++;
+    // Streaming begins once the first client's @connected hook has run (its task follows this one).
     void this.task(async () => {
       await this.runHooks('sessionStarted');
       session.started = true;
-      this.settle(session);
     });
     return session;
   }
