@@ -4,7 +4,11 @@
 //   runner.crashDetect SIGKILL of rank 1 mid-call -> rejected generate()
 //   runner.start       start() of 4 ranks with a trivial load
 //   runner.rss         parent RSS growth over 2000 steps of 44 MB
-// Set RUNNER_BENCH_QUICK=1 for fewer iterations.
+// Set RUNNER_BENCH_QUICK=1 for fewer iterations. RUNNER_BENCH_BASELINE=1 adds a
+// {"bench":"runner.baseline",...} line with this machine's floor right now (a bare fork-IPC
+// round trip to one child, and a 44 MB memcpy into a reused buffer), since shared machines
+// vary by 3x within minutes.
+import { spawn } from 'node:child_process';
 import { DistributedRunner } from '../packages/distributed/dist/index.js';
 import { BenchWorker } from '../packages/distributed/test/fixtures/bench.mjs';
 
@@ -93,7 +97,33 @@ async function rss() {
   }
 }
 
+async function baseline() {
+  const child = spawn(process.execPath, ['-e', "process.on('message', (m) => process.send(m))"], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const t = [];
+  for (let i = 0; i < 3000; i++) {
+    const t0 = performance.now();
+    await new Promise((res) => {
+      child.once('message', res);
+      child.send({ t: 'call', id: i });
+    });
+    t.push(performance.now() - t0);
+  }
+  child.kill();
+  t.sort((a, b) => a - b);
+  const src = new Uint8Array(44236800).fill(1);
+  const dst = new Uint8Array(44236800);
+  const m = [];
+  for (let i = 0; i < 50; i++) {
+    const t0 = performance.now();
+    dst.set(src);
+    m.push(performance.now() - t0);
+  }
+  m.sort((a, b) => a - b);
+  emit({ bench: 'runner.baseline', ipcRoundTripP50Ms: round(pct(t.slice(500), 50)), memcpy44MBP50Ms: round(pct(m, 50)) });
+}
+
 const only = process.argv[2];
+if (process.env.RUNNER_BENCH_BASELINE === '1') await baseline();
 if (!only || only === 'step') {
   for (const n of [1, 2, 4]) await step(n, 24);
   for (const n of [1, 2, 4]) await step(n, 786432);
