@@ -145,6 +145,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
   private readonly extraEnv: Record<string, string>;
   private readonly logger: RunnerLogger;
   private readonly assignments: DeviceAssignment[];
+  private readonly devicesRequest: DeviceRequest;
   private readonly prefix: string;
 
   private state: RunnerState = 'new';
@@ -206,7 +207,8 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
           `Pass plain data (objects, arrays, strings, numbers, typed arrays); build functions, sockets and handles inside load().`,
       );
     }
-    this.assignments = assignDevices(worldSize, options.devices ?? 'auto', detectGpuCount());
+    this.devicesRequest = options.devices ?? 'auto';
+    this.assignments = assignDevices(worldSize, this.devicesRequest, detectGpuCount());
     this.cls = cls;
     this.worldSize = worldSize;
     this.loadArgs = options.loadArgs;
@@ -281,7 +283,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     registerExitHook(this.hook);
     const args = toPayload(encodeValue(this.loadArgs), this.input);
     const masterPort = await freePort();
-    if (this.assignments.every((a) => a.gpuIndex === null) && !cpuNoticeShown) {
+    if (this.devicesRequest === 'auto' && this.assignments.every((a) => a.gpuIndex === null) && !cpuNoticeShown) {
       cpuNoticeShown = true;
       this.logger.info(`[reactor/distributed] No GPU found on this machine: ${this.worldSize} rank${this.worldSize > 1 ? 's run' : ' runs'} on CPU.`);
     }
