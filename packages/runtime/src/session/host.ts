@@ -287,7 +287,7 @@ export class AppHost implements AppHostApi {
     for (const c of [...this.clients.values()]) {
       c.gone = true;
       this.clients.delete(c.id);
-      safe(() => c.sink.close('the app host is shutting down'));
+      this.safe(() => c.sink.close('the app host is shutting down'));
     }
     this.notifyChange();
     await Promise.all([...this.loops]);
@@ -427,7 +427,7 @@ export class AppHost implements AppHostApi {
     this.session = undefined;
     this.lastSessionError = error;
     const reason = error ? `the session ended: ${error.message}` : (kickReason ?? 'session ended');
-    for (const c of kicked) safe(() => c.sink.close(reason));
+    for (const c of kicked) this.safe(() => c.sink.close(reason));
     this.publishStatus();
     // Clients that arrived while this session was closing get a fresh one.
     this.startSessionIfWaiting();
@@ -446,7 +446,7 @@ export class AppHost implements AppHostApi {
       session.windowSteps = 0;
       session.windowModelMs = 0;
       for (const c of session.members) {
-        safe(() => c.sink.message({ type: 'stats', steps: session.steps, stepMs: round(stepMs), fps: round(fps), dropped: c.dropped }));
+        this.safe(() => c.sink.message({ type: 'stats', steps: session.steps, stepMs: round(stepMs), fps: round(fps), dropped: c.dropped }));
       }
     }, this.statsIntervalMs);
     session.statsTimer.unref();
@@ -578,7 +578,7 @@ export class AppHost implements AppHostApi {
       answer = errorReply(id, WireErrorCode.InternalError, 'the command failed inside the server; the server log has the details');
     }
     if (answer.type === 'error') this.counters.commandErrors++;
-    if (!client.gone) safe(() => client.sink.message(answer));
+    if (!client.gone) this.safe(() => client.sink.message(answer));
     this.notifyChange();
     return answer;
   }
@@ -656,14 +656,14 @@ export class AppHost implements AppHostApi {
     const msg = this.toAppMessage(message);
     const s = this.session;
     if (!s || s.ended) return;
-    for (const c of s.members) safe(() => c.sink.message(msg));
+    for (const c of s.members) this.safe(() => c.sink.message(msg));
   }
 
   private broadcastState(): void {
     const s = this.session;
     if (!s || s.ended) return;
     const msg: ServerMessage = { type: 'state', state: this.def.state.snapshot(s.state) };
-    for (const c of s.members) safe(() => c.sink.message(msg));
+    for (const c of s.members) this.safe(() => c.sink.message(msg));
   }
 
   private flush(): void {
@@ -671,13 +671,13 @@ export class AppHost implements AppHostApi {
     if (!s || s.ended) return;
     const nextSeq = s.playout.flush();
     const msg: ServerMessage = { type: 'flush', nextSeq };
-    for (const c of s.members) safe(() => c.sink.message(msg));
+    for (const c of s.members) this.safe(() => c.sink.message(msg));
     this.notifyChange();
   }
 
   private emitFrame(session: Session, frame: OutputFrame): void {
     this.counters.framesPlayed++;
-    for (const c of session.members) safe(() => c.sink.frame(frame));
+    for (const c of session.members) this.safe(() => c.sink.frame(frame));
   }
 
   // ---- plumbing ---------------------------------------------------------------------------
@@ -697,6 +697,15 @@ export class AppHost implements AppHostApi {
     }
   }
 
+  /** Calls into a sink or listener, which must not throw; one that does is logged and must not break the host. */
+  private safe(fn: () => void): void {
+    try {
+      fn();
+    } catch (err) {
+      this.logger.warn('a client sink or status listener threw (ignored)', err);
+    }
+  }
+
   /** Sends the status to every client (but `except`, which gets it in its welcome) when it changed. */
   private publishStatus(except?: HostClient): void {
     const status = this.status;
@@ -704,8 +713,8 @@ export class AppHost implements AppHostApi {
     if (json === this.lastStatusJson) return;
     this.lastStatusJson = json;
     const msg: ServerMessage = { type: 'session', session: status };
-    for (const c of this.clients.values()) if (c !== except && !c.gone) safe(() => c.sink.message(msg));
-    for (const l of this.statusListeners) safe(() => l(status));
+    for (const c of this.clients.values()) if (c !== except && !c.gone) this.safe(() => c.sink.message(msg));
+    for (const l of this.statusListeners) this.safe(() => l(status));
   }
 }
 
@@ -736,10 +745,3 @@ function round(x: number): number {
   return Math.round(x * 1000) / 1000;
 }
 
-function safe(fn: () => void): void {
-  try {
-    fn();
-  } catch {
-    // Sinks and listeners must not throw; one that does must not break the host.
-  }
-}

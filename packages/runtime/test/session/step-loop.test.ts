@@ -283,3 +283,38 @@ describe('step loop fairness', () => {
     expect(steps).toBeGreaterThan(5);
   });
 });
+
+describe('several tracks', () => {
+  it('paces each track at its own rate; sequence numbers are session-wide', async () => {
+    class TwoTracks extends Output {
+      @Video({ width: 2, height: 2 }) main?: Video;
+      @Video({ width: 1, height: 1, fps: 25 }) thumb?: Video;
+    }
+    @reactorApp({ output: TwoTracks, fps: 50, bufferSize: 4 })
+    class App extends ReactorApp<InputState, InputState, TwoTracks> {
+      generate(): TwoTracks {
+        return new TwoTracks({ main: rgbFrames(2, 2, 2), thumb: rgbFrames(1, 1, 1) });
+      }
+    }
+    const host = start(App);
+    expect(host.schema.tracks).toEqual([
+      { name: 'main', kind: 'video', fps: 50 },
+      { name: 'thumb', kind: 'video', fps: 25 },
+    ]);
+    await host.load();
+    const sink = new RecordingSink();
+    host.connect(sink);
+    await sink.waitFor(() => sink.frames.filter((f) => f.track === 'thumb').length >= 3);
+    const seqs = sink.frames.map((f) => f.seq);
+    expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
+    expect(new Set(seqs).size).toBe(seqs.length);
+    const gaps = (track: string) => {
+      const pts = sink.frames.filter((f) => f.track === track).map((f) => f.ptsMs);
+      return pts.slice(1).map((p, i) => Math.round(p - pts[i]!));
+    };
+    expect(Math.min(...gaps('main'))).toBe(20);
+    expect(Math.min(...gaps('thumb'))).toBe(40);
+    const thumb = sink.frames.find((f) => f.track === 'thumb')!;
+    expect([thumb.trackIndex, thumb.width, thumb.height, thumb.rgb.length]).toEqual([1, 1, 1, 3]);
+  });
+});
