@@ -52,7 +52,7 @@ class BackendLost extends Error {}
 
 type Step = { kind: 'ok'; n: number } | { kind: 'recoverable' } | { kind: 'fatal' };
 
-@reactorApp({ state: DemoState, output: DemoOutput, messages: [Notice], fps: 20, bufferSize: 4, name: 'demo', version: '1.2.3' })
+@reactorApp({ state: DemoState, output: DemoOutput, messages: [Notice], fps: 10, bufferSize: 4, name: 'demo', version: '1.2.3' })
 class DemoApp extends ReactorApp<DemoState, { prompt: string }, Frames> {
   static gate = new Gate<{ prompt: string }, Step>();
   static hooks: string[] = [];
@@ -292,8 +292,8 @@ describe('AppHost end to end (in process)', () => {
     const closing = b.ofType('session').at(-1)!;
     expect(closing.session.error).toEqual({ code: 'session_failed', message: 'processOutput() failed: Error: GPU fell off the bus' });
     expect(c.messages[0]).toMatchObject({ type: 'welcome', state: { prompt: 'forest', paused: false } });
-    // Frame timestamps follow the declared 20 fps within a batch.
-    expect(a.frames[1]!.ptsMs - a.frames[0]!.ptsMs).toBeCloseTo(50, 5);
+    // Frame timestamps follow the declared 10 fps within a batch.
+    expect(a.frames[1]!.ptsMs - a.frames[0]!.ptsMs).toBeCloseTo(100, 5);
   });
 });
 
