@@ -7,7 +7,9 @@ describe('Collectives', () => {
 
   async function start(worldSize: number, shm?: 'file') {
     const { CollectivesWorker } = await fixture('collectives');
-    const runner: DistributedRunner<any, any, any> = track(new DistributedRunner(CollectivesWorker, { worldSize, logger: quiet, ...(shm ? { shm } : {}) }));
+    const runner: DistributedRunner<any, any, any> = track(
+      new DistributedRunner(CollectivesWorker, { worldSize, logger: quiet, callTimeoutMs: 20_000, ...(shm ? { shm } : {}) }),
+    );
     await runner.start();
     return runner;
   }
@@ -77,8 +79,29 @@ describe('Collectives', () => {
     const err = await runner.generate({ op: 'skipOnRank0' }).catch((e: unknown) => e);
     expect(performance.now() - t0).toBeLessThan(5_000);
     expect(err).toBeInstanceOf(RankDesyncError);
-    expect((err as Error).message.split('\n')[0]).toMatch(/^Ranks disagreed in generate\(\): rank 0 finished generate\(\) while ranks? [12](, [12])? waits? for it in barrier\(\) \(collective #0\)\.$/);
+    expect((err as Error).message.split('\n')[0]).toMatch(/^Ranks disagreed in generate\(\): rank 0 finished generate\(\) while ranks? [12](, [12])? waits? for it in barrier\(\) \(collective #1\)\.$/);
     await runner.shutdown();
+    expectNothingLeft(runner);
+  });
+
+  it('a rank that returned before its peers reach a collective is a RankDesyncError when they arrive, not at the deadline', async () => {
+    const runner = await start(2);
+    const t0 = performance.now();
+    const err = await runner.generate({ op: 'lateBarrier' }).catch((e: unknown) => e);
+    expect(performance.now() - t0).toBeLessThan(10_000);
+    expect(err).toBeInstanceOf(RankDesyncError);
+    expect((err as Error).message.split('\n')[0]).toBe(
+      'Ranks disagreed in generate(): rank 0 finished generate() while rank 1 waits for it in barrier() (collective #1).',
+    );
+    expectNothingLeft(runner);
+  });
+
+  it('collectives work in load(); a rank that skips one there fails start() with RankDesyncError', async () => {
+    const { CollectivesWorker } = await fixture('collectives');
+    const runner = track(new DistributedRunner(CollectivesWorker, { worldSize: 2, loadArgs: { skipBarrierOn: 1 }, logger: quiet }));
+    const err = await runner.start().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RankDesyncError);
+    expect((err as Error).message.split('\n')[0]).toBe('Ranks disagreed in start(): rank 1 finished load() while rank 0 waits for it in barrier() (collective #0).');
     expectNothingLeft(runner);
   });
 
@@ -86,7 +109,7 @@ describe('Collectives', () => {
     const runner = await start(2);
     const err = await runner.generate({ op: 'mismatch' }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RankDesyncError);
-    expect((err as Error).message).toMatch(/collective #0: rank \d called (barrier|allGather)\(root 0\) but rank \d called (barrier|allGather)\(root 0\)/);
+    expect((err as Error).message).toMatch(/collective #1: rank \d called (barrier|allGather)\(root 0\) but rank \d called (barrier|allGather)\(root 0\)/);
   });
 
   it('a receive array of the wrong length fails every rank that misuses it', async () => {

@@ -48,6 +48,11 @@ export class CollectiveHub {
     }
   }
 
+  /** Ranks that have arrived at collective `seq` so far. */
+  arrivedAt(seq: number): number[] {
+    return [...(this.open.get(seq)?.arrived ?? [])];
+  }
+
   /**
    * The collective some ranks wait in that `rank` has not joined, if any: when `rank` has just
    * finished its call, those ranks will wait forever.

@@ -160,7 +160,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
   private callId = 0;
   private inFlight: InFlight | null = null;
   private teardownPromise: Promise<void> | null = null;
-  private readonly hook = { killNow: () => this.killNow(), terminate: () => this.teardown(false) };
+  private readonly hook = { killNow: () => this.killNow(), terminate: () => this.stop(false) };
 
   /**
    * Checks everything that can be checked without starting a process.
@@ -315,6 +315,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
           }
         },
         fail,
+        finished: () => [...loaded].sort((x, y) => x - y),
       };
       for (const a of this.assignments) {
         const proc = new WorkerProcess({
@@ -348,7 +349,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     for (const p of this.procs) p.setRef(false);
   }
 
-  private startWaiter: { loaded(rank: number): void; fail(err: unknown): void } | null = null;
+  private startWaiter: { loaded(rank: number): void; fail(err: unknown): void; finished(): number[] } | null = null;
 
   private chooseBackend(): ShmBackendKind {
     if (this.shmRequest === 'file') return 'file';
@@ -454,15 +455,36 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
       return;
     }
     switch (msg.t) {
-      case 'loaded':
+      case 'loaded': {
+        const stuck = this.hub?.waitingWithout(rank);
+        if (stuck) {
+          this.failDesync(
+            `rank ${rank} finished load() while rank${stuck.waiting.length > 1 ? 's' : ''} ${stuck.waiting.join(', ')} ` +
+              `wait${stuck.waiting.length > 1 ? '' : 's'} for it in ${stuck.op}() (collective #${stuck.seq})`,
+          );
+          return;
+        }
         this.startWaiter?.loaded(rank);
         return;
+      }
       case 'loadFailed':
         this.startWaiter?.fail(reviveError(msg.error, rank, this.errorClasses));
         return;
-      case 'coll':
+      case 'coll': {
+        // A rank that already finished this phase can never join: fail now instead of at the deadline.
+        const finished = this.finishedRanks();
+        if (finished.length > 0 && !finished.includes(rank)) {
+          const phase = this.startWaiter ? 'load()' : (this.inFlight?.op ?? 'the call');
+          const waiting = [...(this.hub?.arrivedAt(msg.seq) ?? []), rank].sort((a, b) => a - b);
+          this.failDesync(
+            `rank${finished.length > 1 ? 's' : ''} ${finished.join(', ')} finished ${phase} while ` +
+              `rank${waiting.length > 1 ? 's' : ''} ${waiting.join(', ')} wait${waiting.length > 1 ? '' : 's'} for ${finished.length > 1 ? 'them' : 'it'} in ${msg.op}() (collective #${msg.seq})`,
+          );
+          return;
+        }
         this.hub?.arrive(rank, msg);
         return;
+      }
       case 'fatal': {
         const err = reviveError(msg.error, rank, OWN_ERROR_CLASSES);
         if (this.startWaiter) this.startWaiter.fail(err);
@@ -474,6 +496,13 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
         this.onOutcome(rank, msg.id, msg.t === 'result' ? { ok: true, value: msg.value } : { ok: false, error: msg.error, transport: msg.transport === true });
         return;
     }
+  }
+
+  /** Ranks that finished the current phase (load in start(), or the call in flight). */
+  private finishedRanks(): number[] {
+    if (this.startWaiter) return this.startWaiter.finished();
+    if (!this.inFlight) return [];
+    return this.inFlight.outcomes.flatMap((o, r) => (o ? [r] : []));
   }
 
   private onOutcome(rank: number, id: number, outcome: Outcome): void {
@@ -534,6 +563,10 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
   }
 
   private failDesync(detail: string): void {
+    if (this.startWaiter) {
+      this.startWaiter.fail(new RankDesyncError('start()', detail, [], undefined));
+      return;
+    }
     const f = this.inFlight;
     const op = f?.op ?? 'a collective';
     const outcomes = f ? this.describeOutcomes(f) : [];
@@ -585,14 +618,18 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
    * exit and waits `shutdownGraceMs`; otherwise, and after that, SIGTERM then SIGKILL go to each
    * rank's process group. Also runs on process exit and on SIGINT/SIGTERM/SIGHUP.
    */
-  async shutdown(): Promise<void> {
+  shutdown(): Promise<void> {
+    // Only a healthy, idle runner is asked: a busy or broken rank may never read the request.
+    return this.stop(this.state === 'ready');
+  }
+
+  private async stop(ask: boolean): Promise<void> {
     if (this.state === 'new') {
       this.state = 'shutdown';
       return;
     }
     this.startWaiter?.fail(new RunnerUnusableError('finish start()', 'shutdown() was called while it was in flight'));
     const f = this.finishCall();
-    const ask = this.state === 'ready';
     if (this.state !== 'unusable') {
       this.state = 'shutdown';
       this.unusableReason = 'it was shut down';
