@@ -175,6 +175,7 @@ export class AppHost implements AppHostApi {
   private changeVersion = 0;
   private changeWaiters: Array<() => void> = [];
   private readonly loops = new Set<Promise<void>>();
+  private readonly warned = new WeakSet<object>();
 
   /**
    * Registers the app class (all whole-class checks run here) and builds its instance.
@@ -287,7 +288,7 @@ export class AppHost implements AppHostApi {
     for (const c of [...this.clients.values()]) {
       c.gone = true;
       this.clients.delete(c.id);
-      this.safe(() => c.sink.close('the app host is shutting down'));
+      this.safe(c.sink, () => c.sink.close('the app host is shutting down'));
     }
     this.notifyChange();
     await Promise.all([...this.loops]);
@@ -427,7 +428,7 @@ export class AppHost implements AppHostApi {
     this.session = undefined;
     this.lastSessionError = error;
     const reason = error ? `the session ended: ${error.message}` : (kickReason ?? 'session ended');
-    for (const c of kicked) this.safe(() => c.sink.close(reason));
+    for (const c of kicked) this.safe(c.sink, () => c.sink.close(reason));
     this.publishStatus();
     // Clients that arrived while this session was closing get a fresh one.
     this.startSessionIfWaiting();
@@ -446,7 +447,7 @@ export class AppHost implements AppHostApi {
       session.windowSteps = 0;
       session.windowModelMs = 0;
       for (const c of session.members) {
-        this.safe(() => c.sink.message({ type: 'stats', steps: session.steps, stepMs: round(stepMs), fps: round(fps), dropped: c.dropped }));
+        this.safe(c.sink, () => c.sink.message({ type: 'stats', steps: session.steps, stepMs: round(stepMs), fps: round(fps), dropped: c.dropped }));
       }
     }, this.statsIntervalMs);
     session.statsTimer.unref();
@@ -578,7 +579,7 @@ export class AppHost implements AppHostApi {
       answer = errorReply(id, WireErrorCode.InternalError, 'the command failed inside the server; the server log has the details');
     }
     if (answer.type === 'error') this.counters.commandErrors++;
-    if (!client.gone) this.safe(() => client.sink.message(answer));
+    if (!client.gone) this.safe(client.sink, () => client.sink.message(answer));
     this.notifyChange();
     return answer;
   }
@@ -656,14 +657,14 @@ export class AppHost implements AppHostApi {
     const msg = this.toAppMessage(message);
     const s = this.session;
     if (!s || s.ended) return;
-    for (const c of s.members) this.safe(() => c.sink.message(msg));
+    for (const c of s.members) this.safe(c.sink, () => c.sink.message(msg));
   }
 
   private broadcastState(): void {
     const s = this.session;
     if (!s || s.ended) return;
     const msg: ServerMessage = { type: 'state', state: this.def.state.snapshot(s.state) };
-    for (const c of s.members) this.safe(() => c.sink.message(msg));
+    for (const c of s.members) this.safe(c.sink, () => c.sink.message(msg));
   }
 
   private flush(): void {
@@ -671,13 +672,21 @@ export class AppHost implements AppHostApi {
     if (!s || s.ended) return;
     const nextSeq = s.playout.flush();
     const msg: ServerMessage = { type: 'flush', nextSeq };
-    for (const c of s.members) this.safe(() => c.sink.message(msg));
+    for (const c of s.members) this.safe(c.sink, () => c.sink.message(msg));
     this.notifyChange();
   }
 
   private emitFrame(session: Session, frame: OutputFrame): void {
     this.counters.framesPlayed++;
-    for (const c of session.members) this.safe(() => c.sink.frame(frame));
+    for (const c of session.members) {
+      try {
+        c.sink.frame(frame);
+      } catch (err) {
+        this.safe(c.sink, () => {
+          throw err;
+        });
+      }
+    }
   }
 
   // ---- plumbing ---------------------------------------------------------------------------
@@ -698,10 +707,13 @@ export class AppHost implements AppHostApi {
   }
 
   /** Calls into a sink or listener, which must not throw; one that does is logged and must not break the host. */
-  private safe(fn: () => void): void {
+  private safe(owner: object, fn: () => void): void {
     try {
       fn();
     } catch (err) {
+      // Once per sink: a broken one would otherwise log every frame.
+      if (this.warned.has(owner)) return;
+      this.warned.add(owner);
       this.logger.warn('a client sink or status listener threw (ignored)', err);
     }
   }
@@ -713,8 +725,8 @@ export class AppHost implements AppHostApi {
     if (json === this.lastStatusJson) return;
     this.lastStatusJson = json;
     const msg: ServerMessage = { type: 'session', session: status };
-    for (const c of this.clients.values()) if (c !== except && !c.gone) this.safe(() => c.sink.message(msg));
-    for (const l of this.statusListeners) this.safe(() => l(status));
+    for (const c of this.clients.values()) if (c !== except && !c.gone) this.safe(c.sink, () => c.sink.message(msg));
+    for (const l of this.statusListeners) this.safe(l, () => l(status));
   }
 }
 

@@ -350,6 +350,31 @@ describe('AppHost', () => {
     await host.close(); // idempotent
   });
 
+  it('survives a sink that throws: it is logged, the other clients still get everything', async () => {
+    class Out extends Output {
+      @Video({ width: 1, height: 1 }) main?: Video;
+    }
+    @reactorApp({ output: Out, fps: 200 })
+    class S extends ReactorApp<InputState, InputState, Out> {
+      generate(): Out {
+        return new Out({ main: rgbFrames(1, 1, 1) });
+      }
+    }
+    const logger = new RecordingLogger();
+    const host = start(S, { logger });
+    await host.load();
+    const bad = new RecordingSink();
+    bad.frame = () => {
+      throw new Error('socket exploded');
+    };
+    host.connect(bad);
+    const good = new RecordingSink();
+    host.connect(good);
+    await good.waitForFrames(5);
+    expect(logger.at('warn')).toContain('a client sink or status listener threw (ignored)');
+    expect(host.status.state).toBe('streaming');
+  });
+
   it('validates its options eagerly', () => {
     class A extends ReactorApp {
       generate(): null {
