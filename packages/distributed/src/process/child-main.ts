@@ -4,7 +4,7 @@
  * @internal
  */
 import type { ChildMessage } from '../protocol.js';
-import { RankLoop } from './child.js';
+import { RankLoop } from './rank-loop.js';
 
 /** How often a rank checks that its parent still exists (backs up the IPC 'disconnect' event). */
 const PARENT_WATCHDOG_MS = 500;

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { CollectiveHub } from '../collectives/hub.js';
+import { CollectiveHub } from '../collectives/collective-hub.js';
 import {
   DistributedError,
   OWN_ERROR_CLASSES,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RankLoop } from '../src/process/child.js';
+import { RankLoop } from '../src/process/rank-loop.js';
 import type { ChildMessage } from '../src/protocol.js';
 import { encodeValue } from '../src/shm/codec.js';
 import { SegmentReader, SegmentWriter, fromPayload, listSegments, toPayload, unlinkSegments } from '../src/shm/segments.js';
