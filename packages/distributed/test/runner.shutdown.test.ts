@@ -72,6 +72,16 @@ describe('DistributedRunner', () => {
       expectNothingLeft(runner);
     });
 
+    it('is safe right after start() was called, before any process exists', async () => {
+      const { EchoWorker } = await fixture('echo');
+      const runner = track(new DistributedRunner(EchoWorker, { worldSize: 2, logger: quiet }));
+      const starting = runner.start().catch((e: unknown) => e);
+      await runner.shutdown();
+      expect(await starting).toBeInstanceOf(RunnerUnusableError);
+      expect(runner.pids).toEqual([]);
+      expectNothingLeft(runner);
+    });
+
     it('is safe during start()', async () => {
       const { HangOnLoadWorker } = await fixture('hang-on-load');
       const runner = track(new DistributedRunner(HangOnLoadWorker, { worldSize: 2, logger: quiet }));

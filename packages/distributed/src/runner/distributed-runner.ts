@@ -270,6 +270,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     // The parent imports the worker module as the application sees it: to know the export name,
     // and to rebuild the module's own error classes so `instanceof` works on rethrown errors.
     const mod = (await import(this.location.sourceUrl)) as Record<string, unknown>;
+    this.assertStillStarting();
     const exportName = exportNameOf(this.cls, mod, this.location.sourceUrl);
     this.errorClasses = new Map([...OWN_ERROR_CLASSES, ...collectErrorClasses(mod)]);
     this.backend = this.chooseBackend();
@@ -283,6 +284,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     registerExitHook(this.hook);
     const args = toPayload(encodeValue(this.loadArgs), this.input);
     const masterPort = await freePort();
+    this.assertStillStarting();
     if (this.devicesRequest === 'auto' && this.assignments.every((a) => a.gpuIndex === null) && !cpuNoticeShown) {
       cpuNoticeShown = true;
       this.logger.info(`[reactor/distributed] No GPU found on this machine: ${this.worldSize} rank${this.worldSize > 1 ? 's run' : ' runs'} on CPU.`);
@@ -347,6 +349,11 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     });
     this.state = 'ready';
     for (const p of this.procs) p.setRef(false);
+  }
+
+  /** shutdown() may run while start() awaits; nothing may be spawned after it. */
+  private assertStillStarting(): void {
+    if (this.state !== 'starting') throw new RunnerUnusableError('finish start()', 'shutdown() was called while it was in flight');
   }
 
   private startWaiter: { loaded(rank: number): void; fail(err: unknown): void; finished(): number[] } | null = null;
