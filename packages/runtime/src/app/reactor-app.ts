@@ -56,6 +56,14 @@ export abstract class ReactorApp<State extends InputState = InputState, Input = 
   /** Called once before any client, with the manifest's `runtime.config` path. Build and start the model here. */
   load(_configPath?: string): void | Promise<void> {}
 
+  /**
+   * Called once when the host closes (server shutdown, SIGINT/SIGTERM), after the last
+   * session has ended and its `@sessionEnded` hooks ran — also when `load()` failed or was
+   * still running. Release what `load()` built here (shut a `DistributedRunner` down). A throw
+   * is logged; closing goes on.
+   */
+  unload(): void | Promise<void> {}
+
   /** Builds the model input; throw `ApplicationError(reason)` to refuse the step. Default: the state. */
   processInput(): Input | Promise<Input> {
     return this.state as unknown as Input;

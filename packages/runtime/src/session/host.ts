@@ -167,6 +167,8 @@ export class AppHost implements AppHostApi {
   private readonly clients = new Map<string, HostClient>();
   private readonly statusListeners = new Set<(status: SessionStatus) => void>();
   private loadState: 'idle' | 'loading' | 'ready' | 'failed' = 'idle';
+  /** The app's `load()` while it runs and after (`close()` waits for it before `unload()`). */
+  private loading: Promise<void> | undefined;
   private loadError: ErrorBody | undefined;
   private lastSessionError: ErrorBody | undefined;
   private session: Session | undefined;
@@ -232,7 +234,9 @@ export class AppHost implements AppHostApi {
     this.loadState = 'loading';
     this.publishStatus();
     try {
-      await hostContext.run(this.ctx, () => this.app.load(configPath));
+      // An async wrapper, so a synchronous load() (or one that throws at once) is tracked too.
+      this.loading = hostContext.run(this.ctx, async () => this.app.load(configPath));
+      await this.loading;
     } catch (cause) {
       this.loadState = 'failed';
       this.loadError = { code: RuntimeErrorCode.LoadFailed, message: `${this.def.appClass.name}.load() failed: ${errorText(cause)}` };
@@ -292,6 +296,18 @@ export class AppHost implements AppHostApi {
     }
     this.notifyChange();
     await Promise.all([...this.loops]);
+    if (this.loading) {
+      // A load still running (SIGTERM during start-up) finishes first, so unload() sees what it built.
+      await this.loading.then(
+        () => undefined,
+        () => undefined,
+      );
+      try {
+        await hostContext.run(this.ctx, () => this.app.unload());
+      } catch (err) {
+        this.logger.error(`${this.def.appClass.name}.unload() threw (ignored)`, err);
+      }
+    }
   }
 
   // ---- clients ----------------------------------------------------------------------------

@@ -375,6 +375,43 @@ describe('AppHost', () => {
     expect(host.status.state).toBe('streaming');
   });
 
+  it('close() calls unload() once after the session ended, also after a sync or failed load(), never without a load()', async () => {
+    const log: string[] = [];
+    const make = (fail: boolean) =>
+      class U extends hookApp(log) {
+        override load(): void {
+          log.push('load');
+          if (fail) throw new Error('no weights');
+        }
+        override unload(): void {
+          log.push('unload');
+          throw new Error('unload trouble'); // logged, closing goes on
+        }
+      };
+    const ok = start(make(false));
+    await ok.load();
+    const sink = new RecordingSink();
+    ok.connect(sink);
+    await sink.waitForSession('streaming');
+    await ok.close();
+    await ok.close();
+    expect(log.filter((l) => !l.startsWith('connected') && !l.startsWith('disconnected'))).toEqual([
+      'load',
+      'sessionStarted:forest',
+      'sessionStarted#2',
+      'sessionEnded:forest',
+      'unload',
+    ]);
+    log.length = 0;
+    const failed = start(make(true));
+    await failed.load().catch(() => undefined);
+    await failed.close();
+    expect(log).toEqual(['load', 'unload']);
+    log.length = 0;
+    await start(make(false)).close();
+    expect(log).toEqual([]);
+  });
+
   it('validates its options eagerly', () => {
     class A extends ReactorApp {
       generate(): null {
