@@ -76,8 +76,14 @@ export class WorkerProcess {
     if (this.child.stderr) this.pipeLines(this.child.stderr, 'stderr');
     this.child.on('message', (m) => opts.onMessage(m));
     this.child.on('error', (err) => {
-      this.tail.push(`spawn failed: ${err.message}`);
-      this.handleExit(null, null);
+      if (this.child.pid === undefined) {
+        this.tail.push(`spawn failed: ${err.message}`);
+        this.handleExit(null, null);
+      } else {
+        // A failed send or kill: the 'exit' event that follows tells the story.
+        this.tail.push(`[parent] ${err.message}`);
+        if (this.tail.length > STDERR_TAIL_LINES) this.tail.shift();
+      }
     });
     this.child.on('exit', (code, signal) => this.handleExit(code, signal));
   }
