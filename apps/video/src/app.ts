@@ -1,0 +1,237 @@
+/**
+ * `VideoApp`: the sample app, written as the seed's example. The application half owns the
+ * session state (`prompt`, `paused`), the `reset` command and the lifecycle; the model half
+ * ({@link VideoWorker}) runs in one process per rank behind a `DistributedRunner`.
+ */
+import 'reflect-metadata';
+import { readFileSync } from 'node:fs';
+import { Type, plainToInstance } from 'class-transformer';
+import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, MaxLength, Min, ValidateIf, validateSync } from 'class-validator';
+import { parse as parseYaml } from 'yaml';
+import { DistributedRunner, detectGpuCount } from '@reactor/distributed';
+import {
+  ApplicationError,
+  type Client,
+  connected,
+  event,
+  Frames,
+  InputField,
+  InputState,
+  Output,
+  ReactorApp,
+  reactorApp,
+  ReactorError,
+  sessionEnded,
+  sessionStarted,
+  type StepOutcome,
+  TrackPayload,
+  Video,
+} from '@reactor/runtime';
+import { RolloutExhausted, VideoWorker, type RankBackend, type VideoInput, type VideoLoadArgs, type VideoResult } from './video-worker.js';
+
+/** The session state every client shares: `set_prompt` and `set_paused` commands. */
+export class VideoState extends InputState {
+  @InputField({ default: 'A walk through a forest.', description: 'What the video shows.' })
+  @IsString()
+  @MaxLength(500)
+  prompt!: string;
+
+  @InputField({ default: false, description: 'Stop generating new frames (playout of queued frames finishes).' })
+  @IsBoolean()
+  paused!: boolean;
+}
+
+/** The one video track. */
+export class VideoOutput extends Output {
+  @Video({ description: 'The generated video.' })
+  mainVideo?: Video;
+}
+
+/** Sent to clients when a session starts or a new runner comes up: what each rank runs on. */
+export class BackendInfo {
+  constructor(
+    readonly worldSize: number,
+    readonly backends: RankBackend[],
+    readonly width: number,
+    readonly height: number,
+    readonly framesPerChunk: number,
+  ) {}
+}
+
+/** Sent when a rollout ran out and the model started a new one. */
+export class RolloutRestarted {
+  constructor(readonly chunks: number) {}
+}
+
+/** The app's config file (`runtime.config` in `reactor.yaml`; YAML or JSON). */
+export class VideoConfig {
+  @IsInt() @Min(16) @Max(4096) width = 256;
+  @IsInt() @Min(16) @Max(4096) height = 256;
+  @IsInt() @Min(1) @Max(256) framesPerChunk = 4;
+  @IsInt() @Min(1) rolloutChunks = 900;
+  /** `auto`: the GPU count in `reactor.yaml` (capped by the GPUs present) on a GPU machine, else 2 CPU ranks. */
+  @ValidateIf((c: VideoConfig) => c.worldSize !== 'auto') @IsInt() @Min(1) @Max(64) worldSize: number | 'auto' = 'auto';
+  /** Ranks on GPUs (`auto`, one per rank) or on CPU (`cpu`). */
+  @IsIn(['auto', 'cpu']) devices: 'auto' | 'cpu' = 'auto';
+  /** `auto` | `webgpu` | `wasm` | `cpu` | an order such as `webgpu,wasm` (`REACTOR_BACKEND` overrides). */
+  @IsString() backend = 'auto';
+  @IsInt() @Min(0) seed = 0;
+  @IsInt() @Min(100) callTimeoutMs = 30_000;
+  @IsOptional() @Type(() => Number) @IsInt() @Min(1) startTimeoutMs?: number;
+}
+
+/** Thrown by {@link loadVideoConfig} for an unreadable or invalid config file. */
+export class VideoConfigError extends ReactorError {
+  constructor(message: string) {
+    super('video_config_invalid', message);
+  }
+}
+
+/** Reads and validates the app config; every problem is named by its key. */
+export function loadVideoConfig(path: string | undefined): VideoConfig {
+  if (path === undefined) return new VideoConfig();
+  let raw: unknown;
+  try {
+    raw = parseYaml(readFileSync(path, 'utf8')) ?? {};
+  } catch (err) {
+    throw new VideoConfigError(`cannot read the video app config ${path}: ${(err as Error).message}`);
+  }
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new VideoConfigError(`${path} must be a mapping of config keys`);
+  const known = Object.keys(new VideoConfig()).concat('startTimeoutMs');
+  const unknown = Object.keys(raw).filter((k) => !known.includes(k));
+  const cfg = plainToInstance(VideoConfig, raw);
+  const problems = validateSync(cfg).flatMap((e) => Object.values(e.constraints ?? {}).map((m) => `${e.property}: ${m}`));
+  problems.push(...unknown.map((k) => `${k}: unknown key (known: ${known.join(', ')})`));
+  if (problems.length) throw new VideoConfigError(`${path} is invalid:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+  return cfg;
+}
+
+/** The manifest's GPU count, when `reactor run` handed the manifest over (`REACTOR_MANIFEST_GPUS`). */
+function manifestGpuCount(): number | undefined {
+  const v = process.env['REACTOR_MANIFEST_GPUS'];
+  return v !== undefined && /^\d+$/.test(v) ? Number(v) : undefined;
+}
+
+/** Resolves `worldSize: auto` and `devices` against the machine. */
+export function planRanks(cfg: VideoConfig, gpus = detectGpuCount(), declared = manifestGpuCount()): { worldSize: number; devices: 'auto' | 'cpu'; note: string } {
+  if (cfg.devices === 'cpu' || gpus === 0) {
+    const worldSize = cfg.worldSize === 'auto' ? 2 : cfg.worldSize;
+    return { worldSize, devices: 'cpu', note: gpus === 0 ? `no GPU on this machine: ${worldSize} rank(s) on CPU` : `${worldSize} rank(s) on CPU (devices: cpu)` };
+  }
+  const worldSize = cfg.worldSize === 'auto' ? Math.max(1, Math.min(declared ?? gpus, gpus)) : cfg.worldSize;
+  return { worldSize, devices: 'auto', note: `${worldSize} rank(s), one GPU each (${gpus} present${declared !== undefined ? `, ${declared} declared in reactor.yaml` : ''})` };
+}
+
+/**
+ * The sample app. Its model half runs in `worldSize` processes; rank 0 returns each chunk.
+ */
+@reactorApp({ state: VideoState, output: VideoOutput, messages: [BackendInfo, RolloutRestarted], name: 'reactor-video', version: '0.1.0', bufferSize: 16 })
+export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult> {
+  private runner: DistributedRunner<VideoInput, VideoResult, VideoLoadArgs> | undefined;
+  private config = new VideoConfig();
+  private backends: RankBackend[] = [];
+
+  /** What `reactor doctor` checks: shared memory for one chunk in and out, ranks, GPUs. */
+  static requirements(configPath?: string): { shmBytes: number; worldSize: number; usesGpu: boolean } {
+    const cfg = loadVideoConfig(configPath);
+    const plan = planRanks(cfg);
+    const chunk = cfg.width * cfg.height * 3 * cfg.framesPerChunk;
+    // rank 0's result block plus every rank's share in the gather area, with doubling headroom
+    return { shmBytes: chunk * 2 * (plan.worldSize + 1), worldSize: plan.worldSize, usesGpu: plan.devices === 'auto' };
+  }
+
+  override async load(configPath?: string): Promise<void> {
+    this.config = loadVideoConfig(configPath);
+    await this.startRunner();
+  }
+
+  private async startRunner(): Promise<void> {
+    const plan = planRanks(this.config);
+    console.log(`[video] ${plan.note}; starting the runner`);
+    const runner = new DistributedRunner(VideoWorker, {
+      worldSize: plan.worldSize,
+      devices: plan.devices,
+      callTimeoutMs: this.config.callTimeoutMs,
+      ...(this.config.startTimeoutMs !== undefined && { startTimeoutMs: this.config.startTimeoutMs }),
+      loadArgs: {
+        weightsRoot: this.getWeightsPath(),
+        width: this.config.width,
+        height: this.config.height,
+        framesPerChunk: this.config.framesPerChunk,
+        rolloutChunks: this.config.rolloutChunks,
+        backend: this.config.backend,
+        seed: this.config.seed,
+      },
+    });
+    this.runner = runner;
+    await runner.start();
+  }
+
+  private backendInfo(): BackendInfo {
+    return new BackendInfo(this.runner?.worldSize ?? 0, this.backends, this.config.width, this.config.height, this.config.framesPerChunk);
+  }
+
+  override processInput(): VideoInput {
+    if (this.state.paused) throw new ApplicationError('paused');
+    if (!this.runner) throw new ApplicationError('the model is not loaded');
+    return { prompt: this.state.prompt };
+  }
+
+  override generate(input: VideoInput): Promise<VideoResult> {
+    return this.runner!.generate(input);
+  }
+
+  override async processOutput(outcome: StepOutcome<VideoResult>): Promise<VideoOutput | null> {
+    if (outcome.error instanceof RolloutExhausted) {
+      await this.reset();
+      this.send(new RolloutRestarted(this.config.rolloutChunks));
+      return null;
+    }
+    if (outcome.error !== undefined) {
+      await this.runner?.shutdown();
+      throw outcome.error;
+    }
+    const r = outcome.result!;
+    if (this.backends.length === 0 && r.backends.length > 0) {
+      this.backends = r.backends;
+      this.send(this.backendInfo());
+    }
+    // The runner hands back a view into shared memory that the next generate() overwrites;
+    // playout keeps frames for up to bufferSize frames, so take the one copy here.
+    return new VideoOutput({ mainVideo: new TrackPayload(new Frames(r.frames.slice(), [r.n, r.height, r.width, 3])) });
+  }
+
+  /** Starts a new rollout: the model forgets its motion, the weights stay loaded. */
+  @event({ name: 'reset', description: 'Start a new rollout.' })
+  async reset(): Promise<void> {
+    await this.runner?.reset();
+    this.output.flush();
+  }
+
+  /** A new session on a runner that broke in the last one gets a new runner. */
+  @sessionStarted
+  async onSessionStarted(): Promise<void> {
+    if (this.runner && !this.runner.healthy) {
+      await this.runner.shutdown();
+      this.backends = [];
+      await this.startRunner();
+    }
+    if (this.backends.length > 0) this.send(this.backendInfo());
+  }
+
+  /** Late joiners learn what the ranks run on. */
+  @connected
+  onConnected(client: Client): void {
+    if (this.backends.length > 0) client.send(this.backendInfo());
+  }
+
+  @sessionEnded
+  async onSessionEnded(): Promise<void> {
+    if (this.runner?.healthy) await this.reset();
+    else await this.runner?.shutdown();
+  }
+
+  override async unload(): Promise<void> {
+    await this.runner?.shutdown();
+  }
+}

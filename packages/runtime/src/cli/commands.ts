@@ -1,0 +1,120 @@
+/** The `reactor` subcommands. Each prints progress to stderr and results to stdout. */
+import { pathToFileURL } from 'node:url';
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { findManifest, loadManifest, ManifestError, MANIFEST_FILE, type Manifest } from './manifest.js';
+import { runDoctor, type AppRequirements } from './doctor.js';
+import { ReactorError } from '../errors/errors.js';
+import { AppHost } from '../session/host.js';
+import { serve } from '../server/serve.js';
+import { installShutdownHandlers } from '../server/shutdown.js';
+import type { ReactorApp } from '../app/reactor-app.js';
+import type { AppRequirements as Requirements } from './doctor.js';
+
+type ReactorAppClass = (new () => ReactorApp<any, any, any>) & { requirements?: (configPath?: string) => Requirements | Promise<Requirements> };
+
+export interface CliOptions {
+  manifest?: string;
+  config?: string;
+  host?: string;
+  port?: string | number;
+  token?: string;
+}
+
+const say = (m: string) => process.stderr.write(`[reactor] ${m}\n`);
+
+function manifestFrom(o: CliOptions): Manifest {
+  const file = o.manifest ?? findManifest();
+  if (!file) throw new ManifestError(`no ${MANIFEST_FILE} in ${process.cwd()} or its parents; run reactor from your app's workspace or pass --manifest <file>`);
+  return loadManifest(file);
+}
+
+function parsePort(v: string | number | undefined, fallback: number): number {
+  if (v === undefined) return fallback;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new ReactorError('cli_usage', `--port must be an integer from 0 to 65535, got ${JSON.stringify(v)}`);
+  return n;
+}
+
+/** Imports the app class named by `runtime.import`. */
+export async function importApp(m: Manifest): Promise<ReactorAppClass> {
+  if (!existsSync(m.runtime.module)) {
+    throw new ReactorError('app_import_failed', `runtime.import points at ${m.runtime.module}, which does not exist${m.runtime.module.includes('/dist/') ? ' (build it first: pnpm build)' : ''}`);
+  }
+  let mod: Record<string, unknown>;
+  try {
+    mod = (await import(pathToFileURL(m.runtime.module).href)) as Record<string, unknown>;
+  } catch (err) {
+    throw new ReactorError('app_import_failed', `importing ${m.runtime.module} failed: ${(err as Error).message}`, { cause: err });
+  }
+  const cls = mod[m.runtime.exportName];
+  if (typeof cls !== 'function') {
+    const names = Object.keys(mod).filter((k) => typeof mod[k] === 'function');
+    throw new ReactorError('app_import_failed', `${m.runtime.module} has no export named "${m.runtime.exportName}" (it exports: ${names.join(', ') || 'nothing callable'}); fix runtime.import in ${m.file}`);
+  }
+  return cls as ReactorAppClass;
+}
+
+function configPath(o: CliOptions, m: Manifest): string | undefined {
+  return o.config !== undefined ? resolve(o.config) : m.runtime.config;
+}
+
+/** `reactor run`: serve first (so /health says "loading"), then load, then print the viewer URL. */
+export async function runCommand(o: CliOptions): Promise<void> {
+  const m = manifestFrom(o);
+  say(`${m.model.name} ${m.model.version} (${m.file})`);
+  // The app reads the declared GPU count to size its runner (see reactor.yaml model.resources.gpu).
+  process.env['REACTOR_MANIFEST_GPUS'] = String(m.model.gpu.count);
+  const App = await importApp(m);
+  const token = o.token ?? process.env['REACTOR_TOKEN'] ?? m.server.token;
+  const cfg = configPath(o, m);
+  say(`loading the app${cfg ? ` with config ${cfg}` : ''}${m.runtime.weightsPath ? `, weights ${m.runtime.weightsPath}` : ''}`);
+  const started = performance.now();
+  const server = await serve(App, {
+    host: o.host ?? m.server.host ?? '127.0.0.1',
+    port: parsePort(o.port, m.server.port ?? 8080),
+    ...(token !== undefined && { token }),
+    ...(m.server.encoding !== undefined && { encoding: m.server.encoding }),
+    ...(m.runtime.weightsPath !== undefined && { weightsPath: m.runtime.weightsPath }),
+    ...(cfg !== undefined && { configPath: cfg }),
+  });
+  installShutdownHandlers(server, { onSignal: (s) => say(`${s}: closing clients and shutting the app down`) });
+  try {
+    await server.loaded;
+  } catch (err) {
+    await server.close();
+    throw new ReactorError('app_load_failed', `loading ${m.model.name} failed: ${(err as Error).message}`, { cause: err });
+  }
+  say(`ready in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  const url = new URL(server.url);
+  if (token !== undefined) url.searchParams.set('token', token);
+  process.stdout.write(`Viewer: ${url.href}\n`);
+}
+
+/** `reactor schema`: the app's schema as JSON, without loading the model. */
+export async function schemaCommand(o: CliOptions): Promise<void> {
+  const m = manifestFrom(o);
+  const App = await importApp(m);
+  const host = new AppHost(App, {});
+  process.stdout.write(`${JSON.stringify(host.schema, null, 2)}\n`);
+  await host.close();
+}
+
+/** `reactor doctor`: every check, then exit 1 if any failed. */
+export async function doctorCommand(o: CliOptions): Promise<void> {
+  const m = manifestFrom(o);
+  process.env['REACTOR_MANIFEST_GPUS'] = String(m.model.gpu.count);
+  const App = await importApp(m);
+  const req: AppRequirements = (await App.requirements?.(configPath(o, m))) ?? {};
+  const checks = await runDoctor(m, req, o.host ?? m.server.host ?? '127.0.0.1', parsePort(o.port, m.server.port ?? 8080));
+  const mark = { ok: 'ok  ', warn: 'warn', fail: 'FAIL' } as const;
+  for (const c of checks) {
+    process.stdout.write(`${mark[c.status]}  ${c.name}: ${c.detail}\n`);
+    if (c.fix) process.stdout.write(`      fix: ${c.fix}\n`);
+  }
+  const failed = checks.filter((c) => c.status === 'fail').length;
+  if (failed > 0) {
+    process.stdout.write(`${failed} check(s) failed\n`);
+    process.exitCode = 1;
+  } else process.stdout.write('all checks passed\n');
+}

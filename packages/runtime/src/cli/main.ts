@@ -1,0 +1,44 @@
+#!/usr/bin/env node
+/**
+ * The `reactor` command: `reactor run`, `reactor schema`, `reactor doctor`.
+ * Reads `reactor.yaml` (found in the current folder or a parent, or given with --manifest).
+ */
+import { cac } from 'cac';
+import { runCommand, schemaCommand, doctorCommand, type CliOptions } from './commands.js';
+import { ReactorError } from '../errors/errors.js';
+
+const cli = cac('reactor');
+const common = (c: ReturnType<typeof cli.command>) =>
+  c.option('--manifest <file>', 'reactor.yaml to read (default: ./reactor.yaml or the nearest parent)')
+    .option('--config <file>', "the app's config file handed to load() (default: runtime.config)");
+
+common(cli.command('run', 'Load the app and serve it (viewer, WebSocket, /schema, /health, /metrics)'))
+  .option('--host <host>', 'interface to bind (default: server.host or 127.0.0.1)')
+  .option('--port <port>', 'TCP port (default: server.port or 8080; 0 picks a free one)')
+  .option('--token <token>', 'require this access token (also REACTOR_TOKEN)')
+  .action((o: CliOptions) => runCommand(o));
+common(cli.command('schema', "Print the app's schema (commands, messages, tracks) as JSON")).action((o: CliOptions) => schemaCommand(o));
+common(cli.command('doctor', 'Check this machine for the app before loading any weights'))
+  .option('--host <host>', 'interface to check')
+  .option('--port <port>', 'port to check')
+  .action((o: CliOptions) => doctorCommand(o));
+cli.help();
+cli.version('0.1.0');
+
+async function main(): Promise<void> {
+  try {
+    cli.parse(process.argv, { run: false });
+    if (!cli.matchedCommand) {
+      if (cli.args.length > 0) throw new ReactorError('cli_usage', `unknown command "${String(cli.args[0])}"; run "reactor --help"`);
+      cli.outputHelp();
+      return;
+    }
+    await cli.runMatchedCommand();
+  } catch (err) {
+    const e = err as Error & { code?: string };
+    console.error(`reactor: ${e.message}${e.code ? ` [${e.code}]` : ''}`);
+    process.exitCode = 1;
+  }
+}
+
+await main();

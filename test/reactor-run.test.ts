@@ -1,0 +1,191 @@
+/**
+ * `reactor run` as a user runs it: a child process serving the sample app (2 CPU ranks), a Node
+ * client that changes the prompt, pauses, resets, sees a rollout run out, and SIGTERM at the end.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
+import { connect, FrameEncoding, type ReactorClient } from '@reactor/client';
+
+const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const cli = join(repo, 'packages/runtime/dist/cli/main.js');
+const W = 64;
+const H = 48;
+
+const cleanups: Array<() => unknown> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+/** Every live descendant of `pid` (by walking /proc). */
+function descendants(pid: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      children.set(ppid, [...(children.get(ppid) ?? []), Number(d)]);
+    } catch {
+      // the process ended while we looked
+    }
+  }
+  const out: number[] = [];
+  const walk = (p: number) => {
+    for (const c of children.get(p) ?? []) {
+      out.push(c);
+      walk(c);
+    }
+  };
+  walk(pid);
+  return out;
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+function workspace(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'reactor-run-'));
+  writeFileSync(
+    join(dir, 'config.yaml'),
+    `width: ${W}\nheight: ${H}\nframesPerChunk: 4\nrolloutChunks: 12\nworldSize: 2\ndevices: cpu\nbackend: wasm\n`,
+  );
+  writeFileSync(
+    join(dir, 'reactor.yaml'),
+    [
+      'model: { name: run-test, version: 0.0.1 }',
+      'runtime:',
+      `  import: ${join(repo, 'apps/video/dist/index.js')}:VideoApp`,
+      '  config: config.yaml',
+      `  weights_path: ${join(repo, 'apps/video/weights')}`,
+      'server: { port: 0, encoding: rgb }',
+      '',
+    ].join('\n'),
+  );
+  return dir;
+}
+
+function startCli(dir: string): { child: ChildProcess; url: Promise<string>; stderr: () => string } {
+  const child = spawn(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml')], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+  let err = '';
+  child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+  const url = new Promise<string>((res, rej) => {
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /Viewer: (\S+)/.exec(out);
+      if (m) res(m[1]!);
+    });
+    child.once('exit', (code) => rej(new Error(`reactor run exited with ${code} before printing the viewer URL:\n${err}`)));
+  });
+  cleanups.push(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+  return { child, url, stderr: () => err };
+}
+
+interface Seen {
+  seq: number;
+  rgb: Uint8Array;
+  at: number;
+}
+
+function record(client: ReactorClient): Seen[] {
+  const seen: Seen[] = [];
+  client.on('frame', (f) => {
+    expect(f.encoding).toBe(FrameEncoding.Rgb);
+    seen.push({ seq: f.seq, rgb: f.payload.slice(), at: performance.now() });
+  });
+  return seen;
+}
+
+async function until(cond: () => boolean, what: string, ms = 20_000): Promise<void> {
+  const end = performance.now() + ms;
+  while (!cond()) {
+    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+const meanAbsDiff = (a: Uint8Array, b: Uint8Array) => {
+  let s = 0;
+  for (let i = 0; i < a.length; i++) s += Math.abs(a[i]! - b[i]!);
+  return s / a.length;
+};
+
+describe('reactor run (the sample app in a child process)', () => {
+  it('streams frames that follow the prompt, pauses, resets, recovers a spent rollout, and exits 0 on SIGTERM with no worker left', async () => {
+    const dir = workspace();
+    const { child, url, stderr } = startCli(dir);
+    const base = await url;
+    expect(stderr()).toMatch(/loading the app with config .*config\.yaml/);
+    expect(stderr()).toMatch(/ready in [\d.]+ s/);
+    const ranks = descendants(child.pid!);
+    expect(ranks.length).toBeGreaterThanOrEqual(2);
+
+    const client = await connect(base, { WebSocket, reconnect: false });
+    cleanups.push(() => client.close());
+    expect(client.schema.commands.map((c) => c.name).sort()).toEqual(['reset', 'set_paused', 'set_prompt']);
+    const messages: string[] = [];
+    client.on('message', (m) => messages.push(m.name));
+    let flushedAt = -1;
+    client.on('flush', (f) => (flushedAt = f.nextSeq));
+    const seen = record(client);
+
+    // The first frame of the rollout, default prompt.
+    await until(() => seen.length >= 4, 'the first frames');
+    expect(seen[0]!.seq).toBe(0);
+    expect(seen[0]!.rgb.byteLength).toBe(W * H * 3);
+    const forest0 = seen[0]!.rgb;
+    expect(meanAbsDiff(seen[1]!.rgb, seen[0]!.rgb)).toBeGreaterThan(0); // it moves
+    await until(() => messages.includes('backend_info'), 'the backend_info message');
+
+    // A new prompt from frame 0 of a new rollout looks different...
+    await client.send('set_prompt', { prompt: 'Neon jellyfish in a midnight ocean.' });
+    flushedAt = -1;
+    await client.send('reset');
+    await until(() => flushedAt >= 0 && seen.some((s) => s.seq >= flushedAt), 'frames after the reset');
+    const neon0 = seen.find((s) => s.seq >= flushedAt)!.rgb;
+    expect(meanAbsDiff(neon0, forest0)).toBeGreaterThan(8);
+
+    // ...and the old prompt from frame 0 gives the very same frame back (deterministic model).
+    await client.send('set_prompt', { prompt: 'A walk through a forest.' });
+    flushedAt = -1;
+    await client.send('reset');
+    await until(() => flushedAt >= 0 && seen.some((s) => s.seq >= flushedAt), 'frames after the second reset');
+    expect(Buffer.from(seen.find((s) => s.seq >= flushedAt)!.rgb).equals(Buffer.from(forest0))).toBe(true);
+
+    // Paused: what was queued plays out, then nothing comes.
+    await client.send('set_paused', { paused: true });
+    await new Promise((r) => setTimeout(r, 1500));
+    const during = seen.length;
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(seen.length).toBe(during);
+    await client.send('set_paused', { paused: false });
+    await until(() => seen.length > during + 4, 'frames after unpausing');
+
+    // 12 chunks per rollout: the app recovers RolloutExhausted by itself and says so.
+    await until(() => messages.includes('rollout_restarted'), 'the rollout_restarted message', 30_000);
+
+    // A bad command is refused and changes nothing.
+    await expect(client.send('set_prompt', { prompt: 42 })).rejects.toMatchObject({ code: 'invalid_params' });
+    expect(client.state['prompt']).toBe('A walk through a forest.');
+
+    client.close();
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    await until(() => ranks.every((p) => !alive(p)), 'every rank process to be gone', 5000);
+    expect(stderr()).toMatch(/SIGTERM: closing clients/);
+  }, 90_000);
+});
