@@ -215,11 +215,28 @@ describe('DistributedRunner', () => {
   });
 
   describe('reset', () => {
-    it('applies the same outcome policy', async () => {
+    it('runs reset() on every rank', async () => {
       const { runner } = await echo(2);
       await runner.generate({});
       await runner.reset();
       expect((await runner.generate({})).resets).toBe(1);
+    });
+
+    it('rethrows the same error type from every rank and stays healthy', async () => {
+      const { runner, mod } = await echo(2, { loadArgs: { resetThrowsOn: [0, 1] } });
+      const err = await runner.reset().catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(mod.RolloutExhausted);
+      expect((err as Error).message).toBe('reset refused on rank 0');
+      expect(runner.healthy).toBe(true);
+    });
+
+    it('is a RankDesyncError when only some ranks throw', async () => {
+      const { runner } = await echo(2, { loadArgs: { resetThrowsOn: [1] } });
+      const err = await runner.reset().catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(RankDesyncError);
+      expect((err as Error).message.split('\n')[0]).toBe('Ranks disagreed in reset(): 1 of 2 ranks failed.');
+      expect(runner.healthy).toBe(false);
+      expectNothingLeft(runner);
     });
   });
 });
