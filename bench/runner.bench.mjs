@@ -1,6 +1,7 @@
 // Benchmarks of @reactor/distributed (issue 3). Plain JS against the compiled dist/.
 // Prints one JSON object per line:
 //   runner.step        p50/p99 of generate() for a worker whose rank 0 returns a ready payload
+//   runner.stepZeroCopy the same with the payload allocated by worker.resultArray() (no copy)
 //   runner.crashDetect SIGKILL of rank 1 mid-call -> rejected generate()
 //   runner.start       start() of 4 ranks with a trivial load
 //   runner.rss         parent RSS growth over 2000 steps of 44 MB
@@ -21,11 +22,11 @@ function pct(sorted, p) {
 }
 const round = (x) => Math.round(x * 1000) / 1000;
 
-async function step(worldSize, payloadBytes) {
+async function step(worldSize, payloadBytes, shared = false) {
   const r = new DistributedRunner(BenchWorker, { worldSize, devices: 'cpu', logger: quiet });
   await r.start();
   try {
-    const input = { payloadBytes };
+    const input = { payloadBytes, shared };
     const iters = quick ? 50 : payloadBytes > 10e6 ? 300 : 3000;
     for (let i = 0; i < Math.min(100, iters); i++) await r.generate(input); // warm-up
     const t = new Float64Array(iters);
@@ -36,7 +37,7 @@ async function step(worldSize, payloadBytes) {
       if (res.frames.byteLength !== payloadBytes) throw new Error('wrong payload size');
     }
     t.sort();
-    emit({ bench: 'runner.step', worldSize, payloadBytes, p50Ms: round(pct(t, 50)), p99Ms: round(pct(t, 99)) });
+    emit({ bench: shared ? 'runner.stepZeroCopy' : 'runner.step', worldSize, payloadBytes, p50Ms: round(pct(t, 50)), p99Ms: round(pct(t, 99)) });
   } finally {
     await r.shutdown();
   }
@@ -128,6 +129,9 @@ if (!only || only === 'step') {
   for (const n of [1, 2, 4]) await step(n, 24);
   for (const n of [1, 2, 4]) await step(n, 786432);
   for (const n of [1, 2, 4]) await step(n, 44236800);
+  // Not in the issue's list: rank 0 renders into worker.resultArray(), so no copy at all.
+  await step(2, 786432, true);
+  await step(2, 44236800, true);
 }
 if (!only || only === 'crash') await crashDetect();
 if (!only || only === 'start') await start();

@@ -5,7 +5,7 @@
 export { DistributedRunner, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_START_TIMEOUT_MS } from './runner/distributed-runner.js';
 export type { DistributedRunnerOptions, RunnerLogger } from './runner/distributed-runner.js';
 export { DistributedWorker } from './worker/distributed-worker.js';
-export type { WorkerClass } from './worker/distributed-worker.js';
+export type { TypedArrayConstructor, WorkerClass } from './worker/distributed-worker.js';
 export type { Collectives, TypedArray } from './collectives/types.js';
 export { assignDevices, detectGpuCount, rankEnvironment } from './runner/devices.js';
 export type { DeviceAssignment, DeviceRequest } from './runner/devices.js';

@@ -188,6 +188,26 @@ describe('DistributedRunner', () => {
       expectNothingLeft(runner);
     });
 
+    it('delivers arrays from worker.resultArray() with no copy at all (the caller sees the rank\'s own memory)', async () => {
+      const { runner } = await echo(2);
+      const bytes = 3 * 1024 * 1024;
+      const a = await runner.generate({ sharedPayloadBytes: bytes });
+      expect(a.frames.byteLength).toBe(bytes);
+      expect(a.frames[0]).toBe(1);
+      expect(a.frames.byteOffset).toBe(0);
+      expect(a.extra).toEqual(new Float64Array([0, 0.5]));
+      expect(a.heap).toEqual(Int16Array.from([-1, -2]));
+      // Rank 0 writes into the array it returned last time: the caller's view shows it, so the
+      // two are the same memory.
+      await runner.generate({ pokeLastShared: 42 });
+      expect(a.frames[1]).toBe(42);
+      // Growth past the block's size still works (that step's arrays are copied once).
+      const big = await runner.generate({ sharedPayloadBytes: 9 * 1024 * 1024 });
+      expect(big.frames.byteLength).toBe(9 * 1024 * 1024);
+      expect(big.frames[0]).toBe(3);
+      expect(big.heap).toEqual(Int16Array.from([-1, -2]));
+    });
+
     it('grows the input and result blocks on demand and reuses them across steps', async () => {
       const { runner } = await echo(1);
       for (const n of [10, 3 << 20, 100, 5 << 20]) {

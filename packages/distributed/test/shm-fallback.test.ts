@@ -26,6 +26,11 @@ describe('shared memory', () => {
     expect(b.frames[0]).toBe(2);
     // Same documented lifetime as the native path: the view is reused by the next generate().
     expect(a.frames[0]).toBe(2);
+    // worker.resultArray() is an ordinary array here; the result is the same.
+    const c: any = await runner.generate({ sharedPayloadBytes: 1000 });
+    expect(c.frames.byteLength).toBe(1000);
+    expect(c.frames[0]).toBe(3);
+    expect(c.extra).toEqual(new Float64Array([0, 0.5]));
     await runner.shutdown();
     expectNothingLeft(runner);
   });

@@ -87,7 +87,11 @@ export class RankLoop {
       worker.device = msg.device;
       this.comm = new RankCollectives(msg.rank, msg.worldSize, env, msg.prefix, this.reader, (m) => this.io.send(m));
       worker.comm = this.comm;
-      if (msg.rank === 0) this.out = new SegmentWriter(env, `${msg.prefix}-r0-out`, "rank 0's results");
+      if (msg.rank === 0) {
+        const out = new SegmentWriter(env, `${msg.prefix}-r0-out`, "rank 0's results");
+        this.out = out;
+        worker.resultAllocator = (bytes) => out.allocate(bytes);
+      }
       this.worker = worker;
       await worker.load(args);
       this.io.send({ t: 'loaded' });
@@ -105,6 +109,7 @@ export class RankLoop {
     let result: unknown;
     try {
       if (msg.op === 'generate') {
+        this.out?.resetAllocations();
         const input = msg.input ? fromPayload(msg.input, this.reader!) : undefined;
         result = await worker.generate(input);
       } else {

@@ -212,7 +212,10 @@ export function writeMessage(target: Uint8Array, enc: EncodedValue): void {
   }
   for (let i = 0; i < enc.views.length; i++) {
     const v = enc.views[i]!;
-    target.set(new Uint8Array(v.buffer, v.byteOffset, v.byteLength), enc.payloadStart + enc.offsets[i]!);
+    const at = enc.payloadStart + enc.offsets[i]!;
+    // An array the writer allocated in this very place (zero-copy result): nothing to copy.
+    if (v.buffer === target.buffer && v.byteOffset === target.byteOffset + at) continue;
+    target.set(new Uint8Array(v.buffer, v.byteOffset, v.byteLength), at);
   }
 }
 

@@ -19,7 +19,7 @@ import { closeSync, ftruncateSync, openSync, readdirSync, readSync, statfsSync, 
 import { createRequire } from 'node:module';
 import { SharedMemoryCapacityError } from '../errors.js';
 import type { Payload, ShmBackendKind, SlotRef } from '../protocol.js';
-import { type EncodedValue, decodeValue, messagePieces, writeMessage } from './codec.js';
+import { type EncodedValue, align, decodeValue, messagePieces, writeMessage } from './codec.js';
 
 /** Where POSIX shared memory lives on Linux. */
 export const SHM_DIR = '/dev/shm';
@@ -166,6 +166,7 @@ export class SegmentWriter {
   private capacity = 0;
   private mapping: Buffer | null = null;
   private fd: number | null = null;
+  private bump = 0;
 
   constructor(
     private readonly env: SegmentEnv,
@@ -189,13 +190,64 @@ export class SegmentWriter {
    * @throws {@link SharedMemoryCapacityError} when a bigger block does not fit
    */
   write(msg: EncodedValue): SlotRef {
-    if (msg.totalBytes > this.capacity) this.grow(msg.totalBytes);
+    if (this.mapping && msg.json !== null) this.placeInPlace(msg);
+    if (msg.totalBytes > this.capacity) {
+      this.grow(msg.totalBytes);
+      // Arrays allocated in the old block are foreign now: they get copied.
+      if (this.mapping && msg.json !== null) this.placeInPlace(msg);
+    }
     if (this.env.backend === 'native') {
       writeMessage(this.mapping!.subarray(0, msg.totalBytes), msg);
     } else {
       for (const p of messagePieces(msg)) writeSync(this.fd!, p.bytes, 0, p.bytes.byteLength, p.at);
     }
     return { seg: this.name!, len: msg.totalBytes };
+  }
+
+  /**
+   * Native backend: `bytes` of this block for the writer to fill in place (a bump allocation
+   * after the previous ones; see {@link SegmentWriter.resetAllocations}). A message whose arrays
+   * already lie in the block is written without copying them. Null with the file backend.
+   */
+  allocate(bytes: number): Uint8Array | null {
+    if (this.env.backend !== 'native') return null;
+    const at = this.bump;
+    const end = at + bytes;
+    // Headroom, so the small arrays that usually follow a big one fit in the same block.
+    if (end > this.capacity || !this.mapping) this.grow(end + INITIAL_SEGMENT_BYTES);
+    this.bump = align(end);
+    return this.mapping!.subarray(at, end);
+  }
+
+  /** Starts allocating from the block's beginning again (the previous message is superseded). */
+  resetAllocations(): void {
+    this.bump = 0;
+  }
+
+  /**
+   * json-format messages: arrays that already lie in this block keep their offsets (and are not
+   * copied); the others are placed after them.
+   */
+  private placeInPlace(msg: EncodedValue): void {
+    const mapping = this.mapping!;
+    let fixedEnd = 0;
+    const fixed: (number | null)[] = msg.views.map((v) => {
+      if (v.buffer !== mapping.buffer) return null;
+      const off = v.byteOffset - mapping.byteOffset;
+      fixedEnd = Math.max(fixedEnd, off + v.byteLength);
+      return off;
+    });
+    let cursor = align(fixedEnd);
+    for (let i = 0; i < msg.views.length; i++) {
+      let off = fixed[i];
+      if (off === null || off === undefined) {
+        off = cursor;
+        cursor = align(cursor + msg.views[i]!.byteLength);
+      }
+      msg.offsets[i] = off;
+      msg.meta[i * 3 + 1] = off;
+    }
+    msg.totalBytes = Math.max(cursor, fixedEnd);
   }
 
   private grow(needed: number): void {

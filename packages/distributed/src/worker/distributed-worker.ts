@@ -1,4 +1,11 @@
-import type { Collectives } from '../collectives/types.js';
+import type { Collectives, TypedArray } from '../collectives/types.js';
+
+/** A typed array constructor (`Uint8Array`, `Float32Array`, ...). */
+export interface TypedArrayConstructor<T extends TypedArray> {
+  new (length: number): T;
+  new (buffer: ArrayBufferLike, byteOffset: number, length: number): T;
+  readonly BYTES_PER_ELEMENT: number;
+}
 
 /**
  * Base class of a model worker: one instance runs in every rank process.
@@ -38,6 +45,31 @@ export abstract class DistributedWorker<TArgs = any, TInput = any, TResult = any
   device!: string;
   /** Collectives among the ranks of this runner. */
   comm!: Collectives;
+
+  /** @internal Set by the rank loop on rank 0 (native shared memory only). */
+  resultAllocator?: (bytes: number) => Uint8Array | null;
+
+  /**
+   * A typed array for rank 0's result, allocated in the shared-memory block the result travels
+   * through: return it (anywhere in the result) and it reaches the caller with **no copy at all**
+   * (an array from the heap costs one copy into shared memory). On other ranks, and with the
+   * file fallback, it is an ordinary array.
+   *
+   * Allocation restarts at the block's beginning with every `generate()` call: allocate the
+   * arrays of a result in the call that returns them (it costs nothing), and do not keep them
+   * across calls — the next call's arrays take the same memory, and the caller may still be
+   * reading the previous result until it calls `generate()` again.
+   * @example
+   * ```ts
+   * const frames = this.resultArray(Uint8Array, n * h * w * 3);
+   * render(frames);
+   * return { frames };
+   * ```
+   */
+  resultArray<T extends TypedArray>(type: TypedArrayConstructor<T>, length: number): T {
+    const mem = this.resultAllocator?.(length * type.BYTES_PER_ELEMENT);
+    return mem ? new type(mem.buffer, mem.byteOffset, length) : new type(length);
+  }
 
   /** True on rank 0, whose result the runner returns. */
   get isLeader(): boolean {
