@@ -82,4 +82,21 @@ describe('server: a client that stops reading', () => {
     expect(hostDropped).toBe(stalledInfo.framesDropped);
     console.info(JSON.stringify({ seconds: +seconds.toFixed(1), emitted, got, stalled: stalledInfo, maxBuffered, maxQueued, maxArrayBuffers }));
   }, STALL_MS + 25_000);
+
+  it('is cut off (unread_backlog) when what it does not read piles up beyond 16 x maxBufferedBytes', async () => {
+    const server = await serve(patternApp({ width: 32, height: 32 }), { port: 0, gracePeriodMs: 0, logger: quiet, commandRate: 1e6, commandBurst: 1e6, maxBufferedBytes: 4096 });
+    cleanups.push(() => server.close());
+    await server.loaded;
+    const other = await new RawClient(server.wsUrl).open();
+    cleanups.push(() => other.close());
+    const greedy = await stalledClient(server.port);
+    cleanups.push(() => greedy.destroy());
+    // 60 000 one-byte text messages (masked with a zero key, as clients must), never reading the
+    // ~10 MB of error replies they earn.
+    const one = Buffer.from([0x81, 0x80 | 1, 0, 0, 0, 0, 0x78]);
+    greedy.write(Buffer.concat(Array.from({ length: 60_000 }, () => one)));
+    await until(() => server.connections().length === 1, 10_000, 'the greedy client to be cut off');
+    expect(await (await fetch(`${server.url}/metrics`)).text()).toMatch(/reactor_connections_rejected_total\{reason="unread_backlog"\} 1/);
+    expect(await other.command('ok', 'set_speed', { speed: 1 })).toEqual({ type: 'reply', id: 'ok' });
+  });
 });
