@@ -119,12 +119,12 @@ describe('DistributedRunner', () => {
     });
 
     it('gives WorkerTimeoutError after callTimeoutMs, kills the hung rank and becomes unusable', async () => {
-      const { runner } = await echo(2, { callTimeoutMs: 400 });
+      const { runner } = await echo(2, { callTimeoutMs: 2000 });
       const hung = runner.pids[1]!;
       const err = await runner.generate({ hangOn: [1] }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(WorkerTimeoutError);
-      expect(err).toMatchObject({ code: 'ERR_WORKER_TIMEOUT', ranks: [1], timeoutMs: 400 });
-      expect((err as Error).message).toMatchInlineSnapshot(`"generate() did not finish within 400 ms: rank 1 never answered and was killed. The runner is unusable: shut it down and construct a new DistributedRunner (raise options.callTimeoutMs if the work is legitimately slower)."`);
+      expect(err).toMatchObject({ code: 'ERR_WORKER_TIMEOUT', ranks: [1], timeoutMs: 2000 });
+      expect((err as Error).message).toMatchInlineSnapshot(`"generate() did not finish within 2000 ms: rank 1 never answered and was killed. The runner is unusable: shut it down and construct a new DistributedRunner (raise options.callTimeoutMs if the work is legitimately slower)."`);
       expect(isAlive(hung)).toBe(false);
       expect(runner.healthy).toBe(false);
       expectNothingLeft(runner);

@@ -72,11 +72,11 @@ describe('DistributedRunner', () => {
 
     it('gives WorkerTimeoutError after startTimeoutMs and kills every rank', async () => {
       const { HangOnLoadWorker } = await fixture('hang-on-load');
-      const runner = track(new DistributedRunner(HangOnLoadWorker, { worldSize: 2, startTimeoutMs: 1500, logger: quiet }));
+      const runner = track(new DistributedRunner(HangOnLoadWorker, { worldSize: 2, startTimeoutMs: 4000, logger: quiet }));
       const err = await runner.start().catch((e: unknown) => e);
       expect(err).toBeInstanceOf(WorkerTimeoutError);
       expect((err as WorkerTimeoutError).ranks).toEqual([0]);
-      expect((err as Error).message).toMatchInlineSnapshot(`"start() did not finish within 1500 ms: rank 0 never answered and was killed. The runner is unusable: shut it down and construct a new DistributedRunner (raise options.startTimeoutMs if the work is legitimately slower)."`);
+      expect((err as Error).message).toMatchInlineSnapshot(`"start() did not finish within 4000 ms: rank 0 never answered and was killed. The runner is unusable: shut it down and construct a new DistributedRunner (raise options.startTimeoutMs if the work is legitimately slower)."`);
       expectNothingLeft(runner);
     });
 
