@@ -8,7 +8,9 @@ export { DistributedWorker } from './worker/distributed-worker.js';
 export type { TypedArrayConstructor, WorkerClass } from './worker/distributed-worker.js';
 export type { Collectives, TypedArray } from './collectives/types.js';
 export { assignDevices, detectGpuCount, rankEnvironment } from './runner/devices.js';
-export type { DeviceAssignment, DeviceRequest } from './runner/devices.js';
+export type { DeviceAssignment, DeviceRequest, VulkanBinding } from './runner/devices.js';
+export { DEVICE_SELECT_LAYER, driPrimeTag, findDeviceSelectLayer, nvidiaPciAddresses, vulkanDeviceSelectEnv } from './runner/vulkan-device-select.js';
+export type { DeviceSelectLayer } from './runner/vulkan-device-select.js';
 export {
   CollectiveError,
   DistributedError,

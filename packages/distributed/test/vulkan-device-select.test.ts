@@ -45,3 +45,20 @@ describe('Vulkan GPU binding per rank', () => {
     expect(findDeviceSelectLayer({}, [installed])).toEqual({ implicit: true });
   });
 });
+
+describe('rankEnvironment with a Vulkan binding', () => {
+  it('binds each GPU rank to its own PCI address and leaves CPU ranks alone', async () => {
+    const { rankEnvironment } = await import('../src/runner/devices.js');
+    const vulkan = { pciAddresses: ['0000:00:06.0', '0000:00:07.0'], layer: { explicitDir: '/bundle/gpu/layer' } };
+    const r0 = rankEnvironment({}, { rank: 0, device: 'gpu:0', gpuIndex: 0 }, 2, 29500, vulkan);
+    const r1 = rankEnvironment({}, { rank: 1, device: 'gpu:1', gpuIndex: 1 }, 2, 29500, vulkan);
+    expect([r0.DRI_PRIME, r1.DRI_PRIME]).toEqual(['pci-0000_00_06_0', 'pci-0000_00_07_0']);
+    expect([r0.CUDA_VISIBLE_DEVICES, r1.CUDA_VISIBLE_DEVICES]).toEqual(['0', '1']);
+    expect(r1.VK_INSTANCE_LAYERS).toBe('VK_LAYER_MESA_device_select');
+    const cpu = rankEnvironment({}, { rank: 0, device: 'cpu', gpuIndex: null }, 1, 29500, vulkan);
+    expect(cpu.DRI_PRIME).toBeUndefined();
+    // The parent's CUDA_VISIBLE_DEVICES remaps indices: the PCI address follows the physical GPU.
+    const remapped = rankEnvironment({ CUDA_VISIBLE_DEVICES: '1' }, { rank: 0, device: 'gpu:0', gpuIndex: 0 }, 1, 29500, vulkan);
+    expect(remapped.DRI_PRIME).toBe('pci-0000_00_07_0');
+  });
+});

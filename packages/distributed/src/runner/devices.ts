@@ -2,6 +2,7 @@
  * Which device each rank gets. Pure functions, exported: other layers (WebGPU adapter binding)
  * use the same assignment.
  */
+import { type DeviceSelectLayer, vulkanDeviceSelectEnv } from './vulkan-device-select.js';
 import { execFileSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 
@@ -97,6 +98,14 @@ export function detectGpuCount(env: NodeJS.ProcessEnv = process.env): number {
   return count;
 }
 
+/** How ranks' Vulkan instances are bound to their GPU (see `vulkan-device-select.ts`). */
+export interface VulkanBinding {
+  /** PCI addresses of the GPUs in index order. */
+  pciAddresses: readonly string[];
+  /** Mesa's device-select layer, when found; without it every Vulkan process sees every GPU. */
+  layer: DeviceSelectLayer | undefined;
+}
+
 /**
  * Environment of one rank: torchrun's rendezvous variables plus its GPU binding
  * (`CUDA_VISIBLE_DEVICES` for CUDA, `REACTOR_GPU_INDEX` — the physical GPU index — for the WebGPU layer).
@@ -106,6 +115,7 @@ export function rankEnvironment(
   a: DeviceAssignment,
   worldSize: number,
   masterPort: number,
+  vulkan?: VulkanBinding,
 ): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {
     ...base,
@@ -126,6 +136,10 @@ export function rankEnvironment(
     const physical = parentList && parentList.length > a.gpuIndex && parentList[a.gpuIndex] !== '' ? parentList[a.gpuIndex]! : String(a.gpuIndex);
     env.CUDA_VISIBLE_DEVICES = physical;
     env.REACTOR_GPU_INDEX = physical;
+    // Vulkan (WebGPU) ignores CUDA_VISIBLE_DEVICES: bind the same physical GPU by PCI address.
+    if (vulkan?.layer && vulkan.pciAddresses.length > 0) {
+      Object.assign(env, vulkanDeviceSelectEnv(Number(physical), vulkan.pciAddresses, vulkan.layer, base));
+    }
   }
   return env;
 }

@@ -40,7 +40,8 @@ import { EXIT_REQUEST_GRACE_MS, type ExitInfo, WorkerProcess } from '../process/
 import type { DistributedWorker, WorkerClass } from '../worker/distributed-worker.js';
 import { type ErrorClass, collectErrorClasses, reviveError } from '../worker/error-codec.js';
 import { compiledSibling, exportNameOf, locateWorker, type WorkerLocation } from '../worker/locate.js';
-import { type DeviceAssignment, type DeviceRequest, assignDevices, detectGpuCount, rankEnvironment } from './devices.js';
+import { type DeviceAssignment, type DeviceRequest, type VulkanBinding, assignDevices, detectGpuCount, rankEnvironment } from './devices.js';
+import { findDeviceSelectLayer, nvidiaPciAddresses } from './vulkan-device-select.js';
 import { registerExitHook, unregisterExitHook } from './exit-hooks.js';
 
 /** Default `callTimeoutMs` (the original's 30 s). */
@@ -104,6 +105,7 @@ const defaultLogger: RunnerLogger = {
 };
 
 let runnerSeq = 0;
+let vulkanNoticeShown = false;
 let cpuNoticeShown = false;
 let shmNoticeShown = false;
 
@@ -238,6 +240,25 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
   }
 
   /**
+   * The Vulkan binding of GPU ranks: PCI addresses and Mesa's device-select layer. Without the
+   * layer, CUDA users are still bound (`CUDA_VISIBLE_DEVICES`) but every WebGPU rank would take
+   * the first GPU, so that is said once.
+   */
+  private vulkanBinding(env: NodeJS.ProcessEnv): VulkanBinding | undefined {
+    const gpuRanks = this.assignments.filter((a) => a.gpuIndex !== null).length;
+    if (gpuRanks === 0) return undefined;
+    const binding: VulkanBinding = { pciAddresses: nvidiaPciAddresses(), layer: findDeviceSelectLayer(env) };
+    if (gpuRanks > 1 && !binding.layer && !vulkanNoticeShown) {
+      vulkanNoticeShown = true;
+      this.logger.warn(
+        `[reactor/distributed] Mesa's Vulkan device-select layer was not found: ranks using Vulkan/WebGPU will all take the first GPU ` +
+          `(CUDA_VISIBLE_DEVICES still binds CUDA users). Install mesa-vulkan-drivers or set REACTOR_VK_LAYER_PATH (the GPU bundle does; see docs/deploy.md).`,
+      );
+    }
+    return binding;
+  }
+
+  /**
    * Starts one process per rank and runs `load(loadArgs)` in each. Any failure tears everything
    * down before it is thrown.
    * @throws the rank's own error when a `load()` throws
@@ -296,6 +317,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     );
     const childPath = childMainPath();
     const baseEnv = { ...process.env, ...this.extraEnv };
+    const vulkan = this.vulkanBinding(baseEnv);
     await new Promise<void>((resolve, reject) => {
       const loaded = new Set<number>();
       const timer = setTimeout(() => {
@@ -324,7 +346,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
           rank: a.rank,
           childMain: childPath,
           prefix: this.prefix,
-          env: rankEnvironment(baseEnv, a, this.worldSize, masterPort),
+          env: rankEnvironment(baseEnv, a, this.worldSize, masterPort, vulkan),
           onLine: (stream, line) => (stream === 'stdout' ? this.logger.info(`[rank ${a.rank}] ${line}`) : this.logger.warn(`[rank ${a.rank}] ${line}`)),
           onMessage: (msg) => this.onMessage(a.rank, msg),
           onExit: (info) => this.onExit(info),
