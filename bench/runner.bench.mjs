@@ -5,7 +5,7 @@
 //   runner.crashDetect SIGKILL of rank 1 mid-call -> rejected generate()
 //   runner.start       start() of 4 ranks with a trivial load
 //   runner.rss         parent RSS growth over 2000 steps of 44 MB
-// Set RUNNER_BENCH_QUICK=1 for fewer iterations. RUNNER_BENCH_BASELINE=1 adds a
+// Set RUNNER_BENCH_QUICK=1 for fewer iterations, RUNNER_BENCH_WORLD_SIZES (default 1,2,4) for other N. RUNNER_BENCH_BASELINE=1 adds a
 // {"bench":"runner.baseline",...} line with this machine's floor right now (a bare fork-IPC
 // round trip to one child, and a 44 MB memcpy into a reused buffer), since shared machines
 // vary by 3x within minutes.
@@ -125,10 +125,12 @@ async function baseline() {
 
 const only = process.argv[2];
 if (process.env.RUNNER_BENCH_BASELINE === '1') await baseline();
+// RUNNER_BENCH_WORLD_SIZES=1,2,4,8 on machines with more cores (the GPU hosts have 16-32).
+const sizes = (process.env.RUNNER_BENCH_WORLD_SIZES ?? '1,2,4').split(',').map(Number);
 if (!only || only === 'step') {
-  for (const n of [1, 2, 4]) await step(n, 24);
-  for (const n of [1, 2, 4]) await step(n, 786432);
-  for (const n of [1, 2, 4]) await step(n, 44236800);
+  for (const n of sizes) await step(n, 24);
+  for (const n of sizes) await step(n, 786432);
+  for (const n of sizes) await step(n, 44236800);
   // Not in the list: rank 0 renders into worker.resultArray(), so no copy at all.
   await step(2, 786432, true);
   await step(2, 44236800, true);
