@@ -3,9 +3,10 @@
 // the compiled dist/ (`pnpm bench` builds first). Prints one JSON object per line:
 //   {"bench":"video.fps","backend":..,"worldSize":N,"width":256,"height":256,"framesPerSec":..,...}
 // The two world sizes are measured in alternating rounds (the median round is reported) so
-// that load from other processes on a shared machine hits both alike; loadAvg1m says how
-// busy the machine was. Env: VIDEO_BENCH_SECONDS (per round, default 2), VIDEO_BENCH_ROUNDS
+// that load from other processes on a shared machine hits both alike; cpuIdlePctBefore (idle
+// share of all cores over the second before the bench) and loadAvg1m say how busy it was. Env: VIDEO_BENCH_SECONDS (per round, default 2), VIDEO_BENCH_ROUNDS
 // (default 3), VIDEO_BENCH_FRAMES (frames per chunk, default 4), REACTOR_BACKEND (default auto).
+import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -54,6 +55,23 @@ async function measure(runner) {
   return { fps: (frames * 1000) / (performance.now() - t0), p50: median(times) };
 }
 
+/** Idle share of all cores over `ms` (Linux /proc/stat), or null elsewhere. */
+async function cpuIdlePct(ms) {
+  const read = () => {
+    const f = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+    return { idle: f[3] + f[4], total: f.reduce((a, b) => a + b, 0) };
+  };
+  try {
+    const a = read();
+    await new Promise((r) => setTimeout(r, ms));
+    const b = read();
+    return Math.round((100 * (b.idle - a.idle)) / Math.max(1, b.total - a.total));
+  } catch {
+    return null;
+  }
+}
+
+const idle0 = await cpuIdlePct(1000);
 const load0 = loadavg()[0];
 const runners = { 1: await startRunner(1), 2: await startRunner(2) };
 const results = { 1: [], 2: [] };
@@ -77,6 +95,7 @@ for (const n of [1, 2]) {
     chunkP50Ms: round2(median(results[n].map((x) => x.p50))),
     roundsFps: results[n].map((x) => round2(x.fps)),
     ...(n === 2 ? { speedupVs1: round2(fps[2] / fps[1]) } : {}),
+    cpuIdlePctBefore: idle0,
     loadAvg1m: round2(load0),
   });
 }
