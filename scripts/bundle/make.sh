@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Builds one self-contained archive of the project for a linux-x64 GPU machine with no network
+# and no node: the built packages, production node_modules (linux-x64 only), a node binary, the
+# Vulkan loader + glvnd libraries the NVIDIA ICD needs, and Mesa's device-select layer (one GPU
+# per rank). See docs/deploy.md.
+#
+#   scripts/bundle/make.sh [OUT]      (default: .bundle/reactor-linux-x64.tar.xz)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=${1:-$root/.bundle/reactor-linux-x64.tar.xz}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+stage=$work/reactor
+mkdir -p "$stage" "$(dirname "$out")"
+log() { printf '[bundle] %s\n' "$*" >&2; }
+
+[ "$(uname -m)" = x86_64 ] || { echo "make.sh must run on x86-64 (it builds native addons for linux-x64)" >&2; exit 1; }
+
+log "building the workspace"
+(cd "$root" && pnpm -s build)
+
+log "copying sources, manifests and build output"
+(cd "$root" && { git ls-files -co --exclude-standard -- . ':!:test/**' ':!:**/test/**' ':!:docs/**' ':!:bench/**'; \
+  find packages apps -path '*/node_modules' -prune -o -path '*/dist/*' -type f -print; } | sort -u | tar -cf - -T -) | tar -xf - -C "$stage"
+
+log "installing production dependencies (offline, from the local store)"
+(cd "$stage" && CI=true pnpm install --prod --frozen-lockfile --offline --config.node-linker=hoisted \
+  --filter '@reactor/app-video...' --filter reactor-workspace >/dev/null)
+
+log "trimming what a linux-x64 node never loads"
+nm=$stage/node_modules
+rm -rf "$nm"/webgpu/dist/{win32-x64,win32-arm64,darwin-universal,linux-arm64} "$nm"/webgpu/build
+find "$nm" -name '*.map' -delete
+find "$nm" \( -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' -o -name '*.md' -o -name '*.tsbuildinfo' \) -delete
+for p in tfjs-core tfjs-backend-cpu tfjs-backend-wasm tfjs-backend-webgpu; do
+  d=$nm/@tensorflow/$p/dist
+  [ -d "$d" ] || continue
+  # Node loads the package's "main" CommonJS bundle (dist/*.node.js or dist/tf-*.node.js)
+  # and, for wasm, the .wasm binaries; the browser/ESM builds are dead weight here.
+  find "$d" -mindepth 1 -maxdepth 1 \( -name '*.min.js' -o -name '*.es2017.js' -o -name '*.fesm.js' -o -name 'miniprogram' \) -exec rm -rf {} +
+done
+rm -rf "$nm"/shm-typed-array/build/Release/obj.target "$nm"/shm-typed-array/src 2>/dev/null || true
+
+log "adding node $(node --version)"
+mkdir -p "$stage/.runtime"
+cp "$(command -v node)" "$stage/.runtime/node"
+
+log "adding the Vulkan loader, glvnd and Mesa's device-select layer (Debian amd64 packages)"
+debs=$root/.bundle/debs
+if [ ! -f "$debs/.complete" ]; then
+  mkdir -p "$debs" "$work/apt/partial"
+  o="-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=$work/apt -oDebug::NoLocking=1"
+  apt-get $o update -qq
+  (cd "$debs" && apt-get $o download libvulkan1 libglvnd0 libgl1 libglx0 libegl1 libopengl0 libgles2 mesa-vulkan-drivers \
+     libxcb-dri3-0 libwayland-client0 libdrm2 libxcb1 libffi8 libxau6 libxdmcp6 libbsd0 libmd0 2>&1 | grep -v unsandboxed >&2 || true)
+  touch "$debs/.complete"
+fi
+gpu=$stage/.runtime/gpu
+mkdir -p "$gpu/lib" "$gpu/layer" "$work/x"
+for f in "$debs"/*.deb; do
+  case $(basename "$f") in mesa-vulkan-drivers_*) dpkg -x "$f" "$work/mesa" ;; *) dpkg -x "$f" "$work/x" ;; esac
+done
+cp -a "$work"/x/usr/lib/x86_64-linux-gnu/*.so* "$gpu/lib/" 2>/dev/null || true
+cp -a "$work"/x/lib/x86_64-linux-gnu/*.so* "$gpu/lib/" 2>/dev/null || true
+cp "$work"/mesa/usr/lib/x86_64-linux-gnu/libVkLayer_MESA_device_select.so "$gpu/layer/"
+sed 's#"library_path": *"[^"]*"#"library_path": "./libVkLayer_MESA_device_select.so"#' \
+  "$work"/mesa/usr/share/vulkan/implicit_layer.d/VkLayer_MESA_device_select.json > "$gpu/layer/VkLayer_MESA_device_select.json"
+
+cp "$root/scripts/bundle/run.sh" "$stage/run.sh"
+chmod +x "$stage/run.sh"
+
+log "compressing"
+tar -C "$work" -cf - reactor | xz -T0 -6 > "$out"
+log "wrote $out ($(du -h "$out" | cut -f1); unpacked $(du -sh "$stage" | cut -f1))"
