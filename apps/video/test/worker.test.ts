@@ -60,6 +60,18 @@ describe('VideoWorker', () => {
     ]);
   });
 
+  it('renders byte-identical frames with 3 ranks of unequal shares (21, 21, 22 rows of one frame)', async () => {
+    const one = runner(1, { framesPerChunk: 1 });
+    const three = runner(3, { framesPerChunk: 1 });
+    await Promise.all([one.start(), three.start()]);
+    for (let i = 0; i < 2; i++) {
+      const a = await one.generate({ prompt: 'a red fox in the snow' });
+      const b = await three.generate({ prompt: 'a red fox in the snow' });
+      expect(b.n).toBe(1);
+      expect(Buffer.from(b.frames).equals(Buffer.from(a.frames)), `chunk ${i}`).toBe(true);
+    }
+  });
+
   it('throws RolloutExhausted in the parent as an instance, stays healthy, and reset() restarts the rollout', async () => {
     const r = runner(2, { rolloutChunks: 1, framesPerChunk: 2 });
     await r.start();
