@@ -156,7 +156,7 @@ describe('ParallelVideoModel', () => {
       expect([r.width, r.height, r.chunk]).toEqual([256, 256, 0]);
       expect(r.frames).toBeInstanceOf(Uint8Array);
       expect(r.frames.length).toBe(3 * 256 * 256 * 3);
-      expect(r.backends).toEqual([{ rank: 0, backend: 'wasm', adapter: null }]);
+      expect(r.backends).toEqual([{ rank: 0, backend: 'wasm', adapter: null, pci: null }]);
       // A real picture: many distinct colours, not a flat fill.
       const colours = new Set<number>();
       for (let i = 0; i < 256 * 256 * 3; i += 3) colours.add(((r.frames[i] as number) << 16) | ((r.frames[i + 1] as number) << 8) | (r.frames[i + 2] as number));

@@ -55,8 +55,8 @@ describe('VideoWorker', () => {
     await two.reset();
     const again = await two.generate({ prompt: 'neon city at night' });
     expect(again.backends).toEqual([
-      { rank: 0, backend: 'wasm', adapter: null },
-      { rank: 1, backend: 'wasm', adapter: null },
+      { rank: 0, backend: 'wasm', adapter: null, pci: null },
+      { rank: 1, backend: 'wasm', adapter: null, pci: null },
     ]);
   });
 
@@ -99,6 +99,6 @@ describe('VideoWorker', () => {
     const r = runner(1, { backend: 'wasm' }, { REACTOR_BACKEND: 'cpu' });
     await r.start();
     const res = await r.generate({ prompt: 'a red fox in the snow' });
-    expect(res.backends).toEqual([{ rank: 0, backend: 'cpu', adapter: null }]);
+    expect(res.backends).toEqual([{ rank: 0, backend: 'cpu', adapter: null, pci: null }]);
   });
 });

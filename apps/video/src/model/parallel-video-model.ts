@@ -270,6 +270,7 @@ export class ParallelVideoModel {
     const nextPrompt = this.nextPromptState(field, input.prompt, firstFrame);
     const backends = this.rankBackends ?? (await this.gatherBackends());
 
+    const t0 = performance.now();
     const W = this.width;
     const rowBytes = W * 3;
     const local = new Uint8Array((this.share.end - this.share.start) * rowBytes);
@@ -294,6 +295,7 @@ export class ParallelVideoModel {
       for (const x of pending) x.rgb.dispose();
     }
 
+    const tRendered = performance.now();
     let frames: Uint8Array;
     if (this.worldSize === 1) {
       frames = local;
@@ -331,6 +333,7 @@ export class ParallelVideoModel {
       chunk,
       rolloutChunks: this.rolloutChunks,
       backends: leader ? backends : [],
+      timings: { renderMs: tRendered - t0, gatherMs: performance.now() - tRendered },
     };
   }
 
@@ -381,7 +384,7 @@ export class ParallelVideoModel {
   /** Every rank's backend, gathered once (first chunk) so rank 0 can report them. */
   private async gatherBackends(): Promise<RankBackend[]> {
     const sel = this.selection as BackendSelection;
-    const mine: RankBackend = { rank: this.rank, backend: sel.backend, adapter: sel.adapter };
+    const mine: RankBackend = { rank: this.rank, backend: sel.backend, adapter: sel.adapter, pci: sel.backend === 'webgpu' ? (process.env['REACTOR_GPU_PCI'] ?? null) : null };
     if (this.worldSize === 1 || !this.comm) {
       this.rankBackends = [mine];
       return this.rankBackends;

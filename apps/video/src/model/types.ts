@@ -25,12 +25,16 @@ export interface VideoResult {
   rolloutChunks: number;
   /** The backend of every rank, in rank order (on rank 0; empty elsewhere). */
   backends: RankBackend[];
+  /** This rank's time for the chunk: rendering its rows (readback included) and the gather on rank 0. */
+  timings: { renderMs: number; gatherMs: number };
 }
 
 /** Which backend one rank runs on. */
 export interface RankBackend {
   rank: number;
   backend: BackendName;
+  /** PCI address of the GPU this rank's Vulkan instance was bound to (`REACTOR_GPU_PCI`), or null. */
+  pci?: string | null;
   /** The GPU adapter, for `webgpu`. */
   adapter: GpuAdapterInfo | null;
 }
