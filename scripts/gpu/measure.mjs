@@ -28,6 +28,9 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]; };
 const r2 = (x) => (x === undefined ? null : Math.round(x * 100) / 100);
 const SIZES = [[256, 256], [512, 512], [1280, 720]];
+// MEASURE_BACKEND=wasm and MEASURE_DEVICES=cpu rehearse the serve/scale/crash parts on a machine without a GPU.
+const BACKEND = process.env.MEASURE_BACKEND ?? 'webgpu';
+const DEVICES = process.env.MEASURE_DEVICES ?? 'auto';
 
 function smi() {
   try {
@@ -81,7 +84,7 @@ async function model() {
 async function scale() {
   const res = {};
   for (const worldSize of [1, 2]) {
-    const m = await runnerFps({ backend: 'webgpu', width: 1280, height: 720, worldSize, seconds: 8, framesPerChunk: 8 });
+    const m = await runnerFps({ backend: BACKEND, devices: DEVICES, width: 1280, height: 720, worldSize, seconds: 8, framesPerChunk: 8 });
     res[worldSize] = m.fps;
     emit({ bench: 'video.fps', backend: 'webgpu', worldSize, width: 1280, height: 720, framesPerChunk: 8, framesPerSec: r2(m.fps), chunkP50Ms: r2(m.chunkP50), gatherP50Ms: r2(m.gatherP50), renderP50Ms: r2(m.renderP50), ranks: m.backends, gpuSamples: m.util });
   }
@@ -93,7 +96,7 @@ async function servePath() {
   const seconds = Number(process.env.MEASURE_SECONDS ?? 30);
   const dir = mkdtempSync(join(tmpdir(), 'gpu-serve-'));
   const config = join(dir, 'config.yaml');
-  writeFileSync(config, 'width: 512\nheight: 512\nframesPerChunk: 4\nrolloutChunks: 100000\nworldSize: 1\ndevices: auto\nbackend: webgpu\n');
+  writeFileSync(config, `width: 512\nheight: 512\nframesPerChunk: 4\nrolloutChunks: 100000\nworldSize: 1\nbackend: ${BACKEND}\ndevices: ${DEVICES}\n`);
   const steps = [];
   class MeasuredApp extends VideoApp {
     async processOutput(outcome) {
@@ -143,15 +146,16 @@ const alive = (pid) => { try { process.kill(pid, 0); return true; } catch { retu
 
 async function crash() {
   const dir = mkdtempSync(join(tmpdir(), 'gpu-crash-'));
-  writeFileSync(join(dir, 'config.yaml'), 'width: 512\nheight: 512\nframesPerChunk: 4\nworldSize: 2\ndevices: auto\nbackend: webgpu\n');
+  writeFileSync(join(dir, 'config.yaml'), `width: 512\nheight: 512\nframesPerChunk: 4\nworldSize: 2\ndevices: ${DEVICES}\nbackend: ${BACKEND}\n`);
   writeFileSync(join(dir, 'reactor.yaml'), `model: { name: crash, version: 0.0.1, resources: { gpu: { count: 2 } } }\nruntime:\n  import: ${join(root, 'apps/video/dist/index.js')}:VideoApp\n  config: config.yaml\n  weights_path: ${weightsRoot}\nserver: { port: 0 }\n`);
   const child = spawn(process.execPath, [join(root, 'packages/runtime/dist/cli/main.js'), 'run', '--manifest', join(dir, 'reactor.yaml')], { stdio: ['ignore', 'pipe', 'pipe'] });
   let err = ''; child.stderr.on('data', (d) => (err += d));
   const url = await new Promise((res, rej) => { let out = ''; child.stdout.on('data', (d) => { out += d; const m = /Viewer: (\S+)/.exec(out); if (m) res(m[1]); }); child.once('exit', (c) => rej(new Error(`reactor run exited ${c}: ${err}`))); });
+  process.once('exit', () => child.kill('SIGKILL'));
   const client = await connect(url, { WebSocket, reconnect: false });
   let frames = 0; client.on('frame', () => frames++);
   while (frames < 20) await sleep(50);
-  const ranks = descendants(child.pid).filter((p) => /child\.js/.test(readFileSync(`/proc/${p}/cmdline`, 'utf8')));
+  const ranks = descendants(child.pid).filter((p) => /child-main\.js/.test(readFileSync(`/proc/${p}/cmdline`, 'utf8')));
   const gpusBusy = smi();
   const gotError = new Promise((res) => client.on('session', (s) => { if (s.error) res({ at: performance.now(), error: s.error }); }));
   const victim = ranks[ranks.length - 1];

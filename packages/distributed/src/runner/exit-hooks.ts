@@ -1,7 +1,8 @@
 /**
  * Shutdown on parent exit and on SIGINT/SIGTERM/SIGHUP, without changing what those signals do:
- * when the application installed no handler of its own, the signal is re-raised after cleanup so
- * the process still dies of it.
+ * when the application installed no handler of its own, the ranks are torn down and the signal
+ * is re-raised so the process still dies of it; when it did, the application shuts the runner
+ * down itself (within {@link SIGNAL_DEFER_MS}) and process exit is the backstop.
  * @internal
  */
 
@@ -22,12 +23,26 @@ function onExit(): void {
   live.clear();
 }
 
+/**
+ * How long a runner waits, after a signal the application handles itself, for the application
+ * to shut it down in order (a server ends its session, the app's `unload()` calls `shutdown()`)
+ * before it tears the ranks down anyway. Process exit tears them down at once in any case.
+ */
+export const SIGNAL_DEFER_MS = 10_000;
+
 function onSignal(signal: NodeJS.Signals): void {
+  if (process.listeners(signal).some((l) => l !== signalListener)) {
+    // The application handles this signal: tearing the ranks down now would fail the step in
+    // flight and turn an orderly shutdown into a crash. Give it time; 'exit' is the backstop.
+    setTimeout(() => {
+      for (const t of live) void t.terminate();
+    }, SIGNAL_DEFER_MS).unref();
+    return;
+  }
   const targets = [...live];
   void Promise.allSettled(targets.map((t) => t.terminate())).then(() => {
-    const othersListen = process.listeners(signal).some((l) => l !== signalListener);
     uninstall();
-    if (!othersListen) process.kill(process.pid, signal);
+    process.kill(process.pid, signal);
   });
 }
 
