@@ -128,8 +128,9 @@ describe('reactor run (the sample app in a child process)', () => {
     const dir = workspace();
     const { child, url, stderr } = startCli(dir);
     const base = await url;
+    // stderr and stdout are separate pipes: the progress lines may land just after the URL.
+    await until(() => /ready in [\d.]+ s/.test(stderr()), 'the "ready" progress line', 5000);
     expect(stderr()).toMatch(/loading the app with config .*config\.yaml/);
-    expect(stderr()).toMatch(/ready in [\d.]+ s/);
     const ranks = descendants(child.pid!);
     expect(ranks.length).toBeGreaterThanOrEqual(2);
 
