@@ -48,11 +48,16 @@ cp "$(command -v node)" "$stage/.runtime/node"
 log "adding the Vulkan loader, glvnd and Mesa's device-select layer (Debian amd64 packages)"
 debs=$root/.bundle/debs
 if [ ! -f "$debs/.complete" ]; then
-  mkdir -p "$debs" "$work/apt/partial"
-  o="-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=$work/apt -oDebug::NoLocking=1"
+  # bookworm for the loader and libraries; bookworm-backports for Mesa 25's device-select layer:
+  # Mesa 22.3's layer (bookworm) picks the wrong GPU for a DRI_PRIME=pci-... tag (measured, see
+  # docs/gpu-selection.md).
+  rm -rf "$debs"; mkdir -p "$debs" "$work/apt/lists/partial" "$work/apt/etc"
+  printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' > "$work/apt/etc/debian.sources"
+  o="-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=$work/apt/lists -oDir::Etc::SourceList=/dev/null -oDir::Etc::SourceParts=$work/apt/etc -oDebug::NoLocking=1"
   apt-get $o update -qq
-  (cd "$debs" && apt-get $o download libvulkan1 libglvnd0 libgl1 libglx0 libegl1 libopengl0 libgles2 mesa-vulkan-drivers \
+  (cd "$debs" && apt-get $o download libvulkan1 libglvnd0 libgl1 libglx0 libegl1 libopengl0 libgles2 mesa-vulkan-drivers/bookworm-backports \
      libxcb-dri3-0 libwayland-client0 libdrm2 libxcb1 libffi8 libxau6 libxdmcp6 libbsd0 libmd0 2>&1 | grep -v unsandboxed >&2 || true)
+  ls "$debs"/mesa-vulkan-drivers_25.* >/dev/null || { echo "mesa-vulkan-drivers 25 (bookworm-backports) was not downloaded" >&2; exit 1; }
   touch "$debs/.complete"
 fi
 gpu=$stage/.runtime/gpu

@@ -96,7 +96,10 @@ async function servePath() {
   const seconds = Number(process.env.MEASURE_SECONDS ?? 30);
   const dir = mkdtempSync(join(tmpdir(), 'gpu-serve-'));
   const config = join(dir, 'config.yaml');
-  writeFileSync(config, `width: 512\nheight: 512\nframesPerChunk: 4\nrolloutChunks: 100000\nworldSize: 1\nbackend: ${BACKEND}\ndevices: ${DEVICES}\n`);
+  const ws = Number(process.env.MEASURE_WORLD_SIZE ?? 1);
+  const fpc = Number(process.env.MEASURE_FRAMES ?? 4);
+  const encoding = process.env.MEASURE_ENCODING ?? 'jpeg';
+  writeFileSync(config, `width: 512\nheight: 512\nframesPerChunk: ${fpc}\nrolloutChunks: 100000\nworldSize: ${ws}\nbackend: ${BACKEND}\ndevices: ${DEVICES}\n`);
   const steps = [];
   class MeasuredApp extends VideoApp {
     async processOutput(outcome) {
@@ -105,7 +108,7 @@ async function servePath() {
       return super.processOutput(outcome);
     }
   }
-  const server = await serve(MeasuredApp, { port: 0, configPath: config, weightsPath: weightsRoot, logger: { debug() {}, info() {}, warn: console.warn, error: console.error } });
+  const server = await serve(MeasuredApp, { port: 0, encoding, configPath: config, weightsPath: weightsRoot, logger: { debug() {}, info() {}, warn: console.warn, error: console.error } });
   await server.loaded;
   const due = new Map();
   server.host.connect({ message() {}, close() {}, frame(f) { due.set(f.seq, f.dueAt); } });
@@ -124,10 +127,10 @@ async function servePath() {
   const med = (k) => r2(pct(s.map((x) => x[k]).filter((x) => x !== undefined), 50));
   const elapsedMs = med('elapsedMs'); const renderMs = med('renderMs'); const gatherMs = med('gatherMs');
   emit({
-    bench: 'gpu.serve', width: 512, height: 512, worldSize: 1, seconds: r2(elapsed), framesDelivered: n, deliveredFps: r2(n / elapsed), droppedForClient: dropped,
+    bench: 'gpu.serve', width: 512, height: 512, worldSize: ws, encoding, vipsConcurrency: process.env.VIPS_CONCURRENCY ?? null, seconds: r2(elapsed), framesDelivered: n, deliveredFps: r2(n / elapsed), droppedForClient: dropped,
     latencyP50Ms: r2(pct(lat, 50)), latencyP99Ms: r2(pct(lat, 99)),
     stepSplitP50Ms: { generate: elapsedMs, modelRender: renderMs, gather: gatherMs, transfer: renderMs !== null && elapsedMs !== null ? r2(elapsedMs - renderMs - (gatherMs ?? 0)) : null, jpegEncodePerFrame: r2((sum / count) * 1000) },
-    framesPerChunk: 4,
+    framesPerChunk: fpc,
   });
   client.close();
   await server.close();

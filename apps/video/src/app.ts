@@ -188,7 +188,9 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult> {
       return null;
     }
     if (outcome.error !== undefined) {
-      await this.runner?.shutdown();
+      // Rethrow at once so clients hear of the failure within milliseconds; the shutdown (a rank
+      // holding a GPU context can take 100 ms to die) runs on, and @sessionEnded awaits it.
+      void this.runner?.shutdown();
       throw outcome.error;
     }
     const r = outcome.result!;
