@@ -101,7 +101,9 @@ describe('server: /metrics', () => {
     const text = await (await fetch(`${server.url}/metrics`)).text();
     const value = (name: string): number => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
     expect(value('reactor_steps_total')).toBeGreaterThan(0);
+    // Every step is observed individually (AppHost.onStep), so the histogram counts every step.
     expect(value('reactor_step_duration_seconds_count')).toBeGreaterThan(0);
+    expect(value('reactor_step_duration_seconds_count')).toBe(value('reactor_steps_total'));
     const emitted = value('reactor_frames_emitted_total\\{track="main_video"\\}');
     const sent = value('reactor_frames_sent_total');
     expect(emitted).toBeGreaterThanOrEqual(10);

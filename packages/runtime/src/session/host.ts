@@ -166,6 +166,7 @@ export class AppHost implements AppHostApi {
   private readonly ctx: { weightsPath: string | undefined };
   private readonly clients = new Map<string, HostClient>();
   private readonly statusListeners = new Set<(status: SessionStatus) => void>();
+  private readonly stepListeners = new Set<(step: { elapsedMs: number; failed: boolean }) => void>();
   private loadState: 'idle' | 'loading' | 'ready' | 'failed' = 'idle';
   /** The app's `load()` while it runs and after (`close()` waits for it before `unload()`). */
   private loading: Promise<void> | undefined;
@@ -221,6 +222,12 @@ export class AppHost implements AppHostApi {
   onStatus(listener: (status: SessionStatus) => void): () => void {
     this.statusListeners.add(listener);
     return () => this.statusListeners.delete(listener);
+  }
+
+  /** Calls `listener` after every step's `generate()` with its model time (failed steps too); returns the unsubscribe function. */
+  onStep(listener: (step: { elapsedMs: number; failed: boolean }) => void): () => void {
+    this.stepListeners.add(listener);
+    return () => this.stepListeners.delete(listener);
   }
 
   /**
@@ -541,6 +548,7 @@ export class AppHost implements AppHostApi {
     session.windowSteps++;
     session.windowModelMs += elapsedMs;
     this.counters.steps++;
+    for (const l of this.stepListeners) this.safe(l, () => l({ elapsedMs, failed: error !== undefined }));
     let output: Output | null | undefined;
     try {
       output = await app.processOutput(new StepOutcome(result, error, elapsedMs));
