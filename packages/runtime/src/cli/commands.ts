@@ -68,11 +68,12 @@ export async function runCommand(o: CliOptions): Promise<void> {
   const App = await importApp(m);
   const token = o.token ?? process.env['REACTOR_TOKEN'] ?? m.server.token;
   const cfg = configPath(o, m);
+  const port = parsePort(o.port, m.server.port ?? 8080);
   say(`loading the app${cfg ? ` with config ${cfg}` : ''}${m.runtime.weightsPath ? `, weights ${m.runtime.weightsPath}` : ''}`);
   const started = performance.now();
   const server = await serve(App, {
     host: o.host ?? m.server.host ?? '127.0.0.1',
-    port: parsePort(o.port, m.server.port ?? 8080),
+    port,
     ...(token !== undefined && { token }),
     ...(m.server.encoding !== undefined && { encoding: m.server.encoding }),
     ...(m.runtime.weightsPath !== undefined && { weightsPath: m.runtime.weightsPath }),

@@ -97,12 +97,13 @@ export async function checkPort(host: string, port: number): Promise<DoctorCheck
 export async function runDoctor(manifest: Manifest, requirements: AppRequirements, host: string, port: number): Promise<DoctorCheck[]> {
   const checks: DoctorCheck[] = [checkNode(), checkShm(requirements.shmBytes)];
   const gpus = listNvidiaGpus();
-  const webgpu = await probeWebGpu(manifest.runtime.module);
   const declared = manifest.model.gpu.count;
   if (gpus.length === 0) {
     checks.push({ name: 'gpus', status: declared > 0 ? 'warn' : 'ok', detail: `no NVIDIA GPU found${declared > 0 ? ` (reactor.yaml declares ${declared}); ranks will run on CPU` : ''}` });
   } else {
     checks.push({ name: 'gpus', status: 'ok', detail: `${gpus.length} NVIDIA GPU(s): ${gpus.join(', ')}` });
+    // Only where there are GPUs: without one, Dawn only prints that it found no Vulkan.
+    const webgpu = await probeWebGpu(manifest.runtime.module);
     checks.push(webgpu.found
       ? { name: 'webgpu', status: 'ok', detail: webgpu.detail }
       : { name: 'webgpu', status: 'fail', detail: webgpu.detail, fix: 'install the Vulkan loader (libvulkan1) and set VK_DRIVER_FILES to the NVIDIA ICD json; see docs/deploy.md' });
