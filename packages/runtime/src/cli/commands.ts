@@ -71,14 +71,24 @@ export async function runCommand(o: CliOptions): Promise<void> {
   const port = parsePort(o.port, m.server.port ?? 8080);
   say(`loading the app${cfg ? ` with config ${cfg}` : ''}${m.runtime.weightsPath ? `, weights ${m.runtime.weightsPath}` : ''}`);
   const started = performance.now();
-  const server = await serve(App, {
-    host: o.host ?? m.server.host ?? '127.0.0.1',
-    port,
-    ...(token !== undefined && { token }),
-    ...(m.server.encoding !== undefined && { encoding: m.server.encoding }),
-    ...(m.runtime.weightsPath !== undefined && { weightsPath: m.runtime.weightsPath }),
-    ...(cfg !== undefined && { configPath: cfg }),
-  });
+  const host = o.host ?? m.server.host ?? '127.0.0.1';
+  let server: Awaited<ReturnType<typeof serve>>;
+  try {
+    server = await serve(App, {
+      host,
+      port,
+      ...(token !== undefined && { token }),
+      ...(m.server.encoding !== undefined && { encoding: m.server.encoding }),
+      ...(m.runtime.weightsPath !== undefined && { weightsPath: m.runtime.weightsPath }),
+      ...(cfg !== undefined && { configPath: cfg }),
+    });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EADDRINUSE' || code === 'EACCES') {
+      throw new ReactorError('port_unavailable', `cannot listen on ${host}:${port} (${code}): ${code === 'EADDRINUSE' ? 'something else listens there' : 'not allowed for this user'}; pass --port <other> (0 picks a free one) or set server.port in ${m.file}`, { cause: err });
+    }
+    throw err;
+  }
   installShutdownHandlers(server, { onSignal: (s) => say(`${s}: closing clients and shutting the app down`) });
   try {
     await server.loaded;
