@@ -2,7 +2,8 @@
  * `reactor run` as a user runs it: a child process serving the sample app (2 CPU ranks), a Node
  * client that changes the prompt, pauses, resets, sees a rollout run out, and SIGTERM at the end.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { createServer, type AddressInfo } from 'node:net';
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -191,4 +192,28 @@ describe('reactor run (the sample app in a child process)', () => {
     // An orderly shutdown: the app's unload() stops the runner; no step is torn down mid-flight.
     expect(stderr()).not.toMatch(/ERR_RUNNER_UNUSABLE|threw; ending the session/);
   }, 90_000);
+});
+
+describe('reactor run: bad input', () => {
+  it('says what to do when the port is taken, and exits 1', async () => {
+    const blocker = createServer();
+    await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', r));
+    cleanups.push(() => new Promise((r) => blocker.close(r)));
+    const { port } = blocker.address() as AddressInfo;
+    const dir = workspace();
+    const r = spawnSync(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml'), '--port', String(port)], { encoding: 'utf8', timeout: 30_000 });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain(`reactor: cannot listen on 127.0.0.1:${port} (EADDRINUSE): something else listens there; pass --port <other> (0 picks a free one)`);
+    expect(r.stderr).toContain('[port_unavailable]');
+  });
+
+  it('names every bad key of reactor.yaml and exits 1', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'reactor-bad-'));
+    writeFileSync(join(dir, 'reactor.yaml'), 'model: { name: x }\nruntime: { import: nowhere }\n');
+    const r = spawnSync(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml')], { encoding: 'utf8', timeout: 30_000 });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain('model.version: is required');
+    expect(r.stderr).toContain('runtime.import: must look like "path/to/module.js:ExportName"');
+    expect(r.stderr).toContain('[manifest_invalid]');
+  });
 });
