@@ -47,6 +47,14 @@ export interface ParallelVideoModelOptions {
   env?: Readonly<Record<string, string | undefined>>;
   /** Folder of tfjs-backend-wasm's `.wasm` files (default: the installed package's `dist/`). */
   wasmPath?: string;
+  /**
+   * Where the float → byte conversion runs. `true`: on the backend, exactly (see
+   * {@link quantizeRgb}), with the chunk read back once as one int32 per pixel; `false`: each
+   * frame segment is read back as float32 and converted in JavaScript. Both give the same bytes.
+   * Default: `true` on `webgpu` (readback and host work dominate there), `false` on `wasm` and
+   * `cpu` (where the extra element-wise passes cost more than the JavaScript loop).
+   */
+  quantizeOnDevice?: boolean;
 }
 
 /** Defaults of {@link ParallelVideoModelOptions}. */
@@ -117,6 +125,9 @@ export class ParallelVideoModel {
   private features = new Map<string, tf.Tensor2D>();
   private hiddenW: tf.Tensor2D | null = null;
   private rgbW: tf.Tensor2D | null = null;
+  /** `[3, 1]` = `[1, 256, 65536]`: packs a pixel's three bytes into one integer. */
+  private packW: tf.Tensor2D | null = null;
+  private deviceQuantize = false;
   private loading: Promise<void> | null = null;
 
   private chunk = 0;
@@ -199,6 +210,8 @@ export class ParallelVideoModel {
     this.disposeTensors();
     this.hiddenW = tf.tensor2d(consts.hiddenW, [M, H]);
     this.rgbW = tf.tensor2d(consts.rgbW, [H, 3]);
+    this.packW = tf.tensor2d([1, 256, 65536], [3, 1]);
+    this.deviceQuantize = this.options.quantizeOnDevice ?? selection.backend === 'webgpu';
     for (const s of this.segments) {
       const key = `${s.y0}:${s.y1}`;
       if (this.features.has(key)) continue;
@@ -214,10 +227,12 @@ export class ParallelVideoModel {
     if (first) {
       const params = field.frameParams(field.promptCode(''), field.timeOrigin);
       const rgb = this.launchRows(params, first.y0, first.y1);
+      const out = this.deviceQuantize ? tf.tidy(() => this.packBytes(rgb)) : rgb;
       try {
-        await rgb.data();
+        await out.data();
       } finally {
         rgb.dispose();
+        out.dispose();
       }
     }
   }
@@ -276,6 +291,7 @@ export class ParallelVideoModel {
     const local = new Uint8Array((this.share.end - this.share.start) * rowBytes);
     const params = new Map<number, FrameParams>();
     const pending: { rgb: tf.Tensor; offset: number }[] = [];
+    let packed: tf.Tensor | null = null;
     try {
       // Launch every segment first and read them back after, so an asynchronous backend
       // (WebGPU) queues the whole chunk before the first readback waits on it.
@@ -289,10 +305,21 @@ export class ParallelVideoModel {
         const globalRow = s.frame * this.height + s.y0;
         pending.push({ rgb: this.launchRows(p, s.y0, s.y1), offset: (globalRow - this.share.start) * rowBytes });
       }
-      const values = await Promise.all(pending.map((x) => x.rgb.data() as Promise<Float32Array>));
-      for (let i = 0; i < pending.length; i++) toBytes(values[i] as Float32Array, local, (pending[i] as { offset: number }).offset);
+      if (this.deviceQuantize && pending.length > 0) {
+        // The whole share in one pass: segments are consecutive rows, so concatenating them
+        // gives the share in its final layout; one readback of one int32 per pixel.
+        const segs = pending.map((x) => x.rgb);
+        packed = tf.tidy(() => this.packBytes(segs.length === 1 ? (segs[0] as tf.Tensor) : tf.concat(segs, 0)));
+        for (const x of pending) x.rgb.dispose();
+        pending.length = 0;
+        unpackRgb((await packed.data()) as Int32Array, local);
+      } else {
+        const values = await Promise.all(pending.map((x) => x.rgb.data() as Promise<Float32Array>));
+        for (let i = 0; i < pending.length; i++) toBytes(values[i] as Float32Array, local, (pending[i] as { offset: number }).offset);
+      }
     } finally {
       for (const x of pending) x.rgb.dispose();
+      packed?.dispose();
     }
 
     const tRendered = performance.now();
@@ -357,8 +384,10 @@ export class ParallelVideoModel {
     this.features.clear();
     this.hiddenW?.dispose();
     this.rgbW?.dispose();
+    this.packW?.dispose();
     this.hiddenW = null;
     this.rgbW = null;
+    this.packW = null;
   }
 
   /** The prompt state for a chunk starting at rollout frame `frame` with prompt `prompt`. */
@@ -424,7 +453,75 @@ export class ParallelVideoModel {
       return tf.fused.matMul({ a: g, b: rgbW, bias: tf.tensor1d(p.rgbB), activation: 'sigmoid' });
     });
   }
+
+  /**
+   * `[pixels, 3]` values in [0, 1] → `[pixels]` int32 `r + 256·g + 65536·b` with each channel
+   * quantised exactly as {@link toBytes} does (see {@link quantizeRgb}). The packing is a
+   * `[3] · [1, 256, 65536]` product of integers below 2^24, exact in float32 in any order.
+   * Call inside `tf.tidy`.
+   */
+  private packBytes(rgb: tf.Tensor): tf.Tensor {
+    if (!this.packW) throw new ModelNotLoadedError(this.rank, 'generate');
+    const q = quantizeRgb(tf.reshape(rgb, [-1, 3]) as tf.Tensor2D);
+    return tf.cast(tf.reshape(tf.matMul(q, this.packW), [-1]), 'int32');
+  }
 }
+
+/**
+ * `floor(v · 255 + 0.5)` for float32 `v` in [0, 1], computed with float32 tensor ops and exact
+ * (equal to the float64 result of {@link toBytes}) on any backend whose `+ − ×` are correctly
+ * rounded IEEE float32, fused multiply-add or not.
+ *
+ * `k = floor(v·255 + 0.5)` in float32 can be one off near a half-integer. The exact test
+ * `v ≥ (k − 0.5)/255` is `510·v ≥ 2k − 1`, i.e. `512·v − (2k − 1) ≥ 2·v`: `512·v` and `2·v`
+ * are exact (powers of two), and `512·v − (2k − 1)`, an integer subtracted from a float at
+ * least as large, is exact whenever it is ≥ 0 (and keeps its sign otherwise). So
+ * `down = [512v − (2k − 1) < 2v]` and `up = [512v − (2k + 1) ≥ 2v]` correct `k` to the exact
+ * value; at `k = 0` and `k = 255` the tests are false by themselves.
+ * @returns float32 integers in [0, 255], same shape as `v`
+ */
+export function quantizeRgb<T extends tf.Tensor>(v: T): T {
+  return tf.tidy(() => {
+    const k = tf.floor(tf.add(tf.mul(v, 255), 0.5));
+    const a = tf.mul(v, 512);
+    const t = tf.mul(v, 2);
+    const twoK = tf.mul(k, 2);
+    const down = tf.cast(tf.less(tf.sub(a, tf.sub(twoK, 1)), t), 'float32');
+    const up = tf.cast(tf.greaterEqual(tf.sub(a, tf.add(twoK, 1)), t), 'float32');
+    return tf.clipByValue(tf.sub(tf.add(k, up), down), 0, 255) as T;
+  });
+}
+
+/**
+ * Unpacks one int32 per pixel (`r + 256·g + 65536·b`, see `packBytes`) into RGB bytes: four
+ * pixels (16 bytes, little-endian) become three 32-bit words, the rest byte by byte.
+ */
+export function unpackRgb(px: Int32Array, out: Uint8Array): void {
+  const n = px.length;
+  if (out.length < n * 3) throw new RangeError(`unpackRgb: ${n} pixels need ${n * 3} bytes, got ${out.length}`);
+  let i = 0;
+  if (LITTLE_ENDIAN && out.byteOffset % 4 === 0) {
+    const groups = n >> 2;
+    const o32 = new Uint32Array(out.buffer, out.byteOffset, groups * 3);
+    for (let g = 0, o = 0; g < groups; g++, i += 4, o += 3) {
+      const p0 = px[i] as number;
+      const p1 = px[i + 1] as number;
+      const p2 = px[i + 2] as number;
+      const p3 = px[i + 3] as number;
+      o32[o] = p0 | (p1 << 24);
+      o32[o + 1] = (p1 >>> 8) | (p2 << 16);
+      o32[o + 2] = (p2 >>> 16) | (p3 << 8);
+    }
+  }
+  for (; i < n; i++) {
+    const p = px[i] as number;
+    out[3 * i] = p & 255;
+    out[3 * i + 1] = (p >>> 8) & 255;
+    out[3 * i + 2] = (p >>> 16) & 255;
+  }
+}
+
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 
 /** Writes sigmoid outputs in (0, 1) as bytes (round half up) into `out` at `offset`. */
 function toBytes(values: Float32Array, out: Uint8Array, offset: number): void {
