@@ -76,10 +76,10 @@ function localComms(worldSize: number): ModelCollectives[] {
   });
 }
 
-async function chunks(worldSize: number, quantizeOnDevice: boolean, prompts: string[]): Promise<Uint8Array[]> {
+async function chunks(backend: string, worldSize: number, quantizeOnDevice: boolean, prompts: string[]): Promise<Uint8Array[]> {
   const comms = localComms(worldSize);
   const models = await Promise.all(
-    comms.map((comm, rank) => loadOn('wasm', { rank, worldSize, comm: worldSize > 1 ? comm : undefined, quantizeOnDevice, width: 37, height: 23, framesPerChunk: 3, promptTransitionFrames: 4 })),
+    comms.map((comm, rank) => loadOn(backend, { rank, worldSize, comm: worldSize > 1 ? comm : undefined, quantizeOnDevice, width: 37, height: 23, framesPerChunk: 3, promptTransitionFrames: 4 })),
   );
   const out: Uint8Array[] = [];
   for (const prompt of prompts) {
@@ -133,29 +133,44 @@ describe('quantisation on the backend', () => {
     expect(() => unpackRgb(new Int32Array(2), new Uint8Array(5))).toThrow(RangeError);
   });
 
-  it('gives the same bytes as the JavaScript conversion, for 1, 2 and 7 ranks (shares split frames)', async () => {
-    const prompts = ['a neon reef', 'a neon reef', 'A walk through a forest.', 'A walk through a forest.'];
-    const ref = await chunks(1, false, prompts);
-    expect(ref[0]?.length).toBe(3 * 37 * 23 * 3);
-    for (const [ws, dev] of [
-      [1, true],
-      [2, true],
-      [7, true],
-      [7, false],
-    ] as const) {
-      const got = await chunks(ws, dev, prompts);
-      for (let i = 0; i < prompts.length; i++) expect(Buffer.from(got[i] as Uint8Array).equals(Buffer.from(ref[i] as Uint8Array))).toBe(true);
-    }
-  });
+  // On cpu the whole frames of a share also go through one batched pass (as on webgpu); on
+  // wasm each frame segment is its own pass.
+  for (const backend of ['wasm', 'cpu']) {
+    it(`gives the same bytes as the per-segment JavaScript conversion on ${backend}, for 1, 2, 3 and 7 ranks (shares split frames)`, async () => {
+      const prompts = ['a neon reef', 'a neon reef', 'A walk through a forest.', 'A walk through a forest.'];
+      const ref = await chunks(backend, 1, false, prompts);
+      expect(ref[0]?.length).toBe(3 * 37 * 23 * 3);
+      for (const [ws, dev] of [
+        [1, true],
+        [2, true],
+        [3, true],
+        [7, true],
+        [7, false],
+      ] as const) {
+        const got = await chunks(backend, ws, dev, prompts);
+        for (let i = 0; i < prompts.length; i++) expect(Buffer.from(got[i] as Uint8Array).equals(Buffer.from(ref[i] as Uint8Array))).toBe(true);
+      }
+    });
+  }
 
   it('leaks no tensors across many chunks, on either path', async () => {
-    for (const quantizeOnDevice of [true, false]) {
-      const m = await loadOn('wasm', { quantizeOnDevice, promptTransitionFrames: 2 });
-      await m.generate({ prompt: 'warm' });
+    for (const [backend, quantizeOnDevice, worldSize] of [
+      ['wasm', true, 1],
+      ['wasm', false, 1],
+      ['cpu', true, 1],
+      ['cpu', true, 2],
+    ] as const) {
+      // 5 frames of 10 rows on 2 ranks: each rank has two whole frames (a batched run) and half of frame 2.
+      const comms = localComms(worldSize);
+      const models = await Promise.all(
+        comms.map((comm, rank) => loadOn(backend, { rank, worldSize, comm: worldSize > 1 ? comm : undefined, quantizeOnDevice, promptTransitionFrames: 2, width: 16, height: 10, framesPerChunk: 5 })),
+      );
+      const all = (prompt: string): Promise<unknown> => Promise.all(models.map((m) => m.generate({ prompt })));
+      await all('warm');
       const before = tf.memory().numTensors;
-      for (let i = 0; i < 25; i++) await m.generate({ prompt: i % 7 < 3 ? 'one prompt' : 'another prompt' });
+      for (let i = 0; i < 25; i++) await all(i % 7 < 3 ? 'one prompt' : 'another prompt');
       expect(tf.memory().numTensors).toBe(before);
-      m.dispose();
+      for (const m of models) m.dispose();
     }
   });
 });

@@ -128,6 +128,8 @@ export class ParallelVideoModel {
   /** `[3, 1]` = `[1, 256, 65536]`: packs a pixel's three bytes into one integer. */
   private packW: tf.Tensor2D | null = null;
   private deviceQuantize = false;
+  /** Whole frames go through one batched pass (not on wasm: its fused matMul takes only a rank-1 bias). */
+  private batchFrames = false;
   private loading: Promise<void> | null = null;
 
   private chunk = 0;
@@ -212,6 +214,7 @@ export class ParallelVideoModel {
     this.rgbW = tf.tensor2d(consts.rgbW, [H, 3]);
     this.packW = tf.tensor2d([1, 256, 65536], [3, 1]);
     this.deviceQuantize = this.options.quantizeOnDevice ?? selection.backend === 'webgpu';
+    this.batchFrames = selection.backend !== 'wasm';
     for (const s of this.segments) {
       const key = `${s.y0}:${s.y1}`;
       if (this.features.has(key)) continue;
@@ -226,12 +229,12 @@ export class ParallelVideoModel {
     const first = this.segments[0];
     if (first) {
       const params = field.frameParams(field.promptCode(''), field.timeOrigin);
-      const rgb = this.launchRows(params, first.y0, first.y1);
-      const out = this.deviceQuantize ? tf.tidy(() => this.packBytes(rgb)) : rgb;
+      const out = this.deviceQuantize
+        ? tf.tidy(() => this.packBytes(this.launchShare(this.segments.map(() => params))))
+        : this.launchRows(params, first.y0, first.y1);
       try {
         await out.data();
       } finally {
-        rgb.dispose();
         out.dispose();
       }
     }
@@ -295,25 +298,27 @@ export class ParallelVideoModel {
     try {
       // Launch every segment first and read them back after, so an asynchronous backend
       // (WebGPU) queues the whole chunk before the first readback waits on it.
-      for (const s of this.segments) {
-        let p = params.get(s.frame);
+      const paramsOf = (frame: number): FrameParams => {
+        let p = params.get(frame);
         if (!p) {
-          const f = firstFrame + s.frame;
+          const f = firstFrame + frame;
           p = field.frameParams(this.codeAt(nextPrompt, f), field.timeOrigin + f * this.timeStep);
-          params.set(s.frame, p);
+          params.set(frame, p);
         }
-        const globalRow = s.frame * this.height + s.y0;
-        pending.push({ rgb: this.launchRows(p, s.y0, s.y1), offset: (globalRow - this.share.start) * rowBytes });
-      }
-      if (this.deviceQuantize && pending.length > 0) {
-        // The whole share in one pass: segments are consecutive rows, so concatenating them
-        // gives the share in its final layout; one readback of one int32 per pixel.
-        const segs = pending.map((x) => x.rgb);
-        packed = tf.tidy(() => this.packBytes(segs.length === 1 ? (segs[0] as tf.Tensor) : tf.concat(segs, 0)));
-        for (const x of pending) x.rgb.dispose();
-        pending.length = 0;
-        unpackRgb((await packed.data()) as Int32Array, local);
+        return p;
+      };
+      if (this.deviceQuantize) {
+        // The whole share in one pass and one readback of one int32 per pixel.
+        const ps = this.segments.map((s) => paramsOf(s.frame));
+        if (ps.length > 0) {
+          packed = tf.tidy(() => this.packBytes(this.launchShare(ps)));
+          unpackRgb((await packed.data()) as Int32Array, local);
+        }
       } else {
+        for (const s of this.segments) {
+          const globalRow = s.frame * this.height + s.y0;
+          pending.push({ rgb: this.launchRows(paramsOf(s.frame), s.y0, s.y1), offset: (globalRow - this.share.start) * rowBytes });
+        }
         const values = await Promise.all(pending.map((x) => x.rgb.data() as Promise<Float32Array>));
         for (let i = 0; i < pending.length; i++) toBytes(values[i] as Float32Array, local, (pending[i] as { offset: number }).offset);
       }
@@ -451,6 +456,60 @@ export class ParallelVideoModel {
       const h = tf.fused.matMul({ a: feats, b: mixW, bias: tf.tensor1d(p.mixB), activation: 'sigmoid' });
       const g = tf.fused.matMul({ a: h, b: hiddenW, bias: tf.tensor1d(p.hiddenB), activation: 'sigmoid' });
       return tf.fused.matMul({ a: g, b: rgbW, bias: tf.tensor1d(p.rgbB), activation: 'sigmoid' });
+    });
+  }
+
+  /**
+   * Queues the pixel network for this rank's whole share; returns `[shareRows · width, 3]` in
+   * (0, 1), rows in share order. Runs of whole frames go through one batched pass each
+   * (`[1, h·w, 2F] × [S, 2F, M]`, per-frame biases `[S, 1, ·]`: three dispatches and four
+   * uploads for any number of frames); a frame cut by the share boundary is a segment of its
+   * own. Each output element is the same sum in the same order as in {@link launchRows}.
+   * On wasm (no rank-3 bias in its fused matMul) every segment is its own pass.
+   * Call inside `tf.tidy`.
+   * @param ps - the parameters of each of `this.segments`
+   */
+  private launchShare(ps: FrameParams[]): tf.Tensor {
+    const parts: tf.Tensor[] = [];
+    let run: FrameParams[] = [];
+    const flush = (): void => {
+      if (run.length === 1) parts.push(this.launchRows(run[0] as FrameParams, 0, this.height));
+      else if (run.length > 1) parts.push(this.launchFrames(run));
+      run = [];
+    };
+    this.segments.forEach((s, i) => {
+      if (this.batchFrames && s.y0 === 0 && s.y1 === this.height) {
+        run.push(ps[i] as FrameParams);
+      } else {
+        flush();
+        parts.push(this.launchRows(ps[i] as FrameParams, s.y0, s.y1));
+      }
+    });
+    flush();
+    return parts.length === 1 ? (parts[0] as tf.Tensor) : tf.concat(parts, 0);
+  }
+
+  /** Whole frames, one per element of `ps`, in one batched pass; returns `[S · height · width, 3]`. */
+  private launchFrames(ps: FrameParams[]): tf.Tensor {
+    const feats = this.features.get(`0:${this.height}`);
+    const field = this.field;
+    if (!feats || !field || !this.hiddenW || !this.rgbW) throw new ModelNotLoadedError(this.rank, 'generate');
+    const { mixUnits: M, hiddenUnits: H } = field.config;
+    const F2 = field.featureDim;
+    const S = ps.length;
+    const P = this.height * this.width;
+    const stack = (pick: (p: FrameParams) => Float32Array, n: number): Float32Array => {
+      const out = new Float32Array(S * n);
+      ps.forEach((p, i) => out.set(pick(p), i * n));
+      return out;
+    };
+    return tf.tidy(() => {
+      const mixW = tf.tensor3d(stack((p) => p.mixW, F2 * M), [S, F2, M]);
+      const a = tf.reshape(feats, [1, P, F2]);
+      const h = tf.fused.matMul({ a, b: mixW, bias: tf.tensor3d(stack((p) => p.mixB, M), [S, 1, M]), activation: 'sigmoid' });
+      const g = tf.fused.matMul({ a: h, b: tf.reshape(this.hiddenW as tf.Tensor, [1, M, H]), bias: tf.tensor3d(stack((p) => p.hiddenB, H), [S, 1, H]), activation: 'sigmoid' });
+      const rgb = tf.fused.matMul({ a: g, b: tf.reshape(this.rgbW as tf.Tensor, [1, H, 3]), bias: tf.tensor3d(stack((p) => p.rgbB, 3), [S, 1, 3]), activation: 'sigmoid' });
+      return tf.reshape(rgb, [S * P, 3]);
     });
   }
 
