@@ -153,6 +153,18 @@ describe('quantisation on the backend', () => {
     });
   }
 
+  it('reads REACTOR_VIDEO_DEVICE_QUANTIZE / REACTOR_VIDEO_BATCH_FRAMES, checked in the constructor', async () => {
+    expect(() => new ParallelVideoModel({ weightsRoot, backend: 'wasm', env: { REACTOR_VIDEO_DEVICE_QUANTIZE: 'yes' } })).toThrow(/REACTOR_VIDEO_DEVICE_QUANTIZE must be 1 or 0/);
+    expect(() => new ParallelVideoModel({ weightsRoot, backend: 'wasm', env: { REACTOR_VIDEO_BATCH_FRAMES: '2' } })).toThrow(RangeError);
+    const prompts = ['a neon reef'];
+    const ref = await chunks('cpu', 1, false, prompts);
+    for (const env of [{ REACTOR_VIDEO_DEVICE_QUANTIZE: '1' }, { REACTOR_VIDEO_DEVICE_QUANTIZE: '1', REACTOR_VIDEO_BATCH_FRAMES: '0' }]) {
+      const m = await loadOn('cpu', { width: 37, height: 23, framesPerChunk: 3, promptTransitionFrames: 4, env });
+      expect(Buffer.from((await m.generate({ prompt: 'a neon reef' })).frames).equals(Buffer.from(ref[0] as Uint8Array))).toBe(true);
+      m.dispose();
+    }
+  });
+
   it('leaks no tensors across many chunks, on either path', async () => {
     for (const [backend, quantizeOnDevice, worldSize] of [
       ['wasm', true, 1],

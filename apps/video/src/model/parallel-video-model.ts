@@ -52,7 +52,10 @@ export interface ParallelVideoModelOptions {
    * {@link quantizeRgb}), with the chunk read back once as one int32 per pixel; `false`: each
    * frame segment is read back as float32 and converted in JavaScript. Both give the same bytes.
    * Default: `true` on `webgpu` (readback and host work dominate there), `false` on `wasm` and
-   * `cpu` (where the extra element-wise passes cost more than the JavaScript loop).
+   * `cpu` (where the extra element-wise passes cost more than the JavaScript loop). The
+   * `REACTOR_VIDEO_DEVICE_QUANTIZE` environment variable (`1` / `0`) overrides it, and
+   * `REACTOR_VIDEO_BATCH_FRAMES=0` turns off the batched pass over whole frames (for A/B
+   * measurements and checks on a GPU).
    */
   quantizeOnDevice?: boolean;
 }
@@ -72,6 +75,20 @@ const MAX_SIDE = 4096;
 const MAX_FRAMES_PER_CHUNK = 1024;
 /** Bytes of each rank's backend report in the one-off gather (JSON, zero-padded). */
 const BACKEND_REPORT_BYTES = 2048;
+
+/** Environment variable that overrides `options.quantizeOnDevice` (`1` / `0`). */
+export const DEVICE_QUANTIZE_ENV = 'REACTOR_VIDEO_DEVICE_QUANTIZE';
+/** Environment variable that, set to `0`, renders each frame segment in its own pass. */
+export const BATCH_FRAMES_ENV = 'REACTOR_VIDEO_BATCH_FRAMES';
+
+/** `1`/`true` → true, `0`/`false` → false, unset or empty → undefined; anything else is a RangeError. */
+function envFlag(env: Readonly<Record<string, string | undefined>>, name: string): boolean | undefined {
+  const v = env[name]?.trim().toLowerCase();
+  if (v === undefined || v === '') return undefined;
+  if (v === '1' || v === 'true') return true;
+  if (v === '0' || v === 'false') return false;
+  throw new RangeError(`${name} must be 1 or 0, got ${JSON.stringify(env[name])}`);
+}
 
 function checkInt(name: string, v: unknown, min: number, max: number): number {
   if (typeof v !== 'number' || !Number.isInteger(v)) throw new TypeError(`options.${name} must be an integer, got ${JSON.stringify(v)}`);
@@ -174,6 +191,8 @@ export class ParallelVideoModel {
     // Read the backend preference now so a bad value fails before anything loads.
     planBackends(options.backend, this.env, options.device);
     gpuIndexFromEnv(this.env);
+    envFlag(this.env, DEVICE_QUANTIZE_ENV);
+    envFlag(this.env, BATCH_FRAMES_ENV);
     const totalRows = this.framesPerChunk * this.height;
     this.share = rowShare(totalRows, this.worldSize, this.rank);
     this.segments = frameSegments(this.share, this.height);
@@ -213,8 +232,8 @@ export class ParallelVideoModel {
     this.hiddenW = tf.tensor2d(consts.hiddenW, [M, H]);
     this.rgbW = tf.tensor2d(consts.rgbW, [H, 3]);
     this.packW = tf.tensor2d([1, 256, 65536], [3, 1]);
-    this.deviceQuantize = this.options.quantizeOnDevice ?? selection.backend === 'webgpu';
-    this.batchFrames = selection.backend !== 'wasm';
+    this.deviceQuantize = envFlag(this.env, DEVICE_QUANTIZE_ENV) ?? this.options.quantizeOnDevice ?? selection.backend === 'webgpu';
+    this.batchFrames = selection.backend !== 'wasm' && envFlag(this.env, BATCH_FRAMES_ENV) !== false;
     for (const s of this.segments) {
       const key = `${s.y0}:${s.y1}`;
       if (this.features.has(key)) continue;
