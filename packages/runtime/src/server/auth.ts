@@ -50,3 +50,20 @@ export function originAllowed(req: IncomingMessage, allowed: string[] | undefine
     return false;
   }
 }
+
+/**
+ * Whether the request's `Host` header names this server (DNS-rebinding guard). `allowed`
+ * undefined allows any; names are compared without the port, case-insensitively.
+ */
+export function hostAllowed(req: IncomingMessage, allowed: string[] | undefined): boolean {
+  if (allowed === undefined) return true;
+  const header = req.headers.host;
+  if (!header) return false;
+  let name: string;
+  try {
+    name = new URL(`http://${header}`).hostname.toLowerCase();
+  } catch {
+    return false;
+  }
+  return allowed.some((h) => h.toLowerCase() === name);
+}

@@ -17,6 +17,8 @@ import type { ResolvedServerOptions } from './options.js';
 
 /** Frames written to a socket whose write callback has not fired yet. */
 export const MAX_FRAMES_IN_FLIGHT = 2;
+/** Commands of one connection that may wait to run at once; more are answered `rate_limited`. */
+export const MAX_PENDING_COMMANDS = 16;
 /** Longest command id a client may choose. */
 export const MAX_COMMAND_ID_LENGTH = 64;
 /** A client whose buffered bytes exceed `maxBufferedBytes` times this is disconnected. */
@@ -58,6 +60,8 @@ export class ClientConnection implements ClientSink {
   #inFlight = 0;
   #pumping = false;
   #closed = false;
+  /** Commands sent to the host whose reply has not come back yet. */
+  #pending = 0;
   #sent = 0;
   #dropped = 0;
   #tokens: number;
@@ -273,9 +277,16 @@ export class ClientConnection implements ClientSink {
       this.#error(WireErrorCode.UnknownCommand, `unknown command ${JSON.stringify(name).slice(0, 80)}; this app accepts: ${list || '(none)'}`, id);
       return;
     }
+    if (this.#pending >= MAX_PENDING_COMMANDS) {
+      // The rate limit caps arrivals; this caps what waits behind a long step or hook.
+      this.#error(WireErrorCode.RateLimited, `${MAX_PENDING_COMMANDS} commands from this connection are still waiting to run; wait for their replies`, id);
+      return;
+    }
     const cmd: CommandMessage = { type: 'command', id, name };
     if (params !== undefined) cmd.params = params as Record<string, unknown>;
+    this.#pending++;
     void this.#handle.command(cmd).then((result) => {
+      this.#pending--;
       this.#ctx.metrics.commands.inc({ code: result.type === 'reply' ? 'ok' : result.code });
     });
   }

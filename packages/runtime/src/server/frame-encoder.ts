@@ -26,6 +26,9 @@ export class FrameEncoder {
     let p = this.#cache.get(frame);
     if (!p) {
       p = this.#encode(frame);
+      // A frame dropped (flush, slow client) before anyone awaits it must not become an
+      // unhandled rejection; the callers that do await still see the error.
+      p.catch(() => undefined);
       this.#cache.set(frame, p);
       this.#metrics.framesEmitted.inc({ track: frame.track });
     }

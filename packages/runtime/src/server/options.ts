@@ -20,6 +20,14 @@ export interface ServerOptions {
    * origin (and clients that send no `Origin`, such as Node). `['*']` allows every origin.
    */
   allowedOrigins?: string[];
+  /**
+   * Host names (the `Host` header, without the port) this server answers to, against DNS
+   * rebinding: a web page whose domain resolves to 127.0.0.1 would otherwise pass the
+   * same-origin check. Default: when bound to a loopback address, only `localhost`, `127.0.0.1`
+   * and `[::1]`; otherwise any. `['*']` allows any (behind a reverse proxy that keeps the public
+   * `Host`, list that name instead).
+   */
+  allowedHosts?: string[];
   /** Frame payload encoding (default `jpeg`). `rgb` sends raw RGB24 (large: use on localhost only). */
   encoding?: 'jpeg' | 'rgb';
   /** JPEG quality, 1-100 (default 80). */
@@ -49,10 +57,16 @@ export interface ServerOptions {
 export type ServerLogger = Logger;
 
 /** Options with defaults applied. */
-export type ResolvedServerOptions = Required<Omit<ServerOptions, 'token' | 'allowedOrigins'>> & {
+export type ResolvedServerOptions = Required<Omit<ServerOptions, 'token' | 'allowedOrigins' | 'allowedHosts'>> & {
   token: string | undefined;
   allowedOrigins: string[] | undefined;
+  /** `undefined`: any host. */
+  allowedHosts: string[] | undefined;
 };
+
+/** Loopback host names: the default `allowedHosts` of a server bound to loopback. */
+export const LOOPBACK_HOSTS = ['localhost', '127.0.0.1', '[::1]'];
+const isLoopbackBind = (host: string) => host === 'localhost' || host === '::1' || host.startsWith('127.');
 
 
 function int(name: string, v: unknown, min: number, max: number): void {
@@ -75,6 +89,7 @@ export function resolveServerOptions(o: ServerOptions = {}): ResolvedServerOptio
     port: o.port ?? 8080,
     token: o.token,
     allowedOrigins: o.allowedOrigins,
+    allowedHosts: undefined,
     encoding: o.encoding ?? 'jpeg',
     jpegQuality: o.jpegQuality ?? 80,
     maxMessageBytes: o.maxMessageBytes ?? 64 * 1024,
@@ -94,6 +109,10 @@ export function resolveServerOptions(o: ServerOptions = {}): ResolvedServerOptio
   if (r.allowedOrigins !== undefined && (!Array.isArray(r.allowedOrigins) || r.allowedOrigins.some((x) => typeof x !== 'string'))) {
     throw new TypeError('options.allowedOrigins must be an array of origins such as "https://example.com" (or ["*"])');
   }
+  if (o.allowedHosts !== undefined && (!Array.isArray(o.allowedHosts) || o.allowedHosts.some((x) => typeof x !== 'string' || x === ''))) {
+    throw new TypeError('options.allowedHosts must be an array of host names such as "reactor.example.com" (or ["*"])');
+  }
+  r.allowedHosts = o.allowedHosts?.includes('*') ? undefined : (o.allowedHosts ?? (isLoopbackBind(r.host) ? LOOPBACK_HOSTS : undefined));
   if (r.encoding !== 'jpeg' && r.encoding !== 'rgb') throw new RangeError(`options.encoding must be "jpeg" or "rgb", got ${JSON.stringify(r.encoding)}`);
   int('jpegQuality', r.jpegQuality, 1, 100);
   int('maxMessageBytes', r.maxMessageBytes, 64, 64 * 1024 * 1024);

@@ -7,7 +7,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { StatsMessage } from '@reactor/client';
 import type { AppHostApi } from '../session/transport.js';
-import { TOKEN_COOKIE, originAllowed, presentedToken, tokenMatches } from './auth.js';
+import { TOKEN_COOKIE, hostAllowed, originAllowed, presentedToken, tokenMatches } from './auth.js';
 import { ClientConnection, type ConnectionInfo } from './connection.js';
 import { FrameEncoder } from './frame-encoder.js';
 import { ServerMetrics } from './metrics.js';
@@ -194,7 +194,8 @@ export class ReactorServer {
   }
 
   async #onRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const url = new URL(req.url ?? '/', 'http://localhost');
+    const url = parseTarget(req.url);
+    if (!url) return sendJson(res, 400, { error: { code: 'bad_request', message: `cannot parse the request target ${JSON.stringify(req.url)}` } });
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.setHeader('Allow', 'GET, HEAD');
       return sendJson(res, 405, { error: { code: 'method_not_allowed', message: `${req.method} is not supported; every route is GET` } });
@@ -206,6 +207,10 @@ export class ReactorServer {
     if (url.pathname === '/health') {
       const h = this.health();
       return sendJson(res, h.status === 'ready' ? 200 : 503, h);
+    }
+    if (!hostAllowed(req, this.options.allowedHosts)) {
+      this.metrics.rejected.inc({ reason: 'host' });
+      return sendJson(res, 403, { error: { code: 'host_not_allowed', message: hostMessage(req) } });
     }
     if (!this.#authorized(req, url)) {
       this.metrics.rejected.inc({ reason: 'unauthorized' });
@@ -254,9 +259,14 @@ export class ReactorServer {
 
   #onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     socket.on('error', () => socket.destroy());
-    const url = new URL(req.url ?? '/', 'http://localhost');
+    const url = parseTarget(req.url);
+    if (!url) return rejectUpgrade(socket, 400, 'bad_request', `cannot parse the request target ${JSON.stringify(req.url)}`);
     if (this.#closing) return rejectUpgrade(socket, 503, 'server_closing', 'the server is shutting down');
     if (url.pathname !== this.options.path) return rejectUpgrade(socket, 404, 'not_found', `the WebSocket is at ${this.options.path}`);
+    if (!hostAllowed(req, this.options.allowedHosts)) {
+      this.metrics.rejected.inc({ reason: 'host' });
+      return rejectUpgrade(socket, 403, 'host_not_allowed', hostMessage(req));
+    }
     if (!this.#authorized(req, url)) {
       this.metrics.rejected.inc({ reason: 'unauthorized' });
       return rejectUpgrade(socket, 401, 'unauthorized', 'missing or wrong access token: connect with ?token=...');
@@ -310,8 +320,21 @@ function sendJson(res: ServerResponse, status: number, body: unknown): void {
   send(res, status, 'application/json; charset=utf-8', JSON.stringify(body));
 }
 
+/** The request target as a URL, or null when it cannot be parsed (`//`, `/\\`, ...). */
+function parseTarget(target: string | undefined): URL | null {
+  try {
+    return new URL(target ?? '/', 'http://localhost');
+  } catch {
+    return null;
+  }
+}
+
+function hostMessage(req: IncomingMessage): string {
+  return `Host ${JSON.stringify(req.headers.host ?? '')} is not allowed: this server listens on a loopback address and answers only to localhost names (a guard against DNS rebinding); list the name in allowedHosts`;
+}
+
 function rejectUpgrade(socket: Duplex, status: number, code: string, message: string): void {
   const body = JSON.stringify({ error: { code, message } });
-  const text = { 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 503: 'Service Unavailable' }[status] ?? 'Error';
+  const text = { 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 503: 'Service Unavailable' }[status] ?? 'Error';
   socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${status === 401 ? 'WWW-Authenticate: Bearer\r\n' : ''}\r\n${body}`);
 }
