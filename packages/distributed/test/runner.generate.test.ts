@@ -232,6 +232,23 @@ describe('DistributedRunner', () => {
       // The refused input never reached the ranks; the step whose result was undeliverable ran.
       expect((await runner.generate({})).steps).toBe(2);
     });
+    it('reports a resultArray() that does not fit as SharedMemoryCapacityError and stays healthy', async () => {
+      const { BigResultArrayWorker } = await fixture('big-result-array');
+      const runner: DistributedRunner<any, any, any> = track(
+        new DistributedRunner(BigResultArrayWorker, { worldSize: 2, maxShmBytes: 2 << 20, logger: quiet }),
+      );
+      await runner.start();
+      const err = await runner.generate({ bytes: 3 << 20 }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(SharedMemoryCapacityError);
+      expect(err).toMatchObject({ code: 'ERR_SHM_CAPACITY', neededBytes: 3 << 20, availableBytes: 2 << 20 });
+      expect((err as Error).message).toContain("Shared memory for rank 0's results needs 3.0 MiB but only 2.0 MiB");
+      expect(runner.healthy).toBe(true);
+      const small = await runner.generate({ bytes: 1000 });
+      expect(small.frames.byteLength).toBe(1000);
+      expect(small.frames[999]).toBe(7);
+      await runner.shutdown();
+      expectNothingLeft(runner);
+    });
   });
 
   describe('reset', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DistributedRunner, WorkerCrashedError, WorkerTimeoutError } from '../src/index.js';
+import { DistributedRunner, ProtocolError, RunnerUnusableError, WorkerCrashedError, WorkerTimeoutError } from '../src/index.js';
 import { captureLogger, expectNothingLeft, fixture, quiet, trackRunners } from './helpers.js';
 
 describe('DistributedRunner', () => {
@@ -51,6 +51,37 @@ describe('DistributedRunner', () => {
       expect((err as Error).stack).toContain('throw-on-load.mjs');
       expect(runner.healthy).toBe(false);
       expectNothingLeft(runner);
+    });
+
+    it('rejects start() at once with ProtocolError when a rank sends an unknown message during load, leaving nothing running', async () => {
+      const { BogusMessageWorker } = await fixture('bogus-message');
+      const runner = track(new DistributedRunner(BogusMessageWorker, { worldSize: 2, startTimeoutMs: 20_000, logger: quiet }));
+      const t0 = performance.now();
+      const err = await runner.start().catch((e: unknown) => e);
+      expect(performance.now() - t0).toBeLessThan(10_000);
+      expect(err).toBeInstanceOf(ProtocolError);
+      expect(err).toMatchObject({ code: 'ERR_PROTOCOL' });
+      expect((err as Error).message).toMatchInlineSnapshot(`"Parent received an unknown message from rank 1: {"bogus":1}."`);
+      expect(runner.healthy).toBe(false);
+      expectNothingLeft(runner);
+    });
+
+    it('says why start() failed on every later call, with the failure as cause', async () => {
+      const { ThrowOnLoadWorker, WeightsMissing } = await fixture('throw-on-load');
+      const runner = track(new DistributedRunner(ThrowOnLoadWorker, { worldSize: 2, loadArgs: { weightsRoot: '/nope' }, logger: quiet }));
+      const startErr = await runner.start().catch((e: unknown) => e);
+      expect(startErr).toBeInstanceOf(WeightsMissing);
+      for (const attempt of [() => runner.generate({}), () => runner.reset()]) {
+        const err = await attempt().catch((e: unknown) => e);
+        expect(err).toBeInstanceOf(RunnerUnusableError);
+        expect((err as Error).cause).toBe(startErr);
+        expect((err as Error).message).toContain('the runner is unusable (start() failed: weights not found at /nope)');
+      }
+      // shutdown() afterwards keeps the reason.
+      await runner.shutdown();
+      const after = await runner.generate({}).catch((e: unknown) => e);
+      expect((after as Error).message).toMatchInlineSnapshot(`"Cannot call generate(): the runner is unusable (start() failed: weights not found at /nope). Shut it down and construct a new DistributedRunner."`);
+      expect((after as Error).cause).toBe(startErr);
     });
 
     it('reports a rank that exits during load as WorkerCrashedError with its stderr', async () => {

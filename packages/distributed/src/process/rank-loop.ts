@@ -4,7 +4,7 @@
  * @internal
  */
 import { RankCollectives } from '../collectives/rank-collectives.js';
-import { ProtocolError } from '../errors.js';
+import { ProtocolError, SharedMemoryCapacityError } from '../errors.js';
 import {
   type CallMessage,
   type ChildMessage,
@@ -90,7 +90,17 @@ export class RankLoop {
       if (msg.rank === 0) {
         const out = new SegmentWriter(env, `${msg.prefix}-r0-out`, "rank 0's results");
         this.out = out;
-        worker.resultAllocator = (bytes) => out.allocate(bytes);
+        // A block that cannot grow enough: resultArray() falls back to a heap array, and the
+        // result path then reports the capacity error as undeliverable (the runner stays healthy)
+        // instead of a throw in rank 0's generate() alone (a desync).
+        worker.resultAllocator = (bytes) => {
+          try {
+            return out.allocate(bytes);
+          } catch (err) {
+            if (err instanceof SharedMemoryCapacityError) return null;
+            throw err;
+          }
+        };
       }
       this.worker = worker;
       await worker.load(args);

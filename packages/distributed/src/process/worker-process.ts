@@ -116,8 +116,13 @@ export class WorkerProcess {
     const expected = this.state === 'stopping';
     this.state = expected ? 'stopped' : 'failed';
     for (const w of this.exitWaiters.splice(0)) w();
-    const report = () =>
+    // One-shot: the drain timer and a late stderr 'end' may both fire.
+    let reported = false;
+    const report = () => {
+      if (reported) return;
+      reported = true;
       this.opts.onExit({ rank: this.rank, pid: this.pid, exitCode: code, signal, stderrTail: [...this.tail], expected });
+    };
     if (expected || !this.child.stderr || this.child.stderr.readableEnded) {
       report();
       return;

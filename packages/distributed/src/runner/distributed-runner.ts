@@ -264,6 +264,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
    * @throws the rank's own error when a `load()` throws
    * @throws {@link WorkerCrashedError} (`ERR_WORKER_CRASHED`) when a rank exits during load
    * @throws {@link WorkerTimeoutError} (`ERR_WORKER_TIMEOUT`) after `startTimeoutMs`
+   * @throws {@link ProtocolError} (`ERR_PROTOCOL`) at once when a rank sends a message the protocol does not know
    * @throws {@link SharedMemoryCapacityError} (`ERR_SHM_CAPACITY`) when /dev/shm is too small
    * @throws {@link RunnerStateError} (`ERR_RUNNER_STATE`) on a second `start()`
    */
@@ -280,6 +281,11 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     try {
       await this.startRanks();
     } catch (err) {
+      // Later calls say why (unless shutdown() ended start(): then "it was shut down" is the reason).
+      if (this.state === 'starting') {
+        this.unusableReason = `start() failed: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`;
+        this.unusableCause = err;
+      }
       await this.teardown(false);
       this.state = 'shutdown';
       throw err;
@@ -433,7 +439,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
       case 'unusable':
         return Promise.reject(new RunnerUnusableError(`call ${name}`, this.unusableReason, this.unusableCause));
       case 'shutdown':
-        return Promise.reject(new RunnerUnusableError(`call ${name}`, 'it was shut down'));
+        return Promise.reject(new RunnerUnusableError(`call ${name}`, this.unusableReason || 'it was shut down', this.unusableCause));
       case 'ready':
         break;
     }
@@ -605,8 +611,15 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     this.failUnusable(new RankDesyncError(op, detail, outcomes, cause), true);
   }
 
-  /** Makes the runner unusable, rejects the call in flight, and tears down. */
+  /**
+   * Makes the runner unusable, rejects the call in flight, and tears down. During start() it
+   * fails start() instead (which tears down and rejects with `err` at once).
+   */
   private failUnusable(err: Error, awaitTeardown: boolean): void {
+    if (this.startWaiter) {
+      this.startWaiter.fail(err);
+      return;
+    }
     if (this.state === 'unusable' || this.state === 'shutdown') return;
     const f = this.finishCall();
     this.state = 'unusable';
@@ -659,7 +672,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     }
     this.startWaiter?.fail(new RunnerUnusableError('finish start()', 'shutdown() was called while it was in flight'));
     const f = this.finishCall();
-    if (this.state !== 'unusable') {
+    if (this.state !== 'unusable' && this.state !== 'shutdown') {
       this.state = 'shutdown';
       this.unusableReason = 'it was shut down';
     }
