@@ -72,6 +72,11 @@ export const VIDEO_MODEL_DEFAULTS = Object.freeze({
 });
 
 const MAX_SIDE = 4096;
+/**
+ * Frames larger than this go through the per-frame path: the batched matMul's grid is
+ * pixels / 32 workgroups in one dimension, and WebGPU allows 65 535.
+ */
+const MAX_BATCHED_FRAME_PIXELS = 1 << 20;
 const MAX_FRAMES_PER_CHUNK = 1024;
 /** Bytes of each rank's backend report in the one-off gather (JSON, zero-padded). */
 const BACKEND_REPORT_BYTES = 2048;
@@ -143,7 +148,6 @@ export class ParallelVideoModel {
   private hiddenW: tf.Tensor2D | null = null;
   private rgbW: tf.Tensor2D | null = null;
   /** `[3, 1]` = `[1, 256, 65536]`: packs a pixel's three bytes into one integer. */
-  private packW: tf.Tensor2D | null = null;
   private deviceQuantize = false;
   /** Whole frames go through one batched pass (not on wasm: its fused matMul takes only a rank-1 bias). */
   private batchFrames = false;
@@ -231,7 +235,6 @@ export class ParallelVideoModel {
     this.disposeTensors();
     this.hiddenW = tf.tensor2d(consts.hiddenW, [M, H]);
     this.rgbW = tf.tensor2d(consts.rgbW, [H, 3]);
-    this.packW = tf.tensor2d([1, 256, 65536], [3, 1]);
     this.deviceQuantize = envFlag(this.env, DEVICE_QUANTIZE_ENV) ?? this.options.quantizeOnDevice ?? selection.backend === 'webgpu';
     this.batchFrames = selection.backend !== 'wasm' && envFlag(this.env, BATCH_FRAMES_ENV) !== false;
     for (const s of this.segments) {
@@ -408,10 +411,8 @@ export class ParallelVideoModel {
     this.features.clear();
     this.hiddenW?.dispose();
     this.rgbW?.dispose();
-    this.packW?.dispose();
     this.hiddenW = null;
     this.rgbW = null;
-    this.packW = null;
   }
 
   /** The prompt state for a chunk starting at rollout frame `frame` with prompt `prompt`. */
@@ -497,7 +498,7 @@ export class ParallelVideoModel {
       run = [];
     };
     this.segments.forEach((s, i) => {
-      if (this.batchFrames && s.y0 === 0 && s.y1 === this.height) {
+      if (this.batchFrames && s.y0 === 0 && s.y1 === this.height && this.height * this.width <= MAX_BATCHED_FRAME_PIXELS) {
         run.push(ps[i] as FrameParams);
       } else {
         flush();
@@ -534,14 +535,16 @@ export class ParallelVideoModel {
 
   /**
    * `[pixels, 3]` values in [0, 1] → `[pixels]` int32 `r + 256·g + 65536·b` with each channel
-   * quantised exactly as {@link toBytes} does (see {@link quantizeRgb}). The packing is a
-   * `[3] · [1, 256, 65536]` product of integers below 2^24, exact in float32 in any order.
+   * quantised exactly as {@link toBytes} does (see {@link quantizeRgb}). Integers below 2^24
+   * times powers of two, summed: exact in float32 in any order. Element-wise on purpose: a
+   * `[pixels, 3] × [3, 1]` matMul exceeds WebGPU's 65 535 workgroups per dimension once a
+   * share has more than ~2M pixels (1280x720 x 4 frames), while element-wise dispatches fold.
    * Call inside `tf.tidy`.
    */
   private packBytes(rgb: tf.Tensor): tf.Tensor {
-    if (!this.packW) throw new ModelNotLoadedError(this.rank, 'generate');
     const q = quantizeRgb(tf.reshape(rgb, [-1, 3]) as tf.Tensor2D);
-    return tf.cast(tf.reshape(tf.matMul(q, this.packW), [-1]), 'int32');
+    const [r, g, b] = tf.split(q, 3, 1) as [tf.Tensor, tf.Tensor, tf.Tensor];
+    return tf.cast(tf.reshape(tf.add(tf.add(r, tf.mul(g, 256)), tf.mul(b, 65536)), [-1]), 'int32');
   }
 }
 
