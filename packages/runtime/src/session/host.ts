@@ -170,6 +170,8 @@ export class AppHost implements AppHostApi {
   private loadState: 'idle' | 'loading' | 'ready' | 'failed' = 'idle';
   /** The app's `load()` while it runs and after (`close()` waits for it before `unload()`). */
   private loading: Promise<void> | undefined;
+  /** True while `processInput` / `generate` / `processOutput` of a step run. */
+  private inStep = false;
   private loadError: ErrorBody | undefined;
   private lastSessionError: ErrorBody | undefined;
   private session: Session | undefined;
@@ -500,6 +502,8 @@ export class AppHost implements AppHostApi {
         });
         if (refused) {
           await this.waitForChange(version, this.refusalBackoffMs);
+          // Whatever woke it, let I/O and timers run before the next try.
+          await yieldToEventLoop();
           continue;
         }
         if (chunk) {
@@ -517,6 +521,15 @@ export class AppHost implements AppHostApi {
 
   /** One step, under the lock. Returns the media to emit, `'refused'`, or undefined (nothing / session ended). */
   private async step(session: Session): Promise<Chunk | 'refused' | undefined> {
+    this.inStep = true;
+    try {
+      return await this.stepInner(session);
+    } finally {
+      this.inStep = false;
+    }
+  }
+
+  private async stepInner(session: Session): Promise<Chunk | 'refused' | undefined> {
     const app = this.app;
     let input: unknown;
     try {
@@ -697,7 +710,9 @@ export class AppHost implements AppHostApi {
     const nextSeq = s.playout.flush();
     const msg: ServerMessage = { type: 'flush', nextSeq };
     for (const c of s.members) this.safe(c.sink, () => c.sink.message(msg));
-    this.notifyChange();
+    // A flush from a command or hook wakes a refused loop; one from inside a step does not
+    // count as a change (the step itself decides), or a step that flushes and refuses would spin.
+    if (!this.inStep) this.notifyChange();
   }
 
   private emitFrame(session: Session, frame: OutputFrame): void {

@@ -109,6 +109,34 @@ describe('step loop', () => {
       expect(host.counters.steps).toBe(0);
     });
 
+    it('that flushes before refusing is still retried after the back-off, and timers keep running', async () => {
+      let calls = 0;
+      const first = deferred();
+      class App extends ReactorApp {
+        override processInput(): never {
+          calls++;
+          this.output.flush();
+          first.resolve();
+          throw new ApplicationError('paused');
+        }
+        generate(): null {
+          throw new Error('the model must not be called for a refused step');
+        }
+      }
+      const host = start(App, { refusalBackoffMs: 50 });
+      await host.load();
+      host.connect(new RecordingSink());
+      await first.promise;
+      const before = calls;
+      let timerFired = false;
+      setTimeout(() => (timerFired = true), 100);
+      await windowOf(300);
+      expect(timerFired).toBe(true); // the loop did not monopolise the event loop
+      const during = calls - before;
+      expect(during).toBeGreaterThanOrEqual(2);
+      expect(during).toBeLessThanOrEqual(8);
+    });
+
     it('is retried at once when something changes (a command, a client joining), not before', async () => {
       let calls = 0;
       let next = deferred();
