@@ -176,6 +176,7 @@ export class AppHost implements AppHostApi {
   private lastSessionError: ErrorBody | undefined;
   private session: Session | undefined;
   private closed = false;
+  private closing: Promise<void> | undefined;
   private lastStatusJson = '';
   private changeVersion = 0;
   private changeWaiters: Array<() => void> = [];
@@ -286,13 +287,15 @@ export class AppHost implements AppHostApi {
 
   /**
    * Ends the session (disconnected and sessionEnded hooks run), closes every client's sink and
-   * stops all timers. Idempotent.
+   * stops all timers, then calls the app's `unload()`. Idempotent: every call resolves when all of that is done.
    */
-  async close(): Promise<void> {
-    if (this.closed) {
-      await Promise.all([...this.loops]);
-      return;
-    }
+  close(): Promise<void> {
+    // Every caller waits for the same shutdown, unload() included.
+    this.closing ??= this.closeOnce();
+    return this.closing;
+  }
+
+  private async closeOnce(): Promise<void> {
     this.closed = true;
     await this.lock.run(async () => {
       const s = this.session;

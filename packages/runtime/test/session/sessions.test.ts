@@ -412,6 +412,25 @@ describe('AppHost', () => {
     expect(log).toEqual([]);
   });
 
+  it('a second close() while the first runs resolves only after unload() finished', async () => {
+    let unloaded = false;
+    class Slow extends ReactorApp {
+      generate(): null {
+        return null;
+      }
+      override async unload(): Promise<void> {
+        await new Promise((r) => setTimeout(r, 50));
+        unloaded = true;
+      }
+    }
+    const host = start(Slow);
+    await host.load();
+    const first = host.close();
+    await host.close();
+    expect(unloaded).toBe(true);
+    await first;
+  });
+
   it('validates its options eagerly', () => {
     class A extends ReactorApp {
       generate(): null {
