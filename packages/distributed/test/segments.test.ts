@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { SharedMemoryCapacityError } from '../src/index.js';
 import { decodeValue, encodeValue } from '../src/shm/codec.js';
-import { SegmentReader, SegmentWriter, checkFits, listSegments, sweepStaleSegments } from '../src/shm/segments.js';
+import { SegmentReader, SegmentWriter, checkFits, listSegments, pidNamespace, processSegmentPrefix, sweepStaleSegments } from '../src/shm/segments.js';
 import { existsSync, rmSync, writeFileSync } from 'node:fs';
 
 describe.each(['native', 'file'] as const)('segments (%s backend)', (backend) => {
@@ -43,18 +43,19 @@ describe('checkFits', () => {
 });
 
 describe('sweepStaleSegments', () => {
-  it('unlinks segments of runner processes that no longer exist, and only those', () => {
-    const dead = '/dev/shm/reactor-999999999-1-abc-in-g1';
-    const mine = `/dev/shm/reactor-${process.pid}-sweep-in-g1`;
-    writeFileSync(dead, '');
-    writeFileSync(mine, '');
+  it('unlinks segments of runner processes of this pid namespace that no longer exist, and only those', () => {
+    const ns = pidNamespace();
+    const dead = `/dev/shm/reactor-999999999.${ns}-1-abc-in-g1`;
+    const otherContainer = `/dev/shm/reactor-999999999.${ns}1-1-abc-in-g1`; // same pid, another pid namespace
+    const mine = `/dev/shm/${processSegmentPrefix()}-sweep-in-g1`;
+    for (const f of [dead, otherContainer, mine]) writeFileSync(f, '');
     try {
       sweepStaleSegments();
       expect(existsSync(dead)).toBe(false);
+      expect(existsSync(otherContainer)).toBe(true);
       expect(existsSync(mine)).toBe(true);
     } finally {
-      rmSync(dead, { force: true });
-      rmSync(mine, { force: true });
+      for (const f of [dead, otherContainer, mine]) rmSync(f, { force: true });
     }
   });
 });

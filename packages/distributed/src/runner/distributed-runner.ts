@@ -24,7 +24,7 @@ import {
 import { encodeValue } from '../shm/codec.js';
 import {
   INITIAL_SEGMENT_BYTES,
-  SEGMENT_NAMESPACE,
+  processSegmentPrefix,
   SegmentReader,
   SegmentWriter,
   checkFits,
@@ -216,7 +216,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     this.loadArgs = options.loadArgs;
     this.extraEnv = { ...(options.env ?? {}) };
     this.logger = options.logger ?? defaultLogger;
-    this.prefix = `${SEGMENT_NAMESPACE}${process.pid}-${++runnerSeq}-${randomBytes(3).toString('hex')}`;
+    this.prefix = `${processSegmentPrefix()}-${++runnerSeq}-${randomBytes(3).toString('hex')}`;
   }
 
   /** False once a crash, timeout, desync or shutdown made the runner unusable. */

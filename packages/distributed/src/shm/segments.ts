@@ -15,7 +15,7 @@
  * handed out earlier never points at unmapped memory.
  * @internal
  */
-import { closeSync, ftruncateSync, openSync, readdirSync, readSync, statfsSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, ftruncateSync, openSync, readdirSync, readlinkSync, readSync, statfsSync, unlinkSync, writeSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { SharedMemoryCapacityError } from '../errors.js';
 import type { Payload, ShmBackendKind, SlotRef } from '../protocol.js';
@@ -104,19 +104,45 @@ export function unlinkSegments(prefix: string): number {
   return n;
 }
 
-/** Prefix shared by every runner of every process: `reactor-<pid>-`. */
+/** Prefix shared by every runner of every process: `reactor-<pid>.<pid namespace>-`. */
 export const SEGMENT_NAMESPACE = 'reactor-';
+
+let ownPidNamespace: string | undefined;
+/**
+ * This process's pid namespace (the inode of `/proc/self/ns/pid`), or `0` where that cannot be
+ * read. Containers sharing `/dev/shm` (`--ipc=host`) have separate pid namespaces: a pid is
+ * only meaningful inside its own, so names carry it.
+ */
+export function pidNamespace(): string {
+  if (ownPidNamespace === undefined) {
+    try {
+      ownPidNamespace = /\[(\d+)\]/.exec(readlinkSync('/proc/self/ns/pid'))?.[1] ?? '0';
+    } catch {
+      ownPidNamespace = '0';
+    }
+  }
+  return ownPidNamespace;
+}
+
+/** The name prefix of this process's segments: `reactor-<pid>.<pid namespace>`. */
+export function processSegmentPrefix(): string {
+  return `${SEGMENT_NAMESPACE}${process.pid}.${pidNamespace()}`;
+}
 
 /**
  * Unlinks segments left by runner processes that died without cleaning up (both the parent and
- * its ranks killed with SIGKILL). Names carry the parent's pid; a pid that no longer exists owns
- * nothing.
+ * its ranks killed with SIGKILL). Names carry the parent's pid and pid namespace; only names of
+ * this pid namespace whose pid no longer exists are removed (another container's segments,
+ * whose pids mean nothing here, are left alone).
  */
 export function sweepStaleSegments(): number {
   let n = 0;
+  const ns = pidNamespace();
   for (const f of listSegments(SEGMENT_NAMESPACE)) {
-    const pid = Number(f.slice(SEGMENT_NAMESPACE.length).split('-')[0]);
-    if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid) continue;
+    const owner = f.slice(SEGMENT_NAMESPACE.length).split('-')[0] ?? '';
+    const [pidText, ownerNs] = owner.split('.');
+    const pid = Number(pidText);
+    if (ownerNs !== ns || !Number.isInteger(pid) || pid <= 0 || pid === process.pid) continue;
     try {
       process.kill(pid, 0);
     } catch (err) {
