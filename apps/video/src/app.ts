@@ -190,7 +190,7 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult> {
     if (outcome.error !== undefined) {
       // Rethrow at once so clients hear of the failure within milliseconds; the shutdown (a rank
       // holding a GPU context can take 100 ms to die) runs on, and @sessionEnded awaits it.
-      void this.runner?.shutdown();
+      this.runner?.shutdown().catch((err: unknown) => console.error(`[video] runner shutdown after a failed step: ${String(err)}`));
       throw outcome.error;
     }
     const r = outcome.result!;

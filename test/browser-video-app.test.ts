@@ -1,0 +1,83 @@
+/**
+ * The viewer in Chromium against the sample app itself (VideoApp: 2 CPU ranks on wasm): the
+ * generated video plays, a new prompt typed into the generated text box changes the picture,
+ * a prompt over 500 characters shows the error next to the control. Saves a screenshot.
+ */
+import { mkdirSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { serve, type ReactorServer } from '@reactor/runtime';
+import { VideoApp } from '@reactor/app-video';
+
+const quiet = { debug() {}, info() {}, warn() {}, error() {} };
+const executablePath = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
+const artifacts = fileURLToPath(new URL('../test-artifacts/', import.meta.url));
+const weights = fileURLToPath(new URL('../apps/video/weights', import.meta.url));
+
+let server: ReactorServer;
+let browser: Browser;
+let page: Page;
+const pageErrors: string[] = [];
+
+beforeAll(async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'video-viewer-'));
+  const config = join(dir, 'config.yaml');
+  writeFileSync(config, 'width: 128\nheight: 96\nframesPerChunk: 4\nworldSize: 2\ndevices: cpu\nbackend: wasm\n');
+  server = await serve(VideoApp, { port: 0, gracePeriodMs: 0, logger: quiet, configPath: config, weightsPath: weights });
+  await server.loaded;
+  browser = await chromium.launch({
+    executablePath,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  });
+  page = await browser.newPage({ viewport: { width: 1200, height: 700 } });
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await server?.close();
+});
+
+/** Mean RGB over the whole canvas. */
+function mean(p: Page): Promise<[number, number, number]> {
+  return p.evaluate(() => {
+    const c = document.getElementById('stream') as HTMLCanvasElement;
+    const d = c.getContext('2d')!.getImageData(0, 0, c.width, c.height).data;
+    const s = [0, 0, 0];
+    for (let i = 0; i < d.length; i += 4) for (let k = 0; k < 3; k++) s[k]! += d[i + k]!;
+    const n = d.length / 4;
+    return [s[0]! / n, s[1]! / n, s[2]! / n] as [number, number, number];
+  });
+}
+const dist = (a: number[], b: number[]) => Math.hypot(...a.map((x, i) => x - b[i]!));
+
+describe('viewer in Chromium, sample video app', () => {
+  it('plays the generated video, follows a new prompt, and shows an invalid prompt error', async () => {
+    await page.goto(server.url);
+    await page.waitForFunction(() => (window as unknown as { reactorViewer: { framesDrawn: number } }).reactorViewer.framesDrawn > 5, null, { timeout: 20_000 });
+    expect(await page.textContent('#app-name')).toBe('reactor-video');
+    expect(await page.textContent('#size')).toBe('128x96');
+    await expect.poll(() => page.locator('#messages').textContent(), { timeout: 10_000 }).toContain('backend_info');
+
+    const before = await mean(page);
+    // The generated text box for set_prompt: a new prompt, then reset to see it from frame 0.
+    await page.fill('[data-command=set_prompt] input[type=text]', 'Neon jellyfish in a midnight ocean.');
+    await page.click('[data-command=set_prompt] button');
+    await expect.poll(() => page.textContent('.result[data-command=set_prompt]')).toBe('ok');
+    await page.click('[data-command=reset] button');
+    await expect.poll(async () => dist(await mean(page), before), { timeout: 10_000 }).toBeGreaterThan(15);
+
+    // Bad input: the error shows next to the control, the prompt stays.
+    await page.fill('[data-command=set_prompt] input[type=text]', 'x'.repeat(501));
+    await page.click('[data-command=set_prompt] button');
+    await expect.poll(() => page.textContent('.result[data-command=set_prompt]')).toMatch(/^invalid_params: prompt: .*500.*\(maxLength\)/);
+
+    mkdirSync(artifacts, { recursive: true });
+    await page.screenshot({ path: `${artifacts}/viewer-video-app.png` });
+    expect(pageErrors).toEqual([]);
+  }, 60_000);
+});
