@@ -1,6 +1,6 @@
 import type { SessionStatus } from '@reactor/client';
 import { IsString } from 'class-validator';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   AppHost,
   AppLoadError,
@@ -24,17 +24,9 @@ import {
   WeightsPathNotSetError,
 } from '../../src/index.js';
 import { deferred, RecordingLogger, RecordingSink, rgbFrames } from '../helpers/recording-sink.js';
+import { cmd, useHosts } from '../helpers/hosts.js';
 
-const hosts: AppHost[] = [];
-afterEach(async () => {
-  await Promise.all(hosts.splice(0).map((h) => h.close()));
-});
-function start(app: new () => ReactorApp<any, any, any>, opts: ConstructorParameters<typeof AppHost>[1] = {}): AppHost {
-  const h = new AppHost(app, { statsIntervalMs: 0, logger: new RecordingLogger(), ...opts });
-  hosts.push(h);
-  return h;
-}
-const cmd = (id: string, name: string, params?: Record<string, unknown>) => ({ type: 'command' as const, id, name, ...(params ? { params } : {}) });
+const start = useHosts();
 
 function statusLog(h: AppHost): { states: string[]; until: (state: string, count?: number) => Promise<void> } {
   const states: string[] = [];

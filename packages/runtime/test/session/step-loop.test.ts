@@ -1,7 +1,6 @@
 import { IsBoolean, IsInt } from 'class-validator';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
-  AppHost,
   ApplicationError,
   event,
   Frames,
@@ -13,17 +12,9 @@ import {
   Video,
 } from '../../src/index.js';
 import { deferred, Gate, RecordingLogger, RecordingSink, rgbFrames } from '../helpers/recording-sink.js';
+import { cmd, useHosts } from '../helpers/hosts.js';
 
-const hosts: AppHost[] = [];
-afterEach(async () => {
-  await Promise.all(hosts.splice(0).map((h) => h.close()));
-});
-function start(app: new () => ReactorApp<any, any, any>, opts: ConstructorParameters<typeof AppHost>[1] = {}): AppHost {
-  const h = new AppHost(app, { statsIntervalMs: 0, logger: new RecordingLogger(), ...opts });
-  hosts.push(h);
-  return h;
-}
-const cmd = (id: string, name: string, params?: Record<string, unknown>) => ({ type: 'command' as const, id, name, ...(params ? { params } : {}) });
+const start = useHosts();
 /** A measurement window (time passing is what is measured here, not a synchronisation). */
 const windowOf = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** Lets every pending callback run once (to show that something did NOT happen). */
