@@ -234,6 +234,11 @@ export async function selectBackend(plan: BackendPlan, opts: SelectBackendOption
           attempts.push({ backend: name, reason: req.reason ?? 'no adapter' });
           continue;
         }
+        const problem = adapterProblem(adapterInfo(req.adapter));
+        if (problem) {
+          attempts.push({ backend: name, reason: problem });
+          continue;
+        }
         if (!(await initWebgpu(req.adapter))) {
           attempts.push({ backend: name, reason: 'tfjs could not initialise the webgpu backend on the adapter found' });
           continue;
@@ -262,6 +267,19 @@ export async function selectBackend(plan: BackendPlan, opts: SelectBackendOption
     }
   }
   throw new BackendUnavailableError(opts.rank, plan.requested, plan.source, attempts);
+}
+
+/**
+ * Why an adapter Dawn offered is not a GPU to run on, or null when it is: a software fallback
+ * adapter (SwiftShader, lavapipe: `isFallbackAdapter`, or a CPU device type) is refused, so
+ * `webgpu` always means a real GPU and the configured fallback (wasm) runs instead.
+ */
+export function adapterProblem(info: GpuAdapterInfo): string | null {
+  const cpuLike = /swiftshader|llvmpipe|lavapipe|software|cpu/i;
+  if (info.isFallbackAdapter || cpuLike.test(info.device) || cpuLike.test(info.description)) {
+    return `Dawn offered only a software adapter (vendor "${info.vendor}", device "${info.device}"${info.isFallbackAdapter ? ', isFallbackAdapter' : ''}), not a GPU`;
+  }
+  return null;
 }
 
 /** Reads `REACTOR_GPU_INDEX` (a non-negative integer) from `env`, or null when unset. */

@@ -20,6 +20,7 @@ export {
   GPU_INDEX_ENV,
   planBackends,
   requestGpuAdapter,
+  adapterProblem,
   type BackendName,
   type BackendPlan,
   type BackendSelection,
