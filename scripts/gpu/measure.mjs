@@ -31,6 +31,7 @@ const SIZES = [[256, 256], [512, 512], [1280, 720]];
 // MEASURE_BACKEND=wasm and MEASURE_DEVICES=cpu rehearse the serve/scale/crash parts on a machine without a GPU.
 const BACKEND = process.env.MEASURE_BACKEND ?? 'webgpu';
 const DEVICES = process.env.MEASURE_DEVICES ?? 'auto';
+const SCALE_FRAMES = Number(process.env.MEASURE_SCALE_FRAMES ?? 8);
 
 function smi() {
   try {
@@ -84,11 +85,11 @@ async function model() {
 async function scale() {
   const res = {};
   for (const worldSize of [1, 2]) {
-    const m = await runnerFps({ backend: BACKEND, devices: DEVICES, width: 1280, height: 720, worldSize, seconds: 8, framesPerChunk: 8 });
+    const m = await runnerFps({ backend: BACKEND, devices: DEVICES, width: 1280, height: 720, worldSize, seconds: 8, framesPerChunk: SCALE_FRAMES });
     res[worldSize] = m.fps;
-    emit({ bench: 'video.fps', backend: 'webgpu', worldSize, width: 1280, height: 720, framesPerChunk: 8, framesPerSec: r2(m.fps), chunkP50Ms: r2(m.chunkP50), gatherP50Ms: r2(m.gatherP50), renderP50Ms: r2(m.renderP50), ranks: m.backends, gpuSamples: m.util });
+    emit({ bench: 'video.fps', backend: 'webgpu', worldSize, width: 1280, height: 720, framesPerChunk: SCALE_FRAMES, framesPerSec: r2(m.fps), chunkP50Ms: r2(m.chunkP50), gatherP50Ms: r2(m.gatherP50), renderP50Ms: r2(m.renderP50), ranks: m.backends, gpuSamples: m.util });
   }
-  emit({ bench: 'video.scale', width: 1280, height: 720, ratio2over1: r2(res[2] / res[1]) });
+  emit({ bench: 'video.scale', width: 1280, height: 720, framesPerChunk: SCALE_FRAMES, ratio2over1: r2(res[2] / res[1]) });
 }
 
 /** Same-process server and client: one clock, so due -> received latency is exact. */
