@@ -68,6 +68,8 @@ export class VideoWorker extends DistributedWorker<VideoLoadArgs, VideoInput, Vi
       worldSize: this.worldSize,
       comm: this.comm,
       device: this.device,
+      // Rank 0 renders into the runner's result block: no per-chunk allocation, no copy out.
+      ...(this.isLeader && { allocFrames: (bytes: number) => this.resultArray(Uint8Array, bytes) }),
     });
     await model.load();
     this.model = model;

@@ -54,6 +54,23 @@ const FOREST = 'A walk through a forest.';
 const NEON = 'neon city at night';
 
 describe('ParallelVideoModel', () => {
+  it('renders rank 0\'s chunk into the memory allocFrames gives (the runner\'s result block), with the same bytes', async () => {
+    const plain = model();
+    await plain.load();
+    const expected = (await plain.generate({ prompt: FOREST })).frames;
+    const asked: number[] = [];
+    const block = new Uint8Array(64 * 64 * 3 * 4 + 16);
+    const m = model({ allocFrames: (bytes) => (asked.push(bytes), block.subarray(8, 8 + bytes)) });
+    await m.load();
+    const r = await m.generate({ prompt: FOREST });
+    expect(asked).toEqual([64 * 64 * 3 * 4]);
+    expect(r.frames.buffer).toBe(block.buffer);
+    expect(r.frames.byteOffset).toBe(8);
+    expect(Buffer.from(r.frames).equals(Buffer.from(expected))).toBe(true);
+    plain.dispose();
+    m.dispose();
+  });
+
   describe('weights', () => {
     it('loads the committed weights and reports them in info()', async () => {
       const m = model();

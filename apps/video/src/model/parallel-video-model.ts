@@ -23,6 +23,12 @@ export interface ParallelVideoModelOptions {
   /** Collectives across the ranks; required when `worldSize > 1` (a `DistributedWorker`'s `this.comm`). */
   comm?: ModelCollectives;
   /**
+   * Rank 0: where to put a chunk's frames (`n · height · width · 3` bytes). A worker passes
+   * `(n) => this.resultArray(Uint8Array, n)` so rank 0 renders into the runner's result block:
+   * no fresh allocation per chunk and no copy on the way out. Default: a new `Uint8Array`.
+   */
+  allocFrames?: (bytes: number) => Uint8Array;
+  /**
    * Backend preference: `auto` (webgpu, wasm, cpu), `webgpu`, `wasm`, `cpu`, or a comma-separated
    * fallback order. The `REACTOR_BACKEND` environment variable overrides it.
    */
@@ -151,6 +157,8 @@ export class ParallelVideoModel {
   private deviceQuantize = false;
   /** Whole frames go through one batched pass (not on wasm: its fused matMul takes only a rank-1 bias). */
   private batchFrames = false;
+  /** Ranks other than 0: the buffer their rows are rendered into, reused chunk after chunk. */
+  private shareBuffer: Uint8Array | null = null;
   private loading: Promise<void> | null = null;
 
   private chunk = 0;
@@ -313,7 +321,21 @@ export class ParallelVideoModel {
     const t0 = performance.now();
     const W = this.width;
     const rowBytes = W * 3;
-    const local = new Uint8Array((this.share.end - this.share.start) * rowBytes);
+    const shareBytes = (this.share.end - this.share.start) * rowBytes;
+    const totalBytes = this.framesPerChunk * this.height * rowBytes;
+    // Rank 0 renders its rows (the first ones) straight into the chunk's frames; other ranks
+    // reuse one buffer (the gather copies it out before the next chunk).
+    let frames: Uint8Array;
+    let local: Uint8Array;
+    if (this.rank === 0) {
+      frames = this.options.allocFrames?.(totalBytes) ?? new Uint8Array(totalBytes);
+      if (frames.length !== totalBytes) throw new RangeError(`allocFrames(${totalBytes}) returned ${frames.length} bytes`);
+      local = frames.subarray(0, shareBytes);
+    } else {
+      frames = new Uint8Array(0);
+      if (this.shareBuffer?.length !== shareBytes) this.shareBuffer = new Uint8Array(shareBytes);
+      local = this.shareBuffer;
+    }
     const params = new Map<number, FrameParams>();
     const pending: { rgb: tf.Tensor; offset: number }[] = [];
     let packed: tf.Tensor | null = null;
@@ -350,10 +372,7 @@ export class ParallelVideoModel {
     }
 
     const tRendered = performance.now();
-    let frames: Uint8Array;
-    if (this.worldSize === 1) {
-      frames = local;
-    } else {
+    if (this.worldSize > 1) {
       // Shares differ by at most one row; the collectives accept arrays of different lengths.
       const parts = await (this.comm as ModelCollectives).gather(local, 0);
       if (this.rank === 0) {
@@ -361,16 +380,14 @@ export class ParallelVideoModel {
           throw new Error(`Rank 0: gather returned ${parts ? parts.length : 'null'} parts for ${this.worldSize} ranks`);
         }
         const totalRows = this.framesPerChunk * this.height;
-        frames = new Uint8Array(totalRows * rowBytes);
-        for (let r = 0; r < this.worldSize; r++) {
+        // Rank 0's own rows are already in place (parts[0] is `local`, a view of `frames`).
+        for (let r = 1; r < this.worldSize; r++) {
           const s = rowShare(totalRows, this.worldSize, r);
           const part = parts[r] as Uint8Array;
           const bytes = (s.end - s.start) * rowBytes;
           if (part.length !== bytes) throw new Error(`Rank 0: rank ${r} sent ${part.length} bytes, expected ${bytes}`);
           frames.set(part, s.start * rowBytes);
         }
-      } else {
-        frames = new Uint8Array(0);
       }
     }
 
