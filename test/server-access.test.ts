@@ -1,15 +1,12 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { ConnectionError, connect } from '@reactor/client';
 import { serve, type ReactorServer, type ServeOptions } from '@reactor/runtime';
 import { patternApp } from './fixtures/pattern-app.js';
 import { RawClient } from './fixtures/net.js';
+import { quiet, useCleanups } from './fixtures/cleanups.js';
 
-const quiet = { debug() {}, info() {}, warn() {}, error() {} };
-const cleanups: Array<() => unknown> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = useCleanups();
 
 async function start(opts: ServeOptions = {}): Promise<ReactorServer> {
   const server = await serve(patternApp({ width: 32, height: 32 }), { port: 0, gracePeriodMs: 0, logger: quiet, ...opts });

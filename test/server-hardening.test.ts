@@ -5,17 +5,14 @@
 import 'reflect-metadata';
 import { request } from 'node:http';
 import { connect as netConnect } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { IsInt, Min } from 'class-validator';
 import { event, InputField, InputState, MAX_PENDING_COMMANDS, Output, ReactorApp, reactorApp, serve, type ReactorServer } from '@reactor/runtime';
 import { patternApp } from './fixtures/pattern-app.js';
 import { RawClient, until } from './fixtures/net.js';
+import { quiet, useCleanups } from './fixtures/cleanups.js';
 
-const quiet = { debug() {}, info() {}, warn() {}, error() {} };
-const cleanups: Array<() => unknown> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = useCleanups();
 
 async function start(opts: Parameters<typeof serve>[1] = {}, app: Parameters<typeof serve>[0] = patternApp({ width: 16, height: 16, fps: 10 })): Promise<ReactorServer> {
   const server = await serve(app, { port: 0, gracePeriodMs: 0, logger: quiet, statsIntervalMs: 0, ...opts });

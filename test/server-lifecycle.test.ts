@@ -2,17 +2,14 @@ import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { serve, type ReactorServer } from '@reactor/runtime';
 import { gatedApp } from './fixtures/gated-app.js';
 import { patternApp } from './fixtures/pattern-app.js';
 import { RawClient, until } from './fixtures/net.js';
+import { quiet, useCleanups } from './fixtures/cleanups.js';
 
-const quiet = { debug() {}, info() {}, warn() {}, error() {} };
-const cleanups: Array<() => unknown> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = useCleanups();
 
 describe('server: /health', () => {
   it('reports loading (503), then ready (200)', async () => {

@@ -1,15 +1,12 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { CommandFailedError, connect, decodeFrame, type AppMessage, type ClientFrame, type ReactorClient, type WelcomeMessage } from '@reactor/client';
 import { serve, type ReactorServer } from '@reactor/runtime';
 import { patternApp } from './fixtures/pattern-app.js';
 import { RawClient, stalledClient, until } from './fixtures/net.js';
+import { quiet, useCleanups } from './fixtures/cleanups.js';
 
-const quiet = { debug() {}, info() {}, warn() {}, error() {} };
-const cleanups: Array<() => unknown> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = useCleanups();
 
 async function start(opts: Parameters<typeof serve>[1] = {}): Promise<ReactorServer> {
   const server = await serve(patternApp({ width: 64, height: 48, fps: 30 }), { port: 0, gracePeriodMs: 0, logger: quiet, statsIntervalMs: 200, ...opts });

@@ -1,16 +1,13 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Socket } from 'node:net';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { serve, type AppHost } from '@reactor/runtime';
 import { patternApp } from './fixtures/pattern-app.js';
 import { RawClient, stalledClient, until } from './fixtures/net.js';
+import { quiet, useCleanups } from './fixtures/cleanups.js';
 
-const quiet = { debug() {}, info() {}, warn() {}, error() {} };
-const cleanups: Array<() => unknown> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = useCleanups();
 
 // A real collection before each memory sample, so garbage awaiting GC is not read as a leak.
 setFlagsFromString('--expose-gc');
