@@ -38,6 +38,8 @@ function parsePort(v: string | number | undefined, fallback: number): number {
 
 /** Imports the app class named by `runtime.import`. */
 export async function importApp(m: Manifest): Promise<ReactorAppClass> {
+  // The app reads the declared GPU count to size its runner (reactor.yaml model.resources.gpu).
+  process.env['REACTOR_MANIFEST_GPUS'] = String(m.model.gpu.count);
   if (!existsSync(m.runtime.module)) {
     throw new ReactorError('app_import_failed', `runtime.import points at ${m.runtime.module}, which does not exist${m.runtime.module.includes('/dist/') ? ' (build it first: pnpm build)' : ''}`);
   }
@@ -63,8 +65,6 @@ function configPath(o: CliOptions, m: Manifest): string | undefined {
 export async function runCommand(o: CliOptions): Promise<void> {
   const m = manifestFrom(o);
   say(`${m.model.name} ${m.model.version} (${m.file})`);
-  // The app reads the declared GPU count to size its runner (see reactor.yaml model.resources.gpu).
-  process.env['REACTOR_MANIFEST_GPUS'] = String(m.model.gpu.count);
   const App = await importApp(m);
   const token = o.token ?? process.env['REACTOR_TOKEN'] ?? m.server.token;
   const cfg = configPath(o, m);
@@ -114,7 +114,6 @@ export async function schemaCommand(o: CliOptions): Promise<void> {
 /** `reactor doctor`: every check, then exit 1 if any failed. */
 export async function doctorCommand(o: CliOptions): Promise<void> {
   const m = manifestFrom(o);
-  process.env['REACTOR_MANIFEST_GPUS'] = String(m.model.gpu.count);
   const App = await importApp(m);
   const req: AppRequirements = (await App.requirements?.(configPath(o, m))) ?? {};
   const checks = await runDoctor(m, req, o.host ?? m.server.host ?? '127.0.0.1', parsePort(o.port, m.server.port ?? 8080));
