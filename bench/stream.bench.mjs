@@ -11,9 +11,10 @@
 // server's). Run after `pnpm build`: node bench/stream.bench.mjs
 import { connect as netConnect } from 'node:net';
 import { once } from 'node:events';
-import { Frames, Output, ReactorApp, Video, reactorApp, serve } from '../packages/runtime/dist/index.js';
+import { Frames, Output, ReactorApp, Video, reactorApp } from '../packages/runtime/dist/index.js';
+import { serve } from '../packages/server/dist/index.js';
 import { decodeFrame } from '../packages/client/dist/index.js';
-import { WebSocket } from '../packages/runtime/node_modules/ws/wrapper.mjs';
+import { WebSocket } from '../packages/server/node_modules/ws/wrapper.mjs';
 
 const W = 512;
 const H = 512;

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { serve, type ReactorServer } from '@reactor/runtime';
+import { serve, type ReactorServer } from '@reactor/server';
 import { VideoApp } from '@reactor/app-video';
 import { quiet } from './fixtures/cleanups.js';
 

@@ -2,7 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { serve, type ReactorServer } from '@reactor/runtime';
+import { serve, type ReactorServer } from '@reactor/server';
 import { patternApp } from './fixtures/pattern-app.js';
 import { quiet } from './fixtures/cleanups.js';
 

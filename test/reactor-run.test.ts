@@ -13,7 +13,7 @@ import { WebSocket } from 'ws';
 import { connect, FrameEncoding, type ReactorClient } from '@reactor/client';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const cli = join(repo, 'packages/runtime/dist/cli/main.js');
+const cli = join(repo, 'packages/cli/dist/main.js');
 const W = 64;
 const H = 48;
 

@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { serve, type ReactorServer } from '@reactor/runtime';
+import { serve, type ReactorServer } from '@reactor/server';
 import { gatedApp } from './fixtures/gated-app.js';
 import { patternApp } from './fixtures/pattern-app.js';
 import { RawClient, until } from './fixtures/net.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { CommandFailedError, connect, decodeFrame, type AppMessage, type ClientFrame, type ReactorClient, type WelcomeMessage } from '@reactor/client';
-import { serve, type ReactorServer } from '@reactor/runtime';
+import { serve, type ReactorServer } from '@reactor/server';
 import { patternApp } from './fixtures/pattern-app.js';
 import { RawClient, stalledClient, until } from './fixtures/net.js';
 import { quiet, useCleanups } from './fixtures/cleanups.js';

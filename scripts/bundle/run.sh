@@ -17,7 +17,7 @@ fi
 node=$here/.runtime/node
 cd "$here"
 case "${1:-}" in
-  reactor) shift; exec "$node" packages/runtime/dist/cli/main.js "$@" ;;
+  reactor) shift; exec "$node" packages/cli/dist/main.js "$@" ;;
   node) shift; exec "$node" "$@" ;;
   *) echo "usage: run.sh reactor <command> [options] | run.sh node <script> [args]" >&2; exit 2 ;;
 esac

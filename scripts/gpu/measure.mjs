@@ -152,7 +152,7 @@ async function crash() {
   const dir = mkdtempSync(join(tmpdir(), 'gpu-crash-'));
   writeFileSync(join(dir, 'config.yaml'), `width: 512\nheight: 512\nframesPerChunk: 4\nworldSize: 2\ndevices: ${DEVICES}\nbackend: ${BACKEND}\n`);
   writeFileSync(join(dir, 'reactor.yaml'), `model: { name: crash, version: 0.0.1, resources: { gpu: { count: 2 } } }\nruntime:\n  import: ${join(root, 'apps/video/dist/index.js')}:VideoApp\n  config: config.yaml\n  weights_path: ${weightsRoot}\nserver: { port: 0 }\n`);
-  const child = spawn(process.execPath, [join(root, 'packages/runtime/dist/cli/main.js'), 'run', '--manifest', join(dir, 'reactor.yaml')], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [join(root, 'packages/cli/dist/main.js'), 'run', '--manifest', join(dir, 'reactor.yaml')], { stdio: ['ignore', 'pipe', 'pipe'] });
   let err = ''; child.stderr.on('data', (d) => (err += d));
   const url = await new Promise((res, rej) => { let out = ''; child.stdout.on('data', (d) => { out += d; const m = /Viewer: (\S+)/.exec(out); if (m) res(m[1]); }); child.once('exit', (c) => rej(new Error(`reactor run exited ${c}: ${err}`))); });
   process.once('exit', () => child.kill('SIGKILL'));

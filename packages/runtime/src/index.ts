@@ -1,6 +1,6 @@
 /**
- * `@reactor/runtime`: the app model (state, commands, step loop, output, sessions) and, from
- * `./server`, the WebSocket server. See `docs/runtime.md`.
+ * `@reactor/runtime`: the app model (state, commands, step loop, output, sessions). The
+ * transport is `@reactor/server`, the `reactor` command `@reactor/cli`. See `docs/runtime.md`.
  */
 export { ReactorApp } from './app/reactor-app.js';
 export type { OutputControl } from './app/reactor-app.js';
@@ -42,4 +42,3 @@ export type { Client } from './session/client.js';
 export { consoleLogger } from './session/logger.js';
 export type { Logger } from './session/logger.js';
 export type { AppHostApi, ClientHandle, ClientInfo, ClientSink, OutputFrame } from './session/transport.js';
-export * from './server/index.js';

@@ -6,14 +6,14 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { StatsMessage } from '@reactor/client';
-import type { AppHostApi } from '../session/transport.js';
+import type { AppHostApi } from '@reactor/runtime';
 import { TOKEN_COOKIE, hostAllowed, originAllowed, presentedToken, tokenMatches } from './auth.js';
 import { ClientConnection, type ConnectionInfo } from './connection.js';
 import { FrameEncoder } from './frame-encoder.js';
 import { ServerMetrics } from './metrics.js';
 import { resolveServerOptions, type ResolvedServerOptions, type ServerOptions } from './options.js';
 import { ViewerAssets, ViewerNotBuiltError } from './static-assets.js';
-import { renderViewerPage } from './viewer/page.js';
+import { renderViewerPage } from './viewer-page.js';
 
 /** How long `close()` waits for clients to acknowledge the close frame before cutting them. */
 export const CLOSE_GRACE_MS = 2000;

@@ -11,12 +11,12 @@ import { fileURLToPath } from 'node:url';
 
 const here = dirname(fileURLToPath(import.meta.url));
 
-/** Folder of the compiled viewer script (`dist/server/viewer`), from `src/` or `dist/`. */
+/** Folder of the compiled viewer script (`dist/viewer`, built from `viewer/`), from `src/` or `dist/`. */
 function viewerDir(): string {
   const sibling = join(here, 'viewer');
   if (existsSync(join(sibling, 'viewer-app.js'))) return sibling;
   // Running the TypeScript sources (tests): the compiled script is in the package's dist/.
-  return resolve(here, '../../dist/server/viewer');
+  return resolve(here, '../dist/viewer');
 }
 
 /** Folder of `@reactor/client`'s compiled ESM. */

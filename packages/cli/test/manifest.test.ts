@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { findManifest, loadManifest, ManifestError } from '../../src/cli/manifest.js';
+import { findManifest, loadManifest, ManifestError } from '../src/manifest.js';
 
 function write(text: string): string {
   const dir = mkdtempSync(join(tmpdir(), 'reactor-manifest-'));

@@ -1,6 +1,6 @@
 import { createServer, type AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { checkNode, checkPort, checkShm } from '../../src/cli/doctor.js';
+import { checkNode, checkPort, checkShm } from '../src/doctor.js';
 
 describe('reactor doctor checks', () => {
   it('checkNode fails below the minimum version and says what to install', () => {

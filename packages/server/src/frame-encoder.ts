@@ -5,7 +5,7 @@
  */
 import sharp from 'sharp';
 import { FrameEncoding, encodeFrameHeader } from '@reactor/client';
-import type { OutputFrame } from '../session/transport.js';
+import type { OutputFrame } from '@reactor/runtime';
 import type { ServerMetrics } from './metrics.js';
 
 /** Encodes frames into complete binary wire messages (header + payload). */

@@ -2,7 +2,7 @@
  * Options of the HTTP + WebSocket server, with their defaults and eager validation
  * (a bad option throws before anything listens, naming the option and the value).
  */
-import { consoleLogger, type Logger } from '../session/logger.js';
+import { consoleLogger, type Logger } from '@reactor/runtime';
 
 /** Transport options (everything `serve()` takes besides the app host's own options). */
 export interface ServerOptions {

@@ -10,7 +10,7 @@
  */
 import type { WebSocket, RawData } from 'ws';
 import { WireErrorCode, type CommandMessage, type ErrorMessage, type ServerMessage, type StatsMessage } from '@reactor/client';
-import type { AppHostApi, ClientHandle, ClientSink, OutputFrame } from '../session/transport.js';
+import type { AppHostApi, ClientHandle, ClientSink, OutputFrame } from '@reactor/runtime';
 import type { FrameEncoder } from './frame-encoder.js';
 import type { DropReason, ServerMetrics } from './metrics.js';
 import type { ResolvedServerOptions } from './options.js';

@@ -1,6 +1,6 @@
 /** `serve(AppClass, options)`: build an {@link AppHost}, serve it, and load the app. */
-import type { ReactorApp } from '../app/reactor-app.js';
-import { AppHost, type AppHostOptions } from '../session/host.js';
+import type { ReactorApp } from '@reactor/runtime';
+import { AppHost, type AppHostOptions } from '@reactor/runtime';
 import { resolveServerOptions, type ServerOptions } from './options.js';
 import { ReactorServer } from './reactor-server.js';
 

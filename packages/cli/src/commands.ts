@@ -4,11 +4,11 @@ import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { findManifest, loadManifest, ManifestError, MANIFEST_FILE, type Manifest } from './manifest.js';
 import { runDoctor, type AppRequirements } from './doctor.js';
-import { ReactorError } from '../errors/errors.js';
-import { AppHost } from '../session/host.js';
-import { serve } from '../server/serve.js';
-import { installShutdownHandlers } from '../server/shutdown.js';
-import type { ReactorApp } from '../app/reactor-app.js';
+import { ReactorError } from '@reactor/runtime';
+import { AppHost } from '@reactor/runtime';
+import { serve } from '@reactor/server';
+import { installShutdownHandlers } from '@reactor/server';
+import type { ReactorApp } from '@reactor/runtime';
 import type { AppRequirements as Requirements } from './doctor.js';
 
 type ReactorAppClass = (new () => ReactorApp<any, any, any>) & { requirements?: (configPath?: string) => Requirements | Promise<Requirements> };

@@ -5,7 +5,7 @@
  */
 import { cac } from 'cac';
 import { runCommand, schemaCommand, doctorCommand, type CliOptions } from './commands.js';
-import { ReactorError } from '../errors/errors.js';
+import { ReactorError } from '@reactor/runtime';
 
 const cli = cac('reactor');
 const common = (c: ReturnType<typeof cli.command>) =>

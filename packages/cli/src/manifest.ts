@@ -11,7 +11,7 @@ import {
   type ValidationError,
 } from 'class-validator';
 import { parse as parseYaml } from 'yaml';
-import { ReactorError } from '../errors/errors.js';
+import { ReactorError } from '@reactor/runtime';
 
 /** The manifest file name `reactor` looks for. */
 export const MANIFEST_FILE = 'reactor.yaml';

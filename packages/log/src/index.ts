@@ -1,0 +1,3 @@
+/** `@reactor/log`: the pino-compatible `Logger` every Reactor package takes, and two ready ones. */
+export { consoleLogger, silentLogger, levelFromEnv, LOG_LEVELS } from './logger.js';
+export type { Logger, LogFn, LogFields, LogLevel, ConsoleLoggerOptions } from './logger.js';
