@@ -41,4 +41,5 @@ export type { AppHostOptions, HostCounters } from './session/host.js';
 export type { Client } from './session/client.js';
 export { consoleLogger } from './session/logger.js';
 export type { Logger } from './session/logger.js';
-export type { AppHostApi, ClientHandle, ClientInfo, ClientSink, OutputFrame } from './session/transport.js';
+export type { AppHostApi, ClientHandle, ClientInfo, ClientSink, OutputFrame, Readiness, NotReadyReason } from './session/transport.js';
+export type { LoadContext, RequirementsContext, RequirementCheck, AppRequirements, AppStatics } from './app/contract.js';

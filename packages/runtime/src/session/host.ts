@@ -31,7 +31,7 @@ import type { InputState } from '../state/input-state.js';
 import type { Client } from './client.js';
 import { type Logger, consoleLogger } from './logger.js';
 import { StepLock } from './step-lock.js';
-import type { AppHostApi, ClientHandle, ClientInfo, ClientSink, OutputFrame } from './transport.js';
+import type { AppHostApi, ClientHandle, ClientInfo, ClientSink, NotReadyReason, OutputFrame, Readiness } from './transport.js';
 
 /** Default grace period before a session without clients ends (the original's 60 s). */
 export const DEFAULT_GRACE_PERIOD_MS = 60_000;
@@ -219,6 +219,14 @@ export class AppHost implements AppHostApi {
     if (!s) return { state: 'ready', clients, ...(this.lastSessionError ? { error: this.lastSessionError } : {}) };
     const state = s.phase === 'starting' ? 'waiting' : s.phase;
     return { state, sessionId: s.id, clients, ...(s.error ? { error: s.error } : {}) };
+  }
+
+  /** Whether a new user would get a stream now (see {@link AppHostApi.readiness}). */
+  readiness(): Readiness {
+    const reasons: NotReadyReason[] = [];
+    if (this.loadState === 'idle' || this.loadState === 'loading') reasons.push({ code: 'loading', message: 'the app is loading' });
+    else if (this.loadState === 'failed') reasons.push({ code: 'load_failed', message: `the app failed to load: ${this.loadError?.message ?? 'unknown error'}` });
+    return { ready: reasons.length === 0, reasons };
   }
 
   /** Calls `listener` on every status change; returns the unsubscribe function. */

@@ -65,10 +65,27 @@ export interface ClientHandle {
   reportDropped(count: number): void;
 }
 
+/** Why an instance cannot take users now; one entry per cause. */
+export interface NotReadyReason {
+  /** Stable, machine-readable cause: `loading`, `load_failed`, `closing`, `app_not_ready`, `runner_unhealthy`, `rank_stalled`, ... */
+  readonly code: string;
+  /** What is wrong and, where it helps, what to do. */
+  readonly message: string;
+}
+
+/** Readiness as a load balancer needs it: ready only when a new user would get a stream. */
+export interface Readiness {
+  readonly ready: boolean;
+  /** Empty when ready. */
+  readonly reasons: readonly NotReadyReason[];
+}
+
 /** The host's surface for transports. */
 export interface AppHostApi {
   readonly schema: AppSchema;
   readonly status: SessionStatus;
+  /** Whether a new user would get a stream now, and if not, why (the host's state and the app's own report). */
+  readiness(): Readiness;
   /** Registers a client; the welcome message goes to the sink before this returns. */
   connect(sink: ClientSink, info?: ClientInfo): ClientHandle;
 }
