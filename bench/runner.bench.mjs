@@ -14,7 +14,7 @@ import { DistributedRunner } from '../packages/distributed/dist/index.js';
 import { BenchWorker } from '../packages/distributed/test/fixtures/bench.mjs';
 
 const quick = process.env.RUNNER_BENCH_QUICK === '1';
-const quiet = { info() {}, warn() {} };
+const quiet = { debug() {}, info() {}, warn() {}, error() {}, child: () => quiet };
 const emit = (o) => process.stdout.write(`${JSON.stringify(o)}\n`);
 
 function pct(sorted, p) {
@@ -57,7 +57,7 @@ async function crashDetect() {
       await call;
       throw new Error('expected a crash');
     } catch (err) {
-      if (err.code !== 'ERR_WORKER_CRASHED') throw err;
+      if (err.code !== 'worker_crashed') throw err;
       t.push(performance.now() - t0);
     }
     await r.shutdown();

@@ -1,9 +1,13 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { afterEach, expect } from 'vitest';
-import type { DistributedRunner, RunnerLogger } from '../src/index.js';
+import { type LogFields, type Logger, silentLogger } from '@reactor/log';
+import type { DistributedRunner } from '../src/index.js';
 
-/** A logger that records every line and lets a test wait for one (no sleeps). */
-export function captureLogger(): RunnerLogger & { lines: string[]; waitFor(re: RegExp, timeoutMs?: number): Promise<string> } {
+/**
+ * A logger that records every line as `<level> [rank N] <message>` (the rank from a
+ * `child({ rank })` binding) and lets a test wait for one (no sleeps).
+ */
+export function captureLogger(): Logger & { lines: string[]; waitFor(re: RegExp, timeoutMs?: number): Promise<string> } {
   const lines: string[] = [];
   const waiters: { re: RegExp; resolve(l: string): void }[] = [];
   const push = (l: string) => {
@@ -15,11 +19,18 @@ export function captureLogger(): RunnerLogger & { lines: string[]; waitFor(re: R
       }
     }
   };
+  const make = (bindings: LogFields): Logger => {
+    const prefix = bindings.rank !== undefined ? `[rank ${String(bindings.rank)}] ` : '';
+    const at =
+      (level: string) =>
+      (first: string | LogFields, second?: unknown): void =>
+        push(`${level} ${prefix}${typeof first === 'string' ? first : String(second ?? '')}`);
+    return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error'), child: (more) => make({ ...bindings, ...more }) };
+  };
   return {
+    ...make({}),
     lines,
-    info: (m) => push(`info ${m}`),
-    warn: (m) => push(`warn ${m}`),
-    waitFor(re, timeoutMs = 10_000) {
+    waitFor(re: RegExp, timeoutMs = 10_000) {
       const hit = lines.find((l) => re.test(l));
       if (hit) return Promise.resolve(hit);
       return new Promise((resolve, reject) => {
@@ -97,7 +108,7 @@ export function trackRunners(): <R extends DistributedRunner<any, any, any>>(r: 
 }
 
 /** Silent logger for tests that do not look at output. */
-export const quiet: RunnerLogger = { info() {}, warn() {} };
+export const quiet: Logger = silentLogger;
 
 /** Imports a plain-JS fixture module from test/fixtures (typed loosely: fixtures are JavaScript). */
 export function fixture(name: string): Promise<any> {

@@ -114,7 +114,7 @@ describe('DistributedRunner', () => {
       const runner = new DistributedRunner(EchoWorker, { worldSize: 2, logger: quiet });
       expect(runner.pids).toEqual([]);
       expect(rankProcesses(runner.segmentPrefix)).toEqual([]);
-      expect(runner.healthy).toBe(true);
+      expect(runner.healthy).toBe(false); // healthy only once start() has succeeded
       expect(runner.worldSize).toBe(2);
       await runner.shutdown();
     });
