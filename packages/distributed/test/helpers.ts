@@ -1,4 +1,6 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, expect } from 'vitest';
 import { type LogFields, type Logger, silentLogger } from '@reactor/log';
 import type { DistributedRunner } from '../src/index.js';
@@ -114,4 +116,17 @@ export const quiet: Logger = silentLogger;
 export function fixture(name: string): Promise<any> {
   const url = new URL(`./fixtures/${name}.mjs`, import.meta.url).href;
   return import(/* @vite-ignore */ url);
+}
+
+/** Temporary folders for one test file, each removed after the test that made it. */
+export function useTempDirs(): (prefix: string) => string {
+  const made: string[] = [];
+  afterEach(() => {
+    for (const dir of made.splice(0)) rmSync(dir, { recursive: true, force: true });
+  });
+  return (prefix) => {
+    const dir = mkdtempSync(join(tmpdir(), prefix));
+    made.push(dir);
+    return dir;
+  };
 }
