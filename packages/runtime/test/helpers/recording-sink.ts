@@ -1,4 +1,5 @@
 import type { ServerMessage } from '@reactor/client';
+import type { LogFields, LogFn } from '@reactor/log';
 import type { ClientSink, Logger, OutputFrame } from '../../src/index.js';
 
 export type SinkEvent =
@@ -97,23 +98,37 @@ export class RecordingSink implements ClientSink {
   }
 }
 
-/** A Logger that records lines (and never prints). */
+/** One recorded log line. */
+export interface LogLine {
+  level: 'debug' | 'info' | 'warn' | 'error';
+  message: string;
+  /** The line's fields with the bindings of every `child()` on the way. */
+  fields: LogFields;
+  /** Arguments after the message. */
+  details: unknown[];
+}
+
+/** A Logger (of `@reactor/log`) that records lines, children's included, and never prints. */
 export class RecordingLogger implements Logger {
-  readonly lines: Array<{ level: string; message: string; details: unknown[] }> = [];
-  debug(message: string, ...details: unknown[]): void {
-    this.lines.push({ level: 'debug', message, details });
+  constructor(
+    readonly lines: LogLine[] = [],
+    private readonly bindings: LogFields = {},
+  ) {}
+  readonly debug: LogFn = (...args: unknown[]) => this.record('debug', args);
+  readonly info: LogFn = (...args: unknown[]) => this.record('info', args);
+  readonly warn: LogFn = (...args: unknown[]) => this.record('warn', args);
+  readonly error: LogFn = (...args: unknown[]) => this.record('error', args);
+  child(bindings: LogFields): Logger {
+    return new RecordingLogger(this.lines, { ...this.bindings, ...bindings });
   }
-  info(message: string, ...details: unknown[]): void {
-    this.lines.push({ level: 'info', message, details });
-  }
-  warn(message: string, ...details: unknown[]): void {
-    this.lines.push({ level: 'warn', message, details });
-  }
-  error(message: string, ...details: unknown[]): void {
-    this.lines.push({ level: 'error', message, details });
-  }
+  /** The messages logged at `level`. */
   at(level: string): string[] {
     return this.lines.filter((l) => l.level === level).map((l) => l.message);
+  }
+  private record(level: LogLine['level'], args: unknown[]): void {
+    const [first, ...rest] = args;
+    if (typeof first === 'string') this.lines.push({ level, message: first, fields: { ...this.bindings }, details: rest });
+    else this.lines.push({ level, message: typeof rest[0] === 'string' ? rest[0] : '', fields: { ...this.bindings, ...(first as LogFields) }, details: rest.slice(1) });
   }
 }
 

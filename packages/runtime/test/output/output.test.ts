@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { describeApp, FrameShapeError, Frames, Output, ReactorApp, reactorApp, TrackPayload, Video } from '../../src/index.js';
+import { FrameShapeError, Frames, Output, ReactorApp, reactorApp, TrackPayload, Video } from '../../src/index.js';
+import { describeApp } from '../../src/internal.js';
 import { normalizeOutput } from '../../src/output/normalize.js';
 import { rgbFrames } from '../helpers/recording-sink.js';
 

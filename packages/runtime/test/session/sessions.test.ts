@@ -174,7 +174,10 @@ describe('sessions', () => {
     loaded.resolve();
     await loading;
     await a.waitForSession('streaming');
-    expect(a.summary()).toEqual(['welcome:loading', 'session:ready', 'session:waiting', 'session:streaming']);
+    // Its welcome had no state (no session yet): the state follows as soon as it joins one.
+    expect(a.summary()).toEqual(['welcome:loading', 'session:ready', 'session:waiting', 'state', 'session:streaming']);
+    expect(a.messages[0]).toMatchObject({ type: 'welcome', state: {} });
+    expect(a.ofType('state')[0]).toEqual({ type: 'state', state: { prompt: 'forest' } });
     expect(log).toEqual(['sessionStarted:forest', 'sessionStarted#2', `connected:${ha.id}`]);
   });
 });

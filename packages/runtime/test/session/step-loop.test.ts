@@ -80,9 +80,11 @@ describe('step loop', () => {
     ])('%s, and timers keep running', async (_name, flushes) => {
       let calls = 0;
       const first = deferred();
+      const watch: { after?: number; reached?: () => void } = {};
       class App extends ReactorApp {
         override processInput(): never {
           calls++;
+          if (watch.after !== undefined && calls - watch.after >= 4) watch.reached?.();
           if (flushes) this.output.flush();
           first.resolve();
           throw new ApplicationError('waiting for a prompt');
@@ -95,15 +97,16 @@ describe('step loop', () => {
       await host.load();
       host.connect(new RecordingSink());
       await first.promise;
-      const before = calls;
-      let timerFired = false;
-      setTimeout(() => (timerFired = true), 100);
-      await windowOf(300);
-      expect(timerFired).toBe(true); // the loop did not monopolise the event loop
-      const during = calls - before;
-      // 300 ms / 50 ms back-off = 6 retries; a spin would make thousands.
-      expect(during).toBeGreaterThanOrEqual(2);
-      expect(during).toBeLessThanOrEqual(8);
+      const t0 = performance.now();
+      const reached = deferred();
+      watch.reached = reached.resolve;
+      watch.after = calls;
+      // A timer fires while steps are refused: the loop does not monopolise the event loop.
+      await windowOf(20);
+      await reached.promise;
+      // Four more tries took at least four back-offs (a spin would make them in microseconds);
+      // only a lower bound, so a slow machine cannot fail it.
+      expect(performance.now() - t0).toBeGreaterThanOrEqual(4 * 50 - 5);
       expect(host.counters.steps).toBe(0);
     });
 
@@ -238,7 +241,7 @@ describe('step loop', () => {
     frames.forEach((f, i) => expect(at[i]!).toBeGreaterThanOrEqual(f.dueAt - 0.6));
     expect(at[10]! - frames[0]!.dueAt).toBeGreaterThanOrEqual(199.4);
     // ...and not much more, even on a loaded machine.
-    expect(at[10]! - at[0]!).toBeLessThan(600);
+    expect(at[10]! - at[0]!).toBeLessThan(2000);
   });
 
   it('paces playout at frames / measured generate() time when no fps is declared', async () => {
@@ -277,7 +280,7 @@ describe('step loop fairness', () => {
     host.connect(new RecordingSink());
     const t0 = performance.now();
     await windowOf(30); // a timer must still fire while the loop runs flat out
-    expect(performance.now() - t0).toBeLessThan(1000);
+    expect(performance.now() - t0).toBeLessThan(5000);
     expect(steps).toBeGreaterThan(5);
   });
 });
