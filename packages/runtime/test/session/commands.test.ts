@@ -1,7 +1,7 @@
 import { IsIn, IsInt, IsString, Max, MaxLength, Min } from 'class-validator';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AppHost, ApplicationError, type Client, CommandError, event, InputField, InputState, ReactorApp, reactorApp } from '../../src/index.js';
-import { deferred, RecordingLogger, RecordingSink } from '../helpers/recording-sink.js';
+import { RecordingLogger, RecordingSink, deferred } from '../../src/testing.js';
 
 class State extends InputState {
   @InputField({ default: 'forest' }) @IsString() @MaxLength(10)

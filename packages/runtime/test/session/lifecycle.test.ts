@@ -1,11 +1,10 @@
 import { IsString } from 'class-validator';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { AppHost, ApplicationError, type Client, connected, disconnected, IllegalTransitionError, InputField, InputState, ReactorApp, reactorApp, RuntimeErrorCode } from '../../src/index.js';
 import { CLIENT_TRANSITIONS, HOST_TRANSITIONS, Lifecycle, SESSION_TRANSITIONS } from '../../src/internal.js';
-import { deferred, RecordingSink } from '../helpers/recording-sink.js';
-import { useHosts } from '../helpers/hosts.js';
+import { RecordingSink, deferred, useHosts } from '../../src/testing.js';
 
-const start = useHosts();
+const start = useHosts(afterEach);
 
 describe('Lifecycle', () => {
   it('moves only along its table; any other transition throws IllegalTransitionError naming the lifecycle and both states', () => {

@@ -1,9 +1,8 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { ApplicationError, type Client, connected, ReactorApp, reactorApp, sessionStarted } from '../../src/index.js';
-import { RecordingSink } from '../helpers/recording-sink.js';
-import { useHosts } from '../helpers/hosts.js';
+import { RecordingSink, useHosts } from '../../src/testing.js';
 
-const start = useHosts();
+const start = useHosts(afterEach);
 
 class BackendInfo {
   constructor(readonly backend: string) {}

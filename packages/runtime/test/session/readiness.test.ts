@@ -1,9 +1,8 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { ApplicationError, type AppReadiness, type Client, connected, ReactorApp, sessionEnded } from '../../src/index.js';
-import { deferred, RecordingLogger, RecordingSink } from '../helpers/recording-sink.js';
-import { useHosts } from '../helpers/hosts.js';
+import { RecordingLogger, RecordingSink, deferred, useHosts } from '../../src/testing.js';
 
-const start = useHosts();
+const start = useHosts(afterEach);
 
 /** An app whose readiness the test sets, whose load and @sessionEnded the test holds. */
 function app(opts: { load?: Promise<void>; ended?: Promise<void>; fail?: boolean } = {}) {

@@ -1,6 +1,6 @@
 import type { SessionStatus } from '@reactor/client';
 import { IsString } from 'class-validator';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import {
   AppHost,
   AppLoadError,
@@ -23,10 +23,9 @@ import {
   WEIGHTS_PATH_ENV,
   WeightsPathNotSetError,
 } from '../../src/index.js';
-import { deferred, RecordingLogger, RecordingSink, rgbFrames } from '../helpers/recording-sink.js';
-import { cmd, useHosts } from '../helpers/hosts.js';
+import { RecordingLogger, RecordingSink, command as cmd, deferred, rgbFrames, useHosts } from '../../src/testing.js';
 
-const start = useHosts();
+const start = useHosts(afterEach);
 
 function statusLog(h: AppHost): { states: string[]; until: (state: string, count?: number) => Promise<void> } {
   const states: string[] = [];

@@ -1,5 +1,5 @@
 import { IsBoolean, IsInt } from 'class-validator';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import {
   ApplicationError,
   event,
@@ -11,10 +11,9 @@ import {
   reactorApp,
   Video,
 } from '../../src/index.js';
-import { deferred, Gate, RecordingLogger, RecordingSink, rgbFrames } from '../helpers/recording-sink.js';
-import { cmd, useHosts } from '../helpers/hosts.js';
+import { Gate, RecordingLogger, RecordingSink, command as cmd, deferred, rgbFrames, useHosts } from '../../src/testing.js';
 
-const start = useHosts();
+const start = useHosts(afterEach);
 /** A measurement window (time passing is what is measured here, not a synchronisation). */
 const windowOf = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** Lets every pending callback run once (to show that something did NOT happen). */
