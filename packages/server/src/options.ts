@@ -2,7 +2,7 @@
  * Options of the HTTP + WebSocket server, with their defaults and eager validation
  * (a bad option throws before anything listens, naming the option and the value).
  */
-import { consoleLogger, type Logger } from '@reactor/runtime';
+import { consoleLogger, type Logger } from '@reactor/log';
 
 /** Transport options (everything `serve()` takes besides the app host's own options). */
 export interface ServerOptions {
@@ -99,7 +99,7 @@ export function resolveServerOptions(o: ServerOptions = {}): ResolvedServerOptio
     maxQueuedFrames: o.maxQueuedFrames ?? 2,
     maxBufferedBytes: o.maxBufferedBytes ?? 1024 * 1024,
     path: o.path ?? '/ws',
-    logger: o.logger ?? consoleLogger,
+    logger: o.logger ?? consoleLogger(),
   };
   if (typeof r.host !== 'string' || r.host === '') throw new TypeError(`options.host must be a non-empty string, got ${JSON.stringify(r.host)}`);
   int('port', r.port, 0, 65535);
