@@ -6,8 +6,10 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { StatsMessage } from '@reactor/client';
+import type { Logger } from '@reactor/log';
 import type { AppHostApi } from '@reactor/runtime';
-import { TOKEN_COOKIE, hostAllowed, originAllowed, presentedToken, tokenMatches } from './auth.js';
+import { TOKEN_COOKIE, checkAccess } from './auth.js';
+import { ServerErrorCode } from './errors.js';
 import { ClientConnection, type ConnectionInfo } from './connection.js';
 import { FrameEncoder } from './frame-encoder.js';
 import { ServerMetrics } from './metrics.js';
@@ -52,6 +54,7 @@ export class ReactorServer {
   /** The server's metrics (`GET /metrics` renders `metrics.registry`). */
   readonly metrics = new ServerMetrics();
   readonly options: ResolvedServerOptions;
+  readonly #log: Logger;
   readonly #http: Server;
   readonly #wss: WebSocketServer;
   readonly #connections = new Set<ClientConnection>();
@@ -72,11 +75,12 @@ export class ReactorServer {
   constructor(host: ServableHost, options: ServerOptions = {}) {
     this.options = resolveServerOptions(options);
     this.host = host;
+    this.#log = this.options.logger.child({ component: 'server' });
     this.#encoder = new FrameEncoder(this.options.encoding, this.options.jpegQuality, this.metrics);
     this.#http = createServer((req, res) => {
       this.#onRequest(req, res).catch((err: Error) => {
-        this.options.logger.error(`${req.method} ${req.url}: ${err.stack ?? err.message}`);
-        if (!res.headersSent) sendJson(res, 500, { error: { code: 'internal_error', message: 'the server failed to answer; see its log' } });
+        this.#log.error(`${req.method} ${req.url}: ${err.stack ?? err.message}`);
+        if (!res.headersSent) sendJson(res, 500, { error: { code: ServerErrorCode.InternalError, message: 'the server failed to answer; see its log' } });
         else res.destroy();
       });
     });
@@ -166,7 +170,7 @@ export class ReactorServer {
     try {
       await this.host.close?.();
     } catch (err) {
-      this.options.logger.error(`closing the app failed: ${(err as Error).stack ?? String(err)}`);
+      this.#log.error(`closing the app failed: ${(err as Error).stack ?? String(err)}`);
     }
     let timer: ReturnType<typeof setTimeout> | undefined;
     await Promise.race([Promise.all(gone), new Promise((r) => (timer = setTimeout(r, CLOSE_GRACE_MS)))]);
@@ -179,7 +183,7 @@ export class ReactorServer {
   #beat(): void {
     for (const c of this.#connections) {
       if (!c.alive) {
-        this.options.logger.warn(`client ${c.id} missed a heartbeat; dropping it`);
+        this.#log.warn(`client ${c.id} missed a heartbeat; dropping it`);
         this.metrics.rejected.inc({ reason: 'heartbeat' });
         c.terminate();
         continue;
@@ -189,16 +193,12 @@ export class ReactorServer {
     }
   }
 
-  #authorized(req: IncomingMessage, url: URL): boolean {
-    return this.options.token === undefined || tokenMatches(this.options.token, presentedToken(req, url));
-  }
-
   async #onRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = parseTarget(req.url);
-    if (!url) return sendJson(res, 400, { error: { code: 'bad_request', message: `cannot parse the request target ${JSON.stringify(req.url)}` } });
+    if (!url) return sendJson(res, 400, { error: { code: ServerErrorCode.BadRequest, message: `cannot parse the request target ${JSON.stringify(req.url)}` } });
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.setHeader('Allow', 'GET, HEAD');
-      return sendJson(res, 405, { error: { code: 'method_not_allowed', message: `${req.method} is not supported; every route is GET` } });
+      return sendJson(res, 405, { error: { code: ServerErrorCode.MethodNotAllowed, message: `${req.method} is not supported; every route is GET` } });
     }
     if (url.pathname === '/favicon.ico') {
       res.statusCode = 204;
@@ -208,18 +208,11 @@ export class ReactorServer {
       const h = this.health();
       return sendJson(res, h.status === 'ready' ? 200 : 503, h);
     }
-    if (!hostAllowed(req, this.options.allowedHosts)) {
-      this.metrics.rejected.inc({ reason: 'host' });
-      return sendJson(res, 403, { error: { code: 'host_not_allowed', message: hostMessage(req) } });
-    }
-    if (!this.#authorized(req, url)) {
-      this.metrics.rejected.inc({ reason: 'unauthorized' });
-      res.setHeader('WWW-Authenticate', 'Bearer');
-      return sendJson(res, 401, { error: { code: 'unauthorized', message: 'this server requires an access token: add ?token=... or an "Authorization: Bearer ..." header' } });
-    }
-    if (!originAllowed(req, this.options.allowedOrigins)) {
-      this.metrics.rejected.inc({ reason: 'origin' });
-      return sendJson(res, 403, { error: { code: 'origin_not_allowed', message: `origin ${req.headers.origin} may not use this server; add it to allowedOrigins` } });
+    const denied = checkAccess(req, url, this.options);
+    if (denied) {
+      this.metrics.rejected.inc({ reason: denied.reason });
+      if (denied.status === 401) res.setHeader('WWW-Authenticate', 'Bearer');
+      return sendJson(res, denied.status, { error: { code: denied.code, message: denied.message } });
     }
     switch (url.pathname) {
       case '/':
@@ -254,32 +247,25 @@ export class ReactorServer {
         throw err;
       }
     }
-    return sendJson(res, 404, { error: { code: 'not_found', message: `no route ${url.pathname}; try /, /schema, /health, /metrics or the WebSocket at ${this.options.path}` } });
+    return sendJson(res, 404, { error: { code: ServerErrorCode.NotFound, message: `no route ${url.pathname}; try /, /schema, /health, /metrics or the WebSocket at ${this.options.path}` } });
   }
 
   #onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     socket.on('error', () => socket.destroy());
     const url = parseTarget(req.url);
-    if (!url) return rejectUpgrade(socket, 400, 'bad_request', `cannot parse the request target ${JSON.stringify(req.url)}`);
-    if (this.#closing) return rejectUpgrade(socket, 503, 'server_closing', 'the server is shutting down');
-    if (url.pathname !== this.options.path) return rejectUpgrade(socket, 404, 'not_found', `the WebSocket is at ${this.options.path}`);
-    if (!hostAllowed(req, this.options.allowedHosts)) {
-      this.metrics.rejected.inc({ reason: 'host' });
-      return rejectUpgrade(socket, 403, 'host_not_allowed', hostMessage(req));
-    }
-    if (!this.#authorized(req, url)) {
-      this.metrics.rejected.inc({ reason: 'unauthorized' });
-      return rejectUpgrade(socket, 401, 'unauthorized', 'missing or wrong access token: connect with ?token=...');
-    }
-    if (!originAllowed(req, this.options.allowedOrigins)) {
-      this.metrics.rejected.inc({ reason: 'origin' });
-      return rejectUpgrade(socket, 403, 'origin_not_allowed', `origin ${req.headers.origin} is not allowed; add it to allowedOrigins`);
+    if (!url) return rejectUpgrade(socket, 400, ServerErrorCode.BadRequest, `cannot parse the request target ${JSON.stringify(req.url)}`);
+    if (this.#closing) return rejectUpgrade(socket, 503, ServerErrorCode.ServerClosing, 'the server is shutting down');
+    if (url.pathname !== this.options.path) return rejectUpgrade(socket, 404, ServerErrorCode.NotFound, `the WebSocket is at ${this.options.path}`);
+    const denied = checkAccess(req, url, this.options);
+    if (denied) {
+      this.metrics.rejected.inc({ reason: denied.reason });
+      return rejectUpgrade(socket, denied.status, denied.code, denied.message);
     }
     this.#wss.handleUpgrade(req, socket, head, (ws) => this.#onConnection(ws, req));
   }
 
   #onConnection(ws: WebSocket, req: IncomingMessage): void {
-    const conn = new ClientConnection(ws, { host: this.host, encoder: this.#encoder, metrics: this.metrics, options: this.options, onStats: (m) => this.#onStats(m) }, (c) => {
+    const conn = new ClientConnection(ws, { host: this.host, encoder: this.#encoder, metrics: this.metrics, options: this.options, logger: this.#log, onStats: (m) => this.#onStats(m) }, (c) => {
       this.#connections.delete(c);
       this.metrics.clients.set(this.#connections.size);
     });
@@ -291,7 +277,7 @@ export class ReactorServer {
       if (req.headers['user-agent']) info.userAgent = req.headers['user-agent'];
       conn.attach(info);
     } catch (err) {
-      this.options.logger.error(`the app refused a client: ${(err as Error).stack ?? String(err)}`);
+      this.#log.error(`the app refused a client: ${(err as Error).stack ?? String(err)}`);
       ws.close(1011, 'the app could not register this client; see the server log');
     }
   }
@@ -329,11 +315,7 @@ function parseTarget(target: string | undefined): URL | null {
   }
 }
 
-function hostMessage(req: IncomingMessage): string {
-  return `Host ${JSON.stringify(req.headers.host ?? '')} is not allowed: this server listens on a loopback address and answers only to localhost names (a guard against DNS rebinding); list the name in allowedHosts`;
-}
-
-function rejectUpgrade(socket: Duplex, status: number, code: string, message: string): void {
+function rejectUpgrade(socket: Duplex, status: number, code: ServerErrorCode, message: string): void {
   const body = JSON.stringify({ error: { code, message } });
   const text = { 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 503: 'Service Unavailable' }[status] ?? 'Error';
   socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${status === 401 ? 'WWW-Authenticate: Bearer\r\n' : ''}\r\n${body}`);

@@ -8,7 +8,10 @@ import { connect as netConnect } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { IsInt, Min } from 'class-validator';
 import { event, InputField, InputState, Output, ReactorApp, reactorApp } from '@reactor/runtime';
-import { MAX_PENDING_COMMANDS, serve, type ReactorServer } from '@reactor/server';
+import { serve, type ReactorServer } from '../src/index.js';
+
+/** The burst this test's server allows: also the most commands of a connection that may wait at once. */
+const MAX_PENDING_COMMANDS = 16;
 import { patternApp } from './fixtures/pattern-app.js';
 import { RawClient, until } from './fixtures/net.js';
 import { quiet, useCleanups } from './fixtures/cleanups.js';
@@ -81,7 +84,7 @@ describe('server hardening', () => {
     expect((await get(proxied.port, '/schema', evil)).status).toBe(403);
   });
 
-  it(`answers rate_limited once ${MAX_PENDING_COMMANDS} commands of a connection wait behind a long handler, then runs the waiting ones`, async () => {
+  it(`answers rate_limited once commandBurst (${MAX_PENDING_COMMANDS}) commands of a connection wait behind a long handler, in arrival order after the waiting ones`, async () => {
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
     class S extends InputState {
@@ -98,16 +101,21 @@ describe('server hardening', () => {
         return 'done';
       }
     }
-    const server = await start({}, SlowApp);
+    const server = await start({ commandBurst: MAX_PENDING_COMMANDS }, SlowApp);
     const c = await new RawClient(server.wsUrl).open();
     cleanups.push(() => c.close());
     for (let i = 0; i < MAX_PENDING_COMMANDS + 4; i++) c.send({ type: 'command', id: `c${i}`, name: 'slow' });
+    // The refusals are counted as they happen, but answered in arrival order: behind the waiting commands.
+    await until(async () => /reactor_command_results_total\{code="rate_limited"\} 4/.test(await server.metrics.registry.metrics()), 5000, 'the refusals');
+    expect(c.texts.filter((m) => m.type === 'error' || m.type === 'reply')).toEqual([]);
+    release();
     await until(() => c.texts.filter((m) => m.type === 'error').length >= 4, 5000, 'the refusals');
     const refused = c.texts.filter((m) => m.type === 'error');
     expect(refused.map((m) => (m as { id?: string }).id)).toEqual(['c16', 'c17', 'c18', 'c19']);
     expect(refused[0]).toMatchObject({ code: 'rate_limited' });
-    release();
     await until(() => c.texts.filter((m) => m.type === 'reply').length === MAX_PENDING_COMMANDS, 5000, 'the replies');
+    const answers = c.texts.filter((m) => m.type === 'error' || m.type === 'reply').map((m) => (m as { id?: string }).id);
+    expect(answers).toEqual(Array.from({ length: MAX_PENDING_COMMANDS + 4 }, (_, i) => `c${i}`));
     expect((await c.command('after', 'slow')).type).toBe('reply');
   });
 });

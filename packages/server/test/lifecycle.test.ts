@@ -2,8 +2,9 @@ import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { createRequire } from 'node:module';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { serve, type ReactorServer } from '@reactor/server';
+import { serve, type ReactorServer } from '../src/index.js';
 import { gatedApp } from './fixtures/gated-app.js';
 import { patternApp } from './fixtures/pattern-app.js';
 import { RawClient, until } from './fixtures/net.js';
@@ -57,7 +58,7 @@ describe('server: shutdown', () => {
   const fixtures = fileURLToPath(new URL('./fixtures/', import.meta.url));
   beforeAll(async () => {
     // Child processes run compiled JavaScript: build the fixture app once.
-    await promisify(execFile)(process.execPath, [fileURLToPath(new URL('../node_modules/typescript/bin/tsc', import.meta.url)), '-p', `${fixtures}tsconfig.build.json`]);
+    await promisify(execFile)(process.execPath, [createRequire(import.meta.url).resolve('typescript/bin/tsc'), '-p', `${fixtures}tsconfig.build.json`]);
   }, 60_000);
 
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
