@@ -183,8 +183,6 @@ export const WireErrorCode = {
   NoSession: 'no_session',
   InternalError: 'internal_error',
   UnexpectedBinary: 'unexpected_binary',
-  /** Sent just before the server closes a connection (code 1013) to keep its memory bounded. */
-  ServerOverloaded: 'server_overloaded',
 } as const;
 export type WireErrorCode = (typeof WireErrorCode)[keyof typeof WireErrorCode];
 

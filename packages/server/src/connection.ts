@@ -16,6 +16,7 @@ import { ServerErrorCode } from './errors.js';
 import type { FrameEncoder } from './frame-encoder.js';
 import type { DropReason, ServerMetrics } from './metrics.js';
 import type { ResolvedServerOptions } from './options.js';
+import type { BudgetHolder, SendBudget } from './send-budget.js';
 
 /** Frames written to a socket whose write callback has not fired yet. */
 export const MAX_FRAMES_IN_FLIGHT = 2;
@@ -47,12 +48,14 @@ export interface ConnectionContext {
   options: ResolvedServerOptions;
   /** The server's logger. */
   logger: Logger;
+  /** The server-wide budget for unsent bytes. */
+  budget: SendBudget;
   /** Sees every stats message (the server derives step metrics from them). */
   onStats(msg: StatsMessage): void;
 }
 
 /** A connected WebSocket client (see the module comment for the frame policy). */
-export class ClientConnection implements ClientSink {
+export class ClientConnection implements ClientSink, BudgetHolder {
   /** Set by the heartbeat: false after a ping until the pong arrives. */
   alive = true;
   readonly #ws: WebSocket;
@@ -68,8 +71,12 @@ export class ClientConnection implements ClientSink {
   #unanswered = 0;
   /** Settles once every answer owed so far has been sent. */
   #answered: Promise<void> = Promise.resolve();
+  /** Ids of this connection's commands whose answer is not sent yet (with their count: ids may repeat). */
+  readonly #idsInFlight = new Map<string, number>();
   #sent = 0;
   #dropped = 0;
+  /** Bytes handed to the socket whose write has not completed (they count against the server's budget). */
+  #unsent = 0;
   #tokens: number;
   #tokensAt = performance.now();
   readonly #onClosed: (c: ClientConnection) => void;
@@ -82,6 +89,7 @@ export class ClientConnection implements ClientSink {
     this.#ctx = ctx;
     this.#tokens = ctx.options.commandBurst;
     this.#onClosed = onClosed;
+    ctx.budget.add(this);
     ws.on('message', (data, isBinary) => this.#onMessage(data, isBinary));
     ws.on('pong', () => (this.alive = true));
     // `ws` reports protocol violations (too-big message -> 1009) here and then closes the socket.
@@ -126,6 +134,8 @@ export class ClientConnection implements ClientSink {
 
   message(msg: ServerMessage): void {
     if (this.#closed) return;
+    // A command's answer: sent in arrival order by #onMessage's chain, from the value command() returns.
+    if ((msg.type === 'reply' || msg.type === 'error') && msg.id !== undefined && this.#idsInFlight.has(msg.id)) return;
     if (msg.type === 'stats') this.#ctx.onStats(msg);
     if (msg.type === 'flush') {
       // Frames still waiting here belong to the cut playout: drop them before the client learns of the cut.
@@ -133,7 +143,7 @@ export class ClientConnection implements ClientSink {
       for (let i = this.#queue.length - 1; i >= 0; i--) if (this.#queue[i]!.frame.seq < msg.nextSeq) this.#queue.splice(i, 1);
       if (before > this.#queue.length) this.#ctx.metrics.framesDropped.inc({ reason: 'flush' }, before - this.#queue.length);
     }
-    this.#sendText(JSON.stringify(msg));
+    this.#sendText(JSON.stringify(msg.type === 'error' ? capError(msg) : msg));
   }
 
   frame(frame: OutputFrame): void {
@@ -153,9 +163,43 @@ export class ClientConnection implements ClientSink {
 
   // ---- outbound --------------------------------------------------------------------------
 
+  /** Bytes handed to the socket whose write has not completed. */
+  get unsentBytes(): number {
+    return this.#unsent;
+  }
+
+  /** Cut by the server-wide budget (see {@link SendBudget}). */
+  evict(reason: string): void {
+    if (this.#closed) return;
+    this.#ctx.logger.warn({ client: this.id }, `client ${this.id}: ${reason}; disconnecting it`);
+    this.#ctx.metrics.rejected.inc({ reason: 'server_budget' });
+    this.#ws.terminate();
+  }
+
+  /**
+   * Hands `data` to the socket, counting it against the server's budget until written.
+   * Returns false (nothing sent) when the budget refused it.
+   */
+  #write(data: string | Buffer, binary: boolean, mayRefuse: boolean, done: (err?: Error) => void): boolean {
+    const bytes = typeof data === 'string' ? Buffer.byteLength(data) : data.byteLength;
+    const admitted = this.#ctx.budget.admit(this, bytes, this.#ctx.options.maxBufferedBytes);
+    // Control messages are small and owed (replies, errors, state): only frames are refused.
+    if ((!admitted && mayRefuse) || this.#ws.readyState !== this.#ws.OPEN) return false;
+    this.#unsent += bytes;
+    this.#ctx.budget.take(bytes);
+    this.#ws.send(data, { binary }, (err) => {
+      if (!this.#closed) {
+        this.#unsent -= bytes;
+        this.#ctx.budget.release(bytes);
+      }
+      done(err ?? undefined);
+    });
+    return true;
+  }
+
   #sendText(text: string): void {
     if (this.#ws.readyState !== this.#ws.OPEN) return;
-    this.#ws.send(text, (err) => {
+    this.#write(text, false, false, (err) => {
       if (!err) void this.#pump();
     });
     this.#checkHardLimit();
@@ -197,13 +241,17 @@ export class ClientConnection implements ClientSink {
         this.#queue.shift();
         if (this.#ws.readyState !== this.#ws.OPEN) return;
         this.#inFlight++;
-        this.#ws.send(data, { binary: true }, (err) => {
+        const sent = this.#write(data, true, true, (err) => {
           this.#inFlight--;
           if (err) return;
           this.#sent++;
           this.#ctx.metrics.framesSent.inc();
           void this.#pump();
         });
+        if (!sent) {
+          this.#inFlight--;
+          this.#drop('server_budget', 1);
+        }
       }
     } finally {
       this.#pumping = false;
@@ -296,18 +344,30 @@ export class ClientConnection implements ClientSink {
     if (m['params'] !== undefined) cmd.params = m['params'] as Record<string, unknown>;
     this.#pending++;
     this.#unanswered++;
+    this.#idsInFlight.set(id, (this.#idsInFlight.get(id) ?? 0) + 1);
     const answer = this.#handle.command(cmd).then((result) => {
       this.#pending--;
       this.#ctx.metrics.commands.inc({ code: result.type === 'reply' ? 'ok' : result.code });
+      return result;
     });
-    this.#answered = this.#answered.then(() => answer).then(() => {
-      this.#unanswered--;
-    });
+    // The host also hands the answer to message(), which holds it back: it is sent here, in its turn.
+    this.#answered = this.#answered
+      .then(() => answer)
+      .then((result) => {
+        this.#unanswered--;
+        const n = this.#idsInFlight.get(id) ?? 1;
+        if (n > 1) this.#idsInFlight.set(id, n - 1);
+        else this.#idsInFlight.delete(id);
+        if (!this.#closed) this.#sendText(JSON.stringify(result.type === 'error' ? capError(result) : result));
+      });
   }
 
   #teardown(): void {
     if (this.#closed) return;
     this.#closed = true;
+    this.#ctx.budget.remove(this);
+    this.#ctx.budget.release(this.#unsent);
+    this.#unsent = 0;
     if (this.#queue.length > 0) this.#drop('disconnected', this.#queue.length);
     this.#queue.length = 0;
     this.#handle?.disconnect();
@@ -330,14 +390,43 @@ function rawToString(data: RawData): string {
   return Buffer.from(data).toString('utf8');
 }
 
+/** Largest refused message whose id is still looked up (parsing a big one would cost what the limit saves). */
+const PEEK_ID_MAX_BYTES = 4096;
+
 /** Best-effort id of a message refused before parsing, so the client can still correlate. */
 function peekId(data: RawData, isBinary: boolean): string | undefined {
   if (isBinary) return undefined;
+  const size = Buffer.isBuffer(data) ? data.byteLength : Array.isArray(data) ? data.reduce((n, b) => n + b.byteLength, 0) : data.byteLength;
+  if (size > PEEK_ID_MAX_BYTES) return undefined;
   try {
     return validId((JSON.parse(rawToString(data)) as { id?: unknown }).id);
   } catch {
     return undefined;
   }
+}
+
+/** Most `details` an error answer carries; the rest are counted in its message. */
+export const MAX_ERROR_DETAILS = 10;
+/** Longest `message` of an error answer, in UTF-16 units. */
+export const MAX_ERROR_MESSAGE = 1000;
+const MAX_DETAIL_TEXT = 200;
+
+function clip(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max - 3)}...`;
+}
+
+/**
+ * An error answer bounded in size whatever the client sent: a few details, then a count, and
+ * short texts (a 60 KB message must not earn an 800 KB answer).
+ */
+export function capError(msg: ErrorMessage): ErrorMessage {
+  const details = msg.details;
+  const extra = details && details.length > MAX_ERROR_DETAILS ? details.length - MAX_ERROR_DETAILS : 0;
+  const out: ErrorMessage = { ...msg, message: clip(msg.message, MAX_ERROR_MESSAGE - (extra ? 40 : 0)) + (extra ? ` (${extra} more details not shown)` : '') };
+  if (details) {
+    out.details = details.slice(0, MAX_ERROR_DETAILS).map((d) => ({ field: clip(d.field, MAX_DETAIL_TEXT), constraint: clip(d.constraint, MAX_DETAIL_TEXT), message: clip(d.message, MAX_DETAIL_TEXT) }));
+  }
+  return out;
 }
 
 /** Close reasons are limited to 123 bytes by the WebSocket protocol. */

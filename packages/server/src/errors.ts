@@ -24,6 +24,5 @@ export const ServerErrorCode = {
   UnknownMessageType: WireErrorCode.UnknownMessageType,
   RateLimited: WireErrorCode.RateLimited,
   UnexpectedBinary: WireErrorCode.UnexpectedBinary,
-  ServerOverloaded: WireErrorCode.ServerOverloaded,
 } as const;
 export type ServerErrorCode = (typeof ServerErrorCode)[keyof typeof ServerErrorCode];

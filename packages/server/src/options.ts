@@ -54,6 +54,15 @@ export interface ServerOptions {
    * cut without a close handshake: the client sees code 1006).
    */
   maxBufferedBytes?: number;
+  /**
+   * Unsent bytes the server may hold for all clients together (default 32 MiB), checked before
+   * each send: when a send would pass it, the client holding the most unsent bytes is cut
+   * (1006 on its side, counted as `server_budget`) and, if that is not enough, the frame is
+   * dropped. Keeps memory bounded however many clients stop reading.
+   */
+  maxTotalBufferedBytes?: number;
+  /** Time a client has to send its request headers, ms (default 10000); a slower one gets 408. */
+  headersTimeoutMs?: number;
   /** WebSocket path (default `/ws`). */
   path?: string;
   /** Where diagnostics go (default: `consoleLogger()` of `@reactor/log`); the server logs with `child({ component: 'server' })`. */
@@ -102,6 +111,8 @@ export function resolveServerOptions(o: ServerOptions = {}): ResolvedServerOptio
     heartbeatMs: o.heartbeatMs ?? 15_000,
     maxQueuedFrames: o.maxQueuedFrames ?? 2,
     maxBufferedBytes: o.maxBufferedBytes ?? 1024 * 1024,
+    maxTotalBufferedBytes: o.maxTotalBufferedBytes ?? 32 * 1024 * 1024,
+    headersTimeoutMs: o.headersTimeoutMs ?? 10_000,
     path: o.path ?? '/ws',
     logger: o.logger ?? consoleLogger(),
   };
@@ -125,6 +136,8 @@ export function resolveServerOptions(o: ServerOptions = {}): ResolvedServerOptio
   int('heartbeatMs', r.heartbeatMs, 10, 3_600_000);
   int('maxQueuedFrames', r.maxQueuedFrames, 1, 1000);
   int('maxBufferedBytes', r.maxBufferedBytes, 1024, 1024 * 1024 * 1024);
+  int('maxTotalBufferedBytes', r.maxTotalBufferedBytes, 1024, 64 * 1024 * 1024 * 1024);
+  int('headersTimeoutMs', r.headersTimeoutMs, 100, 600_000);
   if (typeof r.path !== 'string' || !r.path.startsWith('/')) throw new TypeError(`options.path must start with "/", got ${JSON.stringify(r.path)}`);
   return r;
 }

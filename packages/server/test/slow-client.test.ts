@@ -105,3 +105,38 @@ describe('server: a client that stops reading', () => {
     expect(await other.command('ok', 'set_speed', { speed: 1 })).toEqual({ type: 'reply', id: 'ok' });
   });
 });
+
+describe('server: many clients that stop reading', () => {
+  it('stay within the server-wide budget for unsent bytes: the worst holders are cut (server_budget), a reading client keeps its stream', async () => {
+    const budget = 2 * 1024 * 1024;
+    // A per-connection cap far above the budget, so the budget is what acts.
+    const server = await serve(patternApp({ width: 32, height: 32 }), { port: 0, gracePeriodMs: 0, logger: quiet, commandRate: 1e6, commandBurst: 1e6, maxBufferedBytes: 1024 * 1024, maxTotalBufferedBytes: budget });
+    cleanups.push(() => server.close());
+    await server.loaded;
+    const reader = await new RawClient(server.wsUrl).open();
+    cleanups.push(() => reader.close());
+    const greedy = await Promise.all([0, 1, 2].map(() => stalledClient(server.port)));
+    cleanups.push(() => greedy.forEach((g) => g.destroy()));
+    await until(() => server.connections().length === 4, 5000, 'every client to join');
+    // 60 000 one-byte text messages each (masked with a zero key), never reading the ~10 MB of errors they earn.
+    const one = Buffer.from([0x81, 0x80 | 1, 0, 0, 0, 0, 0x78]);
+    const flood = Buffer.concat(Array.from({ length: 60_000 }, () => one));
+    let maxUnsent = 0;
+    const sampler = setInterval(() => (maxUnsent = Math.max(maxUnsent, server.connections().reduce((n, c) => n + c.bufferedBytes, 0))), 5);
+    cleanups.push(() => clearInterval(sampler));
+    for (const g of greedy) g.write(flood);
+    await until(() => server.connections().length === 1, 20_000, 'the greedy clients to be cut');
+    clearInterval(sampler);
+    const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    expect(metrics).toMatch(/reactor_connections_rejected_total\{reason="server_budget"\} 3/);
+    expect(metrics).not.toMatch(/reactor_connections_rejected_total\{reason="unread_backlog"\} [1-9]/);
+    expect(metrics).toMatch(/reactor_unsent_bytes \d+/);
+    // Sampled from outside, with one message of slack per connection.
+    expect(maxUnsent).toBeLessThanOrEqual(budget + 4 * 4096);
+    // The reader was never cut, still gets frames and answers.
+    expect(metrics).toMatch(/reactor_frames_dropped_total\{reason="server_budget"\} 0/);
+    const before = reader.binaries.length;
+    await until(() => reader.binaries.length > before + 3, 5000, 'more frames for the reader');
+    expect(await reader.command('ok', 'set_speed', { speed: 1 })).toEqual({ type: 'reply', id: 'ok' });
+  });
+});
