@@ -67,7 +67,7 @@ extra: 1
         "model.resources.gpu.count: must not be less than 0",
         "runtime.import: must look like "path/to/module.js:ExportName"",
         "server.port: must not be greater than 65535",
-        "extra: unknown section (allowed: model, runtime, server, build)",
+        "extra: unknown section (allowed: model, runtime, server)",
       ]
     `);
     expect(e.message).toContain(file);

@@ -9,6 +9,8 @@ import {
   type SessionStatus,
   WireErrorCode,
 } from '@reactor/client';
+import type { LogFields, Logger as LogLogger } from '@reactor/log';
+import type { LoadContext } from '../app/contract.js';
 import { APP_BINDING, type AppBinding, type ReactorApp } from '../app/reactor-app.js';
 import { type AppDefinition, type CommandSpec, describeApp } from '../app/registry.js';
 import { StepOutcome } from '../app/step-outcome.js';
@@ -142,7 +144,7 @@ class HostClient implements Client, ClientHandle {
  *
  * @example
  * const host = new AppHost(VideoApp, { gracePeriodMs: 60_000, weightsPath: '/weights' });
- * await host.load('config.yaml');
+ * await host.load({ configPath: 'config.yaml', manifestGpuCount: 2 });
  * const client = host.connect(sink);            // welcome arrives on the sink
  * await client.command({ type: 'command', id: '1', name: 'set_prompt', params: { prompt: 'sea' } });
  * client.disconnect();
@@ -242,18 +244,27 @@ export class AppHost implements AppHostApi {
   }
 
   /**
-   * Runs the app's `load(configPath)` once. Status goes loading -> ready (and a session starts
-   * if clients are waiting) or -> failed with the reason.
+   * Runs the app's `load(context)` once, with `configPath` and `manifestGpuCount` as given (see
+   * `LoadContext`). Status goes loading -> ready (and a session starts if clients are waiting)
+   * or -> failed with the reason.
+   * @throws HostOptionError (`invalid_host_option`) for a `manifestGpuCount` that is not a non-negative integer.
    * @throws AppLoadError (`load_failed`, cause = what load() threw; `already_loaded` on a second call; `host_closed`).
    */
-  async load(configPath?: string): Promise<void> {
+  async load(options: { configPath?: string; manifestGpuCount?: number } = {}): Promise<void> {
+    const { configPath, manifestGpuCount } = options;
+    if (configPath !== undefined && typeof configPath !== 'string') throw new HostOptionError(`load() options.configPath must be a string, got ${typeof configPath}`);
+    if (manifestGpuCount !== undefined && !(Number.isInteger(manifestGpuCount) && manifestGpuCount >= 0)) {
+      throw new HostOptionError(`load() options.manifestGpuCount must be a non-negative integer, got ${JSON.stringify(manifestGpuCount)}`);
+    }
     if (this.closed) throw new HostClosedError();
     if (this.loadState !== 'idle') throw new AppLoadError(RuntimeErrorCode.AlreadyLoaded, `${this.def.appClass.name} is already ${this.loadState === 'loading' ? 'loading' : 'loaded'}; load() runs once per host`);
     this.loadState = 'loading';
     this.publishStatus();
+    // Until the host logs through @reactor/log itself, the app gets the host's lines through an adapter.
+    const context: LoadContext = { configPath, manifestGpuCount, logger: asLogLogger(this.logger) };
     try {
       // An async wrapper, so a synchronous load() (or one that throws at once) is tracked too.
-      this.loading = hostContext.run(this.ctx, async () => this.app.load(configPath));
+      this.loading = hostContext.run(this.ctx, async () => this.app.load(context));
       await this.loading;
     } catch (cause) {
       this.loadState = 'failed';
@@ -807,3 +818,13 @@ function round(x: number): number {
   return Math.round(x * 1000) / 1000;
 }
 
+
+/** The host's logger as `@reactor/log`'s `Logger` (fields and bindings become a trailing detail). */
+function asLogLogger(logger: Logger, bindings: LogFields = {}): LogLogger {
+  const level = (name: keyof Logger) => (first: string | LogFields, ...rest: unknown[]): void => {
+    const fields = typeof first === 'string' ? bindings : { ...bindings, ...first };
+    const [msg, args] = typeof first === 'string' ? [first, rest] : [typeof rest[0] === 'string' ? rest[0] : '', rest.slice(1)];
+    logger[name](msg, ...args, ...(Object.keys(fields).length > 0 ? [fields] : []));
+  };
+  return { debug: level('debug'), info: level('info'), warn: level('warn'), error: level('error'), child: (more) => asLogLogger(logger, { ...bindings, ...more }) };
+}
