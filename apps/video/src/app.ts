@@ -32,7 +32,7 @@ import {
   TrackPayload,
   Video,
 } from '@reactor/runtime';
-import { VIDEO_MODEL_DEFAULTS, planBackends, requestGpuAdapter, adapterProblem } from './model/index.js';
+import { VIDEO_MODEL_DEFAULTS, VideoErrorCode, planBackends, requestGpuAdapter, adapterProblem } from './model/index.js';
 import { RolloutExhausted, VideoWorker, type RankBackend, type VideoInput, type VideoLoadArgs, type VideoResult } from './video-worker.js';
 
 /** The session state every client shares: `set_prompt` and `set_paused` commands. */
@@ -89,7 +89,7 @@ export class VideoConfig {
 /** Thrown by {@link loadVideoConfig} for an unreadable or invalid config file. */
 export class VideoConfigError extends ReactorError {
   constructor(message: string) {
-    super('video_config_invalid', message);
+    super(VideoErrorCode.ConfigInvalid, message);
   }
 }
 

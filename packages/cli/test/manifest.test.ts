@@ -73,6 +73,14 @@ extra: 1
     expect(e.message).toContain(file);
   });
 
+  it('refuses the old build: section, which nothing ever read', () => {
+    expect(() => loadManifest(write(`${good}build: { command: make }\n`))).toThrow('build: unknown section (allowed: model, runtime, server)');
+  });
+
+  it('names --manifest (not --config) when the file cannot be read', () => {
+    expect(() => loadManifest('/nonexistent/reactor.yaml')).toThrow(/pass --manifest <file>\.$/);
+  });
+
   it('rejects a file that is not a mapping, and invalid YAML, naming the file', () => {
     expect(() => loadManifest(write('- a\n- b\n'))).toThrow(/must be a YAML mapping/);
     expect(() => loadManifest(write('model: [\n'))).toThrow(/is not valid YAML/);
