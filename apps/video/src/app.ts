@@ -227,9 +227,9 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult> {
       this.backends = r.backends;
       this.send(this.backendInfo());
     }
-    // The runner hands back a view into shared memory that the next generate() overwrites;
-    // playout keeps frames for up to bufferSize frames, so take the one copy here.
-    return new VideoOutput({ mainVideo: new TrackPayload(new Frames(r.frames.slice(), [r.n, r.height, r.width, 3])) });
+    // runner.generate() returns frames this app owns (the one copy out of shared memory), so
+    // playout may keep them for up to bufferSize frames.
+    return new VideoOutput({ mainVideo: new TrackPayload(new Frames(r.frames, [r.n, r.height, r.width, 3])) });
   }
 
   /** Starts a new rollout: the model forgets its motion, the weights stay loaded. */
