@@ -11,7 +11,7 @@ import { installShutdownHandlers } from '@reactor/server';
 import type { ReactorApp } from '@reactor/runtime';
 import type { AppRequirements as Requirements } from './doctor.js';
 
-type ReactorAppClass = (new () => ReactorApp<any, any, any>) & { requirements?: (configPath?: string) => Requirements | Promise<Requirements> };
+type ReactorAppClass = (new () => ReactorApp<any, any, any, any>) & { requirements?: (configPath?: string) => Requirements | Promise<Requirements> };
 
 export interface CliOptions {
   manifest?: string;
