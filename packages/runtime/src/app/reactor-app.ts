@@ -1,5 +1,6 @@
 import { type Logger, silentLogger } from '@reactor/log';
 import { InvalidOutputError, NoSessionError } from '../errors/errors.js';
+import type { LoadContext } from './contract.js';
 import { Output } from '../output/output.js';
 import type { InputState } from '../state/input-state.js';
 import type { StepOutcome } from './step-outcome.js';
@@ -79,8 +80,12 @@ export abstract class ReactorApp<State extends InputState = InputState, Input = 
     return { flush: () => this[APP_BINDING]?.flush() };
   }
 
-  /** Called once before any client, with the manifest's `runtime.config` path. Build and start the model here. */
-  load(_configPath?: string): void | Promise<void> {}
+  /**
+   * Called once before any client. Build and start the model here. `context` carries the app's
+   * config file (`runtime.config` or `--config`), the GPU count the manifest declares, and the
+   * host's logger.
+   */
+  load(_context: LoadContext): void | Promise<void> {}
 
   /**
    * Called once when the host closes (server shutdown, SIGINT/SIGTERM), after the last

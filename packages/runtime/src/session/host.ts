@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { type AppSchema, type CommandMessage, type ErrorBody, type ErrorMessage, type ReplyMessage, type ServerMessage, type SessionStatus, WireErrorCode } from '@reactor/client';
 import { consoleLogger, type Logger } from '@reactor/log';
+import type { LoadContext } from '../app/contract.js';
 import { APP_BINDING, type AppBinding, type AppReadiness, type ReactorApp } from '../app/reactor-app.js';
 import { type AppDefinition, type CommandSpec, describeApp } from '../app/registry.js';
 import { StepOutcome } from '../app/step-outcome.js';
@@ -75,7 +76,7 @@ let clientCounter = 0;
  *
  * @example
  * const host = new AppHost(VideoApp, { gracePeriodMs: 60_000, weightsPath: '/weights' });
- * await host.load('config.yaml');
+ * await host.load({ configPath: 'config.yaml', manifestGpuCount: 2 });
  * const client = host.connect(sink);            // welcome arrives on the sink
  * await client.command({ type: 'command', id: '1', name: 'set_prompt', params: { prompt: 'sea' } });
  * client.disconnect();
@@ -214,20 +215,28 @@ export class AppHost implements AppHostApi {
   }
 
   /**
-   * Runs the app's `load(configPath)` once. Status goes loading -> ready (and a session starts
-   * if clients are waiting) or -> failed with the reason.
+   * Runs the app's `load(context)` once, with `configPath` and `manifestGpuCount` as given (see
+   * `LoadContext`). Status goes loading -> ready (and a session starts if clients are waiting)
+   * or -> failed with the reason.
+   * @throws HostOptionError (`invalid_host_option`) for a `configPath` that is not a string or a `manifestGpuCount` that is not a non-negative integer.
    * @throws AppLoadError (`load_failed`, cause = what load() threw; `already_loaded` on a second call); HostClosedError (`host_closed`).
    */
-  async load(configPath?: string): Promise<void> {
+  async load(options: { configPath?: string; manifestGpuCount?: number } = {}): Promise<void> {
+    const { configPath, manifestGpuCount } = options;
+    if (configPath !== undefined && typeof configPath !== 'string') throw new HostOptionError(`load() options.configPath must be a string, got ${typeof configPath}`);
+    if (manifestGpuCount !== undefined && !(Number.isInteger(manifestGpuCount) && manifestGpuCount >= 0)) {
+      throw new HostOptionError(`load() options.manifestGpuCount must be a non-negative integer, got ${JSON.stringify(manifestGpuCount)}`);
+    }
     if (this.lifecycle.is('closing', 'closed')) throw new HostClosedError();
     if (!this.lifecycle.is('created')) {
       throw new AppLoadError(RuntimeErrorCode.AlreadyLoaded, `${this.def.appClass.name} is already ${this.lifecycle.is('loading') ? 'loading' : 'loaded'}; load() runs once per host`);
     }
     this.lifecycle.to('loading');
     this.publishStatus();
+    const context: LoadContext = { configPath, manifestGpuCount, logger: this.app.logger };
     try {
       // An async wrapper, so a synchronous load() (or one that throws at once) is tracked too.
-      this.loading = hostContext.run(this.ctx, async () => this.app.load(configPath));
+      this.loading = hostContext.run(this.ctx, async () => this.app.load(context));
       await this.loading;
     } catch (cause) {
       this.loadError = { code: RuntimeErrorCode.LoadFailed, message: `${this.def.appClass.name}.load() failed: ${errorText(cause)}` };
