@@ -145,7 +145,7 @@ async function webgpuCheck(): Promise<RequirementCheck> {
  * The sample app. Its model half runs in `worldSize` processes; rank 0 returns each chunk.
  */
 @reactorApp({ state: VideoState, output: VideoOutput, messages: [BackendInfo, RolloutRestarted], name: 'reactor-video', version: '0.1.0', bufferSize: 16 })
-export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult> {
+export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult, BackendInfo | RolloutRestarted> {
   private runner: DistributedRunner<VideoInput, VideoResult, VideoLoadArgs> | undefined;
   private config = new VideoConfig();
   private manifestGpuCount: number | undefined;

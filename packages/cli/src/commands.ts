@@ -14,7 +14,7 @@ import { runDoctor } from './doctor.js';
 import { CliErrorCode } from './errors.js';
 
 /** An app class as the CLI imports it: constructible, with the optional typed statics. */
-export type ReactorAppClass = (new () => ReactorApp<any, any, any>) & AppStatics;
+export type ReactorAppClass = (new () => ReactorApp<any, any, any, any>) & AppStatics;
 
 /** The flags of `reactor run|schema|doctor`, as the bin parses them. */
 export interface CliOptions {
