@@ -4,10 +4,10 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createServer, type AddressInfo } from 'node:net';
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { connect, FrameEncoding, type ReactorClient } from '@reactor/client';
@@ -190,8 +190,75 @@ describe('reactor run (the sample app in a child process)', () => {
     await until(() => ranks.every((p) => !alive(p)), 'every rank process to be gone', 5000);
     expect(stderr()).toMatch(/SIGTERM: closing clients/);
     // An orderly shutdown: the app's unload() stops the runner; no step is torn down mid-flight.
-    expect(stderr()).not.toMatch(/ERR_RUNNER_UNUSABLE|threw; ending the session/);
+    expect(stderr()).not.toMatch(/runner_unusable|threw; ending the session/);
   }, 90_000);
+});
+
+/** A workspace whose app records what the CLI hands it: `load(context)` and `requirements(context)`. */
+function contextWorkspace(gpuCount = 3): string {
+  const dir = mkdtempSync(join(tmpdir(), 'reactor-contract-'));
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  writeFileSync(
+    join(dir, 'app.mjs'),
+    [
+      `import { InputState, Output, ReactorApp, reactorApp, Video } from ${JSON.stringify(pathToFileURL(join(repo, 'packages/runtime/dist/index.js')).href)};`,
+      'class Out extends Output {}',
+      "Video({ width: 16, height: 16 })(Out.prototype, 'mainVideo');",
+      'export class ContextApp extends ReactorApp {',
+      '  static requirements(c) {',
+      "    return { worldSize: 3, usesGpu: true, checks: [{ name: 'fixture', status: 'ok', detail: `requirements ${JSON.stringify(c)}` }] };",
+      '  }',
+      '  load(c) {',
+      '    c.logger.info(`load ${JSON.stringify({ configPath: c.configPath, manifestGpuCount: c.manifestGpuCount })}`);',
+      '  }',
+      '  generate() { return null; }',
+      '}',
+      "reactorApp({ name: 'context-app', state: InputState, output: Out })(ContextApp);",
+      '',
+    ].join('\n'),
+  );
+  writeFileSync(join(dir, 'app.yaml'), 'anything: 1\n');
+  writeFileSync(
+    join(dir, 'reactor.yaml'),
+    `model: { name: contract, version: 0.0.1, resources: { gpu: { count: ${gpuCount} } } }\nruntime: { import: app.mjs:ContextApp, config: app.yaml }\nserver: { port: 0 }\n`,
+  );
+  return dir;
+}
+
+function doctor(dir: string, env: Record<string, string | undefined>) {
+  const clean = { ...process.env };
+  delete clean['REACTOR_GPU_COUNT'];
+  delete clean['CUDA_VISIBLE_DEVICES'];
+  for (const [k, v] of Object.entries(env)) if (v !== undefined) clean[k] = v;
+  return spawnSync(process.execPath, [cli, 'doctor', '--manifest', join(dir, 'reactor.yaml')], { encoding: 'utf8', timeout: 30_000, env: clean });
+}
+
+describe('reactor run and doctor: the typed host/app contract', () => {
+  it("hands load() the config path, the manifest's GPU count and a logger that writes to the CLI's stderr", async () => {
+    const dir = contextWorkspace();
+    const { child, url, stderr } = startCli(dir);
+    await url;
+    expect(stderr()).toContain(`[reactor] load {"configPath":${JSON.stringify(join(dir, 'app.yaml'))},"manifestGpuCount":3}`);
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+  });
+
+  it("doctor counts GPUs as the runner does (REACTOR_GPU_COUNT) and hands that count to the app's requirements()", () => {
+    const dir = contextWorkspace();
+    const r = doctor(dir, { REACTOR_GPU_COUNT: '2' });
+    expect(r.stdout).toContain('ok    gpus: 2 GPU(s) visible, 3 declared in reactor.yaml');
+    expect(r.stdout).toContain(`ok    fixture: requirements {"configPath":${JSON.stringify(join(dir, 'app.yaml'))},"manifestGpuCount":3,"gpuCount":2}`);
+    expect(r.stdout).toContain('FAIL  world size: the app starts 3 ranks but 2 GPU(s) are visible');
+    expect(r.status).toBe(1);
+  });
+
+  it('doctor honours CUDA_VISIBLE_DEVICES="" (no GPU) like the runner', () => {
+    const r = doctor(contextWorkspace(), { CUDA_VISIBLE_DEVICES: '' });
+    expect(r.stdout).toContain('warn  gpus: no GPU visible (reactor.yaml declares 3); ranks will run on CPU');
+    expect(r.stdout).toContain('"gpuCount":0');
+    expect(r.stdout).toContain('ok    world size: 3 rank(s) on GPUs');
+  });
 });
 
 describe('reactor run: bad input', () => {

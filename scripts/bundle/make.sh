@@ -25,7 +25,7 @@ log "copying sources, manifests and build output"
 
 log "installing production dependencies (offline, from the local store)"
 (cd "$stage" && CI=true pnpm install --prod --frozen-lockfile --offline --config.node-linker=hoisted \
-  --filter '@reactor/app-video...' --filter reactor-workspace >/dev/null)
+  --filter '@reactor/app-video...' --filter '@reactor/cli...' --filter reactor-workspace >/dev/null)
 
 log "trimming what a linux-x64 node never loads"
 nm=$stage/node_modules

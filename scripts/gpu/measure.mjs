@@ -109,7 +109,7 @@ async function servePath() {
       return super.processOutput(outcome);
     }
   }
-  const server = await serve(MeasuredApp, { port: 0, encoding, configPath: config, weightsPath: weightsRoot, logger: { debug() {}, info() {}, warn: console.warn, error: console.error } });
+  const server = await serve(MeasuredApp, { port: 0, encoding, configPath: config, weightsPath: weightsRoot, logger: { debug() {}, info() {}, warn: console.warn, error: console.error, child() { return this; } } });
   await server.loaded;
   const due = new Map();
   server.host.connect({ message() {}, close() {}, frame(f) { due.set(f.seq, f.dueAt); } });

@@ -12,6 +12,8 @@ import { createHash } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+// The model's own splitmix32 (one implementation): run `pnpm build` before this script.
+import { splitmix32 } from '../dist/model/prng.js';
 
 export const FORMAT = 'reactor-video-cppn';
 export const FORMAT_VERSION = 1;
@@ -28,17 +30,6 @@ export const CONFIG = Object.freeze({
   mixUnits: 32, // first tanh layer (its weights are modulated per frame by a hypernetwork)
   hiddenUnits: 16, // second tanh layer
 });
-
-function splitmix32(seed) {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x9e3779b9) >>> 0;
-    let z = s;
-    z = Math.imul(z ^ (z >>> 16), 0x85ebca6b) >>> 0;
-    z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35) >>> 0;
-    return (z ^ (z >>> 16)) >>> 0;
-  };
-}
 
 function sfc32(seed) {
   const init = splitmix32(seed);

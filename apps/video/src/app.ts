@@ -9,7 +9,9 @@ import { Type, plainToInstance } from 'class-transformer';
 import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, MaxLength, Min, ValidateIf, validateSync } from 'class-validator';
 import { parse as parseYaml } from 'yaml';
 import { DistributedRunner, detectGpuCount } from '@reactor/distributed';
+import { type Logger, silentLogger } from '@reactor/log';
 import {
+  type AppRequirements,
   ApplicationError,
   type Client,
   connected,
@@ -21,12 +23,16 @@ import {
   ReactorApp,
   reactorApp,
   ReactorError,
+  type LoadContext,
+  type RequirementCheck,
+  type RequirementsContext,
   sessionEnded,
   sessionStarted,
   type StepOutcome,
   TrackPayload,
   Video,
 } from '@reactor/runtime';
+import { VIDEO_MODEL_DEFAULTS, VideoErrorCode, planBackends, requestGpuAdapter, adapterProblem } from './model/index.js';
 import { RolloutExhausted, VideoWorker, type RankBackend, type VideoInput, type VideoLoadArgs, type VideoResult } from './video-worker.js';
 
 /** The session state every client shares: `set_prompt` and `set_paused` commands. */
@@ -65,17 +71,17 @@ export class RolloutRestarted {
 
 /** The app's config file (`runtime.config` in `reactor.yaml`; YAML or JSON). */
 export class VideoConfig {
-  @IsInt() @Min(16) @Max(4096) width = 256;
-  @IsInt() @Min(16) @Max(4096) height = 256;
-  @IsInt() @Min(1) @Max(256) framesPerChunk = 4;
-  @IsInt() @Min(1) rolloutChunks = 900;
+  @IsInt() @Min(16) @Max(4096) width: number = VIDEO_MODEL_DEFAULTS.width;
+  @IsInt() @Min(16) @Max(4096) height: number = VIDEO_MODEL_DEFAULTS.height;
+  @IsInt() @Min(1) @Max(256) framesPerChunk: number = VIDEO_MODEL_DEFAULTS.framesPerChunk;
+  @IsInt() @Min(1) rolloutChunks: number = VIDEO_MODEL_DEFAULTS.rolloutChunks;
   /** `auto`: the GPU count in `reactor.yaml` (capped by the GPUs present) on a GPU machine, else 2 CPU ranks. */
   @ValidateIf((c: VideoConfig) => c.worldSize !== 'auto') @IsInt() @Min(1) @Max(64) worldSize: number | 'auto' = 'auto';
   /** Ranks on GPUs (`auto`, one per rank) or on CPU (`cpu`). */
   @IsIn(['auto', 'cpu']) devices: 'auto' | 'cpu' = 'auto';
   /** `auto` | `webgpu` | `wasm` | `cpu` | an order such as `webgpu,wasm` (`REACTOR_BACKEND` overrides). */
   @IsString() backend = 'auto';
-  @IsInt() @Min(0) seed = 0;
+  @IsInt() @Min(0) seed: number = VIDEO_MODEL_DEFAULTS.seed;
   @IsInt() @Min(100) callTimeoutMs = 30_000;
   @IsOptional() @Type(() => Number) @IsInt() @Min(1) startTimeoutMs?: number;
 }
@@ -83,7 +89,7 @@ export class VideoConfig {
 /** Thrown by {@link loadVideoConfig} for an unreadable or invalid config file. */
 export class VideoConfigError extends ReactorError {
   constructor(message: string) {
-    super('video_config_invalid', message);
+    super(VideoErrorCode.ConfigInvalid, message);
   }
 }
 
@@ -106,20 +112,33 @@ export function loadVideoConfig(path: string | undefined): VideoConfig {
   return cfg;
 }
 
-/** The manifest's GPU count, when `reactor run` handed the manifest over (`REACTOR_MANIFEST_GPUS`). */
-function manifestGpuCount(): number | undefined {
-  const v = process.env['REACTOR_MANIFEST_GPUS'];
-  return v !== undefined && /^\d+$/.test(v) ? Number(v) : undefined;
-}
-
-/** Resolves `worldSize: auto` and `devices` against the machine. */
-export function planRanks(cfg: VideoConfig, gpus = detectGpuCount(), declared = manifestGpuCount()): { worldSize: number; devices: 'auto' | 'cpu'; note: string } {
+/**
+ * Resolves `worldSize: auto` and `devices` against the machine.
+ * @param gpus     GPUs visible to this process (the runner's count, `detectGpuCount()`)
+ * @param declared GPUs the manifest declares (`LoadContext.manifestGpuCount`), when started from one
+ */
+export function planRanks(cfg: VideoConfig, gpus: number, declared: number | undefined): { worldSize: number; devices: 'auto' | 'cpu'; note: string } {
   if (cfg.devices === 'cpu' || gpus === 0) {
     const worldSize = cfg.worldSize === 'auto' ? 2 : cfg.worldSize;
     return { worldSize, devices: 'cpu', note: gpus === 0 ? `no GPU on this machine: ${worldSize} rank(s) on CPU` : `${worldSize} rank(s) on CPU (devices: cpu)` };
   }
   const worldSize = cfg.worldSize === 'auto' ? Math.max(1, Math.min(declared ?? gpus, gpus)) : cfg.worldSize;
   return { worldSize, devices: 'auto', note: `${worldSize} rank(s), one GPU each (${gpus} present${declared !== undefined ? `, ${declared} declared in reactor.yaml` : ''})` };
+}
+
+/** The WebGPU check of `requirements()`: is there a real GPU adapter for the ranks to use? */
+async function webgpuCheck(): Promise<RequirementCheck> {
+  const fix = 'install the Vulkan loader (libvulkan1) and set VK_DRIVER_FILES to the NVIDIA ICD json (docs/deploy.md), or set backend: wasm in the app config';
+  try {
+    const { adapter, reason } = await requestGpuAdapter(null);
+    if (!adapter) return { name: 'webgpu', status: 'fail', detail: reason ?? 'no WebGPU adapter', fix };
+    const info = (adapter as { info?: { vendor?: string; device?: string; description?: string; architecture?: string; isFallbackAdapter?: boolean } }).info ?? {};
+    const problem = adapterProblem({ vendor: info.vendor ?? '', device: info.device ?? '', description: info.description ?? '', architecture: info.architecture ?? '', isFallbackAdapter: info.isFallbackAdapter ?? false });
+    if (problem) return { name: 'webgpu', status: 'fail', detail: problem, fix };
+    return { name: 'webgpu', status: 'ok', detail: `WebGPU adapter: vendor ${info.vendor ?? '?'}, device ${info.device ?? '?'}` };
+  } catch (err) {
+    return { name: 'webgpu', status: 'fail', detail: `WebGPU failed to initialise: ${(err as Error).message}`, fix };
+  }
 }
 
 /**
@@ -129,25 +148,35 @@ export function planRanks(cfg: VideoConfig, gpus = detectGpuCount(), declared = 
 export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult> {
   private runner: DistributedRunner<VideoInput, VideoResult, VideoLoadArgs> | undefined;
   private config = new VideoConfig();
+  private manifestGpuCount: number | undefined;
+  private log: Logger = silentLogger;
   private backends: RankBackend[] = [];
 
-  /** What `reactor doctor` checks: shared memory for one chunk in and out, ranks, GPUs. */
-  static requirements(configPath?: string): { shmBytes: number; worldSize: number; usesGpu: boolean } {
-    const cfg = loadVideoConfig(configPath);
-    const plan = planRanks(cfg);
+  /**
+   * What `reactor doctor` checks before any weights load: shared memory for one chunk in and
+   * out, ranks, GPUs, and (where the ranks will use GPUs with WebGPU) a real WebGPU adapter.
+   */
+  static async requirements(context: RequirementsContext): Promise<AppRequirements> {
+    const cfg = loadVideoConfig(context.configPath);
+    const plan = planRanks(cfg, context.gpuCount, context.manifestGpuCount);
     const chunk = cfg.width * cfg.height * 3 * cfg.framesPerChunk;
+    const checks: RequirementCheck[] = [];
+    // Only where ranks will use GPUs: without one, Dawn only prints that it found no Vulkan.
+    if (plan.devices === 'auto' && planBackends(cfg.backend, process.env, 'gpu:0').order.includes('webgpu')) checks.push(await webgpuCheck());
     // rank 0's result block plus every rank's share in the gather area, with doubling headroom
-    return { shmBytes: chunk * 2 * (plan.worldSize + 1), worldSize: plan.worldSize, usesGpu: plan.devices === 'auto' };
+    return { shmBytes: chunk * 2 * (plan.worldSize + 1), worldSize: plan.worldSize, usesGpu: plan.devices === 'auto', checks };
   }
 
-  override async load(configPath?: string): Promise<void> {
-    this.config = loadVideoConfig(configPath);
+  override async load(context: LoadContext): Promise<void> {
+    this.log = context.logger.child({ app: 'video' });
+    this.config = loadVideoConfig(context.configPath);
+    this.manifestGpuCount = context.manifestGpuCount;
     await this.startRunner();
   }
 
   private async startRunner(): Promise<void> {
-    const plan = planRanks(this.config);
-    console.log(`[video] ${plan.note}; starting the runner`);
+    const plan = planRanks(this.config, detectGpuCount(), this.manifestGpuCount);
+    this.log.info(`${plan.note}; starting the runner`);
     const runner = new DistributedRunner(VideoWorker, {
       worldSize: plan.worldSize,
       devices: plan.devices,
@@ -190,7 +219,7 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult> {
     if (outcome.error !== undefined) {
       // Rethrow at once so clients hear of the failure within milliseconds; the shutdown (a rank
       // holding a GPU context can take 100 ms to die) runs on, and @sessionEnded awaits it.
-      this.runner?.shutdown().catch((err: unknown) => console.error(`[video] runner shutdown after a failed step: ${String(err)}`));
+      this.runner?.shutdown().catch((err: unknown) => this.log.error({ err }, 'runner shutdown after a failed step failed'));
       throw outcome.error;
     }
     const r = outcome.result!;

@@ -4,4 +4,5 @@
  */
 export { VideoApp, VideoState, VideoOutput, BackendInfo, RolloutRestarted, VideoConfig, VideoConfigError, loadVideoConfig, planRanks } from './app.js';
 export { VideoWorker, RolloutExhausted } from './video-worker.js';
+export { VideoErrorCode } from './model/index.js';
 export type { VideoLoadArgs, VideoInput, VideoResult, VideoModelInfo, RankBackend } from './video-worker.js';

@@ -4,6 +4,7 @@
  * error classes exported here (`RolloutExhausted` above all) as instances in the parent.
  */
 import { DistributedWorker } from '@reactor/distributed';
+import { consoleLogger, levelFromEnv } from '@reactor/log';
 import { ParallelVideoModel, type VideoInput, type VideoModelInfo, type VideoResult } from './model/index.js';
 
 // Error classes a rank may throw, exported from the worker module so that the runner rebuilds
@@ -18,6 +19,9 @@ export {
   ModelNotLoadedError,
 } from './model/index.js';
 export type { VideoInput, VideoResult, VideoModelInfo, RankBackend } from './model/index.js';
+
+// A rank is a process of its own: its lines go to its stdout, which the runner relays with the rank.
+const log = consoleLogger({ name: 'video', level: levelFromEnv() });
 
 /** `loadArgs` of a runner of {@link VideoWorker}. Everything but `weightsRoot` has a CPU-friendly default. */
 export interface VideoLoadArgs {
@@ -83,8 +87,8 @@ export class VideoWorker extends DistributedWorker<VideoLoadArgs, VideoInput, Vi
       const tried = info.backendAttempts.length
         ? `; not used: ${info.backendAttempts.map((a) => `${a.backend} (${a.reason})`).join(', ')}`
         : '';
-      console.log(
-        `[video] rank 0 of ${info.worldSize}: backend ${info.backend}${adapter} [${info.backendSource}=${info.requestedBackend}]${tried}; ` +
+      log.info(
+        `rank 0 of ${info.worldSize}: backend ${info.backend}${adapter} [${info.backendSource}=${info.requestedBackend}]${tried}; ` +
           `${info.width}x${info.height}, ${info.framesPerChunk} frames/chunk, ${info.rolloutChunks} chunks/rollout, ` +
           `weights ${info.weights.sha256.slice(0, 12)} (${info.weights.parameters} parameters)`,
       );

@@ -66,12 +66,12 @@ describe('ParallelVideoModel backend selection', () => {
         return null;
       })();
       expect(err).toBeInstanceOf(BackendConfigError);
-      expect((err as BackendConfigError).code).toBe('ERR_BACKEND_CONFIG');
+      expect((err as BackendConfigError).code).toBe('backend_config');
     });
   });
 
   describe('load', () => {
-    it('webgpu asked for explicitly: runs on the adapter, or fails with ERR_BACKEND_UNAVAILABLE and no CPU fallback', async () => {
+    it('webgpu asked for explicitly: runs on the adapter, or fails with backend_unavailable and no CPU fallback', async () => {
       const m = model({ backend: 'webgpu' });
       if (hasGpu) {
         await m.load();
@@ -82,7 +82,7 @@ describe('ParallelVideoModel backend selection', () => {
       const err = await m.load().catch((e: unknown) => e);
       expect(err).toBeInstanceOf(BackendUnavailableError);
       const e = err as BackendUnavailableError;
-      expect(e.code).toBe('ERR_BACKEND_UNAVAILABLE');
+      expect(e.code).toBe('backend_unavailable');
       expect(e.attempts.map((a) => a.backend)).toEqual(['webgpu']);
       expect(e.message).toContain('Rank 0: no usable tfjs backend for options.backend="webgpu"');
       expect(e.message).toContain('no WebGPU adapter');

@@ -93,11 +93,11 @@ describe('ParallelVideoModel', () => {
       expect(readFileSync(join(weightsRoot, 'cppn-v1.bin')).byteLength).toBeLessThan(2 * 1024 * 1024);
     });
 
-    it('rejects a missing weights folder with ERR_WEIGHTS_NOT_FOUND naming the path', async () => {
+    it('rejects a missing weights folder with weights_not_found naming the path', async () => {
       const missing = join(tmp(), 'no-such-weights');
       const err = await model({ weightsRoot: missing }).load().catch((e: unknown) => e);
       expect(err).toBeInstanceOf(WeightsNotFoundError);
-      expect((err as WeightsNotFoundError).code).toBe('ERR_WEIGHTS_NOT_FOUND');
+      expect((err as WeightsNotFoundError).code).toBe('weights_not_found');
       expect((err as Error).message).toContain(missing);
       expect((err as Error).message).toContain('generate-weights.mjs');
     });
@@ -110,14 +110,14 @@ describe('ParallelVideoModel', () => {
       expect((err as Error).message).toContain(join(d, 'manifest.json'));
     });
 
-    it('rejects a truncated weights file with ERR_WEIGHTS_INVALID naming the file and both sizes', async () => {
+    it('rejects a truncated weights file with weights_invalid naming the file and both sizes', async () => {
       const d = weightsCopy();
       const bin = join(d, 'cppn-v1.bin');
       const bytes = readFileSync(bin);
       writeFileSync(bin, bytes.subarray(0, bytes.byteLength - 100));
       const err = await model({ weightsRoot: d }).load().catch((e: unknown) => e);
       expect(err).toBeInstanceOf(WeightsInvalidError);
-      expect((err as WeightsInvalidError).code).toBe('ERR_WEIGHTS_INVALID');
+      expect((err as WeightsInvalidError).code).toBe('weights_invalid');
       expect((err as Error).message).toContain(bin);
       expect((err as Error).message).toContain(`${bytes.byteLength - 100} bytes`);
       expect((err as Error).message).toContain(`says ${bytes.byteLength}`);
@@ -157,10 +157,10 @@ describe('ParallelVideoModel', () => {
       expect(() => model({ rank: 1 })).toThrow(RangeError);
     });
 
-    it('refuses generate() before load() with ERR_MODEL_NOT_LOADED', async () => {
+    it('refuses generate() before load() with model_not_loaded', async () => {
       const err = await model().generate({ prompt: FOREST }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(ModelNotLoadedError);
-      expect((err as ModelNotLoadedError).code).toBe('ERR_MODEL_NOT_LOADED');
+      expect((err as ModelNotLoadedError).code).toBe('model_not_loaded');
     });
   });
 
@@ -256,7 +256,7 @@ describe('ParallelVideoModel', () => {
       for (let i = 0; i < 2; i++) {
         const err = await m.generate({ prompt: FOREST }).catch((e: unknown) => e);
         expect(err).toBeInstanceOf(RolloutExhausted);
-        expect((err as RolloutExhausted).code).toBe('ERR_ROLLOUT_EXHAUSTED');
+        expect((err as RolloutExhausted).code).toBe('rollout_exhausted');
         expect((err as Error).message).toContain('after 2 chunks');
       }
       expect(m.chunkIndex).toBe(2);

@@ -19,7 +19,8 @@ afterEach(async () => {
   await Promise.all(runners.splice(0).map((r) => r.shutdown()));
 });
 
-const quiet = { info: () => {}, warn: () => {} };
+const noop = () => {};
+const quiet = { debug: noop, info: noop, warn: noop, error: noop, child: () => quiet };
 
 function runner(worldSize: number, args: Partial<VideoLoadArgs> = {}, env: Record<string, string> = {}) {
   const r = new DistributedRunner(VideoWorker, {
@@ -78,7 +79,7 @@ describe('VideoWorker', () => {
     const first = await r.generate({ prompt: 'ocean waves at sunset' });
     const err = await r.generate({ prompt: 'ocean waves at sunset' }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RolloutExhausted);
-    expect((err as RolloutExhausted).code).toBe('ERR_ROLLOUT_EXHAUSTED');
+    expect((err as RolloutExhausted).code).toBe('rollout_exhausted');
     expect(r.healthy).toBe(true);
     await r.reset();
     const again = await r.generate({ prompt: 'ocean waves at sunset' });
@@ -91,7 +92,7 @@ describe('VideoWorker', () => {
     const r = runner(2, { weightsRoot: missing });
     const err = await r.start().catch((e: unknown) => e);
     expect(err).toBeInstanceOf(WeightsNotFoundError);
-    expect((err as WeightsNotFoundError).code).toBe('ERR_WEIGHTS_NOT_FOUND');
+    expect((err as WeightsNotFoundError).code).toBe('weights_not_found');
     expect((err as Error).message).toContain(missing);
   });
 

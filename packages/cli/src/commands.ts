@@ -1,18 +1,22 @@
-/** The `reactor` subcommands. Each prints progress to stderr and results to stdout. */
+/**
+ * The `reactor` subcommands. Progress goes to the logger (the bin writes it to stderr),
+ * results to stdout.
+ */
 import { pathToFileURL } from 'node:url';
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { detectGpuCount } from '@reactor/distributed';
+import type { Logger } from '@reactor/log';
+import { AppHost, ReactorError, type AppRequirements, type AppStatics, type ReactorApp } from '@reactor/runtime';
+import { installShutdownHandlers, serve } from '@reactor/server';
 import { findManifest, loadManifest, ManifestError, MANIFEST_FILE, type Manifest } from './manifest.js';
-import { runDoctor, type AppRequirements } from './doctor.js';
-import { ReactorError } from '@reactor/runtime';
-import { AppHost } from '@reactor/runtime';
-import { serve } from '@reactor/server';
-import { installShutdownHandlers } from '@reactor/server';
-import type { ReactorApp } from '@reactor/runtime';
-import type { AppRequirements as Requirements } from './doctor.js';
+import { runDoctor } from './doctor.js';
+import { CliErrorCode } from './errors.js';
 
-type ReactorAppClass = (new () => ReactorApp<any, any, any>) & { requirements?: (configPath?: string) => Requirements | Promise<Requirements> };
+/** An app class as the CLI imports it: constructible, with the optional typed statics. */
+export type ReactorAppClass = (new () => ReactorApp<any, any, any>) & AppStatics;
 
+/** The flags of `reactor run|schema|doctor`, as the bin parses them. */
 export interface CliOptions {
   manifest?: string;
   config?: string;
@@ -20,8 +24,6 @@ export interface CliOptions {
   port?: string | number;
   token?: string;
 }
-
-const say = (m: string) => process.stderr.write(`[reactor] ${m}\n`);
 
 function manifestFrom(o: CliOptions): Manifest {
   const file = o.manifest ?? findManifest();
@@ -32,27 +34,28 @@ function manifestFrom(o: CliOptions): Manifest {
 function parsePort(v: string | number | undefined, fallback: number): number {
   if (v === undefined) return fallback;
   const n = Number(v);
-  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new ReactorError('cli_usage', `--port must be an integer from 0 to 65535, got ${JSON.stringify(v)}`);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new ReactorError(CliErrorCode.CliUsage, `--port must be an integer from 0 to 65535, got ${JSON.stringify(v)}`);
   return n;
 }
 
-/** Imports the app class named by `runtime.import`. */
+/**
+ * Imports the app class named by `runtime.import`.
+ * @throws ReactorError `app_import_failed`: the module is missing, fails to import, or lacks the export.
+ */
 export async function importApp(m: Manifest): Promise<ReactorAppClass> {
-  // The app reads the declared GPU count to size its runner (reactor.yaml model.resources.gpu).
-  process.env['REACTOR_MANIFEST_GPUS'] = String(m.model.gpu.count);
   if (!existsSync(m.runtime.module)) {
-    throw new ReactorError('app_import_failed', `runtime.import points at ${m.runtime.module}, which does not exist${m.runtime.module.includes('/dist/') ? ' (build it first: pnpm build)' : ''}`);
+    throw new ReactorError(CliErrorCode.AppImportFailed, `runtime.import points at ${m.runtime.module}, which does not exist${m.runtime.module.includes('/dist/') ? ' (build it first: pnpm build)' : ''}`);
   }
   let mod: Record<string, unknown>;
   try {
     mod = (await import(pathToFileURL(m.runtime.module).href)) as Record<string, unknown>;
   } catch (err) {
-    throw new ReactorError('app_import_failed', `importing ${m.runtime.module} failed: ${(err as Error).message}`, { cause: err });
+    throw new ReactorError(CliErrorCode.AppImportFailed, `importing ${m.runtime.module} failed: ${(err as Error).message}`, { cause: err });
   }
   const cls = mod[m.runtime.exportName];
   if (typeof cls !== 'function') {
     const names = Object.keys(mod).filter((k) => typeof mod[k] === 'function');
-    throw new ReactorError('app_import_failed', `${m.runtime.module} has no export named "${m.runtime.exportName}" (it exports: ${names.join(', ') || 'nothing callable'}); fix runtime.import in ${m.file}`);
+    throw new ReactorError(CliErrorCode.AppImportFailed, `${m.runtime.module} has no export named "${m.runtime.exportName}" (it exports: ${names.join(', ') || 'nothing callable'}); fix runtime.import in ${m.file}`);
   }
   return cls as ReactorAppClass;
 }
@@ -62,14 +65,14 @@ function configPath(o: CliOptions, m: Manifest): string | undefined {
 }
 
 /** `reactor run`: serve first (so /health says "loading"), then load, then print the viewer URL. */
-export async function runCommand(o: CliOptions): Promise<void> {
+export async function runCommand(o: CliOptions, logger: Logger): Promise<void> {
   const m = manifestFrom(o);
-  say(`${m.model.name} ${m.model.version} (${m.file})`);
+  logger.info(`${m.model.name} ${m.model.version} (${m.file})`);
   const App = await importApp(m);
   const token = o.token ?? process.env['REACTOR_TOKEN'] ?? m.server.token;
   const cfg = configPath(o, m);
   const port = parsePort(o.port, m.server.port ?? 8080);
-  say(`loading the app${cfg ? ` with config ${cfg}` : ''}${m.runtime.weightsPath ? `, weights ${m.runtime.weightsPath}` : ''}`);
+  logger.info(`loading the app${cfg ? ` with config ${cfg}` : ''}${m.runtime.weightsPath ? `, weights ${m.runtime.weightsPath}` : ''}`);
   const started = performance.now();
   const host = o.host ?? m.server.host ?? '127.0.0.1';
   let server: Awaited<ReturnType<typeof serve>>;
@@ -77,46 +80,52 @@ export async function runCommand(o: CliOptions): Promise<void> {
     server = await serve(App, {
       host,
       port,
+      logger,
       ...(token !== undefined && { token }),
       ...(m.server.encoding !== undefined && { encoding: m.server.encoding }),
       ...(m.runtime.weightsPath !== undefined && { weightsPath: m.runtime.weightsPath }),
       ...(cfg !== undefined && { configPath: cfg }),
+      manifestGpuCount: m.model.gpu.count,
     });
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE' || code === 'EACCES') {
-      throw new ReactorError('port_unavailable', `cannot listen on ${host}:${port} (${code}): ${code === 'EADDRINUSE' ? 'something else listens there' : 'not allowed for this user'}; pass --port <other> (0 picks a free one) or set server.port in ${m.file}`, { cause: err });
+      throw new ReactorError(CliErrorCode.PortUnavailable, `cannot listen on ${host}:${port} (${code}): ${code === 'EADDRINUSE' ? 'something else listens there' : 'not allowed for this user'}; pass --port <other> (0 picks a free one) or set server.port in ${m.file}`, { cause: err });
     }
     throw err;
   }
-  installShutdownHandlers(server, { onSignal: (s) => say(`${s}: closing clients and shutting the app down`) });
+  installShutdownHandlers(server, { onSignal: (s) => logger.info(`${s}: closing clients and shutting the app down`) });
   try {
     await server.loaded;
   } catch (err) {
     await server.close();
-    throw new ReactorError('app_load_failed', `loading ${m.model.name} failed: ${(err as Error).message}`, { cause: err });
+    throw new ReactorError(CliErrorCode.AppLoadFailed, `loading ${m.model.name} failed: ${(err as Error).message}`, { cause: err });
   }
-  say(`ready in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  logger.info(`ready in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   const url = new URL(server.url);
   if (token !== undefined) url.searchParams.set('token', token);
   process.stdout.write(`Viewer: ${url.href}\n`);
 }
 
 /** `reactor schema`: the app's schema as JSON, without loading the model. */
-export async function schemaCommand(o: CliOptions): Promise<void> {
+export async function schemaCommand(o: CliOptions, logger: Logger): Promise<void> {
   const m = manifestFrom(o);
   const App = await importApp(m);
-  const host = new AppHost(App, {});
+  const host = new AppHost(App, { logger });
   process.stdout.write(`${JSON.stringify(host.schema, null, 2)}\n`);
   await host.close();
 }
 
-/** `reactor doctor`: every check, then exit 1 if any failed. */
+/**
+ * `reactor doctor`: every check, then exit 1 if any failed. The GPU count is the runner's
+ * (`detectGpuCount()`), handed to the app's `requirements()` as `gpuCount`.
+ */
 export async function doctorCommand(o: CliOptions): Promise<void> {
   const m = manifestFrom(o);
   const App = await importApp(m);
-  const req: AppRequirements = (await App.requirements?.(configPath(o, m))) ?? {};
-  const checks = await runDoctor(m, req, o.host ?? m.server.host ?? '127.0.0.1', parsePort(o.port, m.server.port ?? 8080));
+  const gpuCount = detectGpuCount();
+  const req: AppRequirements = (await App.requirements?.({ configPath: configPath(o, m), manifestGpuCount: m.model.gpu.count, gpuCount })) ?? {};
+  const checks = await runDoctor(m, req, o.host ?? m.server.host ?? '127.0.0.1', parsePort(o.port, m.server.port ?? 8080), gpuCount);
   const mark = { ok: 'ok  ', warn: 'warn', fail: 'FAIL' } as const;
   for (const c of checks) {
     process.stdout.write(`${mark[c.status]}  ${c.name}: ${c.detail}\n`);

@@ -4,5 +4,8 @@
  */
 export { findManifest, loadManifest, ManifestError, MANIFEST_FILE } from './manifest.js';
 export type { Manifest } from './manifest.js';
-export { runDoctor } from './doctor.js';
-export type { AppRequirements, DoctorCheck } from './doctor.js';
+export { runDoctor, checkNode, checkShm, checkPort, MIN_NODE } from './doctor.js';
+export type { DoctorCheck } from './doctor.js';
+export { CliErrorCode } from './errors.js';
+export { importApp, runCommand, schemaCommand, doctorCommand } from './commands.js';
+export type { CliOptions, ReactorAppClass } from './commands.js';

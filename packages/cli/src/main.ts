@@ -4,8 +4,14 @@
  * Reads `reactor.yaml` (found in the current folder or a parent, or given with --manifest).
  */
 import { cac } from 'cac';
-import { runCommand, schemaCommand, doctorCommand, type CliOptions } from './commands.js';
+import { consoleLogger, levelFromEnv } from '@reactor/log';
 import { ReactorError } from '@reactor/runtime';
+import { runCommand, schemaCommand, doctorCommand, type CliOptions } from './commands.js';
+import { CliErrorCode } from './errors.js';
+
+// Progress and log lines go to stderr; stdout carries only results (the viewer URL, the schema, doctor's report).
+const toStderr = (...args: unknown[]) => console.error(...args);
+const logger = consoleLogger({ name: 'reactor', level: levelFromEnv(), sink: { debug: toStderr, info: toStderr, warn: toStderr, error: toStderr } });
 
 const cli = cac('reactor');
 const common = (c: ReturnType<typeof cli.command>) =>
@@ -16,8 +22,8 @@ common(cli.command('run', 'Load the app and serve it (viewer, WebSocket, /schema
   .option('--host <host>', 'interface to bind (default: server.host or 127.0.0.1)')
   .option('--port <port>', 'TCP port (default: server.port or 8080; 0 picks a free one)')
   .option('--token <token>', 'require this access token (also REACTOR_TOKEN)')
-  .action((o: CliOptions) => runCommand(o));
-common(cli.command('schema', "Print the app's schema (commands, messages, tracks) as JSON")).action((o: CliOptions) => schemaCommand(o));
+  .action((o: CliOptions) => runCommand(o, logger));
+common(cli.command('schema', "Print the app's schema (commands, messages, tracks) as JSON")).action((o: CliOptions) => schemaCommand(o, logger));
 common(cli.command('doctor', 'Check this machine for the app before loading any weights'))
   .option('--host <host>', 'interface to check')
   .option('--port <port>', 'port to check')
@@ -29,7 +35,7 @@ async function main(): Promise<void> {
   try {
     cli.parse(process.argv, { run: false });
     if (!cli.matchedCommand) {
-      if (cli.args.length > 0) throw new ReactorError('cli_usage', `unknown command "${String(cli.args[0])}"; run "reactor --help"`);
+      if (cli.args.length > 0) throw new ReactorError(CliErrorCode.CliUsage, `unknown command "${String(cli.args[0])}"; run "reactor --help"`);
       cli.outputHelp();
       return;
     }

@@ -12,6 +12,7 @@ import {
 } from 'class-validator';
 import { parse as parseYaml } from 'yaml';
 import { ReactorError } from '@reactor/runtime';
+import { CliErrorCode } from './errors.js';
 
 /** The manifest file name `reactor` looks for. */
 export const MANIFEST_FILE = 'reactor.yaml';
@@ -19,7 +20,7 @@ export const MANIFEST_FILE = 'reactor.yaml';
 /** Thrown for a missing, unreadable or invalid `reactor.yaml`; the message lists every bad key. */
 export class ManifestError extends ReactorError {
   constructor(message: string, readonly problems: string[] = []) {
-    super('manifest_invalid', message);
+    super(CliErrorCode.ManifestInvalid, message);
   }
 }
 
@@ -58,6 +59,9 @@ class ManifestDocument {
   @ValidateNested() @Type(() => RuntimeSection) runtime!: RuntimeSection;
   @IsOptional() @ValidateNested() @Type(() => ServerSection) server?: ServerSection;
 }
+
+/** The manifest's top-level sections. */
+const SECTIONS = ['model', 'runtime', 'server'];
 
 /** A validated manifest with every path resolved to an absolute one. */
 export interface Manifest {
@@ -101,7 +105,7 @@ export function loadManifest(file: string): Manifest {
   try {
     text = readFileSync(path, 'utf8');
   } catch (err) {
-    throw new ManifestError(`cannot read ${path}: ${(err as Error).message}. Run reactor from the folder that holds ${MANIFEST_FILE}, or pass --config <path>.`);
+    throw new ManifestError(`cannot read ${path}: ${(err as Error).message}. Run reactor from the folder that holds ${MANIFEST_FILE} (or below it), or pass --manifest <file>.`);
   }
   let raw: unknown;
   try {
@@ -115,7 +119,7 @@ export function loadManifest(file: string): Manifest {
   const doc = plainToInstance(ManifestDocument, raw);
   const problems = flatten(validateSync(doc, { forbidUnknownValues: false }));
   const r = raw as Record<string, unknown>;
-  for (const key of Object.keys(r)) if (!['model', 'runtime', 'server', 'build'].includes(key)) problems.push(`${key}: unknown section (allowed: model, runtime, server, build)`);
+  for (const key of Object.keys(r)) if (!SECTIONS.includes(key)) problems.push(`${key}: unknown section (allowed: ${SECTIONS.join(', ')})`);
   if (problems.length > 0) {
     throw new ManifestError(`${path} is invalid:\n${problems.map((p) => `  - ${p}`).join('\n')}`, problems);
   }

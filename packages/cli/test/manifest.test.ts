@@ -67,10 +67,18 @@ extra: 1
         "model.resources.gpu.count: must not be less than 0",
         "runtime.import: must look like "path/to/module.js:ExportName"",
         "server.port: must not be greater than 65535",
-        "extra: unknown section (allowed: model, runtime, server, build)",
+        "extra: unknown section (allowed: model, runtime, server)",
       ]
     `);
     expect(e.message).toContain(file);
+  });
+
+  it('refuses the old build: section, which nothing ever read', () => {
+    expect(() => loadManifest(write(`${good}build: { command: make }\n`))).toThrow('build: unknown section (allowed: model, runtime, server)');
+  });
+
+  it('names --manifest (not --config) when the file cannot be read', () => {
+    expect(() => loadManifest('/nonexistent/reactor.yaml')).toThrow(/pass --manifest <file>\.$/);
   });
 
   it('rejects a file that is not a mapping, and invalid YAML, naming the file', () => {

@@ -4,11 +4,15 @@ import { AppHost, type AppHostOptions } from '@reactor/runtime';
 import { resolveServerOptions, type ServerOptions } from './options.js';
 import { ReactorServer } from './reactor-server.js';
 
-/** Options of {@link serve}: the server's, the host's, and the path handed to `load()`. */
+/** Options of {@link serve}: the server's, the host's, and what `load()` is told (`LoadContext`). */
 export interface ServeOptions extends ServerOptions, Omit<AppHostOptions, 'logger'> {
-  /** Passed to the app's `load(configPath)` (the manifest's `runtime.config`). */
+  /** The app's config file, handed to `load()` as `context.configPath` (the manifest's `runtime.config`). */
   configPath?: string;
+  /** GPUs the manifest declares, handed to `load()` as `context.manifestGpuCount`. */
+  manifestGpuCount?: number;
 }
+
+const LOAD_KEYS = ['configPath', 'manifestGpuCount'];
 
 const HOST_KEYS = ['gracePeriodMs', 'weightsPath', 'refusalBackoffMs', 'statsIntervalMs'] as const;
 
@@ -28,7 +32,7 @@ export async function serve(appClass: new () => ReactorApp<any, any, any>, optio
   const hostOptions: AppHostOptions = {};
   const serverOptions: ServerOptions = {};
   for (const [k, v] of Object.entries(options)) {
-    if (v === undefined || k === 'configPath') continue;
+    if (v === undefined || LOAD_KEYS.includes(k)) continue;
     if ((HOST_KEYS as readonly string[]).includes(k)) (hostOptions as Record<string, unknown>)[k] = v;
     else (serverOptions as Record<string, unknown>)[k] = v;
   }
@@ -42,7 +46,7 @@ export async function serve(appClass: new () => ReactorApp<any, any, any>, optio
     await host.close();
     throw err;
   }
-  server.loaded = host.load(options.configPath);
+  server.loaded = host.load({ configPath: options.configPath, manifestGpuCount: options.manifestGpuCount });
   // The failure is reported by /health, the session status and the log; callers may await `loaded`.
   server.loaded.catch(() => undefined);
   return server;

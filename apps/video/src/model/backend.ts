@@ -66,7 +66,7 @@ function isBackendName(s: string): s is BackendName {
  * Reads the backend preference: `env.REACTOR_BACKEND` when set and non-empty, else `option`,
  * else `auto`. `auto` means webgpu, wasm, cpu — without webgpu when the runner made this a CPU
  * rank (`device === 'cpu'`).
- * @throws BackendConfigError (`ERR_BACKEND_CONFIG`) for an unknown name or a repeated one
+ * @throws BackendConfigError (`backend_config`) for an unknown name or a repeated one
  */
 export function planBackends(option: string | undefined, env: Readonly<Record<string, string | undefined>>, device?: string): BackendPlan {
   const fromEnv = env[BACKEND_ENV];
@@ -219,7 +219,7 @@ export interface SelectBackendOptions {
 
 /**
  * Initialises the first backend of `plan.order` that works and makes it tfjs's backend.
- * @throws BackendUnavailableError (`ERR_BACKEND_UNAVAILABLE`) when none of them works
+ * @throws BackendUnavailableError (`backend_unavailable`) when none of them works
  */
 export async function selectBackend(plan: BackendPlan, opts: SelectBackendOptions): Promise<BackendSelection> {
   // PROD mode silences tfjs's console advice (e.g. "install tfjs-node"), which would be noise

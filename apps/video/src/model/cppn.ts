@@ -23,6 +23,7 @@
  */
 import { embedPrompt } from './prompt-embedding.js';
 import { type CppnConfig, type LoadedWeights, conditioningDim } from './weights.js';
+import { splitmix32 } from './prng.js';
 
 /** Per-frame weights of the pixel network, folded for `sigmoid(x · W + b)` kernels. */
 export interface FrameParams {
@@ -42,18 +43,6 @@ export interface ConstantParams {
   hiddenW: Float32Array;
   /** `2 · rgb.w`, `[hiddenUnits, 3]` */
   rgbW: Float32Array;
-}
-
-/** A small deterministic PRNG (splitmix32) for seed-derived values. */
-function splitmix32(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x9e3779b9) >>> 0;
-    let z = s;
-    z = Math.imul(z ^ (z >>> 16), 0x85ebca6b) >>> 0;
-    z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35) >>> 0;
-    return ((z ^ (z >>> 16)) >>> 0) / 4294967296;
-  };
 }
 
 function get(w: LoadedWeights, name: string): Float32Array {
@@ -84,7 +73,8 @@ export class CppnField {
     this.config = weights.config;
     this.condDim = conditioningDim(weights.config);
     this.featureDim = 2 * weights.config.fieldUnits;
-    const rand = splitmix32(seed ^ 0x5eed5eed);
+    const next = splitmix32(seed ^ 0x5eed5eed);
+    const rand = () => next() / 4294967296;
     this.timeOrigin = 600 * rand();
     this.seedOffset = new Float64Array(this.config.promptDim);
     // The seed moves the prompt code a little (same prompt, different seed: related but

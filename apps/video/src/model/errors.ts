@@ -3,12 +3,25 @@
  * `docs/video-model.md`) and a message that says what failed, where, and how to fix it.
  */
 
+/** Stable codes of the sample app's errors (the model's and the app config's). */
+export const VideoErrorCode = {
+  /** The app config (`runtime.config`) is unreadable or a key is wrong or unknown. */
+  ConfigInvalid: 'video_config_invalid',
+  RolloutExhausted: 'rollout_exhausted',
+  WeightsNotFound: 'weights_not_found',
+  WeightsInvalid: 'weights_invalid',
+  BackendConfig: 'backend_config',
+  BackendUnavailable: 'backend_unavailable',
+  ModelNotLoaded: 'model_not_loaded',
+} as const;
+export type VideoErrorCode = (typeof VideoErrorCode)[keyof typeof VideoErrorCode];
+
 /** Base class of every error the video model throws (option `TypeError`/`RangeError`s aside). */
 export class VideoModelError extends Error {
-  /** Stable machine-readable code, e.g. `ERR_ROLLOUT_EXHAUSTED`. */
-  readonly code: string;
+  /** Stable machine-readable code, e.g. `rollout_exhausted`. */
+  readonly code: VideoErrorCode;
 
-  constructor(code: string, message: string, options?: { cause?: unknown }) {
+  constructor(code: VideoErrorCode, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.code = code;
     this.name = new.target.name;
@@ -22,12 +35,12 @@ export class VideoModelError extends Error {
  *
  * The constructor takes an optional message so that a runner can rebuild an instance of this
  * class in the parent process from the error's name and message.
- * @remarks code `ERR_ROLLOUT_EXHAUSTED`
+ * @remarks code `rollout_exhausted`
  */
 export class RolloutExhausted extends VideoModelError {
   constructor(message?: string, options?: { cause?: unknown }) {
     super(
-      'ERR_ROLLOUT_EXHAUSTED',
+      VideoErrorCode.RolloutExhausted,
       message ?? 'The rollout is exhausted: call reset() to start a new rollout (the weights stay loaded).',
       options,
     );
@@ -44,7 +57,7 @@ export class RolloutExhausted extends VideoModelError {
 
 /**
  * The weights folder, its `manifest.json` or its weights file is missing or unreadable.
- * @remarks code `ERR_WEIGHTS_NOT_FOUND`
+ * @remarks code `weights_not_found`
  */
 export class WeightsNotFoundError extends VideoModelError {
   /** The path that could not be read. */
@@ -52,7 +65,7 @@ export class WeightsNotFoundError extends VideoModelError {
 
   constructor(path: string, what: string, options?: { cause?: unknown }) {
     super(
-      'ERR_WEIGHTS_NOT_FOUND',
+      VideoErrorCode.WeightsNotFound,
       `Video model weights not found: ${what} ${path}. Point weightsRoot (reactor.yaml runtime.weights_path) at ` +
         'the folder holding manifest.json and its .bin file (the repository ships them in apps/video/weights; ' +
         'rebuild them with `node apps/video/scripts/generate-weights.mjs`).',
@@ -65,7 +78,7 @@ export class WeightsNotFoundError extends VideoModelError {
 /**
  * The weights folder exists but its contents are wrong: bad JSON, another format or version,
  * a truncated or modified weights file, or a tensor with an unexpected shape.
- * @remarks code `ERR_WEIGHTS_INVALID`
+ * @remarks code `weights_invalid`
  */
 export class WeightsInvalidError extends VideoModelError {
   /** The file at fault. */
@@ -73,7 +86,7 @@ export class WeightsInvalidError extends VideoModelError {
 
   constructor(path: string, problem: string, options?: { cause?: unknown }) {
     super(
-      'ERR_WEIGHTS_INVALID',
+      VideoErrorCode.WeightsInvalid,
       `Video model weights in ${path} are invalid: ${problem}. Restore the committed files ` +
         '(git checkout apps/video/weights) or rebuild them with `node apps/video/scripts/generate-weights.mjs`.',
       options,
@@ -84,12 +97,12 @@ export class WeightsInvalidError extends VideoModelError {
 
 /**
  * `options.backend` or `REACTOR_BACKEND` is not a backend preference this model understands.
- * @remarks code `ERR_BACKEND_CONFIG`
+ * @remarks code `backend_config`
  */
 export class BackendConfigError extends VideoModelError {
   constructor(source: string, value: string) {
     super(
-      'ERR_BACKEND_CONFIG',
+      VideoErrorCode.BackendConfig,
       `${source} is ${JSON.stringify(value)}, which is not a backend preference. Use "auto" (webgpu, then wasm, ` +
         'then cpu), one of "webgpu", "wasm", "cpu", or a comma-separated fallback order such as "webgpu,wasm".',
     );
@@ -106,7 +119,7 @@ export interface BackendAttempt {
  * None of the backends the configuration allows could be initialised (for example `webgpu` was
  * asked for explicitly and no GPU adapter is usable). The model never falls back to a backend
  * the configuration did not list.
- * @remarks code `ERR_BACKEND_UNAVAILABLE`
+ * @remarks code `backend_unavailable`
  */
 export class BackendUnavailableError extends VideoModelError {
   /** Every backend tried, in order, with the reason it failed. */
@@ -121,7 +134,7 @@ export class BackendUnavailableError extends VideoModelError {
         'REACTOR_BACKEND=wasm (or "auto"), or allow a fallback such as "webgpu,wasm".'
       : 'Allow another backend (REACTOR_BACKEND=auto tries webgpu, wasm, then cpu).';
     super(
-      'ERR_BACKEND_UNAVAILABLE',
+      VideoErrorCode.BackendUnavailable,
       `Rank ${rank}: no usable tfjs backend for ${source}=${JSON.stringify(requested)}; tried:\n${lines}\n${fix}`,
     );
     this.attempts = attempts;
@@ -130,10 +143,10 @@ export class BackendUnavailableError extends VideoModelError {
 
 /**
  * A rank was asked to generate before `load()` finished, or after `dispose()`.
- * @remarks code `ERR_MODEL_NOT_LOADED`
+ * @remarks code `model_not_loaded`
  */
 export class ModelNotLoadedError extends VideoModelError {
   constructor(rank: number, op: string) {
-    super('ERR_MODEL_NOT_LOADED', `Rank ${rank}: ${op}() was called before load() finished (or after dispose()). Await load() first.`);
+    super(VideoErrorCode.ModelNotLoaded, `Rank ${rank}: ${op}() was called before load() finished (or after dispose()). Await load() first.`);
   }
 }

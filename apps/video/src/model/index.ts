@@ -5,6 +5,7 @@
 export { ParallelVideoModel, VIDEO_MODEL_DEFAULTS, quantizeRgb, unpackRgb, DEVICE_QUANTIZE_ENV, BATCH_FRAMES_ENV, type ParallelVideoModelOptions } from './parallel-video-model.js';
 export type { VideoInput, VideoResult, VideoModelInfo, RankBackend } from './types.js';
 export {
+  VideoErrorCode,
   VideoModelError,
   RolloutExhausted,
   WeightsNotFoundError,

@@ -218,8 +218,8 @@ export class ParallelVideoModel {
   /**
    * Loads and checks the weights, picks the backend, and prepares this rank's share of the
    * pixel grid. Idempotent: a second call returns the first call's promise.
-   * @throws WeightsNotFoundError (`ERR_WEIGHTS_NOT_FOUND`) / WeightsInvalidError (`ERR_WEIGHTS_INVALID`)
-   * @throws BackendConfigError (`ERR_BACKEND_CONFIG`) / BackendUnavailableError (`ERR_BACKEND_UNAVAILABLE`)
+   * @throws WeightsNotFoundError (`weights_not_found`) / WeightsInvalidError (`weights_invalid`)
+   * @throws BackendConfigError (`backend_config`) / BackendUnavailableError (`backend_unavailable`)
    */
   load(): Promise<void> {
     this.loading ??= this.doLoad().catch((e: unknown) => {
@@ -303,8 +303,8 @@ export class ParallelVideoModel {
    * Renders the next chunk: this rank's rows, gathered on rank 0. Call it on every rank with
    * the same input.
    * @returns on rank 0 the whole chunk; on other ranks a result with empty `frames`
-   * @throws RolloutExhausted (`ERR_ROLLOUT_EXHAUSTED`) on every rank once `rolloutChunks` chunks were generated
-   * @throws ModelNotLoadedError (`ERR_MODEL_NOT_LOADED`) before {@link load}
+   * @throws RolloutExhausted (`rollout_exhausted`) on every rank once `rolloutChunks` chunks were generated
+   * @throws ModelNotLoadedError (`model_not_loaded`) before {@link load}
    */
   async generate(input: VideoInput): Promise<VideoResult> {
     const field = this.field;

@@ -100,8 +100,8 @@ function isPositiveInt(v: unknown): v is number {
 /**
  * Reads and verifies the weights in `weightsRoot`.
  * @param weightsRoot - folder holding `manifest.json` and the weights file it names
- * @throws WeightsNotFoundError (`ERR_WEIGHTS_NOT_FOUND`) when the folder or a file is missing
- * @throws WeightsInvalidError (`ERR_WEIGHTS_INVALID`) when a file is malformed, truncated or modified
+ * @throws WeightsNotFoundError (`weights_not_found`) when the folder or a file is missing
+ * @throws WeightsInvalidError (`weights_invalid`) when a file is malformed, truncated or modified
  * @example
  * ```ts
  * const w = await loadWeights('apps/video/weights');
