@@ -5,6 +5,9 @@
 //   stream.latency  frame due time (when playout scheduled it) -> the client's message handler
 //   stream.fanout   8 clients: delivered fps per client and frames dropped, then the same with
 //                   one extra client that completes the handshake and never reads again
+//   stream.abuse    2 viewers, then 30 clients that never read and send the messages that earn
+//                   the most answer bytes (60 KB messages, floods of 1-byte ones): the process's
+//                   peak RSS against its idle RSS, and the viewers' frame intervals before/during
 //
 // Server and clients share this process so both ends read one clock (performance.now()); the
 // machine is small, so this is also the harsher setting (the clients' work competes with the
@@ -51,7 +54,7 @@ class BenchApp extends ReactorApp {
 }
 reactorApp({ output: BenchOutput, fps: FPS, bufferSize: 4, name: 'stream-bench' })(BenchApp);
 
-const quiet = { debug() {}, info() {}, warn() {}, error() {} };
+const quiet = { debug() {}, info() {}, warn() {}, error() {}, child: () => quiet };
 
 function percentile(sorted, p) {
   if (sorted.length === 0) return NaN;
@@ -135,6 +138,8 @@ async function run(clients, stalledClients = 0) {
   };
 }
 
+const ONLY_ABUSE = process.env.STREAM_BENCH_ONLY === 'abuse';
+if (!ONLY_ABUSE) {
 const one = await run(1);
 console.log(JSON.stringify({ bench: 'stream.latency', clients: 1, p50Ms: r2(one.p50), p99Ms: r2(one.p99), fps: r2(one.fps), width: W, height: H, kbPerFrame: r2(one.kbPerFrame) }));
 
@@ -158,4 +163,91 @@ console.log(
     fpsChangePct: r2(((withStalled.fps - eight.fps) / eight.fps) * 100),
   }),
 );
+}
+/** A masked client text frame (zero mask key) carrying `text`. */
+function clientText(text) {
+  const payload = Buffer.from(text);
+  const head = payload.length < 126 ? Buffer.from([0x81, 0x80 | payload.length]) : Buffer.from([0x81, 0x80 | 126, payload.length >> 8, payload.length & 255]);
+  return Buffer.concat([head, Buffer.alloc(4), payload]);
+}
+
+/** Process RSS after a collection, MB. */
+function rssMb() {
+  globalThis.gc?.();
+  return process.memoryUsage().rss / 1024 / 1024;
+}
+
+async function abuse(abusers) {
+  const server = await serve(BenchApp, { port: 0, gracePeriodMs: 0, logger: quiet, encoding: 'jpeg', jpegQuality: 80 });
+  await server.loaded;
+  const viewers = [];
+  for (let c = 0; c < 2; c++) {
+    const ws = new WebSocket(server.wsUrl);
+    ws.binaryType = 'nodebuffer';
+    const st = { ws, last: 0, intervals: [], phase: 'warmup' };
+    ws.on('message', (_data, isBinary) => {
+      if (!isBinary) return;
+      const now = performance.now();
+      if (st.last && st.phase !== 'warmup') st.intervals.push({ phase: st.phase, ms: now - st.last });
+      st.last = now;
+    });
+    await once(ws, 'open');
+    viewers.push(st);
+  }
+  await new Promise((r) => setTimeout(r, WARMUP_MS));
+  for (const v of viewers) v.phase = 'idle';
+  const idleSamples = [];
+  const idleEnd = performance.now() + 3000;
+  while (performance.now() < idleEnd) {
+    await new Promise((r) => setTimeout(r, 250));
+    idleSamples.push(rssMb());
+  }
+  const idleRss = idleSamples.sort((a, b) => a - b)[Math.floor(idleSamples.length / 2)];
+
+  // The worst messages: 60 KB of unknown keys (each answered malformed_message or rate_limited),
+  // then 60 000 one-byte messages (each answered with ~150 bytes: 20x what was sent).
+  const bigKeys = {};
+  for (let i = 0; bigKeys && JSON.stringify(bigKeys).length < 60_000; i++) bigKeys[`key_${i}_${'x'.repeat(20)}`] = i;
+  const big = clientText(JSON.stringify({ type: 'command', id: 'a', name: 'n', ...bigKeys }));
+  const tiny = clientText('x');
+  const payload = Buffer.concat([...Array.from({ length: 20 }, () => big), ...Array.from({ length: 60_000 }, () => tiny)]);
+  for (const v of viewers) v.phase = 'abuse';
+  const sockets = [];
+  for (let s = 0; s < abusers; s++) {
+    const sock = await stalled(server.port);
+    sock.write(payload);
+    sockets.push(sock);
+  }
+  let peakRss = 0;
+  const abuseEnd = performance.now() + MEASURE_MS;
+  while (performance.now() < abuseEnd) {
+    await new Promise((r) => setTimeout(r, 100));
+    peakRss = Math.max(peakRss, process.memoryUsage().rss / 1024 / 1024);
+  }
+  const metrics = await server.metrics.registry.metrics();
+  const cut = (reason) => Number(new RegExp(`reactor_connections_rejected_total\\{reason="${reason}"\\} (\\d+)`).exec(metrics)?.[1] ?? 0);
+  const stats = (phase) => {
+    const xs = viewers.flatMap((v) => v.intervals.filter((i) => i.phase === phase).map((i) => i.ms)).sort((a, b) => a - b);
+    return { p50: r2(percentile(xs, 50)), p99: r2(percentile(xs, 99)), max: r2(xs[xs.length - 1] ?? NaN), n: xs.length };
+  };
+  const idle = stats('idle');
+  const during = stats('abuse');
+  for (const s of sockets) s.destroy();
+  for (const v of viewers) v.ws.close();
+  await server.close();
+  return {
+    bench: 'stream.abuse',
+    abusers,
+    idleRssMb: r2(idleRss),
+    peakRssMb: r2(peakRss),
+    rssRatio: r2(peakRss / idleRss),
+    intervalIdleMs: idle,
+    intervalAbuseMs: during,
+    cutServerBudget: cut('server_budget'),
+    cutUnreadBacklog: cut('unread_backlog'),
+    stillConnected: sockets.length - cut('server_budget') - cut('unread_backlog'),
+  };
+}
+
+console.log(JSON.stringify(await abuse(30)));
 process.exit(0);

@@ -2,6 +2,9 @@ import { mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
+import 'reflect-metadata';
+import { IsIn, IsNumber, Max, Min } from 'class-validator';
+import { InputField, InputState, Output, ReactorApp, event, reactorApp } from '@reactor/runtime';
 import { serve, type ReactorServer } from '@reactor/server';
 import { patternApp } from '../packages/server/test/fixtures/pattern-app.js';
 import { quiet } from './fixtures/cleanups.js';
@@ -50,7 +53,81 @@ function sample(p: Page): Promise<{ r: number; g: number; b: number; row: string
   });
 }
 
+class TuneState extends InputState {
+  @InputField({ default: 2, description: 'Gain, `0.08` to `10`.' })
+  @IsNumber()
+  @Min(0.08)
+  @Max(10)
+  gain!: number;
+}
+
+class NudgeParams {
+  @InputField({ description: 'How far, in pixels.' })
+  @IsNumber()
+  @Min(0)
+  @Max(10)
+  amount!: number;
+
+  @InputField({ description: 'Which way.' })
+  @IsIn(['left', 'right'])
+  direction!: string;
+}
+
+/** An app with a required event parameter without a default, a float setter and backticks in a description. */
+@reactorApp({ name: 'tune', state: TuneState })
+class TuneApp extends ReactorApp<TuneState, TuneState, Output | null> {
+  generate(): null {
+    return null;
+  }
+
+  @event({ name: 'nudge', description: 'Moves the picture by `amount` pixels towards `direction`.', params: NudgeParams })
+  nudge(p: NudgeParams): { moved: number; direction: string } {
+    return { moved: p.amount, direction: p.direction };
+  }
+}
+
 describe('viewer in Chromium', () => {
+  it('renders a required parameter without a default as an empty required input, float sliders on round steps, and descriptions with code spans', async () => {
+    const tune = await serve(TuneApp, { port: 0, gracePeriodMs: 0, logger: quiet });
+    try {
+      await tune.loaded;
+      const p = await browser.newPage();
+      const errors: string[] = [];
+      p.on('pageerror', (e) => errors.push(e.message));
+      await p.goto(tune.url);
+      await expect.poll(() => p.textContent('#connection')).toBe('connected');
+      const nudge = p.locator('.control[data-command=nudge]');
+      // The required number: an empty number box (not a slider at its midpoint), marked required.
+      const amount = nudge.locator('[data-param=amount] input');
+      expect(await amount.getAttribute('type')).toBe('number');
+      expect(await amount.inputValue()).toBe('');
+      expect(await amount.evaluate((e) => (e as HTMLInputElement).required)).toBe(true);
+      expect(await nudge.locator('[data-param=amount]').getAttribute('data-required')).toBe('');
+      expect(await nudge.locator('input[type=range]').count()).toBe(0);
+      expect(await nudge.textContent()).not.toContain('undefined');
+      // The required choice: nothing chosen until the user picks.
+      expect(await nudge.locator('[data-param=direction] select').inputValue()).toBe('');
+      // The description's backticks are code spans.
+      expect(await nudge.locator('.desc').textContent()).toBe('Moves the picture by amount pixels towards direction.');
+      expect(await nudge.locator('.desc code').allTextContents()).toEqual(['amount', 'direction']);
+      // Filled in, it sends the values.
+      await amount.fill('3.5');
+      await nudge.locator('[data-param=direction] select').selectOption('right');
+      await nudge.locator('button[type=submit]').click();
+      await expect.poll(() => p.textContent('.result[data-command=nudge]')).toBe('ok: {"moved":3.5,"direction":"right"}');
+      // A float slider keeps its value: 2 stays 2 (not 1.92), on a round step.
+      const gain = p.locator('[data-command=set_gain] input[type=range]');
+      expect(await gain.inputValue()).toBe('2');
+      expect(await gain.getAttribute('step')).toBe('0.01');
+      expect(await p.locator('[data-command=set_gain] .value').textContent()).toBe('2');
+      expect(await p.locator('[data-command=set_gain] .desc code').allTextContents()).toEqual(['0.08', '10']);
+      expect(errors).toEqual([]);
+      await p.close();
+    } finally {
+      await tune.close();
+    }
+  }, 30_000);
+
   it('connects, draws frames, sends a generated control, and shows an invalid value error', async () => {
     await page.goto(`${server.url}/?token=viewer-token`);
     await page.waitForFunction(() => (window as unknown as { reactorViewer: { framesDrawn: number } }).reactorViewer.framesDrawn > 5, null, { timeout: 15_000 });

@@ -22,6 +22,8 @@ import type { BudgetHolder, SendBudget } from './send-budget.js';
 export const MAX_FRAMES_IN_FLIGHT = 2;
 /** Longest command id a client may choose, in code points. */
 export const MAX_COMMAND_ID_LENGTH = 64;
+/** Unsent bytes below which a client is never cut by the server-wide budget for a control message. */
+const TEXT_EVICT_MIN_BYTES = 64 * 1024;
 /** A client whose buffered bytes exceed `maxBufferedBytes` times this is disconnected. */
 export const HARD_BUFFER_FACTOR = 16;
 
@@ -77,6 +79,8 @@ export class ClientConnection implements ClientSink, BudgetHolder {
   #dropped = 0;
   /** Bytes handed to the socket whose write has not completed (they count against the server's budget). */
   #unsent = 0;
+  /** Cut by the server-wide budget (its bytes already given back). */
+  #evicted = false;
   #tokens: number;
   #tokensAt = performance.now();
   readonly #onClosed: (c: ClientConnection) => void;
@@ -170,9 +174,13 @@ export class ClientConnection implements ClientSink, BudgetHolder {
 
   /** Cut by the server-wide budget (see {@link SendBudget}). */
   evict(reason: string): void {
-    if (this.#closed) return;
+    if (this.#closed || this.#evicted) return;
+    this.#evicted = true;
     this.#ctx.logger.warn({ client: this.id }, `client ${this.id}: ${reason}; disconnecting it`);
     this.#ctx.metrics.rejected.inc({ reason: 'server_budget' });
+    // Its bytes are given back now: the destroyed socket reports its pending writes only later.
+    this.#ctx.budget.release(this.#unsent);
+    this.#unsent = 0;
     this.#ws.terminate();
   }
 
@@ -182,13 +190,16 @@ export class ClientConnection implements ClientSink, BudgetHolder {
    */
   #write(data: string | Buffer, binary: boolean, mayRefuse: boolean, done: (err?: Error) => void): boolean {
     const bytes = typeof data === 'string' ? Buffer.byteLength(data) : data.byteLength;
-    const admitted = this.#ctx.budget.admit(this, bytes, this.#ctx.options.maxBufferedBytes);
-    // Control messages are small and owed (replies, errors, state): only frames are refused.
-    if ((!admitted && mayRefuse) || this.#ws.readyState !== this.#ws.OPEN) return false;
+    // A frame may be dropped instead, so only a client far behind (over maxBufferedBytes) is cut
+    // for one; a control message is owed (replies, errors, state), so for one the largest holder
+    // beyond a few small messages is cut.
+    const admitted = this.#ctx.budget.admit(this, bytes, mayRefuse ? this.#ctx.options.maxBufferedBytes : TEXT_EVICT_MIN_BYTES);
+    // Control messages are small and owed: only frames are refused.
+    if ((!admitted && mayRefuse) || this.#evicted || this.#ws.readyState !== this.#ws.OPEN) return false;
     this.#unsent += bytes;
     this.#ctx.budget.take(bytes);
     this.#ws.send(data, { binary }, (err) => {
-      if (!this.#closed) {
+      if (!this.#closed && !this.#evicted) {
         this.#unsent -= bytes;
         this.#ctx.budget.release(bytes);
       }
@@ -309,6 +320,11 @@ export class ClientConnection implements ClientSink, BudgetHolder {
       return;
     }
     const text = rawToString(data);
+    // Not an object at all: answered without JSON.parse, whose exception costs more than the rest of the check.
+    if (!/^\s*\{/.test(text)) {
+      this.#error(ServerErrorCode.MalformedMessage, 'message is not a JSON object; send {"type":"command","id":"1","name":"...","params":{...}}');
+      return;
+    }
     let parsed: unknown;
     try {
       parsed = JSON.parse(text);
@@ -398,8 +414,10 @@ function peekId(data: RawData, isBinary: boolean): string | undefined {
   if (isBinary) return undefined;
   const size = Buffer.isBuffer(data) ? data.byteLength : Array.isArray(data) ? data.reduce((n, b) => n + b.byteLength, 0) : data.byteLength;
   if (size > PEEK_ID_MAX_BYTES) return undefined;
+  const text = rawToString(data);
+  if (!/^\s*\{/.test(text)) return undefined;
   try {
-    return validId((JSON.parse(rawToString(data)) as { id?: unknown }).id);
+    return validId((JSON.parse(text) as { id?: unknown }).id);
   } catch {
     return undefined;
   }

@@ -55,7 +55,7 @@ export interface ServerOptions {
    */
   maxBufferedBytes?: number;
   /**
-   * Unsent bytes the server may hold for all clients together (default 32 MiB), checked before
+   * Unsent bytes the server may hold for all clients together (default 16 MiB), checked before
    * each send: when a send would pass it, the client holding the most unsent bytes is cut
    * (1006 on its side, counted as `server_budget`) and, if that is not enough, the frame is
    * dropped. Keeps memory bounded however many clients stop reading.
@@ -111,7 +111,7 @@ export function resolveServerOptions(o: ServerOptions = {}): ResolvedServerOptio
     heartbeatMs: o.heartbeatMs ?? 15_000,
     maxQueuedFrames: o.maxQueuedFrames ?? 2,
     maxBufferedBytes: o.maxBufferedBytes ?? 1024 * 1024,
-    maxTotalBufferedBytes: o.maxTotalBufferedBytes ?? 32 * 1024 * 1024,
+    maxTotalBufferedBytes: o.maxTotalBufferedBytes ?? 16 * 1024 * 1024,
     headersTimeoutMs: o.headersTimeoutMs ?? 10_000,
     path: o.path ?? '/ws',
     logger: o.logger ?? consoleLogger(),

@@ -83,7 +83,9 @@ export class ReactorServer {
   constructor(host: ServableHost, options: ServerOptions = {}) {
     this.options = resolveServerOptions(options);
     this.host = host;
-    this.#log = this.options.logger.child({ component: 'server' });
+    // A logger without child() (a plain object written before @reactor/log) is used as it is.
+    const given = this.options.logger;
+    this.#log = typeof given.child === 'function' ? given.child({ component: 'server' }) : given;
     this.#encoder = new FrameEncoder(this.options.encoding, this.options.jpegQuality, this.metrics);
     this.#budget = new SendBudget(this.options.maxTotalBufferedBytes);
     this.#http = createServer({ headersTimeout: this.options.headersTimeoutMs, connectionsCheckingInterval: Math.min(1000, this.options.headersTimeoutMs) }, (req, res) => {
@@ -96,7 +98,11 @@ export class ReactorServer {
     this.#http.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.#onUpgrade(req, socket, head));
     this.#http.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => answerClientError(err, socket));
     // No subprotocol is spoken: an offered one is never echoed (a client that requires one fails, as RFC 6455 says).
-    this.#wss = new WebSocketServer({ noServer: true, maxPayload: this.options.maxMessageBytes, perMessageDeflate: false, clientTracking: false, handleProtocols: () => false });
+    // One inbound message per macrotask (allowSynchronousEvents: false): a client that floods
+    // thousands of small messages in one TCP read cannot hold the event loop, so playout timers
+    // and other clients get their turn between its messages, and its socket is read no faster
+    // than they are handled.
+    this.#wss = new WebSocketServer({ noServer: true, maxPayload: this.options.maxMessageBytes, perMessageDeflate: false, clientTracking: false, handleProtocols: () => false, allowSynchronousEvents: false });
     const off = host.onStep?.((s) => this.metrics.stepSeconds.observe(s.elapsedMs / 1000));
     if (typeof off === 'function') this.#offStep = off;
     this.metrics.setStepCounter(() => host.counters?.steps ?? this.#statsSteps);

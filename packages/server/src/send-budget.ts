@@ -47,18 +47,20 @@ export class SendBudget {
   }
 
   /**
-   * Whether `bytes` more may be sent by `sender`. When they would pass the limit, the clients
-   * holding the most unsent bytes are cut first (largest first, `sender` included), as long as
-   * each holds at least `minEvictBytes`: a client that reads does not hold that much.
+   * Whether `bytes` more may be sent by `sender`. While they would pass the limit, the client
+   * holding the most unsent bytes is cut (`sender` included), if it holds at least
+   * `minEvictBytes` and more than its fair share (limit / clients): over the limit, the largest
+   * holder always holds more than the fair share, so for `minEvictBytes` 0 the total stays
+   * within the limit; a client that reads holds little and is not cut.
    */
   admit(sender: BudgetHolder, bytes: number, minEvictBytes: number): boolean {
     while (this.#used + bytes > this.limit) {
       let worst: BudgetHolder | undefined;
       for (const h of this.#holders) if (!worst || h.unsentBytes > worst.unsentBytes) worst = h;
-      if (!worst || worst.unsentBytes < minEvictBytes) return false;
+      if (!worst || worst.unsentBytes < minEvictBytes || worst.unsentBytes * this.#holders.size < this.limit) return false;
       const before = this.#used;
-      worst.evict(`the server's unsent bytes (${before} of ${this.limit}) ran out and this client held the most (${worst.unsentBytes})`);
       this.#holders.delete(worst);
+      worst.evict(`the server's unsent bytes (${before} of ${this.limit}) ran out and this client held the most (${worst.unsentBytes})`);
       if (worst === sender) return false;
     }
     return true;

@@ -41,6 +41,9 @@ section.panel h2 { font-size:12px; text-transform:uppercase; letter-spacing:.06e
 .control label.name { display:flex; justify-content:space-between; gap:8px; font-weight:500; }
 .control .wire { color:var(--muted); font-size:11px; font-weight:400; }
 .control .desc { color:var(--muted); font-size:12px; margin:2px 0 6px; }
+.control .desc code, .control .wire { font: 11px ui-monospace, SFMono-Regular, Menlo, monospace; }
+.control .desc code { background:#0c0e12; border:1px solid var(--line); border-radius:4px; padding:0 3px; color:var(--text); }
+.params .req { color:var(--err); }
 .control .row { display:flex; gap:8px; align-items:center; }
 .control input[type=text], .control input[type=number], .control select { flex:1; min-width:0; background:#0c0e12; color:var(--text); border:1px solid var(--line); border-radius:6px; padding:6px 8px; font:inherit; }
 .control input[type=range] { flex:1; accent-color: var(--accent); }

@@ -98,7 +98,35 @@ setInterval(() => {
 
 // ---- controls ------------------------------------------------------------------------------
 
-type Field = JsonSchema & { type?: string | string[]; enum?: unknown[]; minimum?: number; maximum?: number; description?: string; default?: unknown };
+type Field = JsonSchema & { type?: string | string[]; enum?: unknown[]; minimum?: number; maximum?: number; multipleOf?: number; description?: string; default?: unknown };
+
+/**
+ * A description as text with `code` spans: the app writes Markdown-style backticks; the page
+ * shows them as <code> (built as nodes, never as HTML).
+ */
+function richText(text: string): (Node | string)[] {
+  return text.split(/`([^`]+)`/).map((part, i) => (i % 2 === 1 ? el('code', {}, part) : part));
+}
+
+/**
+ * A slider step that lands on round values: the schema's `multipleOf`, else the largest power
+ * of ten at most a hundredth of the range that keeps `min` and `value` on the grid (so a
+ * default of 2 on 0.08..10 stays 2, not 1.92); `any` when no such step exists.
+ */
+function sliderStep(min: number, max: number, value: unknown, multipleOf: number | undefined): string {
+  if (typeof multipleOf === 'number' && multipleOf > 0) return String(multipleOf);
+  const onGrid = (x: number, step: number): boolean => Math.abs(x / step - Math.round(x / step)) < 1e-9;
+  let step = 10 ** Math.floor(Math.log10((max - min) / 100));
+  for (let i = 0; i < 6; i++, step /= 10) {
+    if (onGrid(min, step) && (typeof value !== 'number' || onGrid(value, step))) return String(Number(step.toPrecision(1)));
+  }
+  return 'any';
+}
+
+/** A number as the slider shows it: no floating-point noise (0.30000000000000004 -> 0.3). */
+function formatNumber(v: number): string {
+  return String(Number(v.toPrecision(12)));
+}
 
 /** Updates a control's value from the state (skipped while the user is editing it). */
 const stateUpdaters = new Map<string, (value: unknown) => void>();
@@ -129,8 +157,12 @@ function fieldType(f: Field): string {
   return t ?? 'string';
 }
 
-/** One input for a JSON Schema property; `read()` returns the value to send. */
-function inputFor(name: string, f: Field, onCommit: () => void): { node: HTMLElement; read(): unknown; write(v: unknown): void; focusEl: HTMLElement } {
+/**
+ * One input for a JSON Schema property; `read()` returns the value to send. `initial` is the
+ * value it starts with; `undefined` (a required event parameter without a default) gives an
+ * empty, required input instead of a control that would show a value nobody chose.
+ */
+function inputFor(name: string, f: Field, onCommit: () => void, initial: unknown): { node: HTMLElement; read(): unknown; write(v: unknown): void; focusEl: HTMLElement } {
   const t = fieldType(f);
   if (t === 'boolean') {
     const input = el('input', { type: 'checkbox', name });
@@ -140,15 +172,24 @@ function inputFor(name: string, f: Field, onCommit: () => void): { node: HTMLEle
   }
   if (t === 'enum') {
     const select = el('select', { name });
+    // No value yet: an empty choice, so nothing is sent that the user did not pick.
+    if (initial === undefined) select.append(el('option', { value: '', disabled: true, selected: true }, 'choose...'));
     for (const v of f.enum ?? []) select.append(el('option', { value: JSON.stringify(v) }, String(v)));
     select.addEventListener('change', onCommit);
-    return { node: select, focusEl: select, read: () => JSON.parse(select.value) as unknown, write: (v) => (select.value = JSON.stringify(v)) };
+    return {
+      node: select,
+      focusEl: select,
+      read: () => (select.value === '' ? undefined : (JSON.parse(select.value) as unknown)),
+      write: (v) => {
+        if (v !== undefined) select.value = JSON.stringify(v);
+      },
+    };
   }
-  if ((t === 'number' || t === 'integer') && typeof f.minimum === 'number' && typeof f.maximum === 'number') {
-    const step = t === 'integer' ? 1 : (f.maximum - f.minimum) / 100;
-    const input = el('input', { type: 'range', name, min: String(f.minimum), max: String(f.maximum), step: String(step) });
+  if ((t === 'number' || t === 'integer') && typeof f.minimum === 'number' && typeof f.maximum === 'number' && typeof initial === 'number') {
+    const step = t === 'integer' ? '1' : sliderStep(f.minimum, f.maximum, initial, f.multipleOf);
+    const input = el('input', { type: 'range', name, min: String(f.minimum), max: String(f.maximum), step });
     const value = el('span', { className: 'value' });
-    input.addEventListener('input', () => (value.textContent = input.value));
+    input.addEventListener('input', () => (value.textContent = formatNumber(Number(input.value))));
     input.addEventListener('change', onCommit);
     const node = el('div', { className: 'row' }, input, value);
     return {
@@ -156,13 +197,17 @@ function inputFor(name: string, f: Field, onCommit: () => void): { node: HTMLEle
       focusEl: input,
       read: () => Number(input.value),
       write: (v) => {
+        if (typeof v !== 'number') return;
         input.value = String(v);
-        value.textContent = String(v);
+        value.textContent = formatNumber(v);
       },
     };
   }
   if (t === 'number' || t === 'integer') {
     const input = el('input', { type: 'number', name, step: t === 'integer' ? '1' : 'any' });
+    if (typeof f.minimum === 'number') input.min = String(f.minimum);
+    if (typeof f.maximum === 'number') input.max = String(f.maximum);
+    if (typeof f.minimum === 'number' && typeof f.maximum === 'number') input.placeholder = `${f.minimum} to ${f.maximum}`;
     input.addEventListener('keydown', (e) => e.key === 'Enter' && onCommit());
     return { node: input, focusEl: input, read: () => (input.value === '' ? undefined : Number(input.value)), write: (v) => (input.value = v === undefined || v === null ? '' : String(v)) };
   }
@@ -197,7 +242,7 @@ function buildControl(client: ReactorClient, cmd: CommandSchema): HTMLElement {
   wrap.dataset['command'] = cmd.name;
   const title = el('label', { className: 'name' }, el('span', {}, cmd.kind === 'setter' && cmd.field ? cmd.field : cmd.name), el('code', { className: 'wire' }, cmd.name));
   wrap.append(title);
-  if (cmd.description) wrap.append(el('div', { className: 'desc' }, cmd.description));
+  if (cmd.description) wrap.append(el('div', { className: 'desc' }, ...richText(cmd.description)));
 
   if (names.length === 0) {
     const button = el('button', { type: 'button' }, cmd.name.replace(/_/g, ' '));
@@ -210,7 +255,10 @@ function buildControl(client: ReactorClient, cmd: CommandSchema): HTMLElement {
     const key = names[0]!;
     const field = props[key]!;
     const send = (): void => showResult(out, client.send(cmd.name, { [key]: input.read() }));
-    const input = inputFor(key, field, send);
+    const stateKey = cmd.field ?? key;
+    const initial = client.state[stateKey] ?? field.default;
+    const input = inputFor(key, field, send, initial);
+    input.node.dataset['param'] = key;
     const row = el('div', { className: 'row' }, input.node);
     const t = fieldType(field);
     const isRange = input.node.classList.contains('row');
@@ -220,20 +268,28 @@ function buildControl(client: ReactorClient, cmd: CommandSchema): HTMLElement {
       row.append(set);
     }
     wrap.append(row, out);
-    const stateKey = cmd.field ?? key;
     stateUpdaters.set(stateKey, (v) => {
       if (document.activeElement !== input.focusEl) input.write(v);
     });
-    input.write(client.state[stateKey] ?? field.default);
+    input.write(initial);
     return wrap;
   }
 
-  // An event with parameters: a small form.
-  const inputs = names.map((n) => ({ n, input: inputFor(n, props[n]!, () => undefined) }));
+  // An event with parameters: a small form. A required parameter without a default starts
+  // empty and marked required; the server still checks everything.
+  const required = new Set((cmd.params['required'] as string[] | undefined) ?? []);
+  const inputs = names.map((n) => ({ n, input: inputFor(n, props[n]!, () => undefined, props[n]!.default) }));
   const form = el('form', { className: 'params' });
   for (const { n, input } of inputs) {
-    input.write(props[n]!.default);
-    form.append(el('label', {}, n, input.node));
+    const f = props[n]!;
+    input.write(f.default);
+    const mustFill = required.has(n) && f.default === undefined;
+    if (mustFill && 'required' in input.focusEl) (input.focusEl as HTMLInputElement).required = true;
+    const label = el('label', {}, el('span', {}, n, mustFill ? el('span', { className: 'req', title: 'required' }, ' *') : ''), input.node);
+    label.dataset['param'] = n;
+    if (mustFill) label.dataset['required'] = '';
+    if (f.description) label.title = f.description;
+    form.append(label);
   }
   const submit = el('button', { type: 'submit' }, cmd.name.replace(/_/g, ' '));
   form.append(submit);
