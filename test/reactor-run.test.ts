@@ -3,6 +3,7 @@
  * client that changes the prompt, pauses, resets, sees a rollout run out, and SIGTERM at the end.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { request as httpRequest } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -76,8 +77,8 @@ function workspace(): string {
   return dir;
 }
 
-function startCli(dir: string): { child: ChildProcess; url: Promise<string>; stderr: () => string } {
-  const child = spawn(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml')], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+function startCli(dir: string, ...args: string[]): { child: ChildProcess; url: Promise<string>; stderr: () => string } {
+  const child = spawn(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml'), ...args], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
   let err = '';
   child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
   const url = new Promise<string>((res, rej) => {
@@ -258,6 +259,91 @@ describe('reactor run and doctor: the typed host/app contract', () => {
     expect(r.stdout).toContain('warn  gpus: no GPU visible (reactor.yaml declares 3); ranks will run on CPU');
     expect(r.stdout).toContain('"gpuCount":0');
     expect(r.stdout).toContain('ok    world size: 3 rank(s) on GPUs');
+  });
+});
+
+/** GET `path` on the server at `base` (loopback) with the given headers: status and error code. */
+function get(base: string, path: string, headers: Record<string, string>): Promise<{ status: number; code: string | undefined }> {
+  const u = new URL(base);
+  return new Promise((res, rej) => {
+    const req = httpRequest({ host: '127.0.0.1', port: Number(u.port), path, headers }, (r) => {
+      let body = '';
+      r.on('data', (d: Buffer) => (body += d.toString()));
+      r.on('end', () => {
+        let code: string | undefined;
+        try {
+          code = (JSON.parse(body) as { error?: { code?: string } }).error?.code;
+        } catch {
+          code = undefined;
+        }
+        res({ status: r.statusCode ?? 0, code });
+      });
+    });
+    req.on('error', rej);
+    req.end();
+  });
+}
+
+async function stop(child: ChildProcess): Promise<void> {
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  child.kill('SIGTERM');
+  expect(await exited).toBe(0);
+}
+
+describe('reactor run: safe exposure', () => {
+  it('refuses a non-loopback --host without a token, says why and what to do, and listens on nothing', () => {
+    const dir = contextWorkspace();
+    const env = { ...process.env };
+    delete env['REACTOR_TOKEN'];
+    const r = spawnSync(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml'), '--host', '0.0.0.0', '--port', '0'], { encoding: 'utf8', timeout: 30_000, env });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain(
+      'reactor: refusing to serve on 0.0.0.0 without an access token: anyone who can reach this machine could watch and control the stream. ' +
+        `Set a token (--token <secret>, REACTOR_TOKEN, or server.token in ${join(dir, 'reactor.yaml')}), bind a loopback address (--host 127.0.0.1), ` +
+        'or pass --insecure if every machine on this network is trusted [insecure_bind]',
+    );
+    expect(r.stdout).not.toContain('Viewer:');
+  });
+
+  it('serves with --insecure (warning) and answers only the --allowed-host names and --allowed-origin pages given, repeated or comma-separated', async () => {
+    const dir = contextWorkspace();
+    const args = ['--host', '0.0.0.0', '--insecure', '--allowed-host', 'proxy.example,other.example', '--allowed-host', 'third.example', '--allowed-origin', 'https://app.example'];
+    const { child, url, stderr } = startCli(dir, ...args);
+    const base = await url;
+    expect(stderr()).toContain('--insecure: serving on 0.0.0.0 without a token');
+    expect(await get(base, '/schema', { Host: 'third.example' })).toMatchObject({ status: 200 });
+    expect(await get(base, '/schema', { Host: 'proxy.example', Origin: 'https://app.example' })).toMatchObject({ status: 200 });
+    expect(await get(base, '/schema', { Host: 'evil.example' })).toEqual({ status: 403, code: 'host_not_allowed' });
+    expect(await get(base, '/schema', { Host: 'proxy.example', Origin: 'https://evil.example' })).toEqual({ status: 403, code: 'origin_not_allowed' });
+    await stop(child);
+  });
+
+  it("takes allowed_hosts from reactor.yaml's server section (a reverse proxy's name on a loopback server)", async () => {
+    const dir = contextWorkspace();
+    writeFileSync(join(dir, 'reactor.yaml'), `${readFileSync(join(dir, 'reactor.yaml'), 'utf8').replace('server: { port: 0 }', 'server: { port: 0, allowed_hosts: [proxy.example] }')}`);
+    const { child, url } = startCli(dir);
+    const base = await url;
+    expect(await get(base, '/schema', { Host: 'proxy.example' })).toMatchObject({ status: 200 });
+    expect(await get(base, '/schema', { Host: 'evil.example' })).toEqual({ status: 403, code: 'host_not_allowed' });
+    await stop(child);
+  });
+
+  it('names a malformed --allowed-host / --allowed-origin and exits 1', () => {
+    const dir = contextWorkspace();
+    const r = spawnSync(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml'), '--allowed-host', 'ok.example,https://x.example', '--allowed-origin', 'app.example'], { encoding: 'utf8', timeout: 30_000 });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain('--allowed-host: "https://x.example" is not a host name: give the name alone, without scheme or port');
+    expect(r.stderr).toContain('[cli_usage]');
+  });
+});
+
+describe('reactor --help', () => {
+  it.each(['--help', '-h', 'run --help', ''])('prints the help once for "reactor %s", and starts nothing', (line) => {
+    const r = spawnSync(process.execPath, [cli, ...line.split(' ').filter(Boolean)], { encoding: 'utf8', timeout: 30_000, cwd: tmpdir() });
+    expect(r.status).toBe(0);
+    expect(r.stdout.match(/^Usage:$/gm)).toHaveLength(1);
+    expect(r.stdout.match(/^reactor\/0\.1\.0$/gm)).toHaveLength(1);
+    expect(r.stderr).toBe('');
   });
 });
 

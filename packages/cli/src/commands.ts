@@ -8,10 +8,11 @@ import { resolve } from 'node:path';
 import { detectGpuCount } from '@reactor/distributed';
 import type { Logger } from '@reactor/log';
 import { AppHost, ReactorError, type AppRequirements, type AppStatics, type ReactorApp } from '@reactor/runtime';
-import { installShutdownHandlers, serve } from '@reactor/server';
+import { installShutdownHandlers, isLoopbackHost, serve } from '@reactor/server';
 import { findManifest, loadManifest, ManifestError, MANIFEST_FILE, type Manifest } from './manifest.js';
 import { runDoctor } from './doctor.js';
 import { CliErrorCode } from './errors.js';
+import { flagList, hostProblem, listProblems, originProblem } from './exposure.js';
 
 /** An app class as the CLI imports it: constructible, with the optional typed statics. */
 export type ReactorAppClass = (new () => ReactorApp<any, any, any>) & AppStatics;
@@ -23,6 +24,12 @@ export interface CliOptions {
   host?: string;
   port?: string | number;
   token?: string;
+  /** `--allowed-host`: repeated and/or comma-separated host names. */
+  allowedHost?: unknown;
+  /** `--allowed-origin`: repeated and/or comma-separated origins. */
+  allowedOrigin?: unknown;
+  /** `--insecure`: serve on a non-loopback address without a token. */
+  insecure?: boolean;
 }
 
 function manifestFrom(o: CliOptions): Manifest {
@@ -60,6 +67,16 @@ export async function importApp(m: Manifest): Promise<ReactorAppClass> {
   return cls as ReactorAppClass;
 }
 
+/** A list flag, split and checked; `undefined` when the flag was not given. */
+function listFlag(value: unknown, flag: string, check: (v: string) => string | undefined): string[] | undefined {
+  const list = flagList(value);
+  if (list === undefined) return undefined;
+  const problems = listProblems(list, check, () => flag);
+  if (list.length === 0) problems.push(`${flag}: needs a value`);
+  if (problems.length > 0) throw new ReactorError(CliErrorCode.CliUsage, problems.join('; '));
+  return list;
+}
+
 function configPath(o: CliOptions, m: Manifest): string | undefined {
   return o.config !== undefined ? resolve(o.config) : m.runtime.config;
 }
@@ -67,14 +84,26 @@ function configPath(o: CliOptions, m: Manifest): string | undefined {
 /** `reactor run`: serve first (so /health says "loading"), then load, then print the viewer URL. */
 export async function runCommand(o: CliOptions, logger: Logger): Promise<void> {
   const m = manifestFrom(o);
-  logger.info(`${m.model.name} ${m.model.version} (${m.file})`);
-  const App = await importApp(m);
   const token = o.token ?? process.env['REACTOR_TOKEN'] ?? m.server.token;
-  const cfg = configPath(o, m);
   const port = parsePort(o.port, m.server.port ?? 8080);
+  const host = o.host ?? m.server.host ?? '127.0.0.1';
+  const allowedHosts = listFlag(o.allowedHost, '--allowed-host', hostProblem) ?? m.server.allowedHosts;
+  const allowedOrigins = listFlag(o.allowedOrigin, '--allowed-origin', originProblem) ?? m.server.allowedOrigins;
+  const exposed = !isLoopbackHost(host) && token === undefined;
+  if (exposed && o.insecure !== true) {
+    throw new ReactorError(
+      CliErrorCode.InsecureBind,
+      `refusing to serve on ${host} without an access token: anyone who can reach this machine could watch and control the stream. ` +
+        `Set a token (--token <secret>, REACTOR_TOKEN, or server.token in ${m.file}), bind a loopback address (--host 127.0.0.1), ` +
+        'or pass --insecure if every machine on this network is trusted',
+    );
+  }
+  logger.info(`${m.model.name} ${m.model.version} (${m.file})`);
+  if (exposed) logger.warn(`--insecure: serving on ${host} without a token; anyone who can reach it can watch and control the stream`);
+  const App = await importApp(m);
+  const cfg = configPath(o, m);
   logger.info(`loading the app${cfg ? ` with config ${cfg}` : ''}${m.runtime.weightsPath ? `, weights ${m.runtime.weightsPath}` : ''}`);
   const started = performance.now();
-  const host = o.host ?? m.server.host ?? '127.0.0.1';
   let server: Awaited<ReturnType<typeof serve>>;
   try {
     server = await serve(App, {
@@ -82,6 +111,9 @@ export async function runCommand(o: CliOptions, logger: Logger): Promise<void> {
       port,
       logger,
       ...(token !== undefined && { token }),
+      ...(o.insecure === true && { insecure: true }),
+      ...(allowedHosts !== undefined && { allowedHosts }),
+      ...(allowedOrigins !== undefined && { allowedOrigins }),
       ...(m.server.encoding !== undefined && { encoding: m.server.encoding }),
       ...(m.runtime.weightsPath !== undefined && { weightsPath: m.runtime.weightsPath }),
       ...(cfg !== undefined && { configPath: cfg }),

@@ -7,12 +7,13 @@ import { readFileSync, existsSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { plainToInstance, Type } from 'class-transformer';
 import {
-  IsIn, IsInt, IsOptional, IsString, Matches, Max, MaxLength, Min, MinLength, ValidateNested, validateSync,
+  IsArray, IsIn, IsInt, IsOptional, IsString, Matches, Max, MaxLength, Min, MinLength, ValidateNested, validateSync,
   type ValidationError,
 } from 'class-validator';
 import { parse as parseYaml } from 'yaml';
 import { ReactorError } from '@reactor/runtime';
 import { CliErrorCode } from './errors.js';
+import { hostProblem, listProblems, originProblem } from './exposure.js';
 
 /** The manifest file name `reactor` looks for. */
 export const MANIFEST_FILE = 'reactor.yaml';
@@ -52,6 +53,10 @@ class ServerSection {
   @IsOptional() @IsInt() @Min(0) @Max(65535) port?: number;
   @IsOptional() @IsString() @MinLength(16, { message: 'must be at least 16 characters' }) token?: string;
   @IsOptional() @IsIn(['jpeg', 'rgb']) encoding?: 'jpeg' | 'rgb';
+  /** Host names (the `Host` header) the server answers to; see `ServerOptions.allowedHosts`. */
+  @IsOptional() @IsArray() @IsString({ each: true }) allowed_hosts?: string[];
+  /** Origins whose pages may connect; see `ServerOptions.allowedOrigins`. */
+  @IsOptional() @IsArray() @IsString({ each: true }) allowed_origins?: string[];
 }
 
 class ManifestDocument {
@@ -71,7 +76,7 @@ export interface Manifest {
   root: string;
   model: { name: string; version: string; description?: string; gpu: { type?: string; count: number } };
   runtime: { module: string; exportName: string; config?: string; weightsPath?: string };
-  server: { host?: string; port?: number; token?: string; encoding?: 'jpeg' | 'rgb' };
+  server: { host?: string; port?: number; token?: string; encoding?: 'jpeg' | 'rgb'; allowedHosts?: string[]; allowedOrigins?: string[] };
 }
 
 function flatten(errors: ValidationError[], prefix = ''): string[] {
@@ -120,6 +125,13 @@ export function loadManifest(file: string): Manifest {
   const problems = flatten(validateSync(doc, { forbidUnknownValues: false }));
   const r = raw as Record<string, unknown>;
   for (const key of Object.keys(r)) if (!SECTIONS.includes(key)) problems.push(`${key}: unknown section (allowed: ${SECTIONS.join(', ')})`);
+  const server = doc.server;
+  if (Array.isArray(server?.allowed_hosts) && server.allowed_hosts.every((h) => typeof h === 'string')) {
+    problems.push(...listProblems(server.allowed_hosts, hostProblem, (i) => `server.allowed_hosts[${i}]`));
+  }
+  if (Array.isArray(server?.allowed_origins) && server.allowed_origins.every((h) => typeof h === 'string')) {
+    problems.push(...listProblems(server.allowed_origins, originProblem, (i) => `server.allowed_origins[${i}]`));
+  }
   if (problems.length > 0) {
     throw new ManifestError(`${path} is invalid:\n${problems.map((p) => `  - ${p}`).join('\n')}`, problems);
   }
@@ -140,6 +152,13 @@ export function loadManifest(file: string): Manifest {
       ...(doc.runtime.config !== undefined && { config: resolve(root, doc.runtime.config) }),
       ...(doc.runtime.weights_path !== undefined && { weightsPath: resolve(root, doc.runtime.weights_path) }),
     },
-    server: { ...doc.server },
+    server: {
+      ...(server?.host !== undefined && { host: server.host }),
+      ...(server?.port !== undefined && { port: server.port }),
+      ...(server?.token !== undefined && { token: server.token }),
+      ...(server?.encoding !== undefined && { encoding: server.encoding }),
+      ...(server?.allowed_hosts !== undefined && { allowedHosts: server.allowed_hosts }),
+      ...(server?.allowed_origins !== undefined && { allowedOrigins: server.allowed_origins }),
+    },
   };
 }

@@ -1,7 +1,7 @@
 // Server entry (HTTP + WebSocket): see docs/protocol.md and docs/viewer.md.
 export { ReactorServer, serveHost, CLOSE_GRACE_MS } from './reactor-server.js';
 export type { ServableHost, StepSample, HealthReport } from './reactor-server.js';
-export { resolveServerOptions, LOOPBACK_HOSTS } from './options.js';
+export { resolveServerOptions, LOOPBACK_HOSTS, isLoopbackHost } from './options.js';
 export type { ServerOptions, ServerLogger, ResolvedServerOptions } from './options.js';
 export { ServerMetrics } from './metrics.js';
 export type { DropReason } from './metrics.js';
