@@ -3,6 +3,8 @@
 //   runner.step        p50/p99 of generate() for a worker whose rank 0 returns a ready payload
 //   runner.stepZeroCopy the same with the payload allocated by worker.resultArray() (no copy)
 //   runner.crashDetect SIGKILL of rank 1 mid-call -> rejected generate()
+//   runner.idleCrash   SIGKILL of rank 1 between calls -> the runner's 'unhealthy' event (issue 13)
+//   runner.stallDetect SIGSTOP of rank 1 mid-call -> the runner's 'stall' event, default stallMs 5000 (issue 13)
 //   runner.start       start() of 4 ranks with a trivial load
 //   runner.rss         parent RSS growth over 2000 steps of 44 MB
 // Set RUNNER_BENCH_QUICK=1 for fewer iterations, RUNNER_BENCH_WORLD_SIZES (default 1,2,4) for other N. RUNNER_BENCH_BASELINE=1 adds a
@@ -10,11 +12,12 @@
 // round trip to one child, and a 44 MB memcpy into a reused buffer), since shared machines
 // vary by 3x within minutes.
 import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { DistributedRunner } from '../packages/distributed/dist/index.js';
 import { BenchWorker } from '../packages/distributed/test/fixtures/bench.mjs';
 
 const quick = process.env.RUNNER_BENCH_QUICK === '1';
-const quiet = { info() {}, warn() {} };
+const quiet = { debug() {}, info() {}, warn() {}, error() {}, child: () => quiet };
 const emit = (o) => process.stdout.write(`${JSON.stringify(o)}\n`);
 
 function pct(sorted, p) {
@@ -57,13 +60,56 @@ async function crashDetect() {
       await call;
       throw new Error('expected a crash');
     } catch (err) {
-      if (err.code !== 'ERR_WORKER_CRASHED') throw err;
+      if (err.code !== 'worker_crashed') throw err;
       t.push(performance.now() - t0);
     }
     await r.shutdown();
   }
   t.sort((a, b) => a - b);
   emit({ bench: 'runner.crashDetect', worldSize: 2, p50Ms: round(pct(t, 50)) });
+}
+
+async function idleCrash() {
+  const trials = quick ? 3 : 9;
+  const t = [];
+  for (let i = 0; i < trials; i++) {
+    const r = new DistributedRunner(BenchWorker, { worldSize: 2, devices: 'cpu', logger: quiet });
+    await r.start();
+    await r.generate({ payloadBytes: 24 });
+    const unhealthy = once(r, 'unhealthy');
+    // An idle runner does not keep the process alive (by design): this script must.
+    const alive = setInterval(() => {}, 1000);
+    const t0 = performance.now();
+    process.kill(r.pids[1], 'SIGKILL');
+    await unhealthy;
+    t.push(performance.now() - t0);
+    clearInterval(alive);
+    await r.shutdown();
+  }
+  t.sort((a, b) => a - b);
+  emit({ bench: 'runner.idleCrash', worldSize: 2, p50Ms: round(pct(t, 50)), maxMs: round(t[t.length - 1]) });
+}
+
+async function stallDetect() {
+  const trials = quick ? 1 : 3;
+  const t = [];
+  for (let i = 0; i < trials; i++) {
+    const r = new DistributedRunner(BenchWorker, { worldSize: 2, devices: 'cpu', logger: quiet });
+    await r.start();
+    const call = r.generate({ hang: true }).catch(() => {});
+    await new Promise((res) => setTimeout(res, 200)); // let the call reach the ranks
+    const stalled = once(r, 'stall');
+    const pid = r.pids[1];
+    const t0 = performance.now();
+    process.kill(pid, 'SIGSTOP');
+    await stalled;
+    t.push(performance.now() - t0);
+    process.kill(pid, 'SIGCONT');
+    await r.shutdown();
+    await call;
+  }
+  t.sort((a, b) => a - b);
+  emit({ bench: 'runner.stallDetect', worldSize: 2, stallMs: 5000, p50Ms: round(pct(t, 50)), maxMs: round(t[t.length - 1]) });
 }
 
 async function start() {
@@ -136,5 +182,7 @@ if (!only || only === 'step') {
   await step(2, 44236800, true);
 }
 if (!only || only === 'crash') await crashDetect();
+if (!only || only === 'idle') await idleCrash();
+if (!only || only === 'stall') await stallDetect();
 if (!only || only === 'start') await start();
 if (!only || only === 'rss') await rss();

@@ -20,7 +20,7 @@ const rounds = Number(process.env.VIDEO_BENCH_ROUNDS ?? 3);
 const framesPerChunk = Number(process.env.VIDEO_BENCH_FRAMES ?? 4);
 const width = 256;
 const height = 256;
-const quiet = { info() {}, warn() {} };
+const quiet = { debug() {}, info() {}, warn() {}, error() {}, child: () => quiet };
 const emit = (o) => process.stdout.write(`${JSON.stringify(o)}\n`);
 const round2 = (x) => Math.round(x * 100) / 100;
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];

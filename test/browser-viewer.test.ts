@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { serve, type ReactorServer } from '@reactor/server';
-import { patternApp } from './fixtures/pattern-app.js';
+import { patternApp } from '../packages/server/test/fixtures/pattern-app.js';
 import { quiet } from './fixtures/cleanups.js';
 
 const executablePath = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';

@@ -51,12 +51,13 @@ const onWasm = await timed('wasm');
 const d = diff(onGpu, onWasm);
 check(d.max <= 2, `webgpu vs wasm frames: mean ${d.mean.toFixed(5)}, max ${d.max} levels`);
 
+const runnerLog = { debug() {}, info() {}, warn: (m) => log(`  [runner] ${m}`), error: (m) => log(`  [runner] ${m}`), child: () => runnerLog };
 for (const backend of ['webgpu', 'wasm']) {
   const make = (worldSize) =>
     new DistributedRunner(VideoWorker, {
       worldSize,
       loadArgs: { ...opts, width: 64, height: 64, framesPerChunk: 3, backend },
-      logger: { info: () => {}, warn: (m) => log(`  [runner] ${m}`) },
+      logger: runnerLog,
     });
   const one = make(1);
   const two = make(2);

@@ -9,7 +9,6 @@ import { Type, plainToInstance } from 'class-transformer';
 import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, MaxLength, Min, ValidateIf, validateSync } from 'class-validator';
 import { parse as parseYaml } from 'yaml';
 import { DistributedRunner, detectGpuCount } from '@reactor/distributed';
-import { type Logger, silentLogger } from '@reactor/log';
 import {
   type AppRequirements,
   ApplicationError,
@@ -149,7 +148,6 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult> {
   private runner: DistributedRunner<VideoInput, VideoResult, VideoLoadArgs> | undefined;
   private config = new VideoConfig();
   private manifestGpuCount: number | undefined;
-  private log: Logger = silentLogger;
   private backends: RankBackend[] = [];
 
   /**
@@ -168,7 +166,6 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult> {
   }
 
   override async load(context: LoadContext): Promise<void> {
-    this.log = context.logger.child({ app: 'video' });
     this.config = loadVideoConfig(context.configPath);
     this.manifestGpuCount = context.manifestGpuCount;
     await this.startRunner();
@@ -176,7 +173,7 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult> {
 
   private async startRunner(): Promise<void> {
     const plan = planRanks(this.config, detectGpuCount(), this.manifestGpuCount);
-    this.log.info(`${plan.note}; starting the runner`);
+    this.logger.info(`${plan.note}; starting the runner`);
     const runner = new DistributedRunner(VideoWorker, {
       worldSize: plan.worldSize,
       devices: plan.devices,
@@ -219,7 +216,7 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult> {
     if (outcome.error !== undefined) {
       // Rethrow at once so clients hear of the failure within milliseconds; the shutdown (a rank
       // holding a GPU context can take 100 ms to die) runs on, and @sessionEnded awaits it.
-      this.runner?.shutdown().catch((err: unknown) => this.log.error({ err }, 'runner shutdown after a failed step failed'));
+      this.runner?.shutdown().catch((err: unknown) => this.logger.error({ err }, 'runner shutdown after a failed step failed'));
       throw outcome.error;
     }
     const r = outcome.result!;

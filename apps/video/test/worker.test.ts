@@ -19,7 +19,8 @@ afterEach(async () => {
   await Promise.all(runners.splice(0).map((r) => r.shutdown()));
 });
 
-const quiet = { info: () => {}, warn: () => {} };
+const noop = () => {};
+const quiet = { debug: noop, info: noop, warn: noop, error: noop, child: () => quiet };
 
 function runner(worldSize: number, args: Partial<VideoLoadArgs> = {}, env: Record<string, string> = {}) {
   const r = new DistributedRunner(VideoWorker, {

@@ -4,7 +4,7 @@
  * the `ws` package's `WebSocket` class as `options.WebSocket`.
  */
 import { TypedEmitter } from './emitter.js';
-import { CommandFailedError, CommandTimeoutError, ConnectionError, ProtocolMismatchError, ReactorClientError } from './errors.js';
+import { ClientErrorCode, CommandFailedError, CommandTimeoutError, ConnectionError, ProtocolMismatchError, ReactorClientError } from './errors.js';
 import {
   PROTOCOL_VERSION,
   decodeFrame,
@@ -220,7 +220,7 @@ export class ReactorClient extends TypedEmitter<ReactorClientEvents> {
   send(name: string, params?: Record<string, unknown>, options: SendOptions = {}): Promise<unknown> {
     const ws = this.#ws;
     if (this.#state !== 'open' || !ws || ws.readyState !== OPEN) {
-      return Promise.reject(new ConnectionError('not_connected', `cannot send "${name}": the client is ${this.#state}; wait for the "status" event with state "open"`));
+      return Promise.reject(new ConnectionError(ClientErrorCode.NotConnected, `cannot send "${name}": the client is ${this.#state}; wait for the "status" event with state "open"`));
     }
     if (options.signal?.aborted) return Promise.reject(options.signal.reason);
     const id = String(this.#nextId++);
@@ -264,7 +264,7 @@ export class ReactorClient extends TypedEmitter<ReactorClientEvents> {
     this.#closedByUser = true;
     this.#signal?.removeEventListener('abort', this.#onAbort);
     if (this.#retryTimer) clearTimeout(this.#retryTimer);
-    this.#rejectPending(new ConnectionError('client_closed', 'the client was closed before the reply arrived'));
+    this.#rejectPending(new ConnectionError(ClientErrorCode.ClientClosed, 'the client was closed before the reply arrived'));
     try {
       this.#ws?.close(1000, 'client closed');
     } catch {
@@ -291,7 +291,7 @@ export class ReactorClient extends TypedEmitter<ReactorClientEvents> {
       try {
         ws = new this.#WebSocket(this.#wsUrl);
       } catch (err) {
-        return reject(new ConnectionError('connection_failed', `cannot open ${redact(this.#wsUrl)}: ${(err as Error).message}`, { cause: err }));
+        return reject(new ConnectionError(ClientErrorCode.ConnectionFailed, `cannot open ${redact(this.#wsUrl)}: ${(err as Error).message}`, { cause: err }));
       }
       ws.binaryType = 'arraybuffer';
       this.#ws = ws;
@@ -337,7 +337,7 @@ export class ReactorClient extends TypedEmitter<ReactorClientEvents> {
         signal?.removeEventListener('abort', onAbort);
         if (!welcomed) {
           const why = lastError || `closed with code ${ev.code}${ev.reason ? ` (${ev.reason})` : ''}`;
-          reject(new ConnectionError('connection_failed', `cannot connect to ${redact(this.#wsUrl)}: ${why}. A 401 means a missing or wrong token, a 403 a disallowed origin`));
+          reject(new ConnectionError(ClientErrorCode.ConnectionFailed, `cannot connect to ${redact(this.#wsUrl)}: ${why}. A 401 means a missing or wrong token, a 403 a disallowed origin`));
           return;
         }
         this.#onClose(ev.code, ev.reason);
@@ -418,7 +418,7 @@ export class ReactorClient extends TypedEmitter<ReactorClientEvents> {
   }
 
   #onClose(code: number, reason: string): void {
-    this.#rejectPending(new ConnectionError('connection_lost', `the connection dropped (code ${code}${reason ? `, ${reason}` : ''}) before the reply arrived`));
+    this.#rejectPending(new ConnectionError(ClientErrorCode.ConnectionLost, `the connection dropped (code ${code}${reason ? `, ${reason}` : ''}) before the reply arrived`));
     if (this.#closedByUser) return;
     if (!this.#reconnect) {
       this.#setState({ state: 'closed', reason: `closed by the server (code ${code}${reason ? `, ${reason}` : ''})` });

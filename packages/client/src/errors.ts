@@ -4,6 +4,23 @@
  */
 import type { FieldError } from './protocol.js';
 
+/** Codes of the errors the client raises itself (a failed command carries the server's code instead). */
+export const ClientErrorCode = {
+  /** No reply within `timeoutMs`; the command may still run. */
+  CommandTimeout: 'command_timeout',
+  /** The socket could not open or the upgrade was refused (bad token, origin, server down). */
+  ConnectionFailed: 'connection_failed',
+  /** The socket dropped while a command waited for its reply. */
+  ConnectionLost: 'connection_lost',
+  /** `send()` while connecting, reconnecting or closed. */
+  NotConnected: 'not_connected',
+  /** `close()` was called while a command waited. */
+  ClientClosed: 'client_closed',
+  /** The server speaks another protocol version. */
+  ProtocolMismatch: 'protocol_mismatch',
+} as const;
+export type ClientErrorCode = (typeof ClientErrorCode)[keyof typeof ClientErrorCode];
+
 /** Base class of every error this package throws. */
 export class ReactorClientError extends Error {
   /** Stable, machine-readable code. */
@@ -36,7 +53,7 @@ export class CommandFailedError extends ReactorClientError {
 /** No reply arrived within `timeoutMs` (code `command_timeout`). The command may still run. */
 export class CommandTimeoutError extends ReactorClientError {
   constructor(command: string, timeoutMs: number) {
-    super('command_timeout', `command "${command}" got no reply within ${timeoutMs} ms; the server may still run it. Raise timeoutMs or check the server's step time`);
+    super(ClientErrorCode.CommandTimeout, `command "${command}" got no reply within ${timeoutMs} ms; the server may still run it. Raise timeoutMs or check the server's step time`);
   }
 }
 
@@ -50,6 +67,6 @@ export class ConnectionError extends ReactorClientError {}
 /** The server speaks another protocol version (code `protocol_mismatch`). */
 export class ProtocolMismatchError extends ReactorClientError {
   constructor(server: number, client: number) {
-    super('protocol_mismatch', `server speaks protocol version ${server}, this client speaks ${client}; upgrade @reactor/client to match the server`);
+    super(ClientErrorCode.ProtocolMismatch, `server speaks protocol version ${server}, this client speaks ${client}; upgrade @reactor/client to match the server`);
   }
 }

@@ -1,8 +1,10 @@
+/** `@reactor/client`: the wire protocol of Reactor apps (types, codes, frame codec) and the client SDK. */
 export {
   PROTOCOL_VERSION,
   FRAME_HEADER_BYTES,
   FrameEncoding,
   WireErrorCode,
+  HttpErrorCode,
   FrameDecodeError,
   encodeFrameHeader,
   decodeFrame,
@@ -47,4 +49,4 @@ export type {
 } from './client.js';
 export { TypedEmitter } from './emitter.js';
 export type { Listener } from './emitter.js';
-export { ReactorClientError, CommandFailedError, CommandTimeoutError, ConnectionError, ProtocolMismatchError } from './errors.js';
+export { ClientErrorCode, ReactorClientError, CommandFailedError, CommandTimeoutError, ConnectionError, ProtocolMismatchError } from './errors.js';

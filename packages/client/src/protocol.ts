@@ -170,7 +170,10 @@ export type ServerMessage =
   | StatsMessage
   | FlushMessage;
 
-/** Error codes the framework itself uses on the wire; apps add their own via `CommandError`. */
+/**
+ * Error codes the framework itself sends in `error` messages on the WebSocket; apps add their
+ * own via `CommandError`. `docs/protocol.md` and `docs/errors.md` list each.
+ */
 export const WireErrorCode = {
   MalformedMessage: 'malformed_message',
   UnknownMessageType: 'unknown_message_type',
@@ -181,6 +184,37 @@ export const WireErrorCode = {
   InternalError: 'internal_error',
   UnexpectedBinary: 'unexpected_binary',
 } as const;
+export type WireErrorCode = (typeof WireErrorCode)[keyof typeof WireErrorCode];
+
+/**
+ * Error codes of the server's HTTP answers (`{"error":{"code":...,"message":...}}`), the
+ * refused WebSocket upgrade included: what a client sees before a socket opens.
+ */
+export const HttpErrorCode = {
+  /** 400: the request target (or the request) cannot be parsed. */
+  BadRequest: 'bad_request',
+  /** 431: the request's headers are too large. */
+  HeadersTooLarge: 'headers_too_large',
+  /** 405: a method other than GET or HEAD. */
+  MethodNotAllowed: 'method_not_allowed',
+  /** 404: no such route (or the WebSocket asked on another path). */
+  NotFound: 'not_found',
+  /** 401: the server has a token and the request did not present it. */
+  Unauthorized: 'unauthorized',
+  /** 403: a browser page of another origin. */
+  OriginNotAllowed: 'origin_not_allowed',
+  /** 403: the `Host` header is not one the server answers to (DNS-rebinding guard). */
+  HostNotAllowed: 'host_not_allowed',
+  /** 503: the server is shutting down (refused upgrade). */
+  ServerClosing: 'server_closing',
+  /** 503 from `GET /health/ready` and `GET /health`: the instance cannot take users now. */
+  NotReady: 'not_ready',
+  /** 500: the viewer's files are missing (run `pnpm build`). */
+  ViewerNotBuilt: 'viewer_not_built',
+  /** 500: the server failed to answer; its log has the details. */
+  InternalError: 'internal_error',
+} as const;
+export type HttpErrorCode = (typeof HttpErrorCode)[keyof typeof HttpErrorCode];
 
 // ---- binary frames ----------------------------------------------------------------------
 
@@ -197,7 +231,10 @@ export interface FrameHeader {
   encoding: FrameEncoding;
   /** Index into `schema.tracks`. */
   track: number;
-  /** Per-track sequence number, strictly increasing within a session. */
+  /**
+   * Frame number in the session: one counter across every track, strictly increasing within a
+   * session (a track's frames are therefore increasing, not consecutive).
+   */
   seq: number;
   /** Presentation time in ms since the session started. */
   ptsMs: number;

@@ -3,12 +3,54 @@
  * and a message that says what failed, where, and how to fix it.
  */
 
+/**
+ * Every error code of this package (`snake_case`, stable; each listed in `docs/errors.md`).
+ * @example
+ * ```ts
+ * if (err instanceof DistributedError && err.code === DistributedErrorCode.WorkerCrashed) rebuildRunner();
+ * ```
+ */
+export const DistributedErrorCode = {
+  /** A rank process exited without being asked ({@link WorkerCrashedError}). */
+  WorkerCrashed: 'worker_crashed',
+  /** A rank did not answer within `startTimeoutMs`/`callTimeoutMs` ({@link WorkerTimeoutError}). */
+  WorkerTimeout: 'worker_timeout',
+  /** A rank made no progress for `stallTimeoutMs` during a call ({@link WorkerStalledError}). */
+  WorkerStalled: 'worker_stalled',
+  /** Ranks disagreed ({@link RankDesyncError}). */
+  RankDesync: 'rank_desync',
+  /** A shared-memory block does not fit ({@link SharedMemoryCapacityError}). */
+  ShmCapacity: 'shm_capacity',
+  /** `shm: 'native'` asked for but the binding cannot load. */
+  ShmNativeUnavailable: 'shm_native_unavailable',
+  /** The rank entry point is not built. */
+  NotBuilt: 'not_built',
+  /** A call on a runner that is no longer usable ({@link RunnerUnusableError}). */
+  RunnerUnusable: 'runner_unusable',
+  /** A call while another is in flight ({@link RunnerStateError}). */
+  RunnerBusy: 'runner_busy',
+  /** A call in the wrong state: `start()` twice, a call before `start()` ({@link RunnerStateError}). */
+  RunnerState: 'runner_state',
+  /** A collective used wrongly ({@link CollectiveError}). */
+  Collective: 'collective_misuse',
+  /** An unknown message on the parent/rank channel ({@link ProtocolError}). */
+  Protocol: 'ipc_protocol',
+  /** A lifecycle moved along an edge its state machine does not have: a bug ({@link IllegalTransitionError}). */
+  IllegalTransition: 'illegal_transition',
+  /** A call cancelled through its `signal` ({@link CallAbortedError}, `name` `AbortError`). */
+  CallAborted: 'call_aborted',
+  /** A fault injected on purpose with `options.faults` / `REACTOR_FAULTS` ({@link InjectedFaultError}). */
+  InjectedFault: 'injected_fault',
+} as const;
+/** One of {@link DistributedErrorCode}'s values. */
+export type DistributedErrorCode = (typeof DistributedErrorCode)[keyof typeof DistributedErrorCode];
+
 /** Base class of every error this package throws (construction-time `TypeError`/`RangeError` aside). */
 export class DistributedError extends Error {
-  /** Stable machine-readable code, e.g. `ERR_WORKER_CRASHED`. */
-  readonly code: string;
+  /** Stable machine-readable code, one of {@link DistributedErrorCode}. */
+  readonly code: DistributedErrorCode;
 
-  constructor(code: string, message: string, options?: { cause?: unknown }) {
+  constructor(code: DistributedErrorCode, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.code = code;
     this.name = new.target.name;
@@ -23,14 +65,24 @@ export interface CrashInfo {
   signal: NodeJS.Signals | null;
   /** The last lines that rank wrote to stderr (oldest first). */
   stderrTail: string[];
-  /** What the runner was doing: `start`, `generate`, `reset`, or `idle`. */
-  during: string;
+  /** What the runner was doing when the rank exited. */
+  during: CrashPhase;
 }
+
+/** What the runner was doing when a rank exited: `start()`, a call, or nothing (between calls). */
+export type CrashPhase = 'start' | 'generate' | 'reset' | 'idle';
+
+const CRASH_PHASE_TEXT: Record<CrashPhase, string> = {
+  start: 'during start()',
+  generate: 'during generate()',
+  reset: 'during reset()',
+  idle: 'during idle (between calls)',
+};
 
 /**
  * A rank process exited without being asked to (killed, crashed, called `process.exit`).
  * The runner is unusable afterwards.
- * @remarks code `ERR_WORKER_CRASHED`
+ * @remarks code `worker_crashed`
  */
 export class WorkerCrashedError extends DistributedError {
   readonly rank: number;
@@ -38,6 +90,8 @@ export class WorkerCrashedError extends DistributedError {
   readonly exitCode: number | null;
   readonly signal: NodeJS.Signals | null;
   readonly stderrTail: string[];
+  /** What the runner was doing when the rank exited. */
+  readonly during: CrashPhase;
 
   constructor(info: CrashInfo) {
     const how = info.signal ? `was killed by ${info.signal}` : `exited with code ${info.exitCode}`;
@@ -45,8 +99,8 @@ export class WorkerCrashedError extends DistributedError {
       ? `\nLast stderr lines of rank ${info.rank}:\n${info.stderrTail.map((l) => `  | ${l}`).join('\n')}`
       : `\nRank ${info.rank} wrote nothing to stderr.`;
     super(
-      'ERR_WORKER_CRASHED',
-      `Rank ${info.rank} (pid ${info.pid}) ${how} during ${info.during}. The runner is unusable: ` +
+      DistributedErrorCode.WorkerCrashed,
+      `Rank ${info.rank} (pid ${info.pid}) ${how} ${CRASH_PHASE_TEXT[info.during]}. The runner is unusable: ` +
         `shut it down and construct a new DistributedRunner.${tail}`,
     );
     this.rank = info.rank;
@@ -54,13 +108,14 @@ export class WorkerCrashedError extends DistributedError {
     this.exitCode = info.exitCode;
     this.signal = info.signal;
     this.stderrTail = info.stderrTail;
+    this.during = info.during;
   }
 }
 
 /**
  * One or more ranks did not answer within the deadline (`startTimeoutMs` for `start()`,
  * `callTimeoutMs` for `generate()`/`reset()`). The silent ranks are killed; the runner is unusable.
- * @remarks code `ERR_WORKER_TIMEOUT`
+ * @remarks code `worker_timeout`
  */
 export class WorkerTimeoutError extends DistributedError {
   readonly ranks: number[];
@@ -69,7 +124,7 @@ export class WorkerTimeoutError extends DistributedError {
 
   constructor(operation: string, ranks: number[], timeoutMs: number, optionName: string) {
     super(
-      'ERR_WORKER_TIMEOUT',
+      DistributedErrorCode.WorkerTimeout,
       `${operation} did not finish within ${timeoutMs} ms: rank${ranks.length > 1 ? 's' : ''} ${ranks.join(', ')} ` +
         `never answered and ${ranks.length > 1 ? 'were' : 'was'} killed. The runner is unusable: shut it down and ` +
         `construct a new DistributedRunner (raise options.${optionName} if the work is legitimately slower).`,
@@ -84,16 +139,18 @@ export class WorkerTimeoutError extends DistributedError {
  * Ranks disagreed: some failed and others did not, ranks failed with different error types, or a
  * rank finished while its peers waited for it in a collective. `cause` is the first failure.
  * The runner is unusable.
- * @remarks code `ERR_RANK_DESYNC`
+ * @remarks code `rank_desync`
  */
 export class RankDesyncError extends DistributedError {
   readonly operation: string;
   /** One line per rank describing its outcome. */
   readonly outcomes: string[];
+  /** The ranks that diverged from rank 0, where the check can name them (the divergence check does); else empty. */
+  readonly ranks: number[];
 
-  constructor(operation: string, detail: string, outcomes: string[], cause: unknown) {
+  constructor(operation: string, detail: string, outcomes: string[], cause: unknown, ranks: number[] = []) {
     super(
-      'ERR_RANK_DESYNC',
+      DistributedErrorCode.RankDesync,
       `Ranks disagreed in ${operation}: ${detail}.\n${outcomes.map((o) => `  ${o}`).join('\n')}\n` +
         `Every rank must run the same calls (and the same collectives) and fail the same way. ` +
         `The runner is unusable: shut it down and construct a new DistributedRunner.`,
@@ -101,13 +158,14 @@ export class RankDesyncError extends DistributedError {
     );
     this.operation = operation;
     this.outcomes = outcomes;
+    this.ranks = ranks;
   }
 }
 
 /**
  * A shared-memory block does not fit: `/dev/shm` has less free space than the block needs, or
  * the runner's `maxShmBytes` would be exceeded.
- * @remarks code `ERR_SHM_CAPACITY`
+ * @remarks code `shm_capacity`
  */
 export class SharedMemoryCapacityError extends DistributedError {
   readonly neededBytes: number;
@@ -115,7 +173,7 @@ export class SharedMemoryCapacityError extends DistributedError {
 
   constructor(what: string, neededBytes: number, availableBytes: number, limitName: string) {
     super(
-      'ERR_SHM_CAPACITY',
+      DistributedErrorCode.ShmCapacity,
       `Shared memory for ${what} needs ${formatBytes(neededBytes)} but only ${formatBytes(availableBytes)} ` +
         `${limitName}. Raise the limit: give the container more shared memory (docker run --shm-size=2g; ` +
         `containers default to 64 MB), free space in /dev/shm, or raise options.maxShmBytes.`,
@@ -127,12 +185,12 @@ export class SharedMemoryCapacityError extends DistributedError {
 
 /**
  * A call on a runner that a crash, timeout, desync or shutdown left unusable.
- * @remarks code `ERR_RUNNER_UNUSABLE`
+ * @remarks code `runner_unusable`
  */
 export class RunnerUnusableError extends DistributedError {
   constructor(operation: string, reason: string, cause?: unknown) {
     super(
-      'ERR_RUNNER_UNUSABLE',
+      DistributedErrorCode.RunnerUnusable,
       `Cannot ${operation}: the runner is unusable (${reason}). Shut it down and construct a new DistributedRunner.`,
       { cause },
     );
@@ -142,29 +200,105 @@ export class RunnerUnusableError extends DistributedError {
 /**
  * A call made in the wrong state: `start()` twice, `generate()` before `start()`, or a second
  * call while one is in flight.
- * @remarks code `ERR_RUNNER_STATE` (wrong state) and `ERR_RUNNER_BUSY` (concurrent call)
+ * @remarks code `runner_state` (wrong state) and `runner_busy` (concurrent call)
  */
 export class RunnerStateError extends DistributedError {}
 
 /**
  * A collective was used wrongly (bad root, receive array of the wrong type or length) or ranks
  * called different collectives at the same point.
- * @remarks code `ERR_COLLECTIVE`
+ * @remarks code `collective_misuse`
  */
 export class CollectiveError extends DistributedError {
   constructor(message: string) {
-    super('ERR_COLLECTIVE', message);
+    super(DistributedErrorCode.Collective, message);
   }
 }
 
 /**
  * A message on the parent/rank channel that the protocol does not know: a version mismatch
  * between the parent's and the ranks' copies of this package, or a bug.
- * @remarks code `ERR_PROTOCOL`
+ * @remarks code `ipc_protocol`
  */
 export class ProtocolError extends DistributedError {
   constructor(message: string) {
-    super('ERR_PROTOCOL', message);
+    super(DistributedErrorCode.Protocol, message);
+  }
+}
+
+/**
+ * One or more ranks made no progress (their progress counter in shared memory stood still) for
+ * `stallTimeoutMs` during a call: stopped (SIGSTOP), blocked in synchronous code, or deadlocked.
+ * The stalled ranks are killed; the runner is unusable.
+ * @remarks code `worker_stalled`
+ */
+export class WorkerStalledError extends DistributedError {
+  readonly ranks: number[];
+  /** What each stalled rank was doing, by rank (`generate`, `reset`, `collective`, ...). */
+  readonly phases: string[];
+  readonly stallTimeoutMs: number;
+  readonly operation: string;
+
+  constructor(operation: string, ranks: number[], phases: string[], stallTimeoutMs: number) {
+    const list = ranks.map((r, i) => `rank ${r} (in ${phases[i]})`).join(', ');
+    super(
+      DistributedErrorCode.WorkerStalled,
+      `${operation} stalled: ${list} made no progress for ${stallTimeoutMs} ms and ${ranks.length > 1 ? 'were' : 'was'} killed ` +
+        `(a stopped process, or synchronous code that blocks its event loop). The runner is unusable: shut it down and construct ` +
+        `a new DistributedRunner (raise options.stallTimeoutMs if a step legitimately blocks that long).`,
+    );
+    this.ranks = ranks;
+    this.phases = phases;
+    this.stallTimeoutMs = stallTimeoutMs;
+    this.operation = operation;
+  }
+}
+
+/**
+ * A call cancelled through its `signal` before every rank finished. `name` is `AbortError`, as
+ * for `fetch()`. `runnerUsable` says whether every rank acknowledged the cancel in time (the
+ * runner stays healthy) or not (the silent ranks were killed; the runner is unusable).
+ * @remarks code `call_aborted`
+ */
+export class CallAbortedError extends DistributedError {
+  readonly operation: string;
+  readonly runnerUsable: boolean;
+
+  constructor(operation: string, runnerUsable: boolean, detail: string, reason?: unknown) {
+    super(DistributedErrorCode.CallAborted, `${operation} was cancelled${detail ? `: ${detail}` : '.'}`, { cause: reason });
+    this.name = 'AbortError';
+    this.operation = operation;
+    this.runnerUsable = runnerUsable;
+  }
+}
+
+/**
+ * A fault injected on purpose (`options.faults` or `REACTOR_FAULTS`, kind `throw`): lets an
+ * application test its failure paths without a broken model.
+ * @remarks code `injected_fault`
+ */
+export class InjectedFaultError extends DistributedError {
+  constructor(message: string) {
+    super(DistributedErrorCode.InjectedFault, message);
+  }
+}
+
+/**
+ * A lifecycle (the runner, a rank process as the parent sees it, the rank's own loop) was asked
+ * to move along an edge its state machine does not have. Always a bug in this package or a
+ * message out of order; the message names the machine and both states.
+ * @remarks code `illegal_transition`
+ */
+export class IllegalTransitionError extends DistributedError {
+  readonly machine: string;
+  readonly from: string;
+  readonly to: string;
+
+  constructor(machine: string, from: string, to: string) {
+    super(DistributedErrorCode.IllegalTransition, `${machine}: illegal state transition ${from} -> ${to}.`);
+    this.machine = machine;
+    this.from = from;
+    this.to = to;
   }
 }
 
@@ -186,5 +320,8 @@ export const OWN_ERROR_CLASSES: ReadonlyMap<string, abstract new (...args: never
   ['SharedMemoryCapacityError', SharedMemoryCapacityError],
   ['CollectiveError', CollectiveError],
   ['ProtocolError', ProtocolError],
+  ['InjectedFaultError', InjectedFaultError],
+  ['IllegalTransitionError', IllegalTransitionError],
+  ['CallAbortedError', CallAbortedError],
   ['DistributedError', DistributedError],
 ]);

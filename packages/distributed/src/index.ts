@@ -2,25 +2,38 @@
  * `@reactor/distributed`: run a parallel model across several processes (one per GPU) in
  * lockstep, with shared-memory data paths and host collectives.
  */
-export { DistributedRunner, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_START_TIMEOUT_MS } from './runner/distributed-runner.js';
-export type { DistributedRunnerOptions, RunnerLogger } from './runner/distributed-runner.js';
+export { DistributedRunner, RUNNER_TRANSITIONS } from './runner/distributed-runner.js';
+export type { CallOptions, DistributedRunnerEvents, RankExitInfo, RunnerStateName, StallInfo } from './runner/distributed-runner.js';
+export {
+  DEFAULT_CALL_TIMEOUT_MS,
+  DEFAULT_CANCEL_TIMEOUT_MS,
+  DEFAULT_STALL_MS,
+  DEFAULT_START_TIMEOUT_MS,
+} from './runner/options.js';
+export type { DistributedRunnerOptions } from './runner/options.js';
 export { DistributedWorker } from './worker/distributed-worker.js';
 export type { TypedArrayConstructor, WorkerClass } from './worker/distributed-worker.js';
 export type { Collectives, TypedArray } from './collectives/types.js';
-export { assignDevices, detectGpuCount, rankEnvironment } from './runner/devices.js';
-export type { DeviceAssignment, DeviceRequest, VulkanBinding } from './runner/devices.js';
-export { DEVICE_SELECT_LAYER, driPrimeTag, findDeviceSelectLayer, nvidiaPciAddresses, vulkanDeviceSelectEnv } from './runner/vulkan-device-select.js';
-export type { DeviceSelectLayer } from './runner/vulkan-device-select.js';
+export { detectGpuCount } from './runner/gpu-count.js';
+export type { DeviceRequest } from './runner/devices.js';
+export { FAULT_CRASH_EXIT_CODE, FAULT_KINDS, FAULTS_ENV } from './faults.js';
+export type { FaultKind, FaultSpec } from './faults.js';
+export type { ProgressPhase } from './shm/progress.js';
 export {
+  CallAbortedError,
   CollectiveError,
   DistributedError,
+  DistributedErrorCode,
+  IllegalTransitionError,
+  InjectedFaultError,
   ProtocolError,
   RankDesyncError,
   RunnerStateError,
   RunnerUnusableError,
   SharedMemoryCapacityError,
   WorkerCrashedError,
+  WorkerStalledError,
   WorkerTimeoutError,
 } from './errors.js';
-export type { CrashInfo } from './errors.js';
+export type { CrashInfo, CrashPhase } from './errors.js';
 export type { RankErrorFields } from './worker/error-codec.js';

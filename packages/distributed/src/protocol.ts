@@ -5,9 +5,10 @@
  * @internal
  */
 import { ProtocolError } from './errors.js';
+import type { FaultSpec } from './faults.js';
 
 /** Bumped whenever a message shape changes; the child refuses a parent of another version. */
-export const PROTOCOL_VERSION = 1;
+export const PROTOCOL_VERSION = 2;
 
 /** Where a payload lies: a shared-memory segment name and the byte length of the message in it. */
 export interface SlotRef {
@@ -64,12 +65,23 @@ export interface InitMessage {
   /** Free-space cap for segments this rank creates (`maxShmBytes`); null: only /dev/shm's free space. */
   maxShmBytes: number | null;
   args: Payload;
+  /** Faults to inject on this rank (`options.faults`); empty normally. */
+  faults: FaultSpec[];
+  /** Divergence check: answer every generate() with a hash of the input as decoded. */
+  verifyInputs: boolean;
 }
 export interface CallMessage {
   t: 'call';
   id: number;
   op: CallOp;
   input: Payload | null;
+  /** The number of this call's first collective (the same on every rank, whatever a cancelled call left). */
+  collSeq: number;
+}
+/** The call `id` was cancelled: abort the worker's `signal`; the rank's answer is its acknowledgement. */
+export interface CancelMessage {
+  t: 'cancel';
+  id: number;
 }
 export interface CollectiveGoMessage {
   t: 'collGo';
@@ -78,11 +90,13 @@ export interface CollectiveGoMessage {
   payloads: (Payload | null)[];
   /** Set when the ranks called different collectives here: every rank's call rejects with it. */
   error?: string;
+  /** Set when the call was cancelled while this rank waited: its collective rejects with an AbortError. */
+  cancelled?: boolean;
 }
 export interface ExitMessage {
   t: 'exit';
 }
-export type ParentMessage = InitMessage | CallMessage | CollectiveGoMessage | ExitMessage;
+export type ParentMessage = InitMessage | CallMessage | CancelMessage | CollectiveGoMessage | ExitMessage;
 
 // ---- child -> parent -------------------------------------------------------------------------
 
@@ -98,6 +112,8 @@ export interface ResultMessage {
   id: number;
   /** Rank 0's encoded result (null for other ranks: their results are not sent). */
   value: Payload | null;
+  /** With `verifyInputs`: a hash of the input this rank decoded. */
+  inputHash?: string;
 }
 export interface CallFailedMessage {
   t: 'failed';
@@ -105,6 +121,8 @@ export interface CallFailedMessage {
   error: WireError;
   /** True when the model succeeded but its result could not be delivered (shared memory full). */
   transport?: boolean;
+  /** With `verifyInputs`: a hash of the input this rank decoded. */
+  inputHash?: string;
 }
 export interface CollectiveMessage {
   t: 'coll';
@@ -125,7 +143,7 @@ export type ChildMessage =
   | CollectiveMessage
   | FatalMessage;
 
-const PARENT_TAGS = new Set(['init', 'call', 'collGo', 'exit']);
+const PARENT_TAGS = new Set(['init', 'call', 'cancel', 'collGo', 'exit']);
 const CHILD_TAGS = new Set(['loaded', 'loadFailed', 'result', 'failed', 'coll', 'fatal']);
 
 function tagOf(value: unknown): unknown {

@@ -123,7 +123,7 @@ describe('Collectives', () => {
   it('a bad root is a CollectiveError on every rank (healthy)', async () => {
     const runner = await start(2);
     const err = await runner.generate({ op: 'badRoot' }).catch((e: unknown) => e);
-    expect(err).toMatchObject({ name: 'CollectiveError', code: 'ERR_COLLECTIVE', rank: 0 });
+    expect(err).toMatchObject({ name: 'CollectiveError', code: 'collective_misuse', rank: 0 });
     expect((err as Error).message).toBe('gather(): root must be a rank between 0 and 1, got 99 (rank 0).');
     expect(runner.healthy).toBe(true);
   });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { assignDevices, detectGpuCount, rankEnvironment } from '../src/index.js';
+import { detectGpuCount } from '../src/index.js';
+import { assignDevices, gpuCountFromEnv, rankEnvironment } from '../src/internal.js';
 
 describe('assignDevices', () => {
   it('gives each rank its own GPU', () => {
@@ -42,6 +43,40 @@ describe('detectGpuCount', () => {
     expect(() => detectGpuCount({ REACTOR_GPU_COUNT: 'x' })).toThrow(RangeError);
     // This machine has no GPU: /dev/nvidia* is absent and nvidia-smi missing.
     expect(detectGpuCount({ CUDA_VISIBLE_DEVICES: '0,1' })).toBe(0);
+  });
+});
+
+describe('gpuCountFromEnv', () => {
+  const machine = (n: number) => {
+    const probe = () => {
+      probe.calls++;
+      return n;
+    };
+    probe.calls = 0;
+    return probe;
+  };
+
+  it('takes REACTOR_GPU_COUNT as the count without probing the machine', () => {
+    const probe = machine(8);
+    expect(gpuCountFromEnv({ REACTOR_GPU_COUNT: '2', CUDA_VISIBLE_DEVICES: '0' }, probe)).toBe(2);
+    expect(probe.calls).toBe(0);
+  });
+
+  it('caps the machine count at the CUDA_VISIBLE_DEVICES index list, and reads an empty value as none', () => {
+    expect(gpuCountFromEnv({ CUDA_VISIBLE_DEVICES: '1,3' }, machine(8))).toBe(2);
+    expect(gpuCountFromEnv({ CUDA_VISIBLE_DEVICES: '0,1,2' }, machine(2))).toBe(2);
+    const probe = machine(8);
+    expect(gpuCountFromEnv({ CUDA_VISIBLE_DEVICES: ' ' }, probe)).toBe(0);
+    expect(probe.calls).toBe(0);
+    expect(gpuCountFromEnv({ CUDA_VISIBLE_DEVICES: 'GPU-8f2c' }, machine(4))).toBe(4);
+    expect(gpuCountFromEnv({}, machine(3))).toBe(3);
+  });
+
+  it('is what detectGpuCount and the runner use', () => {
+    expect(detectGpuCount({ REACTOR_GPU_COUNT: '5' })).toBe(gpuCountFromEnv({ REACTOR_GPU_COUNT: '5' }, machine(0)));
+    expect(() => gpuCountFromEnv({ REACTOR_GPU_COUNT: '-1' }, machine(0))).toThrowErrorMatchingInlineSnapshot(
+      `[RangeError: REACTOR_GPU_COUNT must be a non-negative integer, got "-1".]`,
+    );
   });
 });
 

@@ -1,9 +1,15 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, expect } from 'vitest';
-import type { DistributedRunner, RunnerLogger } from '../src/index.js';
+import { type LogFields, type Logger, silentLogger } from '@reactor/log';
+import type { DistributedRunner } from '../src/index.js';
 
-/** A logger that records every line and lets a test wait for one (no sleeps). */
-export function captureLogger(): RunnerLogger & { lines: string[]; waitFor(re: RegExp, timeoutMs?: number): Promise<string> } {
+/**
+ * A logger that records every line as `<level> [rank N] <message>` (the rank from a
+ * `child({ rank })` binding) and lets a test wait for one (no sleeps).
+ */
+export function captureLogger(): Logger & { lines: string[]; waitFor(re: RegExp, timeoutMs?: number): Promise<string> } {
   const lines: string[] = [];
   const waiters: { re: RegExp; resolve(l: string): void }[] = [];
   const push = (l: string) => {
@@ -15,11 +21,18 @@ export function captureLogger(): RunnerLogger & { lines: string[]; waitFor(re: R
       }
     }
   };
+  const make = (bindings: LogFields): Logger => {
+    const prefix = bindings.rank !== undefined ? `[rank ${String(bindings.rank)}] ` : '';
+    const at =
+      (level: string) =>
+      (first: string | LogFields, second?: unknown): void =>
+        push(`${level} ${prefix}${typeof first === 'string' ? first : String(second ?? '')}`);
+    return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error'), child: (more) => make({ ...bindings, ...more }) };
+  };
   return {
+    ...make({}),
     lines,
-    info: (m) => push(`info ${m}`),
-    warn: (m) => push(`warn ${m}`),
-    waitFor(re, timeoutMs = 10_000) {
+    waitFor(re: RegExp, timeoutMs = 10_000) {
       const hit = lines.find((l) => re.test(l));
       if (hit) return Promise.resolve(hit);
       return new Promise((resolve, reject) => {
@@ -97,10 +110,23 @@ export function trackRunners(): <R extends DistributedRunner<any, any, any>>(r: 
 }
 
 /** Silent logger for tests that do not look at output. */
-export const quiet: RunnerLogger = { info() {}, warn() {} };
+export const quiet: Logger = silentLogger;
 
 /** Imports a plain-JS fixture module from test/fixtures (typed loosely: fixtures are JavaScript). */
 export function fixture(name: string): Promise<any> {
   const url = new URL(`./fixtures/${name}.mjs`, import.meta.url).href;
   return import(/* @vite-ignore */ url);
+}
+
+/** Temporary folders for one test file, each removed after the test that made it. */
+export function useTempDirs(): (prefix: string) => string {
+  const made: string[] = [];
+  afterEach(() => {
+    for (const dir of made.splice(0)) rmSync(dir, { recursive: true, force: true });
+  });
+  return (prefix) => {
+    const dir = mkdtempSync(join(tmpdir(), prefix));
+    made.push(dir);
+    return dir;
+  };
 }

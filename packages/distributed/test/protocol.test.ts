@@ -20,7 +20,7 @@ describe('protocol', () => {
       return null;
     })();
     expect(err).toBeInstanceOf(ProtocolError);
-    expect(err!.code).toBe('ERR_PROTOCOL');
+    expect(err!.code).toBe('ipc_protocol');
     expect(err!.message).toMatchInlineSnapshot(`"Parent received an unknown message from rank 2: {"t":"hello","x":1}."`);
     expect(() => expectParentMessage(null)).toThrowErrorMatchingInlineSnapshot(`[ProtocolError: Rank received an unknown message from the parent: null.]`);
   });

@@ -1,10 +1,9 @@
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { DistributedRunner, DistributedWorker } from '../src/index.js';
-import { fixture, quiet, rankProcesses } from './helpers.js';
+import { fixture, quiet, rankProcesses, useTempDirs } from './helpers.js';
 
 function errorOf(fn: () => unknown): Error {
   try {
@@ -16,6 +15,8 @@ function errorOf(fn: () => unknown): Error {
 }
 
 describe('DistributedRunner', () => {
+  const tempDir = useTempDirs();
+
   describe('construction', () => {
     it('rejects a class that lacks reset() before any process starts', async () => {
       const { EchoWorker } = await fixture('echo');
@@ -42,7 +43,7 @@ describe('DistributedRunner', () => {
     });
 
     it('rejects a TypeScript worker whose compiled sibling is missing, naming the fix', () => {
-      const dir = mkdtempSync(join(tmpdir(), 'reactor-ts-worker-'));
+      const dir = tempDir('reactor-ts-worker-');
       mkdirSync(join(dir, 'src'));
       const file = join(dir, 'src', 'my-worker.ts');
       writeFileSync(file, 'export {};\n');
@@ -114,7 +115,7 @@ describe('DistributedRunner', () => {
       const runner = new DistributedRunner(EchoWorker, { worldSize: 2, logger: quiet });
       expect(runner.pids).toEqual([]);
       expect(rankProcesses(runner.segmentPrefix)).toEqual([]);
-      expect(runner.healthy).toBe(true);
+      expect(runner.healthy).toBe(false); // healthy only once start() has succeeded
       expect(runner.worldSize).toBe(2);
       await runner.shutdown();
     });

@@ -21,7 +21,7 @@ describe('DistributedRunner', () => {
       const first = captureLogger();
       const b = track(new DistributedRunner(EchoWorker, { worldSize: 2, logger: first }));
       await b.start();
-      expect(notice(first.lines)).toEqual(['info [reactor/distributed] No GPU found on this machine: 2 ranks run on CPU.']);
+      expect(notice(first.lines)).toEqual(['info No GPU found on this machine: 2 ranks run on CPU.']);
       await b.shutdown();
 
       const second = captureLogger();

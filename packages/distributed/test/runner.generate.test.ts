@@ -57,7 +57,7 @@ describe('DistributedRunner', () => {
       const { runner, mod } = await echo(2);
       const err = await runner.generate({ throwOn: [1], type: 'RolloutExhausted' }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(RankDesyncError);
-      expect((err as RankDesyncError).code).toBe('ERR_RANK_DESYNC');
+      expect((err as RankDesyncError).code).toBe('rank_desync');
       expect((err as Error).cause).toBeInstanceOf(mod.RolloutExhausted);
       expect((err as Error).message).toMatchInlineSnapshot(`
         "Ranks disagreed in generate(): 1 of 2 ranks failed.
@@ -95,7 +95,7 @@ describe('DistributedRunner', () => {
       const elapsed = performance.now() - t0;
       expect(err).toBeInstanceOf(WorkerCrashedError);
       const crash = err as WorkerCrashedError;
-      expect(crash).toMatchObject({ code: 'ERR_WORKER_CRASHED', rank: 1, pid, exitCode: null, signal: 'SIGKILL' });
+      expect(crash).toMatchObject({ code: 'worker_crashed', rank: 1, pid, exitCode: null, signal: 'SIGKILL' });
       expect(crash.stderrTail).toContain('generating step 1');
       expect(crash.message.replace(/pid \d+/, 'pid <pid>')).toMatchInlineSnapshot(`
         "Rank 1 (pid <pid>) was killed by SIGKILL during generate(). The runner is unusable: shut it down and construct a new DistributedRunner.
@@ -123,7 +123,7 @@ describe('DistributedRunner', () => {
       const hung = runner.pids[1]!;
       const err = await runner.generate({ hangOn: [1] }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(WorkerTimeoutError);
-      expect(err).toMatchObject({ code: 'ERR_WORKER_TIMEOUT', ranks: [1], timeoutMs: 2000 });
+      expect(err).toMatchObject({ code: 'worker_timeout', ranks: [1], timeoutMs: 2000 });
       expect((err as Error).message).toMatchInlineSnapshot(`"generate() did not finish within 2000 ms: rank 1 never answered and was killed. The runner is unusable: shut it down and construct a new DistributedRunner (raise options.callTimeoutMs if the work is legitimately slower)."`);
       expect(isAlive(hung)).toBe(false);
       expect(runner.healthy).toBe(false);
@@ -135,7 +135,7 @@ describe('DistributedRunner', () => {
       const { runner, log } = await echo(2);
       await runner.generate({});
       process.kill(runner.pids[1]!, 'SIGKILL');
-      await log.waitFor(/\[reactor\/distributed\] Rank 1 \(pid \d+\) was killed by SIGKILL during idle/);
+      await log.waitFor(/^warn Rank 1 \(pid \d+\) was killed by SIGKILL during idle/);
       expect(runner.healthy).toBe(false);
       const err = await runner.generate({}).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(RunnerUnusableError);
@@ -149,9 +149,9 @@ describe('DistributedRunner', () => {
       const { runner, log } = await echo(2);
       const first = runner.generate({ announce: true });
       const second = await runner.generate({}).catch((e: unknown) => e);
-      expect(second).toMatchObject({ code: 'ERR_RUNNER_BUSY' });
+      expect(second).toMatchObject({ code: 'runner_busy' });
       expect((second as Error).message).toMatchInlineSnapshot(`"generate() called while generate() is in flight: the runner runs one call at a time; await the previous call first."`);
-      await expect(runner.reset()).rejects.toMatchObject({ code: 'ERR_RUNNER_BUSY' });
+      await expect(runner.reset()).rejects.toMatchObject({ code: 'runner_busy' });
       expect((await first).steps).toBe(1);
       await log.waitFor(/generating step 1/);
       expect(runner.healthy).toBe(true);
@@ -161,7 +161,7 @@ describe('DistributedRunner', () => {
       const { EchoWorker } = await fixture('echo');
       const runner = track(new DistributedRunner(EchoWorker, { worldSize: 1, logger: quiet }));
       await expect(runner.generate({})).rejects.toMatchObject({
-        code: 'ERR_RUNNER_STATE',
+        code: 'runner_state',
         message: 'generate() called before start() finished: await runner.start() first.',
       });
     });
@@ -240,7 +240,7 @@ describe('DistributedRunner', () => {
       await runner.start();
       const err = await runner.generate({ bytes: 3 << 20 }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(SharedMemoryCapacityError);
-      expect(err).toMatchObject({ code: 'ERR_SHM_CAPACITY', neededBytes: 3 << 20, availableBytes: 2 << 20 });
+      expect(err).toMatchObject({ code: 'shm_capacity', neededBytes: 3 << 20, availableBytes: 2 << 20 });
       expect((err as Error).message).toContain("Shared memory for rank 0's results needs 3.0 MiB but only 2.0 MiB");
       expect(runner.healthy).toBe(true);
       const small = await runner.generate({ bytes: 1000 });

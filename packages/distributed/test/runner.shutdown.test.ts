@@ -53,7 +53,7 @@ describe('DistributedRunner', () => {
       expectNothingLeft(runner);
       expect(runner.healthy).toBe(false);
       await expect(runner.generate({})).rejects.toMatchObject({
-        code: 'ERR_RUNNER_UNUSABLE',
+        code: 'runner_unusable',
         message: 'Cannot call generate(): the runner is unusable (it was shut down). Shut it down and construct a new DistributedRunner.',
       });
     });

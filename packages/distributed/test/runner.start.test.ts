@@ -60,7 +60,7 @@ describe('DistributedRunner', () => {
       const err = await runner.start().catch((e: unknown) => e);
       expect(performance.now() - t0).toBeLessThan(10_000);
       expect(err).toBeInstanceOf(ProtocolError);
-      expect(err).toMatchObject({ code: 'ERR_PROTOCOL' });
+      expect(err).toMatchObject({ code: 'ipc_protocol' });
       expect((err as Error).message).toMatchInlineSnapshot(`"Parent received an unknown message from rank 1: {"bogus":1}."`);
       expect(runner.healthy).toBe(false);
       expectNothingLeft(runner);
@@ -90,7 +90,7 @@ describe('DistributedRunner', () => {
       const err = await runner.start().catch((e: unknown) => e);
       expect(err).toBeInstanceOf(WorkerCrashedError);
       const crash = err as WorkerCrashedError;
-      expect(crash.code).toBe('ERR_WORKER_CRASHED');
+      expect(crash.code).toBe('worker_crashed');
       expect(crash).toMatchObject({ rank: 1, exitCode: 7, signal: null });
       expect(crash.stderrTail).toContain('cannot open weights: /nonexistent/model.bin');
       expect(crash.message.replace(/pid \d+/, 'pid <pid>')).toMatchInlineSnapshot(`
@@ -115,9 +115,9 @@ describe('DistributedRunner', () => {
       const { EchoWorker } = await fixture('echo');
       const runner = track(new DistributedRunner(EchoWorker, { worldSize: 1, logger: quiet }));
       await runner.start();
-      await expect(runner.start()).rejects.toMatchObject({ code: 'ERR_RUNNER_STATE', message: 'start() was already called: a runner starts once.' });
+      await expect(runner.start()).rejects.toMatchObject({ code: 'runner_state', message: 'start() was already called: a runner starts once.' });
       await runner.shutdown();
-      await expect(runner.start()).rejects.toMatchObject({ code: 'ERR_RUNNER_STATE' });
+      await expect(runner.start()).rejects.toMatchObject({ code: 'runner_state' });
     });
 
     it('loads a worker exported only as default', async () => {

@@ -16,7 +16,7 @@ describe('shared memory', () => {
     await runner.start();
     expect(runner.shmBackend).toBe('file');
     expect(log.lines.filter((l) => l.includes('shared-memory binding'))).toEqual([
-      'warn [reactor/distributed] The native shared-memory binding (shm-typed-array) cannot load (disabled by REACTOR_SHM_NATIVE=0); using files in /dev/shm instead (each large payload costs an extra copy). Rebuild it with pnpm rebuild shm-typed-array.',
+      'warn The native shared-memory binding (shm-typed-array) cannot load (disabled by REACTOR_SHM_NATIVE=0); using files in /dev/shm instead (each large payload costs an extra copy). Rebuild it with pnpm rebuild shm-typed-array.',
     ]);
     const bytes = 5 * 1024 * 1024;
     const a: any = await runner.generate({ payloadBytes: bytes, input: new Float32Array(1000).fill(0.25) });
@@ -39,7 +39,7 @@ describe('shared memory', () => {
     const { EchoWorker } = await fixture('echo');
     const runner = track(new DistributedRunner(EchoWorker, { worldSize: 1, shm: 'native', logger: captureLogger() }));
     await expect(runner.start()).rejects.toMatchObject({
-      code: 'ERR_SHM_NATIVE_UNAVAILABLE',
+      code: 'shm_native_unavailable',
       message: "options.shm is 'native' but the shm-typed-array binding cannot load (disabled by REACTOR_SHM_NATIVE=0). Rebuild it (pnpm rebuild shm-typed-array) or use shm: 'auto'.",
     });
     expectNothingLeft(runner);

@@ -1,10 +1,12 @@
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { driPrimeTag, findDeviceSelectLayer, nvidiaPciAddresses, vulkanDeviceSelectEnv } from '../src/runner/vulkan-device-select.js';
+import { useTempDirs } from './helpers.js';
 
 describe('Vulkan GPU binding per rank', () => {
+  const tempDir = useTempDirs();
+
   it('turns PCI addresses into the DRI_PRIME tags of the device-select layer', () => {
     expect(driPrimeTag('0000:00:06.0')).toBe('pci-0000_00_06_0');
     expect(driPrimeTag('00000000:1B:00.1')).toBe('pci-0000_1b_00_1');
@@ -12,7 +14,7 @@ describe('Vulkan GPU binding per rank', () => {
   });
 
   it('lists the driver\'s GPUs in index order and nothing on a machine without the driver', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'nvgpus-'));
+    const dir = tempDir('nvgpus-');
     for (const d of ['0000:00:07.0', '0000:00:06.0', 'README']) mkdirSync(join(dir, d));
     expect(nvidiaPciAddresses(dir)).toEqual(['0000:00:06.0', '0000:00:07.0']);
     expect(nvidiaPciAddresses(join(dir, 'missing'))).toEqual([]);
@@ -36,9 +38,9 @@ describe('Vulkan GPU binding per rank', () => {
   });
 
   it('finds the layer carried in REACTOR_VK_LAYER_PATH before an installed one', () => {
-    const carried = mkdtempSync(join(tmpdir(), 'layer-'));
+    const carried = tempDir('layer-');
     writeFileSync(join(carried, 'VkLayer_MESA_device_select.json'), '{}');
-    const installed = mkdtempSync(join(tmpdir(), 'implicit-'));
+    const installed = tempDir('implicit-');
     expect(findDeviceSelectLayer({ REACTOR_VK_LAYER_PATH: carried }, [installed])).toEqual({ explicitDir: carried });
     expect(findDeviceSelectLayer({}, [installed])).toBeUndefined();
     writeFileSync(join(installed, 'VkLayer_MESA_device_select.json'), '{}');

@@ -3,20 +3,17 @@
  * transport is `@reactor/server`, the `reactor` command `@reactor/cli`. See `docs/runtime.md`.
  */
 export { ReactorApp } from './app/reactor-app.js';
-export type { OutputControl } from './app/reactor-app.js';
+export type { OutputControl, AppReadiness } from './app/reactor-app.js';
 export type { AppOptions } from './app/app-options.js';
 export { StepOutcome } from './app/step-outcome.js';
 export { getWeightsPath, WEIGHTS_PATH_ENV } from './app/weights.js';
-export { describeApp, DEFAULT_BUFFER_SIZE } from './app/registry.js';
-export type { AppDefinition, CommandSpec, TrackSpec, MessageSpec } from './app/registry.js';
+export { DEFAULT_BUFFER_SIZE } from './app/registry.js';
 export { InputState } from './state/input-state.js';
 export { InputField } from './decorators/input-field.decorator.js';
 export { event } from './decorators/event.decorator.js';
 export { sessionStarted, sessionEnded, connected, disconnected } from './decorators/hooks.decorator.js';
 export { reactorApp } from './decorators/reactor-app.decorator.js';
-export type { InputFieldOptions, EventOptions, VideoTrackOptions, HookKind, AnyClass } from './metadata/keys.js';
-export type { FieldSet, FieldSpec, Validated } from './state/field-set.js';
-export { toSnakeCase } from './metadata/naming.js';
+export type { InputFieldOptions, EventOptions, VideoTrackOptions } from './metadata/keys.js';
 export { Output, Video, Frames, TrackPayload } from './output/output.js';
 export type { TrackPayloadOptions, OutputInit } from './output/output.js';
 export {
@@ -35,11 +32,12 @@ export {
   WeightsPathNotSetError,
   AppLoadError,
   HostClosedError,
+  IllegalTransitionError,
 } from './errors/errors.js';
 export { AppHost, DEFAULT_GRACE_PERIOD_MS, DEFAULT_REFUSAL_BACKOFF_MS, DEFAULT_STATS_INTERVAL_MS } from './session/host.js';
 export type { AppHostOptions, HostCounters } from './session/host.js';
 export type { Client } from './session/client.js';
-export { consoleLogger } from './session/logger.js';
-export type { Logger } from './session/logger.js';
+export type { Logger } from '@reactor/log';
+export { ReadinessCode } from './session/readiness.js';
 export type { AppHostApi, ClientHandle, ClientInfo, ClientSink, OutputFrame, Readiness, NotReadyReason } from './session/transport.js';
 export type { LoadContext, RequirementsContext, RequirementCheck, AppRequirements, AppStatics } from './app/contract.js';

@@ -1,16 +1,69 @@
-/** Access control: the optional token and the allowed origins. */
+/**
+ * Access control, one check for HTTP routes and the WebSocket upgrade alike: the `Host` header
+ * (DNS-rebinding guard), the optional token, and the browser's `Origin`.
+ */
 import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
+import { ServerErrorCode } from './errors.js';
 
 /** Name of the cookie the viewer page sets so its scripts and socket carry the token. */
 export const TOKEN_COOKIE = 'reactor_token';
 
-/** The token a request presents: `?token=`, `Authorization: Bearer`, or the viewer's cookie. */
+/** What {@link checkAccess} needs from the server's options. */
+export interface AccessPolicy {
+  token: string | undefined;
+  /** `undefined`: any host. */
+  allowedHosts: string[] | undefined;
+  allowedOrigins: string[] | undefined;
+}
+
+/** Why a request was refused: the HTTP answer and the `reactor_connections_rejected_total` reason. */
+export interface AccessDenial {
+  status: 401 | 403;
+  code: ServerErrorCode;
+  message: string;
+  /** Label of the rejection metric. */
+  reason: 'host' | 'unauthorized' | 'origin';
+}
+
+/**
+ * Checks a request against the policy, in this order: Host, token, Origin.
+ * @returns `undefined` when the request may proceed, else the denial to answer.
+ */
+export function checkAccess(req: IncomingMessage, url: URL, policy: AccessPolicy): AccessDenial | undefined {
+  if (!hostAllowed(req, policy.allowedHosts)) {
+    return {
+      status: 403,
+      code: ServerErrorCode.HostNotAllowed,
+      reason: 'host',
+      message: `Host ${JSON.stringify(req.headers.host ?? '')} is not allowed: this server answers only to ${policy.allowedHosts!.join(', ')} (a guard against DNS rebinding); list the name in allowedHosts`,
+    };
+  }
+  if (policy.token !== undefined && !tokenMatches(policy.token, presentedToken(req, url))) {
+    return {
+      status: 401,
+      code: ServerErrorCode.Unauthorized,
+      reason: 'unauthorized',
+      message: 'missing or wrong access token: add ?token=... to the URL or send an "Authorization: Bearer ..." header',
+    };
+  }
+  if (!originAllowed(req, policy.allowedOrigins)) {
+    return {
+      status: 403,
+      code: ServerErrorCode.OriginNotAllowed,
+      reason: 'origin',
+      message: `origin ${JSON.stringify(req.headers.origin)} may not use this server; add it to allowedOrigins`,
+    };
+  }
+  return undefined;
+}
+
+/** The token a request presents: `?token=`, `Authorization: Bearer` (scheme in any case), or the viewer's cookie. */
 export function presentedToken(req: IncomingMessage, url: URL): string | undefined {
   const q = url.searchParams.get('token');
   if (q !== null) return q;
-  const auth = req.headers.authorization;
-  if (auth?.startsWith('Bearer ')) return auth.slice(7).trim();
+  const auth = /^\s*bearer\s+(.+)$/i.exec(req.headers.authorization ?? '');
+  if (auth) return auth[1]!.trim();
   const cookie = req.headers.cookie;
   if (cookie) {
     for (const part of cookie.split(';')) {
@@ -35,20 +88,34 @@ export function tokenMatches(expected: string, presented: string | undefined): b
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
+/** An origin in its canonical form (`scheme://host[:port]`, lower-case scheme and host, default port left out), or undefined. */
+function canonicalOrigin(origin: string): string | undefined {
+  try {
+    const u = new URL(origin);
+    return u.origin === 'null' ? undefined : u.origin;
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * Whether the request's `Origin` may connect. No `Origin` (non-browser clients) is allowed;
- * a browser origin must be the server's own (same host header) or listed; `*` allows any.
+ * a browser origin must be the server's own or listed (`*` allows any), compared by scheme,
+ * host (case-insensitively) and port. The server's own origin is `http://<Host header>`, or
+ * `https://` when a reverse proxy says so with `X-Forwarded-Proto: https`.
  */
 export function originAllowed(req: IncomingMessage, allowed: string[] | undefined): boolean {
   const origin = req.headers.origin;
   if (origin === undefined || origin === '') return true;
   if (allowed?.includes('*')) return true;
-  if (allowed?.includes(origin)) return true;
-  try {
-    return new URL(origin).host === req.headers.host;
-  } catch {
-    return false;
-  }
+  const presented = canonicalOrigin(origin);
+  if (presented === undefined) return false;
+  if (allowed?.some((a) => canonicalOrigin(a) === presented)) return true;
+  const host = req.headers.host;
+  if (!host) return false;
+  const forwarded = String(req.headers['x-forwarded-proto'] ?? '').split(',')[0]!.trim().toLowerCase();
+  const scheme = forwarded === 'https' ? 'https' : 'http';
+  return canonicalOrigin(`${scheme}://${host}`) === presented;
 }
 
 /**

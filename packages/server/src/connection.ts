@@ -9,17 +9,18 @@
  * oldest frame is dropped (newest wins) and counted. Nothing here ever makes the host wait.
  */
 import type { WebSocket, RawData } from 'ws';
-import { WireErrorCode, type CommandMessage, type ErrorMessage, type ServerMessage, type StatsMessage } from '@reactor/client';
+import type { CommandMessage, ErrorMessage, ServerMessage, StatsMessage } from '@reactor/client';
+import type { Logger } from '@reactor/log';
 import type { AppHostApi, ClientHandle, ClientSink, OutputFrame } from '@reactor/runtime';
+import { ServerErrorCode } from './errors.js';
 import type { FrameEncoder } from './frame-encoder.js';
 import type { DropReason, ServerMetrics } from './metrics.js';
 import type { ResolvedServerOptions } from './options.js';
+import type { BudgetHolder, SendBudget } from './send-budget.js';
 
 /** Frames written to a socket whose write callback has not fired yet. */
 export const MAX_FRAMES_IN_FLIGHT = 2;
-/** Commands of one connection that may wait to run at once; more are answered `rate_limited`. */
-export const MAX_PENDING_COMMANDS = 16;
-/** Longest command id a client may choose. */
+/** Longest command id a client may choose, in code points. */
 export const MAX_COMMAND_ID_LENGTH = 64;
 /** A client whose buffered bytes exceed `maxBufferedBytes` times this is disconnected. */
 export const HARD_BUFFER_FACTOR = 16;
@@ -45,12 +46,16 @@ export interface ConnectionContext {
   encoder: FrameEncoder;
   metrics: ServerMetrics;
   options: ResolvedServerOptions;
+  /** The server's logger. */
+  logger: Logger;
+  /** The server-wide budget for unsent bytes. */
+  budget: SendBudget;
   /** Sees every stats message (the server derives step metrics from them). */
   onStats(msg: StatsMessage): void;
 }
 
 /** A connected WebSocket client (see the module comment for the frame policy). */
-export class ClientConnection implements ClientSink {
+export class ClientConnection implements ClientSink, BudgetHolder {
   /** Set by the heartbeat: false after a ping until the pong arrives. */
   alive = true;
   readonly #ws: WebSocket;
@@ -62,8 +67,16 @@ export class ClientConnection implements ClientSink {
   #closed = false;
   /** Commands sent to the host whose reply has not come back yet. */
   #pending = 0;
+  /** Answers owed, in arrival order (commands and the connection-level errors queued behind them). */
+  #unanswered = 0;
+  /** Settles once every answer owed so far has been sent. */
+  #answered: Promise<void> = Promise.resolve();
+  /** Ids of this connection's commands whose answer is not sent yet (with their count: ids may repeat). */
+  readonly #idsInFlight = new Map<string, number>();
   #sent = 0;
   #dropped = 0;
+  /** Bytes handed to the socket whose write has not completed (they count against the server's budget). */
+  #unsent = 0;
   #tokens: number;
   #tokensAt = performance.now();
   readonly #onClosed: (c: ClientConnection) => void;
@@ -76,10 +89,11 @@ export class ClientConnection implements ClientSink {
     this.#ctx = ctx;
     this.#tokens = ctx.options.commandBurst;
     this.#onClosed = onClosed;
+    ctx.budget.add(this);
     ws.on('message', (data, isBinary) => this.#onMessage(data, isBinary));
     ws.on('pong', () => (this.alive = true));
     // `ws` reports protocol violations (too-big message -> 1009) here and then closes the socket.
-    ws.on('error', (err) => ctx.options.logger.warn(`client ${this.id}: ${err.message}`));
+    ws.on('error', (err) => ctx.logger.warn({ client: this.id }, `client ${this.id}: ${err.message}`));
     ws.on('close', () => this.#teardown());
   }
 
@@ -120,6 +134,8 @@ export class ClientConnection implements ClientSink {
 
   message(msg: ServerMessage): void {
     if (this.#closed) return;
+    // A command's answer: sent in arrival order by #onMessage's chain, from the value command() returns.
+    if ((msg.type === 'reply' || msg.type === 'error') && msg.id !== undefined && this.#idsInFlight.has(msg.id)) return;
     if (msg.type === 'stats') this.#ctx.onStats(msg);
     if (msg.type === 'flush') {
       // Frames still waiting here belong to the cut playout: drop them before the client learns of the cut.
@@ -127,7 +143,7 @@ export class ClientConnection implements ClientSink {
       for (let i = this.#queue.length - 1; i >= 0; i--) if (this.#queue[i]!.frame.seq < msg.nextSeq) this.#queue.splice(i, 1);
       if (before > this.#queue.length) this.#ctx.metrics.framesDropped.inc({ reason: 'flush' }, before - this.#queue.length);
     }
-    this.#sendText(JSON.stringify(msg));
+    this.#sendText(JSON.stringify(msg.type === 'error' ? capError(msg) : msg));
   }
 
   frame(frame: OutputFrame): void {
@@ -147,9 +163,43 @@ export class ClientConnection implements ClientSink {
 
   // ---- outbound --------------------------------------------------------------------------
 
+  /** Bytes handed to the socket whose write has not completed. */
+  get unsentBytes(): number {
+    return this.#unsent;
+  }
+
+  /** Cut by the server-wide budget (see {@link SendBudget}). */
+  evict(reason: string): void {
+    if (this.#closed) return;
+    this.#ctx.logger.warn({ client: this.id }, `client ${this.id}: ${reason}; disconnecting it`);
+    this.#ctx.metrics.rejected.inc({ reason: 'server_budget' });
+    this.#ws.terminate();
+  }
+
+  /**
+   * Hands `data` to the socket, counting it against the server's budget until written.
+   * Returns false (nothing sent) when the budget refused it.
+   */
+  #write(data: string | Buffer, binary: boolean, mayRefuse: boolean, done: (err?: Error) => void): boolean {
+    const bytes = typeof data === 'string' ? Buffer.byteLength(data) : data.byteLength;
+    const admitted = this.#ctx.budget.admit(this, bytes, this.#ctx.options.maxBufferedBytes);
+    // Control messages are small and owed (replies, errors, state): only frames are refused.
+    if ((!admitted && mayRefuse) || this.#ws.readyState !== this.#ws.OPEN) return false;
+    this.#unsent += bytes;
+    this.#ctx.budget.take(bytes);
+    this.#ws.send(data, { binary }, (err) => {
+      if (!this.#closed) {
+        this.#unsent -= bytes;
+        this.#ctx.budget.release(bytes);
+      }
+      done(err ?? undefined);
+    });
+    return true;
+  }
+
   #sendText(text: string): void {
     if (this.#ws.readyState !== this.#ws.OPEN) return;
-    this.#ws.send(text, (err) => {
+    this.#write(text, false, false, (err) => {
       if (!err) void this.#pump();
     });
     this.#checkHardLimit();
@@ -158,7 +208,7 @@ export class ClientConnection implements ClientSink {
   #checkHardLimit(): void {
     const limit = this.#ctx.options.maxBufferedBytes * HARD_BUFFER_FACTOR;
     if (this.#ws.bufferedAmount > limit && !this.#closed) {
-      this.#ctx.options.logger.warn(`client ${this.id}: ${this.#ws.bufferedAmount} bytes unread (limit ${limit}); disconnecting it`);
+      this.#ctx.logger.warn(`client ${this.id}: ${this.#ws.bufferedAmount} bytes unread (limit ${limit}); disconnecting it`);
       this.#ctx.metrics.rejected.inc({ reason: 'unread_backlog' });
       this.#ws.terminate();
     }
@@ -182,7 +232,7 @@ export class ClientConnection implements ClientSink {
           data = await item.data;
         } catch (err) {
           if (this.#queue[0] === item) this.#queue.shift();
-          this.#ctx.options.logger.error(`frame ${item.frame.seq} of track "${item.frame.track}" could not be encoded: ${(err as Error).message}`);
+          this.#ctx.logger.error(`frame ${item.frame.seq} of track "${item.frame.track}" could not be encoded: ${(err as Error).message}`);
           this.#drop('encode_error', 1);
           continue;
         }
@@ -191,13 +241,17 @@ export class ClientConnection implements ClientSink {
         this.#queue.shift();
         if (this.#ws.readyState !== this.#ws.OPEN) return;
         this.#inFlight++;
-        this.#ws.send(data, { binary: true }, (err) => {
+        const sent = this.#write(data, true, true, (err) => {
           this.#inFlight--;
           if (err) return;
           this.#sent++;
           this.#ctx.metrics.framesSent.inc();
           void this.#pump();
         });
+        if (!sent) {
+          this.#inFlight--;
+          this.#drop('server_budget', 1);
+        }
       }
     } finally {
       this.#pumping = false;
@@ -206,32 +260,52 @@ export class ClientConnection implements ClientSink {
 
   // ---- inbound ---------------------------------------------------------------------------
 
+  /**
+   * One rate-limit model, a token bucket: a connection holds up to `commandBurst` tokens, each
+   * inbound message takes one, and they come back at `commandRate` per second. A command that
+   * waits for its reply keeps its place in the bucket, so at most `commandBurst` commands of a
+   * connection ever wait at once, however long a step or handler takes.
+   */
   #takeToken(): boolean {
     const { commandRate, commandBurst } = this.#ctx.options;
     const now = performance.now();
-    this.#tokens = Math.min(commandBurst, this.#tokens + ((now - this.#tokensAt) / 1000) * commandRate);
+    this.#tokens = Math.min(commandBurst - this.#pending, this.#tokens + ((now - this.#tokensAt) / 1000) * commandRate);
     this.#tokensAt = now;
     if (this.#tokens < 1) return false;
     this.#tokens -= 1;
     return true;
   }
 
-  #error(code: string, message: string, id?: string, details?: ErrorMessage['details']): void {
+  /**
+   * A connection-level error. Answers keep arrival order: while commands of this connection
+   * wait for their replies, the error waits behind them.
+   */
+  #error(code: ServerErrorCode, message: string, id?: string): void {
     const msg: ErrorMessage = { type: 'error', code, message };
     if (id !== undefined) msg.id = id;
-    if (details) msg.details = details;
     this.#ctx.metrics.commands.inc({ code });
-    this.#sendText(JSON.stringify(msg));
+    const send = (): void => this.#sendText(JSON.stringify(msg));
+    if (this.#unanswered === 0) return send();
+    this.#unanswered++;
+    this.#answered = this.#answered.then(() => {
+      this.#unanswered--;
+      if (!this.#closed) send();
+    });
   }
 
   #onMessage(data: RawData, isBinary: boolean): void {
     if (this.#closed || !this.#handle) return;
     if (!this.#takeToken()) {
-      this.#error(WireErrorCode.RateLimited, `more than ${this.#ctx.options.commandRate} messages per second on this connection; wait and retry (the connection stays open)`, peekId(data, isBinary));
+      const { commandRate, commandBurst } = this.#ctx.options;
+      this.#error(
+        ServerErrorCode.RateLimited,
+        `more than ${commandRate} messages per second on this connection (burst ${commandBurst}; commands still waiting for their reply count against it); wait for replies and retry (the connection stays open)`,
+        peekId(data, isBinary),
+      );
       return;
     }
     if (isBinary) {
-      this.#error(WireErrorCode.UnexpectedBinary, 'binary messages only flow from the server to clients; send commands as JSON text messages');
+      this.#error(ServerErrorCode.UnexpectedBinary, 'binary messages only flow from the server to clients; send commands as JSON text messages');
       return;
     }
     const text = rawToString(data);
@@ -239,61 +313,61 @@ export class ClientConnection implements ClientSink {
     try {
       parsed = JSON.parse(text);
     } catch (err) {
-      this.#error(WireErrorCode.MalformedMessage, `message is not valid JSON (${(err as Error).message}); send {"type":"command","id":"1","name":"...","params":{...}}`);
+      this.#error(ServerErrorCode.MalformedMessage, `message is not valid JSON (${(err as Error).message.slice(0, 200)}); send {"type":"command","id":"1","name":"...","params":{...}}`);
       return;
     }
     if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed) || typeof (parsed as { type?: unknown }).type !== 'string') {
-      this.#error(WireErrorCode.MalformedMessage, 'message must be a JSON object with a string "type"');
+      this.#error(ServerErrorCode.MalformedMessage, 'message must be a JSON object with a string "type"');
       return;
     }
     const m = parsed as Record<string, unknown>;
     if (m['type'] !== 'command') {
-      this.#error(WireErrorCode.UnknownMessageType, `unknown message type ${JSON.stringify(m['type']).slice(0, 80)}; clients send only "command"`, validId(m['id']));
+      this.#error(ServerErrorCode.UnknownMessageType, `unknown message type ${JSON.stringify(m['type']).slice(0, 80)}; clients send only "command"`, validId(m['id']));
       return;
     }
     const id = validId(m['id']);
     if (id === undefined) {
-      this.#error(WireErrorCode.MalformedMessage, `a command needs an "id": a non-empty string of at most ${MAX_COMMAND_ID_LENGTH} characters, echoed in its reply`);
+      this.#error(ServerErrorCode.MalformedMessage, `a command needs an "id": a non-empty string of at most ${MAX_COMMAND_ID_LENGTH} characters, echoed in its reply`);
       return;
     }
     if (typeof m['name'] !== 'string' || m['name'] === '') {
-      this.#error(WireErrorCode.MalformedMessage, 'a command needs a "name": the wire name of a command in the schema', id);
+      this.#error(ServerErrorCode.MalformedMessage, 'a command needs a "name": the wire name of a command in the schema', id);
       return;
     }
-    const name = m['name'];
     const extra = Object.keys(m).filter((k) => k !== 'type' && k !== 'id' && k !== 'name' && k !== 'params');
     if (extra.length > 0) {
-      this.#error(WireErrorCode.MalformedMessage, `unknown key(s) ${extra.map((k) => JSON.stringify(k)).join(', ')} in command; a command has only type, id, name and params`, id);
+      this.#error(ServerErrorCode.MalformedMessage, `unknown key(s) ${extra.slice(0, 5).map((k) => JSON.stringify(k.slice(0, 40))).join(', ')}${extra.length > 5 ? ` and ${extra.length - 5} more` : ''} in command; a command has only type, id, name and params`, id);
       return;
     }
-    const params = m['params'];
-    if (params !== undefined && (typeof params !== 'object' || params === null || Array.isArray(params))) {
-      this.#error(WireErrorCode.InvalidParams, `"params" of "${name}" must be a JSON object`, id, [{ field: 'params', constraint: 'isObject', message: 'params must be an object' }]);
-      return;
-    }
-    const known = this.#ctx.host.schema.commands;
-    if (!known.some((c) => c.name === name)) {
-      const list = known.map((c) => c.name).join(', ');
-      this.#error(WireErrorCode.UnknownCommand, `unknown command ${JSON.stringify(name).slice(0, 80)}; this app accepts: ${list || '(none)'}`, id);
-      return;
-    }
-    if (this.#pending >= MAX_PENDING_COMMANDS) {
-      // The rate limit caps arrivals; this caps what waits behind a long step or hook.
-      this.#error(WireErrorCode.RateLimited, `${MAX_PENDING_COMMANDS} commands from this connection are still waiting to run; wait for their replies`, id);
-      return;
-    }
-    const cmd: CommandMessage = { type: 'command', id, name };
-    if (params !== undefined) cmd.params = params as Record<string, unknown>;
+    // The command's name and params are the host's to check (unknown_command, invalid_params, no_session).
+    const cmd: CommandMessage = { type: 'command', id, name: m['name'] };
+    if (m['params'] !== undefined) cmd.params = m['params'] as Record<string, unknown>;
     this.#pending++;
-    void this.#handle.command(cmd).then((result) => {
+    this.#unanswered++;
+    this.#idsInFlight.set(id, (this.#idsInFlight.get(id) ?? 0) + 1);
+    const answer = this.#handle.command(cmd).then((result) => {
       this.#pending--;
       this.#ctx.metrics.commands.inc({ code: result.type === 'reply' ? 'ok' : result.code });
+      return result;
     });
+    // The host also hands the answer to message(), which holds it back: it is sent here, in its turn.
+    this.#answered = this.#answered
+      .then(() => answer)
+      .then((result) => {
+        this.#unanswered--;
+        const n = this.#idsInFlight.get(id) ?? 1;
+        if (n > 1) this.#idsInFlight.set(id, n - 1);
+        else this.#idsInFlight.delete(id);
+        if (!this.#closed) this.#sendText(JSON.stringify(result.type === 'error' ? capError(result) : result));
+      });
   }
 
   #teardown(): void {
     if (this.#closed) return;
     this.#closed = true;
+    this.#ctx.budget.remove(this);
+    this.#ctx.budget.release(this.#unsent);
+    this.#unsent = 0;
     if (this.#queue.length > 0) this.#drop('disconnected', this.#queue.length);
     this.#queue.length = 0;
     this.#handle?.disconnect();
@@ -303,7 +377,11 @@ export class ClientConnection implements ClientSink {
 }
 
 function validId(id: unknown): string | undefined {
-  return typeof id === 'string' && id.length > 0 && id.length <= MAX_COMMAND_ID_LENGTH ? id : undefined;
+  if (typeof id !== 'string' || id.length === 0 || id.length > 2 * MAX_COMMAND_ID_LENGTH) return undefined;
+  // Code points, as JSON Schema's maxLength counts them (an emoji is one, not two UTF-16 units).
+  let n = 0;
+  for (const _ of id) if (++n > MAX_COMMAND_ID_LENGTH) return undefined;
+  return id;
 }
 
 function rawToString(data: RawData): string {
@@ -312,14 +390,43 @@ function rawToString(data: RawData): string {
   return Buffer.from(data).toString('utf8');
 }
 
+/** Largest refused message whose id is still looked up (parsing a big one would cost what the limit saves). */
+const PEEK_ID_MAX_BYTES = 4096;
+
 /** Best-effort id of a message refused before parsing, so the client can still correlate. */
 function peekId(data: RawData, isBinary: boolean): string | undefined {
   if (isBinary) return undefined;
+  const size = Buffer.isBuffer(data) ? data.byteLength : Array.isArray(data) ? data.reduce((n, b) => n + b.byteLength, 0) : data.byteLength;
+  if (size > PEEK_ID_MAX_BYTES) return undefined;
   try {
     return validId((JSON.parse(rawToString(data)) as { id?: unknown }).id);
   } catch {
     return undefined;
   }
+}
+
+/** Most `details` an error answer carries; the rest are counted in its message. */
+export const MAX_ERROR_DETAILS = 10;
+/** Longest `message` of an error answer, in UTF-16 units. */
+export const MAX_ERROR_MESSAGE = 1000;
+const MAX_DETAIL_TEXT = 200;
+
+function clip(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max - 3)}...`;
+}
+
+/**
+ * An error answer bounded in size whatever the client sent: a few details, then a count, and
+ * short texts (a 60 KB message must not earn an 800 KB answer).
+ */
+export function capError(msg: ErrorMessage): ErrorMessage {
+  const details = msg.details;
+  const extra = details && details.length > MAX_ERROR_DETAILS ? details.length - MAX_ERROR_DETAILS : 0;
+  const out: ErrorMessage = { ...msg, message: clip(msg.message, MAX_ERROR_MESSAGE - (extra ? 40 : 0)) + (extra ? ` (${extra} more details not shown)` : '') };
+  if (details) {
+    out.details = details.slice(0, MAX_ERROR_DETAILS).map((d) => ({ field: clip(d.field, MAX_DETAIL_TEXT), constraint: clip(d.constraint, MAX_DETAIL_TEXT), message: clip(d.message, MAX_DETAIL_TEXT) }));
+  }
+  return out;
 }
 
 /** Close reasons are limited to 123 bytes by the WebSocket protocol. */

@@ -2,7 +2,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /** Why a frame was not delivered to a client. */
-export type DropReason = 'slow_client' | 'flush' | 'disconnected' | 'encode_error';
+export type DropReason = 'slow_client' | 'flush' | 'disconnected' | 'encode_error' | 'server_budget';
 
 /** The metrics a server keeps; `registry.metrics()` renders them for `GET /metrics`. */
 export class ServerMetrics {
@@ -39,6 +39,33 @@ export class ServerMetrics {
   readonly commands = new Counter({ name: 'reactor_command_results_total', help: 'Command results by code (`ok` for success).', labelNames: ['code'], registers: [this.registry] });
   readonly rejected = new Counter({ name: 'reactor_connections_rejected_total', help: 'Refused or dropped connections by reason.', labelNames: ['reason'], registers: [this.registry] });
 
+  #readiness: () => { ready: boolean; reasons: readonly { code: string }[] } = () => ({ ready: false, reasons: [] });
+  #unsent: () => number = () => 0;
+  readonly unsentBytes: Gauge = new Gauge({
+    name: 'reactor_unsent_bytes',
+    help: 'Bytes handed to client sockets and not yet written, all clients together (bounded by maxTotalBufferedBytes).',
+    registers: [this.registry],
+    collect: (): void => this.unsentBytes.set(this.#unsent()),
+  });
+  readonly ready: Gauge = new Gauge({
+    name: 'reactor_ready',
+    help: 'Whether a new user would get a stream now (1) or not (0); /health/ready answers 200 exactly when this is 1.',
+    registers: [this.registry],
+    collect: () => {
+      const r = this.#readiness();
+      this.ready.set(r.ready ? 1 : 0);
+      this.notReady.reset();
+      for (const reason of r.reasons) this.notReady.set({ reason: reason.code }, 1);
+    },
+  });
+  readonly notReady = new Gauge({ name: 'reactor_not_ready', help: 'Why the instance is not ready: 1 for each current reason (loading, load_failed, runner_unhealthy, ...).', labelNames: ['reason'], registers: [this.registry] });
+
+  /** Where `reactor_ready`, `reactor_not_ready` and `reactor_unsent_bytes` are read from, at scrape time. */
+  setReadiness(readiness: () => { ready: boolean; reasons: readonly { code: string }[] }, unsent: () => number): void {
+    this.#readiness = readiness;
+    this.#unsent = unsent;
+  }
+
   /** Where `reactor_steps_total` reads the host's cumulative step count from, at scrape time. */
   setStepCounter(read: () => number): void {
     this.#stepCount = read;
@@ -46,6 +73,6 @@ export class ServerMetrics {
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'reactor_process_' });
-    for (const reason of ['slow_client', 'flush', 'disconnected', 'encode_error'] satisfies DropReason[]) this.framesDropped.inc({ reason }, 0);
+    for (const reason of ['slow_client', 'flush', 'disconnected', 'encode_error', 'server_budget'] satisfies DropReason[]) this.framesDropped.inc({ reason }, 0);
   }
 }

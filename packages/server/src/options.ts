@@ -2,7 +2,7 @@
  * Options of the HTTP + WebSocket server, with their defaults and eager validation
  * (a bad option throws before anything listens, naming the option and the value).
  */
-import { consoleLogger, type Logger } from '@reactor/runtime';
+import { consoleLogger, type Logger } from '@reactor/log';
 
 /** Transport options (everything `serve()` takes besides the app host's own options). */
 export interface ServerOptions {
@@ -40,9 +40,15 @@ export interface ServerOptions {
   jpegQuality?: number;
   /** Largest inbound message, bytes (default 65536). A bigger one closes the socket with 1009. */
   maxMessageBytes?: number;
-  /** Commands (and other inbound messages) per second per connection (default 50). */
+  /**
+   * Inbound messages per second per connection, once its burst is spent (default 50). More are
+   * answered `rate_limited`; the connection stays open.
+   */
   commandRate?: number;
-  /** Burst allowance of the rate limit (default: `commandRate`). */
+  /**
+   * Messages a connection may send at once (default: `commandRate`); also the most commands of
+   * one connection that may wait for their replies at once (see docs/protocol.md, "Limits").
+   */
   commandBurst?: number;
   /** Ping interval, ms (default 15000). A client that misses a whole interval is dropped. */
   heartbeatMs?: number;
@@ -50,17 +56,24 @@ export interface ServerOptions {
   maxQueuedFrames?: number;
   /**
    * Bytes buffered for one client (kernel not accepting more) beyond which it gets no new
-   * frames until it drains (default 1 MiB), and 16 times which it is disconnected (code 1008).
+   * frames until it drains (default 1 MiB), and 16 times which it is disconnected (the socket is
+   * cut without a close handshake: the client sees code 1006).
    */
   maxBufferedBytes?: number;
+  /**
+   * Unsent bytes the server may hold for all clients together (default 32 MiB), checked before
+   * each send: when a send would pass it, the client holding the most unsent bytes is cut
+   * (1006 on its side, counted as `server_budget`) and, if that is not enough, the frame is
+   * dropped. Keeps memory bounded however many clients stop reading.
+   */
+  maxTotalBufferedBytes?: number;
+  /** Time a client has to send its request headers, ms (default 10000); a slower one gets 408. */
+  headersTimeoutMs?: number;
   /** WebSocket path (default `/ws`). */
   path?: string;
-  /** Where diagnostics go (default `console`). */
-  logger?: ServerLogger;
+  /** Where diagnostics go (default: `consoleLogger()` of `@reactor/log`); the server logs with `child({ component: 'server' })`. */
+  logger?: Logger;
 }
-
-/** What the server logs to: the app host's {@link Logger} (`console` fits). */
-export type ServerLogger = Logger;
 
 /** Options with defaults applied. */
 export type ResolvedServerOptions = Required<Omit<ServerOptions, 'token' | 'allowedOrigins' | 'allowedHosts'>> & {
@@ -106,8 +119,10 @@ export function resolveServerOptions(o: ServerOptions = {}): ResolvedServerOptio
     heartbeatMs: o.heartbeatMs ?? 15_000,
     maxQueuedFrames: o.maxQueuedFrames ?? 2,
     maxBufferedBytes: o.maxBufferedBytes ?? 1024 * 1024,
+    maxTotalBufferedBytes: o.maxTotalBufferedBytes ?? 32 * 1024 * 1024,
+    headersTimeoutMs: o.headersTimeoutMs ?? 10_000,
     path: o.path ?? '/ws',
-    logger: o.logger ?? consoleLogger,
+    logger: o.logger ?? consoleLogger(),
   };
   if (typeof r.host !== 'string' || r.host === '') throw new TypeError(`options.host must be a non-empty string, got ${JSON.stringify(r.host)}`);
   int('port', r.port, 0, 65535);
@@ -136,6 +151,8 @@ export function resolveServerOptions(o: ServerOptions = {}): ResolvedServerOptio
   int('heartbeatMs', r.heartbeatMs, 10, 3_600_000);
   int('maxQueuedFrames', r.maxQueuedFrames, 1, 1000);
   int('maxBufferedBytes', r.maxBufferedBytes, 1024, 1024 * 1024 * 1024);
+  int('maxTotalBufferedBytes', r.maxTotalBufferedBytes, 1024, 64 * 1024 * 1024 * 1024);
+  int('headersTimeoutMs', r.headersTimeoutMs, 100, 600_000);
   if (typeof r.path !== 'string' || !r.path.startsWith('/')) throw new TypeError(`options.path must start with "/", got ${JSON.stringify(r.path)}`);
   return r;
 }

@@ -1,19 +1,23 @@
 /**
  * The HTTP + WebSocket server of one app host: `GET /` (viewer), `/viewer/*` (its modules),
- * `GET /schema`, `GET /health`, `GET /metrics`, and the WebSocket upgrade on `options.path`.
+ * `GET /schema`, `GET /health` (+ `/health/live`, `/health/ready`), `GET /metrics`, and the
+ * WebSocket upgrade on `options.path`.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { STATUS_CODES, createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { StatsMessage } from '@reactor/client';
-import type { AppHostApi } from '@reactor/runtime';
-import { TOKEN_COOKIE, hostAllowed, originAllowed, presentedToken, tokenMatches } from './auth.js';
+import type { Logger } from '@reactor/log';
+import type { AppHostApi, NotReadyReason, Readiness } from '@reactor/runtime';
+import { TOKEN_COOKIE, checkAccess } from './auth.js';
+import { ServerErrorCode } from './errors.js';
 import { ClientConnection, type ConnectionInfo } from './connection.js';
 import { FrameEncoder } from './frame-encoder.js';
 import { ServerMetrics } from './metrics.js';
 import { resolveServerOptions, type ResolvedServerOptions, type ServerOptions } from './options.js';
+import { SendBudget } from './send-budget.js';
 import { ViewerAssets, ViewerNotBuiltError } from './static-assets.js';
-import { renderViewerPage } from './viewer-page.js';
+import { renderViewerPage, viewerSecurityHeaders } from './viewer-page.js';
 
 /** How long `close()` waits for clients to acknowledge the close frame before cutting them. */
 export const CLOSE_GRACE_MS = 2000;
@@ -38,7 +42,12 @@ export interface ServableHost extends AppHostApi {
 
 /** Health as `GET /health` reports it. */
 export interface HealthReport {
-  status: 'loading' | 'ready' | 'failed';
+  /** `ready` exactly when {@link HealthReport.ready}; `not_ready` for a loaded app that cannot take users now. */
+  status: 'loading' | 'ready' | 'failed' | 'not_ready';
+  /** Whether a new user would get a stream now (`AppHostApi.readiness()`); `/health/ready` answers 200 exactly then. */
+  ready: boolean;
+  /** Why not, one entry per cause (empty when ready). */
+  reasons: readonly NotReadyReason[];
   /** Why loading failed. */
   reason?: string;
   session: string;
@@ -52,11 +61,13 @@ export class ReactorServer {
   /** The server's metrics (`GET /metrics` renders `metrics.registry`). */
   readonly metrics = new ServerMetrics();
   readonly options: ResolvedServerOptions;
+  readonly #log: Logger;
   readonly #http: Server;
   readonly #wss: WebSocketServer;
   readonly #connections = new Set<ClientConnection>();
   readonly #encoder: FrameEncoder;
   readonly #assets = new ViewerAssets();
+  readonly #budget: SendBudget;
   #heartbeat: ReturnType<typeof setInterval> | undefined;
   #closing: Promise<void> | undefined;
   #offStep: (() => void) | undefined;
@@ -72,20 +83,24 @@ export class ReactorServer {
   constructor(host: ServableHost, options: ServerOptions = {}) {
     this.options = resolveServerOptions(options);
     this.host = host;
+    this.#log = this.options.logger.child({ component: 'server' });
     this.#encoder = new FrameEncoder(this.options.encoding, this.options.jpegQuality, this.metrics);
-    this.#http = createServer((req, res) => {
+    this.#budget = new SendBudget(this.options.maxTotalBufferedBytes);
+    this.#http = createServer({ headersTimeout: this.options.headersTimeoutMs, connectionsCheckingInterval: Math.min(1000, this.options.headersTimeoutMs) }, (req, res) => {
       this.#onRequest(req, res).catch((err: Error) => {
-        this.options.logger.error(`${req.method} ${req.url}: ${err.stack ?? err.message}`);
-        if (!res.headersSent) sendJson(res, 500, { error: { code: 'internal_error', message: 'the server failed to answer; see its log' } });
+        this.#log.error(`${req.method} ${req.url}: ${err.stack ?? err.message}`);
+        if (!res.headersSent) sendJson(res, 500, { error: { code: ServerErrorCode.InternalError, message: 'the server failed to answer; see its log' } });
         else res.destroy();
       });
     });
     this.#http.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.#onUpgrade(req, socket, head));
-    this.#http.on('clientError', (_err, socket) => socket.destroy());
-    this.#wss = new WebSocketServer({ noServer: true, maxPayload: this.options.maxMessageBytes, perMessageDeflate: false, clientTracking: false });
+    this.#http.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => answerClientError(err, socket));
+    // No subprotocol is spoken: an offered one is never echoed (a client that requires one fails, as RFC 6455 says).
+    this.#wss = new WebSocketServer({ noServer: true, maxPayload: this.options.maxMessageBytes, perMessageDeflate: false, clientTracking: false, handleProtocols: () => false });
     const off = host.onStep?.((s) => this.metrics.stepSeconds.observe(s.elapsedMs / 1000));
     if (typeof off === 'function') this.#offStep = off;
     this.metrics.setStepCounter(() => host.counters?.steps ?? this.#statsSteps);
+    this.metrics.setReadiness(() => this.#readiness(), () => this.#budget.used);
   }
 
   /**
@@ -139,13 +154,30 @@ export class ReactorServer {
     return [...this.#connections].map((c) => c.info());
   }
 
-  /** Health: `ready` once loaded, `loading` before, `failed` (with the reason) if loading failed. */
+  /**
+   * Health: `ready` (and `ready: true`) exactly when the host's `readiness()` says a new user
+   * would get a stream; otherwise `loading`, `failed` (with the reason) or `not_ready`, with
+   * every reason.
+   */
   health(): HealthReport {
     const s = this.host.status;
-    const status = s.state === 'loading' ? 'loading' : s.state === 'failed' ? 'failed' : 'ready';
-    const report: HealthReport = { status, session: s.state, clients: s.clients };
+    const r = this.#readiness();
+    const status = r.ready ? 'ready' : s.state === 'loading' ? 'loading' : s.state === 'failed' ? 'failed' : 'not_ready';
+    const report: HealthReport = { status, ready: r.ready, reasons: r.reasons, session: s.state, clients: s.clients };
     if (status === 'failed') report.reason = s.error?.message ?? 'the app failed to load';
     return report;
+  }
+
+  /** The host's readiness; a host that throws is not ready (and says why). */
+  #readiness(): Readiness {
+    if (this.#closing) return { ready: false, reasons: [{ code: 'closing', message: 'the server is shutting down' }] };
+    try {
+      const r = this.host.readiness();
+      return { ready: r.ready && r.reasons.length === 0, reasons: r.reasons };
+    } catch (err) {
+      this.#log.error(`readiness() threw: ${(err as Error)?.stack ?? String(err)}`);
+      return { ready: false, reasons: [{ code: 'readiness_failed', message: `readiness() threw: ${(err as Error)?.message ?? String(err)}` }] };
+    }
   }
 
   /**
@@ -166,7 +198,7 @@ export class ReactorServer {
     try {
       await this.host.close?.();
     } catch (err) {
-      this.options.logger.error(`closing the app failed: ${(err as Error).stack ?? String(err)}`);
+      this.#log.error(`closing the app failed: ${(err as Error).stack ?? String(err)}`);
     }
     let timer: ReturnType<typeof setTimeout> | undefined;
     await Promise.race([Promise.all(gone), new Promise((r) => (timer = setTimeout(r, CLOSE_GRACE_MS)))]);
@@ -179,7 +211,7 @@ export class ReactorServer {
   #beat(): void {
     for (const c of this.#connections) {
       if (!c.alive) {
-        this.options.logger.warn(`client ${c.id} missed a heartbeat; dropping it`);
+        this.#log.warn(`client ${c.id} missed a heartbeat; dropping it`);
         this.metrics.rejected.inc({ reason: 'heartbeat' });
         c.terminate();
         continue;
@@ -189,37 +221,30 @@ export class ReactorServer {
     }
   }
 
-  #authorized(req: IncomingMessage, url: URL): boolean {
-    return this.options.token === undefined || tokenMatches(this.options.token, presentedToken(req, url));
-  }
-
   async #onRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = parseTarget(req.url);
-    if (!url) return sendJson(res, 400, { error: { code: 'bad_request', message: `cannot parse the request target ${JSON.stringify(req.url)}` } });
+    if (!url) return sendJson(res, 400, { error: { code: ServerErrorCode.BadRequest, message: `cannot parse the request target ${JSON.stringify(req.url)}` } });
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.setHeader('Allow', 'GET, HEAD');
-      return sendJson(res, 405, { error: { code: 'method_not_allowed', message: `${req.method} is not supported; every route is GET` } });
+      return sendJson(res, 405, { error: { code: ServerErrorCode.MethodNotAllowed, message: `${req.method} is not supported; every route is GET` } });
     }
     if (url.pathname === '/favicon.ico') {
       res.statusCode = 204;
       return void res.end();
     }
-    if (url.pathname === '/health') {
+    // Health is open (no token, any Host): load balancers and orchestrators probe it.
+    if (url.pathname === '/health/live') return sendJson(res, 200, { status: 'live' });
+    if (url.pathname === '/health/ready' || url.pathname === '/health') {
       const h = this.health();
-      return sendJson(res, h.status === 'ready' ? 200 : 503, h);
+      if (h.ready) return sendJson(res, 200, url.pathname === '/health' ? h : { ready: true, reasons: [] });
+      const error = { code: ServerErrorCode.NotReady, message: `not ready: ${h.reasons.map((x) => x.message).join('; ')}` };
+      return sendJson(res, 503, url.pathname === '/health' ? { ...h, error } : { ready: false, reasons: h.reasons, error });
     }
-    if (!hostAllowed(req, this.options.allowedHosts)) {
-      this.metrics.rejected.inc({ reason: 'host' });
-      return sendJson(res, 403, { error: { code: 'host_not_allowed', message: hostMessage(req) } });
-    }
-    if (!this.#authorized(req, url)) {
-      this.metrics.rejected.inc({ reason: 'unauthorized' });
-      res.setHeader('WWW-Authenticate', 'Bearer');
-      return sendJson(res, 401, { error: { code: 'unauthorized', message: 'this server requires an access token: add ?token=... or an "Authorization: Bearer ..." header' } });
-    }
-    if (!originAllowed(req, this.options.allowedOrigins)) {
-      this.metrics.rejected.inc({ reason: 'origin' });
-      return sendJson(res, 403, { error: { code: 'origin_not_allowed', message: `origin ${req.headers.origin} may not use this server; add it to allowedOrigins` } });
+    const denied = checkAccess(req, url, this.options);
+    if (denied) {
+      this.metrics.rejected.inc({ reason: denied.reason });
+      if (denied.status === 401) res.setHeader('WWW-Authenticate', 'Bearer');
+      return sendJson(res, denied.status, { error: { code: denied.code, message: denied.message } });
     }
     switch (url.pathname) {
       case '/':
@@ -231,6 +256,7 @@ export class ReactorServer {
         }
         const html = renderViewerPage({ title: this.host.schema.app.name, wsPath: this.options.path });
         res.setHeader('Cache-Control', 'no-store');
+        for (const [name, value] of Object.entries(viewerSecurityHeaders(this.options.allowedOrigins))) res.setHeader(name, value);
         return send(res, 200, 'text/html; charset=utf-8', html);
       }
       case '/schema':
@@ -254,32 +280,25 @@ export class ReactorServer {
         throw err;
       }
     }
-    return sendJson(res, 404, { error: { code: 'not_found', message: `no route ${url.pathname}; try /, /schema, /health, /metrics or the WebSocket at ${this.options.path}` } });
+    return sendJson(res, 404, { error: { code: ServerErrorCode.NotFound, message: `no route ${url.pathname}; try /, /schema, /health, /metrics or the WebSocket at ${this.options.path}` } });
   }
 
   #onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     socket.on('error', () => socket.destroy());
     const url = parseTarget(req.url);
-    if (!url) return rejectUpgrade(socket, 400, 'bad_request', `cannot parse the request target ${JSON.stringify(req.url)}`);
-    if (this.#closing) return rejectUpgrade(socket, 503, 'server_closing', 'the server is shutting down');
-    if (url.pathname !== this.options.path) return rejectUpgrade(socket, 404, 'not_found', `the WebSocket is at ${this.options.path}`);
-    if (!hostAllowed(req, this.options.allowedHosts)) {
-      this.metrics.rejected.inc({ reason: 'host' });
-      return rejectUpgrade(socket, 403, 'host_not_allowed', hostMessage(req));
-    }
-    if (!this.#authorized(req, url)) {
-      this.metrics.rejected.inc({ reason: 'unauthorized' });
-      return rejectUpgrade(socket, 401, 'unauthorized', 'missing or wrong access token: connect with ?token=...');
-    }
-    if (!originAllowed(req, this.options.allowedOrigins)) {
-      this.metrics.rejected.inc({ reason: 'origin' });
-      return rejectUpgrade(socket, 403, 'origin_not_allowed', `origin ${req.headers.origin} is not allowed; add it to allowedOrigins`);
+    if (!url) return writeHttpError(socket, 400, ServerErrorCode.BadRequest, `cannot parse the request target ${JSON.stringify(req.url)}`);
+    if (this.#closing) return writeHttpError(socket, 503, ServerErrorCode.ServerClosing, 'the server is shutting down');
+    if (url.pathname !== this.options.path) return writeHttpError(socket, 404, ServerErrorCode.NotFound, `the WebSocket is at ${this.options.path}`);
+    const denied = checkAccess(req, url, this.options);
+    if (denied) {
+      this.metrics.rejected.inc({ reason: denied.reason });
+      return writeHttpError(socket, denied.status, denied.code, denied.message);
     }
     this.#wss.handleUpgrade(req, socket, head, (ws) => this.#onConnection(ws, req));
   }
 
   #onConnection(ws: WebSocket, req: IncomingMessage): void {
-    const conn = new ClientConnection(ws, { host: this.host, encoder: this.#encoder, metrics: this.metrics, options: this.options, onStats: (m) => this.#onStats(m) }, (c) => {
+    const conn = new ClientConnection(ws, { host: this.host, encoder: this.#encoder, metrics: this.metrics, options: this.options, logger: this.#log, budget: this.#budget, onStats: (m) => this.#onStats(m) }, (c) => {
       this.#connections.delete(c);
       this.metrics.clients.set(this.#connections.size);
     });
@@ -291,7 +310,7 @@ export class ReactorServer {
       if (req.headers['user-agent']) info.userAgent = req.headers['user-agent'];
       conn.attach(info);
     } catch (err) {
-      this.options.logger.error(`the app refused a client: ${(err as Error).stack ?? String(err)}`);
+      this.#log.error(`the app refused a client: ${(err as Error).stack ?? String(err)}`);
       ws.close(1011, 'the app could not register this client; see the server log');
     }
   }
@@ -329,12 +348,25 @@ function parseTarget(target: string | undefined): URL | null {
   }
 }
 
-function hostMessage(req: IncomingMessage): string {
-  return `Host ${JSON.stringify(req.headers.host ?? '')} is not allowed: this server listens on a loopback address and answers only to localhost names (a guard against DNS rebinding); list the name in allowedHosts`;
+/**
+ * Answers a request Node could not parse as Node itself would without a `clientError`
+ * listener: 431 for oversized headers, 408 for headers that took too long, 400 otherwise
+ * (with a JSON body); nothing on a socket that is already gone.
+ */
+function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || !socket.writable || (socket as Duplex & { _httpMessage?: unknown })._httpMessage) {
+    socket.destroy();
+    return;
+  }
+  const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+  const code = status === 431 ? ServerErrorCode.HeadersTooLarge : ServerErrorCode.BadRequest;
+  const message = status === 431 ? 'the request headers are too large' : status === 408 ? 'the request headers did not arrive in time' : 'the request cannot be parsed as HTTP/1.1';
+  writeHttpError(socket, status, code, message);
 }
 
-function rejectUpgrade(socket: Duplex, status: number, code: string, message: string): void {
+/** A complete HTTP error answer on a raw socket (refused upgrades, unparsable requests), then close. */
+function writeHttpError(socket: Duplex, status: number, code: ServerErrorCode, message: string): void {
   const body = JSON.stringify({ error: { code, message } });
-  const text = { 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 503: 'Service Unavailable' }[status] ?? 'Error';
-  socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${status === 401 ? 'WWW-Authenticate: Bearer\r\n' : ''}\r\n${body}`);
+  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${status === 401 ? 'WWW-Authenticate: Bearer\r\n' : ''}\r\n${body}`);
 }
+

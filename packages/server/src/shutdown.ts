@@ -1,18 +1,24 @@
-/** SIGINT/SIGTERM handling for processes that serve an app (the CLI uses it). */
+/** SIGINT/SIGTERM/SIGHUP handling for processes that serve an app (the CLI uses it). */
+import { consoleLogger, type Logger } from '@reactor/log';
 import type { ReactorServer } from './reactor-server.js';
+
+/** The signals {@link installShutdownHandlers} handles by default: each closes the server in order. */
+export const SHUTDOWN_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
 /** Options of {@link installShutdownHandlers}. */
 export interface ShutdownOptions {
-  /** Signals to handle (default SIGINT and SIGTERM). */
+  /** Signals to handle (default {@link SHUTDOWN_SIGNALS}: SIGINT, SIGTERM and SIGHUP). */
   signals?: NodeJS.Signals[];
   /** Called instead of `process.exit` (tests); receives the exit code. */
   exit?: (code: number) => void;
   /** Called before closing, with the signal. */
   onSignal?: (signal: NodeJS.Signals) => void;
+  /** Where a failed shutdown is reported (default: the server's logger, else `consoleLogger()`). */
+  logger?: Logger;
 }
 
 /**
- * On SIGINT/SIGTERM: sends every client a close frame, closes the host (which shuts the app's
+ * On SIGINT, SIGTERM or SIGHUP (a closed terminal, or a process manager's stop): sends every client a close frame, closes the host (which shuts the app's
  * runner down through the app's hooks) and exits 0; exits 1 if closing fails. A second signal
  * while closing exits 1 at once. Returns a function that removes the handlers.
  *
@@ -20,8 +26,9 @@ export interface ShutdownOptions {
  * const server = await serve(MyApp, { port: 8080 });
  * installShutdownHandlers(server);
  */
-export function installShutdownHandlers(server: Pick<ReactorServer, 'close'>, options: ShutdownOptions = {}): () => void {
-  const signals = options.signals ?? ['SIGINT', 'SIGTERM'];
+export function installShutdownHandlers(server: Pick<ReactorServer, 'close'> & { options?: { logger: Logger } }, options: ShutdownOptions = {}): () => void {
+  const signals = options.signals ?? SHUTDOWN_SIGNALS;
+  const logger = options.logger ?? server.options?.logger ?? consoleLogger();
   const exit = options.exit ?? ((code: number) => process.exit(code));
   let closing = false;
   const handler = (signal: NodeJS.Signals): void => {
@@ -34,7 +41,7 @@ export function installShutdownHandlers(server: Pick<ReactorServer, 'close'>, op
     server.close().then(
       () => exit(0),
       (err: unknown) => {
-        console.error(`[reactor] shutdown failed: ${(err as Error)?.stack ?? String(err)}`);
+        logger.error(`shutdown failed: ${(err as Error)?.stack ?? String(err)}`);
         exit(1);
       },
     );

@@ -8,6 +8,8 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ReactorError } from '@reactor/runtime';
+import { ServerErrorCode } from './errors.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 
@@ -32,9 +34,11 @@ export interface Asset {
 }
 
 /** Thrown when a viewer file is missing because the packages were not built. */
-export class ViewerNotBuiltError extends Error {
-  readonly code = 'viewer_not_built';
+export class ViewerNotBuiltError extends ReactorError {
   override name = 'ViewerNotBuiltError';
+  constructor(message: string) {
+    super(ServerErrorCode.ViewerNotBuilt, message);
+  }
 }
 
 /**

@@ -3,6 +3,7 @@
  * `@reactor/client`, which an import map points at the client SDK's compiled ESM served under
  * `/viewer/client/` — no bundler involved.
  */
+import { createHash } from 'node:crypto';
 
 /** What the page needs to know. */
 export interface ViewerPageOptions {
@@ -65,6 +66,33 @@ button.secondary { background:transparent; color:var(--text); border:1px solid v
 .empty { color:var(--muted); font-size:12px; }
 `;
 
+/** The page's one inline script: the import map (its hash is allowed by the CSP). */
+const IMPORT_MAP = '{"imports":{"@reactor/client":"/viewer/client/index.js"}}';
+
+const sha256 = (text: string): string => `'sha256-${createHash('sha256').update(text).digest('base64')}'`;
+
+/**
+ * Security headers of the viewer page: a Content-Security-Policy that allows only this
+ * server's scripts, styles and socket (the inline import map and style by hash), and
+ * `frame-ancestors` limited to the server's own origin and `allowedOrigins` (`'none'` of
+ * other pages' frames, against clickjacking); `Referrer-Policy: no-referrer`, since the page's
+ * URL may carry `?token=`.
+ */
+export function viewerSecurityHeaders(allowedOrigins: readonly string[] | undefined): Record<string, string> {
+  const ancestors = allowedOrigins?.includes('*') ? '*' : ["'self'", ...(allowedOrigins ?? [])].join(' ');
+  const csp = [
+    "default-src 'none'",
+    `script-src 'self' ${sha256(IMPORT_MAP)}`,
+    `style-src 'self' ${sha256(CSS)}`,
+    "img-src 'self' data: blob:",
+    "connect-src 'self'",
+    "base-uri 'none'",
+    "form-action 'none'",
+    `frame-ancestors ${ancestors}`,
+  ].join('; ');
+  return { 'Content-Security-Policy': csp, 'Referrer-Policy': 'no-referrer' };
+}
+
 function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 }
@@ -80,7 +108,7 @@ export function renderViewerPage(o: ViewerPageOptions): string {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${title} · Reactor</title>
 <style>${CSS}</style>
-<script type="importmap">{"imports":{"@reactor/client":"/viewer/client/index.js"}}</script>
+<script type="importmap">${IMPORT_MAP}</script>
 <script id="reactor-config" type="application/json">${config}</script>
 </head>
 <body>

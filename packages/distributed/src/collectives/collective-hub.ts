@@ -15,6 +15,12 @@ interface Arrival {
 
 export class CollectiveHub {
   private readonly open = new Map<number, Arrival>();
+  private next = 0;
+
+  /** The number the next collective takes (one past the highest seen). */
+  get nextSeq(): number {
+    return this.next;
+  }
 
   constructor(
     private readonly worldSize: number,
@@ -23,6 +29,7 @@ export class CollectiveHub {
   ) {}
 
   arrive(rank: number, msg: CollectiveMessage): void {
+    this.next = Math.max(this.next, msg.seq + 1);
     let a = this.open.get(msg.seq);
     if (!a) {
       a = { op: msg.op, root: msg.root, payloads: new Array<Payload | null>(this.worldSize).fill(null), arrived: new Set() };
@@ -46,6 +53,19 @@ export class CollectiveHub {
       else payloads = a.payloads;
       this.sendTo(r, { t: 'collGo', seq: msg.seq, payloads });
     }
+  }
+
+  /** A new call starts: what a cancelled call left open is dropped (every rank continues at {@link nextSeq}). */
+  reset(): void {
+    this.open.clear();
+  }
+
+  /** The call was cancelled: every rank waiting in a collective is released (its collective rejects with an AbortError). */
+  cancelAll(): void {
+    for (const [seq, a] of this.open) {
+      for (const r of a.arrived) this.sendTo(r, { t: 'collGo', seq, payloads: [], cancelled: true });
+    }
+    this.open.clear();
   }
 
   /** Ranks that have arrived at collective `seq` so far. */

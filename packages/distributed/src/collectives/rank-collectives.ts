@@ -7,23 +7,11 @@
  * rank has finished reading collective k-1, so the slot of k-1 can be overwritten.
  * @internal
  */
-import { CollectiveError } from '../errors.js';
+import { CallAbortedError, CollectiveError } from '../errors.js';
 import type { CollectiveGoMessage, CollectiveMessage, CollectiveOp, Payload } from '../protocol.js';
 import { encodeValue } from '../shm/codec.js';
 import { type SegmentEnv, type SegmentReader, SegmentWriter, fromPayload, toPayload } from '../shm/segments.js';
-import type { Collectives, TypedArray } from './types.js';
-
-const TYPED_ARRAY_CTORS = new Set<unknown>([
-  Uint8Array,
-  Uint8ClampedArray,
-  Int8Array,
-  Uint16Array,
-  Int16Array,
-  Uint32Array,
-  Int32Array,
-  Float32Array,
-  Float64Array,
-]);
+import { type Collectives, type TypedArray, isCollectiveArray } from './types.js';
 
 interface Pending {
   op: CollectiveOp;
@@ -72,7 +60,7 @@ export class RankCollectives implements Collectives {
     if (!Number.isInteger(root) || root < 0 || root >= this.worldSize) {
       throw new CollectiveError(`${op}(): root must be a rank between 0 and ${this.worldSize - 1}, got ${String(root)} (rank ${this.rank}).`);
     }
-    if (op !== 'barrier' && (!ArrayBuffer.isView(array) || !TYPED_ARRAY_CTORS.has(array.constructor))) {
+    if (op !== 'barrier' && !isCollectiveArray(array)) {
       throw new CollectiveError(`${op}() takes a typed array (Uint8Array, Float32Array, ...), got ${describe(array)} (rank ${this.rank}).`);
     }
     if (this.worldSize === 1) {
@@ -93,6 +81,10 @@ export class RankCollectives implements Collectives {
     const p = this.pending.get(msg.seq);
     if (!p) return;
     this.pending.delete(msg.seq);
+    if (msg.cancelled) {
+      p.reject(new CallAbortedError(`${p.op}() on rank ${this.rank}`, true, 'the call was cancelled while this rank waited for its peers.'));
+      return;
+    }
     if (msg.error) {
       p.reject(new CollectiveError(msg.error));
       return;
@@ -149,9 +141,15 @@ export class RankCollectives implements Collectives {
     return fromPayload(p, this.reader) as TypedArray;
   }
 
-  /** Rejects every waiting collective (the call is over or the process is stopping). */
-  abort(reason: Error): void {
-    for (const p of this.pending.values()) p.reject(reason);
+  /**
+   * A new call starts at collective `seq` on every rank (a cancelled call may have left ranks at
+   * different numbers), and a collective a worker left unawaited in the previous call is
+   * rejected. Safe for the two slots: the parent starts a call only once every rank has
+   * answered the previous one, so every read of it is done.
+   */
+  beginCall(seq: number): void {
+    this.seq = seq;
+    for (const p of this.pending.values()) p.reject(new CollectiveError(`${p.op}() was left waiting when the call it belongs to ended (rank ${this.rank}).`));
     this.pending.clear();
   }
 

@@ -1,3 +1,19 @@
+/**
+ * The constructors of every typed array a collective accepts: the one list, checked against
+ * {@link TypedArray} below so the two cannot drift.
+ */
+export const TYPED_ARRAY_CONSTRUCTORS = [
+  Uint8Array,
+  Uint8ClampedArray,
+  Int8Array,
+  Uint16Array,
+  Int16Array,
+  Uint32Array,
+  Int32Array,
+  Float32Array,
+  Float64Array,
+] as const;
+
 /** Every typed array a collective accepts. */
 export type TypedArray =
   | Uint8Array
@@ -9,6 +25,19 @@ export type TypedArray =
   | Int32Array
   | Float32Array
   | Float64Array;
+
+// Compile-time check that the list and the type name the same arrays (by their toStringTag).
+type Tag<T> = T extends { readonly [Symbol.toStringTag]: infer N } ? N : never;
+type ListedTags = Tag<InstanceType<(typeof TYPED_ARRAY_CONSTRUCTORS)[number]>>;
+const sameArrays: [ListedTags] extends [Tag<TypedArray>] ? ([Tag<TypedArray>] extends [ListedTags] ? true : never) : never = true;
+void sameArrays;
+
+const ACCEPTED = new Set<unknown>(TYPED_ARRAY_CONSTRUCTORS);
+
+/** True when `value` is a typed array a collective accepts. */
+export function isCollectiveArray(value: unknown): value is TypedArray {
+  return ArrayBuffer.isView(value) && ACCEPTED.has(value.constructor);
+}
 
 /**
  * Host-side collectives among the ranks of one runner, over shared memory (`this.comm` in a

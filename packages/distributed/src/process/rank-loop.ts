@@ -1,10 +1,20 @@
 /**
- * The rank's message loop. It takes its send/exit functions as parameters so it can be driven
- * in-process by tests; `child-main.ts` wires it to the real IPC channel.
+ * The rank's message loop. It takes its I/O as a parameter so it can be driven in-process by
+ * tests; `child-main.ts` wires it to the real IPC channel.
+ *
+ * Its own lifecycle, changed only by {@link RankLoop.transition}:
+ * ```
+ * new --init--> loading --loaded--> ready --call--> busy --answer--> ready
+ *                  `--load failed--> failed
+ * any state --exit request, fatal error, orphaned--> exiting
+ * ```
+ * A message that would need another edge (a call before `init`, a second `init`, a call while
+ * one runs) is a fatal {@link IllegalTransitionError}: the parent never sends one.
  * @internal
  */
 import { RankCollectives } from '../collectives/rank-collectives.js';
-import { ProtocolError, SharedMemoryCapacityError } from '../errors.js';
+import { InjectedFaultError, ProtocolError, SharedMemoryCapacityError } from '../errors.js';
+import { FAULT_CRASH_EXIT_CODE, type FaultKind } from '../faults.js';
 import {
   type CallMessage,
   type ChildMessage,
@@ -12,54 +22,97 @@ import {
   PROTOCOL_VERSION,
   expectParentMessage,
 } from '../protocol.js';
-import { encodeValue } from '../shm/codec.js';
+import { digestValue, encodeValue } from '../shm/codec.js';
+import { ProgressPublisher } from '../shm/progress.js';
 import { type SegmentEnv, SegmentReader, SegmentWriter, fromPayload, toPayload, unlinkSegments } from '../shm/segments.js';
+import { type TransitionTable, transition } from '../state-machine.js';
 import type { DistributedWorker } from '../worker/distributed-worker.js';
 import { serializeError } from '../worker/error-codec.js';
 
-/** How a rank talks to its parent. */
+/** How a rank talks to its parent and its own process. */
 export interface ChildIo {
   send(msg: ChildMessage): void;
   /** Ends the process (in tests: records the code). */
   exit(code: number): void;
+  /** A line for the rank's stderr (the parent logs it with the rank). */
+  warn(line: string): void;
+  /** Fault injection (`stall`): stop this process (SIGSTOP) as an operator or a debugger would. */
+  stopSelf(): void;
 }
+
+/** Where a rank's loop is in its life. */
+export type RankLoopState = 'new' | 'loading' | 'ready' | 'busy' | 'failed' | 'exiting';
+
+/** Every edge of the rank's lifecycle. */
+export const RANK_LOOP_TRANSITIONS: TransitionTable<RankLoopState> = {
+  new: ['loading', 'exiting'],
+  loading: ['ready', 'failed', 'exiting'],
+  ready: ['busy', 'exiting'],
+  busy: ['ready', 'exiting'],
+  failed: ['exiting'],
+  exiting: [],
+};
 
 /** The loop of one rank; feed it every message from the parent with {@link RankLoop.handle}. */
 export class RankLoop {
+  private current: RankLoopState = 'new';
   private worker: DistributedWorker | null = null;
   private comm: RankCollectives | null = null;
   private reader: SegmentReader | null = null;
   private out: SegmentWriter | null = null;
+  private env: SegmentEnv | null = null;
+  private progress: ProgressPublisher | null = null;
   private init: InitMessage | null = null;
+  private generateCalls = 0;
+  private readonly faults = new Map<number, FaultKind>();
+  /** The call in flight and its cancel switch. */
+  private running: { id: number; controller: AbortController } | null = null;
 
   constructor(private readonly io: ChildIo) {}
 
+  /** Where the loop is now. */
+  get state(): RankLoopState {
+    return this.current;
+  }
+
+  /** The one place the state changes. @throws IllegalTransitionError on an edge the lifecycle does not have */
+  private transition(next: RankLoopState): void {
+    this.current = transition(`RankLoop(rank ${this.init?.rank ?? '?'})`, RANK_LOOP_TRANSITIONS, this.current, next);
+  }
+
   /** Handles one message; resolves when the work it started is done. */
   async handle(raw: unknown): Promise<void> {
-    let msg;
     try {
-      msg = expectParentMessage(raw);
+      const msg = expectParentMessage(raw);
+      switch (msg.t) {
+        case 'init':
+          this.transition('loading');
+          return await this.load(msg);
+        case 'call':
+          this.transition('busy');
+          return await this.call(msg);
+        case 'cancel':
+          // A cancel that crossed the rank's answer on the way is simply late.
+          if (this.running?.id === msg.id) this.running.controller.abort();
+          return;
+        case 'collGo':
+          this.comm?.onGo(msg);
+          return;
+        case 'exit':
+          if (this.current === 'exiting') return;
+          this.transition('exiting');
+          this.dispose();
+          this.io.exit(0);
+          return;
+      }
     } catch (err) {
       this.fatal(err);
-      return;
-    }
-    switch (msg.t) {
-      case 'init':
-        return this.load(msg);
-      case 'call':
-        return this.call(msg);
-      case 'collGo':
-        this.comm?.onGo(msg);
-        return;
-      case 'exit':
-        this.dispose();
-        this.io.exit(0);
-        return;
     }
   }
 
   private fatal(err: unknown): void {
     this.io.send({ t: 'fatal', error: serializeError(err) });
+    if (this.current !== 'exiting') this.transition('exiting');
     this.dispose();
     this.io.exit(1);
   }
@@ -70,9 +123,13 @@ export class RankLoop {
       return;
     }
     this.init = msg;
+    for (const f of msg.faults) if (f.rank === msg.rank) this.faults.set(f.call, f.kind);
     const env: SegmentEnv = { backend: msg.backend, maxShmBytes: msg.maxShmBytes };
+    this.env = env;
     this.reader = new SegmentReader(env);
     try {
+      this.progress = new ProgressPublisher(msg.prefix, msg.rank);
+      this.progress.setPhase('loading');
       // Load arguments are kept by the worker: copy them out of the input block, which the
       // next call overwrites.
       const args = structuredClone(fromPayload(msg.args, this.reader));
@@ -104,44 +161,84 @@ export class RankLoop {
       }
       this.worker = worker;
       await worker.load(args);
+      this.transition('ready');
+      this.progress.setPhase('idle');
       this.io.send({ t: 'loaded' });
     } catch (err) {
+      if (this.current === 'loading') this.transition('failed');
       this.io.send({ t: 'loadFailed', error: serializeError(err) });
     }
   }
 
   private async call(msg: CallMessage): Promise<void> {
-    const worker = this.worker;
-    if (!worker) {
-      this.fatal(new ProtocolError(`Rank received call ${msg.id} before it was loaded.`));
-      return;
+    const worker = this.worker!;
+    const rank = this.init!.rank;
+    const controller = new AbortController();
+    this.running = { id: msg.id, controller };
+    worker.signal = controller.signal;
+    this.comm!.beginCall(msg.collSeq);
+    this.progress!.setPhase(msg.op);
+    let fault: FaultKind | undefined;
+    if (msg.op === 'generate') {
+      this.generateCalls++;
+      fault = this.faults.get(this.generateCalls);
+      if (fault) this.io.warn(`injected fault: ${fault} on rank ${rank} at generate() call ${this.generateCalls}`);
     }
     let result: unknown;
+    let inputHash: string | undefined;
     try {
+      switch (fault) {
+        case 'crash':
+          this.io.exit(FAULT_CRASH_EXIT_CODE);
+          return;
+        case 'stall':
+          this.io.stopSelf();
+          break;
+        case 'shm_full':
+          this.env!.injectedFull = true;
+          break;
+        default:
+          break;
+      }
       if (msg.op === 'generate') {
         this.out?.resetAllocations();
-        const input = msg.input ? fromPayload(msg.input, this.reader!) : undefined;
+        let input = msg.input ? fromPayload(msg.input, this.reader!) : undefined;
+        if (fault === 'diverge') input = { injectedDivergence: rank, input };
+        if (this.init!.verifyInputs) inputHash = digestValue(input);
+        if (fault === 'hang') await new Promise<never>(() => {});
+        if (fault === 'throw') throw new InjectedFaultError(`injected fault: throw on rank ${rank} at generate() call ${this.generateCalls}`);
         result = await worker.generate(input);
       } else {
         await worker.reset();
       }
     } catch (err) {
-      this.io.send({ t: 'failed', id: msg.id, error: serializeError(err) });
+      this.answer({ t: 'failed', id: msg.id, error: serializeError(err), ...(inputHash !== undefined && { inputHash }) });
       return;
     }
-    if (msg.op !== 'generate' || this.init!.rank !== 0) {
-      this.io.send({ t: 'result', id: msg.id, value: null });
+    if (msg.op !== 'generate' || rank !== 0) {
+      this.answer({ t: 'result', id: msg.id, value: null, ...(inputHash !== undefined && { inputHash }) });
       return;
     }
     try {
-      this.io.send({ t: 'result', id: msg.id, value: toPayload(encodeValue(result), this.out!) });
+      this.answer({ t: 'result', id: msg.id, value: toPayload(encodeValue(result), this.out!), ...(inputHash !== undefined && { inputHash }) });
     } catch (err) {
-      this.io.send({ t: 'failed', id: msg.id, error: serializeError(err), transport: true });
+      this.answer({ t: 'failed', id: msg.id, error: serializeError(err), transport: true, ...(inputHash !== undefined && { inputHash }) });
     }
+  }
+
+  /** Ends the call in flight with its answer. */
+  private answer(msg: Extract<ChildMessage, { t: 'result' | 'failed' }>): void {
+    this.env!.injectedFull = false;
+    this.running = null;
+    this.progress?.setPhase('idle');
+    if (this.current === 'busy') this.transition('ready');
+    this.io.send(msg);
   }
 
   /** Unlinks this rank's own blocks. */
   dispose(): void {
+    this.progress?.dispose();
+    this.progress = null;
     this.comm?.dispose();
     this.out?.dispose();
     this.reader?.close();
@@ -149,6 +246,7 @@ export class RankLoop {
 
   /** The parent is gone: nobody will reclaim this runner's blocks, so the rank does. */
   orphaned(): void {
+    if (this.current !== 'exiting') this.transition('exiting');
     this.dispose();
     if (this.init) unlinkSegments(this.init.prefix);
   }

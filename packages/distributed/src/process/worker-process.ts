@@ -8,14 +8,28 @@
  *      \                  `---stop()----> stopping --exit--> stopped
  *       `--unexpected exit (any state but stopping)---------> failed
  * ```
+ * The state is this class's own: it changes only through {@link WorkerProcess.transition}
+ * (`markLoaded()`, `beginCall()`, `endCall()`, `stop()`, the exit event); the runner reads it.
  * @internal
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import type { Readable } from 'node:stream';
 import type { CrashInfo } from '../errors.js';
 import type { ParentMessage } from '../protocol.js';
+import { type TransitionTable, transition } from '../state-machine.js';
 
+/** Where one rank process is in its life, as the parent sees it. */
 export type WorkerProcessState = 'starting' | 'ready' | 'busy' | 'stopping' | 'stopped' | 'failed';
+
+/** Every edge of a rank process's lifecycle. */
+export const WORKER_PROCESS_TRANSITIONS: TransitionTable<WorkerProcessState> = {
+  starting: ['ready', 'stopping', 'failed'],
+  ready: ['busy', 'stopping', 'failed'],
+  busy: ['ready', 'stopping', 'failed'],
+  stopping: ['stopped'],
+  stopped: [],
+  failed: [],
+};
 
 /** Wait after the exit request before SIGTERM (healthy shutdown). */
 export const EXIT_REQUEST_GRACE_MS = 5_000;
@@ -48,7 +62,7 @@ export interface WorkerProcessOptions {
 }
 
 export class WorkerProcess {
-  state: WorkerProcessState = 'starting';
+  private current: WorkerProcessState = 'starting';
   readonly rank: number;
   readonly pid: number;
   private readonly child: ChildProcess;
@@ -56,6 +70,7 @@ export class WorkerProcess {
   private exited = false;
   private readonly exitWaiters: (() => void)[] = [];
   private stopping: Promise<void> | null = null;
+  private readonly closed: Promise<void>;
 
   constructor(private readonly opts: WorkerProcessOptions) {
     this.rank = opts.rank;
@@ -86,6 +101,38 @@ export class WorkerProcess {
       }
     });
     this.child.on('exit', (code, signal) => this.handleExit(code, signal));
+    // 'close': the process has exited and its stdio streams have ended.
+    this.closed = new Promise((resolve) => this.child.once('close', () => resolve()));
+  }
+
+  /** The rank's state (read-only from outside: it changes through this class's own methods). */
+  get state(): WorkerProcessState {
+    return this.current;
+  }
+
+  /** The one place the state changes. @throws IllegalTransitionError on an edge the lifecycle does not have */
+  private transition(next: WorkerProcessState): void {
+    this.current = transition(`WorkerProcess(rank ${this.rank})`, WORKER_PROCESS_TRANSITIONS, this.current, next);
+  }
+
+  /** The rank finished `load()`. */
+  markLoaded(): void {
+    this.transition('ready');
+  }
+
+  /** A call was sent to the rank. */
+  beginCall(): void {
+    this.transition('busy');
+  }
+
+  /** The rank answered the call in flight. */
+  endCall(): void {
+    if (this.current === 'busy') this.transition('ready');
+  }
+
+  /** Resolves once the process has exited and its output streams have ended. */
+  whenClosed(): Promise<void> {
+    return this.closed;
   }
 
   private pipeLines(stream: Readable, name: 'stdout' | 'stderr'): void {
@@ -113,8 +160,8 @@ export class WorkerProcess {
   private handleExit(code: number | null, signal: NodeJS.Signals | null): void {
     if (this.exited) return;
     this.exited = true;
-    const expected = this.state === 'stopping';
-    this.state = expected ? 'stopped' : 'failed';
+    const expected = this.current === 'stopping';
+    this.transition(expected ? 'stopped' : 'failed');
     for (const w of this.exitWaiters.splice(0)) w();
     // One-shot: the drain timer and a late stderr 'end' may both fire.
     let reported = false;
@@ -137,10 +184,6 @@ export class WorkerProcess {
 
   get hasExited(): boolean {
     return this.exited;
-  }
-
-  get stderrTail(): string[] {
-    return [...this.tail];
   }
 
   send(msg: ParentMessage): void {
@@ -188,7 +231,7 @@ export class WorkerProcess {
   }
 
   private async escalate(ask: boolean, graceMs: number): Promise<void> {
-    if (!this.exited) this.state = 'stopping';
+    this.beginStopping();
     this.setRef(true);
     if (!this.exited && ask) {
       this.send({ t: 'exit' });
@@ -209,7 +252,12 @@ export class WorkerProcess {
 
   /** Synchronous last resort for process exit: SIGKILL the group now. */
   killNow(): void {
-    if (!this.exited) this.state = 'stopping';
+    this.beginStopping();
     this.killGroup('SIGKILL');
+  }
+
+  /** From here on an exit is expected (a process that already exited keeps its final state). */
+  private beginStopping(): void {
+    if (!this.exited && this.current !== 'stopping') this.transition('stopping');
   }
 }

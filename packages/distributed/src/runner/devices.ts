@@ -1,10 +1,9 @@
 /**
- * Which device each rank gets. Pure functions, exported: other layers (WebGPU adapter binding)
- * use the same assignment.
+ * Which device each rank gets, and the environment that binds it. Pure functions (no I/O):
+ * the machine is probed elsewhere (`gpu-count.ts`, `vulkan-device-select.ts`) and passed in.
+ * @internal
  */
 import { type DeviceSelectLayer, vulkanDeviceSelectEnv } from './vulkan-device-select.js';
-import { execFileSync } from 'node:child_process';
-import { readdirSync } from 'node:fs';
 
 /** `'auto'`: one GPU per rank when the machine has GPUs, CPU ranks otherwise. `'cpu'`: CPU ranks. An array: the GPU index of each rank. */
 export type DeviceRequest = 'auto' | 'cpu' | readonly number[];
@@ -61,41 +60,6 @@ export function assignDevices(worldSize: number, request: DeviceRequest, gpuCoun
     seen.add(g);
   }
   return request.map((g, rank) => ({ rank, device: `gpu:${g}`, gpuIndex: g }));
-}
-
-/**
- * GPUs visible to this process, without CUDA libraries: `REACTOR_GPU_COUNT` if set (for
- * containers that hide `/dev`), else the `/dev/nvidia<N>` device files (restricted by
- * `CUDA_VISIBLE_DEVICES` when that is a list of indices), else the lines of `nvidia-smi -L`.
- */
-export function detectGpuCount(env: NodeJS.ProcessEnv = process.env): number {
-  const override = env.REACTOR_GPU_COUNT;
-  if (override !== undefined && override !== '') {
-    const n = Number(override);
-    if (!Number.isInteger(n) || n < 0) throw new RangeError(`REACTOR_GPU_COUNT must be a non-negative integer, got ${JSON.stringify(override)}.`);
-    return n;
-  }
-  let count = 0;
-  try {
-    count = readdirSync('/dev').filter((f) => /^nvidia\d+$/.test(f)).length;
-  } catch {
-    count = 0;
-  }
-  if (count === 0) {
-    try {
-      const out = execFileSync('nvidia-smi', ['-L'], { encoding: 'utf8', timeout: 5_000, stdio: ['ignore', 'pipe', 'ignore'] });
-      count = out.split('\n').filter((l) => l.startsWith('GPU ')).length;
-    } catch {
-      count = 0;
-    }
-  }
-  const visible = env.CUDA_VISIBLE_DEVICES;
-  if (visible !== undefined && /^\s*\d+(\s*,\s*\d+)*\s*$/.test(visible)) {
-    count = Math.min(count, visible.split(',').length);
-  } else if (visible !== undefined && visible.trim() === '') {
-    count = 0;
-  }
-  return count;
 }
 
 /** How ranks' Vulkan instances are bound to their GPU (see `vulkan-device-select.ts`). */

@@ -1,108 +1,156 @@
 import { randomBytes } from 'node:crypto';
+import { EventEmitter } from 'node:events';
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
+import type { Logger } from '@reactor/log';
 import { CollectiveHub } from '../collectives/collective-hub.js';
 import {
+  CallAbortedError,
+  type CrashPhase,
   DistributedError,
+  DistributedErrorCode,
   OWN_ERROR_CLASSES,
   RankDesyncError,
   RunnerStateError,
   RunnerUnusableError,
   WorkerCrashedError,
+  WorkerStalledError,
   WorkerTimeoutError,
 } from '../errors.js';
-import {
-  type CallOp,
-  type ChildMessage,
-  PROTOCOL_VERSION,
-  type ShmBackendKind,
-  type Payload,
-  type WireError,
-  expectChildMessage,
-} from '../protocol.js';
+import { type CallOp, type ChildMessage, PROTOCOL_VERSION, type Payload, type ShmBackendKind, type WireError, expectChildMessage } from '../protocol.js';
 import { encodeValue } from '../shm/codec.js';
+import { type ProgressPhase, ProgressReader } from '../shm/progress.js';
 import {
   INITIAL_SEGMENT_BYTES,
-  processSegmentPrefix,
   SegmentReader,
   SegmentWriter,
   checkFits,
   fromPayload,
-  toPayload,
   loadNativeShm,
   nativeShmLoadError,
+  processSegmentPrefix,
   shmFreeBytes,
   sweepStaleSegments,
+  toPayload,
   unlinkSegments,
 } from '../shm/segments.js';
-import { EXIT_REQUEST_GRACE_MS, type ExitInfo, WorkerProcess } from '../process/worker-process.js';
+import { type TransitionTable, transition } from '../state-machine.js';
+import { type ExitInfo, WorkerProcess } from '../process/worker-process.js';
 import type { DistributedWorker, WorkerClass } from '../worker/distributed-worker.js';
 import { type ErrorClass, collectErrorClasses, reviveError } from '../worker/error-codec.js';
 import { compiledSibling, exportNameOf, locateWorker, type WorkerLocation } from '../worker/locate.js';
-import { type DeviceAssignment, type DeviceRequest, type VulkanBinding, assignDevices, detectGpuCount, rankEnvironment } from './devices.js';
+import { type DeviceAssignment, type VulkanBinding, assignDevices, rankEnvironment } from './devices.js';
+import { detectGpuCount } from './gpu-count.js';
 import { findDeviceSelectLayer, nvidiaPciAddresses } from './vulkan-device-select.js';
 import { registerExitHook, unregisterExitHook } from './exit-hooks.js';
+import { type DistributedRunnerOptions, type ResolvedOptions, resolveOptions } from './options.js';
 
-/** Default `callTimeoutMs` (the original's 30 s). */
-export const DEFAULT_CALL_TIMEOUT_MS = 30_000;
-/** Default `startTimeoutMs` (the original's 3600 s: loading weights can be slow). */
-export const DEFAULT_START_TIMEOUT_MS = 3_600_000;
+/** Where the runner is in its life. */
+export type RunnerStateName = 'new' | 'starting' | 'ready' | 'busy' | 'unusable' | 'shutdown';
 
-/** Where runner notices and rank output go. */
-export interface RunnerLogger {
-  /** Rank 0's stdout (`[rank 0] ...`) and runner notices. */
-  info(message: string): void;
-  /** Every rank's stderr (`[rank N] ...`) and runner warnings. */
-  warn(message: string): void;
+/**
+ * Every edge of the runner's lifecycle:
+ * ```
+ * new --start()--> starting --every rank loaded--> ready <--call / answer--> busy
+ *                     |                              |                         |
+ *                     | start() failed               | crash, desync, timeout, stall, failed cancel
+ *                     v                              v                         v
+ *                  shutdown <----shutdown()------ unusable <-------------------'
+ * ```
+ * (`shutdown()` reaches `shutdown` from every state.)
+ */
+export const RUNNER_TRANSITIONS: TransitionTable<RunnerStateName> = {
+  new: ['starting', 'shutdown'],
+  starting: ['ready', 'shutdown'],
+  ready: ['busy', 'unusable', 'shutdown'],
+  busy: ['ready', 'unusable', 'shutdown'],
+  unusable: ['shutdown'],
+  shutdown: [],
+};
+
+/** A rank that made no progress for `stallMs` during a call (the `stall` event, `stalledRanks`). */
+export interface StallInfo {
+  rank: number;
+  /** What the rank was doing when it stopped advancing: `generate`, `reset`, ... */
+  phase: ProgressPhase;
+  /** Milliseconds since its last progress, when reported. */
+  sinceMs: number;
 }
 
-/** Options of {@link DistributedRunner}. */
-export interface DistributedRunnerOptions<TArgs = unknown> {
-  /** Number of rank processes (a positive integer; never read from the machine). */
-  worldSize: number;
-  /** Passed to every rank's `load()`; structured-clone data (typed arrays travel through shared memory). */
-  loadArgs?: TArgs;
-  /** Deadline of each `generate()`/`reset()`, in ms (default 30 000). */
-  callTimeoutMs?: number;
-  /** Deadline of `start()` (spawn + every `load()`), in ms (default 3 600 000). */
-  startTimeoutMs?: number;
-  /** `'auto'` (default): one GPU per rank, or CPU ranks on a machine without GPUs. `'cpu'`: CPU ranks. An array: each rank's GPU index. */
-  devices?: DeviceRequest;
-  /**
-   * Shared-memory implementation: `'native'` (POSIX shm via `shm-typed-array`), `'file'` (pure
-   * Node, files in /dev/shm), or `'auto'` (default: native, falling back to files with a notice).
-   * The `REACTOR_SHM_BACKEND` environment variable sets the default.
-   */
-  shm?: 'auto' | ShmBackendKind;
-  /** Largest shared-memory block the runner may create, in bytes (default: no cap beyond /dev/shm's free space). */
-  maxShmBytes?: number;
-  /** How long `shutdown()` waits for ranks to exit after asking, before SIGTERM (default 5000 ms). */
-  shutdownGraceMs?: number;
-  /** Extra environment variables for every rank. */
-  env?: Record<string, string>;
-  /** Where rank output and notices go (default: process stdout/stderr). */
-  logger?: RunnerLogger;
+/** A rank process that exited without being asked (the `rankExit` event). */
+export interface RankExitInfo {
+  rank: number;
+  pid: number;
+  exitCode: number | null;
+  signal: NodeJS.Signals | null;
+  /** What the runner was doing. */
+  during: CrashPhase;
 }
 
-type RunnerState = 'new' | 'starting' | 'ready' | 'busy' | 'unusable' | 'shutdown';
+/**
+ * The runner's events (it is an `EventEmitter`; there is no `error` event, so an unhandled
+ * event never throws):
+ * - `unhealthy` (error): the runner became unusable: a rank crashed (also between calls), a
+ *   desync, a timeout, a stall past `stallTimeoutMs`, a cancel not acknowledged. Emitted once,
+ *   at once; the teardown follows. Not emitted by `shutdown()`.
+ * - `rankExit` (info): a rank process exited without being asked, whatever the runner was doing.
+ * - `stall` (info): a rank made no progress for `stallMs` during a call.
+ * - `stallCleared` (rank): a stalled rank advanced again (or its call ended).
+ */
+export interface DistributedRunnerEvents {
+  unhealthy: [error: Error];
+  rankExit: [info: RankExitInfo];
+  stall: [info: StallInfo];
+  stallCleared: [rank: number];
+}
 
-type Outcome = { ok: true; value: Payload | null } | { ok: false; error: WireError; transport: boolean };
+/** Options of one `generate()` call. */
+export interface CallOptions {
+  /** Cancels the call: the ranks see `this.signal` aborted; the call rejects with `CallAbortedError` (`name` `AbortError`). */
+  signal?: AbortSignal;
+}
+
+type Outcome = { ok: true; value: Payload | null; inputHash?: string } | { ok: false; error: WireError; transport: boolean; inputHash?: string };
+
+/** The progress watch of one rank during a call. */
+interface Watch {
+  reader: ProgressReader;
+  counter: number | null;
+  lastChange: number;
+  stalled: boolean;
+}
 
 interface InFlight {
   op: string;
+  callOp: CallOp;
   id: number;
   outcomes: (Outcome | undefined)[];
   done: number;
-  timer: NodeJS.Timeout | null;
+  timer: NodeJS.Timeout;
+  progressTimer: NodeJS.Timeout | null;
+  /** Set once the caller cancelled: the reason and the acknowledgement deadline. */
+  cancel: { reason: unknown; timer: NodeJS.Timeout } | null;
+  detachSignal: () => void;
   resolve(value: unknown): void;
   reject(err: unknown): void;
 }
 
-const defaultLogger: RunnerLogger = {
-  info: (m) => process.stdout.write(`${m}\n`),
-  warn: (m) => process.stderr.write(`${m}\n`),
-};
+interface StartPhase {
+  loaded: Set<number>;
+  timer: NodeJS.Timeout | null;
+  resolve(): void;
+  reject(err: unknown): void;
+}
+
+/** The runner's state and what only that state has. */
+type RunnerState =
+  | { name: 'new' }
+  | { name: 'starting'; start: StartPhase | null }
+  | { name: 'ready' }
+  | { name: 'busy'; call: InFlight }
+  | { name: 'unusable'; reason: string; cause: unknown }
+  | { name: 'shutdown'; reason: string; cause: unknown };
 
 let runnerSeq = 0;
 let vulkanNoticeShown = false;
@@ -116,9 +164,9 @@ let shmNoticeShown = false;
  * Outcome policy: every rank succeeds -> rank 0's result. Every rank throws the same error type
  * -> rank 0's error is thrown (an instance of the worker module's exported class when it exports
  * one) and the runner stays healthy. Anything else -> {@link RankDesyncError}, unusable. A rank
- * that dies -> {@link WorkerCrashedError} within milliseconds; no answer in time ->
- * {@link WorkerTimeoutError}; both leave the runner unusable and tear it down. It never restarts
- * ranks or replays calls.
+ * that dies -> {@link WorkerCrashedError} within milliseconds (between calls: the `unhealthy`
+ * event at once); no answer in time -> {@link WorkerTimeoutError}; all leave the runner unusable
+ * and tear it down. It never restarts ranks or replays calls.
  *
  * Results: typed arrays in rank 0's result are zero-copy views into shared memory, valid until
  * the next `generate()` call on this runner (rank 0 writes its next result there). Copy
@@ -128,39 +176,32 @@ let shmNoticeShown = false;
  * @example
  * ```ts
  * const runner = new DistributedRunner(VideoWorker, { worldSize: 2, loadArgs: { weightsRoot } });
+ * runner.on('unhealthy', (err) => rebuild(err));
  * await runner.start();
  * const { frames } = await runner.generate({ prompt: 'a forest' });
  * await runner.shutdown();
  * ```
  */
-export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unknown> {
+export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unknown> extends EventEmitter<DistributedRunnerEvents> {
   /** Number of ranks. */
   readonly worldSize: number;
   private readonly cls: WorkerClass;
   private readonly location: WorkerLocation;
   private readonly loadArgs: TArgs | undefined;
-  private readonly callTimeoutMs: number;
-  private readonly startTimeoutMs: number;
-  private readonly shmRequest: 'auto' | ShmBackendKind;
-  private readonly maxShmBytes: number | null;
-  private readonly shutdownGraceMs: number;
-  private readonly extraEnv: Record<string, string>;
-  private readonly logger: RunnerLogger;
+  private readonly opts: ResolvedOptions;
+  private readonly logger: Logger;
   private readonly assignments: DeviceAssignment[];
-  private readonly devicesRequest: DeviceRequest;
   private readonly prefix: string;
 
-  private state: RunnerState = 'new';
-  private unusableReason = '';
-  private unusableCause: unknown;
+  private state: RunnerState = { name: 'new' };
   private procs: WorkerProcess[] = [];
+  private watches: Watch[] = [];
   private hub: CollectiveHub | null = null;
   private input: SegmentWriter | null = null;
   private reader: SegmentReader | null = null;
   private errorClasses: ReadonlyMap<string, ErrorClass> = new Map();
   private backend: ShmBackendKind = 'native';
   private callId = 0;
-  private inFlight: InFlight | null = null;
   private teardownPromise: Promise<void> | null = null;
   private readonly hook = { killNow: () => this.killNow(), terminate: () => this.stop(false) };
 
@@ -168,9 +209,10 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
    * Checks everything that can be checked without starting a process.
    * @param WorkerClass a {@link DistributedWorker} subclass with `static moduleUrl = import.meta.url`, exported from that module
    * @throws TypeError when the class lacks `load`/`generate`/`reset`, cannot be located by a child process, or `loadArgs` cannot be cloned
-   * @throws RangeError when `worldSize` is not a positive integer, a timeout is not positive, or there are more ranks than GPUs
+   * @throws RangeError when `worldSize` is not a positive integer, a timeout is not positive, a fault is malformed, or there are more ranks than GPUs
    */
   constructor(WorkerClass: abstract new () => DistributedWorker<TArgs, TInput, TResult>, options: DistributedRunnerOptions<TArgs>) {
+    super();
     const cls = WorkerClass as unknown as WorkerClass;
     if (typeof cls !== 'function' || typeof cls.prototype !== 'object') {
       throw new TypeError(`DistributedRunner needs a worker class (a DistributedWorker subclass), got ${typeof WorkerClass}.`);
@@ -183,23 +225,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
         );
       }
     }
-    if (typeof options !== 'object' || options === null) throw new TypeError('DistributedRunner needs an options object with worldSize.');
-    const { worldSize } = options;
-    if (typeof worldSize !== 'number' || !Number.isInteger(worldSize) || worldSize < 1) {
-      throw new RangeError(`options.worldSize must be a positive integer, got ${String(worldSize)}.`);
-    }
-    this.callTimeoutMs = positiveMs(options.callTimeoutMs, DEFAULT_CALL_TIMEOUT_MS, 'callTimeoutMs');
-    this.startTimeoutMs = positiveMs(options.startTimeoutMs, DEFAULT_START_TIMEOUT_MS, 'startTimeoutMs');
-    this.shutdownGraceMs = positiveMs(options.shutdownGraceMs, EXIT_REQUEST_GRACE_MS, 'shutdownGraceMs');
-    if (options.maxShmBytes !== undefined && !(Number.isInteger(options.maxShmBytes) && options.maxShmBytes > 0)) {
-      throw new RangeError(`options.maxShmBytes must be a positive integer number of bytes, got ${String(options.maxShmBytes)}.`);
-    }
-    this.maxShmBytes = options.maxShmBytes ?? null;
-    const shm = options.shm ?? (process.env.REACTOR_SHM_BACKEND as 'auto' | ShmBackendKind | undefined) ?? 'auto';
-    if (shm !== 'auto' && shm !== 'native' && shm !== 'file') {
-      throw new RangeError(`options.shm (or REACTOR_SHM_BACKEND) must be 'auto', 'native' or 'file', got ${JSON.stringify(shm)}.`);
-    }
-    this.shmRequest = shm;
+    this.opts = resolveOptions(options as DistributedRunnerOptions<unknown>);
     this.location = locateWorker(cls);
     try {
       encodeValue(options.loadArgs);
@@ -209,19 +235,39 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
           `Pass plain data (objects, arrays, strings, numbers, typed arrays); build functions, sockets and handles inside load().`,
       );
     }
-    this.devicesRequest = options.devices ?? 'auto';
-    this.assignments = assignDevices(worldSize, this.devicesRequest, detectGpuCount());
+    this.assignments = assignDevices(this.opts.worldSize, this.opts.devices, detectGpuCount());
     this.cls = cls;
-    this.worldSize = worldSize;
+    this.worldSize = this.opts.worldSize;
     this.loadArgs = options.loadArgs;
-    this.extraEnv = { ...(options.env ?? {}) };
-    this.logger = options.logger ?? defaultLogger;
+    this.logger = this.opts.logger;
     this.prefix = `${processSegmentPrefix()}-${++runnerSeq}-${randomBytes(3).toString('hex')}`;
   }
 
-  /** False once a crash, timeout, desync or shutdown made the runner unusable. */
+  /** The one place the state changes. @throws IllegalTransitionError on an edge {@link RUNNER_TRANSITIONS} does not have */
+  private go(next: RunnerState): void {
+    const from = this.state.name;
+    transition('DistributedRunner', RUNNER_TRANSITIONS, from, next.name);
+    this.state = next;
+    if (next.name === 'unusable' && (from === 'ready' || from === 'busy')) this.emit('unhealthy', next.cause as Error);
+  }
+
+  /** Where the runner is in its life (`new`, `starting`, `ready`, `busy`, `unusable`, `shutdown`). */
+  get stateName(): RunnerStateName {
+    return this.state.name;
+  }
+
+  /** True once `start()` succeeded and until a crash, timeout, desync, stall timeout or shutdown made the runner unusable. */
   get healthy(): boolean {
-    return this.state !== 'unusable' && this.state !== 'shutdown';
+    return this.state.name === 'ready' || this.state.name === 'busy';
+  }
+
+  /** Ranks that made no progress for `stallMs` during the call in flight (empty otherwise): for readiness checks. */
+  get stalledRanks(): StallInfo[] {
+    if (this.state.name !== 'busy') return [];
+    const now = performance.now();
+    return this.watches.flatMap((w, rank) =>
+      w.stalled ? [{ rank, phase: w.reader.read()?.phase ?? 'idle', sinceMs: Math.round(now - w.lastChange) }] : [],
+    );
   }
 
   /** Name prefix of this runner's shared-memory segments in /dev/shm (and of its ranks' command lines). */
@@ -251,7 +297,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     if (gpuRanks > 1 && !binding.layer && !vulkanNoticeShown) {
       vulkanNoticeShown = true;
       this.logger.warn(
-        `[reactor/distributed] Mesa's Vulkan device-select layer was not found: ranks using Vulkan/WebGPU will all take the first GPU ` +
+        `Mesa's Vulkan device-select layer was not found: ranks using Vulkan/WebGPU will all take the first GPU ` +
           `(CUDA_VISIBLE_DEVICES still binds CUDA users). Install mesa-vulkan-drivers or set REACTOR_VK_LAYER_PATH (the GPU bundle does; see docs/deploy.md).`,
       );
     }
@@ -260,34 +306,31 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
 
   /**
    * Starts one process per rank and runs `load(loadArgs)` in each. Any failure tears everything
-   * down before it is thrown.
+   * down before it is thrown. `healthy` becomes true only when this resolves.
    * @throws the rank's own error when a `load()` throws
-   * @throws {@link WorkerCrashedError} (`ERR_WORKER_CRASHED`) when a rank exits during load
-   * @throws {@link WorkerTimeoutError} (`ERR_WORKER_TIMEOUT`) after `startTimeoutMs`
-   * @throws {@link ProtocolError} (`ERR_PROTOCOL`) at once when a rank sends a message the protocol does not know
-   * @throws {@link SharedMemoryCapacityError} (`ERR_SHM_CAPACITY`) when /dev/shm is too small
-   * @throws {@link RunnerStateError} (`ERR_RUNNER_STATE`) on a second `start()`
+   * @throws {@link WorkerCrashedError} (`worker_crashed`) when a rank exits during load
+   * @throws {@link WorkerTimeoutError} (`worker_timeout`) after `startTimeoutMs`
+   * @throws {@link ProtocolError} (`ipc_protocol`) at once when a rank sends a message the protocol does not know
+   * @throws {@link SharedMemoryCapacityError} (`shm_capacity`) when /dev/shm is too small
+   * @throws {@link RunnerStateError} (`runner_state`) on a second `start()`
    */
   async start(): Promise<void> {
-    if (this.state !== 'new') {
+    if (this.state.name !== 'new') {
       throw new RunnerStateError(
-        'ERR_RUNNER_STATE',
-        this.state === 'shutdown' || this.state === 'unusable'
+        DistributedErrorCode.RunnerState,
+        this.state.name === 'shutdown' || this.state.name === 'unusable'
           ? 'start() on a runner that was shut down: a runner starts once; construct a new DistributedRunner.'
           : 'start() was already called: a runner starts once.',
       );
     }
-    this.state = 'starting';
+    this.go({ name: 'starting', start: null });
     try {
       await this.startRanks();
     } catch (err) {
       // Later calls say why (unless shutdown() ended start(): then "it was shut down" is the reason).
-      if (this.state === 'starting') {
-        this.unusableReason = `start() failed: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`;
-        this.unusableCause = err;
-      }
+      const failed = this.stateName === 'starting';
       await this.teardown(false);
-      this.state = 'shutdown';
+      if (failed) this.go({ name: 'shutdown', reason: `start() failed: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`, cause: err });
       throw err;
     }
   }
@@ -301,7 +344,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     const exportName = exportNameOf(this.cls, mod, this.location.sourceUrl);
     this.errorClasses = new Map([...OWN_ERROR_CLASSES, ...collectErrorClasses(mod)]);
     this.backend = this.chooseBackend();
-    const env = { backend: this.backend, maxShmBytes: this.maxShmBytes };
+    const env = { backend: this.backend, maxShmBytes: this.opts.maxShmBytes };
     // Up front: the input block, rank 0's result block and two collective slots per rank.
     const upFront = INITIAL_SEGMENT_BYTES * (2 + 2 * this.worldSize);
     const fits = checkFits(`${this.worldSize} ranks' initial blocks`, upFront, shmFreeBytes(), null);
@@ -312,9 +355,9 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     const args = toPayload(encodeValue(this.loadArgs), this.input);
     const masterPort = await freePort();
     this.assertStillStarting();
-    if (this.devicesRequest === 'auto' && this.assignments.every((a) => a.gpuIndex === null) && !cpuNoticeShown) {
+    if (this.opts.devices === 'auto' && this.assignments.every((a) => a.gpuIndex === null) && !cpuNoticeShown) {
       cpuNoticeShown = true;
-      this.logger.info(`[reactor/distributed] No GPU found on this machine: ${this.worldSize} rank${this.worldSize > 1 ? 's run' : ' runs'} on CPU.`);
+      this.logger.info(`No GPU found on this machine: ${this.worldSize} rank${this.worldSize > 1 ? 's run' : ' runs'} on CPU.`);
     }
     this.hub = new CollectiveHub(
       this.worldSize,
@@ -322,42 +365,31 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
       (detail) => this.failDesync(detail),
     );
     const childPath = childMainPath();
-    const baseEnv = { ...process.env, ...this.extraEnv };
+    const baseEnv = { ...process.env, ...this.opts.env };
     const vulkan = this.vulkanBinding(baseEnv);
+    const state = this.state;
+    if (state.name !== 'starting') return;
     await new Promise<void>((resolve, reject) => {
-      const loaded = new Set<number>();
-      const timer = setTimeout(() => {
-        const silent = this.assignments.map((a) => a.rank).filter((r) => !loaded.has(r));
+      const phase: StartPhase = { loaded: new Set(), timer: null, resolve, reject };
+      phase.timer = setTimeout(() => {
+        const silent = this.assignments.map((a) => a.rank).filter((r) => !phase.loaded.has(r));
         for (const r of silent) this.procs[r]?.killGroup('SIGKILL');
-        reject(new WorkerTimeoutError('start()', silent, this.startTimeoutMs, 'startTimeoutMs'));
-      }, clampTimer(this.startTimeoutMs));
-      const fail = (err: unknown) => {
-        clearTimeout(timer);
-        reject(err);
-      };
-      this.startWaiter = {
-        loaded: (rank) => {
-          loaded.add(rank);
-          this.procs[rank]!.state = 'ready';
-          if (loaded.size === this.worldSize) {
-            clearTimeout(timer);
-            resolve();
-          }
-        },
-        fail,
-        finished: () => [...loaded].sort((x, y) => x - y),
-      };
+        reject(new WorkerTimeoutError('start()', silent, this.opts.startTimeoutMs, 'startTimeoutMs'));
+      }, clampTimer(this.opts.startTimeoutMs));
+      state.start = phase;
       for (const a of this.assignments) {
+        const rankLog = this.logger.child({ rank: a.rank });
         const proc = new WorkerProcess({
           rank: a.rank,
           childMain: childPath,
           prefix: this.prefix,
           env: rankEnvironment(baseEnv, a, this.worldSize, masterPort, vulkan),
-          onLine: (stream, line) => (stream === 'stdout' ? this.logger.info(`[rank ${a.rank}] ${line}`) : this.logger.warn(`[rank ${a.rank}] ${line}`)),
+          onLine: (stream, line) => (stream === 'stdout' ? rankLog.info(line) : rankLog.warn(line)),
           onMessage: (msg) => this.onMessage(a.rank, msg),
           onExit: (info) => this.onExit(info),
         });
         this.procs.push(proc);
+        this.watches.push({ reader: new ProgressReader(this.prefix, a.rank), counter: null, lastChange: 0, stalled: false });
         proc.send({
           t: 'init',
           version: PROTOCOL_VERSION,
@@ -368,38 +400,47 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
           exportName,
           prefix: this.prefix,
           backend: this.backend,
-          maxShmBytes: this.maxShmBytes,
+          maxShmBytes: this.opts.maxShmBytes,
           args,
+          faults: this.opts.faults.filter((f) => f.rank === a.rank),
+          verifyInputs: this.opts.verifyInputs,
         });
       }
     }).finally(() => {
-      this.startWaiter = null;
+      if (state.start?.timer) clearTimeout(state.start.timer);
+      state.start = null;
     });
-    this.state = 'ready';
+    this.assertStillStarting();
+    this.go({ name: 'ready' });
     for (const p of this.procs) p.setRef(false);
   }
 
   /** shutdown() may run while start() awaits; nothing may be spawned after it. */
   private assertStillStarting(): void {
-    if (this.state !== 'starting') throw new RunnerUnusableError('finish start()', 'shutdown() was called while it was in flight');
+    if (this.state.name !== 'starting') throw new RunnerUnusableError('finish start()', 'shutdown() was called while it was in flight');
   }
 
-  private startWaiter: { loaded(rank: number): void; fail(err: unknown): void; finished(): number[] } | null = null;
+  /** Fails `start()` (it tears down and rethrows), when it is in flight. */
+  private failStart(err: unknown): boolean {
+    if (this.state.name !== 'starting') return false;
+    this.state.start?.reject(err);
+    return true;
+  }
 
   private chooseBackend(): ShmBackendKind {
-    if (this.shmRequest === 'file') return 'file';
+    if (this.opts.shm === 'file') return 'file';
     if (loadNativeShm()) return 'native';
     const why = nativeShmLoadError() ?? 'unknown reason';
-    if (this.shmRequest === 'native') {
+    if (this.opts.shm === 'native') {
       throw new DistributedError(
-        'ERR_SHM_NATIVE_UNAVAILABLE',
+        DistributedErrorCode.ShmNativeUnavailable,
         `options.shm is 'native' but the shm-typed-array binding cannot load (${why}). Rebuild it (pnpm rebuild shm-typed-array) or use shm: 'auto'.`,
       );
     }
     if (!shmNoticeShown) {
       shmNoticeShown = true;
       this.logger.warn(
-        `[reactor/distributed] The native shared-memory binding (shm-typed-array) cannot load (${why}); ` +
+        `The native shared-memory binding (shm-typed-array) cannot load (${why}); ` +
           `using files in /dev/shm instead (each large payload costs an extra copy). Rebuild it with pnpm rebuild shm-typed-array.`,
       );
     }
@@ -409,40 +450,43 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
   /**
    * Runs `generate(input)` on every rank and returns rank 0's result. Typed arrays in the result
    * are views into shared memory, valid until the next `generate()` call.
+   * @param options.signal cancels the call (see {@link CallAbortedError})
    * @throws the model's own error (healthy) when every rank throws the same error type
-   * @throws {@link RankDesyncError} (`ERR_RANK_DESYNC`), {@link WorkerCrashedError} (`ERR_WORKER_CRASHED`), {@link WorkerTimeoutError} (`ERR_WORKER_TIMEOUT`): unusable afterwards
-   * @throws {@link RunnerStateError} (`ERR_RUNNER_BUSY`) while another call is in flight; {@link RunnerUnusableError} (`ERR_RUNNER_UNUSABLE`) on an unusable runner
-   * @throws {@link SharedMemoryCapacityError} (`ERR_SHM_CAPACITY`) when the input or result does not fit (the runner stays healthy)
+   * @throws {@link RankDesyncError} (`rank_desync`), {@link WorkerCrashedError} (`worker_crashed`), {@link WorkerTimeoutError} (`worker_timeout`), {@link WorkerStalledError} (`worker_stalled`): unusable afterwards
+   * @throws {@link CallAbortedError} (`call_aborted`, name `AbortError`) when `signal` aborts before every rank finished
+   * @throws {@link RunnerStateError} (`runner_busy`) while another call is in flight; {@link RunnerUnusableError} (`runner_unusable`) on an unusable runner
+   * @throws {@link SharedMemoryCapacityError} (`shm_capacity`) when the input or result does not fit (the runner stays healthy)
    */
-  generate(input: TInput): Promise<TResult> {
-    return this.call('generate', input) as Promise<TResult>;
+  generate(input: TInput, options: CallOptions = {}): Promise<TResult> {
+    return this.call('generate', input, options.signal) as Promise<TResult>;
   }
 
   /** Runs `reset()` on every rank, with the same outcome policy as {@link DistributedRunner.generate}. */
   async reset(): Promise<void> {
-    await this.call('reset', undefined);
+    await this.call('reset', undefined, undefined);
   }
 
-  private call(op: CallOp, input: unknown): Promise<unknown> {
+  private call(op: CallOp, input: unknown, signal: AbortSignal | undefined): Promise<unknown> {
     const name = `${op}()`;
-    switch (this.state) {
+    const state = this.state;
+    switch (state.name) {
       case 'new':
       case 'starting':
-        return Promise.reject(new RunnerStateError('ERR_RUNNER_STATE', `${name} called before start() finished: await runner.start() first.`));
+        return Promise.reject(new RunnerStateError(DistributedErrorCode.RunnerState, `${name} called before start() finished: await runner.start() first.`));
       case 'busy':
         return Promise.reject(
           new RunnerStateError(
-            'ERR_RUNNER_BUSY',
-            `${name} called while ${this.inFlight?.op ?? 'another call'} is in flight: the runner runs one call at a time; await the previous call first.`,
+            DistributedErrorCode.RunnerBusy,
+            `${name} called while ${state.call.op} is in flight: the runner runs one call at a time; await the previous call first.`,
           ),
         );
       case 'unusable':
-        return Promise.reject(new RunnerUnusableError(`call ${name}`, this.unusableReason, this.unusableCause));
       case 'shutdown':
-        return Promise.reject(new RunnerUnusableError(`call ${name}`, this.unusableReason || 'it was shut down', this.unusableCause));
+        return Promise.reject(new RunnerUnusableError(`call ${name}`, state.reason, state.cause));
       case 'ready':
         break;
     }
+    if (signal?.aborted) return Promise.reject(new CallAbortedError(name, true, 'the signal was already aborted; nothing was sent to the ranks.', signal.reason));
     let ref: Payload | null = null;
     try {
       if (op === 'generate') ref = toPayload(encodeValue(input), this.input!);
@@ -450,36 +494,140 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
       return Promise.reject(err);
     }
     const id = ++this.callId;
-    this.state = 'busy';
-    // The call's deadline timer keeps the event loop alive while the call is in flight.
-    for (const p of this.procs) p.state = 'busy';
     return new Promise((resolve, reject) => {
+      const onAbort = () => this.onCancel(flight, signal!.reason);
       const flight: InFlight = {
         op: name,
+        callOp: op,
         id,
         outcomes: new Array<Outcome | undefined>(this.worldSize).fill(undefined),
         done: 0,
-        timer: null,
+        // The call's deadline timer keeps the event loop alive while the call is in flight.
+        timer: setTimeout(() => this.onCallTimeout(flight), clampTimer(this.opts.callTimeoutMs)),
+        progressTimer: null,
+        cancel: null,
+        detachSignal: () => signal?.removeEventListener('abort', onAbort),
         resolve,
         reject,
       };
-      flight.timer = setTimeout(() => this.onCallTimeout(flight), clampTimer(this.callTimeoutMs));
-      this.inFlight = flight;
-      for (const p of this.procs) p.send({ t: 'call', id, op, input: ref });
+      this.go({ name: 'busy', call: flight });
+      this.hub?.reset();
+      const collSeq = this.hub?.nextSeq ?? 0;
+      this.startProgressWatch(flight);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      for (const p of this.procs) {
+        p.beginCall();
+        p.send({ t: 'call', id, op, input: ref, collSeq });
+      }
     });
   }
 
+  /** The call in flight, if `f` is it. */
+  private current(f: InFlight): boolean {
+    return this.state.name === 'busy' && this.state.call === f;
+  }
+
+  /** Ends the call in flight (timers, signal, stall bookkeeping); the runner is ready again unless `next` says otherwise. */
   private finishCall(): InFlight | null {
-    const f = this.inFlight;
-    if (!f) return null;
-    this.inFlight = null;
-    if (f.timer) clearTimeout(f.timer);
-    if (this.state === 'busy') {
-      this.state = 'ready';
-      for (const p of this.procs) p.state = 'ready';
+    if (this.state.name !== 'busy') return null;
+    const f = this.state.call;
+    clearTimeout(f.timer);
+    if (f.progressTimer) clearInterval(f.progressTimer);
+    if (f.cancel) clearTimeout(f.cancel.timer);
+    f.detachSignal();
+    for (const [rank, w] of this.watches.entries()) {
+      if (w.stalled) {
+        w.stalled = false;
+        this.emit('stallCleared', rank);
+      }
     }
     return f;
   }
+
+  /** Ends the call in flight with the runner ready for the next one. */
+  private settleCall(): InFlight | null {
+    const f = this.finishCall();
+    if (f) this.go({ name: 'ready' });
+    return f;
+  }
+
+  // ---- progress watch ------------------------------------------------------------------------
+
+  private startProgressWatch(f: InFlight): void {
+    const now = performance.now();
+    for (const w of this.watches) {
+      w.counter = w.reader.read()?.counter ?? null;
+      w.lastChange = now;
+      w.stalled = false;
+    }
+    const every = Math.max(10, Math.min(250, this.opts.stallMs / 4));
+    f.progressTimer = setInterval(() => this.checkProgress(f), every);
+  }
+
+  private checkProgress(f: InFlight): void {
+    if (!this.current(f)) return;
+    const now = performance.now();
+    const overdue: number[] = [];
+    for (const [rank, w] of this.watches.entries()) {
+      const reading = w.reader.read();
+      if (reading === null || f.outcomes[rank]) continue;
+      if (reading.counter !== w.counter) {
+        w.counter = reading.counter;
+        w.lastChange = now;
+        if (w.stalled) {
+          w.stalled = false;
+          this.logger.info(`Rank ${rank} makes progress again after a stall.`);
+          this.emit('stallCleared', rank);
+        }
+        continue;
+      }
+      const since = now - w.lastChange;
+      if (!w.stalled && since >= this.opts.stallMs) {
+        w.stalled = true;
+        const info: StallInfo = { rank, phase: reading.phase, sinceMs: Math.round(since) };
+        this.logger.child({ rank }).warn(
+          `Rank ${rank} (pid ${this.procs[rank]?.pid}) made no progress for ${info.sinceMs} ms in ${reading.phase} during ${f.op}: ` +
+            `stopped, blocked in synchronous code, or deadlocked.`,
+        );
+        this.emit('stall', info);
+      }
+      if (this.opts.stallTimeoutMs !== null && since >= this.opts.stallTimeoutMs) overdue.push(rank);
+    }
+    if (overdue.length > 0) {
+      const phases = overdue.map((r) => this.watches[r]!.reader.read()?.phase ?? 'idle');
+      for (const r of overdue) this.procs[r]?.killNow();
+      this.failUnusable(new WorkerStalledError(f.op, overdue, phases, this.opts.stallTimeoutMs!), true);
+    }
+  }
+
+  // ---- cancellation --------------------------------------------------------------------------
+
+  private onCancel(f: InFlight, reason: unknown): void {
+    if (!this.current(f) || f.cancel) return;
+    f.cancel = {
+      reason,
+      timer: setTimeout(() => this.onCancelTimeout(f), clampTimer(this.opts.cancelTimeoutMs)),
+    };
+    for (const [rank, p] of this.procs.entries()) if (!f.outcomes[rank]) p.send({ t: 'cancel', id: f.id });
+    // Ranks waiting in a collective for a peer that stops early would wait forever: release them.
+    this.hub?.cancelAll();
+  }
+
+  private onCancelTimeout(f: InFlight): void {
+    if (!this.current(f)) return;
+    const silent = f.outcomes.map((o, r) => (o ? -1 : r)).filter((r) => r >= 0);
+    for (const r of silent) this.procs[r]?.killNow();
+    const err = new CallAbortedError(
+      f.op,
+      false,
+      `rank${silent.length > 1 ? 's' : ''} ${silent.join(', ')} did not stop within ${this.opts.cancelTimeoutMs} ms (options.cancelTimeoutMs) and ` +
+        `${silent.length > 1 ? 'were' : 'was'} killed. The runner is unusable: shut it down and construct a new DistributedRunner.`,
+      f.cancel?.reason,
+    );
+    this.failUnusable(err, true);
+  }
+
+  // ---- messages ------------------------------------------------------------------------------
 
   private onMessage(rank: number, raw: unknown): void {
     let msg: ChildMessage;
@@ -489,32 +637,35 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
       this.failUnusable(err as Error, true);
       return;
     }
+    const state = this.state;
     switch (msg.t) {
       case 'loaded': {
+        if (state.name !== 'starting' || !state.start) return;
         const stuck = this.hub?.waitingWithout(rank);
         if (stuck) {
-          this.failDesync(
-            `rank ${rank} finished load() while rank${stuck.waiting.length > 1 ? 's' : ''} ${stuck.waiting.join(', ')} ` +
-              `wait${stuck.waiting.length > 1 ? '' : 's'} for it in ${stuck.op}() (collective #${stuck.seq})`,
-          );
+          this.failDesync(finishedWhileWaiting([rank], 'load()', stuck.waiting, stuck.op, stuck.seq));
           return;
         }
-        this.startWaiter?.loaded(rank);
+        this.procs[rank]!.markLoaded();
+        state.start.loaded.add(rank);
+        if (state.start.loaded.size === this.worldSize) state.start.resolve();
         return;
       }
       case 'loadFailed':
-        this.startWaiter?.fail(reviveError(msg.error, rank, this.errorClasses));
+        this.failStart(reviveError(msg.error, rank, this.errorClasses));
         return;
       case 'coll': {
+        if (state.name === 'busy' && state.call.cancel) {
+          // The call was cancelled: nobody waits for this collective to complete.
+          this.procs[rank]?.send({ t: 'collGo', seq: msg.seq, payloads: [], cancelled: true });
+          return;
+        }
         // A rank that already finished this phase can never join: fail now instead of at the deadline.
         const finished = this.finishedRanks();
         if (finished.length > 0 && !finished.includes(rank)) {
-          const phase = this.startWaiter ? 'load()' : (this.inFlight?.op ?? 'the call');
+          const phase = state.name === 'busy' ? state.call.op : 'load()';
           const waiting = [...(this.hub?.arrivedAt(msg.seq) ?? []), rank].sort((a, b) => a - b);
-          this.failDesync(
-            `rank${finished.length > 1 ? 's' : ''} ${finished.join(', ')} finished ${phase} while ` +
-              `rank${waiting.length > 1 ? 's' : ''} ${waiting.join(', ')} wait${waiting.length > 1 ? '' : 's'} for ${finished.length > 1 ? 'them' : 'it'} in ${msg.op}() (collective #${msg.seq})`,
-          );
+          this.failDesync(finishedWhileWaiting(finished, phase, waiting, msg.op, msg.seq));
           return;
         }
         this.hub?.arrive(rank, msg);
@@ -522,42 +673,56 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
       }
       case 'fatal': {
         const err = reviveError(msg.error, rank, OWN_ERROR_CLASSES);
-        if (this.startWaiter) this.startWaiter.fail(err);
-        else this.failUnusable(err, true);
+        if (!this.failStart(err)) this.failUnusable(err, true);
         return;
       }
       case 'result':
       case 'failed':
-        this.onOutcome(rank, msg.id, msg.t === 'result' ? { ok: true, value: msg.value } : { ok: false, error: msg.error, transport: msg.transport === true });
+        this.onOutcome(
+          rank,
+          msg.id,
+          msg.t === 'result'
+            ? { ok: true, value: msg.value, ...(msg.inputHash !== undefined && { inputHash: msg.inputHash }) }
+            : { ok: false, error: msg.error, transport: msg.transport === true, ...(msg.inputHash !== undefined && { inputHash: msg.inputHash }) },
+        );
         return;
     }
   }
 
   /** Ranks that finished the current phase (load in start(), or the call in flight). */
   private finishedRanks(): number[] {
-    if (this.startWaiter) return this.startWaiter.finished();
-    if (!this.inFlight) return [];
-    return this.inFlight.outcomes.flatMap((o, r) => (o ? [r] : []));
+    const state = this.state;
+    if (state.name === 'starting') return [...(state.start?.loaded ?? [])].sort((x, y) => x - y);
+    if (state.name !== 'busy') return [];
+    return state.call.outcomes.flatMap((o, r) => (o ? [r] : []));
   }
 
   private onOutcome(rank: number, id: number, outcome: Outcome): void {
-    const f = this.inFlight;
-    if (!f || f.id !== id || f.outcomes[rank]) return;
+    if (this.state.name !== 'busy') return;
+    const f = this.state.call;
+    if (f.id !== id || f.outcomes[rank]) return;
     f.outcomes[rank] = outcome;
     f.done++;
+    this.procs[rank]?.endCall();
+    if (f.cancel) {
+      // Every answer after a cancel is that rank's acknowledgement, whatever it says.
+      this.hub?.cancelAll();
+      if (f.done < this.worldSize) return;
+      this.settleCall();
+      f.reject(new CallAbortedError(f.op, true, 'every rank stopped; the runner is ready for the next call.', f.cancel.reason));
+      return;
+    }
     const stuck = this.hub?.waitingWithout(rank);
     if (stuck) {
-      this.failDesync(
-        `rank ${rank} finished ${f.op} while rank${stuck.waiting.length > 1 ? 's' : ''} ${stuck.waiting.join(', ')} ` +
-          `wait${stuck.waiting.length > 1 ? '' : 's'} for it in ${stuck.op}() (collective #${stuck.seq})`,
-      );
+      this.failDesync(finishedWhileWaiting([rank], f.op, stuck.waiting, stuck.op, stuck.seq));
       return;
     }
     if (f.done < this.worldSize) return;
     const outcomes = f.outcomes as Outcome[];
+    if (this.opts.verifyInputs && this.checkInputs(f, outcomes)) return;
     const failures = outcomes.map((o, r) => ({ o, r })).filter((x): x is { o: Extract<Outcome, { ok: false }>; r: number } => !x.o.ok);
     if (failures.length === 0) {
-      this.finishCall();
+      this.settleCall();
       const ref = (outcomes[0] as Extract<Outcome, { ok: true }>).value;
       let value: unknown;
       try {
@@ -572,13 +737,13 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     const first = failures[0]!;
     // Rank 0's model succeeded everywhere but its result could not be delivered: not a desync.
     if (failures.length === 1 && first.r === 0 && first.o.transport) {
-      this.finishCall();
+      this.settleCall();
       f.reject(reviveError(first.o.error, 0, this.errorClasses));
       return;
     }
     const sameType = failures.length === this.worldSize && failures.every((x) => x.o.error.type === first.o.error.type);
     if (sameType) {
-      this.finishCall();
+      this.settleCall();
       f.reject(reviveError(outcomes[0]!.ok ? first.o.error : (outcomes[0] as Extract<Outcome, { ok: false }>).error, 0, this.errorClasses));
       return;
     }
@@ -589,6 +754,25 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     this.failDesync(detail);
   }
 
+  /** Divergence check: true (and the runner failed) when the ranks decoded different inputs. */
+  private checkInputs(f: InFlight, outcomes: Outcome[]): boolean {
+    if (f.callOp !== 'generate') return false;
+    const groups = new Map<string, number[]>();
+    for (const [r, o] of outcomes.entries()) {
+      const h = o.inputHash ?? 'none';
+      groups.set(h, [...(groups.get(h) ?? []), r]);
+    }
+    if (groups.size <= 1) return false;
+    const reference = outcomes[0]!.inputHash ?? 'none';
+    const diverging = outcomes.flatMap((o, r) => ((o.inputHash ?? 'none') === reference ? [] : [r]));
+    const detail =
+      `rank${diverging.length > 1 ? 's' : ''} ${diverging.join(', ')} decoded a different input than rank 0 (` +
+      [...groups].map(([h, ranks]) => `rank${ranks.length > 1 ? 's' : ''} ${ranks.join(', ')}: ${h}`).join('; ') +
+      ')';
+    this.failDesync(detail, diverging);
+    return true;
+  }
+
   private describeOutcomes(f: InFlight): string[] {
     return f.outcomes.map((o, r) => {
       if (!o) return `rank ${r}: no answer yet`;
@@ -597,18 +781,15 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     });
   }
 
-  private failDesync(detail: string): void {
-    if (this.startWaiter) {
-      this.startWaiter.fail(new RankDesyncError('start()', detail, [], undefined));
-      return;
-    }
-    const f = this.inFlight;
-    const op = f?.op ?? 'a collective';
-    const outcomes = f ? this.describeOutcomes(f) : [];
-    const firstFailure = f?.outcomes.map((o, r) => ({ o, r })).find((x) => x.o && !x.o.ok);
+  private failDesync(detail: string, ranks: number[] = []): void {
+    if (this.failStart(new RankDesyncError('start()', detail, [], undefined, ranks))) return;
+    if (this.state.name !== 'busy') return;
+    const f = this.state.call;
+    const outcomes = this.describeOutcomes(f);
+    const firstFailure = f.outcomes.map((o, r) => ({ o, r })).find((x) => x.o && !x.o.ok);
     const cause =
       firstFailure && firstFailure.o && !firstFailure.o.ok ? reviveError(firstFailure.o.error, firstFailure.r, this.errorClasses) : undefined;
-    this.failUnusable(new RankDesyncError(op, detail, outcomes, cause), true);
+    this.failUnusable(new RankDesyncError(f.op, detail, outcomes, cause, ranks), true);
   }
 
   /**
@@ -616,18 +797,13 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
    * fails start() instead (which tears down and rejects with `err` at once).
    */
   private failUnusable(err: Error, awaitTeardown: boolean): void {
-    if (this.startWaiter) {
-      this.startWaiter.fail(err);
-      return;
-    }
-    if (this.state === 'unusable' || this.state === 'shutdown') return;
+    if (this.failStart(err)) return;
+    if (this.state.name !== 'ready' && this.state.name !== 'busy') return;
     const f = this.finishCall();
-    this.state = 'unusable';
-    this.unusableReason = `${err.name}: ${err.message.split('\n')[0]}`;
-    this.unusableCause = err;
+    this.go({ name: 'unusable', reason: `${err.name}: ${err.message.split('\n')[0]}`, cause: err });
     const done = this.teardown(false);
     if (!f) {
-      this.logger.warn(`[reactor/distributed] ${err.message}`);
+      this.logger.warn(err.message);
       return;
     }
     if (awaitTeardown) void done.then(() => f.reject(err));
@@ -635,57 +811,60 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
   }
 
   private onCallTimeout(f: InFlight): void {
-    if (this.inFlight !== f) return;
+    if (!this.current(f)) return;
     const silent = f.outcomes.map((o, r) => (o ? -1 : r)).filter((r) => r >= 0);
     for (const r of silent) this.procs[r]?.killNow();
-    this.failUnusable(new WorkerTimeoutError(f.op, silent, this.callTimeoutMs, 'callTimeoutMs'), true);
+    this.failUnusable(new WorkerTimeoutError(f.op, silent, this.opts.callTimeoutMs, 'callTimeoutMs'), true);
   }
 
   private onExit(info: ExitInfo): void {
     if (info.expected) return;
-    const during = this.startWaiter ? 'start()' : (this.inFlight?.op ?? 'idle (between calls)');
-    const err = new WorkerCrashedError({ ...info, during });
-    if (this.startWaiter) {
-      this.startWaiter.fail(err);
-      return;
-    }
-    if (this.state === 'shutdown' || this.teardownPromise) return;
+    const state = this.state;
+    const during: CrashPhase = state.name === 'starting' ? 'start' : state.name === 'busy' ? state.call.callOp : 'idle';
+    const { expected: _expected, ...facts } = info;
+    this.emit('rankExit', { rank: facts.rank, pid: facts.pid, exitCode: facts.exitCode, signal: facts.signal, during });
+    const err = new WorkerCrashedError({ ...facts, during });
+    if (this.failStart(err)) return;
+    if (this.teardownPromise) return;
     // The headline promise: a dead rank is reported at once; the teardown of the others follows.
     this.failUnusable(err, false);
   }
 
   /**
    * Stops every rank and unlinks every shared-memory block. Idempotent and safe mid-call (the
-   * call in flight rejects with `ERR_RUNNER_UNUSABLE`). A healthy, idle runner asks its ranks to
+   * call in flight rejects with `runner_unusable`). A healthy, idle runner asks its ranks to
    * exit and waits `shutdownGraceMs`; otherwise, and after that, SIGTERM then SIGKILL go to each
    * rank's process group. Also runs on process exit and on SIGINT/SIGTERM/SIGHUP.
    */
   shutdown(): Promise<void> {
     // Only a healthy, idle runner is asked: a busy or broken rank may never read the request.
-    return this.stop(this.state === 'ready');
+    return this.stop(this.state.name === 'ready');
   }
 
   private async stop(ask: boolean): Promise<void> {
-    if (this.state === 'new') {
-      this.state = 'shutdown';
+    const state = this.state;
+    if (state.name === 'new') {
+      this.go({ name: 'shutdown', reason: 'it was shut down', cause: undefined });
       return;
     }
-    this.startWaiter?.fail(new RunnerUnusableError('finish start()', 'shutdown() was called while it was in flight'));
-    const f = this.finishCall();
-    if (this.state !== 'unusable' && this.state !== 'shutdown') {
-      this.state = 'shutdown';
-      this.unusableReason = 'it was shut down';
+    const inFlightErr = new RunnerUnusableError('finish start()', 'shutdown() was called while it was in flight');
+    if (state.name === 'starting') {
+      state.start?.reject(inFlightErr);
+      this.go({ name: 'shutdown', reason: 'it was shut down', cause: undefined });
     }
+    const f = this.finishCall();
+    if (this.state.name === 'ready' || this.state.name === 'busy') this.go({ name: 'shutdown', reason: 'it was shut down', cause: undefined });
     const done = this.teardown(ask);
     if (f) f.reject(new RunnerUnusableError(`finish ${f.op}`, 'shutdown() was called while it was in flight'));
     await done;
-    this.state = 'shutdown';
+    if (this.state.name === 'unusable') this.go({ name: 'shutdown', reason: this.state.reason, cause: this.state.cause });
   }
 
   private teardown(ask: boolean): Promise<void> {
     if (!this.teardownPromise) {
       this.teardownPromise = (async () => {
-        await Promise.all(this.procs.map((p) => p.stop(ask, this.shutdownGraceMs)));
+        await Promise.all(this.procs.map((p) => p.stop(ask, this.opts.shutdownGraceMs)));
+        for (const w of this.watches) w.reader.close();
         this.reader?.close();
         this.input?.dispose();
         unlinkSegments(this.prefix);
@@ -701,6 +880,15 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
   }
 }
 
+/** The one wording of "a rank finished while its peers wait for it in a collective". */
+function finishedWhileWaiting(finished: number[], phase: string, waiting: number[], op: string, seq: number): string {
+  const plural = (n: number[]) => (n.length > 1 ? 's' : '');
+  return (
+    `rank${plural(finished)} ${finished.join(', ')} finished ${phase} while ` +
+    `rank${plural(waiting)} ${waiting.join(', ')} wait${waiting.length > 1 ? '' : 's'} for ${finished.length > 1 ? 'them' : 'it'} in ${op}() (collective #${seq})`
+  );
+}
+
 /** The compiled rank entry point (tests run this module from src/, ranks always run dist/). */
 function childMainPath(): string {
   const here = import.meta.url;
@@ -708,19 +896,11 @@ function childMainPath(): string {
   const path = url ? fileURLToPath(url) : '';
   if (!url || !existsSync(path)) {
     throw new DistributedError(
-      'ERR_NOT_BUILT',
+      DistributedErrorCode.NotBuilt,
       `The rank entry point ${path || 'dist/process/child-main.js'} does not exist: build @reactor/distributed (pnpm --filter @reactor/distributed build).`,
     );
   }
   return path;
-}
-
-function positiveMs(v: number | undefined, dflt: number, name: string): number {
-  if (v === undefined) return dflt;
-  if (typeof v !== 'number' || Number.isNaN(v) || v <= 0) {
-    throw new RangeError(`options.${name} must be a positive number of milliseconds (or Infinity), got ${String(v)}.`);
-  }
-  return v;
 }
 
 /** setTimeout holds at most 2^31-1 ms; longer (or Infinity) means "no deadline" in practice. */

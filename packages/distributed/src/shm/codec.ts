@@ -21,6 +21,7 @@
  * @internal
  */
 import { Buffer } from 'node:buffer';
+import { createHash } from 'node:crypto';
 import v8 from 'node:v8';
 
 /** Bytes before the header: its length as a little-endian u32. */
@@ -34,7 +35,11 @@ export function align(n: number, to = PAYLOAD_ALIGN): number {
 
 type ViewCtor = new (buffer: ArrayBufferLike, byteOffset: number, length: number) => ArrayBufferView;
 
-/** Type index on the wire -> constructor. Index 12 is a Node Buffer (revived as Buffer). */
+/**
+ * Type index on the wire -> constructor (the wire table of every view that can travel; the
+ * collectives accept a subset, `TYPED_ARRAY_CONSTRUCTORS` in `collectives/types.ts`).
+ * {@link DATA_VIEW_TYPE} and {@link BUFFER_TYPE} are measured in bytes, the others in elements.
+ */
 const VIEW_TYPES: ViewCtor[] = [
   Int8Array,
   Uint8Array,
@@ -49,7 +54,31 @@ const VIEW_TYPES: ViewCtor[] = [
   BigUint64Array,
   DataView as unknown as ViewCtor,
 ];
+/** Wire type index of a `DataView` (its length is in bytes). */
+const DATA_VIEW_TYPE = 11;
+/** Wire type index of a Node `Buffer` (revived as a Buffer; its length is in bytes). */
 const BUFFER_TYPE = 12;
+
+/** The length a view is described by on the wire: bytes for DataView/Buffer, elements otherwise. */
+function wireLength(view: ArrayBufferView, type: number): number {
+  return type === DATA_VIEW_TYPE || type === BUFFER_TYPE ? view.byteLength : (view as unknown as { length: number }).length;
+}
+
+/**
+ * The json format's description of its typed arrays: {@link META_STRIDE} numbers per array,
+ * `[type, offset, length]` at {@link META_TYPE}, {@link META_OFFSET}, {@link META_LENGTH}.
+ * Only this module reads or writes it (`setMetaOffset()` for the writer that moves an array).
+ */
+export const META_STRIDE = 3;
+const META_TYPE = 0;
+const META_OFFSET = 1;
+const META_LENGTH = 2;
+
+/** Records that array `index` of a json-format message lies at `offset` in its block. */
+export function setMetaOffset(enc: EncodedValue, index: number, offset: number): void {
+  enc.offsets[index] = offset;
+  enc.meta[index * META_STRIDE + META_OFFSET] = offset;
+}
 
 function typeIndexOf(view: ArrayBufferView): number {
   if (Buffer.isBuffer(view)) return BUFFER_TYPE;
@@ -80,7 +109,7 @@ class PayloadSerializer extends v8.Serializer {
     }
     const view = object;
     const type = typeIndexOf(view);
-    const length = type === 11 || type === BUFFER_TYPE ? view.byteLength : (view as unknown as { length: number }).length;
+    const length = wireLength(view, type);
     this.writeUint32(type);
     this.writeDouble(this.cursor);
     this.writeDouble(length);
@@ -116,7 +145,7 @@ const MAX_JSON_DEPTH = 64;
 export interface EncodedValue {
   /** json format: the value's text; null for the v8 format. */
   json: string | null;
-  /** json format: `[type, offset, length]` per typed array. */
+  /** json format: `[type, offset, length]` per typed array (see {@link META_STRIDE}). */
   meta: number[];
   /** v8 format: the serialized header. */
   header: Uint8Array | null;
@@ -153,8 +182,11 @@ class JsonScan {
             this.index.set(v, this.views.length);
             this.views.push(v);
             this.offsets.push(this.cursor);
-            const length = type === 11 || type === BUFFER_TYPE ? v.byteLength : (v as unknown as { length: number }).length;
-            this.meta.push(type, this.cursor, length);
+            const entry = [0, 0, 0];
+            entry[META_TYPE] = type;
+            entry[META_OFFSET] = this.cursor;
+            entry[META_LENGTH] = wireLength(v, type);
+            this.meta.push(...entry);
             this.cursor = align(this.cursor + v.byteLength);
           }
           return true;
@@ -252,8 +284,8 @@ export function decodeValue(json: string | null, meta: readonly number[], bytes:
     if (bytes.byteOffset % 8 !== 0) throw new RangeError('A shared-memory message must start 8-byte aligned.');
     return JSON.parse(json, (_k, v: unknown) => {
       if (v !== null && typeof v === 'object' && PLACEHOLDER in v) {
-        const i = (v as Record<string, number>)[PLACEHOLDER]! * 3;
-        return viewAt(bytes.buffer, bytes.byteOffset + meta[i + 1]!, meta[i]!, meta[i + 2]!);
+        const i = (v as Record<string, number>)[PLACEHOLDER]! * META_STRIDE;
+        return viewAt(bytes.buffer, bytes.byteOffset + meta[i + META_OFFSET]!, meta[i + META_TYPE]!, meta[i + META_LENGTH]!);
       }
       return v;
     }) as unknown;
@@ -265,4 +297,18 @@ export function decodeValue(json: string | null, meta: readonly number[], bytes:
   const d = new PayloadDeserializer(header, bytes.buffer, bytes.byteOffset + align(HEADER_LENGTH_BYTES + headerLength));
   d.readHeader();
   return d.readValue();
+}
+
+/**
+ * A hash of a value as this process sees it (its structure and every typed array's bytes), for
+ * the divergence check: equal values on two ranks give equal hashes.
+ */
+export function digestValue(value: unknown): string {
+  const enc = encodeValue(value);
+  const h = createHash('sha256');
+  h.update(enc.json ?? '');
+  h.update(enc.meta.join(','));
+  if (enc.header) h.update(enc.header);
+  for (const v of enc.views) h.update(new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
+  return h.digest('hex').slice(0, 16);
 }

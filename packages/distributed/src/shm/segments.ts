@@ -8,7 +8,8 @@
  *   `pread`s it into a buffer it reuses. Two copies, no native code; used when the binding
  *   cannot load.
  *
- * Segment names are `<prefix>-<role>-g<generation>`; the prefix is per runner and known to the
+ * Segment names are `<prefix>-<role>-g<generation>` (the prefix is
+ * `reactor-<parent pid>.<pid namespace>-<runner#>-<random>`); the prefix is per runner and known to the
  * parent, which unlinks everything under it after any failure. A writer grows by creating the
  * next generation (at least double) and unlinking the old one; mappings of an old generation are
  * unmapped only once nothing in this process references them (FinalizationRegistry), so a view
@@ -19,7 +20,7 @@ import { closeSync, ftruncateSync, openSync, readdirSync, readlinkSync, readSync
 import { createRequire } from 'node:module';
 import { SharedMemoryCapacityError } from '../errors.js';
 import type { Payload, ShmBackendKind, SlotRef } from '../protocol.js';
-import { type EncodedValue, align, decodeValue, messagePieces, writeMessage } from './codec.js';
+import { type EncodedValue, align, decodeValue, messagePieces, setMetaOffset, writeMessage } from './codec.js';
 
 /** Where POSIX shared memory lives on Linux. */
 export const SHM_DIR = '/dev/shm';
@@ -180,6 +181,8 @@ function nextCapacity(current: number, needed: number): number {
 export interface SegmentEnv {
   backend: ShmBackendKind;
   maxShmBytes: number | null;
+  /** Fault injection (`shm_full`): while set, every write fails as if /dev/shm were full. */
+  injectedFull?: boolean;
 }
 
 /**
@@ -201,21 +204,12 @@ export class SegmentWriter {
     private readonly what: string,
   ) {}
 
-  /** Current segment name, if one exists. */
-  get segmentName(): string | null {
-    return this.name;
-  }
-
-  /** Creates the first block now (so `/dev/shm` is checked up front). */
-  prepare(bytes = INITIAL_SEGMENT_BYTES): void {
-    if (this.capacity < bytes) this.grow(bytes);
-  }
-
   /**
    * Writes `msg` into the block, growing it first if needed.
    * @throws {@link SharedMemoryCapacityError} when a bigger block does not fit
    */
   write(msg: EncodedValue): SlotRef {
+    if (this.env.injectedFull) throw new SharedMemoryCapacityError(this.what, msg.totalBytes, 0, `are free in ${SHM_DIR} (injected shm_full fault)`);
     if (this.mapping && msg.json !== null) this.placeInPlace(msg);
     if (msg.totalBytes > this.capacity) {
       this.grow(msg.totalBytes);
@@ -237,6 +231,7 @@ export class SegmentWriter {
    */
   allocate(bytes: number): Uint8Array | null {
     if (this.env.backend !== 'native') return null;
+    if (this.env.injectedFull) throw new SharedMemoryCapacityError(this.what, bytes, 0, `are free in ${SHM_DIR} (injected shm_full fault)`);
     const at = this.bump;
     const end = at + bytes;
     // Headroom, so the small arrays that usually follow a big one fit in the same block.
@@ -270,8 +265,7 @@ export class SegmentWriter {
         off = cursor;
         cursor = align(cursor + msg.views[i]!.byteLength);
       }
-      msg.offsets[i] = off;
-      msg.meta[i * 3 + 1] = off;
+      setMetaOffset(msg, i, off);
     }
     msg.totalBytes = Math.max(cursor, fixedEnd);
   }

@@ -45,6 +45,12 @@ export abstract class DistributedWorker<TArgs = any, TInput = any, TResult = any
   device!: string;
   /** Collectives among the ranks of this runner. */
   comm!: Collectives;
+  /**
+   * Aborted when the caller cancels the call in flight (`runner.generate(input, { signal })`);
+   * a new signal for every call. A worker that can stop early checks it (or listens to its
+   * `abort` event) and returns or throws; its answer tells the runner it stopped.
+   */
+  signal!: AbortSignal;
 
   /** @internal Set by the rank loop on rank 0 (native shared memory only). */
   resultAllocator?: (bytes: number) => Uint8Array | null;

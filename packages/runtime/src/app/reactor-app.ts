@@ -1,9 +1,10 @@
+import { type Logger, silentLogger } from '@reactor/log';
 import { InvalidOutputError, NoSessionError } from '../errors/errors.js';
 import type { LoadContext } from './contract.js';
 import { Output } from '../output/output.js';
 import type { InputState } from '../state/input-state.js';
 import type { StepOutcome } from './step-outcome.js';
-import { resolveWeightsPath } from './weights.js';
+import { hostContext, resolveWeightsPath } from './weights.js';
 
 /** @internal What a host plugs into an app instance. */
 export interface AppBinding {
@@ -12,7 +13,14 @@ export interface AppBinding {
   flush(): void;
   broadcastState(): void;
   readonly weightsPath: string | undefined;
+  readonly logger: Logger;
 }
+
+/**
+ * What {@link ReactorApp.readiness} returns: `true` when the app can take users, otherwise the
+ * reason it cannot (a string), or several reasons.
+ */
+export type AppReadiness = true | string | readonly string[];
 
 /** @internal */
 export const APP_BINDING: unique symbol = Symbol('reactor:app-binding');
@@ -49,6 +57,14 @@ export abstract class ReactorApp<State extends InputState = InputState, Input = 
     return s as State;
   }
 
+  /**
+   * The host's logger, as a child bound to the app's class name (`{ app: 'VideoApp' }`); also in
+   * the constructor. Outside a host: a logger that drops every line.
+   */
+  get logger(): Logger {
+    return this[APP_BINDING]?.logger ?? hostContext.getStore()?.logger ?? silentLogger;
+  }
+
   /** Playout control (`this.output.flush()`). */
   get output(): OutputControl {
     return { flush: () => this[APP_BINDING]?.flush() };
@@ -68,6 +84,16 @@ export abstract class ReactorApp<State extends InputState = InputState, Input = 
    * is logged; closing goes on.
    */
   unload(): void | Promise<void> {}
+
+  /**
+   * Whether the app can take users now: `true`, or the reason it cannot (a string; several as an
+   * array), e.g. `'the runner is restarting'`. The host adds each reason to its readiness
+   * (`/health/ready`) as `app_not_ready`; it asks only once `load()` succeeded. Called on every
+   * readiness probe: keep it cheap and synchronous. A throw counts as not ready. Default: `true`.
+   */
+  readiness(): AppReadiness {
+    return true;
+  }
 
   /** Builds the model input; throw `ApplicationError(reason)` to refuse the step. Default: the state. */
   processInput(): Input | Promise<Input> {

@@ -1,11 +1,19 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
+import type { Logger } from '@reactor/log';
 import { WeightsPathNotSetError } from '../errors/errors.js';
 
 /** Environment variable that overrides the manifest's `runtime.weights_path`. */
 export const WEIGHTS_PATH_ENV = 'REACTOR_WEIGHTS_PATH';
 
-/** The host whose app code is running (load, hooks, commands, steps) in this async context. */
-export const hostContext = new AsyncLocalStorage<{ weightsPath: string | undefined }>();
+/** What app code running under a host can reach without a reference to it. */
+export interface HostContext {
+  readonly weightsPath: string | undefined;
+  /** The app's logger (a child of the host's). */
+  readonly logger: Logger;
+}
+
+/** The host whose app code is running (construction, load, hooks, commands, steps) in this async context. */
+export const hostContext = new AsyncLocalStorage<HostContext>();
 
 /** Resolves the weights path: `REACTOR_WEIGHTS_PATH`, else the given configured path. */
 export function resolveWeightsPath(configured: string | undefined): string {

@@ -29,6 +29,10 @@ export const RuntimeErrorCode = {
   AlreadyLoaded: 'already_loaded',
   HostClosed: 'host_closed',
   SessionFailed: 'session_failed',
+  /** Thrown by `processInput()` to refuse a step; never reaches clients. */
+  ApplicationError: 'application_error',
+  /** A lifecycle (host, session, client) was asked for a transition its state does not allow: a bug in the host. */
+  IllegalTransition: 'illegal_transition',
 } as const;
 export type RuntimeErrorCode = (typeof RuntimeErrorCode)[keyof typeof RuntimeErrorCode];
 
@@ -85,9 +89,11 @@ export class HostOptionError extends ReactorError {
  * @example
  * if (this.state.paused) throw new ApplicationError('paused');
  */
-export class ApplicationError extends Error {
+export class ApplicationError extends ReactorError {
   override name = 'ApplicationError';
-  readonly code = 'application_error';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(RuntimeErrorCode.ApplicationError, message, options);
+  }
 }
 
 /**
@@ -96,14 +102,12 @@ export class ApplicationError extends Error {
  * @example
  * throw new CommandError('not_ready', 'the model is still warming up; try again in a second');
  */
-export class CommandError extends Error {
+export class CommandError extends ReactorError {
   override name = 'CommandError';
-  /** The wire code the sender receives, unchanged. */
-  readonly code: string;
+  /** @param code the wire code the sender receives, unchanged (the app's own, e.g. `not_ready`). */
   constructor(code: string, message: string) {
-    super(message);
     if (typeof code !== 'string' || code.length === 0) throw new TypeError('CommandError: code must be a non-empty string');
-    this.code = code;
+    super(code, message);
   }
 }
 
@@ -171,5 +175,24 @@ export class HostClosedError extends ReactorError {
   override name = 'HostClosedError';
   constructor(message = 'the app host is closed') {
     super(RuntimeErrorCode.HostClosed, message);
+  }
+}
+
+/**
+ * A lifecycle of the host (host, session or client) was asked for a transition that its current
+ * state does not allow. Never expected: it marks a bug in the host, and names the lifecycle and
+ * both states.
+ */
+export class IllegalTransitionError extends ReactorError {
+  override name = 'IllegalTransitionError';
+  /** The lifecycle (`host`, `session`, `client`). */
+  readonly lifecycle: string;
+  readonly from: string;
+  readonly to: string;
+  constructor(lifecycle: string, from: string, to: string) {
+    super(RuntimeErrorCode.IllegalTransition, `illegal ${lifecycle} transition ${from} -> ${to}`);
+    this.lifecycle = lifecycle;
+    this.from = from;
+    this.to = to;
   }
 }

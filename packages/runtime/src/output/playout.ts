@@ -18,8 +18,6 @@ export class Playout {
   private closed = false;
   /** Frames played out since the last {@link takeWindow}, summed over tracks. */
   private windowFrames = 0;
-  /** Frames played out in total. */
-  framesPlayed = 0;
 
   constructor(
     private readonly tracks: readonly TrackSpec[],
@@ -162,7 +160,6 @@ export class Playout {
           rgb: head.rgb,
           ...(head.metadata !== undefined ? { metadata: head.metadata } : {}),
         };
-        this.framesPlayed++;
         this.windowFrames++;
         this.emit(frame);
       }

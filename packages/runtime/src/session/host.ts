@@ -1,41 +1,28 @@
 import { randomUUID } from 'node:crypto';
-import {
-  type AppSchema,
-  type CommandMessage,
-  type ErrorBody,
-  type ErrorMessage,
-  type ReplyMessage,
-  type ServerMessage,
-  type SessionStatus,
-  WireErrorCode,
-} from '@reactor/client';
-import type { LogFields, Logger as LogLogger } from '@reactor/log';
+import { type AppSchema, type CommandMessage, type ErrorBody, type ErrorMessage, type ReplyMessage, type ServerMessage, type SessionStatus, WireErrorCode } from '@reactor/client';
+import { consoleLogger, type Logger } from '@reactor/log';
 import type { LoadContext } from '../app/contract.js';
-import { APP_BINDING, type AppBinding, type ReactorApp } from '../app/reactor-app.js';
+import { APP_BINDING, type AppBinding, type AppReadiness, type ReactorApp } from '../app/reactor-app.js';
 import { type AppDefinition, type CommandSpec, describeApp } from '../app/registry.js';
 import { StepOutcome } from '../app/step-outcome.js';
-import { hostContext } from '../app/weights.js';
-import {
-  AppLoadError,
-  ApplicationError,
-  CommandError,
-  HostClosedError,
-  HostOptionError,
-  MessageNotDeclaredError,
-  RuntimeErrorCode,
-} from '../errors/errors.js';
+import { hostContext, type HostContext } from '../app/weights.js';
+import { AppLoadError, ApplicationError, CommandError, HostClosedError, HostOptionError, MessageNotDeclaredError, RuntimeErrorCode } from '../errors/errors.js';
 import type { AnyClass, HookKind } from '../metadata/keys.js';
 import { toSnakeCase } from '../metadata/naming.js';
 import { type Chunk, normalizeOutput } from '../output/normalize.js';
 import type { Output } from '../output/output.js';
 import { Playout } from '../output/playout.js';
-import type { InputState } from '../state/input-state.js';
+import { truncateCodePoints, unknownKey } from '../state/field-errors.js';
+import { errorReply, invalidParams } from './answers.js';
 import type { Client } from './client.js';
-import { type Logger, consoleLogger } from './logger.js';
+import { HostClient } from './host-client.js';
+import { HOST_TRANSITIONS, type HostState, Lifecycle } from './lifecycle.js';
+import { ReadinessCode } from './readiness.js';
+import { Session } from './session.js';
 import { StepLock } from './step-lock.js';
 import type { AppHostApi, ClientHandle, ClientInfo, ClientSink, NotReadyReason, OutputFrame, Readiness } from './transport.js';
 
-/** Default grace period before a session without clients ends (the original's 60 s). */
+/** Default grace period before a session without clients ends (60 s). */
 export const DEFAULT_GRACE_PERIOD_MS = 60_000;
 /** Default wait before a refused step (`ApplicationError`) is retried when nothing changes. */
 export const DEFAULT_REFUSAL_BACKOFF_MS = 50;
@@ -51,7 +38,10 @@ export interface AppHostOptions {
    * the manifest's folder). `REACTOR_WEIGHTS_PATH` overrides it.
    */
   weightsPath?: string;
-  /** Where log lines go (default: console with a `[reactor]` prefix). */
+  /**
+   * Where log lines go (default: `consoleLogger()` of `@reactor/log`). The app logs through
+   * `this.logger`, a child of this one with the app's name (`{ app: 'VideoApp' }`).
+   */
   logger?: Logger;
   /** Retry delay after a refused step when nothing changes, ms (default 50). */
   refusalBackoffMs?: number;
@@ -72,75 +62,17 @@ export interface HostCounters {
   framesDropped: number;
 }
 
-type Phase = 'starting' | 'streaming' | 'orphaned' | 'closing';
-
-class Session {
-  readonly id = randomUUID();
-  readonly startedAt = performance.now();
-  phase: Phase = 'starting';
-  started = false;
-  ended = false;
-  error: ErrorBody | undefined;
-  readonly members = new Set<HostClient>();
-  /** Clients that left and whose `@disconnected` hook has not run yet. */
-  readonly leaving = new Set<HostClient>();
-  loopRunning = false;
-  graceTimer: NodeJS.Timeout | undefined;
-  statsTimer: NodeJS.Timeout | undefined;
-  steps = 0;
-  windowSteps = 0;
-  windowModelMs = 0;
-  lastRefusal: string | undefined;
-  constructor(
-    readonly state: InputState,
-    readonly playout: Playout,
-  ) {}
-}
-
 let clientCounter = 0;
-
-class HostClient implements Client, ClientHandle {
-  gone = false;
-  dropped = 0;
-  session: Session | undefined;
-  /** `@connected` still owed (the client arrived while no session could start). */
-  pendingConnect = false;
-  /** `@connected` has run for its session; `@disconnected` is owed when it leaves. */
-  connectedHookRan = false;
-  /** `@disconnected` has run (or is not owed). */
-  disconnectedHookDone = false;
-  constructor(
-    private readonly host: AppHost,
-    readonly id: string,
-    readonly sink: ClientSink,
-    readonly info: ClientInfo,
-  ) {}
-
-  send(message: object): void {
-    const msg = this.host.toAppMessage(message);
-    if (!this.gone) this.sink.message(msg);
-  }
-
-  command(msg: CommandMessage): Promise<ReplyMessage | ErrorMessage> {
-    return this.host.dispatch(this, msg);
-  }
-
-  disconnect(): void {
-    this.host.detach(this);
-  }
-
-  reportDropped(count: number): void {
-    if (Number.isFinite(count) && count > 0) {
-      this.dropped += count;
-      this.host.counters.framesDropped += count;
-    }
-  }
-}
 
 /**
  * Runs one app: loads it, keeps one session at a time for any number of clients, runs the step
  * loop, dispatches commands and hooks under the step lock, paces frames out to every client.
  * Transports (the WebSocket server, tests) talk to it through {@link AppHostApi}.
+ *
+ * Three lifecycles, each an explicit state machine (`session/lifecycle.ts`): the host
+ * (`created -> loading -> ready | failed -> closing -> closed`), each session
+ * (`starting -> waiting -> streaming <-> orphaned -> closing -> ended`) and each client
+ * (`waiting -> joining -> joined -> leaving -> gone`).
  *
  * @example
  * const host = new AppHost(VideoApp, { gracePeriodMs: 60_000, weightsPath: '/weights' });
@@ -163,21 +95,19 @@ export class AppHost implements AppHostApi {
   private readonly gracePeriodMs: number;
   private readonly refusalBackoffMs: number;
   private readonly statsIntervalMs: number;
-  private readonly weightsPath: string | undefined;
   private readonly lock = new StepLock();
-  private readonly ctx: { weightsPath: string | undefined };
+  private readonly ctx: HostContext;
+  private readonly lifecycle = new Lifecycle<HostState>('host', 'created', HOST_TRANSITIONS);
+  /** Where the host stood when `close()` began (what `status` reports from then on). */
+  private stateBeforeClose: HostState = 'created';
   private readonly clients = new Map<string, HostClient>();
   private readonly statusListeners = new Set<(status: SessionStatus) => void>();
   private readonly stepListeners = new Set<(step: { elapsedMs: number; failed: boolean }) => void>();
-  private loadState: 'idle' | 'loading' | 'ready' | 'failed' = 'idle';
   /** The app's `load()` while it runs and after (`close()` waits for it before `unload()`). */
   private loading: Promise<void> | undefined;
-  /** True while `processInput` / `generate` / `processOutput` of a step run. */
-  private inStep = false;
   private loadError: ErrorBody | undefined;
   private lastSessionError: ErrorBody | undefined;
   private session: Session | undefined;
-  private closed = false;
   private closing: Promise<void> | undefined;
   private lastStatusJson = '';
   private changeVersion = 0;
@@ -196,18 +126,21 @@ export class AppHost implements AppHostApi {
     if (options.weightsPath !== undefined && typeof options.weightsPath !== 'string') {
       throw new HostOptionError(`options.weightsPath must be a string, got ${typeof options.weightsPath}`);
     }
-    this.weightsPath = options.weightsPath;
-    this.logger = options.logger ?? consoleLogger;
+    if (options.logger !== undefined && !isLogger(options.logger)) {
+      throw new HostOptionError('options.logger must be a Logger of @reactor/log (debug, info, warn, error and child methods), e.g. consoleLogger() or silentLogger');
+    }
+    this.logger = options.logger ?? consoleLogger();
     this.def = describeApp(appClass);
     this.schema = this.def.schema;
-    this.ctx = { weightsPath: this.weightsPath };
+    this.ctx = { weightsPath: options.weightsPath, logger: this.logger.child({ app: this.def.appClass.name }) };
     this.app = hostContext.run(this.ctx, () => new appClass());
     const binding: AppBinding = {
       state: () => this.session?.state,
       send: (message) => this.broadcastMessage(message),
       flush: () => this.flush(),
       broadcastState: () => this.broadcastState(),
-      weightsPath: this.weightsPath,
+      weightsPath: this.ctx.weightsPath,
+      logger: this.ctx.logger,
     };
     this.app[APP_BINDING] = binding;
   }
@@ -215,20 +148,58 @@ export class AppHost implements AppHostApi {
   /** Where the host stands: loading, ready, a session's phase, or failed. */
   get status(): SessionStatus {
     const clients = this.clients.size;
-    if (this.loadState === 'idle' || this.loadState === 'loading') return { state: 'loading', clients };
-    if (this.loadState === 'failed') return { state: 'failed', clients, ...(this.loadError ? { error: this.loadError } : {}) };
+    const host = this.lifecycle.is('closing', 'closed') ? this.stateBeforeClose : this.lifecycle.state;
+    if (host === 'created' || host === 'loading') return { state: 'loading', clients };
+    if (host === 'failed') return { state: 'failed', clients, ...(this.loadError ? { error: this.loadError } : {}) };
     const s = this.session;
     if (!s) return { state: 'ready', clients, ...(this.lastSessionError ? { error: this.lastSessionError } : {}) };
-    const state = s.phase === 'starting' ? 'waiting' : s.phase;
+    const phase = s.lifecycle.state;
+    const state = phase === 'starting' || phase === 'waiting' ? 'waiting' : phase === 'ended' ? 'closing' : phase;
     return { state, sessionId: s.id, clients, ...(s.error ? { error: s.error } : {}) };
   }
 
-  /** Whether a new user would get a stream now (see {@link AppHostApi.readiness}). */
+  /**
+   * Whether a new user would get a stream now, and if not, every reason why: the app is loading
+   * (`loading`), its load failed (`load_failed`), the host is closing (`closing`), the current
+   * session is ending so a new client has to wait (`session_closing`), or the app itself says
+   * it is not ready (`app_not_ready`, from {@link ReactorApp.readiness}).
+   */
   readiness(): Readiness {
     const reasons: NotReadyReason[] = [];
-    if (this.loadState === 'idle' || this.loadState === 'loading') reasons.push({ code: 'loading', message: 'the app is loading' });
-    else if (this.loadState === 'failed') reasons.push({ code: 'load_failed', message: `the app failed to load: ${this.loadError?.message ?? 'unknown error'}` });
+    switch (this.lifecycle.state) {
+      case 'created':
+      case 'loading':
+        reasons.push({ code: ReadinessCode.Loading, message: 'the app is loading' });
+        break;
+      case 'failed':
+        reasons.push({ code: ReadinessCode.LoadFailed, message: `the app failed to load: ${this.loadError?.message ?? 'unknown error'}` });
+        break;
+      case 'closing':
+      case 'closed':
+        reasons.push({ code: ReadinessCode.Closing, message: 'the app host is shutting down' });
+        break;
+      case 'ready':
+        if (this.session?.lifecycle.is('closing')) {
+          reasons.push({ code: ReadinessCode.SessionClosing, message: 'the current session is ending; a new one starts when it has' });
+        }
+        reasons.push(...this.appReadiness());
+        break;
+    }
     return { ready: reasons.length === 0, reasons };
+  }
+
+  /** The app's own report ({@link ReactorApp.readiness}), as reasons. */
+  private appReadiness(): NotReadyReason[] {
+    let report: AppReadiness;
+    try {
+      report = hostContext.run(this.ctx, () => this.app.readiness());
+    } catch (err) {
+      return [{ code: ReadinessCode.AppNotReady, message: `${this.def.appClass.name}.readiness() threw: ${errorText(err)}` }];
+    }
+    if (report === true) return [];
+    const messages = typeof report === 'string' ? [report] : Array.isArray(report) ? report : [];
+    if (messages.length === 0) return [{ code: ReadinessCode.AppNotReady, message: `${this.def.appClass.name}.readiness() returned ${describe(report)}; return true or the reason it is not ready` }];
+    return messages.map((m) => ({ code: ReadinessCode.AppNotReady, message: String(m) }));
   }
 
   /** Calls `listener` on every status change; returns the unsubscribe function. */
@@ -245,10 +216,10 @@ export class AppHost implements AppHostApi {
 
   /**
    * Runs the app's `load(context)` once, with `configPath` and `manifestGpuCount` as given (see
-   * `LoadContext`). Status goes loading -> ready (and a session starts if clients are waiting)
-   * or -> failed with the reason.
+   * `LoadContext`) and the app's logger (`this.logger`). Status goes loading -> ready (and a session starts if
+   * clients are waiting) or -> failed with the reason.
    * @throws HostOptionError (`invalid_host_option`) for a `manifestGpuCount` that is not a non-negative integer.
-   * @throws AppLoadError (`load_failed`, cause = what load() threw; `already_loaded` on a second call; `host_closed`).
+   * @throws AppLoadError (`load_failed`, cause = what load() threw; `already_loaded` on a second call); HostClosedError (`host_closed`).
    */
   async load(options: { configPath?: string; manifestGpuCount?: number } = {}): Promise<void> {
     const { configPath, manifestGpuCount } = options;
@@ -256,48 +227,49 @@ export class AppHost implements AppHostApi {
     if (manifestGpuCount !== undefined && !(Number.isInteger(manifestGpuCount) && manifestGpuCount >= 0)) {
       throw new HostOptionError(`load() options.manifestGpuCount must be a non-negative integer, got ${JSON.stringify(manifestGpuCount)}`);
     }
-    if (this.closed) throw new HostClosedError();
-    if (this.loadState !== 'idle') throw new AppLoadError(RuntimeErrorCode.AlreadyLoaded, `${this.def.appClass.name} is already ${this.loadState === 'loading' ? 'loading' : 'loaded'}; load() runs once per host`);
-    this.loadState = 'loading';
+    if (this.lifecycle.is('closing', 'closed')) throw new HostClosedError();
+    if (!this.lifecycle.is('created')) {
+      throw new AppLoadError(RuntimeErrorCode.AlreadyLoaded, `${this.def.appClass.name} is already ${this.lifecycle.is('loading') ? 'loading' : 'loaded'}; load() runs once per host`);
+    }
+    this.lifecycle.to('loading');
     this.publishStatus();
-    // Until the host logs through @reactor/log itself, the app gets the host's lines through an adapter.
-    const context: LoadContext = { configPath, manifestGpuCount, logger: asLogLogger(this.logger) };
+    const context: LoadContext = { configPath, manifestGpuCount, logger: this.ctx.logger };
     try {
       // An async wrapper, so a synchronous load() (or one that throws at once) is tracked too.
       this.loading = hostContext.run(this.ctx, async () => this.app.load(context));
       await this.loading;
     } catch (cause) {
-      this.loadState = 'failed';
       this.loadError = { code: RuntimeErrorCode.LoadFailed, message: `${this.def.appClass.name}.load() failed: ${errorText(cause)}` };
-      this.logger.error(this.loadError.message, cause);
+      if (this.lifecycle.is('loading')) this.lifecycle.to('failed');
+      else this.stateBeforeClose = 'failed';
+      this.logger.error({ err: cause }, this.loadError.message);
       this.publishStatus();
       throw new AppLoadError(RuntimeErrorCode.LoadFailed, this.loadError.message, { cause });
     }
-    if (this.closed) return;
-    this.loadState = 'ready';
+    // close() began while load() ran: the host stays closing.
+    if (!this.lifecycle.is('loading')) return;
+    this.lifecycle.to('ready');
     this.publishStatus();
     this.startSessionIfWaiting();
   }
 
   /** Registers a client; its welcome message is on the sink when this returns. */
   connect(sink: ClientSink, info: ClientInfo = {}): ClientHandle {
-    const client = new HostClient(this, `c${++clientCounter}-${randomUUID().slice(0, 8)}`, sink, { ...info });
-    if (this.closed) {
-      client.gone = true;
+    const client = new HostClient(this.clientOwner, `c${++clientCounter}-${randomUUID().slice(0, 8)}`, sink, { ...info });
+    if (this.lifecycle.is('closing', 'closed')) {
+      client.lifecycle.to('gone');
       sink.message(this.welcome(client));
       sink.close('the app host is closed');
       return client;
     }
     this.clients.set(client.id, client);
     const s = this.session;
-    if (s && s.phase !== 'closing') {
+    if (s && !s.over) {
       this.join(s, client);
-    } else if (!s && this.loadState === 'ready') {
-      const fresh = this.createSession();
-      this.join(fresh, client);
-    } else {
-      client.pendingConnect = true;
+    } else if (!s && this.lifecycle.is('ready')) {
+      this.join(this.createSession(), client);
     }
+    // Otherwise it waits (`waiting`) until a session can take it: startSessionIfWaiting().
     this.publishStatus(client);
     sink.message(this.welcome(client));
     this.notifyChange();
@@ -315,14 +287,16 @@ export class AppHost implements AppHostApi {
   }
 
   private async closeOnce(): Promise<void> {
-    this.closed = true;
+    this.stateBeforeClose = this.lifecycle.state;
+    this.lifecycle.to('closing');
     await this.lock.run(async () => {
       const s = this.session;
       if (s) await this.endSession(s, undefined, 'the app host is shutting down');
     });
+    // Clients still waiting for a session (the app was loading, or had failed).
     for (const c of [...this.clients.values()]) {
-      c.gone = true;
       this.clients.delete(c.id);
+      if (c.lifecycle.is('waiting', 'joining')) c.lifecycle.to('gone');
       this.safe(c.sink, () => c.sink.close('the app host is shutting down'));
     }
     this.notifyChange();
@@ -336,50 +310,71 @@ export class AppHost implements AppHostApi {
       try {
         await hostContext.run(this.ctx, () => this.app.unload());
       } catch (err) {
-        this.logger.error(`${this.def.appClass.name}.unload() threw (ignored)`, err);
+        this.logger.error({ err }, `${this.def.appClass.name}.unload() threw (ignored)`);
       }
     }
+    this.lifecycle.to('closed');
   }
 
   // ---- clients ----------------------------------------------------------------------------
 
+  /** What a {@link HostClient} may call back. */
+  private readonly clientOwner = {
+    toAppMessage: (message: object) => this.toAppMessage(message),
+    dispatch: (client: HostClient, msg: CommandMessage) => this.dispatch(client, msg),
+    detach: (client: HostClient) => this.detach(client),
+    countDropped: (count: number) => {
+      this.counters.framesDropped += count;
+    },
+  };
+
+  /** `waiting` -> `joining`: the client is a member; its `@connected` hooks run in their turn. */
   private join(session: Session, client: HostClient): void {
+    client.lifecycle.to('joining');
     client.session = session;
-    client.pendingConnect = false;
     session.members.add(client);
     void this.task(async () => {
-      if (session.ended || session.phase === 'closing') return;
-      client.connectedHookRan = true;
-      await this.runHooks('connected', client);
+      if (session.over) return;
+      // A client that left before its turn is gone: the app never saw it, so no hook runs.
+      if (client.lifecycle.is('joining')) {
+        client.lifecycle.to('joined');
+        await this.runHooks('connected', client);
+      }
       this.settle(session);
     });
   }
 
-  /** Runs `@disconnected` for a client once, and only if `@connected` ran. */
-  private async runDisconnected(client: HostClient): Promise<void> {
-    if (client.disconnectedHookDone) return;
-    client.disconnectedHookDone = true;
-    if (client.connectedHookRan) await this.runHooks('disconnected', client);
-  }
-
-  /** @internal A client left. */
-  detach(client: HostClient): void {
-    if (client.gone) return;
-    client.gone = true;
+  /** A client left (the transport's `disconnect()`). */
+  private detach(client: HostClient): void {
+    if (!client.connected) return;
     this.clients.delete(client.id);
     const s = client.session;
-    if (s) {
-      s.members.delete(client);
+    s?.members.delete(client);
+    if (client.lifecycle.is('joined') && s && !s.lifecycle.is('ended')) {
+      client.lifecycle.to('leaving');
       s.leaving.add(client);
+    } else {
+      client.lifecycle.to('gone');
     }
     this.publishStatus();
     this.notifyChange();
-    if (!s || s.ended) return;
+    if (!s || s.lifecycle.is('ended')) return;
     void this.task(async () => {
-      s.leaving.delete(client);
-      await this.runDisconnected(client);
+      await this.finishLeaving(s, client);
       this.settle(s);
     });
+  }
+
+  /** `leaving` -> `gone`, running `@disconnected`; a no-op for a client already gone (the session's end ran it). */
+  private async finishLeaving(session: Session, client: HostClient): Promise<void> {
+    if (!session.leaving.delete(client)) return;
+    client.lifecycle.to('gone');
+    await this.runHooks('disconnected', client);
+  }
+
+  /** Runs `@disconnected` for every client that left the session, in the order they left. */
+  private async drainLeaving(session: Session): Promise<void> {
+    for (let next = first(session.leaving); next; next = first(session.leaving)) await this.finishLeaving(session, next);
   }
 
   private welcome(client: HostClient): ServerMessage {
@@ -390,7 +385,8 @@ export class AppHost implements AppHostApi {
       clientId: client.id,
       app: this.schema.app,
       schema: this.schema,
-      state: s && !s.ended && client.session === s ? this.def.state.snapshot(s.state) : {},
+      // A client still waiting for a session gets `{}` here and the state when it joins one.
+      state: s && !s.over && client.session === s ? this.def.state.snapshot(s.state) : {},
       session: this.status,
     };
   }
@@ -404,38 +400,43 @@ export class AppHost implements AppHostApi {
     this.session = session;
     this.lastSessionError = undefined;
     this.counters.sessions++;
-    // Streaming begins once the first client's @connected hook has run (its task follows this one).
+    // Streaming begins once the first client's @connected hooks have run (their task follows this one).
     void this.task(async () => {
+      if (session.over) return;
       await this.runHooks('sessionStarted');
-      session.started = true;
+      if (session.lifecycle.is('starting')) session.lifecycle.to('waiting');
     });
     return session;
   }
 
+  /** Starts a session for the clients that wait for one, once the app is loaded and no session runs. */
   private startSessionIfWaiting(): void {
-    if (this.closed || this.session || this.loadState !== 'ready') return;
-    const waiting = [...this.clients.values()].filter((c) => c.pendingConnect && !c.gone);
+    if (!this.lifecycle.is('ready') || this.session) return;
+    const waiting = [...this.clients.values()].filter((c) => c.lifecycle.is('waiting'));
     if (waiting.length === 0) return;
     const s = this.createSession();
     for (const c of waiting) this.join(s, c);
     this.publishStatus();
+    // Their welcome carried no state: they get it as soon as they are in the session.
+    const msg: ServerMessage = { type: 'state', state: this.def.state.snapshot(s.state) };
+    for (const c of waiting) this.safe(c.sink, () => c.sink.message(msg));
   }
 
-  /** Brings the session's phase in line with its members (streaming / orphaned + grace timer). */
+  /** Brings a started session's state in line with its members: `streaming` (loop and stats run) or `orphaned` (grace timer runs). */
   private settle(session: Session): void {
-    if (this.session !== session || session.ended || session.phase === 'closing' || !session.started) return;
+    if (this.session !== session || !session.live) return;
     if (session.members.size > 0) {
       if (session.graceTimer) clearTimeout(session.graceTimer);
       session.graceTimer = undefined;
-      session.phase = 'streaming';
+      if (!session.lifecycle.is('streaming')) session.lifecycle.to('streaming');
       this.ensureLoop(session);
       this.ensureStats(session);
-    } else if (session.phase !== 'orphaned') {
-      session.phase = 'orphaned';
+    } else if (!session.lifecycle.is('orphaned')) {
+      session.lifecycle.to('orphaned');
       session.graceTimer = setTimeout(() => {
         session.graceTimer = undefined;
         void this.task(async () => {
-          if (this.session === session && !session.ended && session.members.size === 0) await this.endSession(session, undefined, undefined);
+          if (this.session === session && session.lifecycle.is('orphaned') && session.members.size === 0) await this.endSession(session, undefined, undefined);
         });
       }, this.gracePeriodMs);
       session.graceTimer.unref();
@@ -446,38 +447,46 @@ export class AppHost implements AppHostApi {
   /**
    * Ends a session; runs under the step lock. With `error`, clients are told (session status
    * with the error) and their sinks closed; with `kickReason` (host shutdown), sinks are closed.
+   *
+   * The order at a session's end, for every way it ends, is written here and nowhere else:
+   * 1. the session goes `closing`: timers stop, playout stops, clients see `closing`;
+   * 2. `@disconnected` for each client that had already left, in the order they left;
+   * 3. `@disconnected` for each client this end removes (error or shutdown), in join order
+   *    (only for clients whose `@connected` ran);
+   * 4. `@sessionEnded`;
+   * 5. the session is `ended` and its state dropped; removed clients' sinks are closed;
+   * 6. clients that arrived while it was closing get a new session.
    */
   private async endSession(session: Session, error: ErrorBody | undefined, kickReason: string | undefined): Promise<void> {
-    if (session.ended) return;
-    session.phase = 'closing';
+    if (session.over) return;
+    session.lifecycle.to('closing');
     session.error = error;
-    if (session.graceTimer) clearTimeout(session.graceTimer);
-    if (session.statsTimer) clearInterval(session.statsTimer);
-    session.graceTimer = undefined;
-    session.statsTimer = undefined;
+    session.clearTimers();
     session.playout.close();
     this.publishStatus();
     this.notifyChange();
-    // Hooks in order: clients that already left first, then the ones this end removes.
-    for (const c of [...session.leaving]) {
-      session.leaving.delete(c);
-      await this.runDisconnected(c);
-    }
+    await this.drainLeaving(session);
     const kicked = error !== undefined || kickReason !== undefined ? [...session.members] : [];
     for (const c of kicked) {
-      c.gone = true;
       this.clients.delete(c.id);
       session.members.delete(c);
-      await this.runDisconnected(c);
+      if (c.lifecycle.is('joined')) {
+        c.lifecycle.to('leaving');
+        session.leaving.add(c);
+      } else if (c.lifecycle.is('joining')) {
+        c.lifecycle.to('gone');
+      }
+      await this.finishLeaving(session, c);
     }
+    // Clients that left while those hooks ran.
+    await this.drainLeaving(session);
     await this.runHooks('sessionEnded');
-    session.ended = true;
+    session.lifecycle.to('ended');
     this.session = undefined;
     this.lastSessionError = error;
     const reason = error ? `the session ended: ${error.message}` : (kickReason ?? 'session ended');
     for (const c of kicked) this.safe(c.sink, () => c.sink.close(reason));
     this.publishStatus();
-    // Clients that arrived while this session was closing get a fresh one.
     this.startSessionIfWaiting();
   }
 
@@ -485,7 +494,7 @@ export class AppHost implements AppHostApi {
     if (session.statsTimer || this.statsIntervalMs === 0) return;
     let last = performance.now();
     session.statsTimer = setInterval(() => {
-      if (session.ended || session.phase !== 'streaming') return;
+      if (!session.lifecycle.is('streaming')) return;
       const now = performance.now();
       const seconds = Math.max(1e-3, (now - last) / 1000);
       last = now;
@@ -503,55 +512,52 @@ export class AppHost implements AppHostApi {
   // ---- the step loop ----------------------------------------------------------------------
 
   private ensureLoop(session: Session): void {
-    if (session.loopRunning || this.closed) return;
-    session.loopRunning = true;
-    const p = hostContext.run(this.ctx, () => this.runLoop(session));
+    if (session.loop || !this.lifecycle.is('ready')) return;
+    // The handle is in place before the loop starts, so the loop can clear it the moment it stops.
+    const handle = {};
+    session.loop = handle;
+    const p = hostContext.run(this.ctx, () => this.runLoop(session, handle));
     this.loops.add(p);
     void p.finally(() => this.loops.delete(p));
   }
 
-  private async runLoop(session: Session): Promise<void> {
+  private async runLoop(session: Session, handle: object): Promise<void> {
     try {
-      while (!session.ended && session.phase === 'streaming' && this.session === session) {
-        const version = this.changeVersion;
-        let chunk: Chunk | undefined;
-        let refused = false;
-        await this.lock.run(async () => {
-          if (session.ended || session.phase !== 'streaming') return;
-          const r = await this.step(session);
-          if (r === 'refused') refused = true;
-          else chunk = r;
-        });
-        if (refused) {
-          await this.waitForChange(version, this.refusalBackoffMs);
-          // Whatever woke it, let I/O and timers run before the next try.
-          await yieldToEventLoop();
-          continue;
-        }
-        if (chunk) {
-          // Media leaves outside the lock: commands run while this waits for room.
-          await session.playout.push(chunk);
-        }
-        // A model that answers synchronously would otherwise keep the loop in microtasks and
-        // starve I/O (sockets, timers): give the event loop one turn per step.
-        await yieldToEventLoop();
-      }
+      await this.loopSteps(session);
     } finally {
-      session.loopRunning = false;
+      if (session.loop === handle) session.loop = undefined;
+    }
+  }
+
+  private async loopSteps(session: Session): Promise<void> {
+    while (session.lifecycle.is('streaming') && this.session === session) {
+      const version = this.changeVersion;
+      let chunk: Chunk | undefined;
+      let refused = false;
+      await this.lock.run(async () => {
+        if (!session.lifecycle.is('streaming')) return;
+        const r = await this.step(session);
+        if (r === 'refused') refused = true;
+        else chunk = r;
+      }, 'step');
+      if (refused) {
+        await this.waitForChange(version, this.refusalBackoffMs);
+        // Whatever woke it, let I/O and timers run before the next try.
+        await yieldToEventLoop();
+        continue;
+      }
+      if (chunk) {
+        // Media leaves outside the lock: commands run while this waits for room.
+        await session.playout.push(chunk);
+      }
+      // A model that answers synchronously would otherwise keep the loop in microtasks and
+      // starve I/O (sockets, timers): give the event loop one turn per step.
+      await yieldToEventLoop();
     }
   }
 
   /** One step, under the lock. Returns the media to emit, `'refused'`, or undefined (nothing / session ended). */
   private async step(session: Session): Promise<Chunk | 'refused' | undefined> {
-    this.inStep = true;
-    try {
-      return await this.stepInner(session);
-    } finally {
-      this.inStep = false;
-    }
-  }
-
-  private async stepInner(session: Session): Promise<Chunk | 'refused' | undefined> {
     const app = this.app;
     let input: unknown;
     try {
@@ -596,7 +602,7 @@ export class AppHost implements AppHostApi {
   }
 
   private async failSession(session: Session, where: string, err: unknown): Promise<void> {
-    this.logger.error(`${this.def.appClass.name}.${where}() threw; ending the session`, err);
+    this.logger.error({ err }, `${this.def.appClass.name}.${where}() threw; ending the session`);
     const code = typeof (err as { code?: unknown })?.code === 'string' ? ` [${(err as { code: string }).code}]` : '';
     await this.endSession(session, { code: RuntimeErrorCode.SessionFailed, message: `${where}() failed: ${errorText(err)}${code}` }, undefined);
   }
@@ -627,18 +633,18 @@ export class AppHost implements AppHostApi {
 
   // ---- commands ---------------------------------------------------------------------------
 
-  /** @internal Runs one command for `client` under the lock; the answer goes to its sink and is returned. */
-  async dispatch(client: HostClient, msg: CommandMessage): Promise<ReplyMessage | ErrorMessage> {
+  /** Runs one command for `client` under the lock; the answer goes to its sink and is returned. */
+  private async dispatch(client: HostClient, msg: CommandMessage): Promise<ReplyMessage | ErrorMessage> {
     const id = typeof msg?.id === 'string' ? msg.id : '';
     let answer: ReplyMessage | ErrorMessage;
     try {
       answer = await this.task(() => this.execute(client, msg, id));
     } catch (err) {
-      this.logger.error('command dispatch failed', err);
+      this.logger.error({ err }, 'command dispatch failed');
       answer = errorReply(id, WireErrorCode.InternalError, 'the command failed inside the server; the server log has the details');
     }
     if (answer.type === 'error') this.counters.commandErrors++;
-    if (!client.gone) this.safe(client.sink, () => client.sink.message(answer));
+    if (client.connected) this.safe(client.sink, () => client.sink.message(answer));
     this.notifyChange();
     return answer;
   }
@@ -648,10 +654,11 @@ export class AppHost implements AppHostApi {
     const name = msg?.name;
     const spec = typeof name === 'string' ? this.def.commands.get(name) : undefined;
     if (!spec) {
-      return errorReply(id, WireErrorCode.UnknownCommand, `unknown command ${JSON.stringify(name)}; this app has: ${[...this.def.commands.keys()].join(', ') || '(none)'}`);
+      const shown = typeof name === 'string' ? truncateCodePoints(name) : name;
+      return errorReply(id, WireErrorCode.UnknownCommand, `unknown command ${JSON.stringify(shown)}; this app has: ${[...this.def.commands.keys()].join(', ') || '(none)'}`);
     }
     const session = this.session;
-    if (client.gone || !session || session.ended || session.phase === 'closing' || client.session !== session) {
+    if (!client.lifecycle.is('joining', 'joined') || !session || session.over || client.session !== session) {
       return errorReply(id, WireErrorCode.NoSession, `no session is running${this.status.state === 'loading' ? ' yet: the app is still loading' : ''}; try again once the session status is streaming`);
     }
     const params = msg.params ?? {};
@@ -665,7 +672,7 @@ export class AppHost implements AppHostApi {
     const field = spec.field!;
     const details = Object.keys(params)
       .filter((k) => k !== field.wire)
-      .map((k) => ({ field: k, constraint: 'whitelistValidation', message: `property ${k} should not exist` }));
+      .map(unknownKey);
     if (!Object.prototype.hasOwnProperty.call(params, field.wire)) {
       details.push({ field: field.wire, constraint: 'required', message: `${field.wire} is required` });
     } else {
@@ -685,7 +692,7 @@ export class AppHost implements AppHostApi {
       value = v.value;
     } else {
       const extra = Object.keys(params);
-      if (extra.length > 0) return invalidParams(id, spec.name, extra.map((k) => ({ field: k, constraint: 'whitelistValidation', message: `property ${k} should not exist` })));
+      if (extra.length > 0) return invalidParams(id, spec.name, extra.map(unknownKey));
     }
     try {
       const handler = (this.app as unknown as Record<string, (p: object, c: Client) => unknown>)[spec.method!]!;
@@ -693,15 +700,15 @@ export class AppHost implements AppHostApi {
       return result === undefined ? { type: 'reply', id } : { type: 'reply', id, result };
     } catch (err) {
       if (err instanceof CommandError) return errorReply(id, err.code, err.message);
-      this.logger.error(`command ${spec.name} (${this.def.appClass.name}.${spec.method}) threw`, err);
+      this.logger.error({ err }, `command ${spec.name} (${this.def.appClass.name}.${spec.method}) threw`);
       return errorReply(id, WireErrorCode.InternalError, `command ${spec.name} failed inside the app; the server log has the details`);
     }
   }
 
   // ---- messages and media -----------------------------------------------------------------
 
-  /** @internal Builds the wire message for a declared message instance. */
-  toAppMessage(message: object): ServerMessage {
+  /** Builds the wire message for a declared message instance. */
+  private toAppMessage(message: object): ServerMessage {
     const spec = message !== null && typeof message === 'object' ? this.def.messages.get(message.constructor as AnyClass) : undefined;
     if (!spec) {
       const what = message !== null && typeof message === 'object' ? message.constructor.name : typeof message;
@@ -712,29 +719,34 @@ export class AppHost implements AppHostApi {
     return { type: 'message', name: spec.name, data };
   }
 
+  /**
+   * `this.send()`: to every client of the session whose `@connected` hooks have run. A client
+   * still `joining` is not there yet for the app: its `@connected` hook greets it (the first
+   * client of a session would otherwise get a `@sessionStarted` broadcast and its greeting).
+   */
   private broadcastMessage(message: object): void {
     const msg = this.toAppMessage(message);
     const s = this.session;
-    if (!s || s.ended) return;
-    for (const c of s.members) this.safe(c.sink, () => c.sink.message(msg));
+    if (!s || s.lifecycle.is('ended')) return;
+    for (const c of s.members) if (c.lifecycle.is('joined')) this.safe(c.sink, () => c.sink.message(msg));
   }
 
   private broadcastState(): void {
     const s = this.session;
-    if (!s || s.ended) return;
+    if (!s || s.lifecycle.is('ended')) return;
     const msg: ServerMessage = { type: 'state', state: this.def.state.snapshot(s.state) };
     for (const c of s.members) this.safe(c.sink, () => c.sink.message(msg));
   }
 
   private flush(): void {
     const s = this.session;
-    if (!s || s.ended) return;
+    if (!s || s.lifecycle.is('ended')) return;
     const nextSeq = s.playout.flush();
     const msg: ServerMessage = { type: 'flush', nextSeq };
     for (const c of s.members) this.safe(c.sink, () => c.sink.message(msg));
     // A flush from a command or hook wakes a refused loop; one from inside a step does not
     // count as a change (the step itself decides), or a step that flushes and refuses would spin.
-    if (!this.inStep) this.notifyChange();
+    if (this.lock.holder !== 'step') this.notifyChange();
   }
 
   private emitFrame(session: Session, frame: OutputFrame): void {
@@ -762,7 +774,7 @@ export class AppHost implements AppHostApi {
       try {
         await (this.app as unknown as Record<string, (c?: Client) => unknown>)[method]!.call(this.app, client);
       } catch (err) {
-        this.logger.error(`@${kind} hook ${this.def.appClass.name}.${method} threw (ignored)`, err);
+        this.logger.error({ err }, `@${kind} hook ${this.def.appClass.name}.${method} threw (ignored)`);
       }
     }
   }
@@ -775,7 +787,7 @@ export class AppHost implements AppHostApi {
       // Once per sink: a broken one would otherwise log every frame.
       if (this.warned.has(owner)) return;
       this.warned.add(owner);
-      this.logger.warn('a client sink or status listener threw (ignored)', err);
+      this.logger.warn({ err }, 'a client sink or status listener threw (ignored)');
     }
   }
 
@@ -786,9 +798,14 @@ export class AppHost implements AppHostApi {
     if (json === this.lastStatusJson) return;
     this.lastStatusJson = json;
     const msg: ServerMessage = { type: 'session', session: status };
-    for (const c of this.clients.values()) if (c !== except && !c.gone) this.safe(c.sink, () => c.sink.message(msg));
+    for (const c of this.clients.values()) if (c !== except && c.connected) this.safe(c.sink, () => c.sink.message(msg));
     for (const l of this.statusListeners) this.safe(l, () => l(status));
   }
+}
+
+function first<T>(set: Set<T>): T | undefined {
+  for (const x of set) return x;
+  return undefined;
 }
 
 function yieldToEventLoop(): Promise<void> {
@@ -801,12 +818,10 @@ function nonNegative(value: number | undefined, fallback: number, name: string):
   return value;
 }
 
-function errorReply(id: string, code: string, message: string): ErrorMessage {
-  return { type: 'error', id, code, message };
-}
-
-function invalidParams(id: string, command: string, details: ErrorMessage['details']): ErrorMessage {
-  return { type: 'error', id, code: WireErrorCode.InvalidParams, message: `invalid params for ${command}: ${details!.map((d) => d.message).join('; ')}`, details };
+function isLogger(value: unknown): value is Logger {
+  if (value === null || typeof value !== 'object') return false;
+  const v = value as Record<string, unknown>;
+  return ['debug', 'info', 'warn', 'error', 'child'].every((m) => typeof v[m] === 'function');
 }
 
 function errorText(err: unknown): string {
@@ -814,17 +829,14 @@ function errorText(err: unknown): string {
   return String(err);
 }
 
-function round(x: number): number {
-  return Math.round(x * 1000) / 1000;
+function describe(value: unknown): string {
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
+  }
 }
 
-
-/** The host's logger as `@reactor/log`'s `Logger` (fields and bindings become a trailing detail). */
-function asLogLogger(logger: Logger, bindings: LogFields = {}): LogLogger {
-  const level = (name: keyof Logger) => (first: string | LogFields, ...rest: unknown[]): void => {
-    const fields = typeof first === 'string' ? bindings : { ...bindings, ...first };
-    const [msg, args] = typeof first === 'string' ? [first, rest] : [typeof rest[0] === 'string' ? rest[0] : '', rest.slice(1)];
-    logger[name](msg, ...args, ...(Object.keys(fields).length > 0 ? [fields] : []));
-  };
-  return { debug: level('debug'), info: level('info'), warn: level('warn'), error: level('error'), child: (more) => asLogLogger(logger, { ...bindings, ...more }) };
+function round(x: number): number {
+  return Math.round(x * 1000) / 1000;
 }

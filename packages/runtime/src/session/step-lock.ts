@@ -4,21 +4,29 @@
  */
 export class StepLock {
   private tail: Promise<unknown> = Promise.resolve();
-  private held = false;
+  #holder: string | undefined;
+
+  /** What holds the lock now (the label given to {@link run}), or undefined when it is free. */
+  get holder(): string | undefined {
+    return this.#holder;
+  }
 
   /** True while some task holds the lock. */
   get locked(): boolean {
-    return this.held;
+    return this.#holder !== undefined;
   }
 
-  /** Runs `fn` once every earlier task has finished; settles with its outcome. */
-  run<T>(fn: () => T | Promise<T>): Promise<T> {
+  /**
+   * Runs `fn` once every earlier task has finished; settles with its outcome.
+   * @param holder what `fn` is (`step`, `task`), readable as {@link holder} while it runs.
+   */
+  run<T>(fn: () => T | Promise<T>, holder = 'task'): Promise<T> {
     const result = this.tail.then(async () => {
-      this.held = true;
+      this.#holder = holder;
       try {
         return await fn();
       } finally {
-        this.held = false;
+        this.#holder = undefined;
       }
     });
     this.tail = result.then(noop, noop);

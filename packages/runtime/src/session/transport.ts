@@ -15,7 +15,10 @@ export interface OutputFrame {
   readonly track: string;
   /** Index of the track in `schema.tracks`. */
   readonly trackIndex: number;
-  /** Per-track sequence number, strictly increasing within a session. */
+  /**
+   * Frame number in the session: one counter across every track (not one per track), strictly
+   * increasing within a session. `flush.nextSeq` cuts on it for every track at once.
+   */
   readonly seq: number;
   /** Presentation time, ms since the session started. */
   readonly ptsMs: number;

@@ -4,6 +4,7 @@ import { targetConstructorToSchema } from 'class-validator-jsonschema';
 import { AppDefinitionError, RuntimeErrorCode } from '../errors/errors.js';
 import { type InputFieldOptions, readInputFields } from '../metadata/keys.js';
 import { toSnakeCase } from '../metadata/naming.js';
+import { realCauses, unknownKey } from './field-errors.js';
 
 /** One declared field, compiled. */
 export interface FieldSpec {
@@ -177,7 +178,7 @@ export class FieldSet<T extends object = object> {
     const instance = new this.cls();
     const bag = instance as Record<string, unknown>;
     for (const key of Object.keys(payload)) {
-      if (!this.byWire.has(key)) errors.push({ field: key, constraint: 'whitelistValidation', message: `property ${key} should not exist` });
+      if (!this.byWire.has(key)) errors.push(unknownKey(key));
     }
     const missing = new Set<string>();
     for (const f of this.fields) {
@@ -206,7 +207,7 @@ export class FieldSet<T extends object = object> {
     const f = this.fields.find((x) => x.property === e.property);
     const wire = f?.wire ?? e.property;
     const out: FieldError[] = [];
-    for (const [constraint, message] of Object.entries(e.constraints ?? {})) {
+    for (const [constraint, message] of realCauses(Object.entries(e.constraints ?? {}))) {
       out.push({ field: wire, constraint, message: message.startsWith(e.property) ? wire + message.slice(e.property.length) : message });
     }
     for (const child of e.children ?? []) {

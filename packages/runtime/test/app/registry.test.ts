@@ -1,9 +1,7 @@
 import { IsInt, IsString, Max, MaxLength, Min } from 'class-validator';
 import { describe, expect, it } from 'vitest';
-import type { AnyClass } from '../../src/metadata/keys.js';
 import {
   AppDefinitionError,
-  describeApp,
   event,
   InputField,
   InputState,
@@ -12,6 +10,7 @@ import {
   reactorApp,
   Video,
 } from '../../src/index.js';
+import { type AnyClass, describeApp } from '../../src/internal.js';
 
 class State extends InputState {
   @InputField({ default: 'forest', description: 'What the video shows.' }) @IsString() @MaxLength(100)

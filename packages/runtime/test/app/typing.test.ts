@@ -1,6 +1,7 @@
 import { IsBoolean, IsString } from 'class-validator';
 import { describe, expect, it } from 'vitest';
-import { describeApp, InputField, InputState, ReactorApp, reactorApp } from '../../src/index.js';
+import { InputField, InputState, ReactorApp, reactorApp } from '../../src/index.js';
+import { describeApp } from '../../src/internal.js';
 
 class PromptState extends InputState {
   @InputField({ default: 'a' }) @IsString()

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { toSnakeCase } from '../../src/index.js';
+import { toSnakeCase } from '../../src/internal.js';
 
 describe('toSnakeCase', () => {
   it('gives the wire names of fields, tracks and message classes', () => {

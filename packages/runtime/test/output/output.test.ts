@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { describeApp, FrameShapeError, Frames, Output, ReactorApp, reactorApp, TrackPayload, Video } from '../../src/index.js';
+import { FrameShapeError, Frames, Output, ReactorApp, reactorApp, TrackPayload, Video } from '../../src/index.js';
+import { describeApp } from '../../src/internal.js';
 import { normalizeOutput } from '../../src/output/normalize.js';
-import { rgbFrames } from '../helpers/recording-sink.js';
+import { rgbFrames } from '../../src/testing.js';
 
 class Out extends Output {
   @Video() main?: Video;

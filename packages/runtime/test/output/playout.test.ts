@@ -40,7 +40,7 @@ describe('Playout', () => {
     const span = r.frames[5]!.at - t0;
     // 5 intervals of 20 ms: never early (timers never fire early), generous upper bound for a loaded CI box.
     expect(span).toBeGreaterThanOrEqual(99);
-    expect(span).toBeLessThan(400);
+    expect(span).toBeLessThan(1500);
     const pts = r.frames.map((f) => f.ptsMs - r.frames[0]!.ptsMs);
     expect(pts.map((x) => Math.round(x))).toEqual([0, 20, 40, 60, 80, 100]);
     expect(r.frames.map((f) => f.seq)).toEqual([0, 1, 2, 3, 4, 5]);

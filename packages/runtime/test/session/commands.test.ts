@@ -1,7 +1,7 @@
 import { IsIn, IsInt, IsString, Max, MaxLength, Min } from 'class-validator';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AppHost, ApplicationError, type Client, CommandError, event, InputField, InputState, ReactorApp, reactorApp } from '../../src/index.js';
-import { deferred, RecordingLogger, RecordingSink } from '../helpers/recording-sink.js';
+import { RecordingLogger, RecordingSink, deferred } from '../../src/testing.js';
 
 class State extends InputState {
   @InputField({ default: 'forest' }) @IsString() @MaxLength(10)
@@ -158,7 +158,7 @@ describe('commands', () => {
     const r = await ha.command(cmd('2', 'bad_message'));
     expect(r).toEqual({ type: 'error', id: '2', code: 'internal_error', message: 'command bad_message failed inside the app; the server log has the details' });
     const line = logger.lines.find((l) => l.level === 'error' && l.message.includes('bad_message'))!;
-    expect((line.details[0] as Error).message).toContain('Undeclared is not a declared message type of Idle');
+    expect((line.fields.err as Error).message).toContain('Undeclared is not a declared message type of Idle');
     // The app keeps running.
     expect(await ha.command(cmd('3', 'move', { steps: 1 }))).toMatchObject({ type: 'reply' });
   });
@@ -206,5 +206,54 @@ describe('commands before a session exists', () => {
     await loading;
     await sink.waitForSession('streaming');
     expect(await h.command(cmd('2', 'ping'))).toEqual({ type: 'reply', id: '2', result: 'pong' });
+  });
+});
+
+describe('error answers', () => {
+  it('name the real cause first: a wrong type is one type detail, not a false maxLength or range', async () => {
+    const { ha } = await setup();
+    expect(await ha.command(cmd('1', 'set_prompt', { prompt: 12345678901 }))).toEqual({
+      type: 'error',
+      id: '1',
+      code: 'invalid_params',
+      message: 'invalid params for set_prompt: prompt must be a string',
+      details: [{ field: 'prompt', constraint: 'isString', message: 'prompt must be a string' }],
+    });
+    expect(await ha.command(cmd('2', 'move', { steps: 'three' }))).toMatchObject({
+      details: [{ field: 'steps', constraint: 'isInt', message: 'steps must be an integer number' }],
+    });
+    // The range is still reported for a value of the right type.
+    expect(await ha.command(cmd('3', 'move', { steps: 9 }))).toMatchObject({ details: [{ field: 'steps', constraint: 'max' }] });
+  });
+
+  it('are bounded: a few details, then a count; echoed keys cut to 64 code points', async () => {
+    const { ha } = await setup();
+    // A ~59 KB params object of unknown keys, as in the abuse test of issue 13.
+    const params: Record<string, unknown> = { steps: 1 };
+    for (let i = 0; i < 4000; i++) params[`k${i}_${'x'.repeat(8)}`] = 1;
+    expect(JSON.stringify(params).length).toBeGreaterThan(59_000);
+    const r = await ha.command(cmd('1', 'move', params));
+    expect(r).toMatchObject({ code: 'invalid_params' });
+    const details = (r as { details: Array<{ field: string; constraint: string; message: string }> }).details;
+    expect(details).toHaveLength(6);
+    expect(details.slice(0, 5).every((d) => d.constraint === 'whitelistValidation')).toBe(true);
+    expect(details[5]).toEqual({ field: 'params', constraint: 'moreErrors', message: '3995 more problems not listed' });
+    expect(JSON.stringify(r).length).toBeLessThan(1_000);
+    expect((r as { message: string }).message).toMatch(/; and 3995 more$/);
+
+    const longKey = '😀'.repeat(100); // 100 code points, 200 UTF-16 units
+    const r2 = await ha.command(cmd('2', 'set_prompt', { prompt: 'sea', [longKey]: 1 }));
+    const field = (r2 as { details: Array<{ field: string }> }).details[0]!.field;
+    expect(Array.from(field)).toHaveLength(65);
+    expect(field).toBe(`${'😀'.repeat(64)}…`);
+  });
+
+  it('an unknown command is unknown_command whatever its params; a long name is echoed cut', async () => {
+    const { ha } = await setup();
+    expect(await ha.command(cmd('1', 'fly', 'not an object'))).toMatchObject({ code: 'unknown_command' });
+    expect(await ha.command(cmd('2', 'fly', { a: 1, b: 2 }))).toMatchObject({ code: 'unknown_command' });
+    const r = await ha.command(cmd('3', 'n'.repeat(60_000)));
+    expect(r).toMatchObject({ code: 'unknown_command' });
+    expect(JSON.stringify(r).length).toBeLessThan(1_000);
   });
 });

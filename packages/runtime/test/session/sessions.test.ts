@@ -1,6 +1,6 @@
 import type { SessionStatus } from '@reactor/client';
 import { IsString } from 'class-validator';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import {
   AppHost,
   AppLoadError,
@@ -23,10 +23,9 @@ import {
   WEIGHTS_PATH_ENV,
   WeightsPathNotSetError,
 } from '../../src/index.js';
-import { deferred, RecordingLogger, RecordingSink, rgbFrames } from '../helpers/recording-sink.js';
-import { cmd, useHosts } from '../helpers/hosts.js';
+import { RecordingLogger, RecordingSink, command as cmd, deferred, rgbFrames, useHosts } from '../../src/testing.js';
 
-const start = useHosts();
+const start = useHosts(afterEach);
 
 function statusLog(h: AppHost): { states: string[]; until: (state: string, count?: number) => Promise<void> } {
   const states: string[] = [];
@@ -174,7 +173,10 @@ describe('sessions', () => {
     loaded.resolve();
     await loading;
     await a.waitForSession('streaming');
-    expect(a.summary()).toEqual(['welcome:loading', 'session:ready', 'session:waiting', 'session:streaming']);
+    // Its welcome had no state (no session yet): the state follows as soon as it joins one.
+    expect(a.summary()).toEqual(['welcome:loading', 'session:ready', 'session:waiting', 'state', 'session:streaming']);
+    expect(a.messages[0]).toMatchObject({ type: 'welcome', state: {} });
+    expect(a.ofType('state')[0]).toEqual({ type: 'state', state: { prompt: 'forest' } });
     expect(log).toEqual(['sessionStarted:forest', 'sessionStarted#2', `connected:${ha.id}`]);
   });
 });

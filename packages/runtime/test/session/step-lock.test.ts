@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { StepLock } from '../../src/session/step-lock.js';
-import { deferred } from '../helpers/recording-sink.js';
+import { deferred } from '../../src/testing.js';
 
 describe('StepLock', () => {
   it('runs tasks one at a time, in call order, and keeps going after a task fails', async () => {

@@ -1,6 +1,33 @@
-import type { ServerMessage } from '@reactor/client';
-import type { ClientSink, Logger, OutputFrame } from '../../src/index.js';
+/**
+ * `@reactor/runtime/testing`: what an app's tests need to drive it in-process, without a
+ * server: a recording {@link ClientSink}, a recording {@link Logger}, wait-for helpers, a model
+ * stand-in answered by the test ({@link Gate}), and a fixture that closes every host after each
+ * test. Framework-agnostic: {@link useHosts} takes the test runner's `afterEach`.
+ *
+ * @example
+ * import { afterEach, expect, it } from 'vitest';
+ * import { RecordingSink, useHosts, command } from '@reactor/runtime/testing';
+ *
+ * const start = useHosts(afterEach);
+ * it('sets the prompt', async () => {
+ *   const host = start(VideoApp);
+ *   await host.load();
+ *   const sink = new RecordingSink();
+ *   const client = host.connect(sink);
+ *   await sink.waitForSession('streaming');
+ *   expect(await client.command(command('1', 'set_prompt', { prompt: 'sea' }))).toEqual({ type: 'reply', id: '1' });
+ * });
+ */
+import type { SessionStatus, ServerMessage } from '@reactor/client';
+import type { LogFields, LogFn, Logger } from '@reactor/log';
+import type { ReactorApp } from './app/reactor-app.js';
+import { AppHost, type AppHostOptions } from './session/host.js';
+import type { ClientSink, OutputFrame } from './session/transport.js';
 
+/** How long the wait-for helpers wait by default before they reject, ms. */
+export const DEFAULT_WAIT_MS = 5000;
+
+/** One thing a {@link RecordingSink} received. */
 export type SinkEvent =
   | { kind: 'message'; msg: ServerMessage }
   | { kind: 'frame'; frame: OutputFrame }
@@ -32,7 +59,7 @@ export class RecordingSink implements ClientSink {
   }
 
   /** Resolves with the first event at index >= `from` that matches (already recorded or future); rejects after `timeoutMs`. */
-  waitFor(pred: (e: SinkEvent) => boolean, { from = 0, timeoutMs = 5000 } = {}): Promise<SinkEvent> {
+  waitFor(pred: (e: SinkEvent) => boolean, { from = 0, timeoutMs = DEFAULT_WAIT_MS } = {}): Promise<SinkEvent> {
     const hit = this.events.slice(from).find(pred);
     if (hit) return Promise.resolve(hit);
     return new Promise((resolve, reject) => {
@@ -97,23 +124,37 @@ export class RecordingSink implements ClientSink {
   }
 }
 
-/** A Logger that records lines (and never prints). */
+/** One recorded log line. */
+export interface LogLine {
+  level: 'debug' | 'info' | 'warn' | 'error';
+  message: string;
+  /** The line's fields with the bindings of every `child()` on the way. */
+  fields: LogFields;
+  /** Arguments after the message. */
+  details: unknown[];
+}
+
+/** A Logger (of `@reactor/log`) that records lines, children's included, and never prints. */
 export class RecordingLogger implements Logger {
-  readonly lines: Array<{ level: string; message: string; details: unknown[] }> = [];
-  debug(message: string, ...details: unknown[]): void {
-    this.lines.push({ level: 'debug', message, details });
+  constructor(
+    readonly lines: LogLine[] = [],
+    private readonly bindings: LogFields = {},
+  ) {}
+  readonly debug: LogFn = (...args: unknown[]) => this.record('debug', args);
+  readonly info: LogFn = (...args: unknown[]) => this.record('info', args);
+  readonly warn: LogFn = (...args: unknown[]) => this.record('warn', args);
+  readonly error: LogFn = (...args: unknown[]) => this.record('error', args);
+  child(bindings: LogFields): Logger {
+    return new RecordingLogger(this.lines, { ...this.bindings, ...bindings });
   }
-  info(message: string, ...details: unknown[]): void {
-    this.lines.push({ level: 'info', message, details });
-  }
-  warn(message: string, ...details: unknown[]): void {
-    this.lines.push({ level: 'warn', message, details });
-  }
-  error(message: string, ...details: unknown[]): void {
-    this.lines.push({ level: 'error', message, details });
-  }
+  /** The messages logged at `level`. */
   at(level: string): string[] {
     return this.lines.filter((l) => l.level === level).map((l) => l.message);
+  }
+  private record(level: LogLine['level'], args: unknown[]): void {
+    const [first, ...rest] = args;
+    if (typeof first === 'string') this.lines.push({ level, message: first, fields: { ...this.bindings }, details: rest });
+    else this.lines.push({ level, message: typeof rest[0] === 'string' ? rest[0] : '', fields: { ...this.bindings, ...(first as LogFields) }, details: rest.slice(1) });
   }
 }
 
@@ -153,7 +194,7 @@ export class Gate<I, R> {
   }
 
   /** The next call (already made or future). */
-  next(timeoutMs = 5000): Promise<{ input: I; resolve: (r: R) => void; reject: (e: unknown) => void }> {
+  next(timeoutMs = DEFAULT_WAIT_MS): Promise<{ input: I; resolve: (r: R) => void; reject: (e: unknown) => void }> {
     const c = this.pending.shift();
     if (c) return Promise.resolve(c);
     return new Promise((resolve, reject) => {
@@ -175,4 +216,52 @@ export class Gate<I, R> {
     this.auto = { r };
     for (const c of this.pending.splice(0)) c.resolve(r);
   }
+}
+
+/** A command message as a transport hands it to the host (`client.command(command('1', 'set_prompt', { prompt: 'sea' }))`). */
+export function command(id: string, name: string, params?: unknown): { type: 'command'; id: string; name: string; params?: Record<string, unknown> } {
+  return { type: 'command', id, name, ...(params !== undefined ? { params: params as Record<string, unknown> } : {}) };
+}
+
+/** Makes a host of `app` whose close is registered with the fixture (see {@link useHosts}). */
+export type HostStarter = (app: new () => ReactorApp<any, any, any>, options?: AppHostOptions) => AppHost;
+
+/**
+ * A cleanup fixture: registers `afterEach(closeAll)` with the given hook and returns a function
+ * that makes hosts; every host it made is closed (sessions ended, hooks run, `unload()` called)
+ * after each test. Stats messages are off and logs go to a {@link RecordingLogger} unless
+ * `defaults` or the call's options say otherwise.
+ *
+ * @param afterEach the test runner's `afterEach` (vitest, node:test, jest)
+ */
+export function useHosts(afterEach: (fn: () => Promise<void>) => void, defaults: AppHostOptions = {}): HostStarter {
+  const hosts: AppHost[] = [];
+  afterEach(async () => {
+    await Promise.all(hosts.splice(0).map((h) => h.close()));
+  });
+  return (app, options = {}) => {
+    const h = new AppHost(app, { statsIntervalMs: 0, logger: new RecordingLogger(), ...defaults, ...options });
+    hosts.push(h);
+    return h;
+  };
+}
+
+/**
+ * Resolves once `host.status.state` is `state` (at once when it already is); rejects after
+ * `timeoutMs` naming the state it stayed in.
+ */
+export function waitForStatus(host: Pick<AppHost, 'status' | 'onStatus'>, state: SessionStatus['state'], timeoutMs = DEFAULT_WAIT_MS): Promise<SessionStatus> {
+  if (host.status.state === state) return Promise.resolve(host.status);
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(() => {
+      off();
+      reject(new Error(`host status stayed ${host.status.state}, expected ${state} within ${timeoutMs} ms`));
+    }, timeoutMs);
+    const off = host.onStatus((s) => {
+      if (s.state !== state) return;
+      clearTimeout(t);
+      off();
+      resolve(s);
+    });
+  });
 }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { ConnectionError, connect } from '@reactor/client';
-import { serve, type ReactorServer, type ServeOptions } from '@reactor/server';
+import { serve, type ReactorServer, type ServeOptions } from '../src/index.js';
 import { patternApp } from './fixtures/pattern-app.js';
 import { RawClient } from './fixtures/net.js';
 import { quiet, useCleanups } from './fixtures/cleanups.js';
@@ -34,6 +34,8 @@ describe('server: access token', () => {
   it('requires the token on every route but /health, and on the WebSocket', async () => {
     const server = await start({ token: 's3cret' });
     expect((await fetch(`${server.url}/health`)).status).toBe(200);
+    expect((await fetch(`${server.url}/health/live`)).status).toBe(200);
+    expect((await fetch(`${server.url}/health/ready`)).status).toBe(200);
     for (const path of ['/', '/schema', '/metrics', '/viewer/app.js']) {
       const res = await fetch(`${server.url}${path}`);
       expect(res.status, path).toBe(401);
@@ -52,6 +54,16 @@ describe('server: access token', () => {
     const ok = await connect(server.url, { WebSocket, reconnect: false, token: 's3cret' });
     expect(ok.schema.app.name).toBe('pattern');
     ok.close();
+  });
+
+  it('takes the Authorization scheme in any case (bearer, BEARER), and nothing but Bearer', async () => {
+    const server = await start({ token: 's3cret' });
+    for (const scheme of ['bearer', 'BEARER', 'Bearer', 'bEaReR']) {
+      expect((await fetch(`${server.url}/schema`, { headers: { authorization: `${scheme} s3cret` } })).status, scheme).toBe(200);
+      expect(await wsStatus(server.wsUrl, { authorization: `${scheme} s3cret` }), scheme).toBe(101);
+    }
+    expect((await fetch(`${server.url}/schema`, { headers: { authorization: 'Basic s3cret' } })).status).toBe(401);
+    expect((await fetch(`${server.url}/schema`, { headers: { authorization: 'bearer wrong' } })).status).toBe(401);
   });
 
   it('the viewer page sets a cookie that authorizes its scripts and socket', async () => {
@@ -82,6 +94,34 @@ describe('server: allowed origins', () => {
     c.close();
     const metrics = await (await fetch(`${server.url}/metrics`)).text();
     expect(metrics).toMatch(/reactor_connections_rejected_total\{reason="origin"\} 1/);
+  });
+});
+
+describe('server: origins compared by scheme, host and port', () => {
+  it('accepts its own origin with the host in any case, and refuses another scheme or port', async () => {
+    const server = await start();
+    const port = server.port;
+    expect(await wsStatus(server.wsUrl, { origin: `http://127.0.0.1:${port}` })).toBe(101);
+    expect(await wsStatus(server.wsUrl, { origin: `HTTP://LOCALHOST:${port}`, host: `localhost:${port}` })).toBe(101);
+    expect(await wsStatus(server.wsUrl, { origin: `http://LocalHost:${port}`, host: `localhost:${port}` })).toBe(101);
+    // Same host name, other scheme or port: another origin.
+    expect(await wsStatus(server.wsUrl, { origin: `https://127.0.0.1:${port}` })).toBe(403);
+    expect(await wsStatus(server.wsUrl, { origin: `http://127.0.0.1:${port + 1}` })).toBe(403);
+    expect(await wsStatus(server.wsUrl, { origin: 'http://127.0.0.1' })).toBe(403);
+    expect((await fetch(`${server.url}/schema`, { headers: { origin: `https://127.0.0.1:${port}` } })).status).toBe(403);
+    // Behind a TLS-terminating proxy that says so, the page's https origin is the server's own.
+    expect(await wsStatus(server.wsUrl, { origin: `https://127.0.0.1:${port}`, 'x-forwarded-proto': 'https' })).toBe(101);
+  });
+
+  it('matches configured origins by scheme, host (any case) and port, default ports included', async () => {
+    const server = await start({ allowedOrigins: ['https://App.Example', 'http://dev.example:5173'] });
+    expect(await wsStatus(server.wsUrl, { origin: 'https://app.example' })).toBe(101);
+    expect(await wsStatus(server.wsUrl, { origin: 'https://APP.EXAMPLE:443' })).toBe(101);
+    expect(await wsStatus(server.wsUrl, { origin: 'http://app.example' })).toBe(403);
+    expect(await wsStatus(server.wsUrl, { origin: 'https://app.example:8443' })).toBe(403);
+    expect(await wsStatus(server.wsUrl, { origin: 'http://dev.example:5173' })).toBe(101);
+    expect(await wsStatus(server.wsUrl, { origin: 'http://dev.example' })).toBe(403);
+    expect(await wsStatus(server.wsUrl, { origin: 'null' })).toBe(403);
   });
 });
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { CommandTimeoutError, ConnectionError, connect, toWebSocketUrl, type ConnectionStatus } from '@reactor/client';
-import { serve, type ReactorServer, type ServeOptions } from '@reactor/server';
+import { serve, type ReactorServer, type ServeOptions } from '../src/index.js';
 import { patternApp } from './fixtures/pattern-app.js';
 import { until } from './fixtures/net.js';
 import { quiet, useCleanups } from './fixtures/cleanups.js';

@@ -1,0 +1,54 @@
+import type { CommandMessage, ErrorMessage, ReplyMessage, ServerMessage } from '@reactor/client';
+import type { Client } from './client.js';
+import { CLIENT_TRANSITIONS, type ClientState, Lifecycle } from './lifecycle.js';
+import type { Session } from './session.js';
+import type { ClientHandle, ClientInfo, ClientSink } from './transport.js';
+
+/** What a client needs from its host. */
+export interface ClientOwner {
+  toAppMessage(message: object): ServerMessage;
+  dispatch(client: HostClient, msg: CommandMessage): Promise<ReplyMessage | ErrorMessage>;
+  detach(client: HostClient): void;
+  countDropped(count: number): void;
+}
+
+/** One connected client: the transport's handle and the app's `Client`. */
+export class HostClient implements Client, ClientHandle {
+  readonly lifecycle = new Lifecycle<ClientState>('client', 'waiting', CLIENT_TRANSITIONS);
+  /** Frames its transport dropped (its `stats.dropped`). */
+  dropped = 0;
+  /** The session it joined (set on `joining`). */
+  session: Session | undefined;
+
+  constructor(
+    private readonly owner: ClientOwner,
+    readonly id: string,
+    readonly sink: ClientSink,
+    readonly info: ClientInfo,
+  ) {}
+
+  /** Still connected: `waiting`, `joining` or `joined`. */
+  get connected(): boolean {
+    return this.lifecycle.is('waiting', 'joining', 'joined');
+  }
+
+  send(message: object): void {
+    const msg = this.owner.toAppMessage(message);
+    if (this.connected) this.sink.message(msg);
+  }
+
+  command(msg: CommandMessage): Promise<ReplyMessage | ErrorMessage> {
+    return this.owner.dispatch(this, msg);
+  }
+
+  disconnect(): void {
+    this.owner.detach(this);
+  }
+
+  reportDropped(count: number): void {
+    if (Number.isFinite(count) && count > 0) {
+      this.dropped += count;
+      this.owner.countDropped(count);
+    }
+  }
+}

@@ -1,0 +1,51 @@
+import { randomUUID } from 'node:crypto';
+import type { ErrorBody } from '@reactor/client';
+import type { Playout } from '../output/playout.js';
+import type { InputState } from '../state/input-state.js';
+import type { HostClient } from './host-client.js';
+import { Lifecycle, SESSION_TRANSITIONS, type SessionState } from './lifecycle.js';
+
+/** One session of the host: its state, its clients, its playout and its timers. */
+export class Session {
+  readonly id = randomUUID();
+  readonly startedAt = performance.now();
+  readonly lifecycle = new Lifecycle<SessionState>('session', 'starting', SESSION_TRANSITIONS);
+  /** Why it ended, when it ended with an error. */
+  error: ErrorBody | undefined;
+  /** Clients in the session (`joining` or `joined`), in join order. */
+  readonly members = new Set<HostClient>();
+  /** Clients that left and whose `@disconnected` hooks are queued (`leaving`), in the order they left. */
+  readonly leaving = new Set<HostClient>();
+  /** The step loop's handle while it runs. */
+  loop: object | undefined;
+  graceTimer: NodeJS.Timeout | undefined;
+  statsTimer: NodeJS.Timeout | undefined;
+  steps = 0;
+  windowSteps = 0;
+  windowModelMs = 0;
+  /** The reason of the last refused step, logged once until it changes. */
+  lastRefusal: string | undefined;
+
+  constructor(
+    readonly state: InputState,
+    readonly playout: Playout,
+  ) {}
+
+  /** Whether it is past its start and before its end: `streaming` or `orphaned` or `waiting`. */
+  get live(): boolean {
+    return this.lifecycle.is('waiting', 'streaming', 'orphaned');
+  }
+
+  /** Whether it is ending or ended. */
+  get over(): boolean {
+    return this.lifecycle.is('closing', 'ended');
+  }
+
+  /** Stops its timers (the end of the session). */
+  clearTimers(): void {
+    if (this.graceTimer) clearTimeout(this.graceTimer);
+    if (this.statsTimer) clearInterval(this.statsTimer);
+    this.graceTimer = undefined;
+    this.statsTimer = undefined;
+  }
+}

@@ -1,0 +1,28 @@
+/**
+ * The server's error codes: what its HTTP routes and upgrade refusals answer
+ * (`{"error":{"code":...}}`), and the connection-level codes it sends on the WebSocket. Every
+ * value is a code of the wire protocol's lists in `@reactor/client` (`HttpErrorCode`,
+ * `WireErrorCode`), so a client can name every code it may receive; `docs/errors.md` lists
+ * each with its fix.
+ */
+import { HttpErrorCode, WireErrorCode } from '@reactor/client';
+
+/** Every error code `@reactor/server` itself produces. */
+export const ServerErrorCode = {
+  BadRequest: HttpErrorCode.BadRequest,
+  HeadersTooLarge: HttpErrorCode.HeadersTooLarge,
+  MethodNotAllowed: HttpErrorCode.MethodNotAllowed,
+  NotFound: HttpErrorCode.NotFound,
+  Unauthorized: HttpErrorCode.Unauthorized,
+  OriginNotAllowed: HttpErrorCode.OriginNotAllowed,
+  HostNotAllowed: HttpErrorCode.HostNotAllowed,
+  ServerClosing: HttpErrorCode.ServerClosing,
+  NotReady: HttpErrorCode.NotReady,
+  ViewerNotBuilt: HttpErrorCode.ViewerNotBuilt,
+  InternalError: HttpErrorCode.InternalError,
+  MalformedMessage: WireErrorCode.MalformedMessage,
+  UnknownMessageType: WireErrorCode.UnknownMessageType,
+  RateLimited: WireErrorCode.RateLimited,
+  UnexpectedBinary: WireErrorCode.UnexpectedBinary,
+} as const;
+export type ServerErrorCode = (typeof ServerErrorCode)[keyof typeof ServerErrorCode];
