@@ -216,9 +216,9 @@ export class AppHost implements AppHostApi {
 
   /**
    * Runs the app's `load(context)` once, with `configPath` and `manifestGpuCount` as given (see
-   * `LoadContext`) and the app's logger (`this.logger`). Status goes loading -> ready (and a session starts if
-   * clients are waiting) or -> failed with the reason.
-   * @throws HostOptionError (`invalid_host_option`) for a `manifestGpuCount` that is not a non-negative integer.
+   * `LoadContext`). Status goes loading -> ready (and a session starts if clients are waiting)
+   * or -> failed with the reason.
+   * @throws HostOptionError (`invalid_host_option`) for a `configPath` that is not a string or a `manifestGpuCount` that is not a non-negative integer.
    * @throws AppLoadError (`load_failed`, cause = what load() threw; `already_loaded` on a second call); HostClosedError (`host_closed`).
    */
   async load(options: { configPath?: string; manifestGpuCount?: number } = {}): Promise<void> {
@@ -233,7 +233,7 @@ export class AppHost implements AppHostApi {
     }
     this.lifecycle.to('loading');
     this.publishStatus();
-    const context: LoadContext = { configPath, manifestGpuCount, logger: this.ctx.logger };
+    const context: LoadContext = { configPath, manifestGpuCount, logger: this.app.logger };
     try {
       // An async wrapper, so a synchronous load() (or one that throws at once) is tracked too.
       this.loading = hostContext.run(this.ctx, async () => this.app.load(context));

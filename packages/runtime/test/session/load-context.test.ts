@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { HostOptionError, type LoadContext, ReactorApp } from '../../src/index.js';
 import { RecordingLogger, useHosts } from '../../src/testing.js';
 
-const start = useHosts(afterEach, { statsIntervalMs: 0, logger: new RecordingLogger() });
+const start = useHosts(afterEach);
 
 /** An app that keeps the context its load() was given and logs through it. */
 function contextApp(): { App: new () => ReactorApp; seen: LoadContext[]; sameLogger: boolean[] } {
