@@ -5,7 +5,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { request as httpRequest } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -214,7 +214,7 @@ function contextWorkspace(gpuCount = 3): string {
       '  }',
       '  generate() { return null; }',
       '}',
-      "reactorApp({ name: 'context-app', state: InputState, output: Out })(ContextApp);",
+      "reactorApp({ name: 'context-app', version: '1.2.3', state: InputState, output: Out })(ContextApp);",
       '',
     ].join('\n'),
   );
@@ -337,6 +337,76 @@ describe('reactor run: safe exposure', () => {
   });
 });
 
+function cliRun(dir: string, ...args: string[]) {
+  return spawnSync(process.execPath, [cli, ...args, '--manifest', join(dir, 'reactor.yaml')], { encoding: 'utf8', timeout: 30_000 });
+}
+
+describe('reactor run: manifests without traps', () => {
+  it("runs a manifest without model: and names the app after its @reactorApp name and version", async () => {
+    const dir = contextWorkspace();
+    writeFileSync(join(dir, 'reactor.yaml'), 'runtime: { import: app.mjs:ContextApp }\nserver: { port: 0 }\n');
+    const { child, url, stderr } = startCli(dir);
+    await url;
+    expect(stderr()).toContain(`[reactor] context-app 1.2.3 (${join(dir, 'reactor.yaml')})`);
+    expect(stderr()).toContain('"manifestGpuCount":0');
+    await stop(child);
+  });
+
+  it('names the key and the folder a wrong path was resolved from', () => {
+    const dir = contextWorkspace();
+    const manifest = join(dir, 'reactor.yaml');
+    writeFileSync(manifest, 'runtime: { import: nowhere/app.js:ContextApp }\n');
+    let r = cliRun(dir, 'run');
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain(`reactor: runtime.import points at ${join(dir, 'nowhere/app.js')}, which does not exist (resolved from ${dir}, the folder of ${manifest}); fix the path in runtime.import [app_import_failed]`);
+    writeFileSync(manifest, 'runtime: { import: app.mjs:ContextApp, config: conf/missing.yaml }\n');
+    r = cliRun(dir, 'run');
+    expect(r.stderr).toContain(`reactor: runtime.config: ${join(dir, 'conf/missing.yaml')} does not exist (resolved from ${dir}, the folder of ${manifest}); fix the path or pass --config <file> [manifest_invalid]`);
+    writeFileSync(manifest, 'runtime: { import: app.mjs:ContextApp, weights_path: w }\n');
+    r = cliRun(dir, 'doctor');
+    expect(r.stderr).toContain(`reactor: runtime.weights_path: ${join(dir, 'w')} does not exist (resolved from ${dir}, the folder of ${manifest}); fix the path or set REACTOR_WEIGHTS_PATH [manifest_invalid]`);
+  });
+});
+
+describe('reactor: stale builds', () => {
+  /** The context app as a package's dist/ module, with a source file edited after the build. */
+  function staleWorkspace(): { dir: string; module: string; source: string } {
+    const dir = contextWorkspace();
+    mkdirSync(join(dir, 'pkg/dist'), { recursive: true });
+    mkdirSync(join(dir, 'pkg/src/model'), { recursive: true });
+    const module = join(dir, 'pkg/dist/app.mjs');
+    const source = join(dir, 'pkg/src/model/app.ts');
+    writeFileSync(module, readFileSync(join(dir, 'app.mjs')));
+    writeFileSync(join(dir, 'pkg/src/index.ts'), '');
+    writeFileSync(source, '// edited after the build\n');
+    const built = new Date(Date.now() - 60_000);
+    utimesSync(module, built, built);
+    utimesSync(join(dir, 'pkg/src/index.ts'), built, built);
+    writeFileSync(join(dir, 'reactor.yaml'), 'runtime: { import: pkg/dist/app.mjs:ContextApp }\nserver: { port: 0 }\n');
+    return { dir, module, source };
+  }
+
+  it('reactor run refuses a dist/ module older than its sources, naming both and pnpm build', () => {
+    const { dir, module, source } = staleWorkspace();
+    const r = cliRun(dir, 'run');
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain(`reactor: ${module} is older than ${source} (edited after the last build): the app would run stale code. Run pnpm build (pnpm start builds first) [stale_build]`);
+    expect(r.stdout).not.toContain('Viewer:');
+  });
+
+  it('reactor schema warns loudly and goes on; an up-to-date build gives no warning', () => {
+    const { dir, module, source } = staleWorkspace();
+    let r = cliRun(dir, 'schema');
+    expect(r.status).toBe(0);
+    expect(r.stderr).toContain(`WARNING: ${module} is older than ${source}`);
+    expect(JSON.parse(r.stdout)).toMatchObject({ app: { name: 'context-app', version: '1.2.3' } });
+    utimesSync(module, new Date(), new Date());
+    r = cliRun(dir, 'schema');
+    expect(r.status).toBe(0);
+    expect(r.stderr).not.toContain('WARNING');
+  });
+});
+
 describe('reactor --help', () => {
   it.each(['--help', '-h', 'run --help', ''])('prints the help once for "reactor %s", and starts nothing', (line) => {
     const r = spawnSync(process.execPath, [cli, ...line.split(' ').filter(Boolean)], { encoding: 'utf8', timeout: 30_000, cwd: tmpdir() });
@@ -362,10 +432,10 @@ describe('reactor run: bad input', () => {
 
   it('names every bad key of reactor.yaml and exits 1', () => {
     const dir = mkdtempSync(join(tmpdir(), 'reactor-bad-'));
-    writeFileSync(join(dir, 'reactor.yaml'), 'model: { name: x }\nruntime: { import: nowhere }\n');
+    writeFileSync(join(dir, 'reactor.yaml'), "model: { name: x, version: '' }\nruntime: { import: nowhere }\n");
     const r = spawnSync(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml')], { encoding: 'utf8', timeout: 30_000 });
     expect(r.status).toBe(1);
-    expect(r.stderr).toContain('model.version: is required');
+    expect(r.stderr).toContain('model.version: must be longer than or equal to 1 characters');
     expect(r.stderr).toContain('runtime.import: must look like "path/to/module.js:ExportName"');
     expect(r.stderr).toContain('[manifest_invalid]');
   });

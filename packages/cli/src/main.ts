@@ -30,7 +30,7 @@ common(cli.command('schema', "Print the app's schema (commands, messages, tracks
 common(cli.command('doctor', 'Check this machine for the app before loading any weights'))
   .option('--host <host>', 'interface to check')
   .option('--port <port>', 'port to check')
-  .action((o: CliOptions) => doctorCommand(o));
+  .action((o: CliOptions) => doctorCommand(o, logger));
 cli.help();
 cli.version('0.1.0');
 

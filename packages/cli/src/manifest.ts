@@ -7,7 +7,7 @@ import { readFileSync, existsSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { plainToInstance, Type } from 'class-transformer';
 import {
-  IsArray, IsIn, IsInt, IsOptional, IsString, Matches, Max, MaxLength, Min, MinLength, ValidateNested, validateSync,
+  IsArray, IsDefined, IsIn, IsInt, IsOptional, IsString, Matches, Max, MaxLength, Min, MinLength, ValidateNested, validateSync,
   type ValidationError,
 } from 'class-validator';
 import { parse as parseYaml } from 'yaml';
@@ -35,8 +35,10 @@ class Resources {
 }
 
 class ModelSection {
-  @IsString() @Matches(/^[a-z0-9][a-z0-9._-]*$/, { message: 'must be lower-case letters, digits, ".", "_" or "-"' }) name!: string;
-  @IsString() @MinLength(1) version!: string;
+  /** Default: the app's `@reactorApp({ name })`. */
+  @IsOptional() @IsString() @Matches(/^[a-z0-9][a-z0-9._-]*$/, { message: 'must be lower-case letters, digits, ".", "_" or "-"' }) name?: string;
+  /** Default: the app's `@reactorApp({ version })`. */
+  @IsOptional() @IsString() @MinLength(1) version?: string;
   @IsOptional() @IsString() @MaxLength(2000) description?: string;
   @IsOptional() @ValidateNested() @Type(() => Resources) resources?: Resources;
 }
@@ -60,8 +62,8 @@ class ServerSection {
 }
 
 class ManifestDocument {
-  @ValidateNested() @Type(() => ModelSection) model!: ModelSection;
-  @ValidateNested() @Type(() => RuntimeSection) runtime!: RuntimeSection;
+  @IsOptional() @ValidateNested() @Type(() => ModelSection) model?: ModelSection;
+  @IsDefined() @ValidateNested() @Type(() => RuntimeSection) runtime!: RuntimeSection;
   @IsOptional() @ValidateNested() @Type(() => ServerSection) server?: ServerSection;
 }
 
@@ -74,7 +76,8 @@ export interface Manifest {
   file: string;
   /** Folder the relative paths were resolved against. */
   root: string;
-  model: { name: string; version: string; description?: string; gpu: { type?: string; count: number } };
+  /** `name` and `version` when the manifest gives them (the app's `@reactorApp` ones otherwise). */
+  model: { name?: string; version?: string; description?: string; gpu: { type?: string; count: number } };
   runtime: { module: string; exportName: string; config?: string; weightsPath?: string };
   server: { host?: string; port?: number; token?: string; encoding?: 'jpeg' | 'rgb'; allowedHosts?: string[]; allowedOrigins?: string[] };
 }
@@ -119,7 +122,7 @@ export function loadManifest(file: string): Manifest {
     throw new ManifestError(`${path} is not valid YAML: ${(err as Error).message}`);
   }
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
-    throw new ManifestError(`${path} must be a YAML mapping with "model" and "runtime" sections`);
+    throw new ManifestError(`${path} must be a YAML mapping with a "runtime" section (and optional "model" and "server" sections)`);
   }
   const doc = plainToInstance(ManifestDocument, raw);
   const problems = flatten(validateSync(doc, { forbidUnknownValues: false }));
@@ -141,10 +144,10 @@ export function loadManifest(file: string): Manifest {
     file: path,
     root,
     model: {
-      name: doc.model.name,
-      version: doc.model.version,
-      ...(doc.model.description !== undefined && { description: doc.model.description }),
-      gpu: { count: doc.model.resources?.gpu?.count ?? 0, ...(doc.model.resources?.gpu?.type !== undefined && { type: doc.model.resources.gpu.type }) },
+      ...(doc.model?.name !== undefined && { name: doc.model.name }),
+      ...(doc.model?.version !== undefined && { version: doc.model.version }),
+      ...(doc.model?.description !== undefined && { description: doc.model.description }),
+      gpu: { count: doc.model?.resources?.gpu?.count ?? 0, ...(doc.model?.resources?.gpu?.type !== undefined && { type: doc.model.resources.gpu.type }) },
     },
     runtime: {
       module: resolve(root, modulePath),
