@@ -407,6 +407,30 @@ describe('reactor: stale builds', () => {
   });
 });
 
+describe('pnpm reactor run: signals to the outer pnpm process', () => {
+  it.each(['SIGINT', 'SIGTERM', 'SIGHUP'] as const)('%s to pnpm (no terminal) shuts the server down in order and leaves no process behind', async (signal) => {
+    const dir = workspace();
+    const child = spawn('pnpm', ['reactor', 'run', '--manifest', join(dir, 'reactor.yaml')], { cwd: repo, stdio: ['ignore', 'pipe', 'pipe'] });
+    cleanups.push(() => {
+      for (const p of [child.pid!, ...descendants(child.pid!)]) if (alive(p)) process.kill(p, 'SIGKILL');
+    });
+    let out = '';
+    let err = '';
+    child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    await until(() => out.includes('Viewer:') || child.exitCode !== null, 'the viewer URL', 60_000);
+    expect(out).toContain('Viewer:');
+    const tree = descendants(child.pid!);
+    // pnpm's shell, the CLI's node and its two ranks (pnpm may add a watchdog shell)
+    expect(tree.length).toBeGreaterThanOrEqual(4);
+    child.kill(signal);
+    await exited;
+    await until(() => tree.every((p) => !alive(p)), 'every process of the tree to be gone', 15_000);
+    expect(err).toContain(`${signal}: closing clients and shutting the app down`);
+  }, 90_000);
+});
+
 describe('reactor --help', () => {
   it.each(['--help', '-h', 'run --help', ''])('prints the help once for "reactor %s", and starts nothing', (line) => {
     const r = spawnSync(process.execPath, [cli, ...line.split(' ').filter(Boolean)], { encoding: 'utf8', timeout: 30_000, cwd: tmpdir() });
