@@ -2,6 +2,11 @@
 // Prints one JSON object per line:
 //   runner.step        p50/p99 of generate() for a worker whose rank 0 returns a ready payload
 //   runner.stepZeroCopy the same with the payload allocated by worker.resultArray() (no copy)
+//   (both through generateView(): zero-copy views, valid until the next call)
+//   runner.stepOwned / runner.stepOwnedZeroCopy  the same through generate(), the safe default
+//                      whose result the caller owns (one copy out of shared memory)
+//   runner.stepViewPlusAppCopyZeroCopy  generateView() + the app's own .slice(): what an app paid
+//                      before (compare with runner.stepOwnedZeroCopy, measured in the same run)
 //   runner.crashDetect SIGKILL of rank 1 mid-call -> rejected generate()
 //   runner.idleCrash   SIGKILL of rank 1 between calls -> the runner's 'unhealthy' event (issue 13)
 //   runner.stallDetect SIGSTOP of rank 1 mid-call -> the runner's 'stall' event, default stallMs 5000 (issue 13)
@@ -25,22 +30,27 @@ function pct(sorted, p) {
 }
 const round = (x) => Math.round(x * 1000) / 1000;
 
-async function step(worldSize, payloadBytes, shared = false) {
+// owned: generate() (the default: the caller owns the result, one copy out of shared memory);
+// otherwise generateView() (zero-copy views), the figure the earlier runs measured; appCopy:
+// generateView() plus the .slice() an app had to make before generate() returned owned data.
+async function step(worldSize, payloadBytes, shared = false, owned = false, appCopy = false) {
   const r = new DistributedRunner(BenchWorker, { worldSize, devices: 'cpu', logger: quiet });
   await r.start();
   try {
     const input = { payloadBytes, shared };
     const iters = quick ? 50 : payloadBytes > 10e6 ? 300 : 3000;
-    for (let i = 0; i < Math.min(100, iters); i++) await r.generate(input); // warm-up
+    for (let i = 0; i < Math.min(100, iters); i++) await (owned ? r.generate(input) : r.generateView(input)); // warm-up
     const t = new Float64Array(iters);
     for (let i = 0; i < iters; i++) {
       const t0 = performance.now();
-      const res = await r.generate(input);
+      let res = owned ? await r.generate(input) : (await r.generateView(input)).value;
+      if (appCopy) res = { frames: res.frames.slice() };
       t[i] = performance.now() - t0;
       if (res.frames.byteLength !== payloadBytes) throw new Error('wrong payload size');
     }
     t.sort();
-    emit({ bench: shared ? 'runner.stepZeroCopy' : 'runner.step', worldSize, payloadBytes, p50Ms: round(pct(t, 50)), p99Ms: round(pct(t, 99)) });
+    const name = `runner.step${owned ? 'Owned' : ''}${appCopy ? 'ViewPlusAppCopy' : ''}${shared ? 'ZeroCopy' : ''}`;
+    emit({ bench: name, worldSize, payloadBytes, p50Ms: round(pct(t, 50)), p99Ms: round(pct(t, 99)) });
   } finally {
     await r.shutdown();
   }
@@ -132,10 +142,10 @@ async function rss() {
   const r = new DistributedRunner(BenchWorker, { worldSize: 2, devices: 'cpu', logger: quiet });
   await r.start();
   try {
-    for (let i = 0; i < 50; i++) await r.generate({ payloadBytes });
+    for (let i = 0; i < 50; i++) await r.generateView({ payloadBytes });
     globalThis.gc?.();
     const before = process.memoryUsage().rss;
-    for (let i = 0; i < steps; i++) await r.generate({ payloadBytes });
+    for (let i = 0; i < steps; i++) await r.generateView({ payloadBytes });
     globalThis.gc?.();
     const after = process.memoryUsage().rss;
     emit({ bench: 'runner.rss', steps, payloadBytes, growthPct: round(((after - before) / before) * 100) });
@@ -180,6 +190,11 @@ if (!only || only === 'step') {
   // Not in the issue's list: rank 0 renders into worker.resultArray(), so no copy at all.
   await step(2, 786432, true);
   await step(2, 44236800, true);
+  // The safe default (issue 17): generate() copies the result out of shared memory once; with
+  // resultArray() on rank 0 that is the only copy (the app's own .slice() is no longer needed).
+  await step(2, 44236800, false, true);
+  await step(2, 44236800, true, true);
+  await step(2, 44236800, true, false, true);
 }
 if (!only || only === 'crash') await crashDetect();
 if (!only || only === 'idle') await idleCrash();

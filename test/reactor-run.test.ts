@@ -3,8 +3,9 @@
  * client that changes the prompt, pauses, resets, sees a rollout run out, and SIGTERM at the end.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { request as httpRequest } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -76,8 +77,8 @@ function workspace(): string {
   return dir;
 }
 
-function startCli(dir: string): { child: ChildProcess; url: Promise<string>; stderr: () => string } {
-  const child = spawn(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml')], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+function startCli(dir: string, ...args: string[]): { child: ChildProcess; url: Promise<string>; stderr: () => string } {
+  const child = spawn(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml'), ...args], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
   let err = '';
   child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
   const url = new Promise<string>((res, rej) => {
@@ -213,7 +214,7 @@ function contextWorkspace(gpuCount = 3): string {
       '  }',
       '  generate() { return null; }',
       '}',
-      "reactorApp({ name: 'context-app', state: InputState, output: Out })(ContextApp);",
+      "reactorApp({ name: 'context-app', version: '1.2.3', state: InputState, output: Out })(ContextApp);",
       '',
     ].join('\n'),
   );
@@ -261,6 +262,185 @@ describe('reactor run and doctor: the typed host/app contract', () => {
   });
 });
 
+/** GET `path` on the server at `base` (loopback) with the given headers: status and error code. */
+function get(base: string, path: string, headers: Record<string, string>): Promise<{ status: number; code: string | undefined }> {
+  const u = new URL(base);
+  return new Promise((res, rej) => {
+    const req = httpRequest({ host: '127.0.0.1', port: Number(u.port), path, headers }, (r) => {
+      let body = '';
+      r.on('data', (d: Buffer) => (body += d.toString()));
+      r.on('end', () => {
+        let code: string | undefined;
+        try {
+          code = (JSON.parse(body) as { error?: { code?: string } }).error?.code;
+        } catch {
+          code = undefined;
+        }
+        res({ status: r.statusCode ?? 0, code });
+      });
+    });
+    req.on('error', rej);
+    req.end();
+  });
+}
+
+async function stop(child: ChildProcess): Promise<void> {
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  child.kill('SIGTERM');
+  expect(await exited).toBe(0);
+}
+
+describe('reactor run: safe exposure', () => {
+  it('refuses a non-loopback --host without a token, says why and what to do, and listens on nothing', () => {
+    const dir = contextWorkspace();
+    const env = { ...process.env };
+    delete env['REACTOR_TOKEN'];
+    const r = spawnSync(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml'), '--host', '0.0.0.0', '--port', '0'], { encoding: 'utf8', timeout: 30_000, env });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain(
+      'reactor: refusing to serve on 0.0.0.0 without an access token: anyone who can reach this machine could watch and control the stream. ' +
+        `Set a token (--token <secret>, REACTOR_TOKEN, or server.token in ${join(dir, 'reactor.yaml')}), bind a loopback address (--host 127.0.0.1), ` +
+        'or pass --insecure if every machine on this network is trusted [insecure_bind]',
+    );
+    expect(r.stdout).not.toContain('Viewer:');
+  });
+
+  it('serves with --insecure (warning) and answers only the --allowed-host names and --allowed-origin pages given, repeated or comma-separated', async () => {
+    const dir = contextWorkspace();
+    const args = ['--host', '0.0.0.0', '--insecure', '--allowed-host', 'proxy.example,other.example', '--allowed-host', 'third.example', '--allowed-origin', 'https://app.example'];
+    const { child, url, stderr } = startCli(dir, ...args);
+    const base = await url;
+    expect(stderr()).toContain('--insecure: serving on 0.0.0.0 without a token');
+    expect(await get(base, '/schema', { Host: 'third.example' })).toMatchObject({ status: 200 });
+    expect(await get(base, '/schema', { Host: 'proxy.example', Origin: 'https://app.example' })).toMatchObject({ status: 200 });
+    expect(await get(base, '/schema', { Host: 'evil.example' })).toEqual({ status: 403, code: 'host_not_allowed' });
+    expect(await get(base, '/schema', { Host: 'proxy.example', Origin: 'https://evil.example' })).toEqual({ status: 403, code: 'origin_not_allowed' });
+    await stop(child);
+  });
+
+  it("takes allowed_hosts from reactor.yaml's server section (a reverse proxy's name on a loopback server)", async () => {
+    const dir = contextWorkspace();
+    writeFileSync(join(dir, 'reactor.yaml'), `${readFileSync(join(dir, 'reactor.yaml'), 'utf8').replace('server: { port: 0 }', 'server: { port: 0, allowed_hosts: [proxy.example] }')}`);
+    const { child, url } = startCli(dir);
+    const base = await url;
+    expect(await get(base, '/schema', { Host: 'proxy.example' })).toMatchObject({ status: 200 });
+    expect(await get(base, '/schema', { Host: 'evil.example' })).toEqual({ status: 403, code: 'host_not_allowed' });
+    await stop(child);
+  });
+
+  it('names a malformed --allowed-host / --allowed-origin and exits 1', () => {
+    const dir = contextWorkspace();
+    const r = spawnSync(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml'), '--allowed-host', 'ok.example,https://x.example', '--allowed-origin', 'app.example'], { encoding: 'utf8', timeout: 30_000 });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain('--allowed-host: "https://x.example" is not a host name: give the name alone, without scheme or port');
+    expect(r.stderr).toContain('[cli_usage]');
+  });
+});
+
+function cliRun(dir: string, ...args: string[]) {
+  return spawnSync(process.execPath, [cli, ...args, '--manifest', join(dir, 'reactor.yaml')], { encoding: 'utf8', timeout: 30_000 });
+}
+
+describe('reactor run: manifests without traps', () => {
+  it("runs a manifest without model: and names the app after its @reactorApp name and version", async () => {
+    const dir = contextWorkspace();
+    writeFileSync(join(dir, 'reactor.yaml'), 'runtime: { import: app.mjs:ContextApp }\nserver: { port: 0 }\n');
+    const { child, url, stderr } = startCli(dir);
+    await url;
+    expect(stderr()).toContain(`[reactor] context-app 1.2.3 (${join(dir, 'reactor.yaml')})`);
+    expect(stderr()).toContain('"manifestGpuCount":0');
+    await stop(child);
+  });
+
+  it('names the key and the folder a wrong path was resolved from', () => {
+    const dir = contextWorkspace();
+    const manifest = join(dir, 'reactor.yaml');
+    writeFileSync(manifest, 'runtime: { import: nowhere/app.js:ContextApp }\n');
+    let r = cliRun(dir, 'run');
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain(`reactor: runtime.import points at ${join(dir, 'nowhere/app.js')}, which does not exist (resolved from ${dir}, the folder of ${manifest}); fix the path in runtime.import [app_import_failed]`);
+    writeFileSync(manifest, 'runtime: { import: app.mjs:ContextApp, config: conf/missing.yaml }\n');
+    r = cliRun(dir, 'run');
+    expect(r.stderr).toContain(`reactor: runtime.config: ${join(dir, 'conf/missing.yaml')} does not exist (resolved from ${dir}, the folder of ${manifest}); fix the path or pass --config <file> [manifest_invalid]`);
+    writeFileSync(manifest, 'runtime: { import: app.mjs:ContextApp, weights_path: w }\n');
+    r = cliRun(dir, 'doctor');
+    expect(r.stderr).toContain(`reactor: runtime.weights_path: ${join(dir, 'w')} does not exist (resolved from ${dir}, the folder of ${manifest}); fix the path or set REACTOR_WEIGHTS_PATH [manifest_invalid]`);
+  });
+});
+
+describe('reactor: stale builds', () => {
+  /** The context app as a package's dist/ module, with a source file edited after the build. */
+  function staleWorkspace(): { dir: string; module: string; source: string } {
+    const dir = contextWorkspace();
+    mkdirSync(join(dir, 'pkg/dist'), { recursive: true });
+    mkdirSync(join(dir, 'pkg/src/model'), { recursive: true });
+    const module = join(dir, 'pkg/dist/app.mjs');
+    const source = join(dir, 'pkg/src/model/app.ts');
+    writeFileSync(module, readFileSync(join(dir, 'app.mjs')));
+    writeFileSync(join(dir, 'pkg/src/index.ts'), '');
+    writeFileSync(source, '// edited after the build\n');
+    const built = new Date(Date.now() - 60_000);
+    utimesSync(module, built, built);
+    utimesSync(join(dir, 'pkg/src/index.ts'), built, built);
+    writeFileSync(join(dir, 'reactor.yaml'), 'runtime: { import: pkg/dist/app.mjs:ContextApp }\nserver: { port: 0 }\n');
+    return { dir, module, source };
+  }
+
+  it('reactor run refuses a dist/ module older than its sources, naming both and pnpm build', () => {
+    const { dir, module, source } = staleWorkspace();
+    const r = cliRun(dir, 'run');
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain(`reactor: ${module} is older than ${source} (edited after the last build): the app would run stale code. Run pnpm build (pnpm start builds first) [stale_build]`);
+    expect(r.stdout).not.toContain('Viewer:');
+  });
+
+  it('reactor schema warns loudly and goes on; an up-to-date build gives no warning', () => {
+    const { dir, module, source } = staleWorkspace();
+    let r = cliRun(dir, 'schema');
+    expect(r.status).toBe(0);
+    expect(r.stderr).toContain(`WARNING: ${module} is older than ${source}`);
+    expect(JSON.parse(r.stdout)).toMatchObject({ app: { name: 'context-app', version: '1.2.3' } });
+    utimesSync(module, new Date(), new Date());
+    r = cliRun(dir, 'schema');
+    expect(r.status).toBe(0);
+    expect(r.stderr).not.toContain('WARNING');
+  });
+});
+
+describe('pnpm reactor run: signals to the outer pnpm process', () => {
+  it.each(['SIGINT', 'SIGTERM', 'SIGHUP'] as const)('%s to pnpm (no terminal) shuts the server down in order and leaves no process behind', async (signal) => {
+    const dir = workspace();
+    const child = spawn('pnpm', ['reactor', 'run', '--manifest', join(dir, 'reactor.yaml')], { cwd: repo, stdio: ['ignore', 'pipe', 'pipe'] });
+    cleanups.push(() => {
+      for (const p of [child.pid!, ...descendants(child.pid!)]) if (alive(p)) process.kill(p, 'SIGKILL');
+    });
+    let out = '';
+    let err = '';
+    child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    await until(() => out.includes('Viewer:') || child.exitCode !== null, 'the viewer URL', 60_000);
+    expect(out).toContain('Viewer:');
+    const tree = descendants(child.pid!);
+    // pnpm's shell, the CLI's node and its two ranks (pnpm may add a watchdog shell)
+    expect(tree.length).toBeGreaterThanOrEqual(4);
+    child.kill(signal);
+    await exited;
+    await until(() => tree.every((p) => !alive(p)), 'every process of the tree to be gone', 15_000);
+    expect(err).toContain(`${signal}: closing clients and shutting the app down`);
+  }, 90_000);
+});
+
+describe('reactor --help', () => {
+  it.each(['--help', '-h', 'run --help', ''])('prints the help once for "reactor %s", and starts nothing', (line) => {
+    const r = spawnSync(process.execPath, [cli, ...line.split(' ').filter(Boolean)], { encoding: 'utf8', timeout: 30_000, cwd: tmpdir() });
+    expect(r.status).toBe(0);
+    expect(r.stdout.match(/^Usage:$/gm)).toHaveLength(1);
+    expect(r.stdout.match(/^reactor\/0\.1\.0$/gm)).toHaveLength(1);
+    expect(r.stderr).toBe('');
+  });
+});
+
 describe('reactor run: bad input', () => {
   it('says what to do when the port is taken, and exits 1', async () => {
     const blocker = createServer();
@@ -276,10 +456,10 @@ describe('reactor run: bad input', () => {
 
   it('names every bad key of reactor.yaml and exits 1', () => {
     const dir = mkdtempSync(join(tmpdir(), 'reactor-bad-'));
-    writeFileSync(join(dir, 'reactor.yaml'), 'model: { name: x }\nruntime: { import: nowhere }\n');
+    writeFileSync(join(dir, 'reactor.yaml'), "model: { name: x, version: '' }\nruntime: { import: nowhere }\n");
     const r = spawnSync(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml')], { encoding: 'utf8', timeout: 30_000 });
     expect(r.status).toBe(1);
-    expect(r.stderr).toContain('model.version: is required');
+    expect(r.stderr).toContain('model.version: must be longer than or equal to 1 characters');
     expect(r.stderr).toContain('runtime.import: must look like "path/to/module.js:ExportName"');
     expect(r.stderr).toContain('[manifest_invalid]');
   });

@@ -9,8 +9,8 @@ import { Type, plainToInstance } from 'class-transformer';
 import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, MaxLength, Min, ValidateIf, validateSync } from 'class-validator';
 import { parse as parseYaml } from 'yaml';
 import { DistributedRunner, detectGpuCount } from '@reactor/distributed';
-import { type Logger, silentLogger } from '@reactor/log';
 import {
+  type AppReadiness,
   type AppRequirements,
   ApplicationError,
   type Client,
@@ -67,6 +67,11 @@ export class BackendInfo {
 /** Sent when a rollout ran out and the model started a new one. */
 export class RolloutRestarted {
   constructor(readonly chunks: number) {}
+}
+
+/** Sent when a rank died while no call ran: the app is building a new runner; clients stay connected. */
+export class RunnerRestarting {
+  constructor(readonly reason: string) {}
 }
 
 /** The app's config file (`runtime.config` in `reactor.yaml`; YAML or JSON). */
@@ -144,13 +149,18 @@ async function webgpuCheck(): Promise<RequirementCheck> {
 /**
  * The sample app. Its model half runs in `worldSize` processes; rank 0 returns each chunk.
  */
-@reactorApp({ state: VideoState, output: VideoOutput, messages: [BackendInfo, RolloutRestarted], name: 'reactor-video', version: '0.1.0', bufferSize: 16 })
-export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult> {
+@reactorApp({ state: VideoState, output: VideoOutput, messages: [BackendInfo, RolloutRestarted, RunnerRestarting], name: 'reactor-video', version: '0.1.0', bufferSize: 16 })
+export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult, BackendInfo | RolloutRestarted | RunnerRestarting> {
   private runner: DistributedRunner<VideoInput, VideoResult, VideoLoadArgs> | undefined;
   private config = new VideoConfig();
   private manifestGpuCount: number | undefined;
-  private log: Logger = silentLogger;
   private backends: RankBackend[] = [];
+  /** True while `generate()` waits for the runner: a failure then is the step's to report. */
+  private inCall = false;
+  /** A new runner being built (after a failed step or a rank that died between calls). */
+  private rebuilding: Promise<void> | undefined;
+  /** Why the last rebuild failed, for readiness and refused steps. */
+  private runnerProblem: string | undefined;
 
   /**
    * What `reactor doctor` checks before any weights load: shared memory for one chunk in and
@@ -168,7 +178,6 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult> {
   }
 
   override async load(context: LoadContext): Promise<void> {
-    this.log = context.logger.child({ app: 'video' });
     this.config = loadVideoConfig(context.configPath);
     this.manifestGpuCount = context.manifestGpuCount;
     await this.startRunner();
@@ -176,8 +185,9 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult> {
 
   private async startRunner(): Promise<void> {
     const plan = planRanks(this.config, detectGpuCount(), this.manifestGpuCount);
-    this.log.info(`${plan.note}; starting the runner`);
+    this.logger.info(`${plan.note}; starting the runner`);
     const runner = new DistributedRunner(VideoWorker, {
+      logger: this.logger,
       worldSize: plan.worldSize,
       devices: plan.devices,
       callTimeoutMs: this.config.callTimeoutMs,
@@ -193,7 +203,51 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult> {
       },
     });
     this.runner = runner;
+    runner.on('unhealthy', (err) => this.onRunnerUnhealthy(runner, err));
     await runner.start();
+  }
+
+  /**
+   * A rank died (or the runner broke) while no call ran: nobody would notice until the next
+   * step, so build a new runner now and tell the clients; they stay connected and frames
+   * resume once it is up. A failure during a call is the step's to report (processOutput).
+   */
+  private onRunnerUnhealthy(runner: DistributedRunner<VideoInput, VideoResult, VideoLoadArgs>, err: Error): void {
+    if (runner !== this.runner || this.inCall || this.rebuilding) return;
+    this.logger.warn({ err }, 'the runner broke between calls; building a new one');
+    void this.rebuild();
+    // The first sentence says what happened (which rank, how); the rest is advice for the app's author.
+    this.send(new RunnerRestarting(`${err.message.split(/\.(\s|$)/)[0]}; a new runner is starting`));
+  }
+
+  /** Shuts the current runner down and starts a new one; never rejects (a failure is kept for readiness). */
+  private rebuild(): Promise<void> {
+    this.rebuilding ??= (async () => {
+      try {
+        await this.runner?.shutdown();
+        this.backends = [];
+        await this.startRunner();
+        this.runnerProblem = undefined;
+        this.logger.info('the new runner is up');
+      } catch (err) {
+        this.runnerProblem = `the video runner could not be restarted: ${(err as Error).message}`;
+        this.logger.error({ err }, 'restarting the runner failed; the next session tries again');
+      } finally {
+        this.rebuilding = undefined;
+      }
+    })();
+    return this.rebuilding;
+  }
+
+  /** Not ready while the runner restarts, is broken, or has a rank stuck in a call. */
+  override readiness(): AppReadiness {
+    if (this.rebuilding) return 'the video runner is restarting';
+    const runner = this.runner;
+    if (!runner) return 'the video runner is not running';
+    if (!runner.healthy) return this.runnerProblem ?? 'the video runner is unusable';
+    const stalled = runner.stalledRanks;
+    if (stalled.length > 0) return stalled.map((s) => `rank ${s.rank} has made no progress for ${(s.sinceMs / 1000).toFixed(1)} s (${s.phase})`);
+    return true;
   }
 
   private backendInfo(): BackendInfo {
@@ -202,12 +256,19 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult> {
 
   override processInput(): VideoInput {
     if (this.state.paused) throw new ApplicationError('paused');
+    if (this.rebuilding) throw new ApplicationError('the runner is restarting');
     if (!this.runner) throw new ApplicationError('the model is not loaded');
+    if (!this.runner.healthy && this.runnerProblem !== undefined) throw new ApplicationError(this.runnerProblem);
     return { prompt: this.state.prompt };
   }
 
-  override generate(input: VideoInput): Promise<VideoResult> {
-    return this.runner!.generate(input);
+  override async generate(input: VideoInput): Promise<VideoResult> {
+    this.inCall = true;
+    try {
+      return await this.runner!.generate(input);
+    } finally {
+      this.inCall = false;
+    }
   }
 
   override async processOutput(outcome: StepOutcome<VideoResult>): Promise<VideoOutput | null> {
@@ -218,8 +279,9 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult> {
     }
     if (outcome.error !== undefined) {
       // Rethrow at once so clients hear of the failure within milliseconds; the shutdown (a rank
-      // holding a GPU context can take 100 ms to die) runs on, and @sessionEnded awaits it.
-      this.runner?.shutdown().catch((err: unknown) => this.log.error({ err }, 'runner shutdown after a failed step failed'));
+      // holding a GPU context can take 100 ms to die) and a new runner's start run on in the
+      // background, so readiness comes back without waiting for a new session.
+      void this.rebuild();
       throw outcome.error;
     }
     const r = outcome.result!;
@@ -227,14 +289,15 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult> {
       this.backends = r.backends;
       this.send(this.backendInfo());
     }
-    // The runner hands back a view into shared memory that the next generate() overwrites;
-    // playout keeps frames for up to bufferSize frames, so take the one copy here.
-    return new VideoOutput({ mainVideo: new TrackPayload(new Frames(r.frames.slice(), [r.n, r.height, r.width, 3])) });
+    // runner.generate() returns frames this app owns (the one copy out of shared memory), so
+    // playout may keep them for up to bufferSize frames.
+    return new VideoOutput({ mainVideo: new TrackPayload(new Frames(r.frames, [r.n, r.height, r.width, 3])) });
   }
 
   /** Starts a new rollout: the model forgets its motion, the weights stay loaded. */
   @event({ name: 'reset', description: 'Start a new rollout.' })
   async reset(): Promise<void> {
+    await this.rebuilding;
     await this.runner?.reset();
     this.output.flush();
   }
@@ -242,11 +305,8 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult> {
   /** A new session on a runner that broke in the last one gets a new runner. */
   @sessionStarted
   async onSessionStarted(): Promise<void> {
-    if (this.runner && !this.runner.healthy) {
-      await this.runner.shutdown();
-      this.backends = [];
-      await this.startRunner();
-    }
+    await this.rebuilding;
+    if (this.runner && !this.runner.healthy) await this.rebuild();
     if (this.backends.length > 0) this.send(this.backendInfo());
   }
 
@@ -258,11 +318,14 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult> {
 
   @sessionEnded
   async onSessionEnded(): Promise<void> {
+    // A runner being rebuilt is new: nothing to reset.
+    if (this.rebuilding) return;
     if (this.runner?.healthy) await this.reset();
     else await this.runner?.shutdown();
   }
 
   override async unload(): Promise<void> {
+    await this.rebuilding;
     await this.runner?.shutdown();
   }
 }

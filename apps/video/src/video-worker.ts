@@ -56,7 +56,7 @@ export interface VideoLoadArgs {
  * const { frames, n } = await runner.generate({ prompt: 'a neon reef' });
  * ```
  */
-export class VideoWorker extends DistributedWorker<VideoLoadArgs, VideoInput, VideoResult> {
+export class VideoWorker extends DistributedWorker<VideoInput, VideoResult, VideoLoadArgs> {
   static override moduleUrl = import.meta.url;
 
   private model: ParallelVideoModel | null = null;

@@ -4,17 +4,20 @@
  */
 import { pathToFileURL } from 'node:url';
 import { existsSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { resolve, sep } from 'node:path';
 import { detectGpuCount } from '@reactor/distributed';
 import type { Logger } from '@reactor/log';
-import { AppHost, ReactorError, type AppRequirements, type AppStatics, type ReactorApp } from '@reactor/runtime';
-import { installShutdownHandlers, serve } from '@reactor/server';
+import { AppHost, ReactorError, WEIGHTS_PATH_ENV, type AppRequirements, type AppStatics, type ReactorApp } from '@reactor/runtime';
+import { describeApp } from '@reactor/runtime/internal';
+import { installShutdownHandlers, isLoopbackHost, serve } from '@reactor/server';
 import { findManifest, loadManifest, ManifestError, MANIFEST_FILE, type Manifest } from './manifest.js';
 import { runDoctor } from './doctor.js';
 import { CliErrorCode } from './errors.js';
+import { findStaleBuild, staleBuildMessage } from './stale-build.js';
+import { flagList, hostProblem, listProblems, originProblem } from './exposure.js';
 
 /** An app class as the CLI imports it: constructible, with the optional typed statics. */
-export type ReactorAppClass = (new () => ReactorApp<any, any, any>) & AppStatics;
+export type ReactorAppClass = (new () => ReactorApp<any, any, any, any>) & AppStatics;
 
 /** The flags of `reactor run|schema|doctor`, as the bin parses them. */
 export interface CliOptions {
@@ -23,6 +26,12 @@ export interface CliOptions {
   host?: string;
   port?: string | number;
   token?: string;
+  /** `--allowed-host`: repeated and/or comma-separated host names. */
+  allowedHost?: unknown;
+  /** `--allowed-origin`: repeated and/or comma-separated origins. */
+  allowedOrigin?: unknown;
+  /** `--insecure`: serve on a non-loopback address without a token. */
+  insecure?: boolean;
 }
 
 function manifestFrom(o: CliOptions): Manifest {
@@ -39,12 +48,21 @@ function parsePort(v: string | number | undefined, fallback: number): number {
 }
 
 /**
- * Imports the app class named by `runtime.import`.
- * @throws ReactorError `app_import_failed`: the module is missing, fails to import, or lacks the export.
+ * Imports the app class named by `runtime.import`. A module older than its package's sources is
+ * refused (`onStale: 'refuse'`, as `reactor run` does) or warned about.
+ * @throws ReactorError `app_import_failed`: the module is missing, fails to import, or lacks the export; `stale_build`.
  */
-export async function importApp(m: Manifest): Promise<ReactorAppClass> {
+export async function importApp(m: Manifest, options: { logger?: Logger; onStale?: 'warn' | 'refuse' } = {}): Promise<ReactorAppClass> {
   if (!existsSync(m.runtime.module)) {
-    throw new ReactorError(CliErrorCode.AppImportFailed, `runtime.import points at ${m.runtime.module}, which does not exist${m.runtime.module.includes('/dist/') ? ' (build it first: pnpm build)' : ''}`);
+    throw new ReactorError(
+      CliErrorCode.AppImportFailed,
+      `runtime.import points at ${m.runtime.module}, which does not exist (resolved from ${m.root}, the folder of ${m.file}); fix the path in runtime.import${m.runtime.module.includes(`${sep}dist${sep}`) ? ', or build it first: pnpm build' : ''}`,
+    );
+  }
+  const stale = findStaleBuild(m.runtime.module);
+  if (stale) {
+    if (options.onStale === 'refuse') throw new ReactorError(CliErrorCode.StaleBuild, staleBuildMessage(stale));
+    options.logger?.warn(`WARNING: ${staleBuildMessage(stale)}`);
   }
   let mod: Record<string, unknown>;
   try {
@@ -60,21 +78,68 @@ export async function importApp(m: Manifest): Promise<ReactorAppClass> {
   return cls as ReactorAppClass;
 }
 
+/** A list flag, split and checked; `undefined` when the flag was not given. */
+function listFlag(value: unknown, flag: string, check: (v: string) => string | undefined): string[] | undefined {
+  const list = flagList(value);
+  if (list === undefined) return undefined;
+  const problems = listProblems(list, check, () => flag);
+  if (list.length === 0) problems.push(`${flag}: needs a value`);
+  if (problems.length > 0) throw new ReactorError(CliErrorCode.CliUsage, problems.join('; '));
+  return list;
+}
+
 function configPath(o: CliOptions, m: Manifest): string | undefined {
   return o.config !== undefined ? resolve(o.config) : m.runtime.config;
+}
+
+/**
+ * Checks that the files the app will be handed exist, naming the key (or flag) and the folder
+ * a relative path was resolved from.
+ * @throws ManifestError (`manifest_invalid`) for `runtime.config` / `runtime.weights_path`; ReactorError `cli_usage` for `--config`.
+ */
+function checkPaths(o: CliOptions, m: Manifest): void {
+  const from = `resolved from ${m.root}, the folder of ${m.file}`;
+  if (o.config !== undefined) {
+    if (!existsSync(resolve(o.config))) throw new ReactorError(CliErrorCode.CliUsage, `--config: ${resolve(o.config)} does not exist (resolved from ${process.cwd()}, the current folder)`);
+  } else if (m.runtime.config !== undefined && !existsSync(m.runtime.config)) {
+    throw new ManifestError(`runtime.config: ${m.runtime.config} does not exist (${from}); fix the path or pass --config <file>`);
+  }
+  if (m.runtime.weightsPath !== undefined && !process.env[WEIGHTS_PATH_ENV] && !existsSync(m.runtime.weightsPath)) {
+    throw new ManifestError(`runtime.weights_path: ${m.runtime.weightsPath} does not exist (${from}); fix the path or set ${WEIGHTS_PATH_ENV}`);
+  }
+}
+
+/** The app's name and version: the manifest's `model:` when given, else the app's `@reactorApp` ones. */
+function appName(m: Manifest, App: ReactorAppClass): string {
+  const app = describeApp(App).schema.app;
+  return `${m.model.name ?? app.name} ${m.model.version ?? app.version}`;
 }
 
 /** `reactor run`: serve first (so /health says "loading"), then load, then print the viewer URL. */
 export async function runCommand(o: CliOptions, logger: Logger): Promise<void> {
   const m = manifestFrom(o);
-  logger.info(`${m.model.name} ${m.model.version} (${m.file})`);
-  const App = await importApp(m);
   const token = o.token ?? process.env['REACTOR_TOKEN'] ?? m.server.token;
-  const cfg = configPath(o, m);
   const port = parsePort(o.port, m.server.port ?? 8080);
+  const host = o.host ?? m.server.host ?? '127.0.0.1';
+  const allowedHosts = listFlag(o.allowedHost, '--allowed-host', hostProblem) ?? m.server.allowedHosts;
+  const allowedOrigins = listFlag(o.allowedOrigin, '--allowed-origin', originProblem) ?? m.server.allowedOrigins;
+  const exposed = !isLoopbackHost(host) && token === undefined;
+  if (exposed && o.insecure !== true) {
+    throw new ReactorError(
+      CliErrorCode.InsecureBind,
+      `refusing to serve on ${host} without an access token: anyone who can reach this machine could watch and control the stream. ` +
+        `Set a token (--token <secret>, REACTOR_TOKEN, or server.token in ${m.file}), bind a loopback address (--host 127.0.0.1), ` +
+        'or pass --insecure if every machine on this network is trusted',
+    );
+  }
+  checkPaths(o, m);
+  const App = await importApp(m, { logger, onStale: 'refuse' });
+  const name = appName(m, App);
+  logger.info(`${name} (${m.file})`);
+  if (exposed) logger.warn(`--insecure: serving on ${host} without a token; anyone who can reach it can watch and control the stream`);
+  const cfg = configPath(o, m);
   logger.info(`loading the app${cfg ? ` with config ${cfg}` : ''}${m.runtime.weightsPath ? `, weights ${m.runtime.weightsPath}` : ''}`);
   const started = performance.now();
-  const host = o.host ?? m.server.host ?? '127.0.0.1';
   let server: Awaited<ReturnType<typeof serve>>;
   try {
     server = await serve(App, {
@@ -82,6 +147,9 @@ export async function runCommand(o: CliOptions, logger: Logger): Promise<void> {
       port,
       logger,
       ...(token !== undefined && { token }),
+      ...(o.insecure === true && { insecure: true }),
+      ...(allowedHosts !== undefined && { allowedHosts }),
+      ...(allowedOrigins !== undefined && { allowedOrigins }),
       ...(m.server.encoding !== undefined && { encoding: m.server.encoding }),
       ...(m.runtime.weightsPath !== undefined && { weightsPath: m.runtime.weightsPath }),
       ...(cfg !== undefined && { configPath: cfg }),
@@ -99,7 +167,7 @@ export async function runCommand(o: CliOptions, logger: Logger): Promise<void> {
     await server.loaded;
   } catch (err) {
     await server.close();
-    throw new ReactorError(CliErrorCode.AppLoadFailed, `loading ${m.model.name} failed: ${(err as Error).message}`, { cause: err });
+    throw new ReactorError(CliErrorCode.AppLoadFailed, `loading ${name} failed: ${(err as Error).message}`, { cause: err });
   }
   logger.info(`ready in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   const url = new URL(server.url);
@@ -110,7 +178,7 @@ export async function runCommand(o: CliOptions, logger: Logger): Promise<void> {
 /** `reactor schema`: the app's schema as JSON, without loading the model. */
 export async function schemaCommand(o: CliOptions, logger: Logger): Promise<void> {
   const m = manifestFrom(o);
-  const App = await importApp(m);
+  const App = await importApp(m, { logger });
   const host = new AppHost(App, { logger });
   process.stdout.write(`${JSON.stringify(host.schema, null, 2)}\n`);
   await host.close();
@@ -120,9 +188,10 @@ export async function schemaCommand(o: CliOptions, logger: Logger): Promise<void
  * `reactor doctor`: every check, then exit 1 if any failed. The GPU count is the runner's
  * (`detectGpuCount()`), handed to the app's `requirements()` as `gpuCount`.
  */
-export async function doctorCommand(o: CliOptions): Promise<void> {
+export async function doctorCommand(o: CliOptions, logger: Logger): Promise<void> {
   const m = manifestFrom(o);
-  const App = await importApp(m);
+  checkPaths(o, m);
+  const App = await importApp(m, { logger });
   const gpuCount = detectGpuCount();
   const req: AppRequirements = (await App.requirements?.({ configPath: configPath(o, m), manifestGpuCount: m.model.gpu.count, gpuCount })) ?? {};
   const checks = await runDoctor(m, req, o.host ?? m.server.host ?? '127.0.0.1', parsePort(o.port, m.server.port ?? 8080), gpuCount);

@@ -16,5 +16,7 @@ export const CliErrorCode = {
   CliUsage: 'cli_usage',
   /** A non-loopback address without a token and without `--insecure`. */
   InsecureBind: 'insecure_bind',
+  /** `reactor run`: the module `runtime.import` names is older than its package's sources. */
+  StaleBuild: 'stale_build',
 } as const;
 export type CliErrorCode = (typeof CliErrorCode)[keyof typeof CliErrorCode];

@@ -22,18 +22,23 @@ common(cli.command('run', 'Load the app and serve it (viewer, WebSocket, /schema
   .option('--host <host>', 'interface to bind (default: server.host or 127.0.0.1)')
   .option('--port <port>', 'TCP port (default: server.port or 8080; 0 picks a free one)')
   .option('--token <token>', 'require this access token (also REACTOR_TOKEN)')
+  .option('--allowed-host <host>', 'answer to this Host name too (repeatable or comma-separated; * for any; default: server.allowed_hosts)')
+  .option('--allowed-origin <origin>', 'let pages of this origin connect (repeatable or comma-separated; * for any; default: server.allowed_origins)')
+  .option('--insecure', 'serve on a non-loopback --host without a token (refused otherwise)')
   .action((o: CliOptions) => runCommand(o, logger));
 common(cli.command('schema', "Print the app's schema (commands, messages, tracks) as JSON")).action((o: CliOptions) => schemaCommand(o, logger));
 common(cli.command('doctor', 'Check this machine for the app before loading any weights'))
   .option('--host <host>', 'interface to check')
   .option('--port <port>', 'port to check')
-  .action((o: CliOptions) => doctorCommand(o));
+  .action((o: CliOptions) => doctorCommand(o, logger));
 cli.help();
 cli.version('0.1.0');
 
 async function main(): Promise<void> {
   try {
     cli.parse(process.argv, { run: false });
+    // cac has printed the help or version itself (and unset the matched command): nothing is left to do.
+    if (cli.options['help'] === true || (cli.options['version'] === true && cli.matchedCommandName === undefined)) return;
     if (!cli.matchedCommand) {
       if (cli.args.length > 0) throw new ReactorError(CliErrorCode.CliUsage, `unknown command "${String(cli.args[0])}"; run "reactor --help"`);
       cli.outputHelp();

@@ -7,12 +7,13 @@ import { readFileSync, existsSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { plainToInstance, Type } from 'class-transformer';
 import {
-  IsIn, IsInt, IsOptional, IsString, Matches, Max, MaxLength, Min, MinLength, ValidateNested, validateSync,
+  IsArray, IsDefined, IsIn, IsInt, IsOptional, IsString, Matches, Max, MaxLength, Min, MinLength, ValidateNested, validateSync,
   type ValidationError,
 } from 'class-validator';
 import { parse as parseYaml } from 'yaml';
 import { ReactorError } from '@reactor/runtime';
 import { CliErrorCode } from './errors.js';
+import { hostProblem, listProblems, originProblem } from './exposure.js';
 
 /** The manifest file name `reactor` looks for. */
 export const MANIFEST_FILE = 'reactor.yaml';
@@ -34,8 +35,10 @@ class Resources {
 }
 
 class ModelSection {
-  @IsString() @Matches(/^[a-z0-9][a-z0-9._-]*$/, { message: 'must be lower-case letters, digits, ".", "_" or "-"' }) name!: string;
-  @IsString() @MinLength(1) version!: string;
+  /** Default: the app's `@reactorApp({ name })`. */
+  @IsOptional() @IsString() @Matches(/^[a-z0-9][a-z0-9._-]*$/, { message: 'must be lower-case letters, digits, ".", "_" or "-"' }) name?: string;
+  /** Default: the app's `@reactorApp({ version })`. */
+  @IsOptional() @IsString() @MinLength(1) version?: string;
   @IsOptional() @IsString() @MaxLength(2000) description?: string;
   @IsOptional() @ValidateNested() @Type(() => Resources) resources?: Resources;
 }
@@ -52,11 +55,15 @@ class ServerSection {
   @IsOptional() @IsInt() @Min(0) @Max(65535) port?: number;
   @IsOptional() @IsString() @MinLength(16, { message: 'must be at least 16 characters' }) token?: string;
   @IsOptional() @IsIn(['jpeg', 'rgb']) encoding?: 'jpeg' | 'rgb';
+  /** Host names (the `Host` header) the server answers to; see `ServerOptions.allowedHosts`. */
+  @IsOptional() @IsArray() @IsString({ each: true }) allowed_hosts?: string[];
+  /** Origins whose pages may connect; see `ServerOptions.allowedOrigins`. */
+  @IsOptional() @IsArray() @IsString({ each: true }) allowed_origins?: string[];
 }
 
 class ManifestDocument {
-  @ValidateNested() @Type(() => ModelSection) model!: ModelSection;
-  @ValidateNested() @Type(() => RuntimeSection) runtime!: RuntimeSection;
+  @IsOptional() @ValidateNested() @Type(() => ModelSection) model?: ModelSection;
+  @IsDefined() @ValidateNested() @Type(() => RuntimeSection) runtime!: RuntimeSection;
   @IsOptional() @ValidateNested() @Type(() => ServerSection) server?: ServerSection;
 }
 
@@ -69,9 +76,10 @@ export interface Manifest {
   file: string;
   /** Folder the relative paths were resolved against. */
   root: string;
-  model: { name: string; version: string; description?: string; gpu: { type?: string; count: number } };
+  /** `name` and `version` when the manifest gives them (the app's `@reactorApp` ones otherwise). */
+  model: { name?: string; version?: string; description?: string; gpu: { type?: string; count: number } };
   runtime: { module: string; exportName: string; config?: string; weightsPath?: string };
-  server: { host?: string; port?: number; token?: string; encoding?: 'jpeg' | 'rgb' };
+  server: { host?: string; port?: number; token?: string; encoding?: 'jpeg' | 'rgb'; allowedHosts?: string[]; allowedOrigins?: string[] };
 }
 
 function flatten(errors: ValidationError[], prefix = ''): string[] {
@@ -114,12 +122,19 @@ export function loadManifest(file: string): Manifest {
     throw new ManifestError(`${path} is not valid YAML: ${(err as Error).message}`);
   }
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
-    throw new ManifestError(`${path} must be a YAML mapping with "model" and "runtime" sections`);
+    throw new ManifestError(`${path} must be a YAML mapping with a "runtime" section (and optional "model" and "server" sections)`);
   }
   const doc = plainToInstance(ManifestDocument, raw);
   const problems = flatten(validateSync(doc, { forbidUnknownValues: false }));
   const r = raw as Record<string, unknown>;
   for (const key of Object.keys(r)) if (!SECTIONS.includes(key)) problems.push(`${key}: unknown section (allowed: ${SECTIONS.join(', ')})`);
+  const server = doc.server;
+  if (Array.isArray(server?.allowed_hosts) && server.allowed_hosts.every((h) => typeof h === 'string')) {
+    problems.push(...listProblems(server.allowed_hosts, hostProblem, (i) => `server.allowed_hosts[${i}]`));
+  }
+  if (Array.isArray(server?.allowed_origins) && server.allowed_origins.every((h) => typeof h === 'string')) {
+    problems.push(...listProblems(server.allowed_origins, originProblem, (i) => `server.allowed_origins[${i}]`));
+  }
   if (problems.length > 0) {
     throw new ManifestError(`${path} is invalid:\n${problems.map((p) => `  - ${p}`).join('\n')}`, problems);
   }
@@ -129,10 +144,10 @@ export function loadManifest(file: string): Manifest {
     file: path,
     root,
     model: {
-      name: doc.model.name,
-      version: doc.model.version,
-      ...(doc.model.description !== undefined && { description: doc.model.description }),
-      gpu: { count: doc.model.resources?.gpu?.count ?? 0, ...(doc.model.resources?.gpu?.type !== undefined && { type: doc.model.resources.gpu.type }) },
+      ...(doc.model?.name !== undefined && { name: doc.model.name }),
+      ...(doc.model?.version !== undefined && { version: doc.model.version }),
+      ...(doc.model?.description !== undefined && { description: doc.model.description }),
+      gpu: { count: doc.model?.resources?.gpu?.count ?? 0, ...(doc.model?.resources?.gpu?.type !== undefined && { type: doc.model.resources.gpu.type }) },
     },
     runtime: {
       module: resolve(root, modulePath),
@@ -140,6 +155,13 @@ export function loadManifest(file: string): Manifest {
       ...(doc.runtime.config !== undefined && { config: resolve(root, doc.runtime.config) }),
       ...(doc.runtime.weights_path !== undefined && { weightsPath: resolve(root, doc.runtime.weights_path) }),
     },
-    server: { ...doc.server },
+    server: {
+      ...(server?.host !== undefined && { host: server.host }),
+      ...(server?.port !== undefined && { port: server.port }),
+      ...(server?.token !== undefined && { token: server.token }),
+      ...(server?.encoding !== undefined && { encoding: server.encoding }),
+      ...(server?.allowed_hosts !== undefined && { allowedHosts: server.allowed_hosts }),
+      ...(server?.allowed_origins !== undefined && { allowedOrigins: server.allowed_origins }),
+    },
   };
 }

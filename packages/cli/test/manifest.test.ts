@@ -44,6 +44,7 @@ describe('loadManifest', () => {
     const file = write(`
 model:
   name: Bad Name
+  version: ''
   resources: { gpu: { count: -1 } }
 runtime:
   import: no-export-name.js
@@ -63,7 +64,7 @@ extra: 1
     expect(e.problems).toMatchInlineSnapshot(`
       [
         "model.name: must be lower-case letters, digits, ".", "_" or "-"",
-        "model.version: is required",
+        "model.version: must be longer than or equal to 1 characters",
         "model.resources.gpu.count: must not be less than 0",
         "runtime.import: must look like "path/to/module.js:ExportName"",
         "server.port: must not be greater than 65535",
@@ -71,6 +72,14 @@ extra: 1
       ]
     `);
     expect(e.message).toContain(file);
+  });
+
+  it('takes a manifest without model: (name and version come from the app), but not one without runtime:', () => {
+    const m = loadManifest(write('runtime: { import: dist/app.js:App }\n'));
+    expect(m.model).toEqual({ gpu: { count: 0 } });
+    expect(m.runtime.exportName).toBe('App');
+    expect(loadManifest(write('model: { resources: { gpu: { count: 2 } } }\nruntime: { import: dist/app.js:App }\n')).model).toEqual({ gpu: { count: 2 } });
+    expect(() => loadManifest(write('model: { name: x, version: 1.0.0 }\n'))).toThrow('runtime: is required');
   });
 
   it('refuses the old build: section, which nothing ever read', () => {

@@ -3,7 +3,7 @@
  * lockstep, with shared-memory data paths and host collectives.
  */
 export { DistributedRunner, RUNNER_TRANSITIONS } from './runner/distributed-runner.js';
-export type { CallOptions, DistributedRunnerEvents, RankExitInfo, RunnerStateName, StallInfo } from './runner/distributed-runner.js';
+export type { CallOptions, DistributedRunnerEvents, RankExitInfo, RunnerStateName, SharedResult, StallInfo } from './runner/distributed-runner.js';
 export {
   DEFAULT_CALL_TIMEOUT_MS,
   DEFAULT_CANCEL_TIMEOUT_MS,

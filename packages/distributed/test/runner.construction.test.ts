@@ -37,6 +37,7 @@ describe('DistributedRunner', () => {
         generate() {}
         reset() {}
       }
+      // @ts-expect-error moduleUrl is required by the types, and checked at run time for JavaScript callers
       const err = errorOf(() => new DistributedRunner(Nowhere, { worldSize: 1 }));
       expect(err).toBeInstanceOf(TypeError);
       expect(err.message).toMatchInlineSnapshot(`"Worker class Nowhere does not say where its module is, so a rank process cannot load it. Add \`static moduleUrl = import.meta.url;\` to the class and export the class from that module."`);

@@ -166,20 +166,48 @@ describe('DistributedRunner', () => {
       });
     });
 
-    it('moves large typed arrays through shared memory and returns zero-copy views valid until the next generate()', async () => {
+    it('returns data the caller owns by default: one copy out of shared memory, untouched by the next generate()', async () => {
+      const { runner } = await echo(2);
+      const bytes = 3 * 1024 * 1024 + 5;
+      const a = await runner.generate({ payloadBytes: bytes });
+      expect(a.frames).toBeInstanceOf(Uint8Array);
+      expect(a.frames.byteLength).toBe(bytes);
+      // An array of its own (its buffer is exactly its bytes), not a view into the result block.
+      expect(a.frames.buffer.byteLength).toBe(bytes);
+      expect(a.frames[0]).toBe(1);
+      const b = await runner.generate({ payloadBytes: bytes });
+      expect(b.frames[0]).toBe(2);
+      expect(a.frames[0]).toBe(1);
+      // Zero-copy arrays from worker.resultArray() are copied too.
+      const c = await runner.generate({ sharedPayloadBytes: 1 << 20 });
+      await runner.generate({ pokeLastShared: 42 });
+      expect(c.frames[1]).toBe(0);
+      await runner.shutdown();
+      expectNothingLeft(runner);
+    });
+
+    it('moves large typed arrays through shared memory and, from generateView(), returns zero-copy views valid until the next generate()', async () => {
       const { runner } = await echo(2);
       const bytes = 8 * 1024 * 1024 + 3;
-      const a = await runner.generate({ payloadBytes: bytes });
+      const shared = await runner.generateView({ payloadBytes: bytes });
+      expect(shared.valid).toBe(true);
+      const a = shared.value;
       expect(a.frames).toBeInstanceOf(Uint8Array);
       expect(a.frames.byteLength).toBe(bytes);
       expect(a.frames[0]).toBe(1);
       // A view into rank 0's result block (bigger than the payload), not a heap copy.
       expect(a.frames.buffer.byteLength).toBeGreaterThanOrEqual(bytes);
       expect(a.frames.buffer.byteLength).not.toBe(bytes);
-      const b = await runner.generate({ payloadBytes: bytes });
+      const owned = shared.copy();
+      const b = (await runner.generateView({ payloadBytes: bytes })).value;
       expect(b.frames[0]).toBe(2);
       // The documented lifetime: the previous result's memory now holds the new one.
       expect(a.frames[0]).toBe(2);
+      expect(shared.valid).toBe(false);
+      expect(owned.frames[0]).toBe(1);
+      expect(() => shared.copy()).toThrowErrorMatchingInlineSnapshot(
+        `[RunnerStateError: copy() of a generateView() result after a later generate() started: its shared memory holds another result now. Copy (or use) a result before the next call.]`,
+      );
       const kept = b.frames.slice();
       await runner.shutdown();
       // After shutdown the views still point at mapped memory (no crash) and hold their bytes.
@@ -191,7 +219,7 @@ describe('DistributedRunner', () => {
     it('delivers arrays from worker.resultArray() with no copy at all (the caller sees the rank\'s own memory)', async () => {
       const { runner } = await echo(2);
       const bytes = 3 * 1024 * 1024;
-      const a = await runner.generate({ sharedPayloadBytes: bytes });
+      const a = (await runner.generateView({ sharedPayloadBytes: bytes })).value;
       expect(a.frames.byteLength).toBe(bytes);
       expect(a.frames[0]).toBe(1);
       expect(a.frames.byteOffset).toBe(0);
@@ -199,10 +227,10 @@ describe('DistributedRunner', () => {
       expect(a.heap).toEqual(Int16Array.from([-1, -2]));
       // Rank 0 writes into the array it returned last time: the caller's view shows it, so the
       // two are the same memory.
-      await runner.generate({ pokeLastShared: 42 });
+      await runner.generateView({ pokeLastShared: 42 });
       expect(a.frames[1]).toBe(42);
       // Growth past the block's size still works (that step's arrays are copied once).
-      const big = await runner.generate({ sharedPayloadBytes: 9 * 1024 * 1024 });
+      const big = (await runner.generateView({ sharedPayloadBytes: 9 * 1024 * 1024 })).value;
       expect(big.frames.byteLength).toBe(9 * 1024 * 1024);
       expect(big.frames[0]).toBe(3);
       expect(big.heap).toEqual(Int16Array.from([-1, -2]));

@@ -19,17 +19,21 @@ describe('shared memory', () => {
       'warn The native shared-memory binding (shm-typed-array) cannot load (disabled by REACTOR_SHM_NATIVE=0); using files in /dev/shm instead (each large payload costs an extra copy). Rebuild it with pnpm rebuild shm-typed-array.',
     ]);
     const bytes = 5 * 1024 * 1024;
-    const a: any = await runner.generate({ payloadBytes: bytes, input: new Float32Array(1000).fill(0.25) });
+    const a: any = (await runner.generateView({ payloadBytes: bytes, input: new Float32Array(1000).fill(0.25) })).value;
     expect(a.frames.byteLength).toBe(bytes);
     expect(a.frames[0]).toBe(1);
-    const b: any = await runner.generate({ payloadBytes: bytes });
+    const b: any = (await runner.generateView({ payloadBytes: bytes })).value;
     expect(b.frames[0]).toBe(2);
-    // Same documented lifetime as the native path: the view is reused by the next generate().
+    // Same documented lifetime as the native path: the view is reused by the next generateView().
     expect(a.frames[0]).toBe(2);
+    // generate() gives the caller its own copy here too.
+    const owned: any = await runner.generate({ payloadBytes: bytes });
+    await runner.generate({ payloadBytes: bytes });
+    expect(owned.frames[0]).toBe(3);
     // worker.resultArray() is an ordinary array here; the result is the same.
     const c: any = await runner.generate({ sharedPayloadBytes: 1000 });
     expect(c.frames.byteLength).toBe(1000);
-    expect(c.frames[0]).toBe(3);
+    expect(c.frames[0]).toBe(5);
     expect(c.extra).toEqual(new Float64Array([0, 0.5]));
     await runner.shutdown();
     expectNothingLeft(runner);

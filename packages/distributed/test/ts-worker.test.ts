@@ -1,10 +1,10 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DistributedRunner } from '../src/index.js';
-import { expectNothingLeft, quiet, trackRunners } from './helpers.js';
+import { captureLogger, expectNothingLeft, quiet, trackRunners } from './helpers.js';
 
 // A TypeScript worker package as an application has one: src/*.ts run by the parent (here under
 // vitest), dist/*.js run by the ranks.
@@ -45,5 +45,27 @@ describe('DistributedRunner', () => {
     expect(runner.healthy).toBe(true);
     await runner.shutdown();
     expectNothingLeft(runner);
+  });
+
+  it('warns loudly, naming both files and pnpm build, when a source changed after the compiled file was built', async () => {
+    const mod = (await import(/* @vite-ignore */ pathToFileURL(join(root, 'src', 'ts-worker.ts')).href)) as Record<string, any>;
+    const fresh = captureLogger();
+    const a = track(new DistributedRunner(mod.TsWorker, { worldSize: 1, logger: fresh }));
+    await a.start();
+    expect(fresh.lines.filter((l) => l.includes('STALE BUILD'))).toEqual([]);
+    await a.shutdown();
+    // A helper module edited after the build: the ranks would run the old code.
+    const later = new Date(Date.now() + 60_000);
+    writeFileSync(join(root, 'src', 'helper.ts'), 'export const x = 1;\n');
+    utimesSync(join(root, 'src', 'helper.ts'), later, later);
+    const stale = captureLogger();
+    const b = track(new DistributedRunner(mod.TsWorker, { worldSize: 1, logger: stale }));
+    await b.start();
+    expect(stale.lines.filter((l) => l.includes('STALE BUILD'))).toEqual([
+      `warn STALE BUILD: the ranks will run ${join(root, 'dist', 'ts-worker.js')}, which is older than ${join(root, 'src', 'helper.ts')} ` +
+        '(changed since the last build). The ranks run the old code while this process imports the new: run pnpm build.',
+    ]);
+    await b.shutdown();
+    expectNothingLeft(b);
   });
 });

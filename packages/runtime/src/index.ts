@@ -11,6 +11,7 @@ export { DEFAULT_BUFFER_SIZE } from './app/registry.js';
 export { InputState } from './state/input-state.js';
 export { InputField } from './decorators/input-field.decorator.js';
 export { event } from './decorators/event.decorator.js';
+export type { EventHandler } from './decorators/event.decorator.js';
 export { sessionStarted, sessionEnded, connected, disconnected } from './decorators/hooks.decorator.js';
 export { reactorApp } from './decorators/reactor-app.decorator.js';
 export type { InputFieldOptions, EventOptions, VideoTrackOptions } from './metadata/keys.js';

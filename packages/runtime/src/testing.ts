@@ -224,7 +224,7 @@ export function command(id: string, name: string, params?: unknown): { type: 'co
 }
 
 /** Makes a host of `app` whose close is registered with the fixture (see {@link useHosts}). */
-export type HostStarter = (app: new () => ReactorApp<any, any, any>, options?: AppHostOptions) => AppHost;
+export type HostStarter = (app: new () => ReactorApp<any, any, any, any>, options?: AppHostOptions) => AppHost;
 
 /**
  * A cleanup fixture: registers `afterEach(closeAll)` with the given hook and returns a function

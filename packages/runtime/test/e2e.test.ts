@@ -53,7 +53,7 @@ class BackendLost extends Error {}
 type Step = { kind: 'ok'; n: number } | { kind: 'recoverable' } | { kind: 'fatal' };
 
 @reactorApp({ state: DemoState, output: DemoOutput, messages: [Notice], fps: 10, bufferSize: 4, name: 'demo', version: '1.2.3' })
-class DemoApp extends ReactorApp<DemoState, { prompt: string }, Frames> {
+class DemoApp extends ReactorApp<DemoState, { prompt: string }, Frames, Notice> {
   static gate = new Gate<{ prompt: string }, Step>();
   static hooks: string[] = [];
 

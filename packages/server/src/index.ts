@@ -4,7 +4,7 @@
  */
 export { ReactorServer, serveHost, CLOSE_GRACE_MS } from './reactor-server.js';
 export type { ServableHost, StepSample, HealthReport } from './reactor-server.js';
-export { resolveServerOptions, LOOPBACK_HOSTS } from './options.js';
+export { resolveServerOptions, LOOPBACK_HOSTS, isLoopbackHost } from './options.js';
 export type { ServerOptions, ResolvedServerOptions } from './options.js';
 export { ServerErrorCode } from './errors.js';
 export { ServerMetrics } from './metrics.js';

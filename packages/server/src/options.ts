@@ -28,6 +28,12 @@ export interface ServerOptions {
    * `Host`, list that name instead).
    */
   allowedHosts?: string[];
+  /**
+   * Serve on a non-loopback address without a `token` (default `false`: refused at start, since
+   * anyone who can reach the address could watch and control the stream). Only on a network
+   * you trust.
+   */
+  insecure?: boolean;
   /** Frame payload encoding (default `jpeg`). `rgb` sends raw RGB24 (large: use on localhost only). */
   encoding?: 'jpeg' | 'rgb';
   /** JPEG quality, 1-100 (default 80). */
@@ -79,7 +85,8 @@ export type ResolvedServerOptions = Required<Omit<ServerOptions, 'token' | 'allo
 
 /** Loopback host names: the default `allowedHosts` of a server bound to loopback. */
 export const LOOPBACK_HOSTS = ['localhost', '127.0.0.1', '[::1]'];
-const isLoopbackBind = (host: string) => host === 'localhost' || host === '::1' || host.startsWith('127.');
+/** Whether a bind address is loopback (`localhost`, `127.x.x.x`, `::1`): only this machine can connect. */
+export const isLoopbackHost = (host: string): boolean => host === 'localhost' || host === '::1' || host === '[::1]' || host.startsWith('127.');
 
 
 function int(name: string, v: unknown, min: number, max: number): void {
@@ -103,6 +110,7 @@ export function resolveServerOptions(o: ServerOptions = {}): ResolvedServerOptio
     token: o.token,
     allowedOrigins: o.allowedOrigins,
     allowedHosts: undefined,
+    insecure: o.insecure ?? false,
     encoding: o.encoding ?? 'jpeg',
     jpegQuality: o.jpegQuality ?? 80,
     maxMessageBytes: o.maxMessageBytes ?? 64 * 1024,
@@ -121,13 +129,20 @@ export function resolveServerOptions(o: ServerOptions = {}): ResolvedServerOptio
   if (r.token !== undefined && (typeof r.token !== 'string' || r.token.length === 0)) {
     throw new TypeError('options.token must be a non-empty string when given; leave it out to disable access control');
   }
+  if (typeof r.insecure !== 'boolean') throw new TypeError(`options.insecure must be a boolean, got ${JSON.stringify(r.insecure)}`);
+  if (!isLoopbackHost(r.host) && r.token === undefined && !r.insecure) {
+    throw new RangeError(
+      `options.host is ${JSON.stringify(r.host)}, not a loopback address, and no options.token is set: anyone who can reach it could watch and control the stream. ` +
+        'Set options.token, bind 127.0.0.1, or pass insecure: true on a network you trust.',
+    );
+  }
   if (r.allowedOrigins !== undefined && (!Array.isArray(r.allowedOrigins) || r.allowedOrigins.some((x) => typeof x !== 'string'))) {
     throw new TypeError('options.allowedOrigins must be an array of origins such as "https://example.com" (or ["*"])');
   }
   if (o.allowedHosts !== undefined && (!Array.isArray(o.allowedHosts) || o.allowedHosts.some((x) => typeof x !== 'string' || x === ''))) {
     throw new TypeError('options.allowedHosts must be an array of host names such as "reactor.example.com" (or ["*"])');
   }
-  r.allowedHosts = o.allowedHosts?.includes('*') ? undefined : (o.allowedHosts ?? (isLoopbackBind(r.host) ? LOOPBACK_HOSTS : undefined));
+  r.allowedHosts = o.allowedHosts?.includes('*') ? undefined : (o.allowedHosts ?? (isLoopbackHost(r.host) ? LOOPBACK_HOSTS : undefined));
   if (r.encoding !== 'jpeg' && r.encoding !== 'rgb') throw new RangeError(`options.encoding must be "jpeg" or "rgb", got ${JSON.stringify(r.encoding)}`);
   int('jpegQuality', r.jpegQuality, 1, 100);
   int('maxMessageBytes', r.maxMessageBytes, 64, 64 * 1024 * 1024);

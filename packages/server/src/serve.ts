@@ -28,7 +28,7 @@ const HOST_KEYS = ['gracePeriodMs', 'weightsPath', 'refusalBackoffMs', 'statsInt
  * installShutdownHandlers(server);
  * console.log(`open ${server.url}`);
  */
-export async function serve(appClass: new () => ReactorApp<any, any, any>, options: ServeOptions = {}): Promise<ReactorServer> {
+export async function serve(appClass: new () => ReactorApp<any, any, any, any>, options: ServeOptions = {}): Promise<ReactorServer> {
   const hostOptions: AppHostOptions = {};
   const serverOptions: ServerOptions = {};
   for (const [k, v] of Object.entries(options)) {

@@ -39,7 +39,7 @@ import { type TransitionTable, transition } from '../state-machine.js';
 import { type ExitInfo, WorkerProcess } from '../process/worker-process.js';
 import type { DistributedWorker, WorkerClass } from '../worker/distributed-worker.js';
 import { type ErrorClass, collectErrorClasses, reviveError } from '../worker/error-codec.js';
-import { compiledSibling, exportNameOf, locateWorker, type WorkerLocation } from '../worker/locate.js';
+import { compiledSibling, exportNameOf, locateWorker, staleBuild, type WorkerLocation } from '../worker/locate.js';
 import { type DeviceAssignment, type VulkanBinding, assignDevices, rankEnvironment } from './devices.js';
 import { detectGpuCount } from './gpu-count.js';
 import { findDeviceSelectLayer, nvidiaPciAddresses } from './vulkan-device-select.js';
@@ -105,6 +105,24 @@ export interface DistributedRunnerEvents {
   stallCleared: [rank: number];
 }
 
+/**
+ * A zero-copy result from {@link DistributedRunner.generateView}: the typed arrays in `value`
+ * are views into rank 0's shared-memory block, which the runner's next `generate()` or
+ * `generateView()` overwrites. Use `value` while `valid` is true; `copy()` gives a result the
+ * caller owns (what `generate()` returns).
+ */
+export interface SharedResult<T> {
+  /** The result; its typed arrays are valid only while {@link SharedResult.valid} is true. */
+  readonly value: T;
+  /** False once a later `generate()`/`generateView()` has started: the memory holds another result now. */
+  readonly valid: boolean;
+  /**
+   * The result with every typed array copied out of shared memory (one copy).
+   * @throws {@link RunnerStateError} (`runner_state`) once `valid` is false
+   */
+  copy(): T;
+}
+
 /** Options of one `generate()` call. */
 export interface CallOptions {
   /** Cancels the call: the ranks see `this.signal` aborted; the call rejects with `CallAbortedError` (`name` `AbortError`). */
@@ -124,6 +142,8 @@ interface Watch {
 interface InFlight {
   op: string;
   callOp: CallOp;
+  /** generateView(): resolve with a SharedResult of views instead of an owned copy. */
+  view: boolean;
   id: number;
   outcomes: (Outcome | undefined)[];
   done: number;
@@ -168,10 +188,10 @@ let shmNoticeShown = false;
  * event at once); no answer in time -> {@link WorkerTimeoutError}; all leave the runner unusable
  * and tear it down. It never restarts ranks or replays calls.
  *
- * Results: typed arrays in rank 0's result are zero-copy views into shared memory, valid until
- * the next `generate()` call on this runner (rank 0 writes its next result there). Copy
- * (`.slice()`) anything you keep longer. They never point at unmapped memory, even after
- * `shutdown()`.
+ * Results: `generate()` returns data the caller owns (typed arrays copied out of shared memory
+ * once). `generateView()` returns a {@link SharedResult} whose typed arrays are zero-copy views
+ * into shared memory, valid until the next call on this runner (rank 0 writes its next result
+ * there); they never point at unmapped memory, even after `shutdown()`.
  *
  * @example
  * ```ts
@@ -202,6 +222,8 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
   private errorClasses: ReadonlyMap<string, ErrorClass> = new Map();
   private backend: ShmBackendKind = 'native';
   private callId = 0;
+  /** Counts generate() calls: a SharedResult is valid while this equals its call's number. */
+  private resultGeneration = 0;
   private teardownPromise: Promise<void> | null = null;
   private readonly hook = { killNow: () => this.killNow(), terminate: () => this.stop(false) };
 
@@ -211,7 +233,10 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
    * @throws TypeError when the class lacks `load`/`generate`/`reset`, cannot be located by a child process, or `loadArgs` cannot be cloned
    * @throws RangeError when `worldSize` is not a positive integer, a timeout is not positive, a fault is malformed, or there are more ranks than GPUs
    */
-  constructor(WorkerClass: abstract new () => DistributedWorker<TArgs, TInput, TResult>, options: DistributedRunnerOptions<TArgs>) {
+  constructor(
+    WorkerClass: (abstract new () => DistributedWorker<TInput, TResult, TArgs>) & { readonly moduleUrl: string },
+    options: DistributedRunnerOptions<TArgs>,
+  ) {
     super();
     const cls = WorkerClass as unknown as WorkerClass;
     if (typeof cls !== 'function' || typeof cls.prototype !== 'object') {
@@ -341,6 +366,13 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     // and to rebuild the module's own error classes so `instanceof` works on rethrown errors.
     const mod = (await import(this.location.sourceUrl)) as Record<string, unknown>;
     this.assertStillStarting();
+    const stale = staleBuild(this.location);
+    if (stale) {
+      this.logger.warn(
+        `STALE BUILD: the ranks will run ${stale.compiled}, which is older than ${stale.newestSource} (changed since the last build). ` +
+          `The ranks run the old code while this process imports the new: run pnpm build.`,
+      );
+    }
     const exportName = exportNameOf(this.cls, mod, this.location.sourceUrl);
     this.errorClasses = new Map([...OWN_ERROR_CLASSES, ...collectErrorClasses(mod)]);
     this.backend = this.chooseBackend();
@@ -448,8 +480,8 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
   }
 
   /**
-   * Runs `generate(input)` on every rank and returns rank 0's result. Typed arrays in the result
-   * are views into shared memory, valid until the next `generate()` call.
+   * Runs `generate(input)` on every rank and returns rank 0's result, which the caller owns:
+   * its typed arrays are copied out of shared memory (one copy; {@link generateView} for none).
    * @param options.signal cancels the call (see {@link CallAbortedError})
    * @throws the model's own error (healthy) when every rank throws the same error type
    * @throws {@link RankDesyncError} (`rank_desync`), {@link WorkerCrashedError} (`worker_crashed`), {@link WorkerTimeoutError} (`worker_timeout`), {@link WorkerStalledError} (`worker_stalled`): unusable afterwards
@@ -458,15 +490,30 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
    * @throws {@link SharedMemoryCapacityError} (`shm_capacity`) when the input or result does not fit (the runner stays healthy)
    */
   generate(input: TInput, options: CallOptions = {}): Promise<TResult> {
-    return this.call('generate', input, options.signal) as Promise<TResult>;
+    return this.call('generate', input, options.signal, false) as Promise<TResult>;
+  }
+
+  /**
+   * {@link generate} without the copy: the result's typed arrays are views into shared memory,
+   * valid until the next `generate()`/`generateView()` (see {@link SharedResult}). For callers
+   * that consume the result before the next step (encode it, upload it) and want no copy at all.
+   * @throws as {@link generate}
+   * @example
+   * ```ts
+   * const r = await runner.generateView(input);
+   * encoder.encode(r.value.frames); // before the next call; r.valid turns false then
+   * ```
+   */
+  generateView(input: TInput, options: CallOptions = {}): Promise<SharedResult<TResult>> {
+    return this.call('generate', input, options.signal, true) as Promise<SharedResult<TResult>>;
   }
 
   /** Runs `reset()` on every rank, with the same outcome policy as {@link DistributedRunner.generate}. */
   async reset(): Promise<void> {
-    await this.call('reset', undefined, undefined);
+    await this.call('reset', undefined, undefined, false);
   }
 
-  private call(op: CallOp, input: unknown, signal: AbortSignal | undefined): Promise<unknown> {
+  private call(op: CallOp, input: unknown, signal: AbortSignal | undefined, view: boolean): Promise<unknown> {
     const name = `${op}()`;
     const state = this.state;
     switch (state.name) {
@@ -494,11 +541,13 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
       return Promise.reject(err);
     }
     const id = ++this.callId;
+    if (op === 'generate') this.resultGeneration++;
     return new Promise((resolve, reject) => {
       const onAbort = () => this.onCancel(flight, signal!.reason);
       const flight: InFlight = {
         op: name,
         callOp: op,
+        view,
         id,
         outcomes: new Array<Outcome | undefined>(this.worldSize).fill(undefined),
         done: 0,
@@ -726,12 +775,12 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
       const ref = (outcomes[0] as Extract<Outcome, { ok: true }>).value;
       let value: unknown;
       try {
-        value = ref ? fromPayload(ref, this.reader!) : undefined;
+        value = ref ? fromPayload(ref, this.reader!, !f.view) : undefined;
       } catch (err) {
         f.reject(err);
         return;
       }
-      f.resolve(value);
+      f.resolve(f.view ? this.sharedResult(value, ref) : value);
       return;
     }
     const first = failures[0]!;
@@ -752,6 +801,27 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
         ? `${failures.length} of ${this.worldSize} ranks failed`
         : `ranks failed with different error types`;
     this.failDesync(detail);
+  }
+
+  /** Wraps a result of views with its lifetime (see {@link SharedResult}). */
+  private sharedResult(value: unknown, ref: Payload | null): SharedResult<unknown> {
+    const generation = this.resultGeneration;
+    const isValid = () => this.resultGeneration === generation;
+    return {
+      value,
+      get valid() {
+        return isValid();
+      },
+      copy: () => {
+        if (!isValid()) {
+          throw new RunnerStateError(
+            DistributedErrorCode.RunnerState,
+            'copy() of a generateView() result after a later generate() started: its shared memory holds another result now. Copy (or use) a result before the next call.',
+          );
+        }
+        return ref ? fromPayload(ref, this.reader!, true) : undefined;
+      },
+    };
   }
 
   /** Divergence check: true (and the runner failed) when the ranks decoded different inputs. */

@@ -124,6 +124,7 @@ class PayloadDeserializer extends v8.Deserializer {
     header: Uint8Array,
     private readonly region: ArrayBufferLike,
     private readonly regionOffset: number,
+    private readonly copy: boolean,
   ) {
     super(header);
   }
@@ -132,7 +133,7 @@ class PayloadDeserializer extends v8.Deserializer {
     const type = this.readUint32();
     const offset = this.readDouble();
     const length = this.readDouble();
-    return viewAt(this.region, this.regionOffset + offset, type, length);
+    return viewAt(this.region, this.regionOffset + offset, type, length, this.copy);
   }
 }
 
@@ -266,18 +267,26 @@ export function messagePieces(enc: EncodedValue): { bytes: Uint8Array; at: numbe
   return pieces;
 }
 
-function viewAt(region: ArrayBufferLike, at: number, type: number, length: number): ArrayBufferView {
-  if (type === BUFFER_TYPE) return Buffer.from(region as ArrayBuffer, at, length);
+/** A view of `region` (zero-copy), or with `copy` an array of its own holding the same bytes (one copy). */
+function viewAt(region: ArrayBufferLike, at: number, type: number, length: number, copy: boolean): ArrayBufferView {
+  if (type === BUFFER_TYPE) {
+    const view = Buffer.from(region as ArrayBuffer, at, length);
+    return copy ? Buffer.from(view) : view;
+  }
   const Ctor = VIEW_TYPES[type];
   if (!Ctor) throw new TypeError(`Unknown typed array type ${type} in a shared-memory message.`);
-  return new Ctor(region, at, length);
+  const view = new Ctor(region, at, length);
+  if (!copy) return view;
+  if (type === DATA_VIEW_TYPE) return new DataView(new Uint8Array(region, at, length).slice().buffer);
+  return (view as unknown as { slice(): ArrayBufferView }).slice();
 }
 
 /**
  * Decodes a value. `bytes` are its shared-memory bytes (null when it has none). Typed arrays in
- * the result are views into `bytes`: they stay valid exactly as long as `bytes` holds this value.
+ * the result are views into `bytes` (they stay valid exactly as long as `bytes` holds this
+ * value), or with `copy` arrays of their own (one copy each, the caller owns them).
  */
-export function decodeValue(json: string | null, meta: readonly number[], bytes: Uint8Array | null): unknown {
+export function decodeValue(json: string | null, meta: readonly number[], bytes: Uint8Array | null, copy = false): unknown {
   if (json !== null) {
     if (meta.length === 0) return JSON.parse(json) as unknown;
     if (!bytes) throw new RangeError('A message with typed arrays arrived without its shared-memory bytes.');
@@ -285,7 +294,7 @@ export function decodeValue(json: string | null, meta: readonly number[], bytes:
     return JSON.parse(json, (_k, v: unknown) => {
       if (v !== null && typeof v === 'object' && PLACEHOLDER in v) {
         const i = (v as Record<string, number>)[PLACEHOLDER]! * META_STRIDE;
-        return viewAt(bytes.buffer, bytes.byteOffset + meta[i + META_OFFSET]!, meta[i + META_TYPE]!, meta[i + META_LENGTH]!);
+        return viewAt(bytes.buffer, bytes.byteOffset + meta[i + META_OFFSET]!, meta[i + META_TYPE]!, meta[i + META_LENGTH]!, copy);
       }
       return v;
     }) as unknown;
@@ -294,7 +303,7 @@ export function decodeValue(json: string | null, meta: readonly number[], bytes:
   if (bytes.byteOffset % 8 !== 0) throw new RangeError('A shared-memory message must start 8-byte aligned.');
   const headerLength = new DataView(bytes.buffer, bytes.byteOffset, HEADER_LENGTH_BYTES).getUint32(0, true);
   const header = bytes.subarray(HEADER_LENGTH_BYTES, HEADER_LENGTH_BYTES + headerLength);
-  const d = new PayloadDeserializer(header, bytes.buffer, bytes.byteOffset + align(HEADER_LENGTH_BYTES + headerLength));
+  const d = new PayloadDeserializer(header, bytes.buffer, bytes.byteOffset + align(HEADER_LENGTH_BYTES + headerLength), copy);
   d.readHeader();
   return d.readValue();
 }

@@ -395,7 +395,10 @@ export function toPayload(enc: EncodedValue, writer: SegmentWriter): Payload {
   return p;
 }
 
-/** Decodes a payload; typed arrays are views into `reader`'s bytes for that block (see {@link SegmentReader}). */
-export function fromPayload(p: Payload, reader: SegmentReader): unknown {
-  return decodeValue(p.j ?? null, p.m ?? [], p.s ? reader.read(p.s) : null);
+/**
+ * Decodes a payload; typed arrays are views into `reader`'s bytes for that block (see
+ * {@link SegmentReader}), or with `copy` arrays the caller owns.
+ */
+export function fromPayload(p: Payload, reader: SegmentReader, copy = false): unknown {
+  return decodeValue(p.j ?? null, p.m ?? [], p.s ? reader.read(p.s) : null, copy);
 }

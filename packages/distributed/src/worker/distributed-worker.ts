@@ -8,7 +8,9 @@ export interface TypedArrayConstructor<T extends TypedArray> {
 }
 
 /**
- * Base class of a model worker: one instance runs in every rank process.
+ * Base class of a model worker: one instance runs in every rank process. The type parameters
+ * are in the runner's order: `DistributedWorker<TInput, TResult, TArgs>` and
+ * `DistributedRunner<TInput, TResult, TArgs>`.
  *
  * A child process cannot receive a class, so a worker class says where its module is with a
  * static `moduleUrl` (`static moduleUrl = import.meta.url`, which works from TypeScript and from
@@ -24,7 +26,7 @@ export interface TypedArrayConstructor<T extends TypedArray> {
  *
  * @example
  * ```ts
- * export class EchoWorker extends DistributedWorker<{ scale: number }, { x: Float32Array }, Float32Array> {
+ * export class EchoWorker extends DistributedWorker<{ x: Float32Array }, Float32Array, { scale: number }> {
  *   static moduleUrl = import.meta.url;
  *   private scale = 1;
  *   load(args: { scale: number }) { this.scale = args.scale; }
@@ -33,8 +35,11 @@ export interface TypedArrayConstructor<T extends TypedArray> {
  * }
  * ```
  */
-export abstract class DistributedWorker<TArgs = any, TInput = any, TResult = any> {
-  /** URL of the module that exports this class (`import.meta.url`). Every concrete worker sets it. */
+export abstract class DistributedWorker<TInput = any, TResult = any, TArgs = any> {
+  /**
+   * URL of the module that exports this class (`import.meta.url`). Every concrete worker sets
+   * it; `new DistributedRunner()` takes only a class that does (a type error otherwise).
+   */
   static moduleUrl?: string;
 
   /** This process's rank, `0 .. worldSize - 1`. */

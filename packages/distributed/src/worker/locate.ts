@@ -3,7 +3,7 @@
  * JavaScript when it points at TypeScript sources.
  * @internal
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { WorkerClass } from './distributed-worker.js';
 
@@ -79,4 +79,47 @@ export function exportNameOf(cls: WorkerClass, mod: Record<string, unknown>, sou
     `Worker class ${cls.name || '<anonymous class>'} is not exported by its module ${fileURLToPath(sourceUrl)}, so a rank process cannot load it. ` +
       `Export it (export class ${cls.name || 'MyWorker'} ...) or as the default export.`,
   );
+}
+
+/** Newest TypeScript file under `dir` (recursively, `node_modules` skipped), with its mtime. */
+function newestSource(dir: string): { path: string; mtimeMs: number } | null {
+  let best: { path: string; mtimeMs: number } | null = null;
+  let entries;
+  try {
+    entries = readdirSync(dir, { withFileTypes: true });
+  } catch {
+    return null;
+  }
+  for (const e of entries) {
+    const path = `${dir}/${e.name}`;
+    let found: { path: string; mtimeMs: number } | null = null;
+    if (e.isDirectory()) {
+      if (e.name !== 'node_modules') found = newestSource(path);
+    } else if (TS_EXT.test(e.name) && !e.name.endsWith('.d.ts')) {
+      found = { path, mtimeMs: statSync(path).mtimeMs };
+    }
+    if (found && (!best || found.mtimeMs > best.mtimeMs)) best = found;
+  }
+  return best;
+}
+
+/**
+ * When the ranks run a compiled sibling (`dist/**.js`) of a TypeScript worker module: the
+ * compiled file and the newest source under the package's `src/` if that source changed after
+ * it was built (the ranks would run old code); null otherwise.
+ */
+export function staleBuild(location: WorkerLocation): { compiled: string; newestSource: string } | null {
+  if (location.runnableUrl === location.sourceUrl) return null;
+  const source = fileURLToPath(location.sourceUrl);
+  const compiled = fileURLToPath(location.runnableUrl);
+  const idx = source.lastIndexOf('/src/');
+  if (idx < 0) return null;
+  let builtAt: number;
+  try {
+    builtAt = statSync(compiled).mtimeMs;
+  } catch {
+    return null;
+  }
+  const newest = newestSource(source.slice(0, idx + 4));
+  return newest && newest.mtimeMs > builtAt ? { compiled, newestSource: newest.path } : null;
 }

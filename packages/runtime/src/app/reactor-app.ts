@@ -25,6 +25,12 @@ export type AppReadiness = true | string | readonly string[];
 /** @internal */
 export const APP_BINDING: unique symbol = Symbol('reactor:app-binding');
 
+/**
+ * @internal Type-only key: an app's message types as a covariant member, so `@reactorApp`
+ * can check that every type `send()` accepts is listed in `messages`. Never set at runtime.
+ */
+export declare const MESSAGE_TYPES: unique symbol;
+
 /** Playout control of an app (`this.output`). */
 export interface OutputControl {
   /**
@@ -40,13 +46,17 @@ export interface OutputControl {
  * `@sessionEnded`, `@connected`, `@disconnected`, and declare the state/output classes with
  * `@reactorApp({...})`. See `docs/runtime.md`.
  *
- * @typeParam State  the `InputState` subclass (`this.state`)
- * @typeParam Input  what `processInput()` returns and `generate()` takes
- * @typeParam Result what `generate()` returns
+ * @typeParam State   the `InputState` subclass (`this.state`)
+ * @typeParam Input   what `processInput()` returns and `generate()` takes
+ * @typeParam Result  what `generate()` returns
+ * @typeParam Message the message classes the app sends, as a union (`Notice | BackendInfo`);
+ *   `send()` accepts only these, and `@reactorApp({ messages })` must list each. Default: none.
  */
-export abstract class ReactorApp<State extends InputState = InputState, Input = State, Result = unknown> {
+export abstract class ReactorApp<State extends InputState = InputState, Input = State, Result = unknown, Message extends object = never> {
   /** @internal */
   [APP_BINDING]: AppBinding | undefined;
+  /** @internal Type-only (see {@link MESSAGE_TYPES}). */
+  declare readonly [MESSAGE_TYPES]?: () => Message;
 
   /** The live session's state. @throws NoSessionError (`no_session`) outside a session. */
   get state(): State {
@@ -118,8 +128,12 @@ export abstract class ReactorApp<State extends InputState = InputState, Input = 
     );
   }
 
-  /** Broadcasts a declared message to every client of the session. @throws MessageNotDeclaredError */
-  send(message: object): void {
+  /**
+   * Broadcasts a declared message to every client of the session whose `@connected` hooks ran.
+   * Only the app's `Message` types compile; the host checks again at runtime.
+   * @throws MessageNotDeclaredError (`message_not_declared`) for a class not in `@reactorApp({ messages })`.
+   */
+  send(message: Message): void {
     this[APP_BINDING]?.send(message);
   }
 

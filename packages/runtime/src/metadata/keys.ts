@@ -37,12 +37,12 @@ export interface InputFieldRecord {
 }
 
 /** Options of {@link event}. */
-export interface EventOptions {
+export interface EventOptions<P extends object = object> {
   /** Wire name of the command; default: the method name in snake_case. */
   name?: string;
   description?: string;
   /** Class of the parameters object, its fields declared with `@InputField` + class-validator. */
-  params?: new () => object;
+  params?: new () => P;
 }
 
 export interface EventRecord {

@@ -1,5 +1,8 @@
-/** A connected client, as app code sees it (`@connected(client)`, event handlers). */
-export interface Client {
+/**
+ * A connected client, as app code sees it (`@connected(client)`, event handlers).
+ * @typeParam Message the message classes `send()` accepts (type it as the app's: `Client<Notice>`).
+ */
+export interface Client<Message extends object = object> {
   /** Unique per host. */
   readonly id: string;
   /** What the transport knows about it (remote address, user agent). */
@@ -8,5 +11,5 @@ export interface Client {
    * Sends a declared message to this client only (no-op once it has left).
    * @throws MessageNotDeclaredError (`message_not_declared`) for a class not in `@reactorApp({ messages })`.
    */
-  send(message: object): void;
+  send(message: Message): void;
 }

@@ -9,9 +9,9 @@ import { hostContext, type HostContext } from '../app/weights.js';
 import { AppLoadError, ApplicationError, CommandError, HostClosedError, HostOptionError, MessageNotDeclaredError, RuntimeErrorCode } from '../errors/errors.js';
 import type { AnyClass, HookKind } from '../metadata/keys.js';
 import { toSnakeCase } from '../metadata/naming.js';
-import { type Chunk, normalizeOutput } from '../output/normalize.js';
+import { type Chunk, normalizeOutput } from './normalize.js';
 import type { Output } from '../output/output.js';
-import { Playout } from '../output/playout.js';
+import { Playout } from './playout.js';
 import { truncateCodePoints, unknownKey } from '../state/field-errors.js';
 import { errorReply, invalidParams } from './answers.js';
 import type { Client } from './client.js';
@@ -86,7 +86,7 @@ export class AppHost implements AppHostApi {
   /** The app's published schema. */
   readonly schema: AppSchema;
   /** The app instance (one per host). */
-  readonly app: ReactorApp<any, any, any>;
+  readonly app: ReactorApp<any, any, any, any>;
   /** Cumulative counters (for `/metrics`). */
   readonly counters: HostCounters = { sessions: 0, steps: 0, refusedSteps: 0, modelErrors: 0, framesPlayed: 0, commands: 0, commandErrors: 0, framesDropped: 0 };
 
@@ -119,7 +119,7 @@ export class AppHost implements AppHostApi {
    * Registers the app class (all whole-class checks run here) and builds its instance.
    * @throws AppDefinitionError naming class and member; HostOptionError (`invalid_host_option`) for a bad option.
    */
-  constructor(appClass: new () => ReactorApp<any, any, any>, options: AppHostOptions = {}) {
+  constructor(appClass: new () => ReactorApp<any, any, any, any>, options: AppHostOptions = {}) {
     this.gracePeriodMs = nonNegative(options.gracePeriodMs, DEFAULT_GRACE_PERIOD_MS, 'gracePeriodMs');
     this.refusalBackoffMs = nonNegative(options.refusalBackoffMs, DEFAULT_REFUSAL_BACKOFF_MS, 'refusalBackoffMs');
     this.statsIntervalMs = nonNegative(options.statsIntervalMs, DEFAULT_STATS_INTERVAL_MS, 'statsIntervalMs');

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { ErrorBody } from '@reactor/client';
-import type { Playout } from '../output/playout.js';
+import type { Playout } from './playout.js';
 import type { InputState } from '../state/input-state.js';
 import type { HostClient } from './host-client.js';
 import { Lifecycle, SESSION_TRANSITIONS, type SessionState } from './lifecycle.js';

@@ -98,7 +98,8 @@ describe('describeApp', () => {
       ],
       messages: [
         { name: 'state_update', description: 'The full state after a change.', schema: { type: 'object', properties: { prompt_text: { type: 'string' } }, required: ['prompt_text'] } },
-        { name: 'notice', schema: { type: 'object' } },
+        // A message class without fields says so: it never publishes a bare { type: 'object' }.
+        { name: 'notice', schema: { type: 'object', properties: {} } },
       ],
       tracks: [
         { name: 'main_video', kind: 'video', fps: 12 },

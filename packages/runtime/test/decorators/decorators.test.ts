@@ -16,6 +16,7 @@ describe('decorators', () => {
     class A {
       static s(): void {}
     }
+    // @ts-expect-error -- a value that is not a method: refused at compile time, and at run time
     expect(misuse(() => event()(A.prototype, 'x', { value: 1 })).message).toMatchInlineSnapshot(`"@event decorates methods; A.x is not one"`);
     expect(misuse(() => event()(A, 's', Object.getOwnPropertyDescriptor(A, 's')!)).code).toBe('decorator_misuse');
   });

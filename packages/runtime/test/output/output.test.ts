@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { FrameShapeError, Frames, Output, ReactorApp, reactorApp, TrackPayload, Video } from '../../src/index.js';
 import { describeApp } from '../../src/internal.js';
-import { normalizeOutput } from '../../src/output/normalize.js';
+import { normalizeOutput } from '../../src/session/normalize.js';
 import { rgbFrames } from '../../src/testing.js';
 
 class Out extends Output {

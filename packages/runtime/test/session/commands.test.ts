@@ -27,7 +27,7 @@ class Undeclared {}
 const seen: Array<{ params: unknown; client: string }> = [];
 
 @reactorApp({ state: State, messages: [Whisper] })
-class App extends ReactorApp<State> {
+class App extends ReactorApp<State, State, unknown, Whisper> {
   generate(): null {
     return null;
   }
@@ -46,6 +46,7 @@ class App extends ReactorApp<State> {
   }
   @event({ name: 'bad_message' })
   badMessage(): void {
+    // @ts-expect-error -- undeclared on purpose: the host's run-time check is under test
     this.send(new Undeclared());
   }
   @event({ name: 'refuse' })

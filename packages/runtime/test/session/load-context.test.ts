@@ -5,29 +5,32 @@ import { RecordingLogger, useHosts } from '../../src/testing.js';
 const start = useHosts(afterEach);
 
 /** An app that keeps the context its load() was given and logs through it. */
-function contextApp(): { App: new () => ReactorApp; seen: LoadContext[] } {
+function contextApp(): { App: new () => ReactorApp; seen: LoadContext[]; sameLogger: boolean[] } {
   const seen: LoadContext[] = [];
+  const sameLogger: boolean[] = [];
   class ContextApp extends ReactorApp {
     override load(context: LoadContext): void {
       seen.push(context);
+      sameLogger.push(context.logger === this.logger);
       context.logger.child({ part: 'model' }).info('loaded');
     }
     generate(): null {
       return null;
     }
   }
-  return { App: ContextApp, seen };
+  return { App: ContextApp, seen, sameLogger };
 }
 
 describe('AppHost.load(options)', () => {
-  it("hands the app a LoadContext: the config path, the manifest's GPU count and the host's logger", async () => {
-    const { App, seen } = contextApp();
+  it("hands the app a LoadContext: the config path, the manifest's GPU count and the app's logger (this.logger)", async () => {
+    const { App, seen, sameLogger } = contextApp();
     const logger = new RecordingLogger();
     const host = start(App, { logger });
     await host.load({ configPath: '/etc/app.yaml', manifestGpuCount: 2 });
     expect(seen).toHaveLength(1);
     expect(seen[0]).toMatchObject({ configPath: '/etc/app.yaml', manifestGpuCount: 2 });
-    expect(logger.at('info')).toContain('loaded');
+    expect(sameLogger).toEqual([true]);
+    expect(logger.lines).toContainEqual(expect.objectContaining({ level: 'info', message: 'loaded', fields: { app: 'ContextApp', part: 'model' } }));
   });
 
   it('leaves both undefined when nothing is given (not started from a manifest)', async () => {

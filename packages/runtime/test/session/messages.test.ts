@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { ApplicationError, type Client, connected, ReactorApp, reactorApp, sessionStarted } from '../../src/index.js';
+import { ApplicationError, type Client, connected, InputState, ReactorApp, reactorApp, sessionStarted } from '../../src/index.js';
 import { RecordingSink, useHosts } from '../../src/testing.js';
 
 const start = useHosts(afterEach);
@@ -10,7 +10,7 @@ class BackendInfo {
 
 /** The sample app's pattern: greet the session in @sessionStarted and each client in @connected. */
 @reactorApp({ messages: [BackendInfo] })
-class Greeter extends ReactorApp {
+class Greeter extends ReactorApp<InputState, InputState, unknown, BackendInfo> {
   override processInput(): never {
     throw new ApplicationError('idle');
   }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { TrackSpec } from '../../src/app/registry.js';
-import type { Chunk, QueuedFrame } from '../../src/output/normalize.js';
-import { Playout } from '../../src/output/playout.js';
+import type { Chunk, QueuedFrame } from '../../src/session/normalize.js';
+import { Playout } from '../../src/session/playout.js';
 import type { OutputFrame } from '../../src/index.js';
 
 const track: TrackSpec = { name: 'main', property: 'main', index: 0, fps: undefined, width: 1, height: 1 };

@@ -1,6 +1,6 @@
 import type { AppDefinition } from '../app/registry.js';
 import { FrameShapeError, InvalidOutputError, UnknownTrackError } from '../errors/errors.js';
-import { Frames, Output, TrackPayload } from './output.js';
+import { Frames, Output, TrackPayload } from '../output/output.js';
 
 /** One frame waiting for playout. */
 export interface QueuedFrame {

@@ -1,5 +1,5 @@
 import type { TrackSpec } from '../app/registry.js';
-import type { OutputFrame } from '../session/transport.js';
+import type { OutputFrame } from './transport.js';
 import type { Chunk, QueuedFrame } from './normalize.js';
 
 /**

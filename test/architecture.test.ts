@@ -1,0 +1,112 @@
+/**
+ * The layout shows the architecture: each package depends on exactly what its sources import,
+ * the packages form the intended layers, and no folder of a package imports (even type-only) a
+ * folder that imports it back.
+ */
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { builtinModules } from 'node:module';
+import { describe, expect, it } from 'vitest';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const packages = ['log', 'client', 'runtime', 'server', 'cli', 'distributed'].map((p) => join(root, 'packages', p)).concat(join(root, 'apps/video'));
+
+/** Which workspace packages each may import: the layers, lowest first. */
+const allowed: Record<string, string[]> = {
+  '@reactor/log': [],
+  '@reactor/client': [],
+  '@reactor/distributed': ['@reactor/log'],
+  '@reactor/runtime': ['@reactor/log', '@reactor/client'],
+  '@reactor/server': ['@reactor/log', '@reactor/client', '@reactor/runtime'],
+  '@reactor/cli': ['@reactor/log', '@reactor/runtime', '@reactor/server', '@reactor/distributed'],
+  '@reactor/app-video': ['@reactor/log', '@reactor/runtime', '@reactor/distributed', '@reactor/client'],
+};
+
+function sourceFiles(dir: string): string[] {
+  const out: string[] = [];
+  for (const e of readdirSync(dir)) {
+    const p = join(dir, e);
+    if (statSync(p).isDirectory()) out.push(...sourceFiles(p));
+    else if (p.endsWith('.ts') && !p.endsWith('.d.ts')) out.push(p);
+  }
+  return out;
+}
+
+/** Every module specifier a file imports or re-exports, type-only and dynamic imports included. */
+function specifiers(file: string): string[] {
+  const text = readFileSync(file, 'utf8');
+  const found: string[] = [];
+  for (const m of text.matchAll(/(?:^|\n)\s*(?:import|export)\s[^'";]*?from\s*['"]([^'"]+)['"]/g)) found.push(m[1]!);
+  for (const m of text.matchAll(/(?:^|\n)\s*import\s*['"]([^'"]+)['"]/g)) found.push(m[1]!);
+  for (const m of text.matchAll(/\bimport\(\s*['"]([^'"]+)['"]\s*\)/g)) found.push(m[1]!);
+  return found;
+}
+
+function packageName(spec: string): string {
+  const parts = spec.split('/');
+  return spec.startsWith('@') ? `${parts[0]}/${parts[1]}` : parts[0]!;
+}
+
+const builtins = new Set(builtinModules);
+
+/** Dependencies a package loads without an import statement, and why. */
+const loadedWithoutImport: Record<string, string> = {
+  'shm-typed-array': '@reactor/distributed loads it with createRequire, so a failed native build falls back to /dev/shm files',
+  'class-transformer': "@reactor/runtime: class-validator-jsonschema's peer dependency, which it requires at run time",
+};
+
+/** Entry files (they re-export every folder, so they stand outside the folder graph). */
+const ENTRIES = new Set(['index.ts', 'internal.ts', 'testing.ts']);
+
+describe('architecture', () => {
+  for (const dir of packages) {
+    const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name: string; dependencies?: Record<string, string>; optionalDependencies?: Record<string, string> };
+    const srcDirs = ['src', 'viewer'].map((d) => join(dir, d)).filter((d) => { try { return statSync(d).isDirectory(); } catch { return false; } });
+    const files = srcDirs.flatMap(sourceFiles);
+
+    it(`${manifest.name} depends on exactly the packages its sources import, within its layer`, () => {
+      const declared = new Set([...Object.keys(manifest.dependencies ?? {}), ...Object.keys(manifest.optionalDependencies ?? {})]);
+      const used = new Set<string>();
+      for (const f of files) {
+        for (const s of specifiers(f)) {
+          if (s.startsWith('.') || s.startsWith('node:') || builtins.has(s)) continue;
+          used.add(packageName(s));
+        }
+      }
+      const undeclared = [...used].filter((p) => !declared.has(p)).sort();
+      const unused = [...declared].filter((p) => !used.has(p) && !loadedWithoutImport[p]).sort();
+      const ours = [...used].filter((p) => p.startsWith('@reactor/')).filter((p) => !allowed[manifest.name]!.includes(p)).sort();
+      expect({ undeclared, unused, importsAboveItsLayer: ours }).toEqual({ undeclared: [], unused: [], importsAboveItsLayer: [] });
+    });
+
+    it(`${manifest.name}: no cycle between its folders (type-only imports included)`, () => {
+      const folderOf = (f: string) => relative(dir, dirname(f)) || '.';
+      const edges = new Map<string, Set<string>>();
+      for (const f of files.filter((x) => !ENTRIES.has(x.slice(dirname(x).length + 1)))) {
+        const from = folderOf(f);
+        for (const s of specifiers(f)) {
+          if (!s.startsWith('.')) continue;
+          const to = folderOf(resolve(dirname(f), s));
+          if (to === from) continue;
+          if (!edges.has(from)) edges.set(from, new Set());
+          edges.get(from)!.add(to);
+        }
+      }
+      const cycles: string[] = [];
+      const state = new Map<string, 'open' | 'done'>();
+      const visit = (n: string, path: string[]): void => {
+        if (state.get(n) === 'done') return;
+        if (state.get(n) === 'open') {
+          cycles.push([...path.slice(path.indexOf(n)), n].join(' -> '));
+          return;
+        }
+        state.set(n, 'open');
+        for (const m of edges.get(n) ?? []) visit(m, [...path, n]);
+        state.set(n, 'done');
+      };
+      for (const n of edges.keys()) visit(n, []);
+      expect(cycles).toEqual([]);
+    });
+  }
+});
