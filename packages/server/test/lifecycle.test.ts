@@ -4,8 +4,9 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { createRequire } from 'node:module';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { AppHost, type Readiness } from '@reactor/runtime';
-import { serve, serveHost, type ReactorServer } from '../src/index.js';
+import 'reflect-metadata';
+import { InputState, Output, ReactorApp, reactorApp } from '@reactor/runtime';
+import { serve, type ReactorServer } from '../src/index.js';
 import { gatedApp } from './fixtures/gated-app.js';
 import { patternApp } from './fixtures/pattern-app.js';
 import { RawClient, until } from './fixtures/net.js';
@@ -27,12 +28,17 @@ async function metric(server: ReactorServer, sample: string): Promise<number> {
   return line === undefined ? NaN : Number(line.slice(sample.length + 1));
 }
 
-/** A real host whose readiness the test sets: the app's own report, as an app would give it. */
-class ReportingHost extends AppHost {
-  report: Readiness | undefined;
-  override readiness(): Readiness {
-    const own = super.readiness();
-    return this.report && own.ready ? this.report : own;
+/** What the reporting app's `readiness()` says: `true`, or why it cannot take users. */
+let appReport: true | string = true;
+
+/** An app that reports its own readiness, as the sample app does for its runner. */
+@reactorApp({ name: 'reporting' })
+class ReportingApp extends ReactorApp<InputState, InputState, Output | null> {
+  generate(): null {
+    return null;
+  }
+  override readiness(): true | string {
+    return appReport;
   }
 }
 
@@ -68,19 +74,19 @@ describe('server: liveness and readiness', () => {
   });
 
   it('a loaded app that reports itself not ready makes /health/ready 503 with its reason, and 200 again once it recovers', async () => {
-    const host = new ReportingHost(patternApp({ width: 16, height: 16 }), { logger: quiet, gracePeriodMs: 0 });
-    await host.load();
-    const server = await serveHost(host, { port: 0, logger: quiet });
-    cleanups.push(() => server.close());
+    appReport = true;
+    const server = await serve(ReportingApp, { port: 0, logger: quiet, gracePeriodMs: 0 });
+    cleanups.push(() => server.close(), () => (appReport = true));
+    await server.loaded;
     expect((await fetch(`${server.url}/health/ready`)).status).toBe(200);
-    host.report = { ready: false, reasons: [{ code: 'runner_unhealthy', message: 'rank 1 exited (code 7); restarting the runner' }] };
-    expect(await probe(`${server.url}/health/ready`)).toMatchObject({ status: 503, body: { ready: false, reasons: [{ code: 'runner_unhealthy', message: 'rank 1 exited (code 7); restarting the runner' }] } });
+    appReport = 'rank 1 exited (code 7); restarting the runner';
+    expect(await probe(`${server.url}/health/ready`)).toMatchObject({ status: 503, body: { ready: false, reasons: [{ code: 'app_not_ready', message: 'rank 1 exited (code 7); restarting the runner' }] } });
     expect(await probe(`${server.url}/health`)).toMatchObject({ status: 503, body: { status: 'not_ready', ready: false, session: 'ready' } });
     expect(await metric(server, 'reactor_ready')).toBe(0);
-    expect(await metric(server, 'reactor_not_ready{reason="runner_unhealthy"}')).toBe(1);
-    host.report = undefined;
+    expect(await metric(server, 'reactor_not_ready{reason="app_not_ready"}')).toBe(1);
+    appReport = true;
     expect((await fetch(`${server.url}/health/ready`)).status).toBe(200);
-    expect(await metric(server, 'reactor_not_ready{reason="runner_unhealthy"}')).toBeNaN();
+    expect(await metric(server, 'reactor_not_ready{reason="app_not_ready"}')).toBeNaN();
   });
 });
 
