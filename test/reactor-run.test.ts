@@ -412,7 +412,10 @@ describe('pnpm reactor run: signals to the outer pnpm process', () => {
     const dir = workspace();
     const child = spawn('pnpm', ['reactor', 'run', '--manifest', join(dir, 'reactor.yaml')], { cwd: repo, stdio: ['ignore', 'pipe', 'pipe'] });
     cleanups.push(() => {
-      for (const p of [child.pid!, ...descendants(child.pid!)]) if (alive(p)) process.kill(p, 'SIGKILL');
+      // Only while pnpm still runs: once it has exited, its pid may belong to another process.
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      for (const p of descendants(child.pid!)) process.kill(p, 'SIGKILL');
+      child.kill('SIGKILL');
     });
     let out = '';
     let err = '';

@@ -40,7 +40,14 @@ function rankPids(): number[] {
     for (let p = parent.get(pid); p !== undefined && p > 1; p = parent.get(p)) if (p === process.pid) return true;
     return false;
   };
-  return [...parent.keys()].filter((pid) => below(pid) && readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('child-main'));
+  const isRank = (pid: number): boolean => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('child-main');
+    } catch {
+      return false; // gone while we looked
+    }
+  };
+  return [...parent.keys()].filter((pid) => below(pid) && isRank(pid));
 }
 
 async function until(cond: () => boolean, what: string, ms = 30_000): Promise<void> {
