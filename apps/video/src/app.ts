@@ -1,5 +1,5 @@
 /**
- * `VideoApp`: the sample app, written as the seed's example. The application half owns the
+ * `VideoApp`: the sample app, a complete example of an app. The application half owns the
  * session state (`prompt`, `paused`), the `reset` command and the lifecycle; the model half
  * ({@link VideoWorker}) runs in one process per rank behind a `DistributedRunner`.
  */
