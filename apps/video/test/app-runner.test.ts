@@ -85,7 +85,7 @@ describe('VideoApp: readiness and a rank that dies between calls', () => {
 
     const notice = await sink.waitForMessage((m) => m.type === 'message' && m.name === 'runner_restarting', { timeoutMs: 10_000 });
     expect(notice).toMatchObject({ data: { reason: expect.stringMatching(/^Rank 1 \(pid \d+\) was killed by SIGKILL during idle \(between calls\); a new runner is starting$/) } });
-    expect(readinessAtNotice).toEqual({ ready: false, reasons: [{ code: 'app_not_ready', message: 'the video runner is restarting' }] });
+    expect(readinessAtNotice).toEqual({ ready: false, reasons: [{ code: 'runner_restarting', message: 'the video runner is restarting' }] });
 
     await until(() => host.readiness().ready, 'readiness to come back', 60_000);
     const after = rankPids();
