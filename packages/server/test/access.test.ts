@@ -4,7 +4,7 @@ import { ConnectionError, connect } from '@reactor/client';
 import { serve } from '../src/index.js';
 import { patternApp } from './fixtures/pattern-app.js';
 import { RawClient } from './fixtures/net.js';
-import { usePatternServers } from './fixtures/cleanups.js';
+import { usePatternServers } from './pattern-servers.js';
 
 const { start } = usePatternServers();
 

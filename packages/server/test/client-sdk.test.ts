@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { CommandTimeoutError, ConnectionError, connect, toWebSocketUrl, type ConnectionStatus } from '@reactor/client';
 import { until } from './fixtures/net.js';
-import { usePatternServers } from './fixtures/cleanups.js';
+import { usePatternServers } from './pattern-servers.js';
 
 const { start, cleanups } = usePatternServers();
 

@@ -1,0 +1,19 @@
+/** A test fixture (not compiled with the process fixtures in fixtures/, which import only packages). */
+import { serve, type ReactorServer, type ServeOptions } from '../src/index.js';
+import { quiet, useCleanups } from './fixtures/cleanups.js';
+import { patternApp } from './fixtures/pattern-app.js';
+
+/**
+ * `start(options)`: a loaded server of a 32x32 pattern app on port 0, closed after each test
+ * (with the cleanups the caller pushes, which are also returned).
+ */
+export function usePatternServers(): { start(opts?: ServeOptions): Promise<ReactorServer>; cleanups: Array<() => unknown> } {
+  const cleanups = useCleanups();
+  async function start(opts: ServeOptions = {}): Promise<ReactorServer> {
+    const server = await serve(patternApp({ width: 32, height: 32 }), { port: 0, gracePeriodMs: 0, logger: quiet, ...opts });
+    cleanups.push(() => server.close());
+    await server.loaded;
+    return server;
+  }
+  return { start, cleanups };
+}
