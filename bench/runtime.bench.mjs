@@ -5,6 +5,7 @@
 // delivery to every sink, the step lock, processInput and one event-loop turn; the model's own
 // time is excluded. Prints one JSON line per client count.
 import { AppHost, Frames, Output, ReactorApp, Video, reactorApp } from '../packages/runtime/dist/index.js';
+import { consoleLogger } from '../packages/log/dist/index.js';
 
 const WARMUP_STEPS = 2_000;
 const MEASURE_MS = 2_000;
@@ -42,7 +43,7 @@ async function run(clients) {
   }
   reactorApp({ output: BenchOutput, bufferSize: 4 })(BenchApp);
 
-  const silent = { debug() {}, info() {}, warn() {}, error: (...a) => console.error(...a) };
+  const silent = consoleLogger({ level: 'error' });
   const host = new AppHost(BenchApp, { statsIntervalMs: 0, logger: silent });
   await host.load();
   let framesSeen = 0;

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, expect } from 'vitest';
 import { type LogFields, type Logger, silentLogger } from '@reactor/log';
-import type { DistributedRunner } from '../src/index.js';
+import { DistributedRunner } from '../src/index.js';
 
 /**
  * A logger that records every line as `<level> [rank N] <message>` (the rank from a
@@ -107,6 +107,22 @@ export function trackRunners(): <R extends DistributedRunner<any, any, any>>(r: 
     live.push(r);
     return r;
   };
+}
+
+/**
+ * `track` as {@link trackRunners}, and `echo(worldSize, options)`: a started runner of the echo
+ * fixture with a capturing logger, shut down after each test.
+ */
+export function useEchoRunners() {
+  const track = trackRunners();
+  async function echo(worldSize: number, extra: Record<string, unknown> = {}) {
+    const mod = await fixture('echo');
+    const log = captureLogger();
+    const runner: DistributedRunner<any, any, any> = track(new DistributedRunner(mod.EchoWorker, { worldSize, logger: log, ...extra }));
+    await runner.start();
+    return { runner, log, mod };
+  }
+  return { track, echo };
 }
 
 /** Silent logger for tests that do not look at output. */

@@ -17,7 +17,7 @@ import {
   WorkerStalledError,
   WorkerTimeoutError,
 } from '../src/index.js';
-import { captureLogger, eventually, expectNothingLeft, fixture, isAlive, rankProcesses, segments, trackRunners } from './helpers.js';
+import { captureLogger, eventually, expectNothingLeft, fixture, isAlive, rankProcesses, segments, useEchoRunners } from './helpers.js';
 
 const parentScript = fileURLToPath(new URL('./fixtures/parent.mjs', import.meta.url));
 const parents: ChildProcess[] = [];
@@ -56,15 +56,7 @@ async function startParent(mode: string): Promise<{ proc: ChildProcess; pids: nu
 }
 
 describe('DistributedRunner', () => {
-  const track = trackRunners();
-
-  async function echo(worldSize: number, extra: Record<string, unknown> = {}) {
-    const mod = await fixture('echo');
-    const log = captureLogger();
-    const runner: DistributedRunner<any, any, any> = track(new DistributedRunner(mod.EchoWorker, { worldSize, logger: log, ...extra }));
-    await runner.start();
-    return { runner, log, mod };
-  }
+  const { track, echo } = useEchoRunners();
 
   describe('health', () => {
     it('is false before start(), during it and after it failed; true only once it succeeded', async () => {

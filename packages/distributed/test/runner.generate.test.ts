@@ -7,18 +7,10 @@ import {
   WorkerCrashedError,
   WorkerTimeoutError,
 } from '../src/index.js';
-import { captureLogger, expectNothingLeft, fixture, isAlive, quiet, trackRunners } from './helpers.js';
+import { expectNothingLeft, fixture, isAlive, quiet, useEchoRunners } from './helpers.js';
 
 describe('DistributedRunner', () => {
-  const track = trackRunners();
-
-  async function echo(worldSize: number, extra: Record<string, unknown> = {}) {
-    const mod = await fixture('echo');
-    const log = captureLogger();
-    const runner: DistributedRunner<any, any, any> = track(new DistributedRunner(mod.EchoWorker, { worldSize, logger: log, ...extra }));
-    await runner.start();
-    return { runner, log, mod };
-  }
+  const { track, echo } = useEchoRunners();
 
   describe('generate', () => {
     it("gives every rank the same input and returns rank 0's result", async () => {

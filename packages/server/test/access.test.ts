@@ -1,19 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { ConnectionError, connect } from '@reactor/client';
-import { serve, type ReactorServer, type ServeOptions } from '../src/index.js';
+import { serve } from '../src/index.js';
 import { patternApp } from './fixtures/pattern-app.js';
 import { RawClient } from './fixtures/net.js';
-import { quiet, useCleanups } from './fixtures/cleanups.js';
+import { usePatternServers } from './fixtures/cleanups.js';
 
-const cleanups = useCleanups();
-
-async function start(opts: ServeOptions = {}): Promise<ReactorServer> {
-  const server = await serve(patternApp({ width: 32, height: 32 }), { port: 0, gracePeriodMs: 0, logger: quiet, ...opts });
-  cleanups.push(() => server.close());
-  await server.loaded;
-  return server;
-}
+const { start } = usePatternServers();
 
 function wsStatus(url: string, headers: Record<string, string> = {}): Promise<number> {
   return new Promise((resolve, reject) => {
