@@ -230,6 +230,9 @@ async function abuse(abusers) {
     const xs = viewers.flatMap((v) => v.intervals.filter((i) => i.phase === phase).map((i) => i.ms)).sort((a, b) => a - b);
     return { p50: r2(percentile(xs, 50)), p99: r2(percentile(xs, 99)), max: r2(xs[xs.length - 1] ?? NaN), n: xs.length };
   };
+  const conns = server.connections();
+  const readPaused = conns.filter((c) => c.readPaused).length;
+  const readPauses = conns.reduce((n, c) => n + (c.readPauses ?? 0), 0);
   const idle = stats('idle');
   const during = stats('abuse');
   for (const s of sockets) s.destroy();
@@ -245,7 +248,11 @@ async function abuse(abusers) {
     intervalAbuseMs: during,
     cutServerBudget: cut('server_budget'),
     cutUnreadBacklog: cut('unread_backlog'),
-    stillConnected: sockets.length - cut('server_budget') - cut('unread_backlog'),
+    cutUnreadAnswers: cut('unread_answers'),
+    stillConnected: sockets.length - cut('server_budget') - cut('unread_backlog') - cut('unread_answers'),
+    readPausedAtEnd: readPaused,
+    readPausesOfConnected: readPauses,
+    answered: [...metrics.matchAll(/reactor_command_results_total\{code="[a-z_]+"\} (\d+)/g)].reduce((n, m) => n + Number(m[1]), 0),
   };
 }
 

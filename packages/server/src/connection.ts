@@ -26,6 +26,10 @@ export const MAX_COMMAND_ID_LENGTH = 64;
 const TEXT_EVICT_MIN_BYTES = 64 * 1024;
 /** A client whose buffered bytes exceed `maxBufferedBytes` times this is disconnected. */
 export const HARD_BUFFER_FACTOR = 16;
+/** Messages `ws` had already read when the socket was paused, held until it resumes; more is a broken client. */
+const MAX_HELD_MESSAGES = 65_536;
+/** Time the close frame of a client cut for not reading gets before its socket is destroyed. */
+const CUT_GRACE_MS = 1000;
 
 interface QueuedFrame {
   frame: OutputFrame;
@@ -40,6 +44,12 @@ export interface ConnectionInfo {
   bufferedBytes: number;
   framesSent: number;
   framesDropped: number;
+  /** Answer bytes (text) handed to the socket whose write has not completed. */
+  unsentAnswerBytes: number;
+  /** Whether the server has stopped reading this client (more than `readPauseBytes` of its answers unsent). */
+  readPaused: boolean;
+  /** Times the server stopped reading this client. */
+  readPauses: number;
 }
 
 /** Bound to the server: what a connection needs from it. */
@@ -81,6 +91,16 @@ export class ClientConnection implements ClientSink, BudgetHolder {
   #unsent = 0;
   /** Cut by the server-wide budget (its bytes already given back). */
   #evicted = false;
+  /** The part of #unsent that is answers (text). */
+  #unsentText = 0;
+  #readPaused = false;
+  #readPauses = 0;
+  #pauseTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Messages that arrived (already read by `ws`) while reads were paused, in arrival order. */
+  readonly #held: [RawData, boolean][] = [];
+  #draining = false;
+  /** Cut for not reading its answers: nothing more is read or handled. */
+  #cut = false;
   #tokens: number;
   #tokensAt = performance.now();
   readonly #onClosed: (c: ClientConnection) => void;
@@ -94,7 +114,7 @@ export class ClientConnection implements ClientSink, BudgetHolder {
     this.#tokens = ctx.options.commandBurst;
     this.#onClosed = onClosed;
     ctx.budget.add(this);
-    ws.on('message', (data, isBinary) => this.#onMessage(data, isBinary));
+    ws.on('message', (data, isBinary) => this.#receive(data, isBinary));
     ws.on('pong', () => (this.alive = true));
     // `ws` reports protocol violations (too-big message -> 1009) here and then closes the socket.
     ws.on('error', (err) => ctx.logger.warn({ client: this.id }, `client ${this.id}: ${err.message}`));
@@ -121,6 +141,9 @@ export class ClientConnection implements ClientSink, BudgetHolder {
       bufferedBytes: this.#ws.bufferedAmount,
       framesSent: this.#sent,
       framesDropped: this.#dropped,
+      unsentAnswerBytes: this.#unsentText,
+      readPaused: this.#readPaused,
+      readPauses: this.#readPauses,
     };
   }
 
@@ -197,11 +220,16 @@ export class ClientConnection implements ClientSink, BudgetHolder {
     // Control messages are small and owed: only frames are refused.
     if ((!admitted && mayRefuse) || this.#evicted || this.#ws.readyState !== this.#ws.OPEN) return false;
     this.#unsent += bytes;
+    if (!binary) this.#unsentText += bytes;
     this.#ctx.budget.take(bytes);
     this.#ws.send(data, { binary }, (err) => {
       if (!this.#closed && !this.#evicted) {
         this.#unsent -= bytes;
         this.#ctx.budget.release(bytes);
+      }
+      if (!binary) {
+        this.#unsentText -= bytes;
+        if (!err) this.#maybeResumeReads();
       }
       done(err ?? undefined);
     });
@@ -213,7 +241,42 @@ export class ClientConnection implements ClientSink, BudgetHolder {
     this.#write(text, false, false, (err) => {
       if (!err) void this.#pump();
     });
+    if (this.#unsentText > this.#ctx.options.readPauseBytes) this.#pauseReads();
     this.#checkHardLimit();
+  }
+
+  /**
+   * Stops reading a client that does not read its answers (TCP back-pressure: its messages wait
+   * in its own kernel buffers), for at most `readPauseTimeoutMs`.
+   */
+  #pauseReads(): void {
+    if (this.#readPaused || this.#closed || this.#cut) return;
+    this.#readPaused = true;
+    this.#readPauses++;
+    this.#ctx.metrics.readPauses.inc();
+    this.#ws.pause();
+    this.#pauseTimer = setTimeout(() => this.#cutUnread(), this.#ctx.options.readPauseTimeoutMs);
+    this.#pauseTimer.unref();
+  }
+
+  #maybeResumeReads(): void {
+    if (!this.#readPaused || this.#closed || this.#cut || this.#unsentText > this.#ctx.options.readPauseBytes / 4) return;
+    this.#readPaused = false;
+    clearTimeout(this.#pauseTimer);
+    this.#ws.resume();
+    this.#drainHeld();
+  }
+
+  /** Cuts a client that stayed paused past `readPauseTimeoutMs` (or overflowed the held messages) with close code 1008. */
+  #cutUnread(why = `did not read its answers for ${this.#ctx.options.readPauseTimeoutMs} ms`): void {
+    if (this.#closed || this.#cut) return;
+    this.#cut = true;
+    this.#held.length = 0;
+    this.#ctx.logger.warn({ client: this.id }, `client ${this.id}: ${why} (${this.#unsentText} answer bytes unsent); disconnecting it`);
+    this.#ctx.metrics.rejected.inc({ reason: 'unread_answers' });
+    // The close frame waits behind the unread answers: the client sees it only if it reads them in time.
+    this.#ws.close(1008, truncateReason(`not reading its answers: ${why}`));
+    setTimeout(() => this.#ws.terminate(), CUT_GRACE_MS).unref();
   }
 
   #checkHardLimit(): void {
@@ -304,6 +367,30 @@ export class ClientConnection implements ClientSink, BudgetHolder {
     });
   }
 
+  /** Every inbound message: handled now, or held (in order) while reads are paused or held ones wait. */
+  #receive(data: RawData, isBinary: boolean): void {
+    if (this.#closed || this.#cut) return;
+    if (!this.#readPaused && this.#held.length === 0) return this.#onMessage(data, isBinary);
+    this.#held.push([data, isBinary]);
+    if (this.#held.length > MAX_HELD_MESSAGES) this.#cutUnread(`sent more than ${MAX_HELD_MESSAGES} messages while its reads were paused`);
+  }
+
+  /** Handles the held messages one per macrotask (as `ws` delivers them), until reads pause again. */
+  #drainHeld(): void {
+    if (this.#draining) return;
+    this.#draining = true;
+    const step = (): void => {
+      const next = this.#readPaused || this.#closed || this.#cut ? undefined : this.#held.shift();
+      if (!next) {
+        this.#draining = false;
+        return;
+      }
+      this.#onMessage(next[0], next[1]);
+      setImmediate(step);
+    };
+    setImmediate(step);
+  }
+
   #onMessage(data: RawData, isBinary: boolean): void {
     if (this.#closed || !this.#handle) return;
     if (!this.#takeToken()) {
@@ -384,6 +471,8 @@ export class ClientConnection implements ClientSink, BudgetHolder {
     this.#ctx.budget.remove(this);
     this.#ctx.budget.release(this.#unsent);
     this.#unsent = 0;
+    clearTimeout(this.#pauseTimer);
+    this.#held.length = 0;
     if (this.#queue.length > 0) this.#drop('disconnected', this.#queue.length);
     this.#queue.length = 0;
     this.#handle?.disconnect();

@@ -38,6 +38,7 @@ export class ServerMetrics {
   readonly clients = new Gauge({ name: 'reactor_clients', help: 'Connected WebSocket clients.', registers: [this.registry] });
   readonly commands = new Counter({ name: 'reactor_command_results_total', help: 'Command results by code (`ok` for success).', labelNames: ['code'], registers: [this.registry] });
   readonly rejected = new Counter({ name: 'reactor_connections_rejected_total', help: 'Refused or dropped connections by reason.', labelNames: ['reason'], registers: [this.registry] });
+  readonly readPauses = new Counter({ name: 'reactor_read_pauses_total', help: 'Times the server stopped reading a client that did not read its answers (back-pressure).', registers: [this.registry] });
 
   #readiness: () => { ready: boolean; reasons: readonly { code: string }[] } = () => ({ ready: false, reasons: [] });
   #unsent: () => number = () => 0;

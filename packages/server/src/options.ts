@@ -67,6 +67,18 @@ export interface ServerOptions {
    * dropped. Keeps memory bounded however many clients stop reading.
    */
   maxTotalBufferedBytes?: number;
+  /**
+   * Unsent answer bytes (replies, errors, state: text the server owes one client) beyond which
+   * the server stops reading that client's socket (default 64 KiB): TCP back-pressure, its
+   * further messages wait in its own kernel buffers, not in the server's memory. Reading
+   * resumes once a quarter of this is left unsent.
+   */
+  readPauseBytes?: number;
+  /**
+   * How long a client may stay unread that way, ms (default 10000): one still stuck after this
+   * long is closed with code 1008 (counted as `unread_answers`).
+   */
+  readPauseTimeoutMs?: number;
   /** Time a client has to send its request headers, ms (default 10000); a slower one gets 408. */
   headersTimeoutMs?: number;
   /** WebSocket path (default `/ws`). */
@@ -120,6 +132,8 @@ export function resolveServerOptions(o: ServerOptions = {}): ResolvedServerOptio
     maxQueuedFrames: o.maxQueuedFrames ?? 2,
     maxBufferedBytes: o.maxBufferedBytes ?? 1024 * 1024,
     maxTotalBufferedBytes: o.maxTotalBufferedBytes ?? 16 * 1024 * 1024,
+    readPauseBytes: o.readPauseBytes ?? 64 * 1024,
+    readPauseTimeoutMs: o.readPauseTimeoutMs ?? 10_000,
     headersTimeoutMs: o.headersTimeoutMs ?? 10_000,
     path: o.path ?? '/ws',
     logger: o.logger ?? consoleLogger(),
@@ -152,6 +166,8 @@ export function resolveServerOptions(o: ServerOptions = {}): ResolvedServerOptio
   int('maxQueuedFrames', r.maxQueuedFrames, 1, 1000);
   int('maxBufferedBytes', r.maxBufferedBytes, 1024, 1024 * 1024 * 1024);
   int('maxTotalBufferedBytes', r.maxTotalBufferedBytes, 1024, 64 * 1024 * 1024 * 1024);
+  int('readPauseBytes', r.readPauseBytes, 1024, 64 * 1024 * 1024 * 1024);
+  int('readPauseTimeoutMs', r.readPauseTimeoutMs, 10, 3_600_000);
   int('headersTimeoutMs', r.headersTimeoutMs, 100, 600_000);
   if (typeof r.path !== 'string' || !r.path.startsWith('/')) throw new TypeError(`options.path must start with "/", got ${JSON.stringify(r.path)}`);
   return r;

@@ -116,8 +116,8 @@ describe('server: a client that stops reading', () => {
 describe('server: many clients that stop reading', () => {
   it('stay within the server-wide budget for unsent bytes: the worst holders are cut (server_budget), a reading client keeps its stream', async () => {
     const budget = 2 * 1024 * 1024;
-    // A per-connection cap far above the budget, so the budget is what acts.
-    const server = await serve(patternApp({ width: 32, height: 32 }), { port: 0, gracePeriodMs: 0, logger: quiet, commandRate: 1e6, commandBurst: 1e6, maxBufferedBytes: 1024 * 1024, maxTotalBufferedBytes: budget });
+    // A per-connection cap and a read-pause bound far above the budget, so the budget is what acts.
+    const server = await serve(patternApp({ width: 32, height: 32 }), { port: 0, gracePeriodMs: 0, logger: quiet, commandRate: 1e6, commandBurst: 1e6, maxBufferedBytes: 1024 * 1024, maxTotalBufferedBytes: budget, readPauseBytes: 1024 * 1024 * 1024 });
     cleanups.push(() => server.close());
     await server.loaded;
     const reader = await new RawClient(server.wsUrl).open();
