@@ -9,3 +9,5 @@ export type { DoctorCheck } from './doctor.js';
 export { CliErrorCode } from './errors.js';
 export { importApp, runCommand, schemaCommand, doctorCommand } from './commands.js';
 export type { CliOptions, ReactorAppClass } from './commands.js';
+export { initProject, packageNameProblem, classPrefix, INIT_TEMPLATES, FRAMEWORK_PACKAGES } from './init.js';
+export type { InitOptions, InitResult, InitTemplate } from './init.js';

@@ -8,6 +8,7 @@ import { consoleLogger, levelFromEnv } from '@reactor/log';
 import { ReactorError } from '@reactor/runtime';
 import { runCommand, schemaCommand, doctorCommand, type CliOptions } from './commands.js';
 import { CliErrorCode } from './errors.js';
+import { initCommand } from './init-command.js';
 
 // Progress and log lines go to stderr; stdout carries only results (the viewer URL, the schema, doctor's report).
 const toStderr = (...args: unknown[]) => console.error(...args);
@@ -31,6 +32,11 @@ common(cli.command('doctor', 'Check this machine for the app before loading any 
   .option('--host <host>', 'interface to check')
   .option('--port <port>', 'port to check')
   .action((o: CliOptions) => doctorCommand(o, logger));
+cli.command('init [dir]', 'Write a new app project into <dir> (an app under apps/ inside this workspace)')
+  .option('--template <name>', 'minimal | video (default: minimal)')
+  .option('--gpus <n>', 'GPUs the app declares in reactor.yaml (default: 1)')
+  .option('--name <name>', 'npm package name (default: the folder name)')
+  .action((dir: string | undefined, o: { template?: string; gpus?: string; name?: string }) => initCommand(dir, o));
 cli.help();
 cli.version('0.1.0');
 
