@@ -28,5 +28,7 @@ export const CliErrorCode = {
   InitNotWritable: 'init_not_writable',
   /** `reactor init`: the framework packages are not built or could not be packed. */
   InitFailed: 'init_failed',
+  /** `reactor types --url`: the server cannot be reached or does not answer `GET /schema`. */
+  SchemaUnavailable: 'schema_unavailable',
 } as const;
 export type CliErrorCode = (typeof CliErrorCode)[keyof typeof CliErrorCode];

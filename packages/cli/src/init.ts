@@ -11,6 +11,7 @@ import { promisify } from 'node:util';
 import { parse as parseYaml } from 'yaml';
 import { ReactorError } from '@reactor/runtime';
 import { CliErrorCode } from './errors.js';
+import { typesName } from './types-command.js';
 
 /** The templates `reactor init --template` knows. */
 export const INIT_TEMPLATES = ['minimal', 'video'] as const;
@@ -159,9 +160,10 @@ const COMPILER_OPTIONS = {
 const SCRIPTS = {
   build: 'tsc -p tsconfig.build.json',
   typecheck: 'tsc -p tsconfig.json --noEmit',
-  test: 'tsc -p tsconfig.build.json && vitest run',
+  test: 'tsc -p tsconfig.json --noEmit && tsc -p tsconfig.build.json && vitest run',
   start: 'tsc -p tsconfig.build.json && reactor run',
   dev: 'reactor dev',
+  types: 'tsc -p tsconfig.build.json && reactor types > src/app-types.ts',
 };
 
 function manifestText(modelName: string, cls: string, gpus: number): string {
@@ -228,7 +230,7 @@ export async function initProject(o: InitOptions): Promise<InitResult> {
   }
   try {
     const install = workspace ? 'pnpm install    # in the workspace root: links the new app' : 'pnpm install';
-    const vars = { APP_NAME: name, APP_CLASS: cls, TEMPLATE: template, INSTALL: install };
+    const vars = { APP_NAME: name, APP_CLASS: cls, TYPES_NAME: typesName(name), TEMPLATE: template, INSTALL: install };
     copyTemplate('common', staging, vars);
     copyTemplate(template, staging, vars);
     writeFileSync(join(staging, 'reactor.yaml'), manifestText(modelName, cls, gpus));

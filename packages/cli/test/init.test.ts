@@ -42,7 +42,7 @@ describe('reactor init', () => {
     const dir = join(scratch, `proj-${template}`);
     expect(r.stdout).toContain(`Created proj-${template} (template ${template}) in ${dir}`);
     const files = tree(dir);
-    for (const f of ['README.md', 'config.yaml', 'package.json', 'pnpm-workspace.yaml', 'reactor.yaml', 'src/app.ts', 'src/index.ts', 'src/worker.ts', 'test/protocol.test.ts', 'test/runner.test.ts', 'tsconfig.build.json', 'tsconfig.json', 'vitest.config.ts', '.gitignore']) {
+    for (const f of ['README.md', 'config.yaml', 'package.json', 'pnpm-workspace.yaml', 'reactor.yaml', 'src/app.ts', 'src/app-types.ts', 'src/index.ts', 'test/app-types.test.ts', 'src/worker.ts', 'test/protocol.test.ts', 'test/runner.test.ts', 'tsconfig.build.json', 'tsconfig.json', 'vitest.config.ts', '.gitignore']) {
       expect(files).toContain(f);
     }
     expect(files.filter((f) => f.startsWith('vendor/')).sort()).toEqual(
