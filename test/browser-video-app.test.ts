@@ -3,8 +3,7 @@
  * generated video plays, a new prompt typed into the generated text box changes the picture,
  * a prompt over 500 characters shows the error next to the control. Saves a screenshot.
  */
-import { mkdirSync } from 'node:fs';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -19,12 +18,13 @@ const artifacts = fileURLToPath(new URL('../test-artifacts/', import.meta.url));
 const weights = fileURLToPath(new URL('../apps/video/weights', import.meta.url));
 
 let server: ReactorServer;
+let dir: string | undefined;
 let browser: Browser;
 let page: Page;
 const pageErrors: string[] = [];
 
 beforeAll(async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'video-viewer-'));
+  dir = mkdtempSync(join(tmpdir(), 'video-viewer-'));
   const config = join(dir, 'config.yaml');
   writeFileSync(config, 'width: 128\nheight: 96\nframesPerChunk: 4\nworldSize: 2\ndevices: cpu\nbackend: wasm\n');
   server = await serve(VideoApp, { port: 0, gracePeriodMs: 0, logger: quiet, configPath: config, weightsPath: weights });
@@ -40,6 +40,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await browser?.close();
   await server?.close();
+  if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
 });
 
 /** Mean RGB over the whole canvas. */

@@ -8,12 +8,13 @@ import { describe, expect, it } from 'vitest';
 import { ClientErrorCode, HttpErrorCode, WireErrorCode } from '@reactor/client';
 import { CliErrorCode } from '@reactor/cli';
 import { DistributedErrorCode } from '@reactor/distributed';
-import { RuntimeErrorCode } from '@reactor/runtime';
+import { ReadinessCode, RuntimeErrorCode } from '@reactor/runtime';
 import { ServerErrorCode } from '@reactor/server';
 import { VideoErrorCode } from '@reactor/app-video';
 
 const maps: Record<string, Record<string, string>> = {
   RuntimeErrorCode,
+  ReadinessCode,
   DistributedErrorCode,
   ServerErrorCode,
   CliErrorCode,

@@ -168,12 +168,26 @@ describe('reactor run (the sample app in a child process)', () => {
     await until(() => flushedAt >= 0 && seen.some((s) => s.seq >= flushedAt), 'frames after the second reset');
     expect(Buffer.from(seen.find((s) => s.seq >= flushedAt)!.rgb).equals(Buffer.from(forest0))).toBe(true);
 
-    // Paused: what was queued plays out, then nothing comes.
+    // Paused: what was queued plays out, then nothing comes. The server's stats message (every
+    // second) says when a whole window played no frame; frames encoded before it have arrived by
+    // the next idle window, and a third finds no new frame and no new step.
     await client.send('set_paused', { paused: true });
-    await new Promise((r) => setTimeout(r, 1500));
+    const idleWindow = () =>
+      new Promise<{ steps: number }>((resolve, reject) => {
+        const timer = setTimeout(() => (off(), reject(new Error('no stats window without frames within 15 s of pausing'))), 15_000);
+        const off = client.on('stats', (s) => {
+          if (s.fps !== 0) return;
+          clearTimeout(timer);
+          off();
+          resolve(s);
+        });
+      });
+    await idleWindow();
+    const quietFrom = await idleWindow();
     const during = seen.length;
-    await new Promise((r) => setTimeout(r, 1000));
+    const quietTo = await idleWindow();
     expect(seen.length).toBe(during);
+    expect(quietTo.steps).toBe(quietFrom.steps);
     await client.send('set_paused', { paused: false });
     await until(() => seen.length > during + 4, 'frames after unpausing');
 
@@ -412,7 +426,10 @@ describe('pnpm reactor run: signals to the outer pnpm process', () => {
     const dir = workspace();
     const child = spawn('pnpm', ['reactor', 'run', '--manifest', join(dir, 'reactor.yaml')], { cwd: repo, stdio: ['ignore', 'pipe', 'pipe'] });
     cleanups.push(() => {
-      for (const p of [child.pid!, ...descendants(child.pid!)]) if (alive(p)) process.kill(p, 'SIGKILL');
+      // Only while pnpm still runs: once it has exited, its pid may belong to another process.
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      for (const p of descendants(child.pid!)) process.kill(p, 'SIGKILL');
+      child.kill('SIGKILL');
     });
     let out = '';
     let err = '';

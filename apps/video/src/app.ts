@@ -1,5 +1,5 @@
 /**
- * `VideoApp`: the sample app, written as the seed's example. The application half owns the
+ * `VideoApp`: the sample app, a complete example of an app. The application half owns the
  * session state (`prompt`, `paused`), the `reset` command and the lifecycle; the model half
  * ({@link VideoWorker}) runs in one process per rank behind a `DistributedRunner`.
  */
@@ -23,6 +23,7 @@ import {
   ReactorApp,
   reactorApp,
   ReactorError,
+  ReadinessCode,
   type LoadContext,
   type RequirementCheck,
   type RequirementsContext,
@@ -241,12 +242,14 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult, Ba
 
   /** Not ready while the runner restarts, is broken, or has a rank stuck in a call. */
   override readiness(): AppReadiness {
-    if (this.rebuilding) return 'the video runner is restarting';
+    if (this.rebuilding) return { code: ReadinessCode.RunnerRestarting, message: 'the video runner is restarting' };
     const runner = this.runner;
-    if (!runner) return 'the video runner is not running';
-    if (!runner.healthy) return this.runnerProblem ?? 'the video runner is unusable';
+    if (!runner) return { code: ReadinessCode.RunnerUnhealthy, message: 'the video runner is not running' };
+    if (!runner.healthy) return { code: ReadinessCode.RunnerUnhealthy, message: this.runnerProblem ?? 'the video runner is unusable' };
     const stalled = runner.stalledRanks;
-    if (stalled.length > 0) return stalled.map((s) => `rank ${s.rank} has made no progress for ${(s.sinceMs / 1000).toFixed(1)} s (${s.phase})`);
+    if (stalled.length > 0) {
+      return stalled.map((s) => ({ code: ReadinessCode.RankStalled, message: `rank ${s.rank} has made no progress for ${(s.sinceMs / 1000).toFixed(1)} s (${s.phase})` }));
+    }
     return true;
   }
 

@@ -40,7 +40,14 @@ function rankPids(): number[] {
     for (let p = parent.get(pid); p !== undefined && p > 1; p = parent.get(p)) if (p === process.pid) return true;
     return false;
   };
-  return [...parent.keys()].filter((pid) => below(pid) && readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('child-main'));
+  const isRank = (pid: number): boolean => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('child-main');
+    } catch {
+      return false; // gone while we looked
+    }
+  };
+  return [...parent.keys()].filter((pid) => below(pid) && isRank(pid));
 }
 
 async function until(cond: () => boolean, what: string, ms = 30_000): Promise<void> {
@@ -78,7 +85,7 @@ describe('VideoApp: readiness and a rank that dies between calls', () => {
 
     const notice = await sink.waitForMessage((m) => m.type === 'message' && m.name === 'runner_restarting', { timeoutMs: 10_000 });
     expect(notice).toMatchObject({ data: { reason: expect.stringMatching(/^Rank 1 \(pid \d+\) was killed by SIGKILL during idle \(between calls\); a new runner is starting$/) } });
-    expect(readinessAtNotice).toEqual({ ready: false, reasons: [{ code: 'app_not_ready', message: 'the video runner is restarting' }] });
+    expect(readinessAtNotice).toEqual({ ready: false, reasons: [{ code: 'runner_restarting', message: 'the video runner is restarting' }] });
 
     await until(() => host.readiness().ready, 'readiness to come back', 60_000);
     const after = rankPids();

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DistributedRunner } from '@reactor/distributed';
+import { useRunners } from '@reactor/runtime/testing';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { RolloutExhausted, VideoWorker, WeightsNotFoundError, type VideoLoadArgs } from '../src/video-worker.js';
 
@@ -14,24 +15,21 @@ const weightsRoot = resolve(here, '../weights');
 const scratch = mkdtempSync(join(tmpdir(), 'video-worker-test-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-const runners: { shutdown(): Promise<void> }[] = [];
-afterEach(async () => {
-  await Promise.all(runners.splice(0).map((r) => r.shutdown()));
-});
+const track = useRunners(afterEach);
 
 const noop = () => {};
 const quiet = { debug: noop, info: noop, warn: noop, error: noop, child: () => quiet };
 
 function runner(worldSize: number, args: Partial<VideoLoadArgs> = {}, env: Record<string, string> = {}) {
-  const r = new DistributedRunner(VideoWorker, {
-    worldSize,
-    devices: 'cpu',
-    loadArgs: { weightsRoot, backend: 'wasm', width: 64, height: 64, framesPerChunk: 3, rolloutChunks: 3, ...args },
-    env,
-    logger: quiet,
-  });
-  runners.push(r);
-  return r;
+  return track(
+    new DistributedRunner(VideoWorker, {
+      worldSize,
+      devices: 'cpu',
+      loadArgs: { weightsRoot, backend: 'wasm', width: 64, height: 64, framesPerChunk: 3, rolloutChunks: 3, ...args },
+      env,
+      logger: quiet,
+    }),
+  );
 }
 
 describe('VideoWorker', () => {

@@ -1,7 +1,7 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { onTestFinished, describe, expect, it } from 'vitest';
 import { flagList, hostProblem, originProblem } from '../src/exposure.js';
 import { loadManifest, type ManifestError } from '../src/manifest.js';
 
@@ -28,6 +28,7 @@ describe('allowed hosts and origins', () => {
 
   it('reads server.allowed_hosts / allowed_origins from reactor.yaml, naming each bad entry by key and index', () => {
     const dir = mkdtempSync(join(tmpdir(), 'reactor-exposure-'));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
     const file = join(dir, 'reactor.yaml');
     const base = 'model: { name: x, version: 1.0.0 }\nruntime: { import: app.js:App }\n';
     writeFileSync(file, `${base}server: { allowed_hosts: [proxy.example], allowed_origins: ['https://app.example'] }\n`);

@@ -1,11 +1,18 @@
-import { mkdtempSync, writeFileSync, mkdirSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, mkdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { findManifest, loadManifest, ManifestError } from '../src/manifest.js';
+
+/** Every folder the tests made, removed once they are done. */
+const made: string[] = [];
+afterAll(() => {
+  for (const dir of made.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
 
 function write(text: string): string {
   const dir = mkdtempSync(join(tmpdir(), 'reactor-manifest-'));
+  made.push(dir);
   const file = join(dir, 'reactor.yaml');
   writeFileSync(file, text);
   return file;

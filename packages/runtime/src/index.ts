@@ -3,7 +3,7 @@
  * transport is `@reactor/server`, the `reactor` command `@reactor/cli`. See `docs/runtime.md`.
  */
 export { ReactorApp } from './app/reactor-app.js';
-export type { OutputControl, AppReadiness } from './app/reactor-app.js';
+export type { OutputControl, AppReadiness, AppNotReadyReason } from './app/reactor-app.js';
 export type { AppOptions } from './app/app-options.js';
 export { StepOutcome } from './app/step-outcome.js';
 export { getWeightsPath, WEIGHTS_PATH_ENV } from './app/weights.js';

@@ -1,8 +1,9 @@
 /**
  * `@reactor/runtime/testing`: what an app's tests need to drive it in-process, without a
  * server: a recording {@link ClientSink}, a recording {@link Logger}, wait-for helpers, a model
- * stand-in answered by the test ({@link Gate}), and a fixture that closes every host after each
- * test. Framework-agnostic: {@link useHosts} takes the test runner's `afterEach`.
+ * stand-in answered by the test ({@link Gate}), and fixtures that close every host
+ * ({@link useHosts}) and shut down every model runner ({@link useRunners}) after each test.
+ * Framework-agnostic: the fixtures take the test runner's `afterEach`.
  *
  * @example
  * import { afterEach, expect, it } from 'vitest';
@@ -264,4 +265,46 @@ export function waitForStatus(host: Pick<AppHost, 'status' | 'onStatus'>, state:
       resolve(s);
     });
   });
+}
+
+/**
+ * Anything a test starts that must be shut down after it: a `DistributedRunner` of
+ * `@reactor/distributed`, or any object with `shutdown()`. Structural, so this package does not
+ * depend on the runner's.
+ */
+export interface Shutdownable {
+  shutdown(): Promise<unknown>;
+}
+
+/** Registers a runner (or any {@link Shutdownable}) with the fixture and returns it (see {@link useRunners}). */
+export type RunnerTracker = <T extends Shutdownable>(runner: T) => T;
+
+/**
+ * A cleanup fixture for model runners: registers `afterEach` with the given hook and returns a
+ * function that takes a runner, remembers it and returns it unchanged; after each test every
+ * runner it was given is shut down (all of them, at once), so no rank process or shared-memory
+ * segment outlives the test, even when the test failed half-way. A shutdown that rejects fails
+ * the cleanup (after the others have shut down), naming how many failed.
+ *
+ * @param afterEach the test runner's `afterEach` (vitest, node:test, jest)
+ * @example
+ * const track = useRunners(afterEach);
+ * it('renders a chunk', async () => {
+ *   const runner = track(new DistributedRunner(VideoWorker, { worldSize: 2, devices: 'cpu' }));
+ *   await runner.start();
+ *   expect((await runner.generate({ prompt: 'sea' })).frames.length).toBeGreaterThan(0);
+ * });
+ */
+export function useRunners(afterEach: (fn: () => Promise<void>) => void): RunnerTracker {
+  const runners: Shutdownable[] = [];
+  afterEach(async () => {
+    const results = await Promise.allSettled(runners.splice(0).map((r) => r.shutdown()));
+    const failed = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
+    if (failed.length === 1) throw failed[0];
+    if (failed.length > 1) throw new AggregateError(failed, `useRunners: ${failed.length} runners failed to shut down`);
+  });
+  return (runner) => {
+    runners.push(runner);
+    return runner;
+  };
 }

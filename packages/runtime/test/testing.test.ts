@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ReactorApp } from '../src/index.js';
-import { command, RecordingSink, useHosts, waitForStatus } from '../src/testing.js';
+import { command, deferred, RecordingSink, useHosts, useRunners, waitForStatus } from '../src/testing.js';
 
 class Idle extends ReactorApp {
   generate(): null {
@@ -43,5 +43,28 @@ describe('@reactor/runtime/testing', () => {
     await expect(waitForStatus(h, 'failed', 20)).rejects.toThrow('expected failed within 20 ms');
     expect(command('1', 'go')).toEqual({ type: 'command', id: '1', name: 'go' });
     await cleanup!();
+  });
+
+  it('useRunners returns each runner unchanged and shuts every one down when the registered cleanup runs, even if one fails', async () => {
+    let cleanup: (() => Promise<void>) | undefined;
+    const track = useRunners((fn) => (cleanup = fn));
+    const log: string[] = [];
+    const slow = deferred();
+    const a = { name: 'a', shutdown: async () => { log.push('a'); await slow.promise; } };
+    const b = { name: 'b', shutdown: () => { log.push('b'); return Promise.reject(new Error('rank 1 would not exit')); } };
+    expect(track(a)).toBe(a);
+    expect(track(b)).toBe(b);
+    const done = cleanup!();
+    // Both shut down at once: b's failure does not stop a's shutdown, and the cleanup waits for it.
+    expect(log).toEqual(['a', 'b']);
+    let settled = false;
+    void done.catch(() => undefined).finally(() => (settled = true));
+    await new Promise((r) => setImmediate(r));
+    expect(settled).toBe(false);
+    slow.resolve();
+    await expect(done).rejects.toThrow('rank 1 would not exit');
+    // Each runner is shut down once: the next test's cleanup has nothing left.
+    await cleanup!();
+    expect(log).toEqual(['a', 'b']);
   });
 });

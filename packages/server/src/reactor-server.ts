@@ -8,7 +8,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { StatsMessage } from '@reactor/client';
 import type { Logger } from '@reactor/log';
-import type { AppHostApi, NotReadyReason, Readiness } from '@reactor/runtime';
+import { type AppHostApi, type NotReadyReason, type Readiness, ReadinessCode } from '@reactor/runtime';
 import { TOKEN_COOKIE, checkAccess } from './auth.js';
 import { ServerErrorCode } from './errors.js';
 import { ClientConnection, type ConnectionInfo } from './connection.js';
@@ -176,13 +176,13 @@ export class ReactorServer {
 
   /** The host's readiness; a host that throws is not ready (and says why). */
   #readiness(): Readiness {
-    if (this.#closing) return { ready: false, reasons: [{ code: 'closing', message: 'the server is shutting down' }] };
+    if (this.#closing) return { ready: false, reasons: [{ code: ReadinessCode.Closing, message: 'the server is shutting down' }] };
     try {
       const r = this.host.readiness();
       return { ready: r.ready && r.reasons.length === 0, reasons: r.reasons };
     } catch (err) {
       this.#log.error(`readiness() threw: ${(err as Error)?.stack ?? String(err)}`);
-      return { ready: false, reasons: [{ code: 'readiness_failed', message: `readiness() threw: ${(err as Error)?.message ?? String(err)}` }] };
+      return { ready: false, reasons: [{ code: ReadinessCode.ReadinessFailed, message: `readiness() threw: ${(err as Error)?.message ?? String(err)}` }] };
     }
   }
 

@@ -30,6 +30,13 @@ describe('server: a client that stops reading', () => {
     const others = [await new RawClient(server.wsUrl).open(), await new RawClient(server.wsUrl).open()];
     cleanups.push(() => others.forEach((o) => o.close()));
     await until(() => others.every((o) => o.binaries.length > 10), 10_000, 'the stream to run');
+    // The model's own rate on this machine right now, before any client stalls (a loaded 2-core
+    // box may not reach FPS): the stalled client must not lower it.
+    const played = (): number => (server.host as AppHost).counters.framesPlayed;
+    const base0 = played();
+    const baseT0 = performance.now();
+    await until(() => played() - base0 >= 45, 10_000, 'a baseline of frames');
+    const baselineFps = ((played() - base0) * 1000) / (performance.now() - baseT0);
 
     const stalled: Socket = await stalledClient(server.port);
     cleanups.push(() => stalled.destroy());
@@ -70,7 +77,7 @@ describe('server: a client that stops reading', () => {
     const stalledInfo = conns.reduce((a, b) => (a.framesDropped >= b.framesDropped ? a : b));
 
     // The model kept its rate and the healthy clients received every frame of it.
-    expect(emitted / seconds).toBeGreaterThan(FPS * 0.85);
+    expect(emitted / seconds).toBeGreaterThan(Math.min(FPS, baselineFps) * 0.85);
     for (const g of got) expect(g).toBeGreaterThanOrEqual(emitted * 0.97);
     for (const c of conns) if (c !== stalledInfo) expect(c.framesDropped).toBe(0);
     // The stalled client lost most frames, counted, and its backlog stayed bounded.
@@ -85,7 +92,7 @@ describe('server: a client that stops reading', () => {
     expect(metricDropped).toBeGreaterThanOrEqual(stalledInfo.framesDropped);
     expect(metricDropped).toBeLessThanOrEqual(stalledInfo.framesDropped + 5);
     expect(hostDropped).toBe(stalledInfo.framesDropped);
-    console.info(JSON.stringify({ seconds: +seconds.toFixed(1), emitted, got, stalled: stalledInfo, maxBuffered, maxQueued, maxArrayBuffers }));
+    console.info(JSON.stringify({ seconds: +seconds.toFixed(1), baselineFps: +baselineFps.toFixed(1), emitted, got, stalled: stalledInfo, maxBuffered, maxQueued, maxArrayBuffers }));
   }, STALL_TIMEOUT_MS + 25_000);
 
   it('is cut off (unread_backlog) when what it does not read piles up beyond 16 x maxBufferedBytes', async () => {

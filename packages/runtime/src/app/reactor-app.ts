@@ -17,10 +17,21 @@ export interface AppBinding {
 }
 
 /**
- * What {@link ReactorApp.readiness} returns: `true` when the app can take users, otherwise the
- * reason it cannot (a string), or several reasons.
+ * One reason an app gives for not being ready: a stable snake_case `code` (one of
+ * `ReadinessCode`'s, e.g. `runner_unhealthy`, `rank_stalled`, `runner_restarting`, or the app's
+ * own) and a message for the operator.
  */
-export type AppReadiness = true | string | readonly string[];
+export interface AppNotReadyReason {
+  readonly code: string;
+  readonly message: string;
+}
+
+/**
+ * What {@link ReactorApp.readiness} returns: `true` when the app can take users, otherwise the
+ * reason it cannot (a string, reported as `app_not_ready`, or a {@link AppNotReadyReason} with
+ * its own code), or several reasons.
+ */
+export type AppReadiness = true | string | AppNotReadyReason | readonly (string | AppNotReadyReason)[];
 
 /** @internal */
 export const APP_BINDING: unique symbol = Symbol('reactor:app-binding');
@@ -96,9 +107,11 @@ export abstract class ReactorApp<State extends InputState = InputState, Input = 
   unload(): void | Promise<void> {}
 
   /**
-   * Whether the app can take users now: `true`, or the reason it cannot (a string; several as an
-   * array), e.g. `'the runner is restarting'`. The host adds each reason to its readiness
-   * (`/health/ready`) as `app_not_ready`; it asks only once `load()` succeeded. Called on every
+   * Whether the app can take users now: `true`, or the reason it cannot, several as an array:
+   * `{ code, message }` with a `ReadinessCode` (`{ code: ReadinessCode.RunnerRestarting, message:
+   * 'the runner is restarting' }`) or the app's own snake_case code, or a bare string (reported
+   * as `app_not_ready`). The host adds each reason to its readiness (`/health/ready`, the
+   * `reactor_not_ready{reason}` metric); it asks only once `load()` succeeded. Called on every
    * readiness probe: keep it cheap and synchronous. A throw counts as not ready. Default: `true`.
    */
   readiness(): AppReadiness {

@@ -162,7 +162,8 @@ export class AppHost implements AppHostApi {
    * Whether a new user would get a stream now, and if not, every reason why: the app is loading
    * (`loading`), its load failed (`load_failed`), the host is closing (`closing`), the current
    * session is ending so a new client has to wait (`session_closing`), or the app itself says
-   * it is not ready (`app_not_ready`, from {@link ReactorApp.readiness}).
+   * it is not ready ({@link ReactorApp.readiness}: its own codes, e.g. `runner_unhealthy`,
+   * `rank_stalled`, `runner_restarting`; a bare message as `app_not_ready`).
    */
   readiness(): Readiness {
     const reasons: NotReadyReason[] = [];
@@ -197,9 +198,18 @@ export class AppHost implements AppHostApi {
       return [{ code: ReadinessCode.AppNotReady, message: `${this.def.appClass.name}.readiness() threw: ${errorText(err)}` }];
     }
     if (report === true) return [];
-    const messages = typeof report === 'string' ? [report] : Array.isArray(report) ? report : [];
-    if (messages.length === 0) return [{ code: ReadinessCode.AppNotReady, message: `${this.def.appClass.name}.readiness() returned ${describe(report)}; return true or the reason it is not ready` }];
-    return messages.map((m) => ({ code: ReadinessCode.AppNotReady, message: String(m) }));
+    const name = this.def.appClass.name;
+    const items: readonly unknown[] = Array.isArray(report) ? report : [report];
+    const wrong = (value: unknown): NotReadyReason => ({
+      code: ReadinessCode.AppNotReady,
+      message: `${name}.readiness() returned ${describe(value)}; return true or the reason it is not ready (a message, or { code, message } with a snake_case code)`,
+    });
+    if (items.length === 0) return [wrong(report)];
+    return items.map((item): NotReadyReason => {
+      if (typeof item === 'string') return { code: ReadinessCode.AppNotReady, message: item };
+      if (isReason(item)) return { code: item.code, message: item.message };
+      return wrong(item);
+    });
   }
 
   /** Calls `listener` on every status change; returns the unsubscribe function. */
@@ -827,6 +837,13 @@ function isLogger(value: unknown): value is Logger {
 function errorText(err: unknown): string {
   if (err instanceof Error) return `${err.name}: ${err.message}`;
   return String(err);
+}
+
+/** A `{ code, message }` readiness reason with a snake_case code and a string message. */
+function isReason(value: unknown): value is { code: string; message: string } {
+  if (typeof value !== 'object' || value === null) return false;
+  const { code, message } = value as Record<string, unknown>;
+  return typeof code === 'string' && /^[a-z][a-z0-9_]*$/.test(code) && typeof message === 'string';
 }
 
 function describe(value: unknown): string {

@@ -70,7 +70,11 @@ export interface ClientHandle {
 
 /** Why an instance cannot take users now; one entry per cause. */
 export interface NotReadyReason {
-  /** Stable, machine-readable cause: `loading`, `load_failed`, `closing`, `app_not_ready`, `runner_unhealthy`, `rank_stalled`, ... */
+  /**
+   * Stable, machine-readable cause, a `ReadinessCode` (`loading`, `load_failed`, `closing`,
+   * `session_closing`, `app_not_ready`, `runner_unhealthy`, `runner_restarting`, `rank_stalled`,
+   * `readiness_failed`) or an app's own snake_case code; every one is in `docs/errors.md`.
+   */
   readonly code: string;
   /** What is wrong and, where it helps, what to do. */
   readonly message: string;

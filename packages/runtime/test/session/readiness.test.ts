@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { ApplicationError, type AppReadiness, type Client, connected, ReactorApp, sessionEnded } from '../../src/index.js';
+import { ApplicationError, type AppReadiness, type Client, connected, ReactorApp, ReadinessCode, sessionEnded } from '../../src/index.js';
 import { RecordingLogger, RecordingSink, deferred, useHosts } from '../../src/testing.js';
 
 const start = useHosts(afterEach);
@@ -84,9 +84,32 @@ describe('AppHost.readiness()', () => {
     };
     expect(h.readiness().reasons).toEqual([{ code: 'app_not_ready', message: 'A.readiness() threw: Error: boom' }]);
     control.report = () => false as unknown as true;
-    expect(h.readiness().reasons).toEqual([{ code: 'app_not_ready', message: 'A.readiness() returned false; return true or the reason it is not ready' }]);
+    expect(h.readiness().reasons).toEqual([{ code: 'app_not_ready', message: expect.stringMatching(/^A\.readiness\(\) returned false; return true or the reason it is not ready/) }]);
     control.report = () => true;
     expect(h.readiness().ready).toBe(true);
+  });
+
+  it("keeps the codes of the app's { code, message } reasons (runner_unhealthy, rank_stalled, runner_restarting), strings still app_not_ready", async () => {
+    const { A, control } = app();
+    const h = start(A, { logger: new RecordingLogger() });
+    await h.load();
+    control.report = () => ({ code: ReadinessCode.RunnerRestarting, message: 'the runner is restarting' });
+    expect(h.readiness()).toEqual({ ready: false, reasons: [{ code: 'runner_restarting', message: 'the runner is restarting' }] });
+    control.report = () => [{ code: ReadinessCode.RankStalled, message: 'rank 1 has made no progress for 5.0 s (generate)' }, 'shared memory low', { code: ReadinessCode.RunnerUnhealthy, message: 'rank 0 exited' }];
+    expect(h.readiness().reasons).toEqual([
+      { code: 'rank_stalled', message: 'rank 1 has made no progress for 5.0 s (generate)' },
+      { code: 'app_not_ready', message: 'shared memory low' },
+      { code: 'runner_unhealthy', message: 'rank 0 exited' },
+    ]);
+    // The app's own code, if snake_case; anything else is reported as a wrong value.
+    control.report = () => ({ code: 'cache_warming', message: 'warming the cache' });
+    expect(h.readiness().reasons).toEqual([{ code: 'cache_warming', message: 'warming the cache' }]);
+    control.report = () => ({ code: 'Not Snake', message: 'x' });
+    expect(h.readiness().reasons).toEqual([
+      { code: 'app_not_ready', message: 'A.readiness() returned {"code":"Not Snake","message":"x"}; return true or the reason it is not ready (a message, or { code, message } with a snake_case code)' },
+    ]);
+    control.report = () => true;
+    expect(h.readiness()).toEqual({ ready: true, reasons: [] });
   });
 });
 
