@@ -18,5 +18,17 @@ export const CliErrorCode = {
   InsecureBind: 'insecure_bind',
   /** `reactor run`: the module `runtime.import` names is older than its package's sources. */
   StaleBuild: 'stale_build',
+  /** `reactor init`: the target exists and is not an empty folder. */
+  InitTargetExists: 'init_target_exists',
+  /** `reactor init`: the project name is not a valid npm package name. */
+  InitInvalidName: 'init_invalid_name',
+  /** `reactor init --template`: no such template. */
+  InitUnknownTemplate: 'init_unknown_template',
+  /** `reactor init`: the target's folder may not be written to. */
+  InitNotWritable: 'init_not_writable',
+  /** `reactor init`: the framework packages are not built or could not be packed. */
+  InitFailed: 'init_failed',
+  /** `reactor types --url`: the server cannot be reached or does not answer `GET /schema`. */
+  SchemaUnavailable: 'schema_unavailable',
 } as const;
 export type CliErrorCode = (typeof CliErrorCode)[keyof typeof CliErrorCode];

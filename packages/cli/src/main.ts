@@ -8,6 +8,9 @@ import { consoleLogger, levelFromEnv } from '@reactor/log';
 import { ReactorError } from '@reactor/runtime';
 import { runCommand, schemaCommand, doctorCommand, type CliOptions } from './commands.js';
 import { CliErrorCode } from './errors.js';
+import { initCommand } from './init-command.js';
+import { typesCommand, type TypesOptions } from './types-command.js';
+import { devCommand, type DevOptions } from './dev.js';
 
 // Progress and log lines go to stderr; stdout carries only results (the viewer URL, the schema, doctor's report).
 const toStderr = (...args: unknown[]) => console.error(...args);
@@ -31,6 +34,22 @@ common(cli.command('doctor', 'Check this machine for the app before loading any 
   .option('--host <host>', 'interface to check')
   .option('--port <port>', 'port to check')
   .action((o: CliOptions) => doctorCommand(o, logger));
+cli.command('init [dir]', 'Write a new app project into <dir> (an app under apps/ inside this workspace)')
+  .option('--template <name>', 'minimal | video (default: minimal)')
+  .option('--gpus <n>', 'GPUs the app declares in reactor.yaml (default: 1)')
+  .option('--name <name>', 'npm package name (default: the folder name)')
+  .action((dir: string | undefined, o: { template?: string; gpus?: string; name?: string }) => initCommand(dir, o));
+cli.command('types', "Print the app's client types (for connect<T>() of @reactor/client) as TypeScript")
+  .option('--manifest <file>', 'reactor.yaml to read (default: ./reactor.yaml or the nearest parent)')
+  .option('--url <server>', "read the schema from a running server's GET /schema instead")
+  .option('--token <token>', 'the access token of --url (also REACTOR_TOKEN)')
+  .option('--name <TypeName>', 'name of the exported type (default: from the app name, e.g. ReactorVideoTypes)')
+  .action((o: TypesOptions) => typesCommand(o, logger));
+common(cli.command('dev', 'Serve the app, and rebuild (tsc) and restart it on every change under its src/'))
+  .option('--host <host>', 'interface to bind (default: server.host or 127.0.0.1)')
+  .option('--port <port>', 'TCP port (default: server.port or 8080; 0 picks a free one, kept across restarts)')
+  .option('--token <token>', 'require this access token (also REACTOR_TOKEN)')
+  .action((o: DevOptions) => devCommand(o, logger));
 cli.help();
 cli.version('0.1.0');
 

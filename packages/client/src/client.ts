@@ -3,6 +3,7 @@
  * receive frames, messages and status. Browser-safe (no `node:` imports); in Node 20 pass
  * the `ws` package's `WebSocket` class as `options.WebSocket`.
  */
+import type { AppTypes, CommandArgs, CommandName, MessageData, MessageName, UntypedApp } from './app-types.js';
 import { TypedEmitter } from './emitter.js';
 import { ClientErrorCode, CommandFailedError, CommandTimeoutError, ConnectionError, ProtocolMismatchError, ReactorClientError } from './errors.js';
 import {
@@ -125,8 +126,8 @@ const OPEN = 1;
  * const client = await connect('http://127.0.0.1:8080', { WebSocket });
  * await client.send('set_prompt', { prompt: 'A beach at dusk.' });
  */
-export async function connect(url: string, options: ConnectOptions = {}): Promise<ReactorClient> {
-  const client = new ReactorClient(url, options);
+export async function connect<T extends AppTypes = UntypedApp>(url: string, options: ConnectOptions = {}): Promise<ReactorClient<T>> {
+  const client = new ReactorClient<T>(url, options);
   await client.ready;
   return client;
 }
@@ -147,7 +148,7 @@ export function toWebSocketUrl(url: string, token?: string): string {
  * Events: `frame`, `message`, `state`, `session`, `stats`, `flush`, `status`, `welcome`, `error`
  * (see {@link ReactorClientEvents}); or iterate with {@link frames}, {@link messages}, {@link statuses}.
  */
-export class ReactorClient extends TypedEmitter<ReactorClientEvents> {
+export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter<ReactorClientEvents> {
   /** The app's published schema (commands, messages, tracks). */
   schema!: AppSchema;
   /** The current public state (kept up to date from `state` messages). */
@@ -240,6 +241,26 @@ export class ReactorClient extends TypedEmitter<ReactorClientEvents> {
       options.signal?.addEventListener('abort', onAbort, { once: true });
       this.#pending.set(id, { name, resolve: (v) => (cleanup(), resolve(v)), reject: done, cleanup });
       ws.send(JSON.stringify(params === undefined ? { type: 'command', id, name } : { type: 'command', id, name, params }));
+    });
+  }
+
+  /**
+   * {@link send}, typed by the app: with `connect<MyAppTypes>()` a command name the app lacks,
+   * a missing parameter or one of the wrong type is a compile error.
+   * @example await client.command('set_prompt', { prompt: 'A beach at dusk.' });
+   */
+  command<K extends CommandName<T>>(name: K, ...args: CommandArgs<T['commands'][K], SendOptions>): Promise<unknown> {
+    const [params, options] = args;
+    return this.send(name, params as Record<string, unknown> | undefined, options);
+  }
+
+  /**
+   * Listens to one message of the app, its data typed by the app; returns a function that stops it.
+   * @example client.onMessage('backend_info', (info) => show(info.world_size));
+   */
+  onMessage<K extends MessageName<T>>(name: K, handler: (data: MessageData<T, K>, message: AppMessage) => void): () => void {
+    return this.on('message', (m) => {
+      if (m.name === name) handler(m.data as MessageData<T, K>, m);
     });
   }
 

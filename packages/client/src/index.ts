@@ -47,6 +47,7 @@ export type {
   ReactorClientEvents,
   IterateOptions,
 } from './client.js';
+export type { AppTypes, UntypedApp, CommandName, MessageName, CommandParams, MessageData, CommandArgs } from './app-types.js';
 export { TypedEmitter } from './emitter.js';
 export type { Listener } from './emitter.js';
 export { ClientErrorCode, ReactorClientError, CommandFailedError, CommandTimeoutError, ConnectionError, ProtocolMismatchError } from './errors.js';

@@ -1,0 +1,145 @@
+/**
+ * `reactor types`: the app's client types (an `AppTypes` for `connect<T>()` of `@reactor/client`),
+ * written as TypeScript from its schema: the manifest's app, or a running server's `GET /schema`.
+ */
+import type { Logger } from '@reactor/log';
+import { AppHost, ReactorError } from '@reactor/runtime';
+import { findManifest, loadManifest, ManifestError, MANIFEST_FILE } from './manifest.js';
+import { importApp } from './commands.js';
+import { CliErrorCode } from './errors.js';
+
+/** The parts of a JSON Schema that `reactor types` turns into TypeScript. */
+interface JsonSchema {
+  type?: string | string[];
+  enum?: unknown[];
+  const?: unknown;
+  items?: JsonSchema;
+  properties?: Record<string, JsonSchema>;
+  required?: string[];
+  additionalProperties?: boolean | JsonSchema;
+  anyOf?: JsonSchema[];
+  oneOf?: JsonSchema[];
+  description?: string;
+}
+
+/** The parts of an app schema `reactor types` reads. */
+export interface TypesSchema {
+  app: { name: string; version: string };
+  protocol: number;
+  state: JsonSchema;
+  commands: Array<{ name: string; description?: string; params: JsonSchema }>;
+  messages: Array<{ name: string; description?: string; schema?: JsonSchema }>;
+  tracks: Array<{ name: string }>;
+}
+
+const IDENT = /^[A-Za-z_$][\w$]*$/;
+const key = (k: string): string => (IDENT.test(k) ? k : JSON.stringify(k));
+const comment = (text: string | undefined, pad: string): string => (text ? `${pad}/** ${text.replace(/\*\//g, '*\\/').replace(/\s+/g, ' ')} */\n` : '');
+
+/** A JSON Schema as a TypeScript type (`unknown` for what it does not say). */
+function tsType(s: JsonSchema | undefined, pad: string, allRequired = false): string {
+  if (!s || typeof s !== 'object') return 'unknown';
+  if (s.const !== undefined) return JSON.stringify(s.const);
+  if (Array.isArray(s.enum) && s.enum.length > 0) return s.enum.map((v) => JSON.stringify(v)).join(' | ');
+  const union = s.anyOf ?? s.oneOf;
+  if (union) return union.map((u) => tsType(u, pad)).join(' | ') || 'unknown';
+  const types = Array.isArray(s.type) ? s.type : s.type !== undefined ? [s.type] : [];
+  if (types.length > 1) return types.map((t) => tsType({ ...s, type: t }, pad)).join(' | ');
+  switch (types[0]) {
+    case 'string':
+      return 'string';
+    case 'number':
+    case 'integer':
+      return 'number';
+    case 'boolean':
+      return 'boolean';
+    case 'null':
+      return 'null';
+    case 'array':
+      return `Array<${tsType(s.items, pad)}>`;
+    case 'object':
+      return objectType(s, pad, allRequired);
+    default:
+      return s.properties ? objectType(s, pad, allRequired) : 'unknown';
+  }
+}
+
+function objectType(s: JsonSchema, pad: string, allRequired: boolean): string {
+  const props = Object.entries(s.properties ?? {});
+  if (props.length === 0) return s.additionalProperties === false || s.additionalProperties === undefined ? 'Record<string, never>' : `Record<string, ${tsType(s.additionalProperties as JsonSchema, pad)}>`;
+  const required = new Set(s.required ?? []);
+  const inner = `${pad}  `;
+  const lines = props.map(([k, v]) => `${comment(v.description, inner)}${inner}${key(k)}${allRequired || required.has(k) ? '' : '?'}: ${tsType(v, inner)};\n`);
+  return `{\n${lines.join('')}${pad}}`;
+}
+
+/** `reactor-video` -> `ReactorVideoTypes`. */
+export function typesName(appName: string): string {
+  const words = appName.split(/[^A-Za-z0-9]+/).filter(Boolean);
+  const name = words.map((w) => w[0]!.toUpperCase() + w.slice(1)).join('') || 'App';
+  return `${/^[0-9]/.test(name) ? `App${name}` : name}Types`;
+}
+
+/** The TypeScript module `reactor types` prints: one exported `AppTypes`. */
+export function schemaToTypes(schema: TypesSchema, typeName = typesName(schema.app.name)): string {
+  if (!IDENT.test(typeName)) throw new ReactorError(CliErrorCode.CliUsage, `--name must be a TypeScript identifier, got ${JSON.stringify(typeName)}`);
+  const p = '    ';
+  const commands = schema.commands.map((c) => `${comment(c.description, p)}${p}${key(c.name)}: ${tsType(c.params, p)};\n`).join('');
+  // A message's data always carries every field of its class.
+  const messages = schema.messages.map((m) => `${comment(m.description, p)}${p}${key(m.name)}: ${tsType(m.schema, p, true)};\n`).join('');
+  const tracks = schema.tracks.map((t) => JSON.stringify(t.name)).join(' | ') || 'never';
+  return [
+    `// The client types of ${schema.app.name} ${schema.app.version} (protocol ${schema.protocol}), written by \`reactor types\`.`,
+    '// Do not edit: run `reactor types` again after the app changes.',
+    `// Use: const client = await connect<${typeName}>(url, { WebSocket });`,
+    `export type ${typeName} = {`,
+    commands ? `  commands: {\n${commands}  };` : '  commands: Record<never, never>;',
+    messages ? `  messages: {\n${messages}  };` : '  messages: Record<never, never>;',
+    `  state: ${tsType(schema.state, '  ', true)};`,
+    `  tracks: ${tracks};`,
+    '};',
+    '',
+  ].join('\n');
+}
+
+/** The flags of `reactor types`. */
+export interface TypesOptions {
+  manifest?: string;
+  url?: string;
+  token?: string;
+  name?: string;
+}
+
+async function fetchSchema(url: string, token: string | undefined): Promise<TypesSchema> {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new ReactorError(CliErrorCode.CliUsage, `--url must be the server's http(s):// URL, got ${JSON.stringify(url)}`);
+  }
+  u.pathname = `${u.pathname.replace(/\/$/, '')}/schema`;
+  if (token !== undefined) u.searchParams.set('token', token);
+  let res: Response;
+  try {
+    res = await fetch(u);
+  } catch (err) {
+    throw new ReactorError(CliErrorCode.SchemaUnavailable, `cannot reach ${u.origin}: ${(err as Error).message}; is the app running (reactor run) at that address?`, { cause: err });
+  }
+  if (!res.ok) throw new ReactorError(CliErrorCode.SchemaUnavailable, `GET ${u.origin}${u.pathname} answered ${res.status}${res.status === 401 ? ': pass --token <token>' : ''}`);
+  return (await res.json()) as TypesSchema;
+}
+
+/** `reactor types [--url <server>] [--name TypeName]`: prints the app's `AppTypes` to stdout. */
+export async function typesCommand(o: TypesOptions, logger: Logger): Promise<void> {
+  let schema: TypesSchema;
+  if (o.url !== undefined) schema = await fetchSchema(String(o.url), o.token ?? process.env['REACTOR_TOKEN']);
+  else {
+    const file = o.manifest ?? findManifest();
+    if (!file) throw new ManifestError(`no ${MANIFEST_FILE} in ${process.cwd()} or its parents; run reactor from your app's folder, pass --manifest <file>, or --url <server>`);
+    const App = await importApp(loadManifest(file), { logger });
+    const host = new AppHost(App, { logger });
+    schema = host.schema as TypesSchema;
+    await host.close();
+  }
+  process.stdout.write(schemaToTypes(schema, o.name));
+}

@@ -1,0 +1,85 @@
+// `reactor types` through the built bin: from the manifest's app, from a running server, and a
+// server that is not there.
+import 'reflect-metadata';
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { IsIn, IsInt, Max, Min } from 'class-validator';
+import { silentLogger } from '@reactor/log';
+import { event, InputField, InputState, Output, ReactorApp, reactorApp, Video } from '@reactor/runtime';
+import { serve } from '@reactor/server';
+import { describe, expect, it } from 'vitest';
+import { schemaToTypes } from '../src/types-command.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const repo = resolve(here, '../../..');
+const bin = resolve(here, '../dist/main.js');
+
+function reactor(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((done) => {
+    execFile(process.execPath, [bin, ...args], { cwd: repo }, (err, stdout, stderr) => done({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr }));
+  });
+}
+
+class KnobState extends InputState {
+  @InputField({ default: 1, description: 'How fast.' }) @IsInt() @Min(1) @Max(9) speed!: number;
+  @InputField({ default: 'red' }) @IsIn(['red', 'blue']) colour!: 'red' | 'blue';
+}
+class KnobOutput extends Output {
+  @Video() main?: Video;
+}
+class Tick {
+  constructor(readonly count: number) {}
+}
+@reactorApp({ state: KnobState, output: KnobOutput, messages: [Tick], name: 'knob-app', version: '2.0.0' })
+class KnobApp extends ReactorApp<KnobState, void, void, Tick> {
+  override generate(): void {}
+  @event({ name: 'jump', description: 'Jump ahead.' })
+  jump(): void {}
+}
+
+describe('reactor types', () => {
+  it("writes the sample app's types (the committed fixture the type test compiles against is up to date)", async () => {
+    const r = await reactor(['types']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toBe(readFileSync(resolve(repo, 'test/fixtures/video-app-types.ts'), 'utf8'));
+  });
+
+  it("reads a running server's GET /schema with --url", async () => {
+    const server = await serve(KnobApp, { port: 0, logger: silentLogger });
+    try {
+      await server.loaded;
+      const r = await reactor(['types', '--url', server.url, '--name', 'Knobs']);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).toContain('// The client types of knob-app 2.0.0 (protocol 1), written by `reactor types`.');
+      expect(r.stdout).toContain('export type Knobs = {');
+      expect(r.stdout).toMatch(/set_speed: \{\n\s+\/\*\* How fast\. \*\/\n\s+speed: number;\n\s+\};/);
+      expect(r.stdout).toMatch(/set_colour: \{\n\s+colour: "red" \| "blue";\n\s+\};/);
+      expect(r.stdout).toContain('    /** Jump ahead. */\n    jump: Record<string, never>;');
+      expect(r.stdout).toMatch(/tick: \{\n\s+count: unknown;\n\s+\};/);
+      expect(r.stdout).toContain('  tracks: "main";');
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('says so when no server answers at --url', async () => {
+    // A port that was free a moment ago.
+    const port = await new Promise<number>((ok) => {
+      const s = createServer().listen(0, '127.0.0.1', () => {
+        const p = (s.address() as { port: number }).port;
+        s.close(() => ok(p));
+      });
+    });
+    const r = await reactor(['types', '--url', `http://127.0.0.1:${port}`]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(new RegExp(`cannot reach http://127.0.0.1:${port}: .*is the app running \\(reactor run\\) at that address\\? \\[schema_unavailable\\]`));
+    expect(r.stdout).toBe('');
+  });
+
+  it('refuses a type name that is not an identifier', () => {
+    expect(() => schemaToTypes({ app: { name: 'x', version: '1' }, protocol: 1, state: {}, commands: [], messages: [], tracks: [] }, 'my types')).toThrow(/--name must be a TypeScript identifier/);
+  });
+});
