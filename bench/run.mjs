@@ -10,7 +10,9 @@ import { fileURLToPath } from 'node:url';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const filter = process.argv[2] ?? '';
-const files = readdirSync(here).filter((f) => f.endsWith('.bench.mjs') && f.includes(filter)).sort();
+const files = readdirSync(here)
+  .filter((f) => f.endsWith('.bench.mjs') && f.includes(filter))
+  .sort();
 let failed = 0;
 for (const f of files) {
   const r = spawnSync(process.execPath, ['--expose-gc', join(here, f)], { stdio: ['ignore', 'inherit', 'inherit'] });

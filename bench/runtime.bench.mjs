@@ -48,7 +48,13 @@ async function run(clients) {
   await host.load();
   let framesSeen = 0;
   for (let i = 0; i < clients; i++) {
-    host.connect({ message() {}, frame() { framesSeen++; }, close() {} });
+    host.connect({
+      message() {},
+      frame() {
+        framesSeen++;
+      },
+      close() {},
+    });
   }
   await finished;
   await host.close();

@@ -65,7 +65,9 @@ const r2 = (x) => Math.round(x * 100) / 100;
 async function stalled(port) {
   const socket = netConnect(port, '127.0.0.1');
   await once(socket, 'connect');
-  socket.write(`GET /ws HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n`);
+  socket.write(
+    `GET /ws HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n`,
+  );
   await once(socket, 'data');
   socket.pause();
   return socket;
@@ -140,29 +142,50 @@ async function run(clients, stalledClients = 0) {
 
 const ONLY_ABUSE = process.env.STREAM_BENCH_ONLY === 'abuse';
 if (!ONLY_ABUSE) {
-const one = await run(1);
-console.log(JSON.stringify({ bench: 'stream.latency', clients: 1, p50Ms: r2(one.p50), p99Ms: r2(one.p99), fps: r2(one.fps), width: W, height: H, kbPerFrame: r2(one.kbPerFrame) }));
+  const one = await run(1);
+  console.log(
+    JSON.stringify({
+      bench: 'stream.latency',
+      clients: 1,
+      p50Ms: r2(one.p50),
+      p99Ms: r2(one.p99),
+      fps: r2(one.fps),
+      width: W,
+      height: H,
+      kbPerFrame: r2(one.kbPerFrame),
+    }),
+  );
 
-const eight = await run(8);
-console.log(JSON.stringify({ bench: 'stream.latency', clients: 8, p50Ms: r2(eight.p50), p99Ms: r2(eight.p99), width: W, height: H }));
-console.log(JSON.stringify({ bench: 'stream.fanout', clients: 8, fps: r2(eight.fps), minClientFps: r2(eight.minClientFps), modelFps: r2(eight.emittedFps), dropped: eight.dropped, outOfOrder: eight.outOfOrder }));
+  const eight = await run(8);
+  console.log(JSON.stringify({ bench: 'stream.latency', clients: 8, p50Ms: r2(eight.p50), p99Ms: r2(eight.p99), width: W, height: H }));
+  console.log(
+    JSON.stringify({
+      bench: 'stream.fanout',
+      clients: 8,
+      fps: r2(eight.fps),
+      minClientFps: r2(eight.minClientFps),
+      modelFps: r2(eight.emittedFps),
+      dropped: eight.dropped,
+      outOfOrder: eight.outOfOrder,
+    }),
+  );
 
-const withStalled = await run(8, 1);
-console.log(
-  JSON.stringify({
-    bench: 'stream.fanout',
-    clients: 8,
-    stalled: 1,
-    fps: r2(withStalled.fps),
-    minClientFps: r2(withStalled.minClientFps),
-    modelFps: r2(withStalled.emittedFps),
-    dropped: withStalled.dropped,
-    droppedStalled: withStalled.droppedStalled,
-    p50Ms: r2(withStalled.p50),
-    p99Ms: r2(withStalled.p99),
-    fpsChangePct: r2(((withStalled.fps - eight.fps) / eight.fps) * 100),
-  }),
-);
+  const withStalled = await run(8, 1);
+  console.log(
+    JSON.stringify({
+      bench: 'stream.fanout',
+      clients: 8,
+      stalled: 1,
+      fps: r2(withStalled.fps),
+      minClientFps: r2(withStalled.minClientFps),
+      modelFps: r2(withStalled.emittedFps),
+      dropped: withStalled.dropped,
+      droppedStalled: withStalled.droppedStalled,
+      p50Ms: r2(withStalled.p50),
+      p99Ms: r2(withStalled.p99),
+      fpsChangePct: r2(((withStalled.fps - eight.fps) / eight.fps) * 100),
+    }),
+  );
 }
 /** A masked client text frame (zero mask key) carrying `text`. */
 function clientText(text) {

@@ -61,8 +61,20 @@ const ENTRIES = new Set(['index.ts', 'internal.ts', 'testing.ts']);
 
 describe('architecture', () => {
   for (const dir of packages) {
-    const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name: string; dependencies?: Record<string, string>; optionalDependencies?: Record<string, string> };
-    const srcDirs = ['src', 'viewer'].map((d) => join(dir, d)).filter((d) => { try { return statSync(d).isDirectory(); } catch { return false; } });
+    const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as {
+      name: string;
+      dependencies?: Record<string, string>;
+      optionalDependencies?: Record<string, string>;
+    };
+    const srcDirs = ['src', 'viewer']
+      .map((d) => join(dir, d))
+      .filter((d) => {
+        try {
+          return statSync(d).isDirectory();
+        } catch {
+          return false;
+        }
+      });
     const files = srcDirs.flatMap(sourceFiles);
 
     it(`${manifest.name} depends on exactly the packages its sources import, within its layer`, () => {
@@ -76,7 +88,10 @@ describe('architecture', () => {
       }
       const undeclared = [...used].filter((p) => !declared.has(p)).sort();
       const unused = [...declared].filter((p) => !used.has(p) && !loadedWithoutImport[p]).sort();
-      const ours = [...used].filter((p) => p.startsWith('@reactor/')).filter((p) => !allowed[manifest.name]!.includes(p)).sort();
+      const ours = [...used]
+        .filter((p) => p.startsWith('@reactor/'))
+        .filter((p) => !allowed[manifest.name]!.includes(p))
+        .sort();
       expect({ undeclared, unused, importsAboveItsLayer: ours }).toEqual({ undeclared: [], unused: [], importsAboveItsLayer: [] });
     });
 

@@ -59,7 +59,9 @@ const dist = (a: number[], b: number[]) => Math.hypot(...a.map((x, i) => x - b[i
 describe('viewer in Chromium, sample video app', () => {
   it('plays the generated video, follows a new prompt, and shows an invalid prompt error', async () => {
     await page.goto(server.url);
-    await page.waitForFunction(() => (window as unknown as { reactorViewer: { framesDrawn: number } }).reactorViewer.framesDrawn > 5, null, { timeout: 20_000 });
+    await page.waitForFunction(() => (window as unknown as { reactorViewer: { framesDrawn: number } }).reactorViewer.framesDrawn > 5, null, {
+      timeout: 20_000,
+    });
     expect(await page.textContent('#app-name')).toBe('reactor-video');
     expect(await page.textContent('#size')).toBe('128x96');
     await expect.poll(() => page.locator('#messages').textContent(), { timeout: 10_000 }).toContain('backend_info');

@@ -130,7 +130,9 @@ describe('viewer in Chromium', () => {
 
   it('connects, draws frames, sends a generated control, and shows an invalid value error', async () => {
     await page.goto(`${server.url}/?token=viewer-token`);
-    await page.waitForFunction(() => (window as unknown as { reactorViewer: { framesDrawn: number } }).reactorViewer.framesDrawn > 5, null, { timeout: 15_000 });
+    await page.waitForFunction(() => (window as unknown as { reactorViewer: { framesDrawn: number } }).reactorViewer.framesDrawn > 5, null, {
+      timeout: 15_000,
+    });
     await expect.poll(() => page.textContent('#connection')).toBe('connected');
     expect(await page.textContent('#app-name')).toBe('pattern');
     expect(await page.textContent('#size')).toBe('160x120');
@@ -151,7 +153,15 @@ describe('viewer in Chromium', () => {
     // A select sends set_color; the reply shows next to it and the picture turns blue.
     await page.selectOption('[data-command=set_color] select', { label: 'blue' });
     await expect.poll(() => page.textContent('.result[data-command=set_color]')).toBe('ok');
-    await expect.poll(async () => { const s = await sample(page); return s.b > s.r + 40; }, { timeout: 5000 }).toBe(true);
+    await expect
+      .poll(
+        async () => {
+          const s = await sample(page);
+          return s.b > s.r + 40;
+        },
+        { timeout: 5000 },
+      )
+      .toBe(true);
 
     // A button (parameterless event) shows its result.
     await page.click('[data-command=reset] button');

@@ -55,7 +55,11 @@ describe('docs/runtime.md example', () => {
     // Frame n is n % 256 in every byte but its first four, which hold n.
     const made = frames.map((f) => new DataView(f.rgb.buffer, f.rgb.byteOffset, 4).getUint32(0, true));
     expect(made).toEqual(frames.map((_, i) => i));
-    for (const [i, f] of frames.entries()) expect(f.rgb.subarray(4).every((b) => b === i % 256), `frame ${i}'s pixels`).toBe(true);
+    for (const [i, f] of frames.entries())
+      expect(
+        f.rgb.subarray(4).every((b) => b === i % 256),
+        `frame ${i}'s pixels`,
+      ).toBe(true);
     // The event the example declares works on the real runner: a new rollout starts at frame 0.
     const from = sink.events.length;
     expect(await client.command(command('1', 'reset'))).toEqual({ type: 'reply', id: '1' });

@@ -18,7 +18,10 @@ function walkThrough(): string[] {
   const doc = readFileSync(join(repo, 'docs/first-app.md'), 'utf8');
   const m = /<!-- first-app:commands -->\s*```sh\n([\s\S]*?)```/.exec(doc);
   if (!m) throw new Error('docs/first-app.md lost its "first-app:commands" block');
-  return m[1]!.split('\n').map((l) => l.trim()).filter(Boolean);
+  return m[1]!
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean);
 }
 
 // The nested pnpm runs in a project of its own: none of this workspace's pnpm/npm settings.
@@ -46,7 +49,7 @@ function descendants(pid: number): number[] {
     }
   }
   const out: number[] = [];
-  for (let todo = [pid]; todo.length > 0; ) {
+  for (let todo = [pid]; todo.length > 0;) {
     const next = todo.flatMap((p) => children.get(p) ?? []);
     out.push(...next);
     todo = next;

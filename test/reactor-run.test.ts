@@ -58,10 +58,7 @@ const alive = (pid: number) => {
 
 function workspace(): string {
   const dir = mkdtempSync(join(tmpdir(), 'reactor-run-'));
-  writeFileSync(
-    join(dir, 'config.yaml'),
-    `width: ${W}\nheight: ${H}\nframesPerChunk: 4\nrolloutChunks: 12\nworldSize: 2\ndevices: cpu\nbackend: wasm\n`,
-  );
+  writeFileSync(join(dir, 'config.yaml'), `width: ${W}\nheight: ${H}\nframesPerChunk: 4\nrolloutChunks: 12\nworldSize: 2\ndevices: cpu\nbackend: wasm\n`);
   writeFileSync(
     join(dir, 'reactor.yaml'),
     [
@@ -309,7 +306,11 @@ describe('reactor run: safe exposure', () => {
     const dir = contextWorkspace();
     const env = { ...process.env };
     delete env['REACTOR_TOKEN'];
-    const r = spawnSync(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml'), '--host', '0.0.0.0', '--port', '0'], { encoding: 'utf8', timeout: 30_000, env });
+    const r = spawnSync(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml'), '--host', '0.0.0.0', '--port', '0'], {
+      encoding: 'utf8',
+      timeout: 30_000,
+      env,
+    });
     expect(r.status).toBe(1);
     expect(r.stderr).toContain(
       'reactor: refusing to serve on 0.0.0.0 without an access token: anyone who can reach this machine could watch and control the stream. ' +
@@ -321,7 +322,17 @@ describe('reactor run: safe exposure', () => {
 
   it('serves with --insecure (warning) and answers only the --allowed-host names and --allowed-origin pages given, repeated or comma-separated', async () => {
     const dir = contextWorkspace();
-    const args = ['--host', '0.0.0.0', '--insecure', '--allowed-host', 'proxy.example,other.example', '--allowed-host', 'third.example', '--allowed-origin', 'https://app.example'];
+    const args = [
+      '--host',
+      '0.0.0.0',
+      '--insecure',
+      '--allowed-host',
+      'proxy.example,other.example',
+      '--allowed-host',
+      'third.example',
+      '--allowed-origin',
+      'https://app.example',
+    ];
     const { child, url, stderr } = startCli(dir, ...args);
     const base = await url;
     expect(stderr()).toContain('--insecure: serving on 0.0.0.0 without a token');
@@ -334,7 +345,10 @@ describe('reactor run: safe exposure', () => {
 
   it("takes allowed_hosts from reactor.yaml's server section (a reverse proxy's name on a loopback server)", async () => {
     const dir = contextWorkspace();
-    writeFileSync(join(dir, 'reactor.yaml'), `${readFileSync(join(dir, 'reactor.yaml'), 'utf8').replace('server: { port: 0 }', 'server: { port: 0, allowed_hosts: [proxy.example] }')}`);
+    writeFileSync(
+      join(dir, 'reactor.yaml'),
+      `${readFileSync(join(dir, 'reactor.yaml'), 'utf8').replace('server: { port: 0 }', 'server: { port: 0, allowed_hosts: [proxy.example] }')}`,
+    );
     const { child, url } = startCli(dir);
     const base = await url;
     expect(await get(base, '/schema', { Host: 'proxy.example' })).toMatchObject({ status: 200 });
@@ -344,7 +358,11 @@ describe('reactor run: safe exposure', () => {
 
   it('names a malformed --allowed-host / --allowed-origin and exits 1', () => {
     const dir = contextWorkspace();
-    const r = spawnSync(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml'), '--allowed-host', 'ok.example,https://x.example', '--allowed-origin', 'app.example'], { encoding: 'utf8', timeout: 30_000 });
+    const r = spawnSync(
+      process.execPath,
+      [cli, 'run', '--manifest', join(dir, 'reactor.yaml'), '--allowed-host', 'ok.example,https://x.example', '--allowed-origin', 'app.example'],
+      { encoding: 'utf8', timeout: 30_000 },
+    );
     expect(r.status).toBe(1);
     expect(r.stderr).toContain('--allowed-host: "https://x.example" is not a host name: give the name alone, without scheme or port');
     expect(r.stderr).toContain('[cli_usage]');
@@ -356,7 +374,7 @@ function cliRun(dir: string, ...args: string[]) {
 }
 
 describe('reactor run: manifests without traps', () => {
-  it("runs a manifest without model: and names the app after its @reactorApp name and version", async () => {
+  it('runs a manifest without model: and names the app after its @reactorApp name and version', async () => {
     const dir = contextWorkspace();
     writeFileSync(join(dir, 'reactor.yaml'), 'runtime: { import: app.mjs:ContextApp }\nserver: { port: 0 }\n');
     const { child, url, stderr } = startCli(dir);
@@ -372,13 +390,19 @@ describe('reactor run: manifests without traps', () => {
     writeFileSync(manifest, 'runtime: { import: nowhere/app.js:ContextApp }\n');
     let r = cliRun(dir, 'run');
     expect(r.status).toBe(1);
-    expect(r.stderr).toContain(`reactor: runtime.import points at ${join(dir, 'nowhere/app.js')}, which does not exist (resolved from ${dir}, the folder of ${manifest}); fix the path in runtime.import [app_import_failed]`);
+    expect(r.stderr).toContain(
+      `reactor: runtime.import points at ${join(dir, 'nowhere/app.js')}, which does not exist (resolved from ${dir}, the folder of ${manifest}); fix the path in runtime.import [app_import_failed]`,
+    );
     writeFileSync(manifest, 'runtime: { import: app.mjs:ContextApp, config: conf/missing.yaml }\n');
     r = cliRun(dir, 'run');
-    expect(r.stderr).toContain(`reactor: runtime.config: ${join(dir, 'conf/missing.yaml')} does not exist (resolved from ${dir}, the folder of ${manifest}); fix the path or pass --config <file> [manifest_invalid]`);
+    expect(r.stderr).toContain(
+      `reactor: runtime.config: ${join(dir, 'conf/missing.yaml')} does not exist (resolved from ${dir}, the folder of ${manifest}); fix the path or pass --config <file> [manifest_invalid]`,
+    );
     writeFileSync(manifest, 'runtime: { import: app.mjs:ContextApp, weights_path: w }\n');
     r = cliRun(dir, 'doctor');
-    expect(r.stderr).toContain(`reactor: runtime.weights_path: ${join(dir, 'w')} does not exist (resolved from ${dir}, the folder of ${manifest}); fix the path or set REACTOR_WEIGHTS_PATH [manifest_invalid]`);
+    expect(r.stderr).toContain(
+      `reactor: runtime.weights_path: ${join(dir, 'w')} does not exist (resolved from ${dir}, the folder of ${manifest}); fix the path or set REACTOR_WEIGHTS_PATH [manifest_invalid]`,
+    );
   });
 });
 
@@ -404,7 +428,9 @@ describe('reactor: stale builds', () => {
     const { dir, module, source } = staleWorkspace();
     const r = cliRun(dir, 'run');
     expect(r.status).toBe(1);
-    expect(r.stderr).toContain(`reactor: ${module} is older than ${source} (edited after the last build): the app would run stale code. Run pnpm build (pnpm start builds first) [stale_build]`);
+    expect(r.stderr).toContain(
+      `reactor: ${module} is older than ${source} (edited after the last build): the app would run stale code. Run pnpm build (pnpm start builds first) [stale_build]`,
+    );
     expect(r.stdout).not.toContain('Viewer:');
   });
 
@@ -422,30 +448,34 @@ describe('reactor: stale builds', () => {
 });
 
 describe('pnpm reactor run: signals to the outer pnpm process', () => {
-  it.each(['SIGINT', 'SIGTERM', 'SIGHUP'] as const)('%s to pnpm (no terminal) shuts the server down in order and leaves no process behind', async (signal) => {
-    const dir = workspace();
-    const child = spawn('pnpm', ['reactor', 'run', '--manifest', join(dir, 'reactor.yaml')], { cwd: repo, stdio: ['ignore', 'pipe', 'pipe'] });
-    cleanups.push(() => {
-      // Only while pnpm still runs: once it has exited, its pid may belong to another process.
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      for (const p of descendants(child.pid!)) process.kill(p, 'SIGKILL');
-      child.kill('SIGKILL');
-    });
-    let out = '';
-    let err = '';
-    child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-    child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-    await until(() => out.includes('Viewer:') || child.exitCode !== null, 'the viewer URL', 60_000);
-    expect(out).toContain('Viewer:');
-    const tree = descendants(child.pid!);
-    // pnpm's shell, the CLI's node and its two ranks (pnpm may add a watchdog shell)
-    expect(tree.length).toBeGreaterThanOrEqual(4);
-    child.kill(signal);
-    await exited;
-    await until(() => tree.every((p) => !alive(p)), 'every process of the tree to be gone', 15_000);
-    expect(err).toContain(`${signal}: closing clients and shutting the app down`);
-  }, 90_000);
+  it.each(['SIGINT', 'SIGTERM', 'SIGHUP'] as const)(
+    '%s to pnpm (no terminal) shuts the server down in order and leaves no process behind',
+    async (signal) => {
+      const dir = workspace();
+      const child = spawn('pnpm', ['reactor', 'run', '--manifest', join(dir, 'reactor.yaml')], { cwd: repo, stdio: ['ignore', 'pipe', 'pipe'] });
+      cleanups.push(() => {
+        // Only while pnpm still runs: once it has exited, its pid may belong to another process.
+        if (child.exitCode !== null || child.signalCode !== null) return;
+        for (const p of descendants(child.pid!)) process.kill(p, 'SIGKILL');
+        child.kill('SIGKILL');
+      });
+      let out = '';
+      let err = '';
+      child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+      child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+      const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+      await until(() => out.includes('Viewer:') || child.exitCode !== null, 'the viewer URL', 60_000);
+      expect(out).toContain('Viewer:');
+      const tree = descendants(child.pid!);
+      // pnpm's shell, the CLI's node and its two ranks (pnpm may add a watchdog shell)
+      expect(tree.length).toBeGreaterThanOrEqual(4);
+      child.kill(signal);
+      await exited;
+      await until(() => tree.every((p) => !alive(p)), 'every process of the tree to be gone', 15_000);
+      expect(err).toContain(`${signal}: closing clients and shutting the app down`);
+    },
+    90_000,
+  );
 });
 
 describe('reactor --help', () => {
@@ -467,7 +497,9 @@ describe('reactor run: bad input', () => {
     const dir = workspace();
     const r = spawnSync(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml'), '--port', String(port)], { encoding: 'utf8', timeout: 30_000 });
     expect(r.status).toBe(1);
-    expect(r.stderr).toContain(`reactor: cannot listen on 127.0.0.1:${port} (EADDRINUSE): something else listens there; pass --port <other> (0 picks a free one)`);
+    expect(r.stderr).toContain(
+      `reactor: cannot listen on 127.0.0.1:${port} (EADDRINUSE): something else listens there; pass --port <other> (0 picks a free one)`,
+    );
     expect(r.stderr).toContain('[port_unavailable]');
   });
 

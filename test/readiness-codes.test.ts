@@ -73,9 +73,16 @@ describe('readiness codes through the server (sample app)', () => {
     const ws = new WebSocket(server.wsUrl);
     cleanups.push(() => ws.close());
     // The runner's stallMs (5 s by default) after the stop, the rank is named.
-    const stalled = await until(() => probe(`${server.url}/health/ready`), (r) => r.status === 503, 'readiness to drop', 25_000);
+    const stalled = await until(
+      () => probe(`${server.url}/health/ready`),
+      (r) => r.status === 503,
+      'readiness to drop',
+      25_000,
+    );
     expect(stalled.body.ready).toBe(false);
-    expect(stalled.body.reasons).toEqual([{ code: 'rank_stalled', message: expect.stringMatching(/^rank 1 has made no progress for \d+\.\d s \(generate\)$/) }]);
+    expect(stalled.body.reasons).toEqual([
+      { code: 'rank_stalled', message: expect.stringMatching(/^rank 1 has made no progress for \d+\.\d s \(generate\)$/) },
+    ]);
     expect(await metric(server, 'reactor_ready')).toBe(0);
     expect(await metric(server, 'reactor_not_ready{reason="rank_stalled"}')).toBe(1);
     expect(await metric(server, 'reactor_not_ready{reason="app_not_ready"}')).toBeNaN();
@@ -83,7 +90,11 @@ describe('readiness codes through the server (sample app)', () => {
     const stopped = stoppedRanks();
     expect(stopped).toHaveLength(1);
     process.kill(stopped[0]!, 'SIGCONT');
-    await until(() => probe(`${server.url}/health/ready`), (r) => r.status === 200, 'readiness to come back');
+    await until(
+      () => probe(`${server.url}/health/ready`),
+      (r) => r.status === 200,
+      'readiness to come back',
+    );
     expect(await metric(server, 'reactor_not_ready{reason="rank_stalled"}')).toBeNaN();
   }, 60_000);
 });

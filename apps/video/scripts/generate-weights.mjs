@@ -33,7 +33,10 @@ export const CONFIG = Object.freeze({
 
 function sfc32(seed) {
   const init = splitmix32(seed);
-  let a = init(), b = init(), c = init(), d = init();
+  let a = init(),
+    b = init(),
+    c = init(),
+    d = init();
   const next = () => {
     const t = (((a + b) >>> 0) + d) >>> 0;
     d = (d + 1) >>> 0;
@@ -53,7 +56,11 @@ export function buildTensors(seed = SEED) {
   const uniform = () => (next() + 0.5) / 4294967296; // (0, 1), never 0
   let spare = null;
   const normal = () => {
-    if (spare !== null) { const v = spare; spare = null; return v; }
+    if (spare !== null) {
+      const v = spare;
+      spare = null;
+      return v;
+    }
     const r = Math.sqrt(-2 * Math.log(uniform()));
     const th = 2 * Math.PI * uniform();
     spare = r * Math.sin(th);
@@ -68,7 +75,10 @@ export function buildTensors(seed = SEED) {
     for (let i = 0; i < n; i++) data[i] = fill(i);
     tensors.push({ name, shape, data });
   };
-  const gauss = (std, mean = 0) => () => mean + std * normal();
+  const gauss =
+    (std, mean = 0) =>
+    () =>
+      mean + std * normal();
   const signedRange = (lo, hi) => () => (uniform() < 0.5 ? -1 : 1) * (lo + (hi - lo) * uniform());
 
   // Prompt: hashed n-gram table and the code used for an empty prompt, then a learned-style

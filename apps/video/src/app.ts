@@ -126,10 +126,18 @@ export function loadVideoConfig(path: string | undefined): VideoConfig {
 export function planRanks(cfg: VideoConfig, gpus: number, declared: number | undefined): { worldSize: number; devices: 'auto' | 'cpu'; note: string } {
   if (cfg.devices === 'cpu' || gpus === 0) {
     const worldSize = cfg.worldSize === 'auto' ? 2 : cfg.worldSize;
-    return { worldSize, devices: 'cpu', note: gpus === 0 ? `no GPU on this machine: ${worldSize} rank(s) on CPU` : `${worldSize} rank(s) on CPU (devices: cpu)` };
+    return {
+      worldSize,
+      devices: 'cpu',
+      note: gpus === 0 ? `no GPU on this machine: ${worldSize} rank(s) on CPU` : `${worldSize} rank(s) on CPU (devices: cpu)`,
+    };
   }
   const worldSize = cfg.worldSize === 'auto' ? Math.max(1, Math.min(declared ?? gpus, gpus)) : cfg.worldSize;
-  return { worldSize, devices: 'auto', note: `${worldSize} rank(s), one GPU each (${gpus} present${declared !== undefined ? `, ${declared} declared in reactor.yaml` : ''})` };
+  return {
+    worldSize,
+    devices: 'auto',
+    note: `${worldSize} rank(s), one GPU each (${gpus} present${declared !== undefined ? `, ${declared} declared in reactor.yaml` : ''})`,
+  };
 }
 
 /** The WebGPU check of `requirements()`: is there a real GPU adapter for the ranks to use? */
@@ -138,8 +146,15 @@ async function webgpuCheck(): Promise<RequirementCheck> {
   try {
     const { adapter, reason } = await requestGpuAdapter(null);
     if (!adapter) return { name: 'webgpu', status: 'fail', detail: reason ?? 'no WebGPU adapter', fix };
-    const info = (adapter as { info?: { vendor?: string; device?: string; description?: string; architecture?: string; isFallbackAdapter?: boolean } }).info ?? {};
-    const problem = adapterProblem({ vendor: info.vendor ?? '', device: info.device ?? '', description: info.description ?? '', architecture: info.architecture ?? '', isFallbackAdapter: info.isFallbackAdapter ?? false });
+    const info =
+      (adapter as { info?: { vendor?: string; device?: string; description?: string; architecture?: string; isFallbackAdapter?: boolean } }).info ?? {};
+    const problem = adapterProblem({
+      vendor: info.vendor ?? '',
+      device: info.device ?? '',
+      description: info.description ?? '',
+      architecture: info.architecture ?? '',
+      isFallbackAdapter: info.isFallbackAdapter ?? false,
+    });
     if (problem) return { name: 'webgpu', status: 'fail', detail: problem, fix };
     return { name: 'webgpu', status: 'ok', detail: `WebGPU adapter: vendor ${info.vendor ?? '?'}, device ${info.device ?? '?'}` };
   } catch (err) {
@@ -150,7 +165,14 @@ async function webgpuCheck(): Promise<RequirementCheck> {
 /**
  * The sample app. Its model half runs in `worldSize` processes; rank 0 returns each chunk.
  */
-@reactorApp({ state: VideoState, output: VideoOutput, messages: [BackendInfo, RolloutRestarted, RunnerRestarting], name: 'reactor-video', version: '0.1.0', bufferSize: 16 })
+@reactorApp({
+  state: VideoState,
+  output: VideoOutput,
+  messages: [BackendInfo, RolloutRestarted, RunnerRestarting],
+  name: 'reactor-video',
+  version: '0.1.0',
+  bufferSize: 16,
+})
 export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult, BackendInfo | RolloutRestarted | RunnerRestarting> {
   private runner: DistributedRunner<VideoInput, VideoResult, VideoLoadArgs> | undefined;
   private config = new VideoConfig();
@@ -248,7 +270,10 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult, Ba
     if (!runner.healthy) return { code: ReadinessCode.RunnerUnhealthy, message: this.runnerProblem ?? 'the video runner is unusable' };
     const stalled = runner.stalledRanks;
     if (stalled.length > 0) {
-      return stalled.map((s) => ({ code: ReadinessCode.RankStalled, message: `rank ${s.rank} has made no progress for ${(s.sinceMs / 1000).toFixed(1)} s (${s.phase})` }));
+      return stalled.map((s) => ({
+        code: ReadinessCode.RankStalled,
+        message: `rank ${s.rank} has made no progress for ${(s.sinceMs / 1000).toFixed(1)} s (${s.phase})`,
+      }));
     }
     return true;
   }

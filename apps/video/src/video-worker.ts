@@ -84,9 +84,7 @@ export class VideoWorker extends DistributedWorker<VideoInput, VideoResult, Vide
         : info.simd !== null
           ? ` (SIMD ${info.simd ? 'on' : 'off'})`
           : '';
-      const tried = info.backendAttempts.length
-        ? `; not used: ${info.backendAttempts.map((a) => `${a.backend} (${a.reason})`).join(', ')}`
-        : '';
+      const tried = info.backendAttempts.length ? `; not used: ${info.backendAttempts.map((a) => `${a.backend} (${a.reason})`).join(', ')}` : '';
       log.info(
         `rank 0 of ${info.worldSize}: backend ${info.backend}${adapter} [${info.backendSource}=${info.requestedBackend}]${tried}; ` +
           `${info.width}x${info.height}, ${info.framesPerChunk} frames/chunk, ${info.rolloutChunks} chunks/rollout, ` +

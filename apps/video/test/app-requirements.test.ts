@@ -29,7 +29,12 @@ describe('VideoApp.requirements', () => {
 
   it('takes the manifest count, capped by the GPUs the host counted, and needs no WebGPU probe for backend: wasm', async () => {
     const cfg = config('backend: wasm\nwidth: 64\nheight: 64\nframesPerChunk: 2\n');
-    expect(await VideoApp.requirements({ configPath: cfg, manifestGpuCount: 2, gpuCount: 4 })).toEqual({ shmBytes: 64 * 64 * 3 * 2 * 2 * 3, worldSize: 2, usesGpu: true, checks: [] });
+    expect(await VideoApp.requirements({ configPath: cfg, manifestGpuCount: 2, gpuCount: 4 })).toEqual({
+      shmBytes: 64 * 64 * 3 * 2 * 2 * 3,
+      worldSize: 2,
+      usesGpu: true,
+      checks: [],
+    });
     expect((await VideoApp.requirements({ configPath: cfg, manifestGpuCount: 8, gpuCount: 3 })).worldSize).toBe(3);
     expect((await VideoApp.requirements({ configPath: cfg, manifestGpuCount: undefined, gpuCount: 3 })).worldSize).toBe(3);
   });
@@ -53,11 +58,19 @@ describe('VideoConfig', () => {
   it("takes its defaults from the model's one table", () => {
     const c = new VideoConfig();
     expect([c.width, c.height, c.framesPerChunk, c.rolloutChunks, c.seed]).toEqual([
-      VIDEO_MODEL_DEFAULTS.width, VIDEO_MODEL_DEFAULTS.height, VIDEO_MODEL_DEFAULTS.framesPerChunk, VIDEO_MODEL_DEFAULTS.rolloutChunks, VIDEO_MODEL_DEFAULTS.seed,
+      VIDEO_MODEL_DEFAULTS.width,
+      VIDEO_MODEL_DEFAULTS.height,
+      VIDEO_MODEL_DEFAULTS.framesPerChunk,
+      VIDEO_MODEL_DEFAULTS.rolloutChunks,
+      VIDEO_MODEL_DEFAULTS.seed,
     ]);
   });
 
   it('planRanks names the declared count in its note', () => {
-    expect(planRanks(new VideoConfig(), 4, 2)).toEqual({ worldSize: 2, devices: 'auto', note: '2 rank(s), one GPU each (4 present, 2 declared in reactor.yaml)' });
+    expect(planRanks(new VideoConfig(), 4, 2)).toEqual({
+      worldSize: 2,
+      devices: 'auto',
+      note: '2 rank(s), one GPU each (4 present, 2 declared in reactor.yaml)',
+    });
   });
 });

@@ -84,7 +84,9 @@ describe('VideoApp: readiness and a rank that dies between calls', () => {
     process.kill(before[1]!, 'SIGKILL');
 
     const notice = await sink.waitForMessage((m) => m.type === 'message' && m.name === 'runner_restarting', { timeoutMs: 10_000 });
-    expect(notice).toMatchObject({ data: { reason: expect.stringMatching(/^Rank 1 \(pid \d+\) was killed by SIGKILL during idle \(between calls\); a new runner is starting$/) } });
+    expect(notice).toMatchObject({
+      data: { reason: expect.stringMatching(/^Rank 1 \(pid \d+\) was killed by SIGKILL during idle \(between calls\); a new runner is starting$/) },
+    });
     expect(readinessAtNotice).toEqual({ ready: false, reasons: [{ code: 'runner_restarting', message: 'the video runner is restarting' }] });
 
     await until(() => host.readiness().ready, 'readiness to come back', 60_000);

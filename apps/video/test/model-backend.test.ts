@@ -152,8 +152,12 @@ describe('adapterProblem', () => {
     const { adapterProblem } = await import('../src/model/index.js');
     const h200 = { vendor: 'nvidia', architecture: '', device: 'nvidia-h200', description: 'NVIDIA: 580.159.04', isFallbackAdapter: false };
     expect(adapterProblem(h200)).toBeNull();
-    expect(adapterProblem({ ...h200, isFallbackAdapter: true })).toBe('Dawn offered only a software adapter (vendor "nvidia", device "nvidia-h200", isFallbackAdapter), not a GPU');
-    expect(adapterProblem({ vendor: 'mesa', architecture: '', device: 'llvmpipe (LLVM 15.0.6, 256 bits)', description: '', isFallbackAdapter: false })).toMatch(/software adapter \(vendor "mesa", device "llvmpipe/);
+    expect(adapterProblem({ ...h200, isFallbackAdapter: true })).toBe(
+      'Dawn offered only a software adapter (vendor "nvidia", device "nvidia-h200", isFallbackAdapter), not a GPU',
+    );
+    expect(adapterProblem({ vendor: 'mesa', architecture: '', device: 'llvmpipe (LLVM 15.0.6, 256 bits)', description: '', isFallbackAdapter: false })).toMatch(
+      /software adapter \(vendor "mesa", device "llvmpipe/,
+    );
     expect(adapterProblem({ vendor: 'google', architecture: '', device: 'swiftshader device', description: '', isFallbackAdapter: false })).not.toBeNull();
   });
 });

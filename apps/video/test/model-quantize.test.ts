@@ -79,7 +79,18 @@ function localComms(worldSize: number): ModelCollectives[] {
 async function chunks(backend: string, worldSize: number, quantizeOnDevice: boolean, prompts: string[]): Promise<Uint8Array[]> {
   const comms = localComms(worldSize);
   const models = await Promise.all(
-    comms.map((comm, rank) => loadOn(backend, { rank, worldSize, comm: worldSize > 1 ? comm : undefined, quantizeOnDevice, width: 37, height: 23, framesPerChunk: 3, promptTransitionFrames: 4 })),
+    comms.map((comm, rank) =>
+      loadOn(backend, {
+        rank,
+        worldSize,
+        comm: worldSize > 1 ? comm : undefined,
+        quantizeOnDevice,
+        width: 37,
+        height: 23,
+        framesPerChunk: 3,
+        promptTransitionFrames: 4,
+      }),
+    ),
   );
   const out: Uint8Array[] = [];
   for (const prompt of prompts) {
@@ -154,7 +165,9 @@ describe('quantisation on the backend', () => {
   }
 
   it('reads REACTOR_VIDEO_DEVICE_QUANTIZE / REACTOR_VIDEO_BATCH_FRAMES, checked in the constructor', async () => {
-    expect(() => new ParallelVideoModel({ weightsRoot, backend: 'wasm', env: { REACTOR_VIDEO_DEVICE_QUANTIZE: 'yes' } })).toThrow(/REACTOR_VIDEO_DEVICE_QUANTIZE must be 1 or 0/);
+    expect(() => new ParallelVideoModel({ weightsRoot, backend: 'wasm', env: { REACTOR_VIDEO_DEVICE_QUANTIZE: 'yes' } })).toThrow(
+      /REACTOR_VIDEO_DEVICE_QUANTIZE must be 1 or 0/,
+    );
     expect(() => new ParallelVideoModel({ weightsRoot, backend: 'wasm', env: { REACTOR_VIDEO_BATCH_FRAMES: '2' } })).toThrow(RangeError);
     const prompts = ['a neon reef'];
     const ref = await chunks('cpu', 1, false, prompts);
@@ -175,7 +188,18 @@ describe('quantisation on the backend', () => {
       // 5 frames of 10 rows on 2 ranks: each rank has two whole frames (a batched run) and half of frame 2.
       const comms = localComms(worldSize);
       const models = await Promise.all(
-        comms.map((comm, rank) => loadOn(backend, { rank, worldSize, comm: worldSize > 1 ? comm : undefined, quantizeOnDevice, promptTransitionFrames: 2, width: 16, height: 10, framesPerChunk: 5 })),
+        comms.map((comm, rank) =>
+          loadOn(backend, {
+            rank,
+            worldSize,
+            comm: worldSize > 1 ? comm : undefined,
+            quantizeOnDevice,
+            promptTransitionFrames: 2,
+            width: 16,
+            height: 10,
+            framesPerChunk: 5,
+          }),
+        ),
       );
       const all = (prompt: string): Promise<unknown> => Promise.all(models.map((m) => m.generate({ prompt })));
       await all('warm');

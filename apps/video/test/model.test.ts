@@ -54,7 +54,7 @@ const FOREST = 'A walk through a forest.';
 const NEON = 'neon city at night';
 
 describe('ParallelVideoModel', () => {
-  it('renders rank 0\'s chunk into the memory allocFrames gives (the runner\'s result block), with the same bytes', async () => {
+  it("renders rank 0's chunk into the memory allocFrames gives (the runner's result block), with the same bytes", async () => {
     const plain = model();
     await plain.load();
     const expected = (await plain.generate({ prompt: FOREST })).frames;
@@ -95,7 +95,9 @@ describe('ParallelVideoModel', () => {
 
     it('rejects a missing weights folder with weights_not_found naming the path', async () => {
       const missing = join(tmp(), 'no-such-weights');
-      const err = await model({ weightsRoot: missing }).load().catch((e: unknown) => e);
+      const err = await model({ weightsRoot: missing })
+        .load()
+        .catch((e: unknown) => e);
       expect(err).toBeInstanceOf(WeightsNotFoundError);
       expect((err as WeightsNotFoundError).code).toBe('weights_not_found');
       expect((err as Error).message).toContain(missing);
@@ -115,7 +117,9 @@ describe('ParallelVideoModel', () => {
       const bin = join(d, 'cppn-v1.bin');
       const bytes = readFileSync(bin);
       writeFileSync(bin, bytes.subarray(0, bytes.byteLength - 100));
-      const err = await model({ weightsRoot: d }).load().catch((e: unknown) => e);
+      const err = await model({ weightsRoot: d })
+        .load()
+        .catch((e: unknown) => e);
       expect(err).toBeInstanceOf(WeightsInvalidError);
       expect((err as WeightsInvalidError).code).toBe('weights_invalid');
       expect((err as Error).message).toContain(bin);
@@ -158,7 +162,9 @@ describe('ParallelVideoModel', () => {
     });
 
     it('refuses generate() before load() with model_not_loaded', async () => {
-      const err = await model().generate({ prompt: FOREST }).catch((e: unknown) => e);
+      const err = await model()
+        .generate({ prompt: FOREST })
+        .catch((e: unknown) => e);
       expect(err).toBeInstanceOf(ModelNotLoadedError);
       expect((err as ModelNotLoadedError).code).toBe('model_not_loaded');
     });
@@ -176,7 +182,8 @@ describe('ParallelVideoModel', () => {
       expect(r.backends).toEqual([{ rank: 0, backend: 'wasm', adapter: null, pci: null }]);
       // A real picture: many distinct colours, not a flat fill.
       const colours = new Set<number>();
-      for (let i = 0; i < 256 * 256 * 3; i += 3) colours.add(((r.frames[i] as number) << 16) | ((r.frames[i + 1] as number) << 8) | (r.frames[i + 2] as number));
+      for (let i = 0; i < 256 * 256 * 3; i += 3)
+        colours.add(((r.frames[i] as number) << 16) | ((r.frames[i + 1] as number) << 8) | (r.frames[i + 2] as number));
       expect(colours.size).toBeGreaterThan(5000);
       expect((await m.generate({ prompt: FOREST })).chunk).toBe(1);
     });

@@ -85,7 +85,7 @@ describe('VideoWorker', () => {
     expect(Buffer.from(again.frames).equals(Buffer.from(first.frames))).toBe(true);
   });
 
-  it('fails start() with the rank\'s WeightsNotFoundError naming the missing folder', async () => {
+  it("fails start() with the rank's WeightsNotFoundError naming the missing folder", async () => {
     const missing = join(scratch, 'nothing-here');
     const r = runner(2, { weightsRoot: missing });
     const err = await r.start().catch((e: unknown) => e);
@@ -94,7 +94,7 @@ describe('VideoWorker', () => {
     expect((err as Error).message).toContain(missing);
   });
 
-  it('REACTOR_BACKEND in the ranks\' environment overrides loadArgs.backend', async () => {
+  it("REACTOR_BACKEND in the ranks' environment overrides loadArgs.backend", async () => {
     const r = runner(1, { backend: 'wasm' }, { REACTOR_BACKEND: 'cpu' });
     await r.start();
     const res = await r.generate({ prompt: 'a red fox in the snow' });

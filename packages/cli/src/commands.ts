@@ -43,7 +43,8 @@ function manifestFrom(o: CliOptions): Manifest {
 function parsePort(v: string | number | undefined, fallback: number): number {
   if (v === undefined) return fallback;
   const n = Number(v);
-  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new ReactorError(CliErrorCode.CliUsage, `--port must be an integer from 0 to 65535, got ${JSON.stringify(v)}`);
+  if (!Number.isInteger(n) || n < 0 || n > 65535)
+    throw new ReactorError(CliErrorCode.CliUsage, `--port must be an integer from 0 to 65535, got ${JSON.stringify(v)}`);
   return n;
 }
 
@@ -73,7 +74,10 @@ export async function importApp(m: Manifest, options: { logger?: Logger; onStale
   const cls = mod[m.runtime.exportName];
   if (typeof cls !== 'function') {
     const names = Object.keys(mod).filter((k) => typeof mod[k] === 'function');
-    throw new ReactorError(CliErrorCode.AppImportFailed, `${m.runtime.module} has no export named "${m.runtime.exportName}" (it exports: ${names.join(', ') || 'nothing callable'}); fix runtime.import in ${m.file}`);
+    throw new ReactorError(
+      CliErrorCode.AppImportFailed,
+      `${m.runtime.module} has no export named "${m.runtime.exportName}" (it exports: ${names.join(', ') || 'nothing callable'}); fix runtime.import in ${m.file}`,
+    );
   }
   return cls as ReactorAppClass;
 }
@@ -100,7 +104,8 @@ function configPath(o: CliOptions, m: Manifest): string | undefined {
 function checkPaths(o: CliOptions, m: Manifest): void {
   const from = `resolved from ${m.root}, the folder of ${m.file}`;
   if (o.config !== undefined) {
-    if (!existsSync(resolve(o.config))) throw new ReactorError(CliErrorCode.CliUsage, `--config: ${resolve(o.config)} does not exist (resolved from ${process.cwd()}, the current folder)`);
+    if (!existsSync(resolve(o.config)))
+      throw new ReactorError(CliErrorCode.CliUsage, `--config: ${resolve(o.config)} does not exist (resolved from ${process.cwd()}, the current folder)`);
   } else if (m.runtime.config !== undefined && !existsSync(m.runtime.config)) {
     throw new ManifestError(`runtime.config: ${m.runtime.config} does not exist (${from}); fix the path or pass --config <file>`);
   }
@@ -158,7 +163,11 @@ export async function runCommand(o: CliOptions, logger: Logger): Promise<void> {
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE' || code === 'EACCES') {
-      throw new ReactorError(CliErrorCode.PortUnavailable, `cannot listen on ${host}:${port} (${code}): ${code === 'EADDRINUSE' ? 'something else listens there' : 'not allowed for this user'}; pass --port <other> (0 picks a free one) or set server.port in ${m.file}`, { cause: err });
+      throw new ReactorError(
+        CliErrorCode.PortUnavailable,
+        `cannot listen on ${host}:${port} (${code}): ${code === 'EADDRINUSE' ? 'something else listens there' : 'not allowed for this user'}; pass --port <other> (0 picks a free one) or set server.port in ${m.file}`,
+        { cause: err },
+      );
     }
     throw err;
   }

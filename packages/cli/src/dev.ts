@@ -37,18 +37,27 @@ function waitExit(child: ChildProcess): Promise<void> {
 /** `reactor dev`: runs until SIGINT/SIGTERM, then stops the server and exits. */
 export async function devCommand(o: DevOptions, logger: Logger): Promise<void> {
   const file = o.manifest ?? findManifest();
-  if (!file) throw new ManifestError(`no ${MANIFEST_FILE} in ${process.cwd()} or its parents; run reactor dev from your app's folder or pass --manifest <file>`);
+  if (!file)
+    throw new ManifestError(`no ${MANIFEST_FILE} in ${process.cwd()} or its parents; run reactor dev from your app's folder or pass --manifest <file>`);
   const m = loadManifest(file);
   const root = packageRoot(m.runtime.module, m.root);
   const src = join(root, 'src');
-  if (!existsSync(src)) throw new ReactorError(CliErrorCode.CliUsage, `reactor dev watches the app package's src/ folder, and ${src} does not exist (the package of ${m.runtime.module})`);
+  if (!existsSync(src))
+    throw new ReactorError(
+      CliErrorCode.CliUsage,
+      `reactor dev watches the app package's src/ folder, and ${src} does not exist (the package of ${m.runtime.module})`,
+    );
   const tsconfig = join(root, 'tsconfig.build.json');
   let tsc: string | undefined;
   if (existsSync(tsconfig)) {
     try {
       tsc = createRequire(join(root, 'package.json')).resolve('typescript/bin/tsc');
     } catch (err) {
-      throw new ReactorError(CliErrorCode.CliUsage, `reactor dev builds with tsc, and typescript is not installed for ${root}; add it: pnpm add -D typescript`, { cause: err });
+      throw new ReactorError(
+        CliErrorCode.CliUsage,
+        `reactor dev builds with tsc, and typescript is not installed for ${root}; add it: pnpm add -D typescript`,
+        { cause: err },
+      );
     }
   }
   // The server runs the `reactor` the app itself depends on, so that the app and the server share

@@ -22,7 +22,8 @@ export function checkNode(version = process.versions.node): DoctorCheck {
 }
 
 export function checkShm(needBytes: number | undefined, dir = '/dev/shm'): DoctorCheck {
-  if (!existsSync(dir)) return { name: 'shared memory', status: 'fail', detail: `${dir} does not exist`, fix: 'mount a tmpfs at /dev/shm (containers: --shm-size=1g)' };
+  if (!existsSync(dir))
+    return { name: 'shared memory', status: 'fail', detail: `${dir} does not exist`, fix: 'mount a tmpfs at /dev/shm (containers: --shm-size=1g)' };
   const s = statfsSync(dir);
   const free = s.bavail * s.bsize;
   const total = s.blocks * s.bsize;
@@ -30,7 +31,8 @@ export function checkShm(needBytes: number | undefined, dir = '/dev/shm'): Docto
   if (needBytes === undefined) return { name: 'shared memory', status: 'ok', detail: `${dir}: ${mb(free)} free of ${mb(total)}` };
   if (free < needBytes) {
     return {
-      name: 'shared memory', status: 'fail',
+      name: 'shared memory',
+      status: 'fail',
       detail: `${dir} has ${mb(free)} free of ${mb(total)}; the configured frames need ${mb(needBytes)}`,
       fix: `give the container more shared memory (docker run --shm-size=${Math.ceil((needBytes * 2) / 2 ** 30)}g) or lower what the app needs (its config: frame size, frames per chunk)`,
     };
@@ -43,7 +45,12 @@ export async function checkPort(host: string, port: number): Promise<DoctorCheck
   return new Promise((resolveCheck) => {
     const srv = createServer();
     srv.once('error', (err: NodeJS.ErrnoException) => {
-      resolveCheck({ name: 'port', status: 'fail', detail: `${host}:${port} is not available (${err.code ?? err.message})`, fix: `stop what is listening there, or pass --port <other>` });
+      resolveCheck({
+        name: 'port',
+        status: 'fail',
+        detail: `${host}:${port} is not available (${err.code ?? err.message})`,
+        fix: `stop what is listening there, or pass --port <other>`,
+      });
     });
     srv.listen(port, host, () => srv.close(() => resolveCheck({ name: 'port', status: 'ok', detail: `${host}:${port} is free` })));
   });
@@ -59,13 +66,22 @@ export async function runDoctor(manifest: Manifest, requirements: AppRequirement
   const checks: DoctorCheck[] = [checkNode(), checkShm(requirements.shmBytes)];
   const declared = manifest.model.gpu.count;
   if (gpuCount === 0) {
-    checks.push({ name: 'gpus', status: declared > 0 ? 'warn' : 'ok', detail: `no GPU visible${declared > 0 ? ` (${MANIFEST_FILE} declares ${declared}); ranks will run on CPU` : ''}` });
+    checks.push({
+      name: 'gpus',
+      status: declared > 0 ? 'warn' : 'ok',
+      detail: `no GPU visible${declared > 0 ? ` (${MANIFEST_FILE} declares ${declared}); ranks will run on CPU` : ''}`,
+    });
   } else {
     checks.push({ name: 'gpus', status: 'ok', detail: `${gpuCount} GPU(s) visible${declared > 0 ? `, ${declared} declared in ${MANIFEST_FILE}` : ''}` });
   }
   const ws = requirements.worldSize;
   if (ws !== undefined && requirements.usesGpu && gpuCount > 0 && ws > gpuCount) {
-    checks.push({ name: 'world size', status: 'fail', detail: `the app starts ${ws} ranks but ${gpuCount} GPU(s) are visible`, fix: `set worldSize to at most ${gpuCount} in the app config, or run ranks on CPU` });
+    checks.push({
+      name: 'world size',
+      status: 'fail',
+      detail: `the app starts ${ws} ranks but ${gpuCount} GPU(s) are visible`,
+      fix: `set worldSize to at most ${gpuCount} in the app config, or run ranks on CPU`,
+    });
   } else if (ws !== undefined) {
     checks.push({ name: 'world size', status: 'ok', detail: `${ws} rank(s)${requirements.usesGpu ? ' on GPUs' : ' on CPU'}` });
   }

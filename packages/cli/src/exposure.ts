@@ -33,7 +33,10 @@ export function originProblem(value: string): string | undefined {
 export function flagList(value: unknown): string[] | undefined {
   if (value === undefined) return undefined;
   const values = Array.isArray(value) ? value : [value];
-  return values.flatMap((v) => String(v).split(',')).map((v) => v.trim()).filter((v) => v !== '');
+  return values
+    .flatMap((v) => String(v).split(','))
+    .map((v) => v.trim())
+    .filter((v) => v !== '');
 }
 
 /**

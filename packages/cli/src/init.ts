@@ -56,7 +56,26 @@ const TEMPLATES_DIR = resolve(here, '../templates');
 /** The folder holding the framework packages (`packages/` of the checkout this CLI runs from). */
 const PACKAGES_DIR = resolve(here, '../..');
 
-const CORE_MODULES = new Set(['node_modules', 'favicon.ico', 'assert', 'buffer', 'child_process', 'crypto', 'events', 'fs', 'http', 'https', 'net', 'os', 'path', 'process', 'stream', 'url', 'util', 'zlib']);
+const CORE_MODULES = new Set([
+  'node_modules',
+  'favicon.ico',
+  'assert',
+  'buffer',
+  'child_process',
+  'crypto',
+  'events',
+  'fs',
+  'http',
+  'https',
+  'net',
+  'os',
+  'path',
+  'process',
+  'stream',
+  'url',
+  'util',
+  'zlib',
+]);
 
 /** Why `name` is not a valid npm package name, or undefined when it is. */
 export function packageNameProblem(name: string): string | undefined {
@@ -66,7 +85,8 @@ export function packageNameProblem(name: string): string | undefined {
   if (name.trim() !== name) return 'starts or ends with spaces';
   if (/^[._]/.test(name)) return 'starts with "." or "_"';
   if (CORE_MODULES.has(name)) return 'is a reserved name';
-  if (!/^(?:@[a-z0-9-~][a-z0-9-._~]*\/)?[a-z0-9-~][a-z0-9-._~]*$/.test(name)) return 'may only hold lower-case letters, digits, "-", ".", "_" and "~" (and one "@scope/" prefix)';
+  if (!/^(?:@[a-z0-9-~][a-z0-9-._~]*\/)?[a-z0-9-~][a-z0-9-._~]*$/.test(name))
+    return 'may only hold lower-case letters, digits, "-", ".", "_" and "~" (and one "@scope/" prefix)';
   return undefined;
 }
 
@@ -109,11 +129,20 @@ function checkInput(o: InitOptions): { target: string; name: string; template: I
   const name = o.name ?? basename(target);
   const problem = packageNameProblem(name);
   if (problem) {
-    fail(CliErrorCode.InitInvalidName, `"${name}" is not a valid npm package name: it ${problem}. ${o.name === undefined ? 'Name the folder differently or pass --name <name>' : 'Pass another --name'} (for example "${name.toLowerCase().replace(/[^a-z0-9-._~@/]+/g, '-').replace(/^[._]+/, '') || 'my-app'}")`);
+    fail(
+      CliErrorCode.InitInvalidName,
+      `"${name}" is not a valid npm package name: it ${problem}. ${o.name === undefined ? 'Name the folder differently or pass --name <name>' : 'Pass another --name'} (for example "${
+        name
+          .toLowerCase()
+          .replace(/[^a-z0-9-._~@/]+/g, '-')
+          .replace(/^[._]+/, '') || 'my-app'
+      }")`,
+    );
   }
   if (existsSync(target)) {
     if (!statSync(target).isDirectory()) fail(CliErrorCode.InitTargetExists, `${target} exists and is not a folder; pick another <dir>`);
-    if (readdirSync(target).length > 0) fail(CliErrorCode.InitTargetExists, `${target} is not empty; pick a new or empty folder (reactor init never writes over files)`);
+    if (readdirSync(target).length > 0)
+      fail(CliErrorCode.InitTargetExists, `${target} is not empty; pick a new or empty folder (reactor init never writes over files)`);
   }
   return { target, name, template, gpus };
 }
@@ -129,7 +158,9 @@ function copyTemplate(folder: string, to: string, vars: Record<string, string>):
   for (const entry of readdirSync(from, { recursive: true, withFileTypes: true })) {
     if (!entry.isFile()) continue;
     const src = join(entry.parentPath, entry.name);
-    const rel = relative(from, src).replace(/\.tmpl$/, '').replace(/(^|\/)gitignore$/, '$1.gitignore');
+    const rel = relative(from, src)
+      .replace(/\.tmpl$/, '')
+      .replace(/(^|\/)gitignore$/, '$1.gitignore');
     const dest = join(to, rel);
     mkdirSync(dirname(dest), { recursive: true });
     writeFileSync(dest, fill(readFileSync(src, 'utf8'), vars));
@@ -215,7 +246,11 @@ export async function initProject(o: InitOptions): Promise<InitResult> {
   const { target, name, template, gpus } = checkInput(o);
   const workspace = workspaceFor(target);
   const cls = classPrefix(name);
-  const modelName = name.replace(/^@[^/]+\//, '').replace(/[^a-z0-9._-]/g, '-').replace(/^[^a-z0-9]+/, '') || 'app';
+  const modelName =
+    name
+      .replace(/^@[^/]+\//, '')
+      .replace(/[^a-z0-9._-]/g, '-')
+      .replace(/^[^a-z0-9]+/, '') || 'app';
   const parent = dirname(target);
   let staging: string;
   try {
@@ -235,14 +270,20 @@ export async function initProject(o: InitOptions): Promise<InitResult> {
     copyTemplate(template, staging, vars);
     writeFileSync(join(staging, 'reactor.yaml'), manifestText(modelName, cls, gpus));
     const buildBase = workspace ? '../../tsconfig.base.json' : './tsconfig.json';
-    writeFileSync(join(staging, 'tsconfig.build.json'), json({ extends: buildBase, compilerOptions: { rootDir: 'src', outDir: 'dist', noEmit: false }, include: ['src'] }));
+    writeFileSync(
+      join(staging, 'tsconfig.build.json'),
+      json({ extends: buildBase, compilerOptions: { rootDir: 'src', outDir: 'dist', noEmit: false }, include: ['src'] }),
+    );
     const deps: Record<string, string> = {};
     const devDeps: Record<string, string> = {};
     if (workspace) {
       for (const p of FRAMEWORK_PACKAGES) (p === 'client' ? devDeps : deps)[`@reactor/${p}`] = 'workspace:*';
       for (const [k, v] of Object.entries(THIRD_PARTY.dependencies)) deps[k] = workspace ? 'catalog:' : v;
       for (const [k, v] of Object.entries(THIRD_PARTY.devDependencies)) devDeps[k] = workspace ? 'catalog:' : v;
-      writeFileSync(join(staging, 'tsconfig.json'), json({ extends: '../../tsconfig.base.json', compilerOptions: { rootDir: '.', noEmit: true, customConditions: ['source'] }, include: ['src', 'test'] }));
+      writeFileSync(
+        join(staging, 'tsconfig.json'),
+        json({ extends: '../../tsconfig.base.json', compilerOptions: { rootDir: '.', noEmit: true, customConditions: ['source'] }, include: ['src', 'test'] }),
+      );
     } else {
       const specs = await packFramework(join(staging, 'vendor'));
       for (const p of FRAMEWORK_PACKAGES) (p === 'client' ? devDeps : deps)[`@reactor/${p}`] = specs[`@reactor/${p}`]!;
@@ -271,7 +312,16 @@ export async function initProject(o: InitOptions): Promise<InitResult> {
     }
     writeFileSync(
       join(staging, 'package.json'),
-      json({ name, version: '0.1.0', private: true, type: 'module', engines: { node: '>=20.19' }, scripts: SCRIPTS, dependencies: sorted(deps), devDependencies: sorted(devDeps) }),
+      json({
+        name,
+        version: '0.1.0',
+        private: true,
+        type: 'module',
+        engines: { node: '>=20.19' },
+        scripts: SCRIPTS,
+        dependencies: sorted(deps),
+        devDependencies: sorted(devDeps),
+      }),
     );
     chmodSync(staging, 0o755);
     renameSync(staging, target);
@@ -280,7 +330,8 @@ export async function initProject(o: InitOptions): Promise<InitResult> {
     if (err instanceof ReactorError) throw err;
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'EACCES' || code === 'EPERM') fail(CliErrorCode.InitNotWritable, `cannot write ${target} (${code}): ${(err as Error).message}`, err);
-    if (code === 'ENOTEMPTY' || code === 'EEXIST') fail(CliErrorCode.InitTargetExists, `${target} was filled while reactor init wrote the project; pick a new or empty folder`, err);
+    if (code === 'ENOTEMPTY' || code === 'EEXIST')
+      fail(CliErrorCode.InitTargetExists, `${target} was filled while reactor init wrote the project; pick a new or empty folder`, err);
     fail(CliErrorCode.InitFailed, `writing ${target} failed: ${(err as Error).message}`, err);
   }
   const from = relative(o.cwd ?? process.cwd(), target) || '.';

@@ -18,7 +18,8 @@ const logger = consoleLogger({ name: 'reactor', level: levelFromEnv(), sink: { d
 
 const cli = cac('reactor');
 const common = (c: ReturnType<typeof cli.command>) =>
-  c.option('--manifest <file>', 'reactor.yaml to read (default: ./reactor.yaml or the nearest parent)')
+  c
+    .option('--manifest <file>', 'reactor.yaml to read (default: ./reactor.yaml or the nearest parent)')
     .option('--config <file>', "the app's config file handed to load() (default: runtime.config)");
 
 common(cli.command('run', 'Load the app and serve it (viewer, WebSocket, /schema, /health, /metrics)'))
@@ -34,12 +35,14 @@ common(cli.command('doctor', 'Check this machine for the app before loading any 
   .option('--host <host>', 'interface to check')
   .option('--port <port>', 'port to check')
   .action((o: CliOptions) => doctorCommand(o, logger));
-cli.command('init [dir]', 'Write a new app project into <dir> (an app under apps/ inside this workspace)')
+cli
+  .command('init [dir]', 'Write a new app project into <dir> (an app under apps/ inside this workspace)')
   .option('--template <name>', 'minimal | video (default: minimal)')
   .option('--gpus <n>', 'GPUs the app declares in reactor.yaml (default: 1)')
   .option('--name <name>', 'npm package name (default: the folder name)')
   .action((dir: string | undefined, o: { template?: string; gpus?: string; name?: string }) => initCommand(dir, o));
-cli.command('types', "Print the app's client types (for connect<T>() of @reactor/client) as TypeScript")
+cli
+  .command('types', "Print the app's client types (for connect<T>() of @reactor/client) as TypeScript")
   .option('--manifest <file>', 'reactor.yaml to read (default: ./reactor.yaml or the nearest parent)')
   .option('--url <server>', "read the schema from a running server's GET /schema instead")
   .option('--token <token>', 'the access token of --url (also REACTOR_TOKEN)')

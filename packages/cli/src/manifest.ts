@@ -7,7 +7,19 @@ import { readFileSync, existsSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { plainToInstance, Type } from 'class-transformer';
 import {
-  IsArray, IsDefined, IsIn, IsInt, IsOptional, IsString, Matches, Max, MaxLength, Min, MinLength, ValidateNested, validateSync,
+  IsArray,
+  IsDefined,
+  IsIn,
+  IsInt,
+  IsOptional,
+  IsString,
+  Matches,
+  Max,
+  MaxLength,
+  Min,
+  MinLength,
+  ValidateNested,
+  validateSync,
   type ValidationError,
 } from 'class-validator';
 import { parse as parseYaml } from 'yaml';
@@ -20,7 +32,10 @@ export const MANIFEST_FILE = 'reactor.yaml';
 
 /** Thrown for a missing, unreadable or invalid `reactor.yaml`; the message lists every bad key. */
 export class ManifestError extends ReactorError {
-  constructor(message: string, readonly problems: string[] = []) {
+  constructor(
+    message: string,
+    readonly problems: string[] = [],
+  ) {
     super(CliErrorCode.ManifestInvalid, message);
   }
 }
@@ -113,7 +128,9 @@ export function loadManifest(file: string): Manifest {
   try {
     text = readFileSync(path, 'utf8');
   } catch (err) {
-    throw new ManifestError(`cannot read ${path}: ${(err as Error).message}. Run reactor from the folder that holds ${MANIFEST_FILE} (or below it), or pass --manifest <file>.`);
+    throw new ManifestError(
+      `cannot read ${path}: ${(err as Error).message}. Run reactor from the folder that holds ${MANIFEST_FILE} (or below it), or pass --manifest <file>.`,
+    );
   }
   let raw: unknown;
   try {

@@ -26,7 +26,11 @@ function newestSource(dir: string): { path: string; mtimeMs: number } | undefine
   }
   for (const e of entries) {
     const path = join(dir, e.name);
-    const found = e.isDirectory() ? newestSource(path) : SOURCE.test(e.name) && !e.name.endsWith('.d.ts') ? { path, mtimeMs: statSync(path).mtimeMs } : undefined;
+    const found = e.isDirectory()
+      ? newestSource(path)
+      : SOURCE.test(e.name) && !e.name.endsWith('.d.ts')
+        ? { path, mtimeMs: statSync(path).mtimeMs }
+        : undefined;
     if (found && (!newest || found.mtimeMs > newest.mtimeMs)) newest = found;
   }
   return newest;

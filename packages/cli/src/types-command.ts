@@ -66,7 +66,10 @@ function tsType(s: JsonSchema | undefined, pad: string, allRequired = false): st
 
 function objectType(s: JsonSchema, pad: string, allRequired: boolean): string {
   const props = Object.entries(s.properties ?? {});
-  if (props.length === 0) return s.additionalProperties === false || s.additionalProperties === undefined ? 'Record<string, never>' : `Record<string, ${tsType(s.additionalProperties as JsonSchema, pad)}>`;
+  if (props.length === 0)
+    return s.additionalProperties === false || s.additionalProperties === undefined
+      ? 'Record<string, never>'
+      : `Record<string, ${tsType(s.additionalProperties as JsonSchema, pad)}>`;
   const required = new Set(s.required ?? []);
   const inner = `${pad}  `;
   const lines = props.map(([k, v]) => `${comment(v.description, inner)}${inner}${key(k)}${allRequired || required.has(k) ? '' : '?'}: ${tsType(v, inner)};\n`);
@@ -123,9 +126,17 @@ async function fetchSchema(url: string, token: string | undefined): Promise<Type
   try {
     res = await fetch(u);
   } catch (err) {
-    throw new ReactorError(CliErrorCode.SchemaUnavailable, `cannot reach ${u.origin}: ${(err as Error).message}; is the app running (reactor run) at that address?`, { cause: err });
+    throw new ReactorError(
+      CliErrorCode.SchemaUnavailable,
+      `cannot reach ${u.origin}: ${(err as Error).message}; is the app running (reactor run) at that address?`,
+      { cause: err },
+    );
   }
-  if (!res.ok) throw new ReactorError(CliErrorCode.SchemaUnavailable, `GET ${u.origin}${u.pathname} answered ${res.status}${res.status === 401 ? ': pass --token <token>' : ''}`);
+  if (!res.ok)
+    throw new ReactorError(
+      CliErrorCode.SchemaUnavailable,
+      `GET ${u.origin}${u.pathname} answered ${res.status}${res.status === 401 ? ': pass --token <token>' : ''}`,
+    );
   return (await res.json()) as TypesSchema;
 }
 
@@ -135,7 +146,10 @@ export async function typesCommand(o: TypesOptions, logger: Logger): Promise<voi
   if (o.url !== undefined) schema = await fetchSchema(String(o.url), o.token ?? process.env['REACTOR_TOKEN']);
   else {
     const file = o.manifest ?? findManifest();
-    if (!file) throw new ManifestError(`no ${MANIFEST_FILE} in ${process.cwd()} or its parents; run reactor from your app's folder, pass --manifest <file>, or --url <server>`);
+    if (!file)
+      throw new ManifestError(
+        `no ${MANIFEST_FILE} in ${process.cwd()} or its parents; run reactor from your app's folder, pass --manifest <file>, or --url <server>`,
+      );
     const App = await importApp(loadManifest(file), { logger });
     const host = new AppHost(App, { logger });
     schema = host.schema as TypesSchema;

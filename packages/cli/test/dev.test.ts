@@ -18,7 +18,9 @@ const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(n
 
 function run(cmd: string, args: string[], cwd: string): Promise<{ code: number; out: string }> {
   return new Promise((done) => {
-    execFile(cmd, args, { cwd, env }, (err, stdout, stderr) => done({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, out: `${stdout}${stderr}` }));
+    execFile(cmd, args, { cwd, env }, (err, stdout, stderr) =>
+      done({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, out: `${stdout}${stderr}` }),
+    );
   });
 }
 
@@ -43,7 +45,7 @@ function descendants(pid: number): number[] {
     }
   }
   const out: number[] = [];
-  for (let todo = [pid]; todo.length > 0; ) {
+  for (let todo = [pid]; todo.length > 0;) {
     todo = todo.flatMap((p) => children.get(p) ?? []);
     out.push(...todo);
   }

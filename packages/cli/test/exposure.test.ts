@@ -16,8 +16,10 @@ describe('allowed hosts and origins', () => {
   });
 
   it('accepts http(s) origins with an optional port and *; refuses a path, another scheme or a bare name', () => {
-    for (const ok of ['https://app.example.com', 'http://localhost:5173', 'https://app.example.com/', '*', 'HTTPS://App.Example.com']) expect(originProblem(ok)).toBeUndefined();
-    for (const bad of ['app.example.com', 'https://app.example.com/page', 'ftp://x.example', 'https://']) expect(originProblem(bad)).toMatch(/is not an origin: give scheme, host and optional port/);
+    for (const ok of ['https://app.example.com', 'http://localhost:5173', 'https://app.example.com/', '*', 'HTTPS://App.Example.com'])
+      expect(originProblem(ok)).toBeUndefined();
+    for (const bad of ['app.example.com', 'https://app.example.com/page', 'ftp://x.example', 'https://'])
+      expect(originProblem(bad)).toMatch(/is not an origin: give scheme, host and optional port/);
   });
 
   it('splits repeated and comma-separated flag values', () => {

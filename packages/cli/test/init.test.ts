@@ -23,9 +23,14 @@ interface Run {
 
 function reactor(args: string[], options: { cwd?: string; uid?: number; gid?: number } = {}): Promise<Run> {
   return new Promise((done) => {
-    execFile(process.execPath, [bin, ...args], { cwd: options.cwd ?? scratch, ...(options.uid !== undefined && { uid: options.uid, gid: options.gid }) }, (err, stdout, stderr) => {
-      done({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      [bin, ...args],
+      { cwd: options.cwd ?? scratch, ...(options.uid !== undefined && { uid: options.uid, gid: options.gid }) },
+      (err, stdout, stderr) => {
+        done({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -42,7 +47,24 @@ describe('reactor init', () => {
     const dir = join(scratch, `proj-${template}`);
     expect(r.stdout).toContain(`Created proj-${template} (template ${template}) in ${dir}`);
     const files = tree(dir);
-    for (const f of ['README.md', 'config.yaml', 'package.json', 'pnpm-workspace.yaml', 'reactor.yaml', 'src/app.ts', 'src/app-types.ts', 'src/index.ts', 'test/app-types.test.ts', 'src/worker.ts', 'test/protocol.test.ts', 'test/runner.test.ts', 'tsconfig.build.json', 'tsconfig.json', 'vitest.config.ts', '.gitignore']) {
+    for (const f of [
+      'README.md',
+      'config.yaml',
+      'package.json',
+      'pnpm-workspace.yaml',
+      'reactor.yaml',
+      'src/app.ts',
+      'src/app-types.ts',
+      'src/index.ts',
+      'test/app-types.test.ts',
+      'src/worker.ts',
+      'test/protocol.test.ts',
+      'test/runner.test.ts',
+      'tsconfig.build.json',
+      'tsconfig.json',
+      'vitest.config.ts',
+      '.gitignore',
+    ]) {
       expect(files).toContain(f);
     }
     expect(files.filter((f) => f.startsWith('vendor/')).sort()).toEqual(
@@ -70,7 +92,10 @@ describe('reactor init', () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('a workspace app');
     const dir = join(ws, 'apps/my-app');
-    const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { dependencies: Record<string, string>; devDependencies: Record<string, string> };
+    const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as {
+      dependencies: Record<string, string>;
+      devDependencies: Record<string, string>;
+    };
     expect(pkg.dependencies).toMatchObject({ '@reactor/runtime': 'workspace:*', '@reactor/distributed': 'workspace:*', 'class-validator': 'catalog:' });
     expect(pkg.devDependencies).toMatchObject({ '@reactor/client': 'workspace:*', vitest: 'catalog:' });
     expect(existsSync(join(dir, 'vendor'))).toBe(false);
@@ -95,7 +120,9 @@ describe('reactor init', () => {
     const before = readdirSync(scratch).sort();
     const fromFolder = await reactor(['init', 'My App']);
     expect(fromFolder.code).toBe(1);
-    expect(fromFolder.stderr).toMatch(/"My App" is not a valid npm package name: it has upper-case letters\. Name the folder differently or pass --name <name> .*\[init_invalid_name\]/);
+    expect(fromFolder.stderr).toMatch(
+      /"My App" is not a valid npm package name: it has upper-case letters\. Name the folder differently or pass --name <name> .*\[init_invalid_name\]/,
+    );
     const fromFlag = await reactor(['init', 'ok-folder', '--name', '_private']);
     expect(fromFlag.code).toBe(1);
     expect(fromFlag.stderr).toMatch(/"_private" is not a valid npm package name: it starts with "\." or "_"\. Pass another --name .*\[init_invalid_name\]/);

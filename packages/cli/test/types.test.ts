@@ -19,7 +19,9 @@ const bin = resolve(here, '../dist/main.js');
 
 function reactor(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((done) => {
-    execFile(process.execPath, [bin, ...args], { cwd: repo }, (err, stdout, stderr) => done({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr }));
+    execFile(process.execPath, [bin, ...args], { cwd: repo }, (err, stdout, stderr) =>
+      done({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
   });
 }
 
@@ -75,11 +77,15 @@ describe('reactor types', () => {
     });
     const r = await reactor(['types', '--url', `http://127.0.0.1:${port}`]);
     expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(new RegExp(`cannot reach http://127.0.0.1:${port}: .*is the app running \\(reactor run\\) at that address\\? \\[schema_unavailable\\]`));
+    expect(r.stderr).toMatch(
+      new RegExp(`cannot reach http://127.0.0.1:${port}: .*is the app running \\(reactor run\\) at that address\\? \\[schema_unavailable\\]`),
+    );
     expect(r.stdout).toBe('');
   });
 
   it('refuses a type name that is not an identifier', () => {
-    expect(() => schemaToTypes({ app: { name: 'x', version: '1' }, protocol: 1, state: {}, commands: [], messages: [], tracks: [] }, 'my types')).toThrow(/--name must be a TypeScript identifier/);
+    expect(() => schemaToTypes({ app: { name: 'x', version: '1' }, protocol: 1, state: {}, commands: [], messages: [], tracks: [] }, 'my types')).toThrow(
+      /--name must be a TypeScript identifier/,
+    );
   });
 });

@@ -221,7 +221,9 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
   send(name: string, params?: Record<string, unknown>, options: SendOptions = {}): Promise<unknown> {
     const ws = this.#ws;
     if (this.#state !== 'open' || !ws || ws.readyState !== OPEN) {
-      return Promise.reject(new ConnectionError(ClientErrorCode.NotConnected, `cannot send "${name}": the client is ${this.#state}; wait for the "status" event with state "open"`));
+      return Promise.reject(
+        new ConnectionError(ClientErrorCode.NotConnected, `cannot send "${name}": the client is ${this.#state}; wait for the "status" event with state "open"`),
+      );
     }
     if (options.signal?.aborted) return Promise.reject(options.signal.reason);
     const id = String(this.#nextId++);
@@ -358,7 +360,12 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
         signal?.removeEventListener('abort', onAbort);
         if (!welcomed) {
           const why = lastError || `closed with code ${ev.code}${ev.reason ? ` (${ev.reason})` : ''}`;
-          reject(new ConnectionError(ClientErrorCode.ConnectionFailed, `cannot connect to ${redact(this.#wsUrl)}: ${why}. A 401 means a missing or wrong token, a 403 a disallowed origin`));
+          reject(
+            new ConnectionError(
+              ClientErrorCode.ConnectionFailed,
+              `cannot connect to ${redact(this.#wsUrl)}: ${why}. A 401 means a missing or wrong token, a 403 a disallowed origin`,
+            ),
+          );
           return;
         }
         this.#onClose(ev.code, ev.reason);
@@ -439,7 +446,9 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
   }
 
   #onClose(code: number, reason: string): void {
-    this.#rejectPending(new ConnectionError(ClientErrorCode.ConnectionLost, `the connection dropped (code ${code}${reason ? `, ${reason}` : ''}) before the reply arrived`));
+    this.#rejectPending(
+      new ConnectionError(ClientErrorCode.ConnectionLost, `the connection dropped (code ${code}${reason ? `, ${reason}` : ''}) before the reply arrived`),
+    );
     if (this.#closedByUser) return;
     if (!this.#reconnect) {
       this.#setState({ state: 'closed', reason: `closed by the server (code ${code}${reason ? `, ${reason}` : ''})` });

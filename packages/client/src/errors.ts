@@ -53,7 +53,10 @@ export class CommandFailedError extends ReactorClientError {
 /** No reply arrived within `timeoutMs` (code `command_timeout`). The command may still run. */
 export class CommandTimeoutError extends ReactorClientError {
   constructor(command: string, timeoutMs: number) {
-    super(ClientErrorCode.CommandTimeout, `command "${command}" got no reply within ${timeoutMs} ms; the server may still run it. Raise timeoutMs or check the server's step time`);
+    super(
+      ClientErrorCode.CommandTimeout,
+      `command "${command}" got no reply within ${timeoutMs} ms; the server may still run it. Raise timeoutMs or check the server's step time`,
+    );
   }
 }
 
@@ -67,6 +70,9 @@ export class ConnectionError extends ReactorClientError {}
 /** The server speaks another protocol version (code `protocol_mismatch`). */
 export class ProtocolMismatchError extends ReactorClientError {
   constructor(server: number, client: number) {
-    super(ClientErrorCode.ProtocolMismatch, `server speaks protocol version ${server}, this client speaks ${client}; upgrade @reactor/client to match the server`);
+    super(
+      ClientErrorCode.ProtocolMismatch,
+      `server speaks protocol version ${server}, this client speaks ${client}; upgrade @reactor/client to match the server`,
+    );
   }
 }

@@ -160,15 +160,7 @@ export interface FlushMessage {
   nextSeq: number;
 }
 
-export type ServerMessage =
-  | WelcomeMessage
-  | ReplyMessage
-  | ErrorMessage
-  | AppMessage
-  | StateMessage
-  | SessionMessage
-  | StatsMessage
-  | FlushMessage;
+export type ServerMessage = WelcomeMessage | ReplyMessage | ErrorMessage | AppMessage | StateMessage | SessionMessage | StatsMessage | FlushMessage;
 
 /**
  * Error codes the framework itself sends in `error` messages on the WebSocket; apps add their
@@ -282,7 +274,8 @@ export class FrameDecodeError extends Error {
 
 /** Decodes a binary frame; the payload is a view into `bytes`. */
 export function decodeFrame(bytes: Uint8Array): DecodedFrame {
-  if (bytes.byteLength < FRAME_HEADER_BYTES) throw new FrameDecodeError(`binary frame of ${bytes.byteLength} bytes is shorter than its ${FRAME_HEADER_BYTES}-byte header`);
+  if (bytes.byteLength < FRAME_HEADER_BYTES)
+    throw new FrameDecodeError(`binary frame of ${bytes.byteLength} bytes is shorter than its ${FRAME_HEADER_BYTES}-byte header`);
   const v = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   if (v.getUint8(0) !== FRAME_MAGIC) throw new FrameDecodeError('binary message is not a Reactor frame (bad magic byte)');
   const version = v.getUint8(1);

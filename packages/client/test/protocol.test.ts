@@ -10,7 +10,15 @@ function frame(header: Uint8Array, payload: Uint8Array): Uint8Array {
 
 describe('binary frame codec', () => {
   it('round-trips every header field, metadata and the payload (as a view, no copy)', () => {
-    const h = encodeFrameHeader({ encoding: FrameEncoding.Jpeg, track: 3, seq: 4_000_000_001, ptsMs: 1234.5, width: 640, height: 360, metadata: { chunk: 7, note: 'é' } });
+    const h = encodeFrameHeader({
+      encoding: FrameEncoding.Jpeg,
+      track: 3,
+      seq: 4_000_000_001,
+      ptsMs: 1234.5,
+      width: 640,
+      height: 360,
+      metadata: { chunk: 7, note: 'é' },
+    });
     const bytes = frame(h, new Uint8Array([0xff, 0xd8, 1, 2]));
     const f = decodeFrame(bytes);
     expect(f).toMatchObject({ encoding: 0, track: 3, seq: 4_000_000_001, ptsMs: 1234.5, width: 640, height: 360, metadata: { chunk: 7, note: 'é' } });

@@ -189,11 +189,9 @@ export class SharedMemoryCapacityError extends DistributedError {
  */
 export class RunnerUnusableError extends DistributedError {
   constructor(operation: string, reason: string, cause?: unknown) {
-    super(
-      DistributedErrorCode.RunnerUnusable,
-      `Cannot ${operation}: the runner is unusable (${reason}). Shut it down and construct a new DistributedRunner.`,
-      { cause },
-    );
+    super(DistributedErrorCode.RunnerUnusable, `Cannot ${operation}: the runner is unusable (${reason}). Shut it down and construct a new DistributedRunner.`, {
+      cause,
+    });
   }
 }
 

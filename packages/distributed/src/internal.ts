@@ -6,13 +6,7 @@
 export { assignDevices, rankEnvironment } from './runner/devices.js';
 export type { DeviceAssignment, VulkanBinding } from './runner/devices.js';
 export { gpuCountFromEnv, machineGpuCount } from './runner/gpu-count.js';
-export {
-  DEVICE_SELECT_LAYER,
-  driPrimeTag,
-  findDeviceSelectLayer,
-  nvidiaPciAddresses,
-  vulkanDeviceSelectEnv,
-} from './runner/vulkan-device-select.js';
+export { DEVICE_SELECT_LAYER, driPrimeTag, findDeviceSelectLayer, nvidiaPciAddresses, vulkanDeviceSelectEnv } from './runner/vulkan-device-select.js';
 export type { DeviceSelectLayer } from './runner/vulkan-device-select.js';
 export { WORKER_PROCESS_TRANSITIONS, WorkerProcess } from './process/worker-process.js';
 export type { WorkerProcessState } from './process/worker-process.js';

@@ -135,13 +135,7 @@ export interface FatalMessage {
   t: 'fatal';
   error: WireError;
 }
-export type ChildMessage =
-  | LoadedMessage
-  | LoadFailedMessage
-  | ResultMessage
-  | CallFailedMessage
-  | CollectiveMessage
-  | FatalMessage;
+export type ChildMessage = LoadedMessage | LoadFailedMessage | ResultMessage | CallFailedMessage | CollectiveMessage | FatalMessage;
 
 const PARENT_TAGS = new Set(['init', 'call', 'cancel', 'collGo', 'exit']);
 const CHILD_TAGS = new Set(['loaded', 'loadFailed', 'result', 'failed', 'coll', 'fatal']);

@@ -79,7 +79,9 @@ describe('Collectives', () => {
     const err = await runner.generate({ op: 'skipOnRank0' }).catch((e: unknown) => e);
     expect(performance.now() - t0).toBeLessThan(5_000);
     expect(err).toBeInstanceOf(RankDesyncError);
-    expect((err as Error).message.split('\n')[0]).toMatch(/^Ranks disagreed in generate\(\): rank 0 finished generate\(\) while ranks? [12](, [12])? waits? for it in barrier\(\) \(collective #1\)\.$/);
+    expect((err as Error).message.split('\n')[0]).toMatch(
+      /^Ranks disagreed in generate\(\): rank 0 finished generate\(\) while ranks? [12](, [12])? waits? for it in barrier\(\) \(collective #1\)\.$/,
+    );
     await runner.shutdown();
     expectNothingLeft(runner);
   });
@@ -101,7 +103,9 @@ describe('Collectives', () => {
     const runner = track(new DistributedRunner(CollectivesWorker, { worldSize: 2, loadArgs: { skipBarrierOn: 1 }, logger: quiet }));
     const err = await runner.start().catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RankDesyncError);
-    expect((err as Error).message.split('\n')[0]).toBe('Ranks disagreed in start(): rank 1 finished load() while rank 0 waits for it in barrier() (collective #0).');
+    expect((err as Error).message.split('\n')[0]).toBe(
+      'Ranks disagreed in start(): rank 1 finished load() while rank 0 waits for it in barrier() (collective #0).',
+    );
     expectNothingLeft(runner);
   });
 
@@ -117,7 +121,9 @@ describe('Collectives', () => {
     const err = await runner.generate({ op: 'badReceive' }).catch((e: unknown) => e);
     // rank 0 (root) succeeds, rank 1 fails: the ranks disagree.
     expect(err).toBeInstanceOf(RankDesyncError);
-    expect(((err as Error).cause as Error).message).toMatchInlineSnapshot(`"broadcast(): rank 1 passed a Float32Array(2) to receive rank 0's Float32Array(4); pass an array of the same type and length."`);
+    expect(((err as Error).cause as Error).message).toMatchInlineSnapshot(
+      `"broadcast(): rank 1 passed a Float32Array(2) to receive rank 0's Float32Array(4); pass an array of the same type and length."`,
+    );
   });
 
   it('a bad root is a CollectiveError on every rank (healthy)', async () => {

@@ -30,8 +30,19 @@ describe('RankLoop', () => {
     const { sent, exits, loop, input } = harness();
     try {
       await loop.handle({
-        t: 'init', version: PROTOCOL_VERSION, rank: 0, worldSize: 1, device: 'cpu', moduleUrl: echoUrl, exportName: 'EchoWorker',
-        prefix, backend: 'native', maxShmBytes: null, args: toPayload(encodeValue({ k: 'v' }), input), faults: [], verifyInputs: false,
+        t: 'init',
+        version: PROTOCOL_VERSION,
+        rank: 0,
+        worldSize: 1,
+        device: 'cpu',
+        moduleUrl: echoUrl,
+        exportName: 'EchoWorker',
+        prefix,
+        backend: 'native',
+        maxShmBytes: null,
+        args: toPayload(encodeValue({ k: 'v' }), input),
+        faults: [],
+        verifyInputs: false,
       });
       expect(sent).toEqual([{ t: 'loaded' }]);
       await loop.handle({ t: 'call', id: 1, op: 'generate', collSeq: 0, input: toPayload(encodeValue({ payloadBytes: 4096 }), input) });
@@ -56,7 +67,10 @@ describe('RankLoop', () => {
   it('reports an unknown message as a fatal ProtocolError and exits', async () => {
     const { sent, exits, loop } = harness();
     await loop.handle({ t: 'bogus' });
-    expect(sent[0]).toMatchObject({ t: 'fatal', error: { type: 'ProtocolError', message: 'Rank received an unknown message from the parent: {"t":"bogus"}.' } });
+    expect(sent[0]).toMatchObject({
+      t: 'fatal',
+      error: { type: 'ProtocolError', message: 'Rank received an unknown message from the parent: {"t":"bogus"}.' },
+    });
     expect(exits).toEqual([1]);
   });
 
@@ -64,8 +78,19 @@ describe('RankLoop', () => {
     const { sent, loop, input } = harness();
     try {
       await loop.handle({
-        t: 'init', version: PROTOCOL_VERSION, rank: 0, worldSize: 1, device: 'cpu', moduleUrl: echoUrl, exportName: 'Nope',
-        prefix, backend: 'native', maxShmBytes: null, args: toPayload(encodeValue(null), input), faults: [], verifyInputs: false,
+        t: 'init',
+        version: PROTOCOL_VERSION,
+        rank: 0,
+        worldSize: 1,
+        device: 'cpu',
+        moduleUrl: echoUrl,
+        exportName: 'Nope',
+        prefix,
+        backend: 'native',
+        maxShmBytes: null,
+        args: toPayload(encodeValue(null), input),
+        faults: [],
+        verifyInputs: false,
       });
       expect(sent[0]).toMatchObject({ t: 'loadFailed', error: { type: 'TypeError' } });
     } finally {
@@ -77,8 +102,19 @@ describe('RankLoop', () => {
   describe('state machine', () => {
     function init(input: SegmentWriter, faults: unknown[] = []) {
       return {
-        t: 'init', version: PROTOCOL_VERSION, rank: 0, worldSize: 1, device: 'cpu', moduleUrl: echoUrl, exportName: 'EchoWorker',
-        prefix, backend: 'native', maxShmBytes: null, args: toPayload(encodeValue(null), input), faults, verifyInputs: false,
+        t: 'init',
+        version: PROTOCOL_VERSION,
+        rank: 0,
+        worldSize: 1,
+        device: 'cpu',
+        moduleUrl: echoUrl,
+        exportName: 'EchoWorker',
+        prefix,
+        backend: 'native',
+        maxShmBytes: null,
+        args: toPayload(encodeValue(null), input),
+        faults,
+        verifyInputs: false,
       };
     }
 
@@ -110,7 +146,10 @@ describe('RankLoop', () => {
         await loop.handle(init(input));
         expect(loop.state).toBe('ready');
         await loop.handle(init(input));
-        expect(sent[1]).toMatchObject({ t: 'fatal', error: { type: 'IllegalTransitionError', message: 'RankLoop(rank 0): illegal state transition ready -> loading.' } });
+        expect(sent[1]).toMatchObject({
+          t: 'fatal',
+          error: { type: 'IllegalTransitionError', message: 'RankLoop(rank 0): illegal state transition ready -> loading.' },
+        });
         expect(exits).toEqual([1]);
       } finally {
         input.dispose();
@@ -134,7 +173,12 @@ describe('RankLoop', () => {
     it('injects the crash and stall faults at the chosen call through its I/O', async () => {
       const h = harness();
       try {
-        await h.loop.handle(init(h.input, [{ rank: 0, call: 2, kind: 'stall' }, { rank: 0, call: 3, kind: 'crash' }]));
+        await h.loop.handle(
+          init(h.input, [
+            { rank: 0, call: 2, kind: 'stall' },
+            { rank: 0, call: 3, kind: 'crash' },
+          ]),
+        );
         await h.loop.handle({ t: 'call', id: 1, op: 'generate', collSeq: 0, input: null });
         expect(h.stops()).toBe(0);
         await h.loop.handle({ t: 'call', id: 2, op: 'generate', collSeq: 0, input: null });

@@ -28,7 +28,9 @@ describe('DistributedRunner', () => {
       }
       const err = errorOf(() => new DistributedRunner(NoReset as never, { worldSize: 1 }));
       expect(err).toBeInstanceOf(TypeError);
-      expect(err.message).toMatchInlineSnapshot(`"Worker class NoReset has no reset() method. A DistributedWorker implements load(args), generate(input) and reset()."`);
+      expect(err.message).toMatchInlineSnapshot(
+        `"Worker class NoReset has no reset() method. A DistributedWorker implements load(args), generate(input) and reset()."`,
+      );
     });
 
     it('rejects a class that does not say where its module is', () => {
@@ -40,7 +42,9 @@ describe('DistributedRunner', () => {
       // @ts-expect-error moduleUrl is required by the types, and checked at run time for JavaScript callers
       const err = errorOf(() => new DistributedRunner(Nowhere, { worldSize: 1 }));
       expect(err).toBeInstanceOf(TypeError);
-      expect(err.message).toMatchInlineSnapshot(`"Worker class Nowhere does not say where its module is, so a rank process cannot load it. Add \`static moduleUrl = import.meta.url;\` to the class and export the class from that module."`);
+      expect(err.message).toMatchInlineSnapshot(
+        `"Worker class Nowhere does not say where its module is, so a rank process cannot load it. Add \`static moduleUrl = import.meta.url;\` to the class and export the class from that module."`,
+      );
     });
 
     it('rejects a TypeScript worker whose compiled sibling is missing, naming the fix', () => {
@@ -56,7 +60,9 @@ describe('DistributedRunner', () => {
       }
       const err = errorOf(() => new DistributedRunner(MyWorker, { worldSize: 1 }));
       expect(err).toBeInstanceOf(TypeError);
-      expect(err.message.replaceAll(dir, '<dir>')).toMatchInlineSnapshot(`"MyWorker is defined in TypeScript (<dir>/src/my-worker.ts); rank processes run its compiled sibling <dir>/dist/my-worker.js, which does not exist. Build the package (pnpm build), or point MyWorker.moduleUrl at compiled JavaScript."`);
+      expect(err.message.replaceAll(dir, '<dir>')).toMatchInlineSnapshot(
+        `"MyWorker is defined in TypeScript (<dir>/src/my-worker.ts); rank processes run its compiled sibling <dir>/dist/my-worker.js, which does not exist. Build the package (pnpm build), or point MyWorker.moduleUrl at compiled JavaScript."`,
+      );
     });
 
     it('rejects a TypeScript worker outside a src/ folder (nothing to map to compiled JS)', () => {
@@ -82,7 +88,9 @@ describe('DistributedRunner', () => {
       const { EchoWorker } = await fixture('echo');
       const err = errorOf(() => new DistributedRunner(EchoWorker, { worldSize: 1, loadArgs: { onFrame: () => 1 } }));
       expect(err).toBeInstanceOf(TypeError);
-      expect(err.message).toMatchInlineSnapshot(`"options.loadArgs cannot be sent to a rank process: () => 1 could not be cloned. Pass plain data (objects, arrays, strings, numbers, typed arrays); build functions, sockets and handles inside load()."`);
+      expect(err.message).toMatchInlineSnapshot(
+        `"options.loadArgs cannot be sent to a rank process: () => 1 could not be cloned. Pass plain data (objects, arrays, strings, numbers, typed arrays); build functions, sockets and handles inside load()."`,
+      );
     });
 
     it('rejects more ranks than GPUs unless CPU ranks are asked for', async () => {
@@ -92,7 +100,9 @@ describe('DistributedRunner', () => {
       try {
         const err = errorOf(() => new DistributedRunner(EchoWorker, { worldSize: 2 }));
         expect(err).toBeInstanceOf(RangeError);
-        expect(err.message).toMatchInlineSnapshot(`"options.worldSize is 2 but this machine has 1 GPU: each rank needs its own GPU. Lower worldSize to at most 1, or pass devices: 'cpu' to run the ranks on CPU."`);
+        expect(err.message).toMatchInlineSnapshot(
+          `"options.worldSize is 2 but this machine has 1 GPU: each rank needs its own GPU. Lower worldSize to at most 1, or pass devices: 'cpu' to run the ranks on CPU."`,
+        );
         expect(() => new DistributedRunner(EchoWorker, { worldSize: 2, devices: 'cpu' })).not.toThrow();
       } finally {
         if (before === undefined) delete process.env.REACTOR_GPU_COUNT;
@@ -129,7 +139,9 @@ describe('DistributedRunner', () => {
         (e: Error) => e,
       );
       expect(err).toBeInstanceOf(TypeError);
-      expect(err!.message).toMatch(/^Worker class HiddenWorker is not exported by its module .*not-exported\.mjs, so a rank process cannot load it\. Export it/);
+      expect(err!.message).toMatch(
+        /^Worker class HiddenWorker is not exported by its module .*not-exported\.mjs, so a rank process cannot load it\. Export it/,
+      );
       expect(runner.pids).toEqual([]);
     });
   });

@@ -141,7 +141,9 @@ describe('DistributedRunner', () => {
       const err = await runner.generate({}).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(WorkerStalledError);
       expect(err).toMatchObject({ code: 'worker_stalled', ranks: [1], phases: ['generate'], stallTimeoutMs: 800 });
-      expect((err as Error).message).toMatchInlineSnapshot(`"generate() stalled: rank 1 (in generate) made no progress for 800 ms and was killed (a stopped process, or synchronous code that blocks its event loop). The runner is unusable: shut it down and construct a new DistributedRunner (raise options.stallTimeoutMs if a step legitimately blocks that long)."`);
+      expect((err as Error).message).toMatchInlineSnapshot(
+        `"generate() stalled: rank 1 (in generate) made no progress for 800 ms and was killed (a stopped process, or synchronous code that blocks its event loop). The runner is unusable: shut it down and construct a new DistributedRunner (raise options.stallTimeoutMs if a step legitimately blocks that long)."`,
+      );
       await unhealthy;
       expect(runner.healthy).toBe(false);
       await runner.shutdown();
@@ -199,7 +201,12 @@ describe('DistributedRunner', () => {
     });
 
     it('throw: on every rank the InjectedFaultError is rethrown (healthy); on one rank it is a desync', async () => {
-      const every = await echo(2, { faults: [{ rank: 0, call: 1, kind: 'throw' }, { rank: 1, call: 1, kind: 'throw' }] });
+      const every = await echo(2, {
+        faults: [
+          { rank: 0, call: 1, kind: 'throw' },
+          { rank: 1, call: 1, kind: 'throw' },
+        ],
+      });
       const err = await every.runner.generate({}).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(InjectedFaultError);
       expect(err).toMatchObject({ code: 'injected_fault', rank: 0, message: 'injected fault: throw on rank 0 at generate() call 1' });
@@ -247,9 +254,9 @@ describe('DistributedRunner', () => {
       expect(() => new DistributedRunner(EchoWorker, { worldSize: 2, faults: [{ rank: 2, call: 1, kind: 'crash' }] })).toThrowErrorMatchingInlineSnapshot(
         `[RangeError: options.faults[0].rank must be a rank between 0 and 1, got 2.]`,
       );
-      expect(() => new DistributedRunner(EchoWorker, { worldSize: 2, faults: [{ rank: 0, call: 1, kind: 'melt' as never }] })).toThrowErrorMatchingInlineSnapshot(
-        `[RangeError: options.faults[0].kind must be one of crash, hang, throw, stall, shm_full, diverge, got "melt".]`,
-      );
+      expect(
+        () => new DistributedRunner(EchoWorker, { worldSize: 2, faults: [{ rank: 0, call: 1, kind: 'melt' as never }] }),
+      ).toThrowErrorMatchingInlineSnapshot(`[RangeError: options.faults[0].kind must be one of crash, hang, throw, stall, shm_full, diverge, got "melt".]`);
     });
   });
 

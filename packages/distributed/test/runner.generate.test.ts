@@ -1,12 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import {
-  DistributedRunner,
-  RankDesyncError,
-  RunnerUnusableError,
-  SharedMemoryCapacityError,
-  WorkerCrashedError,
-  WorkerTimeoutError,
-} from '../src/index.js';
+import { DistributedRunner, RankDesyncError, RunnerUnusableError, SharedMemoryCapacityError, WorkerCrashedError, WorkerTimeoutError } from '../src/index.js';
 import { expectNothingLeft, fixture, isAlive, quiet, useEchoRunners } from './helpers.js';
 
 describe('DistributedRunner', () => {
@@ -60,7 +53,9 @@ describe('DistributedRunner', () => {
       expect(runner.healthy).toBe(false);
       const again = await runner.generate({}).catch((e: unknown) => e);
       expect(again).toBeInstanceOf(RunnerUnusableError);
-      expect((again as Error).message).toMatchInlineSnapshot(`"Cannot call generate(): the runner is unusable (RankDesyncError: Ranks disagreed in generate(): 1 of 2 ranks failed.). Shut it down and construct a new DistributedRunner."`);
+      expect((again as Error).message).toMatchInlineSnapshot(
+        `"Cannot call generate(): the runner is unusable (RankDesyncError: Ranks disagreed in generate(): 1 of 2 ranks failed.). Shut it down and construct a new DistributedRunner."`,
+      );
       await runner.shutdown();
       expectNothingLeft(runner);
     });
@@ -116,7 +111,9 @@ describe('DistributedRunner', () => {
       const err = await runner.generate({ hangOn: [1] }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(WorkerTimeoutError);
       expect(err).toMatchObject({ code: 'worker_timeout', ranks: [1], timeoutMs: 2000 });
-      expect((err as Error).message).toMatchInlineSnapshot(`"generate() did not finish within 2000 ms: rank 1 never answered and was killed. The runner is unusable: shut it down and construct a new DistributedRunner (raise options.callTimeoutMs if the work is legitimately slower)."`);
+      expect((err as Error).message).toMatchInlineSnapshot(
+        `"generate() did not finish within 2000 ms: rank 1 never answered and was killed. The runner is unusable: shut it down and construct a new DistributedRunner (raise options.callTimeoutMs if the work is legitimately slower)."`,
+      );
       expect(isAlive(hung)).toBe(false);
       expect(runner.healthy).toBe(false);
       expectNothingLeft(runner);
@@ -132,7 +129,9 @@ describe('DistributedRunner', () => {
       const err = await runner.generate({}).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(RunnerUnusableError);
       expect((err as Error).cause).toBeInstanceOf(WorkerCrashedError);
-      expect((err as Error).message).toMatch(/^Cannot call generate\(\): the runner is unusable \(WorkerCrashedError: Rank 1 \(pid \d+\) was killed by SIGKILL during idle \(between calls\)\./);
+      expect((err as Error).message).toMatch(
+        /^Cannot call generate\(\): the runner is unusable \(WorkerCrashedError: Rank 1 \(pid \d+\) was killed by SIGKILL during idle \(between calls\)\./,
+      );
       await runner.shutdown();
       expectNothingLeft(runner);
     });
@@ -142,7 +141,9 @@ describe('DistributedRunner', () => {
       const first = runner.generate({ announce: true });
       const second = await runner.generate({}).catch((e: unknown) => e);
       expect(second).toMatchObject({ code: 'runner_busy' });
-      expect((second as Error).message).toMatchInlineSnapshot(`"generate() called while generate() is in flight: the runner runs one call at a time; await the previous call first."`);
+      expect((second as Error).message).toMatchInlineSnapshot(
+        `"generate() called while generate() is in flight: the runner runs one call at a time; await the previous call first."`,
+      );
       await expect(runner.reset()).rejects.toMatchObject({ code: 'runner_busy' });
       expect((await first).steps).toBe(1);
       await log.waitFor(/generating step 1/);
@@ -208,7 +209,7 @@ describe('DistributedRunner', () => {
       expectNothingLeft(runner);
     });
 
-    it('delivers arrays from worker.resultArray() with no copy at all (the caller sees the rank\'s own memory)', async () => {
+    it("delivers arrays from worker.resultArray() with no copy at all (the caller sees the rank's own memory)", async () => {
       const { runner } = await echo(2);
       const bytes = 3 * 1024 * 1024;
       const a = (await runner.generateView({ sharedPayloadBytes: bytes })).value;
@@ -242,7 +243,9 @@ describe('DistributedRunner', () => {
       const { runner } = await echo(1, { maxShmBytes: 2 << 20 });
       const err = await runner.generate({ big: new Uint8Array(3 << 20) }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(SharedMemoryCapacityError);
-      expect((err as Error).message).toMatchInlineSnapshot(`"Shared memory for the runner input needs 3.0 MiB but only 2.0 MiB are allowed by options.maxShmBytes. Raise the limit: give the container more shared memory (docker run --shm-size=2g; containers default to 64 MB), free space in /dev/shm, or raise options.maxShmBytes."`);
+      expect((err as Error).message).toMatchInlineSnapshot(
+        `"Shared memory for the runner input needs 3.0 MiB but only 2.0 MiB are allowed by options.maxShmBytes. Raise the limit: give the container more shared memory (docker run --shm-size=2g; containers default to 64 MB), free space in /dev/shm, or raise options.maxShmBytes."`,
+      );
       expect(runner.healthy).toBe(true);
       // A result that does not fit on rank 0 is reported the same way; the model's step ran.
       const err2 = await runner.generate({ payloadBytes: 3 << 20 }).catch((e: unknown) => e);

@@ -68,7 +68,9 @@ describe('DistributedRunner', () => {
       await runner.shutdown();
       const err = await call;
       expect(err).toBeInstanceOf(RunnerUnusableError);
-      expect((err as Error).message).toMatchInlineSnapshot(`"Cannot finish generate(): the runner is unusable (shutdown() was called while it was in flight). Shut it down and construct a new DistributedRunner."`);
+      expect((err as Error).message).toMatchInlineSnapshot(
+        `"Cannot finish generate(): the runner is unusable (shutdown() was called while it was in flight). Shut it down and construct a new DistributedRunner."`,
+      );
       expectNothingLeft(runner);
     });
 

@@ -9,9 +9,7 @@ describe('DistributedRunner', () => {
     it('starts one process per rank with the rendezvous environment, device and loadArgs', async () => {
       const { EchoWorker } = await fixture('echo');
       const log = captureLogger();
-      const runner = track(
-        new DistributedRunner(EchoWorker, { worldSize: 2, loadArgs: { weightsRoot: '/w', table: new Float32Array([1, 2]) }, logger: log }),
-      );
+      const runner = track(new DistributedRunner(EchoWorker, { worldSize: 2, loadArgs: { weightsRoot: '/w', table: new Float32Array([1, 2]) }, logger: log }));
       await runner.start();
       expect(runner.pids).toHaveLength(2);
       expect(new Set(runner.pids).size).toBe(2);
@@ -80,7 +78,9 @@ describe('DistributedRunner', () => {
       // shutdown() afterwards keeps the reason.
       await runner.shutdown();
       const after = await runner.generate({}).catch((e: unknown) => e);
-      expect((after as Error).message).toMatchInlineSnapshot(`"Cannot call generate(): the runner is unusable (start() failed: weights not found at /nope). Shut it down and construct a new DistributedRunner."`);
+      expect((after as Error).message).toMatchInlineSnapshot(
+        `"Cannot call generate(): the runner is unusable (start() failed: weights not found at /nope). Shut it down and construct a new DistributedRunner."`,
+      );
       expect((after as Error).cause).toBe(startErr);
     });
 
@@ -107,7 +107,9 @@ describe('DistributedRunner', () => {
       const err = await runner.start().catch((e: unknown) => e);
       expect(err).toBeInstanceOf(WorkerTimeoutError);
       expect((err as WorkerTimeoutError).ranks).toEqual([0]);
-      expect((err as Error).message).toMatchInlineSnapshot(`"start() did not finish within 4000 ms: rank 0 never answered and was killed. The runner is unusable: shut it down and construct a new DistributedRunner (raise options.startTimeoutMs if the work is legitimately slower)."`);
+      expect((err as Error).message).toMatchInlineSnapshot(
+        `"start() did not finish within 4000 ms: rank 0 never answered and was killed. The runner is unusable: shut it down and construct a new DistributedRunner (raise options.startTimeoutMs if the work is legitimately slower)."`,
+      );
       expectNothingLeft(runner);
     });
 

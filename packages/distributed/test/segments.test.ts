@@ -38,7 +38,9 @@ describe('checkFits', () => {
     const err = checkFits("rank 0's results", 90 * 1024 * 1024, 64 * 1024 * 1024, null)!;
     expect(err).toBeInstanceOf(SharedMemoryCapacityError);
     expect(err).toMatchObject({ code: 'shm_capacity', neededBytes: 90 * 1024 * 1024, availableBytes: 64 * 1024 * 1024 });
-    expect(err.message).toMatchInlineSnapshot(`"Shared memory for rank 0's results needs 90.0 MiB but only 64.0 MiB are free in /dev/shm. Raise the limit: give the container more shared memory (docker run --shm-size=2g; containers default to 64 MB), free space in /dev/shm, or raise options.maxShmBytes."`);
+    expect(err.message).toMatchInlineSnapshot(
+      `"Shared memory for rank 0's results needs 90.0 MiB but only 64.0 MiB are free in /dev/shm. Raise the limit: give the container more shared memory (docker run --shm-size=2g; containers default to 64 MB), free space in /dev/shm, or raise options.maxShmBytes."`,
+    );
   });
 });
 

@@ -44,7 +44,8 @@ describe('shared memory', () => {
     const runner = track(new DistributedRunner(EchoWorker, { worldSize: 1, shm: 'native', logger: captureLogger() }));
     await expect(runner.start()).rejects.toMatchObject({
       code: 'shm_native_unavailable',
-      message: "options.shm is 'native' but the shm-typed-array binding cannot load (disabled by REACTOR_SHM_NATIVE=0). Rebuild it (pnpm rebuild shm-typed-array) or use shm: 'auto'.",
+      message:
+        "options.shm is 'native' but the shm-typed-array binding cannot load (disabled by REACTOR_SHM_NATIVE=0). Rebuild it (pnpm rebuild shm-typed-array) or use shm: 'auto'.",
     });
     expectNothingLeft(runner);
   });

@@ -13,7 +13,7 @@ describe('Vulkan GPU binding per rank', () => {
     expect(() => driPrimeTag('GPU-5fd01b90')).toThrow('not a PCI address (domain:bus:slot.function): "GPU-5fd01b90"');
   });
 
-  it('lists the driver\'s GPUs in index order and nothing on a machine without the driver', () => {
+  it("lists the driver's GPUs in index order and nothing on a machine without the driver", () => {
     const dir = tempDir('nvgpus-');
     for (const d of ['0000:00:07.0', '0000:00:06.0', 'README']) mkdirSync(join(dir, d));
     expect(nvidiaPciAddresses(dir)).toEqual(['0000:00:06.0', '0000:00:07.0']);
@@ -32,7 +32,12 @@ describe('Vulkan GPU binding per rank', () => {
   });
 
   it('enables a carried layer explicitly, keeping the layers already asked for', () => {
-    const env = vulkanDeviceSelectEnv(0, ['0000:00:06.0'], { explicitDir: '/b/gpu/layer' }, { VK_LAYER_PATH: '/x', VK_INSTANCE_LAYERS: 'VK_LAYER_KHRONOS_validation' });
+    const env = vulkanDeviceSelectEnv(
+      0,
+      ['0000:00:06.0'],
+      { explicitDir: '/b/gpu/layer' },
+      { VK_LAYER_PATH: '/x', VK_INSTANCE_LAYERS: 'VK_LAYER_KHRONOS_validation' },
+    );
     expect(env['VK_LAYER_PATH']).toBe('/b/gpu/layer:/x');
     expect(env['VK_INSTANCE_LAYERS']).toBe('VK_LAYER_MESA_device_select:VK_LAYER_KHRONOS_validation');
   });

@@ -83,11 +83,17 @@ describe('WorkerProcess', () => {
     it('throws IllegalTransitionError on an edge the lifecycle does not have', async () => {
       const proc = spawnIdle();
       expect(() => proc.beginCall()).toThrow(IllegalTransitionError);
-      expect(() => proc.beginCall()).toThrowErrorMatchingInlineSnapshot(`[IllegalTransitionError: WorkerProcess(rank 3): illegal state transition starting -> busy.]`);
+      expect(() => proc.beginCall()).toThrowErrorMatchingInlineSnapshot(
+        `[IllegalTransitionError: WorkerProcess(rank 3): illegal state transition starting -> busy.]`,
+      );
       proc.markLoaded();
-      expect(() => proc.markLoaded()).toThrowErrorMatchingInlineSnapshot(`[IllegalTransitionError: WorkerProcess(rank 3): illegal state transition ready -> ready.]`);
+      expect(() => proc.markLoaded()).toThrowErrorMatchingInlineSnapshot(
+        `[IllegalTransitionError: WorkerProcess(rank 3): illegal state transition ready -> ready.]`,
+      );
       await proc.stop(false, 100);
-      expect(() => proc.markLoaded()).toThrowErrorMatchingInlineSnapshot(`[IllegalTransitionError: WorkerProcess(rank 3): illegal state transition stopped -> ready.]`);
+      expect(() => proc.markLoaded()).toThrowErrorMatchingInlineSnapshot(
+        `[IllegalTransitionError: WorkerProcess(rank 3): illegal state transition stopped -> ready.]`,
+      );
       expect(proc.state).toBe('stopped');
     });
 

@@ -3,7 +3,10 @@ import { consoleLogger, levelFromEnv, silentLogger, type Logger } from '../src/i
 
 function recorder() {
   const lines: [string, unknown[]][] = [];
-  const put = (level: string) => (...a: unknown[]) => lines.push([level, a]);
+  const put =
+    (level: string) =>
+    (...a: unknown[]) =>
+      lines.push([level, a]);
   return { lines, sink: { debug: put('debug'), info: put('info'), warn: put('warn'), error: put('error') } };
 }
 

@@ -29,10 +29,7 @@ import type { ClientSink, OutputFrame } from './session/transport.js';
 export const DEFAULT_WAIT_MS = 5000;
 
 /** One thing a {@link RecordingSink} received. */
-export type SinkEvent =
-  | { kind: 'message'; msg: ServerMessage }
-  | { kind: 'frame'; frame: OutputFrame }
-  | { kind: 'close'; reason: string };
+export type SinkEvent = { kind: 'message'; msg: ServerMessage } | { kind: 'frame'; frame: OutputFrame } | { kind: 'close'; reason: string };
 
 /** A ClientSink that records everything, in order, and lets a test await an event. */
 export class RecordingSink implements ClientSink {
@@ -155,7 +152,13 @@ export class RecordingLogger implements Logger {
   private record(level: LogLine['level'], args: unknown[]): void {
     const [first, ...rest] = args;
     if (typeof first === 'string') this.lines.push({ level, message: first, fields: { ...this.bindings }, details: rest });
-    else this.lines.push({ level, message: typeof rest[0] === 'string' ? rest[0] : '', fields: { ...this.bindings, ...(first as LogFields) }, details: rest.slice(1) });
+    else
+      this.lines.push({
+        level,
+        message: typeof rest[0] === 'string' ? rest[0] : '',
+        fields: { ...this.bindings, ...(first as LogFields) },
+        details: rest.slice(1),
+      });
   }
 }
 

@@ -23,10 +23,13 @@ import {
 import { Gate, RecordingLogger, RecordingSink, rgbFrames, waitForStatus } from '../src/testing.js';
 
 class DemoState extends InputState {
-  @InputField({ default: 'forest', description: 'What the video shows.' }) @IsString() @MaxLength(20)
+  @InputField({ default: 'forest', description: 'What the video shows.' })
+  @IsString()
+  @MaxLength(20)
   prompt!: string;
 
-  @InputField({ default: false, description: 'Pause generation.' }) @IsBoolean()
+  @InputField({ default: false, description: 'Pause generation.' })
+  @IsBoolean()
   paused!: boolean;
 
   @InputField({ default: 0 })
@@ -34,7 +37,10 @@ class DemoState extends InputState {
 }
 
 class BoostParams {
-  @InputField({ description: 'How much.' }) @IsInt() @Min(1) @Max(10)
+  @InputField({ description: 'How much.' })
+  @IsInt()
+  @Min(1)
+  @Max(10)
   amount!: number;
 }
 

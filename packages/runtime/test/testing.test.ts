@@ -39,7 +39,9 @@ describe('@reactor/runtime/testing', () => {
     await expect(ready).resolves.toMatchObject({ state: 'ready' });
     const sink = new RecordingSink();
     h.connect(sink);
-    await expect(sink.waitForMessage((m) => m.type === 'flush', { timeoutMs: 20 })).rejects.toThrow(/RecordingSink.waitFor timed out after 20 ms; recorded: \["welcome:waiting"/);
+    await expect(sink.waitForMessage((m) => m.type === 'flush', { timeoutMs: 20 })).rejects.toThrow(
+      /RecordingSink.waitFor timed out after 20 ms; recorded: \["welcome:waiting"/,
+    );
     await expect(waitForStatus(h, 'failed', 20)).rejects.toThrow('expected failed within 20 ms');
     expect(command('1', 'go')).toEqual({ type: 'command', id: '1', name: 'go' });
     await cleanup!();
@@ -50,8 +52,20 @@ describe('@reactor/runtime/testing', () => {
     const track = useRunners((fn) => (cleanup = fn));
     const log: string[] = [];
     const slow = deferred();
-    const a = { name: 'a', shutdown: async () => { log.push('a'); await slow.promise; } };
-    const b = { name: 'b', shutdown: () => { log.push('b'); return Promise.reject(new Error('rank 1 would not exit')); } };
+    const a = {
+      name: 'a',
+      shutdown: async () => {
+        log.push('a');
+        await slow.promise;
+      },
+    };
+    const b = {
+      name: 'b',
+      shutdown: () => {
+        log.push('b');
+        return Promise.reject(new Error('rank 1 would not exit'));
+      },
+    };
     expect(track(a)).toBe(a);
     expect(track(b)).toBe(b);
     const done = cleanup!();

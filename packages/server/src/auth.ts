@@ -113,7 +113,10 @@ export function originAllowed(req: IncomingMessage, allowed: string[] | undefine
   if (allowed?.some((a) => canonicalOrigin(a) === presented)) return true;
   const host = req.headers.host;
   if (!host) return false;
-  const forwarded = String(req.headers['x-forwarded-proto'] ?? '').split(',')[0]!.trim().toLowerCase();
+  const forwarded = String(req.headers['x-forwarded-proto'] ?? '')
+    .split(',')[0]!
+    .trim()
+    .toLowerCase();
   const scheme = forwarded === 'https' ? 'https' : 'http';
   return canonicalOrigin(`${scheme}://${host}`) === presented;
 }

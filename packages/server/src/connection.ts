@@ -416,7 +416,10 @@ export class ClientConnection implements ClientSink, BudgetHolder {
     try {
       parsed = JSON.parse(text);
     } catch (err) {
-      this.#error(ServerErrorCode.MalformedMessage, `message is not valid JSON (${(err as Error).message.slice(0, 200)}); send {"type":"command","id":"1","name":"...","params":{...}}`);
+      this.#error(
+        ServerErrorCode.MalformedMessage,
+        `message is not valid JSON (${(err as Error).message.slice(0, 200)}); send {"type":"command","id":"1","name":"...","params":{...}}`,
+      );
       return;
     }
     if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed) || typeof (parsed as { type?: unknown }).type !== 'string') {
@@ -425,12 +428,19 @@ export class ClientConnection implements ClientSink, BudgetHolder {
     }
     const m = parsed as Record<string, unknown>;
     if (m['type'] !== 'command') {
-      this.#error(ServerErrorCode.UnknownMessageType, `unknown message type ${JSON.stringify(m['type']).slice(0, 80)}; clients send only "command"`, validId(m['id']));
+      this.#error(
+        ServerErrorCode.UnknownMessageType,
+        `unknown message type ${JSON.stringify(m['type']).slice(0, 80)}; clients send only "command"`,
+        validId(m['id']),
+      );
       return;
     }
     const id = validId(m['id']);
     if (id === undefined) {
-      this.#error(ServerErrorCode.MalformedMessage, `a command needs an "id": a non-empty string of at most ${MAX_COMMAND_ID_LENGTH} characters, echoed in its reply`);
+      this.#error(
+        ServerErrorCode.MalformedMessage,
+        `a command needs an "id": a non-empty string of at most ${MAX_COMMAND_ID_LENGTH} characters, echoed in its reply`,
+      );
       return;
     }
     if (typeof m['name'] !== 'string' || m['name'] === '') {
@@ -439,7 +449,14 @@ export class ClientConnection implements ClientSink, BudgetHolder {
     }
     const extra = Object.keys(m).filter((k) => k !== 'type' && k !== 'id' && k !== 'name' && k !== 'params');
     if (extra.length > 0) {
-      this.#error(ServerErrorCode.MalformedMessage, `unknown key(s) ${extra.slice(0, 5).map((k) => JSON.stringify(k.slice(0, 40))).join(', ')}${extra.length > 5 ? ` and ${extra.length - 5} more` : ''} in command; a command has only type, id, name and params`, id);
+      this.#error(
+        ServerErrorCode.MalformedMessage,
+        `unknown key(s) ${extra
+          .slice(0, 5)
+          .map((k) => JSON.stringify(k.slice(0, 40)))
+          .join(', ')}${extra.length > 5 ? ` and ${extra.length - 5} more` : ''} in command; a command has only type, id, name and params`,
+        id,
+      );
       return;
     }
     // The command's name and params are the host's to check (unknown_command, invalid_params, no_session).
@@ -531,7 +548,9 @@ export function capError(msg: ErrorMessage): ErrorMessage {
   const extra = details && details.length > MAX_ERROR_DETAILS ? details.length - MAX_ERROR_DETAILS : 0;
   const out: ErrorMessage = { ...msg, message: clip(msg.message, MAX_ERROR_MESSAGE - (extra ? 40 : 0)) + (extra ? ` (${extra} more details not shown)` : '') };
   if (details) {
-    out.details = details.slice(0, MAX_ERROR_DETAILS).map((d) => ({ field: clip(d.field, MAX_DETAIL_TEXT), constraint: clip(d.constraint, MAX_DETAIL_TEXT), message: clip(d.message, MAX_DETAIL_TEXT) }));
+    out.details = details
+      .slice(0, MAX_ERROR_DETAILS)
+      .map((d) => ({ field: clip(d.field, MAX_DETAIL_TEXT), constraint: clip(d.constraint, MAX_DETAIL_TEXT), message: clip(d.message, MAX_DETAIL_TEXT) }));
   }
   return out;
 }
@@ -539,5 +558,10 @@ export function capError(msg: ErrorMessage): ErrorMessage {
 /** Close reasons are limited to 123 bytes by the WebSocket protocol. */
 export function truncateReason(reason: string): string {
   const b = Buffer.from(reason);
-  return b.byteLength <= 123 ? reason : b.subarray(0, 120).toString('utf8').replace(/\uFFFD$/, '') + '...';
+  return b.byteLength <= 123
+    ? reason
+    : b
+        .subarray(0, 120)
+        .toString('utf8')
+        .replace(/\uFFFD$/, '') + '...';
 }

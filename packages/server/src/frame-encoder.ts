@@ -38,7 +38,9 @@ export class FrameEncoder {
   async #encode(frame: OutputFrame): Promise<Buffer> {
     const expected = frame.width * frame.height * 3;
     if (frame.rgb.byteLength !== expected) {
-      throw new RangeError(`frame ${frame.seq} of track "${frame.track}" has ${frame.rgb.byteLength} bytes; ${frame.width}x${frame.height} RGB needs ${expected}`);
+      throw new RangeError(
+        `frame ${frame.seq} of track "${frame.track}" has ${frame.rgb.byteLength} bytes; ${frame.width}x${frame.height} RGB needs ${expected}`,
+      );
     }
     const start = performance.now();
     const header = encodeFrameHeader({

@@ -26,9 +26,23 @@ export class ServerMetrics {
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [this.registry],
   });
-  readonly framesEmitted = new Counter({ name: 'reactor_frames_emitted_total', help: 'Frames played out by the app (counted once, whatever the number of clients).', labelNames: ['track'], registers: [this.registry] });
-  readonly framesSent = new Counter({ name: 'reactor_frames_sent_total', help: 'Frames written to client sockets (one per client per frame).', registers: [this.registry] });
-  readonly framesDropped = new Counter({ name: 'reactor_frames_dropped_total', help: 'Frames not delivered to a client, by reason.', labelNames: ['reason'], registers: [this.registry] });
+  readonly framesEmitted = new Counter({
+    name: 'reactor_frames_emitted_total',
+    help: 'Frames played out by the app (counted once, whatever the number of clients).',
+    labelNames: ['track'],
+    registers: [this.registry],
+  });
+  readonly framesSent = new Counter({
+    name: 'reactor_frames_sent_total',
+    help: 'Frames written to client sockets (one per client per frame).',
+    registers: [this.registry],
+  });
+  readonly framesDropped = new Counter({
+    name: 'reactor_frames_dropped_total',
+    help: 'Frames not delivered to a client, by reason.',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
   readonly encodeSeconds = new Histogram({
     name: 'reactor_frame_encode_seconds',
     help: 'Time to encode one frame (once per frame, shared by all clients), seconds.',
@@ -36,9 +50,23 @@ export class ServerMetrics {
     registers: [this.registry],
   });
   readonly clients = new Gauge({ name: 'reactor_clients', help: 'Connected WebSocket clients.', registers: [this.registry] });
-  readonly commands = new Counter({ name: 'reactor_command_results_total', help: 'Command results by code (`ok` for success).', labelNames: ['code'], registers: [this.registry] });
-  readonly rejected = new Counter({ name: 'reactor_connections_rejected_total', help: 'Refused or dropped connections by reason.', labelNames: ['reason'], registers: [this.registry] });
-  readonly readPauses = new Counter({ name: 'reactor_read_pauses_total', help: 'Times the server stopped reading a client that did not read its answers (back-pressure).', registers: [this.registry] });
+  readonly commands = new Counter({
+    name: 'reactor_command_results_total',
+    help: 'Command results by code (`ok` for success).',
+    labelNames: ['code'],
+    registers: [this.registry],
+  });
+  readonly rejected = new Counter({
+    name: 'reactor_connections_rejected_total',
+    help: 'Refused or dropped connections by reason.',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
+  readonly readPauses = new Counter({
+    name: 'reactor_read_pauses_total',
+    help: 'Times the server stopped reading a client that did not read its answers (back-pressure).',
+    registers: [this.registry],
+  });
 
   #readiness: () => { ready: boolean; reasons: readonly { code: string }[] } = () => ({ ready: false, reasons: [] });
   #unsent: () => number = () => 0;
@@ -59,7 +87,12 @@ export class ServerMetrics {
       for (const reason of r.reasons) this.notReady.set({ reason: reason.code }, 1);
     },
   });
-  readonly notReady = new Gauge({ name: 'reactor_not_ready', help: 'Why the instance is not ready: 1 for each current reason (loading, load_failed, runner_unhealthy, ...).', labelNames: ['reason'], registers: [this.registry] });
+  readonly notReady = new Gauge({
+    name: 'reactor_not_ready',
+    help: 'Why the instance is not ready: 1 for each current reason (loading, load_failed, runner_unhealthy, ...).',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
 
   /** Where `reactor_ready`, `reactor_not_ready` and `reactor_unsent_bytes` are read from, at scrape time. */
   setReadiness(readiness: () => { ready: boolean; reasons: readonly { code: string }[] }, unsent: () => number): void {
@@ -74,6 +107,7 @@ export class ServerMetrics {
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'reactor_process_' });
-    for (const reason of ['slow_client', 'flush', 'disconnected', 'encode_error', 'server_budget'] satisfies DropReason[]) this.framesDropped.inc({ reason }, 0);
+    for (const reason of ['slow_client', 'flush', 'disconnected', 'encode_error', 'server_budget'] satisfies DropReason[])
+      this.framesDropped.inc({ reason }, 0);
   }
 }

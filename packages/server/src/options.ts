@@ -100,7 +100,6 @@ export const LOOPBACK_HOSTS = ['localhost', '127.0.0.1', '[::1]'];
 /** Whether a bind address is loopback (`localhost`, `127.x.x.x`, `::1`): only this machine can connect. */
 export const isLoopbackHost = (host: string): boolean => host === 'localhost' || host === '::1' || host === '[::1]' || host.startsWith('127.');
 
-
 function int(name: string, v: unknown, min: number, max: number): void {
   if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
     throw new RangeError(`options.${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(v)}`);

@@ -88,13 +88,16 @@ export class ReactorServer {
     this.#log = typeof given.child === 'function' ? given.child({ component: 'server' }) : given;
     this.#encoder = new FrameEncoder(this.options.encoding, this.options.jpegQuality, this.metrics);
     this.#budget = new SendBudget(this.options.maxTotalBufferedBytes);
-    this.#http = createServer({ headersTimeout: this.options.headersTimeoutMs, connectionsCheckingInterval: Math.min(1000, this.options.headersTimeoutMs) }, (req, res) => {
-      this.#onRequest(req, res).catch((err: Error) => {
-        this.#log.error(`${req.method} ${req.url}: ${err.stack ?? err.message}`);
-        if (!res.headersSent) sendJson(res, 500, { error: { code: ServerErrorCode.InternalError, message: 'the server failed to answer; see its log' } });
-        else res.destroy();
-      });
-    });
+    this.#http = createServer(
+      { headersTimeout: this.options.headersTimeoutMs, connectionsCheckingInterval: Math.min(1000, this.options.headersTimeoutMs) },
+      (req, res) => {
+        this.#onRequest(req, res).catch((err: Error) => {
+          this.#log.error(`${req.method} ${req.url}: ${err.stack ?? err.message}`);
+          if (!res.headersSent) sendJson(res, 500, { error: { code: ServerErrorCode.InternalError, message: 'the server failed to answer; see its log' } });
+          else res.destroy();
+        });
+      },
+    );
     this.#http.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.#onUpgrade(req, socket, head));
     this.#http.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => answerClientError(err, socket));
     // No subprotocol is spoken: an offered one is never echoed (a client that requires one fails, as RFC 6455 says).
@@ -102,11 +105,21 @@ export class ReactorServer {
     // thousands of small messages in one TCP read cannot hold the event loop, so playout timers
     // and other clients get their turn between its messages, and its socket is read no faster
     // than they are handled.
-    this.#wss = new WebSocketServer({ noServer: true, maxPayload: this.options.maxMessageBytes, perMessageDeflate: false, clientTracking: false, handleProtocols: () => false, allowSynchronousEvents: false });
+    this.#wss = new WebSocketServer({
+      noServer: true,
+      maxPayload: this.options.maxMessageBytes,
+      perMessageDeflate: false,
+      clientTracking: false,
+      handleProtocols: () => false,
+      allowSynchronousEvents: false,
+    });
     const off = host.onStep?.((s) => this.metrics.stepSeconds.observe(s.elapsedMs / 1000));
     if (typeof off === 'function') this.#offStep = off;
     this.metrics.setStepCounter(() => host.counters?.steps ?? this.#statsSteps);
-    this.metrics.setReadiness(() => this.#readiness(), () => this.#budget.used);
+    this.metrics.setReadiness(
+      () => this.#readiness(),
+      () => this.#budget.used,
+    );
   }
 
   /**
@@ -286,7 +299,12 @@ export class ReactorServer {
         throw err;
       }
     }
-    return sendJson(res, 404, { error: { code: ServerErrorCode.NotFound, message: `no route ${url.pathname}; try /, /schema, /health, /metrics or the WebSocket at ${this.options.path}` } });
+    return sendJson(res, 404, {
+      error: {
+        code: ServerErrorCode.NotFound,
+        message: `no route ${url.pathname}; try /, /schema, /health, /metrics or the WebSocket at ${this.options.path}`,
+      },
+    });
   }
 
   #onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
@@ -304,10 +322,22 @@ export class ReactorServer {
   }
 
   #onConnection(ws: WebSocket, req: IncomingMessage): void {
-    const conn = new ClientConnection(ws, { host: this.host, encoder: this.#encoder, metrics: this.metrics, options: this.options, logger: this.#log, budget: this.#budget, onStats: (m) => this.#onStats(m) }, (c) => {
-      this.#connections.delete(c);
-      this.metrics.clients.set(this.#connections.size);
-    });
+    const conn = new ClientConnection(
+      ws,
+      {
+        host: this.host,
+        encoder: this.#encoder,
+        metrics: this.metrics,
+        options: this.options,
+        logger: this.#log,
+        budget: this.#budget,
+        onStats: (m) => this.#onStats(m),
+      },
+      (c) => {
+        this.#connections.delete(c);
+        this.metrics.clients.set(this.#connections.size);
+      },
+    );
     this.#connections.add(conn);
     this.metrics.clients.set(this.#connections.size);
     try {
@@ -366,13 +396,19 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
   }
   const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
   const code = status === 431 ? ServerErrorCode.HeadersTooLarge : ServerErrorCode.BadRequest;
-  const message = status === 431 ? 'the request headers are too large' : status === 408 ? 'the request headers did not arrive in time' : 'the request cannot be parsed as HTTP/1.1';
+  const message =
+    status === 431
+      ? 'the request headers are too large'
+      : status === 408
+        ? 'the request headers did not arrive in time'
+        : 'the request cannot be parsed as HTTP/1.1';
   writeHttpError(socket, status, code, message);
 }
 
 /** A complete HTTP error answer on a raw socket (refused upgrades, unparsable requests), then close. */
 function writeHttpError(socket: Duplex, status: number, code: ServerErrorCode, message: string): void {
   const body = JSON.stringify({ error: { code, message } });
-  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${status === 401 ? 'WWW-Authenticate: Bearer\r\n' : ''}\r\n${body}`);
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${status === 401 ? 'WWW-Authenticate: Bearer\r\n' : ''}\r\n${body}`,
+  );
 }
-

@@ -19,7 +19,10 @@ const MAX_PENDING_COMMANDS = 16;
 
 const cleanups = useCleanups();
 
-async function start(opts: Parameters<typeof serve>[1] = {}, app: Parameters<typeof serve>[0] = patternApp({ width: 16, height: 16, fps: 10 })): Promise<ReactorServer> {
+async function start(
+  opts: Parameters<typeof serve>[1] = {},
+  app: Parameters<typeof serve>[0] = patternApp({ width: 16, height: 16, fps: 10 }),
+): Promise<ReactorServer> {
   const server = await serve(app, { port: 0, gracePeriodMs: 0, logger: quiet, statsIntervalMs: 0, ...opts });
   cleanups.push(() => server.close());
   await server.loaded;
@@ -112,7 +115,11 @@ describe('server: protocol promises', () => {
     c.send({ type: 'command', id: 'c', name: 'launch_rockets', params: { x: 1 } });
     c.send({ type: 'command', id: 'd', name: 'set_n', params: { n: 2 } });
     c.ws.send(Buffer.from([1, 2, 3]), { binary: true });
-    await until(async () => /reactor_command_results_total\{code="unexpected_binary"\} 1/.test(await server.metrics.registry.metrics()), 5000, 'the binary message to be handled');
+    await until(
+      async () => /reactor_command_results_total\{code="unexpected_binary"\} 1/.test(await server.metrics.registry.metrics()),
+      5000,
+      'the binary message to be handled',
+    );
     expect(answers(c)).toEqual([]);
     release();
     await until(() => answers(c).length === 6, 5000, 'six answers');
@@ -194,7 +201,11 @@ describe('server hardening', () => {
 
   it('never echoes an offered WebSocket subprotocol', async () => {
     const server = await start();
-    const head = await rawResponse(server.port, upgrade('/ws', `127.0.0.1:${server.port}`).replace('\r\n\r\n', '\r\nSec-WebSocket-Protocol: chat, superchat\r\n\r\n'), '\r\n\r\n');
+    const head = await rawResponse(
+      server.port,
+      upgrade('/ws', `127.0.0.1:${server.port}`).replace('\r\n\r\n', '\r\nSec-WebSocket-Protocol: chat, superchat\r\n\r\n'),
+      '\r\n\r\n',
+    );
     expect(head.split('\r\n')[0]).toBe('HTTP/1.1 101 Switching Protocols');
     expect(head.toLowerCase()).not.toContain('sec-websocket-protocol');
   });

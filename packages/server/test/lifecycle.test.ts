@@ -46,13 +46,20 @@ describe('server: liveness and readiness', () => {
   it('/health/live is 200 while the process serves; /health/ready and /health follow readiness(): 503 with the reasons while loading, 200 once ready', async () => {
     let open!: () => void;
     const server = await serve(gatedApp(new Promise<void>((r) => (open = r))), { port: 0, logger: quiet, token: 'secret-token' });
-    cleanups.push(() => server.close(), () => open());
+    cleanups.push(
+      () => server.close(),
+      () => open(),
+    );
     // Open without the token (probes carry none), like /health.
     expect(await probe(`${server.url}/health/live`)).toEqual({ status: 200, body: { status: 'live' } });
     const loading = await probe(`${server.url}/health/ready`);
     expect(loading).toEqual({
       status: 503,
-      body: { ready: false, reasons: [{ code: 'loading', message: 'the app is loading' }], error: { code: 'not_ready', message: 'not ready: the app is loading' } },
+      body: {
+        ready: false,
+        reasons: [{ code: 'loading', message: 'the app is loading' }],
+        error: { code: 'not_ready', message: 'not ready: the app is loading' },
+      },
     });
     expect(await probe(`${server.url}/health`)).toMatchObject({ status: 503, body: { status: 'loading', ready: false, reasons: [{ code: 'loading' }] } });
     expect(await metric(server, 'reactor_ready')).toBe(0);
@@ -68,7 +75,10 @@ describe('server: liveness and readiness', () => {
     const server = await serve(gatedApp(Promise.resolve(), 'no weights'), { port: 0, logger: quiet });
     cleanups.push(() => server.close());
     await expect(server.loaded).rejects.toThrow();
-    expect(await probe(`${server.url}/health/ready`)).toMatchObject({ status: 503, body: { ready: false, reasons: [{ code: 'load_failed', message: expect.stringContaining('no weights') }] } });
+    expect(await probe(`${server.url}/health/ready`)).toMatchObject({
+      status: 503,
+      body: { ready: false, reasons: [{ code: 'load_failed', message: expect.stringContaining('no weights') }] },
+    });
     expect((await fetch(`${server.url}/health/live`)).status).toBe(200);
     expect(await metric(server, 'reactor_not_ready{reason="load_failed"}')).toBe(1);
   });
@@ -76,11 +86,17 @@ describe('server: liveness and readiness', () => {
   it('a loaded app that reports itself not ready makes /health/ready 503 with its reason, and 200 again once it recovers', async () => {
     appReport = true;
     const server = await serve(ReportingApp, { port: 0, logger: quiet, gracePeriodMs: 0 });
-    cleanups.push(() => server.close(), () => (appReport = true));
+    cleanups.push(
+      () => server.close(),
+      () => (appReport = true),
+    );
     await server.loaded;
     expect((await fetch(`${server.url}/health/ready`)).status).toBe(200);
     appReport = 'rank 1 exited (code 7); restarting the runner';
-    expect(await probe(`${server.url}/health/ready`)).toMatchObject({ status: 503, body: { ready: false, reasons: [{ code: 'app_not_ready', message: 'rank 1 exited (code 7); restarting the runner' }] } });
+    expect(await probe(`${server.url}/health/ready`)).toMatchObject({
+      status: 503,
+      body: { ready: false, reasons: [{ code: 'app_not_ready', message: 'rank 1 exited (code 7); restarting the runner' }] },
+    });
     expect(await probe(`${server.url}/health`)).toMatchObject({ status: 503, body: { status: 'not_ready', ready: false, session: 'ready' } });
     expect(await metric(server, 'reactor_ready')).toBe(0);
     expect(await metric(server, 'reactor_not_ready{reason="app_not_ready"}')).toBe(1);

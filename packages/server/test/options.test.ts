@@ -4,7 +4,18 @@ import { installShutdownHandlers, resolveServerOptions } from '../src/index.js';
 describe('resolveServerOptions', () => {
   it('applies the documented defaults', () => {
     const o = resolveServerOptions();
-    expect(o).toMatchObject({ host: '127.0.0.1', port: 8080, encoding: 'jpeg', jpegQuality: 80, maxMessageBytes: 65536, commandRate: 50, commandBurst: 50, heartbeatMs: 15000, maxQueuedFrames: 2, path: '/ws' });
+    expect(o).toMatchObject({
+      host: '127.0.0.1',
+      port: 8080,
+      encoding: 'jpeg',
+      jpegQuality: 80,
+      maxMessageBytes: 65536,
+      commandRate: 50,
+      commandBurst: 50,
+      heartbeatMs: 15000,
+      maxQueuedFrames: 2,
+      path: '/ws',
+    });
     expect(o.token).toBeUndefined();
     expect(resolveServerOptions({ commandRate: 7 }).commandBurst).toBe(7);
   });

@@ -28,7 +28,11 @@ describe('server: several clients on one session', () => {
     expect(new Set([a.session.sessionId, b.session.sessionId, c.session.sessionId]).size).toBe(1);
     expect(a.schema.commands.map((x) => x.name).sort()).toEqual(['announce', 'refuse', 'reset', 'set_color', 'set_frozen', 'set_label', 'set_speed']);
 
-    const frames = new Map<ReactorClient, ClientFrame[]>([[a, []], [b, []], [c, []]]);
+    const frames = new Map<ReactorClient, ClientFrame[]>([
+      [a, []],
+      [b, []],
+      [c, []],
+    ]);
     for (const [cl, list] of frames) cl.on('frame', (f) => list.push(f));
     const states: Record<string, unknown>[] = [];
     b.on('state', (s) => states.push(s));
@@ -63,7 +67,10 @@ describe('server: several clients on one session', () => {
     const server = await start({ encoding: 'rgb' });
     const a = await new RawClient(server.wsUrl).open();
     const b = await new RawClient(server.wsUrl).open();
-    cleanups.push(() => a.close(), () => b.close());
+    cleanups.push(
+      () => a.close(),
+      () => b.close(),
+    );
     await until(() => a.binaries.length > 3 && b.binaries.length > 3, 10_000, 'frames');
     const f = decodeFrame(new Uint8Array(a.binaries[0]!));
     expect(f.encoding).toBe(1);
@@ -78,7 +85,12 @@ describe('server: several clients on one session', () => {
     const raw = await new RawClient(server.wsUrl).open();
     cleanups.push(() => raw.close());
     const w = raw.texts[0] as WelcomeMessage;
-    expect(w).toMatchObject({ type: 'welcome', protocol: 1, app: { name: 'pattern', version: '1.0.0' }, state: { label: 'hello', color: 'red', speed: 2, frozen: false } });
+    expect(w).toMatchObject({
+      type: 'welcome',
+      protocol: 1,
+      app: { name: 'pattern', version: '1.0.0' },
+      state: { label: 'hello', color: 'red', speed: 2, frozen: false },
+    });
     expect(w.session.state).toMatch(/waiting|streaming/);
     expect(typeof w.clientId).toBe('string');
     const schema = (await (await fetch(`${server.url}/schema`)).json()) as unknown;
@@ -92,7 +104,10 @@ describe('server: /metrics', () => {
     const server = await start({ maxQueuedFrames: 100 });
     const a = await new RawClient(server.wsUrl).open();
     const b = await new RawClient(server.wsUrl).open();
-    cleanups.push(() => a.close(), () => b.close());
+    cleanups.push(
+      () => a.close(),
+      () => b.close(),
+    );
     await a.command('1', 'set_speed', { speed: 1 });
     await until(() => a.binaries.length >= 10 && b.binaries.length >= 10, 5000, 'frames');
     await a.waitFor((m) => m.type === 'stats' && m.steps > 0);
@@ -121,7 +136,10 @@ describe('server: bad input', () => {
     const server = await start({ maxMessageBytes: 1024 });
     const bad = await new RawClient(server.wsUrl).open();
     const good = await new RawClient(server.wsUrl).open();
-    cleanups.push(() => bad.close(), () => good.close());
+    cleanups.push(
+      () => bad.close(),
+      () => good.close(),
+    );
     const errorAfter = async (n: number): Promise<ServerMessageError> => {
       const m = await bad.waitFor((x) => x.type === 'error' && bad.texts.filter((y) => y.type === 'error').indexOf(x) === n);
       return m as ServerMessageError;
@@ -130,13 +148,21 @@ describe('server: bad input', () => {
     expect(await errorAfter(0)).toMatchObject({ code: 'malformed_message', message: expect.stringContaining('not valid JSON') });
     bad.send({ type: 'subscribe', id: 'x' });
     expect(await errorAfter(1)).toMatchObject({ code: 'unknown_message_type', id: 'x', message: expect.stringContaining('"subscribe"') });
-    expect(await bad.command('u', 'launch_rockets', {})).toMatchObject({ type: 'error', code: 'unknown_command', message: expect.stringContaining('set_label') });
+    expect(await bad.command('u', 'launch_rockets', {})).toMatchObject({
+      type: 'error',
+      code: 'unknown_command',
+      message: expect.stringContaining('set_label'),
+    });
     const invalid = await bad.command('i', 'set_label', { label: 'x'.repeat(21) });
     expect(invalid).toMatchObject({ type: 'error', code: 'invalid_params', details: [{ field: 'label', constraint: 'maxLength' }] });
     const missing = await bad.command('m', 'announce', {});
     expect(missing).toMatchObject({ type: 'error', code: 'invalid_params', details: [expect.objectContaining({ field: 'text' })] });
     const extra = await bad.command('e', 'set_speed', { speed: 3, turbo: true });
-    expect(extra).toMatchObject({ type: 'error', code: 'invalid_params', details: [expect.objectContaining({ field: 'turbo', constraint: 'whitelistValidation' })] });
+    expect(extra).toMatchObject({
+      type: 'error',
+      code: 'invalid_params',
+      details: [expect.objectContaining({ field: 'turbo', constraint: 'whitelistValidation' })],
+    });
     const range = await bad.command('r', 'set_speed', { speed: 11 });
     expect(range).toMatchObject({ type: 'error', code: 'invalid_params', details: [expect.objectContaining({ field: 'speed', constraint: 'max' })] });
     bad.ws.send(Buffer.from([1, 2, 3]), { binary: true });
@@ -156,7 +182,10 @@ describe('server: bad input', () => {
     const server = await start({ commandRate: 5, commandBurst: 5 });
     const c = await new RawClient(server.wsUrl).open();
     const other = await new RawClient(server.wsUrl).open();
-    cleanups.push(() => c.close(), () => other.close());
+    cleanups.push(
+      () => c.close(),
+      () => other.close(),
+    );
     for (let i = 0; i < 12; i++) c.send({ type: 'command', id: `n${i}`, name: 'set_speed', params: { speed: 1 } });
     await until(() => c.texts.filter((m) => (m.type === 'reply' || m.type === 'error') && m.id?.startsWith('n')).length === 12, 5000, '12 answers');
     const limited = c.texts.filter((m) => m.type === 'error' && m.code === 'rate_limited');

@@ -22,81 +22,109 @@ const EMPTY = Buffer.alloc(0);
 const FPS = 30;
 
 describe('server: a client that stops reading', () => {
-  it(`until ${DROPS_WANTED} of its frames were dropped holds bounded memory, gets its late frames dropped and counted, and never slows the others`, async () => {
-    // Raw RGB 256x256 (196 KB a frame, ~5.9 MB/s): the stalled socket's kernel buffers fill within a second or two.
-    const server = await serve(patternApp({ width: 256, height: 256, fps: FPS, chunk: 2 }), { port: 0, gracePeriodMs: 0, logger: quiet, encoding: 'rgb', statsIntervalMs: 250 });
-    cleanups.push(() => server.close());
-    await server.loaded;
-    const others = [await new RawClient(server.wsUrl).open(), await new RawClient(server.wsUrl).open()];
-    cleanups.push(() => others.forEach((o) => o.close()));
-    await until(() => others.every((o) => o.binaries.length > 10), 10_000, 'the stream to run');
-    // The model's own rate on this machine right now, before any client stalls (a loaded 2-core
-    // box may not reach FPS): the stalled client must not lower it.
-    const played = (): number => (server.host as AppHost).counters.framesPlayed;
-    const base0 = played();
-    const baseT0 = performance.now();
-    await until(() => played() - base0 >= 45, 10_000, 'a baseline of frames');
-    const baselineFps = ((played() - base0) * 1000) / (performance.now() - baseT0);
+  it(
+    `until ${DROPS_WANTED} of its frames were dropped holds bounded memory, gets its late frames dropped and counted, and never slows the others`,
+    async () => {
+      // Raw RGB 256x256 (196 KB a frame, ~5.9 MB/s): the stalled socket's kernel buffers fill within a second or two.
+      const server = await serve(patternApp({ width: 256, height: 256, fps: FPS, chunk: 2 }), {
+        port: 0,
+        gracePeriodMs: 0,
+        logger: quiet,
+        encoding: 'rgb',
+        statsIntervalMs: 250,
+      });
+      cleanups.push(() => server.close());
+      await server.loaded;
+      const others = [await new RawClient(server.wsUrl).open(), await new RawClient(server.wsUrl).open()];
+      cleanups.push(() => others.forEach((o) => o.close()));
+      await until(() => others.every((o) => o.binaries.length > 10), 10_000, 'the stream to run');
+      // The model's own rate on this machine right now, before any client stalls (a loaded 2-core
+      // box may not reach FPS): the stalled client must not lower it.
+      const played = (): number => (server.host as AppHost).counters.framesPlayed;
+      const base0 = played();
+      const baseT0 = performance.now();
+      await until(() => played() - base0 >= 45, 10_000, 'a baseline of frames');
+      const baselineFps = ((played() - base0) * 1000) / (performance.now() - baseT0);
 
-    const stalled: Socket = await stalledClient(server.port);
-    cleanups.push(() => stalled.destroy());
-    await until(() => server.connections().length === 3, 5000, 'the stalled client to join');
+      const stalled: Socket = await stalledClient(server.port);
+      cleanups.push(() => stalled.destroy());
+      await until(() => server.connections().length === 3, 5000, 'the stalled client to join');
 
-    const frameSize = 256 * 256 * 3;
-    const start = others.map((o) => o.binaries.length);
-    const emittedAt = (): number => Number(/reactor_frames_emitted_total\{track="main_video"\} (\d+)/.exec(metricsText)?.[1] ?? 0);
-    let metricsText = await (await fetch(`${server.url}/metrics`)).text();
-    const emitted0 = emittedAt();
-    gc();
-    const arrayBuffers0 = process.memoryUsage().arrayBuffers;
-    let maxBuffered = 0;
-    let maxQueued = 0;
-    let maxArrayBuffers = 0;
-    const t0 = performance.now();
-    // Sample until the stalled client has lost DROPS_WANTED frames: its buffers are long full by then.
-    let dropped = 0;
-    while (dropped < DROPS_WANTED) {
-      if (performance.now() - t0 > STALL_TIMEOUT_MS) throw new Error(`the stalled client lost only ${dropped} frames in ${STALL_TIMEOUT_MS} ms`);
-      await new Promise((r) => setTimeout(r, 250));
-      // Release what the healthy clients already got so the test itself does not hoard memory.
-      for (const o of others) o.binaries.fill(EMPTY);
-      const conns = server.connections();
-      const s = conns.reduce((a, b) => (a.framesDropped >= b.framesDropped ? a : b));
-      maxBuffered = Math.max(maxBuffered, s.bufferedBytes);
-      maxQueued = Math.max(maxQueued, s.queuedFrames);
-      dropped = s.framesDropped;
+      const frameSize = 256 * 256 * 3;
+      const start = others.map((o) => o.binaries.length);
+      const emittedAt = (): number => Number(/reactor_frames_emitted_total\{track="main_video"\} (\d+)/.exec(metricsText)?.[1] ?? 0);
+      let metricsText = await (await fetch(`${server.url}/metrics`)).text();
+      const emitted0 = emittedAt();
       gc();
-      maxArrayBuffers = Math.max(maxArrayBuffers, process.memoryUsage().arrayBuffers - arrayBuffers0);
-    }
-    const seconds = (performance.now() - t0) / 1000;
-    const got = others.map((o, i) => o.binaries.length - start[i]!);
-    const conns = server.connections();
-    const hostDropped = (server.host as AppHost).counters.framesDropped; // same tick as the snapshot
-    metricsText = await (await fetch(`${server.url}/metrics`)).text();
-    const emitted = emittedAt() - emitted0;
-    const stalledInfo = conns.reduce((a, b) => (a.framesDropped >= b.framesDropped ? a : b));
+      const arrayBuffers0 = process.memoryUsage().arrayBuffers;
+      let maxBuffered = 0;
+      let maxQueued = 0;
+      let maxArrayBuffers = 0;
+      const t0 = performance.now();
+      // Sample until the stalled client has lost DROPS_WANTED frames: its buffers are long full by then.
+      let dropped = 0;
+      while (dropped < DROPS_WANTED) {
+        if (performance.now() - t0 > STALL_TIMEOUT_MS) throw new Error(`the stalled client lost only ${dropped} frames in ${STALL_TIMEOUT_MS} ms`);
+        await new Promise((r) => setTimeout(r, 250));
+        // Release what the healthy clients already got so the test itself does not hoard memory.
+        for (const o of others) o.binaries.fill(EMPTY);
+        const conns = server.connections();
+        const s = conns.reduce((a, b) => (a.framesDropped >= b.framesDropped ? a : b));
+        maxBuffered = Math.max(maxBuffered, s.bufferedBytes);
+        maxQueued = Math.max(maxQueued, s.queuedFrames);
+        dropped = s.framesDropped;
+        gc();
+        maxArrayBuffers = Math.max(maxArrayBuffers, process.memoryUsage().arrayBuffers - arrayBuffers0);
+      }
+      const seconds = (performance.now() - t0) / 1000;
+      const got = others.map((o, i) => o.binaries.length - start[i]!);
+      const conns = server.connections();
+      const hostDropped = (server.host as AppHost).counters.framesDropped; // same tick as the snapshot
+      metricsText = await (await fetch(`${server.url}/metrics`)).text();
+      const emitted = emittedAt() - emitted0;
+      const stalledInfo = conns.reduce((a, b) => (a.framesDropped >= b.framesDropped ? a : b));
 
-    // The model kept its rate and the healthy clients received every frame of it.
-    expect(emitted / seconds).toBeGreaterThan(Math.min(FPS, baselineFps) * 0.85);
-    for (const g of got) expect(g).toBeGreaterThanOrEqual(emitted * 0.97);
-    for (const c of conns) if (c !== stalledInfo) expect(c.framesDropped).toBe(0);
-    // The stalled client lost most frames, counted, and its backlog stayed bounded.
-    expect(stalledInfo.framesDropped).toBeGreaterThan(emitted * 0.5);
-    expect(maxQueued).toBeLessThanOrEqual(2);
-    expect(maxBuffered).toBeLessThanOrEqual(3 * frameSize + 64 * 1024);
-    // Everything the test process holds (server, 2 readers, the model's frames) stays within a
-    // few frames; keeping the stalled client's stream would grow ~5.9 MB a second.
-    expect(maxArrayBuffers).toBeLessThan(32 * 1024 * 1024);
-    // Counted in /metrics and told to the host (they go into the stalled client's stats).
-    const metricDropped = Number(/reactor_frames_dropped_total\{reason="slow_client"\} (\d+)/.exec(metricsText)?.[1]);
-    expect(metricDropped).toBeGreaterThanOrEqual(stalledInfo.framesDropped);
-    expect(metricDropped).toBeLessThanOrEqual(stalledInfo.framesDropped + 5);
-    expect(hostDropped).toBe(stalledInfo.framesDropped);
-    console.info(JSON.stringify({ seconds: +seconds.toFixed(1), baselineFps: +baselineFps.toFixed(1), emitted, got, stalled: stalledInfo, maxBuffered, maxQueued, maxArrayBuffers }));
-  }, STALL_TIMEOUT_MS + 25_000);
+      // The model kept its rate and the healthy clients received every frame of it.
+      expect(emitted / seconds).toBeGreaterThan(Math.min(FPS, baselineFps) * 0.85);
+      for (const g of got) expect(g).toBeGreaterThanOrEqual(emitted * 0.97);
+      for (const c of conns) if (c !== stalledInfo) expect(c.framesDropped).toBe(0);
+      // The stalled client lost most frames, counted, and its backlog stayed bounded.
+      expect(stalledInfo.framesDropped).toBeGreaterThan(emitted * 0.5);
+      expect(maxQueued).toBeLessThanOrEqual(2);
+      expect(maxBuffered).toBeLessThanOrEqual(3 * frameSize + 64 * 1024);
+      // Everything the test process holds (server, 2 readers, the model's frames) stays within a
+      // few frames; keeping the stalled client's stream would grow ~5.9 MB a second.
+      expect(maxArrayBuffers).toBeLessThan(32 * 1024 * 1024);
+      // Counted in /metrics and told to the host (they go into the stalled client's stats).
+      const metricDropped = Number(/reactor_frames_dropped_total\{reason="slow_client"\} (\d+)/.exec(metricsText)?.[1]);
+      expect(metricDropped).toBeGreaterThanOrEqual(stalledInfo.framesDropped);
+      expect(metricDropped).toBeLessThanOrEqual(stalledInfo.framesDropped + 5);
+      expect(hostDropped).toBe(stalledInfo.framesDropped);
+      console.info(
+        JSON.stringify({
+          seconds: +seconds.toFixed(1),
+          baselineFps: +baselineFps.toFixed(1),
+          emitted,
+          got,
+          stalled: stalledInfo,
+          maxBuffered,
+          maxQueued,
+          maxArrayBuffers,
+        }),
+      );
+    },
+    STALL_TIMEOUT_MS + 25_000,
+  );
 
   it('is cut off (unread_backlog) when what it does not read piles up beyond 16 x maxBufferedBytes', async () => {
-    const server = await serve(patternApp({ width: 32, height: 32 }), { port: 0, gracePeriodMs: 0, logger: quiet, commandRate: 1e6, commandBurst: 1e6, maxBufferedBytes: 4096 });
+    const server = await serve(patternApp({ width: 32, height: 32 }), {
+      port: 0,
+      gracePeriodMs: 0,
+      logger: quiet,
+      commandRate: 1e6,
+      commandBurst: 1e6,
+      maxBufferedBytes: 4096,
+    });
     cleanups.push(() => server.close());
     await server.loaded;
     const other = await new RawClient(server.wsUrl).open();
@@ -117,7 +145,16 @@ describe('server: many clients that stop reading', () => {
   it('stay within the server-wide budget for unsent bytes: the worst holders are cut (server_budget), a reading client keeps its stream', async () => {
     const budget = 2 * 1024 * 1024;
     // A per-connection cap and a read-pause bound far above the budget, so the budget is what acts.
-    const server = await serve(patternApp({ width: 32, height: 32 }), { port: 0, gracePeriodMs: 0, logger: quiet, commandRate: 1e6, commandBurst: 1e6, maxBufferedBytes: 1024 * 1024, maxTotalBufferedBytes: budget, readPauseBytes: 1024 * 1024 * 1024 });
+    const server = await serve(patternApp({ width: 32, height: 32 }), {
+      port: 0,
+      gracePeriodMs: 0,
+      logger: quiet,
+      commandRate: 1e6,
+      commandBurst: 1e6,
+      maxBufferedBytes: 1024 * 1024,
+      maxTotalBufferedBytes: budget,
+      readPauseBytes: 1024 * 1024 * 1024,
+    });
     cleanups.push(() => server.close());
     await server.loaded;
     const reader = await new RawClient(server.wsUrl).open();

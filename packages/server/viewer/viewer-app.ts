@@ -19,7 +19,11 @@ const viewer = {
 };
 (window as unknown as { reactorViewer: typeof viewer }).reactorViewer = viewer;
 
-function el<K extends keyof HTMLElementTagNameMap>(tag: K, props: Partial<HTMLElementTagNameMap[K]> = {}, ...children: (Node | string)[]): HTMLElementTagNameMap[K] {
+function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  props: Partial<HTMLElementTagNameMap[K]> = {},
+  ...children: (Node | string)[]
+): HTMLElementTagNameMap[K] {
   const e = Object.assign(document.createElement(tag), props);
   e.append(...children);
   return e;
@@ -98,7 +102,15 @@ setInterval(() => {
 
 // ---- controls ------------------------------------------------------------------------------
 
-type Field = JsonSchema & { type?: string | string[]; enum?: unknown[]; minimum?: number; maximum?: number; multipleOf?: number; description?: string; default?: unknown };
+type Field = JsonSchema & {
+  type?: string | string[];
+  enum?: unknown[];
+  minimum?: number;
+  maximum?: number;
+  multipleOf?: number;
+  description?: string;
+  default?: unknown;
+};
 
 /**
  * A description as text with `code` spans: the app writes Markdown-style backticks; the page
@@ -162,7 +174,12 @@ function fieldType(f: Field): string {
  * value it starts with; `undefined` (a required event parameter without a default) gives an
  * empty, required input instead of a control that would show a value nobody chose.
  */
-function inputFor(name: string, f: Field, onCommit: () => void, initial: unknown): { node: HTMLElement; read(): unknown; write(v: unknown): void; focusEl: HTMLElement } {
+function inputFor(
+  name: string,
+  f: Field,
+  onCommit: () => void,
+  initial: unknown,
+): { node: HTMLElement; read(): unknown; write(v: unknown): void; focusEl: HTMLElement } {
   const t = fieldType(f);
   if (t === 'boolean') {
     const input = el('input', { type: 'checkbox', name });
@@ -209,7 +226,12 @@ function inputFor(name: string, f: Field, onCommit: () => void, initial: unknown
     if (typeof f.maximum === 'number') input.max = String(f.maximum);
     if (typeof f.minimum === 'number' && typeof f.maximum === 'number') input.placeholder = `${f.minimum} to ${f.maximum}`;
     input.addEventListener('keydown', (e) => e.key === 'Enter' && onCommit());
-    return { node: input, focusEl: input, read: () => (input.value === '' ? undefined : Number(input.value)), write: (v) => (input.value = v === undefined || v === null ? '' : String(v)) };
+    return {
+      node: input,
+      focusEl: input,
+      read: () => (input.value === '' ? undefined : Number(input.value)),
+      write: (v) => (input.value = v === undefined || v === null ? '' : String(v)),
+    };
   }
   if (t === 'string') {
     const input = el('input', { type: 'text', name, autocomplete: 'off' });
@@ -240,7 +262,12 @@ function buildControl(client: ReactorClient, cmd: CommandSchema): HTMLElement {
   out.dataset['command'] = cmd.name;
   const wrap = el('div', { className: 'control' });
   wrap.dataset['command'] = cmd.name;
-  const title = el('label', { className: 'name' }, el('span', {}, cmd.kind === 'setter' && cmd.field ? cmd.field : cmd.name), el('code', { className: 'wire' }, cmd.name));
+  const title = el(
+    'label',
+    { className: 'name' },
+    el('span', {}, cmd.kind === 'setter' && cmd.field ? cmd.field : cmd.name),
+    el('code', { className: 'wire' }, cmd.name),
+  );
   wrap.append(title);
   if (cmd.description) wrap.append(el('div', { className: 'desc' }, ...richText(cmd.description)));
 
@@ -354,7 +381,11 @@ async function main(): Promise<void> {
   badge('connection', 'connected', 'ok');
   const session = (): void => {
     const s = client.session;
-    badge('session', `session: ${s.state} · ${s.clients} client${s.clients === 1 ? '' : 's'}`, s.state === 'failed' ? 'err' : s.state === 'streaming' ? 'ok' : 'warn');
+    badge(
+      'session',
+      `session: ${s.state} · ${s.clients} client${s.clients === 1 ? '' : 's'}`,
+      s.state === 'failed' ? 'err' : s.state === 'streaming' ? 'ok' : 'warn',
+    );
     if (s.error) badge('session', `session: ${s.state} · ${s.error.code}: ${s.error.message}`, 'err');
   };
   session();

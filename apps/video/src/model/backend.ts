@@ -144,7 +144,8 @@ export async function requestGpuAdapter(gpuIndex: number | null): Promise<GpuAda
 
 function adapterInfo(adapter: GPUAdapter): GpuAdapterInfo {
   const info = (adapter as GPUAdapter & { info?: GPUAdapterInfo }).info;
-  const fallback = (info as { isFallbackAdapter?: boolean } | undefined)?.isFallbackAdapter ?? (adapter as { isFallbackAdapter?: boolean }).isFallbackAdapter ?? false;
+  const fallback =
+    (info as { isFallbackAdapter?: boolean } | undefined)?.isFallbackAdapter ?? (adapter as { isFallbackAdapter?: boolean }).isFallbackAdapter ?? false;
   return {
     vendor: info?.vendor ?? '',
     architecture: info?.architecture ?? '',

@@ -39,11 +39,7 @@ export class VideoModelError extends Error {
  */
 export class RolloutExhausted extends VideoModelError {
   constructor(message?: string, options?: { cause?: unknown }) {
-    super(
-      VideoErrorCode.RolloutExhausted,
-      message ?? 'The rollout is exhausted: call reset() to start a new rollout (the weights stay loaded).',
-      options,
-    );
+    super(VideoErrorCode.RolloutExhausted, message ?? 'The rollout is exhausted: call reset() to start a new rollout (the weights stay loaded).', options);
   }
 
   /** The message every rank uses, naming the rollout length. */
@@ -129,14 +125,11 @@ export class BackendUnavailableError extends VideoModelError {
     const lines = attempts.map((a) => `  - ${a.backend}: ${a.reason}`).join('\n');
     const wantsGpu = attempts.some((a) => a.backend === 'webgpu');
     const fix = wantsGpu
-      ? 'On a GPU machine, install the Vulkan loader (Debian: libvulkan1) and the GPU vendor\'s Vulkan driver ' +
+      ? "On a GPU machine, install the Vulkan loader (Debian: libvulkan1) and the GPU vendor's Vulkan driver " +
         '(set VK_DRIVER_FILES to its ICD json if it is not found); on a machine without a GPU, set ' +
         'REACTOR_BACKEND=wasm (or "auto"), or allow a fallback such as "webgpu,wasm".'
       : 'Allow another backend (REACTOR_BACKEND=auto tries webgpu, wasm, then cpu).';
-    super(
-      VideoErrorCode.BackendUnavailable,
-      `Rank ${rank}: no usable tfjs backend for ${source}=${JSON.stringify(requested)}; tried:\n${lines}\n${fix}`,
-    );
+    super(VideoErrorCode.BackendUnavailable, `Rank ${rank}: no usable tfjs backend for ${source}=${JSON.stringify(requested)}; tried:\n${lines}\n${fix}`);
     this.attempts = attempts;
   }
 }

@@ -2,7 +2,15 @@
  * The sample app's video model: a prompt-conditioned CPPN rendered with tfjs, split across the
  * ranks of a `DistributedRunner` by pixel rows and gathered on rank 0.
  */
-export { ParallelVideoModel, VIDEO_MODEL_DEFAULTS, quantizeRgb, unpackRgb, DEVICE_QUANTIZE_ENV, BATCH_FRAMES_ENV, type ParallelVideoModelOptions } from './parallel-video-model.js';
+export {
+  ParallelVideoModel,
+  VIDEO_MODEL_DEFAULTS,
+  quantizeRgb,
+  unpackRgb,
+  DEVICE_QUANTIZE_ENV,
+  BATCH_FRAMES_ENV,
+  type ParallelVideoModelOptions,
+} from './parallel-video-model.js';
 export type { VideoInput, VideoResult, VideoModelInfo, RankBackend } from './types.js';
 export {
   VideoErrorCode,

@@ -455,7 +455,12 @@ export class ParallelVideoModel {
   /** Every rank's backend, gathered once (first chunk) so rank 0 can report them. */
   private async gatherBackends(): Promise<RankBackend[]> {
     const sel = this.selection as BackendSelection;
-    const mine: RankBackend = { rank: this.rank, backend: sel.backend, adapter: sel.adapter, pci: sel.backend === 'webgpu' ? (process.env['REACTOR_GPU_PCI'] ?? null) : null };
+    const mine: RankBackend = {
+      rank: this.rank,
+      backend: sel.backend,
+      adapter: sel.adapter,
+      pci: sel.backend === 'webgpu' ? (process.env['REACTOR_GPU_PCI'] ?? null) : null,
+    };
     if (this.worldSize === 1 || !this.comm) {
       this.rankBackends = [mine];
       return this.rankBackends;
@@ -541,11 +546,38 @@ export class ParallelVideoModel {
       return out;
     };
     return tf.tidy(() => {
-      const mixW = tf.tensor3d(stack((p) => p.mixW, F2 * M), [S, F2, M]);
+      const mixW = tf.tensor3d(
+        stack((p) => p.mixW, F2 * M),
+        [S, F2, M],
+      );
       const a = tf.reshape(feats, [1, P, F2]);
-      const h = tf.fused.matMul({ a, b: mixW, bias: tf.tensor3d(stack((p) => p.mixB, M), [S, 1, M]), activation: 'sigmoid' });
-      const g = tf.fused.matMul({ a: h, b: tf.reshape(this.hiddenW as tf.Tensor, [1, M, H]), bias: tf.tensor3d(stack((p) => p.hiddenB, H), [S, 1, H]), activation: 'sigmoid' });
-      const rgb = tf.fused.matMul({ a: g, b: tf.reshape(this.rgbW as tf.Tensor, [1, H, 3]), bias: tf.tensor3d(stack((p) => p.rgbB, 3), [S, 1, 3]), activation: 'sigmoid' });
+      const h = tf.fused.matMul({
+        a,
+        b: mixW,
+        bias: tf.tensor3d(
+          stack((p) => p.mixB, M),
+          [S, 1, M],
+        ),
+        activation: 'sigmoid',
+      });
+      const g = tf.fused.matMul({
+        a: h,
+        b: tf.reshape(this.hiddenW as tf.Tensor, [1, M, H]),
+        bias: tf.tensor3d(
+          stack((p) => p.hiddenB, H),
+          [S, 1, H],
+        ),
+        activation: 'sigmoid',
+      });
+      const rgb = tf.fused.matMul({
+        a: g,
+        b: tf.reshape(this.rgbW as tf.Tensor, [1, H, 3]),
+        bias: tf.tensor3d(
+          stack((p) => p.rgbB, 3),
+          [S, 1, 3],
+        ),
+        activation: 'sigmoid',
+      });
       return tf.reshape(rgb, [S * P, 3]);
     });
   }

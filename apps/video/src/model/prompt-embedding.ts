@@ -37,7 +37,9 @@ export function fnv1a(s: string): number {
 
 /** The hashed features of `prompt` for a table of `buckets` rows. Empty for an empty prompt. */
 export function promptFeatures(prompt: string, buckets: number): PromptFeature[] {
-  const words = normalizePrompt(prompt).split(' ').filter((w) => w.length > 0);
+  const words = normalizePrompt(prompt)
+    .split(' ')
+    .filter((w) => w.length > 0);
   const out: PromptFeature[] = [];
   const push = (key: string, weight: number): void => {
     const h = fnv1a(key);

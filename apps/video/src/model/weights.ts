@@ -47,15 +47,7 @@ export interface LoadedWeights {
   parameterCount: number;
 }
 
-const CONFIG_KEYS: readonly (keyof CppnConfig)[] = [
-  'embeddingBuckets',
-  'embeddingDim',
-  'promptDim',
-  'timeHarmonics',
-  'fieldUnits',
-  'mixUnits',
-  'hiddenUnits',
-];
+const CONFIG_KEYS: readonly (keyof CppnConfig)[] = ['embeddingBuckets', 'embeddingDim', 'promptDim', 'timeHarmonics', 'fieldUnits', 'mixUnits', 'hiddenUnits'];
 
 /** Width of the per-frame conditioning vector: prompt code plus a sin and a cos per clock. */
 export function conditioningDim(c: CppnConfig): number {

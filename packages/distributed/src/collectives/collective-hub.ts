@@ -36,9 +36,7 @@ export class CollectiveHub {
       this.open.set(msg.seq, a);
     } else if (a.op !== msg.op || a.root !== msg.root) {
       const first = [...a.arrived][0];
-      this.onMismatch(
-        `collective #${msg.seq}: rank ${first} called ${a.op}(root ${a.root}) but rank ${rank} called ${msg.op}(root ${msg.root})`,
-      );
+      this.onMismatch(`collective #${msg.seq}: rank ${first} called ${a.op}(root ${a.root}) but rank ${rank} called ${msg.op}(root ${msg.root})`);
       return;
     }
     a.arrived.add(rank);

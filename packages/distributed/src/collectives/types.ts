@@ -15,16 +15,7 @@ export const TYPED_ARRAY_CONSTRUCTORS = [
 ] as const;
 
 /** Every typed array a collective accepts. */
-export type TypedArray =
-  | Uint8Array
-  | Uint8ClampedArray
-  | Int8Array
-  | Uint16Array
-  | Int16Array
-  | Uint32Array
-  | Int32Array
-  | Float32Array
-  | Float64Array;
+export type TypedArray = Uint8Array | Uint8ClampedArray | Int8Array | Uint16Array | Int16Array | Uint32Array | Int32Array | Float32Array | Float64Array;
 
 // Compile-time check that the list and the type name the same arrays (by their toStringTag).
 type Tag<T> = T extends { readonly [Symbol.toStringTag]: infer N } ? N : never;

@@ -15,13 +15,7 @@
 import { RankCollectives } from '../collectives/rank-collectives.js';
 import { InjectedFaultError, ProtocolError, SharedMemoryCapacityError } from '../errors.js';
 import { FAULT_CRASH_EXIT_CODE, type FaultKind } from '../faults.js';
-import {
-  type CallMessage,
-  type ChildMessage,
-  type InitMessage,
-  PROTOCOL_VERSION,
-  expectParentMessage,
-} from '../protocol.js';
+import { type CallMessage, type ChildMessage, type InitMessage, PROTOCOL_VERSION, expectParentMessage } from '../protocol.js';
 import { digestValue, encodeValue } from '../shm/codec.js';
 import { ProgressPublisher } from '../shm/progress.js';
 import { type SegmentEnv, SegmentReader, SegmentWriter, fromPayload, toPayload, unlinkSegments } from '../shm/segments.js';
@@ -119,7 +113,11 @@ export class RankLoop {
 
   private async load(msg: InitMessage): Promise<void> {
     if (msg.version !== PROTOCOL_VERSION) {
-      this.fatal(new ProtocolError(`Parent speaks protocol ${msg.version}, this rank ${PROTOCOL_VERSION}: the parent and the ranks run different builds of @reactor/distributed. Rebuild it.`));
+      this.fatal(
+        new ProtocolError(
+          `Parent speaks protocol ${msg.version}, this rank ${PROTOCOL_VERSION}: the parent and the ranks run different builds of @reactor/distributed. Rebuild it.`,
+        ),
+      );
       return;
     }
     this.init = msg;

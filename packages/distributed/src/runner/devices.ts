@@ -44,7 +44,9 @@ export function assignDevices(worldSize: number, request: DeviceRequest, gpuCoun
     throw new TypeError(`options.devices must be 'auto', 'cpu' or an array of GPU indices, got ${JSON.stringify(request)}.`);
   }
   if (request.length !== worldSize) {
-    throw new RangeError(`options.devices lists ${request.length} GPU${request.length === 1 ? '' : 's'} for ${worldSize} ranks; list exactly one GPU index per rank.`);
+    throw new RangeError(
+      `options.devices lists ${request.length} GPU${request.length === 1 ? '' : 's'} for ${worldSize} ranks; list exactly one GPU index per rank.`,
+    );
   }
   const seen = new Set<number>();
   for (const [rank, g] of request.entries()) {

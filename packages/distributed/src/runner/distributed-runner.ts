@@ -245,9 +245,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     const name = cls.name || '<anonymous class>';
     for (const method of ['load', 'generate', 'reset'] as const) {
       if (typeof (cls.prototype as Record<string, unknown>)[method] !== 'function') {
-        throw new TypeError(
-          `Worker class ${name} has no ${method}() method. A DistributedWorker implements load(args), generate(input) and reset().`,
-        );
+        throw new TypeError(`Worker class ${name} has no ${method}() method. A DistributedWorker implements load(args), generate(input) and reset().`);
       }
     }
     this.opts = resolveOptions(options as DistributedRunnerOptions<unknown>);
@@ -290,9 +288,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
   get stalledRanks(): StallInfo[] {
     if (this.state.name !== 'busy') return [];
     const now = performance.now();
-    return this.watches.flatMap((w, rank) =>
-      w.stalled ? [{ rank, phase: w.reader.read()?.phase ?? 'idle', sinceMs: Math.round(now - w.lastChange) }] : [],
-    );
+    return this.watches.flatMap((w, rank) => (w.stalled ? [{ rank, phase: w.reader.read()?.phase ?? 'idle', sinceMs: Math.round(now - w.lastChange) }] : []));
   }
 
   /** Name prefix of this runner's shared-memory segments in /dev/shm (and of its ranks' command lines). */
@@ -533,7 +529,8 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
       case 'ready':
         break;
     }
-    if (signal?.aborted) return Promise.reject(new CallAbortedError(name, true, 'the signal was already aborted; nothing was sent to the ranks.', signal.reason));
+    if (signal?.aborted)
+      return Promise.reject(new CallAbortedError(name, true, 'the signal was already aborted; nothing was sent to the ranks.', signal.reason));
     let ref: Payload | null = null;
     try {
       if (op === 'generate') ref = toPayload(encodeValue(input), this.input!);
@@ -634,10 +631,12 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
       if (!w.stalled && since >= this.opts.stallMs) {
         w.stalled = true;
         const info: StallInfo = { rank, phase: reading.phase, sinceMs: Math.round(since) };
-        this.logger.child({ rank }).warn(
-          `Rank ${rank} (pid ${this.procs[rank]?.pid}) made no progress for ${info.sinceMs} ms in ${reading.phase} during ${f.op}: ` +
-            `stopped, blocked in synchronous code, or deadlocked.`,
-        );
+        this.logger
+          .child({ rank })
+          .warn(
+            `Rank ${rank} (pid ${this.procs[rank]?.pid}) made no progress for ${info.sinceMs} ms in ${reading.phase} during ${f.op}: ` +
+              `stopped, blocked in synchronous code, or deadlocked.`,
+          );
         this.emit('stall', info);
       }
       if (this.opts.stallTimeoutMs !== null && since >= this.opts.stallTimeoutMs) overdue.push(rank);
@@ -796,10 +795,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
       f.reject(reviveError(outcomes[0]!.ok ? first.o.error : (outcomes[0] as Extract<Outcome, { ok: false }>).error, 0, this.errorClasses));
       return;
     }
-    const detail =
-      failures.length < this.worldSize
-        ? `${failures.length} of ${this.worldSize} ranks failed`
-        : `ranks failed with different error types`;
+    const detail = failures.length < this.worldSize ? `${failures.length} of ${this.worldSize} ranks failed` : `ranks failed with different error types`;
     this.failDesync(detail);
   }
 
@@ -857,8 +853,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     const f = this.state.call;
     const outcomes = this.describeOutcomes(f);
     const firstFailure = f.outcomes.map((o, r) => ({ o, r })).find((x) => x.o && !x.o.ok);
-    const cause =
-      firstFailure && firstFailure.o && !firstFailure.o.ok ? reviveError(firstFailure.o.error, firstFailure.r, this.errorClasses) : undefined;
+    const cause = firstFailure && firstFailure.o && !firstFailure.o.ok ? reviveError(firstFailure.o.error, firstFailure.r, this.errorClasses) : undefined;
     this.failUnusable(new RankDesyncError(f.op, detail, outcomes, cause, ranks), true);
   }
 

@@ -83,13 +83,11 @@ export interface ResolvedOptions {
  * Infinity where a deadline may be switched off).
  */
 function positive(value: unknown, name: string, what: 'ms' | 'integer' | 'bytes'): number {
-  const ok =
-    typeof value === 'number' &&
-    !Number.isNaN(value) &&
-    value > 0 &&
-    (what === 'ms' || Number.isInteger(value));
+  const ok = typeof value === 'number' && !Number.isNaN(value) && value > 0 && (what === 'ms' || Number.isInteger(value));
   if (!ok) {
-    const expected = { ms: 'a positive number of milliseconds (or Infinity)', integer: 'a positive integer', bytes: 'a positive integer number of bytes' }[what];
+    const expected = { ms: 'a positive number of milliseconds (or Infinity)', integer: 'a positive integer', bytes: 'a positive integer number of bytes' }[
+      what
+    ];
     throw new RangeError(`options.${name} must be ${expected}, got ${String(value)}.`);
   }
   return value;
@@ -115,7 +113,9 @@ export function resolveOptions(options: DistributedRunnerOptions<unknown>, env: 
   const stallMs = optional(options.stallMs, 'stallMs', 'ms', DEFAULT_STALL_MS);
   const stallTimeoutMs = optional(options.stallTimeoutMs, 'stallTimeoutMs', 'ms', null);
   if (stallTimeoutMs !== null && stallTimeoutMs < stallMs) {
-    throw new RangeError(`options.stallTimeoutMs (${stallTimeoutMs}) must be at least options.stallMs (${stallMs}): a stall is reported before it fails the call.`);
+    throw new RangeError(
+      `options.stallTimeoutMs (${stallTimeoutMs}) must be at least options.stallMs (${stallMs}): a stall is reported before it fails the call.`,
+    );
   }
   return {
     worldSize,

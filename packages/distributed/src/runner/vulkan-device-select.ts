@@ -21,7 +21,9 @@ const IMPLICIT_LAYER_DIRS = ['/usr/share/vulkan/implicit_layer.d', '/etc/vulkan/
 /** PCI addresses of the NVIDIA GPUs, in index order (`nvidia-smi` order), from the driver's /proc tree. */
 export function nvidiaPciAddresses(dir = '/proc/driver/nvidia/gpus'): string[] {
   try {
-    return readdirSync(dir).filter((d) => /^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$/i.test(d)).sort();
+    return readdirSync(dir)
+      .filter((d) => /^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$/i.test(d))
+      .sort();
   } catch {
     return [];
   }
@@ -50,10 +52,17 @@ export function findDeviceSelectLayer(env: NodeJS.ProcessEnv = process.env, impl
  * `pciAddresses[gpuIndex]`.
  * @throws RangeError when `gpuIndex` has no PCI address (more ranks than GPUs the driver lists).
  */
-export function vulkanDeviceSelectEnv(gpuIndex: number, pciAddresses: readonly string[], layer: DeviceSelectLayer, base: NodeJS.ProcessEnv = {}): Record<string, string> {
+export function vulkanDeviceSelectEnv(
+  gpuIndex: number,
+  pciAddresses: readonly string[],
+  layer: DeviceSelectLayer,
+  base: NodeJS.ProcessEnv = {},
+): Record<string, string> {
   const pci = pciAddresses[gpuIndex];
   if (pci === undefined) {
-    throw new RangeError(`GPU ${gpuIndex} has no PCI address: the NVIDIA driver lists ${pciAddresses.length} GPU(s) (${pciAddresses.join(', ') || 'none'}) in /proc/driver/nvidia/gpus`);
+    throw new RangeError(
+      `GPU ${gpuIndex} has no PCI address: the NVIDIA driver lists ${pciAddresses.length} GPU(s) (${pciAddresses.join(', ') || 'none'}) in /proc/driver/nvidia/gpus`,
+    );
   }
   const env: Record<string, string> = { DRI_PRIME: driPrimeTag(pci), MESA_VK_DEVICE_SELECT_FORCE_DEFAULT_DEVICE: '1', REACTOR_GPU_PCI: pci };
   if ('explicitDir' in layer) {

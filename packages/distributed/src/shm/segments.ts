@@ -61,12 +61,7 @@ export function nativeShmLoadError(): string | undefined {
 }
 
 /** Why a block cannot be created, or null when it fits. Pure; exported for tests. */
-export function checkFits(
-  what: string,
-  neededBytes: number,
-  freeBytes: number,
-  maxShmBytes: number | null,
-): SharedMemoryCapacityError | null {
+export function checkFits(what: string, neededBytes: number, freeBytes: number, maxShmBytes: number | null): SharedMemoryCapacityError | null {
   if (maxShmBytes !== null && neededBytes > maxShmBytes) {
     return new SharedMemoryCapacityError(what, neededBytes, maxShmBytes, 'are allowed by options.maxShmBytes');
   }

@@ -74,7 +74,12 @@ export function describeApp(appClass: AnyClass): AppDefinition {
 function compile(appClass: AnyClass): AppDefinition {
   const appName = appClass.name || '(anonymous app)';
   if (typeof appClass !== 'function' || !(appClass.prototype instanceof ReactorApp)) {
-    throw new AppDefinitionError(RuntimeErrorCode.InvalidApp, appName, undefined, 'is not a ReactorApp subclass; declare it as `class MyApp extends ReactorApp<State, Input, Result>`');
+    throw new AppDefinitionError(
+      RuntimeErrorCode.InvalidApp,
+      appName,
+      undefined,
+      'is not a ReactorApp subclass; declare it as `class MyApp extends ReactorApp<State, Input, Result>`',
+    );
   }
   if (typeof (appClass.prototype as { generate?: unknown }).generate !== 'function') {
     throw new AppDefinitionError(RuntimeErrorCode.InvalidApp, appName, 'generate', 'is missing; implement generate(input) to run the model');
@@ -82,7 +87,12 @@ function compile(appClass: AnyClass): AppDefinition {
   const options = readAppOptions<AppOptions>(appClass) ?? {};
   for (const key of Object.keys(options)) {
     if (!['state', 'output', 'messages', 'fps', 'bufferSize', 'name', 'version', 'description'].includes(key)) {
-      throw new AppDefinitionError(RuntimeErrorCode.InvalidAppOption, appName, key, 'is not an @reactorApp option (state, output, messages, fps, bufferSize, name, version, description)');
+      throw new AppDefinitionError(
+        RuntimeErrorCode.InvalidAppOption,
+        appName,
+        key,
+        'is not an @reactorApp option (state, output, messages, fps, bufferSize, name, version, description)',
+      );
     }
   }
 
@@ -99,7 +109,12 @@ function compile(appClass: AnyClass): AppDefinition {
   }
   const bufferSize = options.bufferSize ?? DEFAULT_BUFFER_SIZE;
   if (!Number.isInteger(bufferSize) || bufferSize < 1) {
-    throw new AppDefinitionError(RuntimeErrorCode.InvalidAppOption, appName, 'bufferSize', `must be a positive integer (frames), got ${String(options.bufferSize)}`);
+    throw new AppDefinitionError(
+      RuntimeErrorCode.InvalidAppOption,
+      appName,
+      'bufferSize',
+      `must be a positive integer (frames), got ${String(options.bufferSize)}`,
+    );
   }
 
   // output
@@ -111,7 +126,12 @@ function compile(appClass: AnyClass): AppDefinition {
     }
     const records = readTracks(outputClass);
     if (records.length === 0) {
-      throw new AppDefinitionError(RuntimeErrorCode.InvalidOutputClass, outputClass.name, undefined, 'declares no track; add one, e.g. `@Video() mainVideo?: Video;`');
+      throw new AppDefinitionError(
+        RuntimeErrorCode.InvalidOutputClass,
+        outputClass.name,
+        undefined,
+        'declares no track; add one, e.g. `@Video() mainVideo?: Video;`',
+      );
     }
     for (const r of records) {
       const o = r.options;
@@ -121,7 +141,12 @@ function compile(appClass: AnyClass): AppDefinition {
       for (const dim of ['width', 'height'] as const) {
         const v = o[dim];
         if (v !== undefined && !(Number.isInteger(v) && v > 0)) {
-          throw new AppDefinitionError(RuntimeErrorCode.InvalidOutputClass, outputClass.name, r.property, `${dim} must be a positive integer, got ${String(v)}`);
+          throw new AppDefinitionError(
+            RuntimeErrorCode.InvalidOutputClass,
+            outputClass.name,
+            r.property,
+            `${dim} must be a positive integer, got ${String(v)}`,
+          );
         }
       }
       if ((o.width === undefined) !== (o.height === undefined)) {
@@ -140,7 +165,12 @@ function compile(appClass: AnyClass): AppDefinition {
     }
     const name = toSnakeCase(m.name);
     if (messageNames.has(name)) {
-      throw new AppDefinitionError(RuntimeErrorCode.InvalidMessageClass, m.name, undefined, `its wire name "${name}" is used by another message class; rename one`);
+      throw new AppDefinitionError(
+        RuntimeErrorCode.InvalidMessageClass,
+        m.name,
+        undefined,
+        `its wire name "${name}" is used by another message class; rename one`,
+      );
     }
     messageNames.add(name);
     const description = (m as { description?: unknown }).description;
@@ -163,11 +193,21 @@ function compile(appClass: AnyClass): AppDefinition {
   for (const e of readEvents(appClass)) {
     const name = e.options.name ?? toSnakeCase(e.method);
     if (typeof name !== 'string' || !WIRE_NAME_PATTERN.test(name)) {
-      throw new AppDefinitionError(RuntimeErrorCode.InvalidCommandName, appName, e.method, `command name ${JSON.stringify(name)} must be snake_case ([a-z][a-z0-9_]*)`);
+      throw new AppDefinitionError(
+        RuntimeErrorCode.InvalidCommandName,
+        appName,
+        e.method,
+        `command name ${JSON.stringify(name)} must be snake_case ([a-z][a-z0-9_]*)`,
+      );
     }
     const other = seenEvents.get(name);
     if (other !== undefined) {
-      throw new AppDefinitionError(RuntimeErrorCode.DuplicateCommand, appName, e.method, `declares command "${name}", already declared by ${other}; give one a different name`);
+      throw new AppDefinitionError(
+        RuntimeErrorCode.DuplicateCommand,
+        appName,
+        e.method,
+        `declares command "${name}", already declared by ${other}; give one a different name`,
+      );
     }
     seenEvents.set(name, e.method);
     let params: FieldSet | undefined;
@@ -176,11 +216,22 @@ function compile(appClass: AnyClass): AppDefinition {
         params = FieldSet.compile(e.options.params);
       } catch (err) {
         if (err instanceof AppDefinitionError) throw err;
-        throw new AppDefinitionError(RuntimeErrorCode.InvalidStateField, e.options.params.name, undefined, `cannot be used as params of ${appName}.${e.method}: ${(err as Error).message}`);
+        throw new AppDefinitionError(
+          RuntimeErrorCode.InvalidStateField,
+          e.options.params.name,
+          undefined,
+          `cannot be used as params of ${appName}.${e.method}: ${(err as Error).message}`,
+        );
       }
     }
     const paramsSchema: JsonSchema = params ? params.objectSchema() : { type: 'object', properties: {}, additionalProperties: false };
-    commands.set(name, { name, kind: 'event', method: e.method, params, schema: { name, description: e.options.description ?? '', kind: 'event', params: paramsSchema } });
+    commands.set(name, {
+      name,
+      kind: 'event',
+      method: e.method,
+      params,
+      schema: { name, description: e.options.description ?? '', kind: 'event', params: paramsSchema },
+    });
   }
 
   const hooks: Record<HookKind, string[]> = { sessionStarted: [], sessionEnded: [], connected: [], disconnected: [] };
@@ -188,7 +239,11 @@ function compile(appClass: AnyClass): AppDefinition {
 
   const schema: AppSchema = {
     protocol: PROTOCOL_VERSION,
-    app: { name: options.name ?? appClass.name, version: options.version ?? '0.0.0', ...(options.description !== undefined ? { description: options.description } : {}) },
+    app: {
+      name: options.name ?? appClass.name,
+      version: options.version ?? '0.0.0',
+      ...(options.description !== undefined ? { description: options.description } : {}),
+    },
     state: state.objectSchema(),
     commands: [...commands.values()].map((c) => c.schema),
     messages: [...messages.values()].map((m) => m.schema),

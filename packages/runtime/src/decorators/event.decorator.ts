@@ -21,7 +21,9 @@ export type EventHandler<P extends object> = (params: P, client: Client<any>) =>
  * @event({ name: 'reset', description: 'Start a new rollout.' })
  * async reset() { await this.runner.reset(); this.output.flush(); }
  */
-export function event<P extends object = object>(options: EventOptions<P> = {}): (target: object, key: string | symbol, descriptor: { value?: EventHandler<P> }) => void {
+export function event<P extends object = object>(
+  options: EventOptions<P> = {},
+): (target: object, key: string | symbol, descriptor: { value?: EventHandler<P> }) => void {
   return (target, key, descriptor) => {
     if (typeof target === 'function') throw new DecoratorMisuseError(`@event cannot decorate static method ${target.name}.${String(key)}`);
     if (typeof key !== 'string') throw new DecoratorMisuseError('@event needs a string method name, not a symbol');

@@ -22,7 +22,8 @@ export function InputField<T = unknown>(options: InputFieldOptions<T> = {}): Pro
     if (descriptor && typeof descriptor.value === 'function') {
       throw new DecoratorMisuseError(`@InputField decorates fields, not methods (${target.constructor.name}.${key})`);
     }
-    if (options === null || typeof options !== 'object') throw new DecoratorMisuseError(`@InputField options must be an object (${target.constructor.name}.${key})`);
+    if (options === null || typeof options !== 'object')
+      throw new DecoratorMisuseError(`@InputField options must be an object (${target.constructor.name}.${key})`);
     recordInputField(target, { property: key, options: { ...options }, hasDefault: 'default' in options || options.defaultFactory !== undefined });
   };
 }

@@ -14,7 +14,9 @@ import type { InputState } from '../state/input-state.js';
  * @reactorApp({ state: VideoState, output: VideoOutput, fps: 16, bufferSize: 32, messages: [Notice] })
  * export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult> { … }
  */
-export function reactorApp<S extends InputState, const L extends ReadonlyArray<new (...args: any[]) => object> = readonly []>(options: AppOptions<S> & { messages?: L }) {
+export function reactorApp<S extends InputState, const L extends ReadonlyArray<new (...args: any[]) => object> = readonly []>(
+  options: AppOptions<S> & { messages?: L },
+) {
   return <C extends new () => ReactorApp<S, any, any, any> & { readonly [MESSAGE_TYPES]?: () => InstanceType<L[number]> }>(target: C): void => {
     if (typeof target !== 'function') throw new DecoratorMisuseError('@reactorApp decorates classes');
     if (options === null || typeof options !== 'object') throw new DecoratorMisuseError(`@reactorApp options must be an object (${target.name})`);

@@ -132,10 +132,11 @@ function readChain<T>(key: symbol, ctor: AnyClass, id: (r: T) => string): T[] {
   const chain: object[] = [];
   for (let p: object | null = ctor.prototype as object; p && p !== Object.prototype; p = Object.getPrototypeOf(p) as object | null) chain.unshift(p);
   const byId = new Map<string, T>();
-  for (const proto of chain) for (const r of readOwn<T>(key, proto)) {
-    byId.delete(id(r));
-    byId.set(id(r), r);
-  }
+  for (const proto of chain)
+    for (const r of readOwn<T>(key, proto)) {
+      byId.delete(id(r));
+      byId.set(id(r), r);
+    }
   return [...byId.values()];
 }
 

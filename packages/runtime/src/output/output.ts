@@ -77,7 +77,8 @@ export function Video(options: VideoTrackOptions = {}): PropertyDecorator {
   return (target, key) => {
     if (typeof target === 'function') throw new DecoratorMisuseError(`@Video cannot decorate static member ${target.name}.${String(key)}`);
     if (typeof key !== 'string') throw new DecoratorMisuseError('@Video needs a string property name');
-    if (!(target instanceof Output)) throw new DecoratorMisuseError(`@Video declares tracks on Output subclasses; ${target.constructor.name} does not extend Output`);
+    if (!(target instanceof Output))
+      throw new DecoratorMisuseError(`@Video declares tracks on Output subclasses; ${target.constructor.name} does not extend Output`);
     recordTrack(target, { property: key, kind: 'video', options: { ...options } });
   };
 }

@@ -1,5 +1,14 @@
 import { randomUUID } from 'node:crypto';
-import { type AppSchema, type CommandMessage, type ErrorBody, type ErrorMessage, type ReplyMessage, type ServerMessage, type SessionStatus, WireErrorCode } from '@reactor/client';
+import {
+  type AppSchema,
+  type CommandMessage,
+  type ErrorBody,
+  type ErrorMessage,
+  type ReplyMessage,
+  type ServerMessage,
+  type SessionStatus,
+  WireErrorCode,
+} from '@reactor/client';
 import { consoleLogger, type Logger } from '@reactor/log';
 import type { LoadContext } from '../app/contract.js';
 import { APP_BINDING, type AppBinding, type AppReadiness, type ReactorApp } from '../app/reactor-app.js';
@@ -88,7 +97,16 @@ export class AppHost implements AppHostApi {
   /** The app instance (one per host). */
   readonly app: ReactorApp<any, any, any, any>;
   /** Cumulative counters (for `/metrics`). */
-  readonly counters: HostCounters = { sessions: 0, steps: 0, refusedSteps: 0, modelErrors: 0, framesPlayed: 0, commands: 0, commandErrors: 0, framesDropped: 0 };
+  readonly counters: HostCounters = {
+    sessions: 0,
+    steps: 0,
+    refusedSteps: 0,
+    modelErrors: 0,
+    framesPlayed: 0,
+    commands: 0,
+    commandErrors: 0,
+    framesDropped: 0,
+  };
 
   private readonly def: AppDefinition;
   private readonly logger: Logger;
@@ -127,7 +145,9 @@ export class AppHost implements AppHostApi {
       throw new HostOptionError(`options.weightsPath must be a string, got ${typeof options.weightsPath}`);
     }
     if (options.logger !== undefined && !isLogger(options.logger)) {
-      throw new HostOptionError('options.logger must be a Logger of @reactor/log (debug, info, warn, error and child methods), e.g. consoleLogger() or silentLogger');
+      throw new HostOptionError(
+        'options.logger must be a Logger of @reactor/log (debug, info, warn, error and child methods), e.g. consoleLogger() or silentLogger',
+      );
     }
     this.logger = options.logger ?? consoleLogger();
     this.def = describeApp(appClass);
@@ -233,13 +253,17 @@ export class AppHost implements AppHostApi {
    */
   async load(options: { configPath?: string; manifestGpuCount?: number } = {}): Promise<void> {
     const { configPath, manifestGpuCount } = options;
-    if (configPath !== undefined && typeof configPath !== 'string') throw new HostOptionError(`load() options.configPath must be a string, got ${typeof configPath}`);
+    if (configPath !== undefined && typeof configPath !== 'string')
+      throw new HostOptionError(`load() options.configPath must be a string, got ${typeof configPath}`);
     if (manifestGpuCount !== undefined && !(Number.isInteger(manifestGpuCount) && manifestGpuCount >= 0)) {
       throw new HostOptionError(`load() options.manifestGpuCount must be a non-negative integer, got ${JSON.stringify(manifestGpuCount)}`);
     }
     if (this.lifecycle.is('closing', 'closed')) throw new HostClosedError();
     if (!this.lifecycle.is('created')) {
-      throw new AppLoadError(RuntimeErrorCode.AlreadyLoaded, `${this.def.appClass.name} is already ${this.lifecycle.is('loading') ? 'loading' : 'loaded'}; load() runs once per host`);
+      throw new AppLoadError(
+        RuntimeErrorCode.AlreadyLoaded,
+        `${this.def.appClass.name} is already ${this.lifecycle.is('loading') ? 'loading' : 'loaded'}; load() runs once per host`,
+      );
     }
     this.lifecycle.to('loading');
     this.publishStatus();
@@ -665,15 +689,29 @@ export class AppHost implements AppHostApi {
     const spec = typeof name === 'string' ? this.def.commands.get(name) : undefined;
     if (!spec) {
       const shown = typeof name === 'string' ? truncateCodePoints(name) : name;
-      return errorReply(id, WireErrorCode.UnknownCommand, `unknown command ${JSON.stringify(shown)}; this app has: ${[...this.def.commands.keys()].join(', ') || '(none)'}`);
+      return errorReply(
+        id,
+        WireErrorCode.UnknownCommand,
+        `unknown command ${JSON.stringify(shown)}; this app has: ${[...this.def.commands.keys()].join(', ') || '(none)'}`,
+      );
     }
     const session = this.session;
     if (!client.lifecycle.is('joining', 'joined') || !session || session.over || client.session !== session) {
-      return errorReply(id, WireErrorCode.NoSession, `no session is running${this.status.state === 'loading' ? ' yet: the app is still loading' : ''}; try again once the session status is streaming`);
+      return errorReply(
+        id,
+        WireErrorCode.NoSession,
+        `no session is running${this.status.state === 'loading' ? ' yet: the app is still loading' : ''}; try again once the session status is streaming`,
+      );
     }
     const params = msg.params ?? {};
     if (typeof params !== 'object' || params === null || Array.isArray(params)) {
-      return { type: 'error', id, code: WireErrorCode.InvalidParams, message: 'params must be a JSON object', details: [{ field: 'params', constraint: 'isObject', message: 'params must be an object' }] };
+      return {
+        type: 'error',
+        id,
+        code: WireErrorCode.InvalidParams,
+        message: 'params must be a JSON object',
+        details: [{ field: 'params', constraint: 'isObject', message: 'params must be an object' }],
+      };
     }
     return spec.kind === 'setter' ? this.runSetter(spec, session, params, id) : this.runEvent(spec, client, params, id);
   }
@@ -824,7 +862,8 @@ function yieldToEventLoop(): Promise<void> {
 
 function nonNegative(value: number | undefined, fallback: number, name: string): number {
   if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) throw new HostOptionError(`options.${name} must be a non-negative number of ms, got ${String(value)}`);
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0)
+    throw new HostOptionError(`options.${name} must be a non-negative number of ms, got ${String(value)}`);
   return value;
 }
 

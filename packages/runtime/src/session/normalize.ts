@@ -22,9 +22,12 @@ export type Chunk = Array<QueuedFrame[] | undefined>;
  * @throws InvalidOutputError, UnknownTrackError, FrameShapeError with the track named.
  */
 export function normalizeOutput(def: AppDefinition, output: Output, elapsedMs: number): Chunk {
-  if (!(output instanceof Output)) throw new InvalidOutputError(`processOutput() returned ${describe(output)}; return an Output subclass instance, or null for no media`);
+  if (!(output instanceof Output))
+    throw new InvalidOutputError(`processOutput() returned ${describe(output)}; return an Output subclass instance, or null for no media`);
   if (def.outputClass === undefined) {
-    throw new InvalidOutputError(`processOutput() returned a ${output.constructor.name} but the app declares no output class; add output: ${output.constructor.name} to @reactorApp({...})`);
+    throw new InvalidOutputError(
+      `processOutput() returned a ${output.constructor.name} but the app declares no output class; add output: ${output.constructor.name} to @reactorApp({...})`,
+    );
   }
   if (!(output instanceof def.outputClass)) {
     throw new InvalidOutputError(`processOutput() returned a ${(output as Output).constructor.name}; the app declares output ${def.outputClass.name}`);
@@ -68,7 +71,9 @@ export function normalizeOutput(def: AppDefinition, output: Output, elapsedMs: n
       width ??= track.width;
       height ??= track.height;
       if (width === undefined || height === undefined) {
-        throw new FrameShapeError(`track ${track.name}: bare RGB bytes need a frame size; wrap them as new Frames(bytes, [n, height, width, 3]) or declare @Video({ width, height })`);
+        throw new FrameShapeError(
+          `track ${track.name}: bare RGB bytes need a frame size; wrap them as new Frames(bytes, [n, height, width, 3]) or declare @Video({ width, height })`,
+        );
       }
       if (!Number.isInteger(width) || !Number.isInteger(height) || width <= 0 || height <= 0) {
         throw new FrameShapeError(`track ${track.name}: width and height must be positive integers, got ${width}x${height}`);
@@ -85,13 +90,21 @@ export function normalizeOutput(def: AppDefinition, output: Output, elapsedMs: n
       throw new FrameShapeError(`track ${track.name} is declared ${track.width}x${track.height} but got ${width}x${height} frames`);
     }
     if (frameMetadata !== undefined && (!Array.isArray(frameMetadata) || frameMetadata.length !== n)) {
-      throw new FrameShapeError(`track ${track.name}: frameMetadata has ${Array.isArray(frameMetadata) ? frameMetadata.length : 'no'} entries for ${n} frames; give one per frame`);
+      throw new FrameShapeError(
+        `track ${track.name}: frameMetadata has ${Array.isArray(frameMetadata) ? frameMetadata.length : 'no'} entries for ${n} frames; give one per frame`,
+      );
     }
     const intervalMs = track.fps !== undefined ? 1000 / track.fps : Math.max(0, elapsedMs) / n;
     const size = width * height * 3;
     const list: QueuedFrame[] = new Array<QueuedFrame>(n);
     for (let i = 0; i < n; i++) {
-      list[i] = { rgb: data.subarray(i * size, (i + 1) * size), width, height, metadata: frameMetadata !== undefined ? frameMetadata[i] : metadata, intervalMs };
+      list[i] = {
+        rgb: data.subarray(i * size, (i + 1) * size),
+        width,
+        height,
+        metadata: frameMetadata !== undefined ? frameMetadata[i] : metadata,
+        intervalMs,
+      };
     }
     chunk[track.index] = list;
   }

@@ -69,7 +69,12 @@ export class FieldSet<T extends object = object> {
     try {
       jsonSchema = targetConstructorToSchema(cls) as JsonSchema;
     } catch (cause) {
-      throw new AppDefinitionError(RuntimeErrorCode.InvalidStateField, cls.name, undefined, `its constraints cannot be turned into JSON Schema: ${(cause as Error).message}`);
+      throw new AppDefinitionError(
+        RuntimeErrorCode.InvalidStateField,
+        cls.name,
+        undefined,
+        `its constraints cannot be turned into JSON Schema: ${(cause as Error).message}`,
+      );
     }
     const props = (jsonSchema.properties ?? {}) as Record<string, JsonSchema>;
     const wires = new Map<string, string>();
@@ -88,7 +93,12 @@ export class FieldSet<T extends object = object> {
         }
         const other = wires.get(wire);
         if (other !== undefined) {
-          throw new AppDefinitionError(RuntimeErrorCode.InvalidStateField, cls.name, r.property, `has the same wire name "${wire}" as field ${other}; rename one`);
+          throw new AppDefinitionError(
+            RuntimeErrorCode.InvalidStateField,
+            cls.name,
+            r.property,
+            `has the same wire name "${wire}" as field ${other}; rename one`,
+          );
         }
         wires.set(wire, r.property);
       }

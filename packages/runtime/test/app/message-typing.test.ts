@@ -20,11 +20,13 @@ class Stray {
   constructor(readonly whatever: boolean) {}
 }
 class JumpParams {
-  @InputField({ description: 'Frame index.' }) @IsInt()
+  @InputField({ description: 'Frame index.' })
+  @IsInt()
   frame!: number;
 }
 class SayParams {
-  @InputField({ description: 'Text.' }) @IsString()
+  @InputField({ description: 'Text.' })
+  @IsString()
   words!: string;
 }
 

@@ -1,27 +1,25 @@
 import { IsInt, IsString, Max, MaxLength, Min } from 'class-validator';
 import { describe, expect, it } from 'vitest';
-import {
-  AppDefinitionError,
-  event,
-  InputField,
-  InputState,
-  Output,
-  ReactorApp,
-  reactorApp,
-  Video,
-} from '../../src/index.js';
+import { AppDefinitionError, event, InputField, InputState, Output, ReactorApp, reactorApp, Video } from '../../src/index.js';
 import { type AnyClass, describeApp } from '../../src/internal.js';
 
 class State extends InputState {
-  @InputField({ default: 'forest', description: 'What the video shows.' }) @IsString() @MaxLength(100)
+  @InputField({ default: 'forest', description: 'What the video shows.' })
+  @IsString()
+  @MaxLength(100)
   prompt!: string;
 
-  @InputField({ default: 1 }) @IsInt() @Min(0) @Max(3)
+  @InputField({ default: 1 })
+  @IsInt()
+  @Min(0)
+  @Max(3)
   guidanceLevel!: number;
 }
 
 class JumpParams {
-  @InputField({ description: 'Where to.' }) @IsInt() @Min(0)
+  @InputField({ description: 'Where to.' })
+  @IsInt()
+  @Min(0)
   frame!: number;
 }
 
@@ -75,7 +73,12 @@ describe('describeApp', () => {
       },
       commands: [
         // an @event named like a generated setter replaces it
-        { name: 'set_prompt', kind: 'event', description: 'Hand-written prompt setter.', params: { type: 'object', properties: {}, additionalProperties: false } },
+        {
+          name: 'set_prompt',
+          kind: 'event',
+          description: 'Hand-written prompt setter.',
+          params: { type: 'object', properties: {}, additionalProperties: false },
+        },
         {
           name: 'set_guidance_level',
           kind: 'setter',
@@ -92,12 +95,21 @@ describe('describeApp', () => {
           name: 'jump',
           kind: 'event',
           description: 'Jump to a frame.',
-          params: { type: 'object', additionalProperties: false, properties: { frame: { type: 'integer', minimum: 0, description: 'Where to.' } }, required: ['frame'] },
+          params: {
+            type: 'object',
+            additionalProperties: false,
+            properties: { frame: { type: 'integer', minimum: 0, description: 'Where to.' } },
+            required: ['frame'],
+          },
         },
         { name: 'reset_all', kind: 'event', description: 'Named after the method.', params: { type: 'object', properties: {}, additionalProperties: false } },
       ],
       messages: [
-        { name: 'state_update', description: 'The full state after a change.', schema: { type: 'object', properties: { prompt_text: { type: 'string' } }, required: ['prompt_text'] } },
+        {
+          name: 'state_update',
+          description: 'The full state after a change.',
+          schema: { type: 'object', properties: { prompt_text: { type: 'string' } }, required: ['prompt_text'] },
+        },
         // A message class without fields says so: it never publishes a bare { type: 'object' }.
         { name: 'notice', schema: { type: 'object', properties: {} } },
       ],
@@ -125,7 +137,9 @@ describe('describeApp', () => {
 
   it('rejects a class that is not a ReactorApp', () => {
     class NotAnApp {}
-    expect(definitionError(NotAnApp).message).toMatchInlineSnapshot(`"NotAnApp: is not a ReactorApp subclass; declare it as \`class MyApp extends ReactorApp<State, Input, Result>\`"`);
+    expect(definitionError(NotAnApp).message).toMatchInlineSnapshot(
+      `"NotAnApp: is not a ReactorApp subclass; declare it as \`class MyApp extends ReactorApp<State, Input, Result>\`"`,
+    );
   });
 
   it('rejects two events with the same command name, naming the method', () => {
@@ -153,7 +167,9 @@ describe('describeApp', () => {
 
   it('checks params classes like state classes, naming the params class and field', () => {
     class BadParams {
-      @InputField({ default: -1 }) @IsInt() @Min(0)
+      @InputField({ default: -1 })
+      @IsInt()
+      @Min(0)
       frame!: number;
     }
     class P extends ReactorApp {

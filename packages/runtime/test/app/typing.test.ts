@@ -4,11 +4,13 @@ import { InputField, InputState, ReactorApp, reactorApp } from '../../src/index.
 import { describeApp } from '../../src/internal.js';
 
 class PromptState extends InputState {
-  @InputField({ default: 'a' }) @IsString()
+  @InputField({ default: 'a' })
+  @IsString()
   prompt!: string;
 }
 class PausedState extends InputState {
-  @InputField({ default: false }) @IsBoolean()
+  @InputField({ default: false })
+  @IsBoolean()
   paused!: boolean;
 }
 

@@ -39,7 +39,9 @@ describe('decorators', () => {
 
   it('@Video only declares tracks on Output subclasses', () => {
     class NotOutput {}
-    expect(misuse(() => Video()(NotOutput.prototype, 'main')).message).toMatchInlineSnapshot(`"@Video declares tracks on Output subclasses; NotOutput does not extend Output"`);
+    expect(misuse(() => Video()(NotOutput.prototype, 'main')).message).toMatchInlineSnapshot(
+      `"@Video declares tracks on Output subclasses; NotOutput does not extend Output"`,
+    );
     class Ok extends Output {}
     expect(() => Video()(Ok.prototype, 'main')).not.toThrow();
   });

@@ -4,7 +4,13 @@ import { AppDefinitionError, ApplicationError, CommandError, ReactorError, Runti
 describe('errors', () => {
   it('carry a stable code, a name and the member at fault', () => {
     const e = new AppDefinitionError(RuntimeErrorCode.InvalidDefault, 'VideoState', 'prompt', 'default breaks its constraints');
-    expect([e.code, e.name, e.className, e.member, e.message]).toEqual(['invalid_default', 'AppDefinitionError', 'VideoState', 'prompt', 'VideoState.prompt: default breaks its constraints']);
+    expect([e.code, e.name, e.className, e.member, e.message]).toEqual([
+      'invalid_default',
+      'AppDefinitionError',
+      'VideoState',
+      'prompt',
+      'VideoState.prompt: default breaks its constraints',
+    ]);
     expect(e).toBeInstanceOf(ReactorError);
     expect(new ReactorError('x', 'y', { cause: 1 }).cause).toBe(1);
   });

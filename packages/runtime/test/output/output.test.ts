@@ -33,8 +33,12 @@ function shapeError(fn: () => unknown): string {
 describe('Frames', () => {
   it('checks the shape (n, height, width, 3) against the byte count', () => {
     expect(new Frames(rgbFrames(2, 4, 3), [2, 3, 4, 3]).n).toBe(2);
-    expect(shapeError(() => new Frames(rgbFrames(2, 4, 3), [2, 4, 4, 3]))).toMatchInlineSnapshot(`"frame shape [2, 4, 4, 3] needs 96 bytes, but the array has 72"`);
-    expect(shapeError(() => new Frames(rgbFrames(1, 2, 2), [1, 2, 2, 4]))).toMatchInlineSnapshot(`"frame shape must be [n, height, width, 3] with positive integers, got [1,2,2,4]"`);
+    expect(shapeError(() => new Frames(rgbFrames(2, 4, 3), [2, 4, 4, 3]))).toMatchInlineSnapshot(
+      `"frame shape [2, 4, 4, 3] needs 96 bytes, but the array has 72"`,
+    );
+    expect(shapeError(() => new Frames(rgbFrames(1, 2, 2), [1, 2, 2, 4]))).toMatchInlineSnapshot(
+      `"frame shape must be [n, height, width, 3] with positive integers, got [1,2,2,4]"`,
+    );
     expect(shapeError(() => new Frames([1, 2, 3] as never, [1, 1, 1, 3]))).toMatchInlineSnapshot(`"frames must be a Uint8Array of RGB bytes, got Array"`);
   });
 });
@@ -48,7 +52,7 @@ describe('normalizeOutput', () => {
     expect(chunk[1]).toBeUndefined();
   });
 
-  it('uses a track\'s declared size for bare bytes and its fps for pacing', () => {
+  it("uses a track's declared size for bare bytes and its fps for pacing", () => {
     const chunk = normalizeOutput(def, Out.of({ thumb: rgbFrames(3, 2, 2) }), 5);
     expect(chunk[1]!.map((f) => f.intervalMs)).toEqual([100, 100, 100]);
   });
@@ -70,9 +74,9 @@ describe('normalizeOutput', () => {
     expect(shapeError(() => normalizeOutput(def, new Out({ thumb: new Frames(rgbFrames(1, 3, 3), [1, 3, 3, 3]) }), 0))).toMatchInlineSnapshot(
       `"track thumb is declared 2x2 but got 3x3 frames"`,
     );
-    expect(shapeError(() => normalizeOutput(def, new Out({ main: new TrackPayload(rgbFrames(2, 1, 1), { width: 1, height: 1, frameMetadata: ['x'] }) }), 0))).toMatchInlineSnapshot(
-      `"track main: frameMetadata has 1 entries for 2 frames; give one per frame"`,
-    );
+    expect(
+      shapeError(() => normalizeOutput(def, new Out({ main: new TrackPayload(rgbFrames(2, 1, 1), { width: 1, height: 1, frameMetadata: ['x'] }) }), 0)),
+    ).toMatchInlineSnapshot(`"track main: frameMetadata has 1 entries for 2 frames; give one per frame"`);
     expect(shapeError(() => normalizeOutput(def, new Out({ mian: rgbFrames(1, 1, 1) } as never), 0))).toMatchInlineSnapshot(
       `"UnknownTrackError: Out has no track "mian"; declared tracks: main, thumb"`,
     );

@@ -4,18 +4,25 @@ import { AppHost, ApplicationError, type Client, CommandError, event, InputField
 import { RecordingLogger, RecordingSink, deferred } from '../../src/testing.js';
 
 class State extends InputState {
-  @InputField({ default: 'forest' }) @IsString() @MaxLength(10)
+  @InputField({ default: 'forest' })
+  @IsString()
+  @MaxLength(10)
   prompt!: string;
-  @InputField({ default: 'low' }) @IsIn(['low', 'high'])
+  @InputField({ default: 'low' })
+  @IsIn(['low', 'high'])
   qualityMode!: string;
   @InputField({ default: 0 })
   _secret!: number;
 }
 
 class MoveParams {
-  @InputField({ description: 'Steps.' }) @IsInt() @Min(1) @Max(5)
+  @InputField({ description: 'Steps.' })
+  @IsInt()
+  @Min(1)
+  @Max(5)
   steps!: number;
-  @InputField({ default: 'north' }) @IsIn(['north', 'south'])
+  @InputField({ default: 'north' })
+  @IsIn(['north', 'south'])
   direction!: string;
 }
 
@@ -59,9 +66,21 @@ const hosts: AppHost[] = [];
 afterEach(async () => {
   await Promise.all(hosts.splice(0).map((h) => h.close()));
 });
-const cmd = (id: string, name: string, params?: unknown) => ({ type: 'command' as const, id, name, ...(params !== undefined ? { params: params as Record<string, unknown> } : {}) });
+const cmd = (id: string, name: string, params?: unknown) => ({
+  type: 'command' as const,
+  id,
+  name,
+  ...(params !== undefined ? { params: params as Record<string, unknown> } : {}),
+});
 
-async function setup(): Promise<{ host: AppHost; a: RecordingSink; b: RecordingSink; ha: ReturnType<AppHost['connect']>; hb: ReturnType<AppHost['connect']>; logger: RecordingLogger }> {
+async function setup(): Promise<{
+  host: AppHost;
+  a: RecordingSink;
+  b: RecordingSink;
+  ha: ReturnType<AppHost['connect']>;
+  hb: ReturnType<AppHost['connect']>;
+  logger: RecordingLogger;
+}> {
   const logger = new RecordingLogger();
   // A subclass (inheriting App's @reactorApp declaration) that refuses every step, so only commands run.
   class Idle extends App {
@@ -136,7 +155,10 @@ describe('commands', () => {
         { field: 'direction', constraint: 'isIn' },
       ],
     });
-    expect(await ha.command(cmd('3', 'whisper', { loud: true }))).toMatchObject({ code: 'invalid_params', details: [{ field: 'loud', constraint: 'whitelistValidation' }] });
+    expect(await ha.command(cmd('3', 'whisper', { loud: true }))).toMatchObject({
+      code: 'invalid_params',
+      details: [{ field: 'loud', constraint: 'whitelistValidation' }],
+    });
     expect(seen).toHaveLength(1);
   });
 

@@ -1,6 +1,18 @@
 import { IsString } from 'class-validator';
 import { afterEach, describe, expect, it } from 'vitest';
-import { AppHost, ApplicationError, type Client, connected, disconnected, IllegalTransitionError, InputField, InputState, ReactorApp, reactorApp, RuntimeErrorCode } from '../../src/index.js';
+import {
+  AppHost,
+  ApplicationError,
+  type Client,
+  connected,
+  disconnected,
+  IllegalTransitionError,
+  InputField,
+  InputState,
+  ReactorApp,
+  reactorApp,
+  RuntimeErrorCode,
+} from '../../src/index.js';
 import { CLIENT_TRANSITIONS, HOST_TRANSITIONS, Lifecycle, SESSION_TRANSITIONS } from '../../src/internal.js';
 import { RecordingSink, deferred, useHosts } from '../../src/testing.js';
 
@@ -54,7 +66,8 @@ describe('Lifecycle', () => {
 });
 
 class S extends InputState {
-  @InputField({ default: 'forest' }) @IsString()
+  @InputField({ default: 'forest' })
+  @IsString()
   prompt!: string;
 }
 

@@ -60,7 +60,10 @@ describe('AppHost.readiness()', () => {
     c.disconnect();
     const closingSeen = new Promise<void>((resolve) => h.onStatus((s) => s.state === 'closing' && resolve()));
     await closingSeen;
-    expect(h.readiness()).toEqual({ ready: false, reasons: [{ code: 'session_closing', message: 'the current session is ending; a new one starts when it has' }] });
+    expect(h.readiness()).toEqual({
+      ready: false,
+      reasons: [{ code: 'session_closing', message: 'the current session is ending; a new one starts when it has' }],
+    });
     const closing = h.close();
     expect(h.readiness().reasons.map((r) => r.code)).toEqual(['closing']);
     ended.resolve();
@@ -84,7 +87,9 @@ describe('AppHost.readiness()', () => {
     };
     expect(h.readiness().reasons).toEqual([{ code: 'app_not_ready', message: 'A.readiness() threw: Error: boom' }]);
     control.report = () => false as unknown as true;
-    expect(h.readiness().reasons).toEqual([{ code: 'app_not_ready', message: expect.stringMatching(/^A\.readiness\(\) returned false; return true or the reason it is not ready/) }]);
+    expect(h.readiness().reasons).toEqual([
+      { code: 'app_not_ready', message: expect.stringMatching(/^A\.readiness\(\) returned false; return true or the reason it is not ready/) },
+    ]);
     control.report = () => true;
     expect(h.readiness().ready).toBe(true);
   });
@@ -95,7 +100,11 @@ describe('AppHost.readiness()', () => {
     await h.load();
     control.report = () => ({ code: ReadinessCode.RunnerRestarting, message: 'the runner is restarting' });
     expect(h.readiness()).toEqual({ ready: false, reasons: [{ code: 'runner_restarting', message: 'the runner is restarting' }] });
-    control.report = () => [{ code: ReadinessCode.RankStalled, message: 'rank 1 has made no progress for 5.0 s (generate)' }, 'shared memory low', { code: ReadinessCode.RunnerUnhealthy, message: 'rank 0 exited' }];
+    control.report = () => [
+      { code: ReadinessCode.RankStalled, message: 'rank 1 has made no progress for 5.0 s (generate)' },
+      'shared memory low',
+      { code: ReadinessCode.RunnerUnhealthy, message: 'rank 0 exited' },
+    ];
     expect(h.readiness().reasons).toEqual([
       { code: 'rank_stalled', message: 'rank 1 has made no progress for 5.0 s (generate)' },
       { code: 'app_not_ready', message: 'shared memory low' },
@@ -106,7 +115,11 @@ describe('AppHost.readiness()', () => {
     expect(h.readiness().reasons).toEqual([{ code: 'cache_warming', message: 'warming the cache' }]);
     control.report = () => ({ code: 'Not Snake', message: 'x' });
     expect(h.readiness().reasons).toEqual([
-      { code: 'app_not_ready', message: 'A.readiness() returned {"code":"Not Snake","message":"x"}; return true or the reason it is not ready (a message, or { code, message } with a snake_case code)' },
+      {
+        code: 'app_not_ready',
+        message:
+          'A.readiness() returned {"code":"Not Snake","message":"x"}; return true or the reason it is not ready (a message, or { code, message } with a snake_case code)',
+      },
     ]);
     control.report = () => true;
     expect(h.readiness()).toEqual({ ready: true, reasons: [] });

@@ -52,7 +52,8 @@ function statusLog(h: AppHost): { states: string[]; until: (state: string, count
 }
 
 class PromptState extends InputState {
-  @InputField({ default: 'forest' }) @IsString()
+  @InputField({ default: 'forest' })
+  @IsString()
   prompt!: string;
 }
 
@@ -141,7 +142,13 @@ describe('sessions', () => {
     host.connect(b);
     expect(b.messages[0]).toMatchObject({ type: 'welcome', state: { prompt: 'forest' } });
     await b.waitForSession('streaming');
-    expect(log.filter((l) => l.startsWith('session'))).toEqual(['sessionStarted:forest', 'sessionStarted#2', 'sessionEnded:sea', 'sessionStarted:forest', 'sessionStarted#2']);
+    expect(log.filter((l) => l.startsWith('session'))).toEqual([
+      'sessionStarted:forest',
+      'sessionStarted#2',
+      'sessionEnded:sea',
+      'sessionStarted:forest',
+      'sessionStarted#2',
+    ]);
   });
 
   it('log a throwing hook (sync or async) and carry on', async () => {
@@ -154,7 +161,9 @@ describe('sessions', () => {
       const h = host.connect(sink);
       await sink.waitForSession('streaming');
       expect(log).toEqual(['sessionStarted:forest', 'sessionStarted#2', `connected:${h.id}`]);
-      expect(logger.at('error')).toEqual([where === 'sessionStarted' ? '@sessionStarted hook App.started threw (ignored)' : '@connected hook App.joined threw (ignored)']);
+      expect(logger.at('error')).toEqual([
+        where === 'sessionStarted' ? '@sessionStarted hook App.started threw (ignored)' : '@connected hook App.joined threw (ignored)',
+      ]);
     }
   });
 
@@ -286,7 +295,9 @@ describe('AppHost', () => {
       process.env[WEIGHTS_PATH_ENV] = '/env/weights';
       await start(W, { weightsPath: '/models/demo' }).load();
       delete process.env[WEIGHTS_PATH_ENV];
-      const err = await start(W).load().catch((e: AppLoadError) => e.cause);
+      const err = await start(W)
+        .load()
+        .catch((e: AppLoadError) => e.cause);
       expect(err).toBeInstanceOf(WeightsPathNotSetError);
       expect((err as Error).message).toMatchInlineSnapshot(
         `"no weights path is configured: set runtime.weights_path in reactor.yaml (or AppHost option weightsPath), or the environment variable REACTOR_WEIGHTS_PATH"`,
@@ -432,6 +443,8 @@ describe('AppHost', () => {
       }
     }
     expect(() => new AppHost(A, { gracePeriodMs: -1 })).toThrow(HostOptionError);
-    expect(() => new AppHost(A, { gracePeriodMs: -1 })).toThrowErrorMatchingInlineSnapshot(`[HostOptionError: options.gracePeriodMs must be a non-negative number of ms, got -1]`);
+    expect(() => new AppHost(A, { gracePeriodMs: -1 })).toThrowErrorMatchingInlineSnapshot(
+      `[HostOptionError: options.gracePeriodMs must be a non-negative number of ms, got -1]`,
+    );
   });
 });

@@ -1,16 +1,6 @@
 import { IsBoolean, IsInt } from 'class-validator';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  ApplicationError,
-  event,
-  Frames,
-  InputField,
-  InputState,
-  Output,
-  ReactorApp,
-  reactorApp,
-  Video,
-} from '../../src/index.js';
+import { ApplicationError, event, Frames, InputField, InputState, Output, ReactorApp, reactorApp, Video } from '../../src/index.js';
 import { Gate, RecordingLogger, RecordingSink, command as cmd, deferred, rgbFrames, useHosts } from '../../src/testing.js';
 
 const start = useHosts(afterEach);
@@ -22,9 +12,11 @@ const turns = async (n = 5) => {
 };
 
 class LevelState extends InputState {
-  @InputField({ default: 0 }) @IsInt()
+  @InputField({ default: 0 })
+  @IsInt()
   level!: number;
-  @InputField({ default: true }) @IsBoolean()
+  @InputField({ default: true })
+  @IsBoolean()
   paused!: boolean;
 }
 

@@ -4,19 +4,28 @@ import { AppDefinitionError, InputField, InputState } from '../../src/index.js';
 import { FieldSet } from '../../src/state/field-set.js';
 
 class Settings extends InputState {
-  @InputField({ default: 'forest', description: 'What the video shows.', moderate: true }) @IsString() @MinLength(1) @MaxLength(20)
+  @InputField({ default: 'forest', description: 'What the video shows.', moderate: true })
+  @IsString()
+  @MinLength(1)
+  @MaxLength(20)
   prompt!: string;
 
-  @InputField({ default: 4, description: 'Steps per chunk.' }) @IsInt() @Min(1) @Max(8)
+  @InputField({ default: 4, description: 'Steps per chunk.' })
+  @IsInt()
+  @Min(1)
+  @Max(8)
   maxSteps!: number;
 
-  @InputField({ default: 'fast' }) @IsIn(['fast', 'slow'])
+  @InputField({ default: 'fast' })
+  @IsIn(['fast', 'slow'])
   speed!: string;
 
-  @InputField({ description: 'Required: no default.' }) @IsBoolean()
+  @InputField({ description: 'Required: no default.' })
+  @IsBoolean()
   enabled!: boolean;
 
-  @InputField({ defaultFactory: () => [] as string[] }) @IsArray()
+  @InputField({ defaultFactory: () => [] as string[] })
+  @IsArray()
   tags!: string[];
 
   @InputField({ default: 0 })
@@ -59,7 +68,9 @@ describe('FieldSet', () => {
 
     it('rejects a default that breaks its own constraints, naming class and field', () => {
       class Bad extends InputState {
-        @InputField({ default: 'x'.repeat(30) }) @IsString() @MaxLength(20)
+        @InputField({ default: 'x'.repeat(30) })
+        @IsString()
+        @MaxLength(20)
         prompt!: string;
       }
       const e = compileError(Bad);
@@ -71,7 +82,8 @@ describe('FieldSet', () => {
 
     it('rejects a shared mutable default (array or object) and accepts a frozen one', () => {
       class Shared extends InputState {
-        @InputField({ default: ['a'] }) @IsArray()
+        @InputField({ default: ['a'] })
+        @IsArray()
         tags!: string[];
       }
       const e = compileError(Shared);
@@ -80,12 +92,14 @@ describe('FieldSet', () => {
         `"Shared.tags: default is a mutable array that every session would share; use defaultFactory: () => (a fresh value), or Object.freeze() it"`,
       );
       class Obj extends InputState {
-        @InputField({ default: { a: 1 } }) @IsArray()
+        @InputField({ default: { a: 1 } })
+        @IsArray()
         opts!: object;
       }
       expect(compileError(Obj).code).toBe('mutable_default');
       class Frozen extends InputState {
-        @InputField({ default: Object.freeze(['a']) }) @IsArray()
+        @InputField({ default: Object.freeze(['a']) })
+        @IsArray()
         tags!: readonly string[];
       }
       expect(() => FieldSet.compile(Frozen)).not.toThrow();
@@ -114,7 +128,8 @@ describe('FieldSet', () => {
 
     it('rejects default together with defaultFactory', () => {
       class Both extends InputState {
-        @InputField({ default: 1, defaultFactory: () => 2 }) @IsInt()
+        @InputField({ default: 1, defaultFactory: () => 2 })
+        @IsInt()
         n!: number;
       }
       expect(compileError(Both).code).toBe('invalid_default');
@@ -122,11 +137,13 @@ describe('FieldSet', () => {
 
     it('inherits fields from a base state class; a subclass may redeclare one', () => {
       class Base extends InputState {
-        @InputField({ default: 'a' }) @IsString()
+        @InputField({ default: 'a' })
+        @IsString()
         name!: string;
       }
       class Child extends Base {
-        @InputField({ default: 2 }) @IsInt()
+        @InputField({ default: 2 })
+        @IsInt()
         size!: number;
       }
       const child = FieldSet.compile(Child);
