@@ -1,13 +1,14 @@
 // CI for "your first app" (docs/first-app.md): `reactor init` into an empty temp folder for each
 // template, then the walk-through's own commands: install, its tests, start it, connect, frames.
 import { execFile, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { connect, type ClientFrame } from '@reactor/client';
 import { afterAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
+import { alive, descendants } from './fixtures/processes.js';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const scratch = mkdtempSync(join(tmpdir(), 'reactor-first-app-'));
@@ -33,37 +34,6 @@ function run(cmd: string, args: string[], cwd: string): Promise<{ code: number; 
       done({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, out: `${stdout}${stderr}` });
     });
   });
-}
-
-/** Every process below `pid`, from /proc. */
-function descendants(pid: number): number[] {
-  const children = new Map<number, number[]>();
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      children.set(ppid, [...(children.get(ppid) ?? []), Number(d)]);
-    } catch {
-      // the process ended while we looked
-    }
-  }
-  const out: number[] = [];
-  for (let todo = [pid]; todo.length > 0;) {
-    const next = todo.flatMap((p) => children.get(p) ?? []);
-    out.push(...next);
-    todo = next;
-  }
-  return out;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return !readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z ');
-  } catch {
-    return false;
-  }
 }
 
 async function until(cond: () => boolean, what: string, ms: number): Promise<void> {
