@@ -21,16 +21,16 @@ interface Run {
   stderr: string;
 }
 
-function reactor(args: string[], options: { cwd?: string; uid?: number; gid?: number } = {}): Promise<Run> {
+function reactor(args: string[], options: { cwd?: string; withoutOverride?: boolean } = {}): Promise<Run> {
+  // As root, permission checks apply only without CAP_DAC_OVERRIDE: setpriv drops it (and
+  // CAP_DAC_READ_SEARCH) for this one process, which still reads the root-owned checkout.
+  const [cmd, argv] = options.withoutOverride
+    ? ['setpriv', ['--inh-caps=-dac_override,-dac_read_search', '--bounding-set=-dac_override,-dac_read_search', '--', process.execPath, bin, ...args]]
+    : [process.execPath, [bin, ...args]];
   return new Promise((done) => {
-    execFile(
-      process.execPath,
-      [bin, ...args],
-      { cwd: options.cwd ?? scratch, ...(options.uid !== undefined && { uid: options.uid, gid: options.gid }) },
-      (err, stdout, stderr) => {
-        done({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
-      },
-    );
+    execFile(cmd, argv, { cwd: options.cwd ?? scratch }, (err, stdout, stderr) => {
+      done({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
+    });
   });
 }
 
@@ -148,9 +148,8 @@ describe('reactor init', () => {
     const ro = join(scratch, 'read-only');
     mkdirSync(ro);
     chmodSync(ro, 0o555);
-    // root may write anywhere: run the bin as nobody then.
-    const asNobody = process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : {};
-    const r = await reactor(['init', join(ro, 'app')], asNobody);
+    // root may write anywhere: run the bin without the capability that lets it.
+    const r = await reactor(['init', join(ro, 'app')], { withoutOverride: process.getuid?.() === 0 });
     expect(r.code).toBe(1);
     expect(r.stderr).toContain(`cannot write in ${ro} (EACCES): pick a folder you may write to, or fix its permissions [init_not_writable]`);
     expect(readdirSync(ro)).toEqual([]);
