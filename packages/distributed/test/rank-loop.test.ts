@@ -11,6 +11,25 @@ describe('RankLoop', () => {
   const env = { backend: 'native' as const, maxShmBytes: null };
   const echoUrl = new URL('./fixtures/echo.mjs', import.meta.url).href;
 
+  /** The parent's `init` message for one rank of the echo fixture. */
+  function init(input: SegmentWriter, options: { args?: unknown; exportName?: string; faults?: unknown[] } = {}) {
+    return {
+      t: 'init',
+      version: PROTOCOL_VERSION,
+      rank: 0,
+      worldSize: 1,
+      device: 'cpu',
+      moduleUrl: echoUrl,
+      exportName: options.exportName ?? 'EchoWorker',
+      prefix,
+      backend: 'native',
+      maxShmBytes: null,
+      args: toPayload(encodeValue(options.args ?? null), input),
+      faults: options.faults ?? [],
+      verifyInputs: false,
+    } as const;
+  }
+
   function harness() {
     const sent: ChildMessage[] = [];
     const exits: number[] = [];
@@ -29,21 +48,7 @@ describe('RankLoop', () => {
   it('loads the worker, answers calls and writes rank 0 results to shared memory', async () => {
     const { sent, exits, loop, input } = harness();
     try {
-      await loop.handle({
-        t: 'init',
-        version: PROTOCOL_VERSION,
-        rank: 0,
-        worldSize: 1,
-        device: 'cpu',
-        moduleUrl: echoUrl,
-        exportName: 'EchoWorker',
-        prefix,
-        backend: 'native',
-        maxShmBytes: null,
-        args: toPayload(encodeValue({ k: 'v' }), input),
-        faults: [],
-        verifyInputs: false,
-      });
+      await loop.handle(init(input, { args: { k: 'v' } }));
       expect(sent).toEqual([{ t: 'loaded' }]);
       await loop.handle({ t: 'call', id: 1, op: 'generate', collSeq: 0, input: toPayload(encodeValue({ payloadBytes: 4096 }), input) });
       const result = sent[1] as Extract<ChildMessage, { t: 'result' }>;
@@ -77,21 +82,7 @@ describe('RankLoop', () => {
   it('reports a load error with its type', async () => {
     const { sent, loop, input } = harness();
     try {
-      await loop.handle({
-        t: 'init',
-        version: PROTOCOL_VERSION,
-        rank: 0,
-        worldSize: 1,
-        device: 'cpu',
-        moduleUrl: echoUrl,
-        exportName: 'Nope',
-        prefix,
-        backend: 'native',
-        maxShmBytes: null,
-        args: toPayload(encodeValue(null), input),
-        faults: [],
-        verifyInputs: false,
-      });
+      await loop.handle(init(input, { exportName: 'Nope' }));
       expect(sent[0]).toMatchObject({ t: 'loadFailed', error: { type: 'TypeError' } });
     } finally {
       input.dispose();
@@ -100,24 +91,6 @@ describe('RankLoop', () => {
   });
 
   describe('state machine', () => {
-    function init(input: SegmentWriter, faults: unknown[] = []) {
-      return {
-        t: 'init',
-        version: PROTOCOL_VERSION,
-        rank: 0,
-        worldSize: 1,
-        device: 'cpu',
-        moduleUrl: echoUrl,
-        exportName: 'EchoWorker',
-        prefix,
-        backend: 'native',
-        maxShmBytes: null,
-        args: toPayload(encodeValue(null), input),
-        faults,
-        verifyInputs: false,
-      };
-    }
-
     it('has exactly the documented edges', () => {
       expect(RANK_LOOP_TRANSITIONS).toEqual({
         new: ['loading', 'exiting'],
@@ -157,7 +130,7 @@ describe('RankLoop', () => {
       }
       const second = harness();
       try {
-        await second.loop.handle(init(second.input, [{ rank: 0, call: 1, kind: 'hang' }]));
+        await second.loop.handle(init(second.input, { faults: [{ rank: 0, call: 1, kind: 'hang' }] }));
         void second.loop.handle({ t: 'call', id: 1, op: 'generate', collSeq: 0, input: null });
         expect(second.loop.state).toBe('busy');
         await second.loop.handle({ t: 'call', id: 2, op: 'generate', collSeq: 0, input: null });
@@ -174,10 +147,12 @@ describe('RankLoop', () => {
       const h = harness();
       try {
         await h.loop.handle(
-          init(h.input, [
-            { rank: 0, call: 2, kind: 'stall' },
-            { rank: 0, call: 3, kind: 'crash' },
-          ]),
+          init(h.input, {
+            faults: [
+              { rank: 0, call: 2, kind: 'stall' },
+              { rank: 0, call: 3, kind: 'crash' },
+            ],
+          }),
         );
         await h.loop.handle({ t: 'call', id: 1, op: 'generate', collSeq: 0, input: null });
         expect(h.stops()).toBe(0);
