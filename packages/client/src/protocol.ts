@@ -34,12 +34,36 @@ export interface MessageSchema {
   schema?: JsonSchema;
 }
 
-/** One outbound media track declared on the app's `Output` class. */
+/** Kind of a media track. */
+export type TrackKind = 'video' | 'audio';
+/** `in`: the client publishes it to the app (camera, microphone); `out`: the app streams it. */
+export type TrackDirection = 'in' | 'out';
+
+/**
+ * One media track: declared on the app's `Input` class (`direction: 'in'`) or `Output` class
+ * (`direction: 'out'`). `schema.tracks` lists inbound tracks first, then outbound ones; a binary
+ * frame's `track` is an index into that list, in both directions.
+ */
 export interface TrackSchema {
   name: string;
-  kind: 'video';
-  /** Declared playout rate, when the app pins one; otherwise playout follows measured step time. */
+  kind: TrackKind;
+  direction: TrackDirection;
+  /**
+   * Outbound video: the declared playout rate, when the app pins one (otherwise playout follows
+   * measured step time). Inbound video: the capture rate the app asks clients for.
+   */
   fps?: number;
+  /** Inbound video: the capture size the app asks clients for (frames of another size are accepted within the limits). */
+  width?: number;
+  height?: number;
+  /** Inbound video: the largest frame accepted, in pixels per side (bigger frames are refused with `frame_too_large`). */
+  maxWidth?: number;
+  maxHeight?: number;
+  /** Inbound tracks: frames (audio: chunks) per second accepted from the publisher; more are dropped and counted (`frame_rate_limited`). */
+  maxFps?: number;
+  /** Audio tracks (both directions): samples per second of the mono s16le PCM. */
+  sampleRate?: number;
+  description?: string;
 }
 
 /** The whole published schema of an app: `GET /schema` and the welcome message carry it. */
@@ -97,7 +121,80 @@ export interface CommandMessage {
   params?: Record<string, unknown>;
 }
 
-export type ClientMessage = CommandMessage;
+/**
+ * Asks to publish an inbound track (`direction: 'in'`). The first publisher of a track holds it
+ * for the session; anyone else gets `publish_refused`. Reply: `reply` with the same `id`.
+ */
+export interface PublishMessage {
+  type: 'publish';
+  id: string;
+  /** Track wire name from `schema.tracks`. */
+  track: string;
+}
+
+/** Releases a track this client publishes; its buffer in the app closes. Reply: `reply`. */
+export interface UnpublishMessage {
+  type: 'unpublish';
+  id: string;
+  track: string;
+}
+
+/** Stops sending this connection the frames of one outbound track (the model is not affected). Reply: `reply`. */
+export interface PauseTrackMessage {
+  type: 'pause_track';
+  id: string;
+  track: string;
+}
+
+/** Resumes an outbound track paused with `pause_track`. Reply: `reply`. */
+export interface ResumeTrackMessage {
+  type: 'resume_track';
+  id: string;
+  track: string;
+}
+
+export type ClientMessage = CommandMessage | PublishMessage | UnpublishMessage | PauseTrackMessage | ResumeTrackMessage;
+
+/** The client message types (`type` values) a server accepts. */
+export const CLIENT_MESSAGE_TYPES = ['command', 'publish', 'unpublish', 'pause_track', 'resume_track'] as const;
+
+/**
+ * A command parameter (or state field) of upload type carries a reference to a file uploaded
+ * over HTTP (`POST /uploads`, then `PUT /uploads/{uploadId}`): `{"image": {"uploadId": "..."}}`.
+ */
+export interface UploadRef {
+  uploadId: string;
+}
+
+/** `POST /uploads` body: announces a file; the answer (201) is an {@link UploadTicket}. */
+export interface UploadRequest {
+  /** The file's name, for display only (never used as a path). At most 255 characters. */
+  name: string;
+  /** Exact byte size of the body the `PUT` will carry. */
+  size: number;
+  /** What the client believes the type is; the server checks the bytes and keeps what they are. */
+  mimeType?: string;
+  /** The uploading client's `clientId` (from `welcome`), so the app's `@fileUploaded` hook knows who sent it. */
+  clientId?: string;
+}
+
+/** `POST /uploads` answer (201). */
+export interface UploadTicket {
+  uploadId: string;
+  /** Where to `PUT` the bytes (a path on the same server). */
+  url: string;
+  /** Milliseconds from now after which an upload that was not written is forgotten. */
+  expiresInMs: number;
+}
+
+/** `PUT /uploads/{uploadId}` answer (200): the stored file. */
+export interface UploadInfo {
+  uploadId: string;
+  name: string;
+  /** The type found in the bytes (magic numbers), not the client's claim. */
+  mimeType: string;
+  size: number;
+}
 
 // ---- server -> client -------------------------------------------------------------------
 
@@ -160,7 +257,18 @@ export interface FlushMessage {
   nextSeq: number;
 }
 
-export type ServerMessage = WelcomeMessage | ReplyMessage | ErrorMessage | AppMessage | StateMessage | SessionMessage | StatsMessage | FlushMessage;
+/**
+ * Sent to a track's publisher when the server releases the track without being asked (the
+ * session ended): publish again to keep sending.
+ */
+export interface TrackReleasedMessage {
+  type: 'track_released';
+  track: string;
+  reason: string;
+}
+
+export type ServerMessage =
+  WelcomeMessage | ReplyMessage | ErrorMessage | AppMessage | StateMessage | SessionMessage | StatsMessage | FlushMessage | TrackReleasedMessage;
 
 /**
  * Error codes the framework itself sends in `error` messages on the WebSocket; apps add their
@@ -175,6 +283,28 @@ export const WireErrorCode = {
   NoSession: 'no_session',
   InternalError: 'internal_error',
   UnexpectedBinary: 'unexpected_binary',
+  /** `publish`: another client holds the track for this session (the message names it). */
+  PublishRefused: 'publish_refused',
+  /** `publish`/`unpublish`/`pause_track`/`resume_track` or a binary frame names no track of the schema. */
+  UnknownTrack: 'unknown_track',
+  /** Published or sent to an outbound track, or paused an inbound one: the direction is wrong. */
+  WrongTrackDirection: 'wrong_track_direction',
+  /** A binary frame for a track this client does not publish (publish first). */
+  NotPublisher: 'not_publisher',
+  /** A frame's encoding does not fit its track's kind (JPEG or RGB for video, PCM for audio). */
+  WrongEncoding: 'wrong_encoding',
+  /** A frame's payload cannot be decoded (a broken JPEG). */
+  UndecodableFrame: 'undecodable_frame',
+  /** A frame larger than the track's declared limit (`maxWidth`/`maxHeight`, or too many samples). */
+  FrameTooLarge: 'frame_too_large',
+  /** Frames beyond the track's `maxFps`: dropped and counted. */
+  FrameRateLimited: 'frame_rate_limited',
+  /** A frame's header disagrees with its payload (an RGB size that is not width x height x 3, a JPEG of another size, an odd PCM length). */
+  FrameHeaderMismatch: 'frame_header_mismatch',
+  /** A command refers to an upload that is unknown, expired, or not written within 10 s. */
+  UnresolvedUpload: 'unresolved_upload',
+  /** A resolved upload does not fit its parameter (its size or type is not what the field accepts). */
+  UploadRejected: 'upload_rejected',
 } as const;
 export type WireErrorCode = (typeof WireErrorCode)[keyof typeof WireErrorCode];
 
@@ -187,7 +317,7 @@ export const HttpErrorCode = {
   BadRequest: 'bad_request',
   /** 431: the request's headers are too large. */
   HeadersTooLarge: 'headers_too_large',
-  /** 405: a method other than GET or HEAD. */
+  /** 405: a method the route does not take (GET and HEAD everywhere; POST and PUT on the upload routes). */
   MethodNotAllowed: 'method_not_allowed',
   /** 404: no such route (or the WebSocket asked on another path). */
   NotFound: 'not_found',
@@ -203,6 +333,22 @@ export const HttpErrorCode = {
   NotReady: 'not_ready',
   /** 500: the viewer's files are missing (run `pnpm build`). */
   ViewerNotBuilt: 'viewer_not_built',
+  /** 409 from `POST /uploads`: no session exists, so there is nothing to upload to (connect first). */
+  UploadNoSession: 'upload_no_session',
+  /** 413: the file is larger than the server's per-file limit (checked on the declared size and while the body streams). */
+  UploadTooLarge: 'upload_too_large',
+  /** 413: the session's uploads would exceed its quota. */
+  UploadQuotaExceeded: 'upload_quota_exceeded',
+  /** 415: the bytes are not of a type the server accepts (checked from the bytes, not the `Content-Type`). */
+  UploadTypeNotAllowed: 'upload_type_not_allowed',
+  /** 400: the body is shorter or longer than the size announced in `POST /uploads` (a truncated upload). */
+  UploadLengthMismatch: 'upload_length_mismatch',
+  /** 404: no upload with this id (never announced, expired, or its session ended). */
+  UploadNotFound: 'upload_not_found',
+  /** 409: the upload's bytes were already written (or are being written). */
+  UploadAlreadyWritten: 'upload_already_written',
+  /** 400: the `POST /uploads` body is not a valid announcement (`{"name","size"}`). */
+  UploadInvalidRequest: 'upload_invalid_request',
   /** 500: the server failed to answer; its log has the details. */
   InternalError: 'internal_error',
 } as const;
@@ -211,7 +357,14 @@ export type HttpErrorCode = (typeof HttpErrorCode)[keyof typeof HttpErrorCode];
 // ---- binary frames ----------------------------------------------------------------------
 
 /** Payload encoding of a binary frame. */
-export const FrameEncoding = { Jpeg: 0, Rgb: 1 } as const;
+export const FrameEncoding = {
+  /** Video: a JPEG image. */
+  Jpeg: 0,
+  /** Video: raw RGB24, `height * width * 3` bytes. */
+  Rgb: 1,
+  /** Audio: mono signed 16-bit little-endian PCM; `width` is the sample count, `height` is 1, the rate is the track's `sampleRate`. */
+  PcmS16le: 2,
+} as const;
 export type FrameEncoding = (typeof FrameEncoding)[keyof typeof FrameEncoding];
 
 /** Byte size of the fixed binary frame header. */
@@ -221,16 +374,21 @@ const FRAME_MAGIC = 0x52; // 'R'
 /** The decoded fixed header of a binary frame (metadata decoded from its JSON). */
 export interface FrameHeader {
   encoding: FrameEncoding;
-  /** Index into `schema.tracks`. */
+  /** Index into `schema.tracks` (inbound tracks first, then outbound). */
   track: number;
   /**
    * Frame number in the session: one counter across every track, strictly increasing within a
    * session (a track's frames are therefore increasing, not consecutive).
    */
   seq: number;
-  /** Presentation time in ms since the session started. */
+  /**
+   * Presentation time in ms since the session started (server to client); for a client's
+   * frame, its capture time in ms on the client's own clock.
+   */
   ptsMs: number;
+  /** Video: pixels. Audio: the number of samples in the payload. */
   width: number;
+  /** Video: pixels. Audio: the channel count (1). */
   height: number;
   metadata?: unknown;
 }

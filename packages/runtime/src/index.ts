@@ -7,15 +7,16 @@ export type { OutputControl, AppReadiness, AppNotReadyReason } from './app/react
 export type { AppOptions } from './app/app-options.js';
 export { StepOutcome } from './app/step-outcome.js';
 export { getWeightsPath, WEIGHTS_PATH_ENV } from './app/weights.js';
-export { DEFAULT_BUFFER_SIZE } from './app/registry.js';
+export { DEFAULT_BUFFER_SIZE, DEFAULT_SAMPLE_RATE, DEFAULT_INPUT_CAPACITY, DEFAULT_INPUT_VIDEO, DEFAULT_INPUT_AUDIO_MAX_FPS } from './app/registry.js';
 export { InputState } from './state/input-state.js';
 export { InputField } from './decorators/input-field.decorator.js';
 export { event } from './decorators/event.decorator.js';
 export type { EventHandler } from './decorators/event.decorator.js';
 export { sessionStarted, sessionEnded, connected, disconnected } from './decorators/hooks.decorator.js';
 export { reactorApp } from './decorators/reactor-app.decorator.js';
-export type { InputFieldOptions, EventOptions, VideoTrackOptions } from './metadata/keys.js';
-export { Output, Video, Frames, TrackPayload } from './output/output.js';
+export type { InputFieldOptions, EventOptions, VideoTrackOptions, AudioTrackOptions } from './metadata/keys.js';
+export { Output, Video, Audio, Frames, TrackPayload } from './output/output.js';
+export { Input } from './input/input.js';
 export type { TrackPayloadOptions, OutputInit } from './output/output.js';
 export {
   RuntimeErrorCode,
@@ -40,5 +41,15 @@ export type { AppHostOptions, HostCounters } from './session/host.js';
 export type { Client } from './session/client.js';
 export type { Logger } from '@reactor/log';
 export { ReadinessCode } from './session/readiness.js';
-export type { AppHostApi, ClientHandle, ClientInfo, ClientSink, OutputFrame, Readiness, NotReadyReason } from './session/transport.js';
+export type {
+  AppHostApi,
+  ClientHandle,
+  ClientInfo,
+  ClientSink,
+  OutputFrame,
+  OutputAudio,
+  InboundFrame,
+  Readiness,
+  NotReadyReason,
+} from './session/transport.js';
 export type { LoadContext, RequirementsContext, RequirementCheck, AppRequirements, AppStatics } from './app/contract.js';

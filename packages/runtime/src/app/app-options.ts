@@ -1,3 +1,4 @@
+import type { Input } from '../input/input.js';
 import type { Output } from '../output/output.js';
 import type { InputState } from '../state/input-state.js';
 
@@ -7,6 +8,8 @@ export interface AppOptions<S extends InputState = InputState> {
   state?: new () => S;
   /** The `Output` subclass that declares the tracks. Default: none (the app emits no media). */
   output?: new (...args: any[]) => Output;
+  /** The `Input` subclass that declares the tracks clients publish to the app (camera, microphone). Default: none. */
+  input?: new (...args: any[]) => Input;
   /** Message classes the app sends; wire name = snake_case class name. */
   messages?: ReadonlyArray<new (...args: any[]) => object>;
   /** Pins the playout rate (frames per second) of every track; default: frames / measured `generate()` time. */

@@ -2,8 +2,9 @@ import { type AppSchema, type CommandSchema, type JsonSchema, type MessageSchema
 import { getMetadataStorage } from 'class-validator';
 import { targetConstructorToSchema } from 'class-validator-jsonschema';
 import { AppDefinitionError, RuntimeErrorCode } from '../errors/errors.js';
-import { type AnyClass, type HookKind, readAppOptions, readEvents, readHooks, readTracks } from '../metadata/keys.js';
+import { type AnyClass, type HookKind, type TrackRecord, readAppOptions, readEvents, readHooks, readTracks } from '../metadata/keys.js';
 import { WIRE_NAME_PATTERN, toSnakeCase } from '../metadata/naming.js';
+import { Input } from '../input/input.js';
 import { Output } from '../output/output.js';
 import { type FieldSpec, FieldSet } from '../state/field-set.js';
 import { InputState } from '../state/input-state.js';
@@ -25,14 +26,48 @@ export interface CommandSpec {
   readonly schema: CommandSchema;
 }
 
+/** Default sample rate of audio tracks, both directions (Hz). */
+export const DEFAULT_SAMPLE_RATE = 48_000;
+/** Default capacity of an inbound track's buffer (frames or audio chunks). */
+export const DEFAULT_INPUT_CAPACITY = 128;
+/** Defaults of an inbound video track: the capture size and rate asked of clients, and the limits. */
+export const DEFAULT_INPUT_VIDEO = { width: 640, height: 480, fps: 30, maxWidth: 1920, maxHeight: 1080 } as const;
+/** Default rate limit of an inbound audio track (chunks per second; a browser sends about 50). */
+export const DEFAULT_INPUT_AUDIO_MAX_FPS = 100;
+
 /** A declared output track, compiled. */
 export interface TrackSpec {
   readonly name: string;
   readonly property: string;
+  /** Index in `schema.tracks` (inbound tracks come first), as carried in binary frame headers. */
   readonly index: number;
+  readonly kind: 'video' | 'audio';
   readonly fps: number | undefined;
   readonly width: number | undefined;
   readonly height: number | undefined;
+  /** Audio tracks: samples per second. */
+  readonly sampleRate: number | undefined;
+}
+
+/** A declared inbound track (on the app's `Input` class), compiled, with every default applied. */
+export interface InputTrackSpec {
+  readonly name: string;
+  readonly property: string;
+  /** Index in `schema.tracks` (inbound tracks come first). */
+  readonly index: number;
+  readonly kind: 'video' | 'audio';
+  /** Buffer capacity (frames or chunks). */
+  readonly capacity: number;
+  /** Publisher rate limit, frames (audio: chunks) per second. */
+  readonly maxFps: number;
+  /** Video: capture size and rate asked of clients, and the largest accepted frame. */
+  readonly width: number | undefined;
+  readonly height: number | undefined;
+  readonly fps: number | undefined;
+  readonly maxWidth: number | undefined;
+  readonly maxHeight: number | undefined;
+  /** Audio: samples per second. */
+  readonly sampleRate: number | undefined;
 }
 
 export interface MessageSpec {
@@ -45,7 +80,12 @@ export interface AppDefinition {
   readonly appClass: new () => ReactorApp<any, any, any, any>;
   readonly state: FieldSet<InputState>;
   readonly outputClass: (new (...args: any[]) => Output) | undefined;
+  /** Outbound tracks, in declaration order (`index` is their place in `schema.tracks`). */
   readonly tracks: readonly TrackSpec[];
+  readonly inputClass: (new (...args: any[]) => Input) | undefined;
+  /** Inbound tracks, in declaration order (`index` 0..n-1 in `schema.tracks`). */
+  readonly inputTracks: readonly InputTrackSpec[];
+  readonly inputTrackByName: ReadonlyMap<string, InputTrackSpec>;
   readonly trackByProperty: ReadonlyMap<string, TrackSpec>;
   readonly fps: number | undefined;
   readonly bufferSize: number;
@@ -86,12 +126,12 @@ function compile(appClass: AnyClass): AppDefinition {
   }
   const options = readAppOptions<AppOptions>(appClass) ?? {};
   for (const key of Object.keys(options)) {
-    if (!['state', 'output', 'messages', 'fps', 'bufferSize', 'name', 'version', 'description'].includes(key)) {
+    if (!['state', 'input', 'output', 'messages', 'fps', 'bufferSize', 'name', 'version', 'description'].includes(key)) {
       throw new AppDefinitionError(
         RuntimeErrorCode.InvalidAppOption,
         appName,
         key,
-        'is not an @reactorApp option (state, output, messages, fps, bufferSize, name, version, description)',
+        'is not an @reactorApp option (state, input, output, messages, fps, bufferSize, name, version, description)',
       );
     }
   }
@@ -117,6 +157,25 @@ function compile(appClass: AnyClass): AppDefinition {
     );
   }
 
+  // input
+  const inputClass = options.input;
+  const inputTracks: InputTrackSpec[] = [];
+  if (inputClass !== undefined) {
+    if (typeof inputClass !== 'function' || !(inputClass.prototype instanceof Input)) {
+      throw new AppDefinitionError(RuntimeErrorCode.InvalidInputClass, appName, 'input', 'the input class must extend Input');
+    }
+    const records = readTracks(inputClass);
+    if (records.length === 0) {
+      throw new AppDefinitionError(
+        RuntimeErrorCode.InvalidInputClass,
+        inputClass.name,
+        undefined,
+        'declares no track; add one, e.g. `@Video() webcam!: InputBuffer;`',
+      );
+    }
+    for (const r of records) inputTracks.push(compileInputTrack(inputClass.name, r, inputTracks.length));
+  }
+
   // output
   const outputClass = options.output;
   const tracks: TrackSpec[] = [];
@@ -134,7 +193,40 @@ function compile(appClass: AnyClass): AppDefinition {
       );
     }
     for (const r of records) {
+      const name = toSnakeCase(r.property);
+      if (inputTracks.some((t) => t.name === name)) {
+        throw new AppDefinitionError(
+          RuntimeErrorCode.InvalidOutputClass,
+          outputClass.name,
+          r.property,
+          `track "${name}" is also an inbound track of ${inputClass?.name ?? 'the input class'}; a track name has one direction, rename one of them`,
+        );
+      }
+      const index = inputTracks.length + tracks.length;
+      if (r.kind === 'audio') {
+        const sampleRate = checkSampleRate(outputClass.name, r.property, r.options.sampleRate);
+        for (const k of ['maxFps', 'capacity'] as const) {
+          if (r.options[k] !== undefined)
+            throw new AppDefinitionError(
+              RuntimeErrorCode.InvalidOutputClass,
+              outputClass.name,
+              r.property,
+              `${k} applies to inbound tracks only (declare it on an Input class)`,
+            );
+        }
+        tracks.push({ name, property: r.property, index, kind: 'audio', fps: options.fps, width: undefined, height: undefined, sampleRate });
+        continue;
+      }
       const o = r.options;
+      for (const k of ['maxWidth', 'maxHeight', 'maxFps', 'capacity'] as const) {
+        if (o[k] !== undefined)
+          throw new AppDefinitionError(
+            RuntimeErrorCode.InvalidOutputClass,
+            outputClass.name,
+            r.property,
+            `${k} applies to inbound tracks only (declare it on an Input class)`,
+          );
+      }
       if (o.fps !== undefined && !(Number.isFinite(o.fps) && o.fps > 0)) {
         throw new AppDefinitionError(RuntimeErrorCode.InvalidOutputClass, outputClass.name, r.property, `fps must be a positive number, got ${String(o.fps)}`);
       }
@@ -152,7 +244,7 @@ function compile(appClass: AnyClass): AppDefinition {
       if ((o.width === undefined) !== (o.height === undefined)) {
         throw new AppDefinitionError(RuntimeErrorCode.InvalidOutputClass, outputClass.name, r.property, 'declare both width and height, or neither');
       }
-      tracks.push({ name: toSnakeCase(r.property), property: r.property, index: tracks.length, fps: o.fps ?? options.fps, width: o.width, height: o.height });
+      tracks.push({ name, property: r.property, index, kind: 'video', fps: o.fps ?? options.fps, width: o.width, height: o.height, sampleRate: undefined });
     }
   }
 
@@ -247,7 +339,7 @@ function compile(appClass: AnyClass): AppDefinition {
     state: state.objectSchema(),
     commands: [...commands.values()].map((c) => c.schema),
     messages: [...messages.values()].map((m) => m.schema),
-    tracks: tracks.map((t): TrackSchema => ({ name: t.name, kind: 'video', ...(t.fps !== undefined ? { fps: t.fps } : {}) })),
+    tracks: [...inputTracks.map(inputTrackSchema), ...tracks.map(outputTrackSchema)],
   };
 
   return {
@@ -255,6 +347,9 @@ function compile(appClass: AnyClass): AppDefinition {
     state,
     outputClass,
     tracks,
+    inputClass,
+    inputTracks,
+    inputTrackByName: new Map(inputTracks.map((t) => [t.name, t])),
     trackByProperty: new Map(tracks.map((t) => [t.property, t])),
     fps: options.fps,
     bufferSize,
@@ -317,4 +412,77 @@ function constructorBody(source: string): string {
     else if (source[j] === '}' && --depth === 0) return source.slice(open + 1, j);
   }
   return '';
+}
+
+function checkSampleRate(owner: string, property: string, rate: number | undefined): number {
+  if (rate === undefined) return DEFAULT_SAMPLE_RATE;
+  if (!(Number.isInteger(rate) && rate >= 8_000 && rate <= 192_000)) {
+    throw new AppDefinitionError(RuntimeErrorCode.InvalidTrack, owner, property, `sampleRate must be an integer from 8000 to 192000 (Hz), got ${String(rate)}`);
+  }
+  return rate;
+}
+
+function positiveInteger(owner: string, property: string, key: string, v: number | undefined, fallback: number): number {
+  if (v === undefined) return fallback;
+  if (!(Number.isInteger(v) && v > 0))
+    throw new AppDefinitionError(RuntimeErrorCode.InvalidTrack, owner, property, `${key} must be a positive integer, got ${String(v)}`);
+  return v;
+}
+
+function positiveNumber(owner: string, property: string, key: string, v: number | undefined, fallback: number): number {
+  if (v === undefined) return fallback;
+  if (!(Number.isFinite(v) && v > 0))
+    throw new AppDefinitionError(RuntimeErrorCode.InvalidTrack, owner, property, `${key} must be a positive number, got ${String(v)}`);
+  return v;
+}
+
+function compileInputTrack(owner: string, r: TrackRecord, index: number): InputTrackSpec {
+  const name = toSnakeCase(r.property);
+  const capacity = positiveInteger(owner, r.property, 'capacity', r.options.capacity, DEFAULT_INPUT_CAPACITY);
+  if (r.kind === 'audio') {
+    const sampleRate = checkSampleRate(owner, r.property, r.options.sampleRate);
+    const maxFps = positiveNumber(owner, r.property, 'maxFps', r.options.maxFps, DEFAULT_INPUT_AUDIO_MAX_FPS);
+    return {
+      name,
+      property: r.property,
+      index,
+      kind: 'audio',
+      capacity,
+      maxFps,
+      sampleRate,
+      width: undefined,
+      height: undefined,
+      fps: undefined,
+      maxWidth: undefined,
+      maxHeight: undefined,
+    };
+  }
+  const o = r.options;
+  const d = DEFAULT_INPUT_VIDEO;
+  const maxWidth = positiveInteger(owner, r.property, 'maxWidth', o.maxWidth, Math.max(d.maxWidth, o.width ?? 0));
+  const maxHeight = positiveInteger(owner, r.property, 'maxHeight', o.maxHeight, Math.max(d.maxHeight, o.height ?? 0));
+  const width = positiveInteger(owner, r.property, 'width', o.width, Math.min(d.width, maxWidth));
+  const height = positiveInteger(owner, r.property, 'height', o.height, Math.min(d.height, maxHeight));
+  if (width > maxWidth || height > maxHeight) {
+    throw new AppDefinitionError(
+      RuntimeErrorCode.InvalidTrack,
+      owner,
+      r.property,
+      `the capture size ${width}x${height} exceeds the limit ${maxWidth}x${maxHeight}`,
+    );
+  }
+  const fps = positiveNumber(owner, r.property, 'fps', o.fps, d.fps);
+  const maxFps = positiveNumber(owner, r.property, 'maxFps', o.maxFps, fps * 2);
+  return { name, property: r.property, index, kind: 'video', capacity, maxFps, width, height, fps, maxWidth, maxHeight, sampleRate: undefined };
+}
+
+function inputTrackSchema(t: InputTrackSpec): TrackSchema {
+  const base = { name: t.name, kind: t.kind, direction: 'in' as const, maxFps: t.maxFps };
+  if (t.kind === 'audio') return { ...base, sampleRate: t.sampleRate! };
+  return { ...base, width: t.width!, height: t.height!, fps: t.fps!, maxWidth: t.maxWidth!, maxHeight: t.maxHeight! };
+}
+
+function outputTrackSchema(t: TrackSpec): TrackSchema {
+  if (t.kind === 'audio') return { name: t.name, kind: 'audio', direction: 'out', sampleRate: t.sampleRate! };
+  return { name: t.name, kind: 'video', direction: 'out', ...(t.fps !== undefined ? { fps: t.fps } : {}) };
 }

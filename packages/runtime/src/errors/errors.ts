@@ -15,6 +15,8 @@ export const RuntimeErrorCode = {
   InvalidCommandName: 'invalid_command_name',
   DuplicateCommand: 'duplicate_command',
   InvalidOutputClass: 'invalid_output_class',
+  InvalidInputClass: 'invalid_input_class',
+  InvalidTrack: 'invalid_track',
   InvalidMessageClass: 'invalid_message_class',
   InvalidAppOption: 'invalid_app_option',
   DecoratorMisuse: 'decorator_misuse',

@@ -58,21 +58,45 @@ export interface HookRecord {
   readonly method: string;
 }
 
-/** Options of the `@Video()` track decorator. */
+/**
+ * Options of the `@Video()` track decorator. On an `Output` (outbound): `fps`, `width`,
+ * `height`. On an `Input` (inbound): `width`, `height` and `fps` are what clients are asked to
+ * capture (default 640x480 at 30), `maxWidth`/`maxHeight` the largest frame accepted (default
+ * 1920x1080), `maxFps` the publisher's rate limit (default twice `fps`), `capacity` the
+ * buffer's size (default 128).
+ */
 export interface VideoTrackOptions {
-  /** Pins this track's playout rate (overrides the app's `fps`). */
+  /** Outbound: pins this track's playout rate (overrides the app's `fps`). Inbound: the capture rate asked of clients. */
   fps?: number;
-  /** Fixed frame size, so payloads may be bare `Uint8Array`s. */
+  /** Outbound: fixed frame size, so payloads may be bare `Uint8Array`s. Inbound: the capture size asked of clients. */
   width?: number;
   height?: number;
+  /** Inbound only: largest accepted frame side, pixels. */
+  maxWidth?: number;
+  maxHeight?: number;
+  /** Inbound only: frames per second accepted from the publisher; more are dropped and counted. */
+  maxFps?: number;
+  /** Inbound only: frames the track's `InputBuffer` holds before the oldest is evicted (default 128). */
+  capacity?: number;
   description?: string;
 }
 
-export interface TrackRecord {
-  readonly property: string;
-  readonly kind: 'video';
-  readonly options: VideoTrackOptions;
+/**
+ * Options of the `@Audio()` track decorator: mono signed 16-bit PCM at `sampleRate` (default
+ * 48000), in either direction. Inbound only: `maxFps` (chunks per second accepted, default 100)
+ * and `capacity` (chunks buffered, default 128).
+ */
+export interface AudioTrackOptions {
+  sampleRate?: number;
+  maxFps?: number;
+  capacity?: number;
+  description?: string;
 }
+
+/** What a track decorator records (`@Video()`/`@Audio()` on an `Input` or an `Output` subclass). */
+export type TrackRecord =
+  | { readonly property: string; readonly kind: 'video'; readonly options: VideoTrackOptions }
+  | { readonly property: string; readonly kind: 'audio'; readonly options: AudioTrackOptions };
 
 function ownList<T>(key: symbol, target: object): T[] {
   let list = Reflect.getOwnMetadata(key, target) as T[] | undefined;

@@ -1,5 +1,6 @@
 import { DecoratorMisuseError, FrameShapeError } from '../errors/errors.js';
-import { type VideoTrackOptions, recordTrack } from '../metadata/keys.js';
+import { Input } from '../input/input.js';
+import { type AudioTrackOptions, type VideoTrackOptions, recordTrack } from '../metadata/keys.js';
 
 /**
  * A batch of RGB frames with its shape `(n, height, width, 3)`: `data.length` must equal
@@ -66,7 +67,9 @@ export class TrackPayload {
 export type Video = Frames | TrackPayload | Uint8Array;
 
 /**
- * Declares a video track on an {@link Output} subclass (wire name: the field in snake_case).
+ * Declares a video track: on an {@link Output} subclass, a track the app streams; on an
+ * {@link Input} subclass, a track clients publish to the app (wire name: the field in
+ * snake_case).
  *
  * @example
  * class VideoOutput extends Output {
@@ -75,15 +78,41 @@ export type Video = Frames | TrackPayload | Uint8Array;
  */
 export function Video(options: VideoTrackOptions = {}): PropertyDecorator {
   return (target, key) => {
-    if (typeof target === 'function') throw new DecoratorMisuseError(`@Video cannot decorate static member ${target.name}.${String(key)}`);
-    if (typeof key !== 'string') throw new DecoratorMisuseError('@Video needs a string property name');
-    if (!(target instanceof Output))
-      throw new DecoratorMisuseError(`@Video declares tracks on Output subclasses; ${target.constructor.name} does not extend Output`);
-    recordTrack(target, { property: key, kind: 'video', options: { ...options } });
+    checkTrackTarget('@Video', target, key);
+    recordTrack(target, { property: key as string, kind: 'video', options: { ...options } });
   };
 }
 
-type TrackKeys<T> = { [K in keyof T]-?: NonNullable<T[K]> extends Video ? K : never }[keyof T];
+/** What an audio track accepts: mono signed 16-bit PCM samples at the track's `sampleRate`. */
+export type Audio = Int16Array;
+
+/**
+ * Declares an audio track (mono s16 PCM, default 48 kHz): on an {@link Output} subclass, audio
+ * the app streams, paced with the video; on an {@link Input} subclass, a microphone clients
+ * publish.
+ *
+ * @example
+ * class AvOutput extends Output {
+ *   @Video() mainVideo?: Video;
+ *   @Audio({ sampleRate: 48000 }) soundtrack?: Audio;
+ * }
+ */
+export function Audio(options: AudioTrackOptions = {}): PropertyDecorator {
+  return (target, key) => {
+    checkTrackTarget('@Audio', target, key);
+    recordTrack(target, { property: key as string, kind: 'audio', options: { ...options } });
+  };
+}
+
+function checkTrackTarget(name: string, target: object, key: string | symbol): void {
+  if (typeof target === 'function') throw new DecoratorMisuseError(`${name} cannot decorate static member ${target.name}.${String(key)}`);
+  if (typeof key !== 'string') throw new DecoratorMisuseError(`${name} needs a string property name`);
+  if (!(target instanceof Output) && !(target instanceof Input)) {
+    throw new DecoratorMisuseError(`${name} declares tracks on Output or Input subclasses; ${target.constructor.name} extends neither`);
+  }
+}
+
+type TrackKeys<T> = { [K in keyof T]-?: NonNullable<T[K]> extends Video | Audio ? K : never }[keyof T];
 /** The payload object an Output subclass is built from. */
 export type OutputInit<T> = { [K in TrackKeys<T>]?: T[K] };
 
@@ -96,13 +125,13 @@ export type OutputInit<T> = { [K in TrackKeys<T>]?: T[K] };
  * return VideoOutput.of({ mainVideo: frames }); // typed track names
  */
 export class Output {
-  constructor(payloads?: Record<string, Video | undefined>) {
+  constructor(payloads?: Record<string, Video | Audio | undefined>) {
     if (payloads !== undefined) Object.assign(this, payloads);
   }
 
   /** Typed construction: only declared track fields are accepted. */
-  static of<T extends Output>(this: new (payloads?: Record<string, Video | undefined>) => T, payloads: OutputInit<T>): T {
-    return new this(payloads as Record<string, Video | undefined>);
+  static of<T extends Output>(this: new (payloads?: Record<string, Video | Audio | undefined>) => T, payloads: OutputInit<T>): T {
+    return new this(payloads as Record<string, Video | Audio | undefined>);
   }
 }
 

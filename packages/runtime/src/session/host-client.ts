@@ -2,13 +2,17 @@ import type { CommandMessage, ErrorMessage, ReplyMessage, ServerMessage } from '
 import type { Client } from './client.js';
 import { CLIENT_TRANSITIONS, type ClientState, Lifecycle } from './lifecycle.js';
 import type { Session } from './session.js';
-import type { ClientHandle, ClientInfo, ClientSink } from './transport.js';
+import type { ClientHandle, ClientInfo, ClientSink, InboundFrame } from './transport.js';
 
 /** What a client needs from its host. */
 export interface ClientOwner {
   toAppMessage(message: object): ServerMessage;
   dispatch(client: HostClient, msg: CommandMessage): Promise<ReplyMessage | ErrorMessage>;
   detach(client: HostClient): void;
+  publish(client: HostClient, id: string, track: string): ReplyMessage | ErrorMessage;
+  unpublish(client: HostClient, id: string, track: string): ReplyMessage | ErrorMessage;
+  publishes(client: HostClient, track: string): boolean;
+  pushFrame(client: HostClient, track: string, frame: InboundFrame): boolean;
   countDropped(count: number): void;
 }
 
@@ -39,6 +43,22 @@ export class HostClient implements Client, ClientHandle {
 
   command(msg: CommandMessage): Promise<ReplyMessage | ErrorMessage> {
     return this.owner.dispatch(this, msg);
+  }
+
+  publish(id: string, track: string): ReplyMessage | ErrorMessage {
+    return this.owner.publish(this, id, track);
+  }
+
+  unpublish(id: string, track: string): ReplyMessage | ErrorMessage {
+    return this.owner.unpublish(this, id, track);
+  }
+
+  publishes(track: string): boolean {
+    return this.owner.publishes(this, track);
+  }
+
+  pushFrame(track: string, frame: InboundFrame): boolean {
+    return this.owner.pushFrame(this, track, frame);
   }
 
   disconnect(): void {

@@ -29,7 +29,7 @@ import { HOST_TRANSITIONS, type HostState, Lifecycle } from './lifecycle.js';
 import { ReadinessCode } from './readiness.js';
 import { Session } from './session.js';
 import { StepLock } from './step-lock.js';
-import type { AppHostApi, ClientHandle, ClientInfo, ClientSink, NotReadyReason, OutputFrame, Readiness } from './transport.js';
+import type { AppHostApi, ClientHandle, ClientInfo, ClientSink, InboundFrame, NotReadyReason, OutputFrame, Readiness } from './transport.js';
 
 /** Default grace period before a session without clients ends (60 s). */
 export const DEFAULT_GRACE_PERIOD_MS = 60_000;
@@ -357,6 +357,10 @@ export class AppHost implements AppHostApi {
     toAppMessage: (message: object) => this.toAppMessage(message),
     dispatch: (client: HostClient, msg: CommandMessage) => this.dispatch(client, msg),
     detach: (client: HostClient) => this.detach(client),
+    publish: (client: HostClient, id: string, track: string) => this.answer(client, this.publish(client, id, track)),
+    unpublish: (client: HostClient, id: string, track: string) => this.answer(client, this.unpublish(client, id, track)),
+    publishes: (client: HostClient, track: string) => client.session?.publishers.get(track) === client,
+    pushFrame: (client: HostClient, track: string, frame: InboundFrame) => this.pushFrame(client, track, frame),
     countDropped: (count: number) => {
       this.counters.framesDropped += count;
     },
@@ -378,12 +382,81 @@ export class AppHost implements AppHostApi {
     });
   }
 
+  // ---- inbound tracks ----------------------------------------------------------------------
+
+  /** Sends a publish/unpublish answer to the client's sink and returns it. */
+  private answer(client: HostClient, answer: ReplyMessage | ErrorMessage): ReplyMessage | ErrorMessage {
+    if (client.connected) this.safe(client.sink, () => client.sink.message(answer));
+    return answer;
+  }
+
+  /** Checks that `track` names an inbound track; the error answer otherwise. */
+  private inboundTrackError(id: string, track: string): ErrorMessage | undefined {
+    if (this.def.inputTrackByName.has(track)) return undefined;
+    const shown = JSON.stringify(truncateCodePoints(String(track)));
+    if (this.def.tracks.some((t) => t.name === track)) {
+      return errorReply(
+        id,
+        WireErrorCode.WrongTrackDirection,
+        `track ${shown} is an outbound track (the app streams it); only inbound tracks can be published`,
+      );
+    }
+    const inbound = this.def.inputTracks.map((t) => t.name);
+    return errorReply(id, WireErrorCode.UnknownTrack, `unknown track ${shown}; this app's inbound tracks: ${inbound.join(', ') || '(none)'}`);
+  }
+
+  /** First publisher wins for the session; a re-claim, even by the holder, is refused. */
+  private publish(client: HostClient, id: string, track: string): ReplyMessage | ErrorMessage {
+    const bad = this.inboundTrackError(id, track);
+    if (bad) return bad;
+    const session = client.session;
+    if (!session || session.over || !client.lifecycle.is('joining', 'joined')) {
+      return errorReply(id, WireErrorCode.NoSession, 'no session is running; publish once the session status is streaming');
+    }
+    const holder = session.publishers.get(track);
+    if (holder) {
+      const who = holder === client ? 'this client already publishes it (unpublish first)' : `client ${holder.id} publishes it`;
+      return errorReply(
+        id,
+        WireErrorCode.PublishRefused,
+        `track "${track}" is taken for this session: ${who}; it is free again when its publisher unpublishes or leaves`,
+      );
+    }
+    session.publishers.set(track, client);
+    return { type: 'reply', id };
+  }
+
+  private unpublish(client: HostClient, id: string, track: string): ReplyMessage | ErrorMessage {
+    const bad = this.inboundTrackError(id, track);
+    if (bad) return bad;
+    const session = client.session;
+    if (!session || session.publishers.get(track) !== client) {
+      return errorReply(id, WireErrorCode.NotPublisher, `this client does not publish track "${track}"; nothing to unpublish`);
+    }
+    session.publishers.delete(track);
+    return { type: 'reply', id };
+  }
+
+  /** A decoded inbound frame; dropped (`false`) unless `client` publishes `track` in a live session. */
+  private pushFrame(client: HostClient, track: string, _frame: InboundFrame): boolean {
+    const session = client.session;
+    if (!session || session.over || session.publishers.get(track) !== client) return false;
+    // The track's InputBuffer takes the frame here (input buffers: issue 11, runtime input).
+    return true;
+  }
+
+  /** Releases every track `client` publishes (it left). */
+  private releaseTracks(session: Session, client: HostClient): void {
+    for (const [track, holder] of session.publishers) if (holder === client) session.publishers.delete(track);
+  }
+
   /** A client left (the transport's `disconnect()`). */
   private detach(client: HostClient): void {
     if (!client.connected) return;
     this.clients.delete(client.id);
     const s = client.session;
     s?.members.delete(client);
+    if (s) this.releaseTracks(s, client);
     if (client.lifecycle.is('joined') && s && !s.lifecycle.is('ended')) {
       client.lifecycle.to('leaving');
       s.leaving.add(client);

@@ -151,7 +151,7 @@ export class Playout {
         this.nextDue[t] = due + head.intervalMs;
         const frame: OutputFrame = {
           track: track.name,
-          trackIndex: t,
+          trackIndex: track.index,
           seq: this.seq++,
           ptsMs: due - this.startedAt,
           dueAt: due,

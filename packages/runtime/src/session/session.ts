@@ -23,6 +23,8 @@ export class Session {
   steps = 0;
   windowSteps = 0;
   windowModelMs = 0;
+  /** Who publishes each inbound track (wire name -> client); the first publisher holds it for the session. */
+  readonly publishers = new Map<string, HostClient>();
   /** The reason of the last refused step, logged once until it changes. */
   lastRefusal: string | undefined;
 

@@ -35,6 +35,41 @@ export interface OutputFrame {
   readonly metadata?: unknown;
 }
 
+/** One played-out chunk of one audio track, due at the same clock as the video frames it belongs to. */
+export interface OutputAudio {
+  readonly track: string;
+  /** Index of the track in `schema.tracks`. */
+  readonly trackIndex: number;
+  /** Session-wide sequence number, shared with video frames (see {@link OutputFrame.seq}). */
+  readonly seq: number;
+  readonly ptsMs: number;
+  readonly dueAt: number;
+  readonly sampleRate: number;
+  /** Mono signed 16-bit PCM. The same object goes to every sink: read-only. */
+  readonly pcm: Int16Array;
+}
+
+/**
+ * A decoded inbound frame as a transport hands it to the host: video as RGB24, audio as mono
+ * PCM at the track's sample rate. The transport has already checked it against the track's
+ * declared kind, limits and rate.
+ */
+export interface InboundFrame {
+  /** Video: RGB24, `height * width * 3` bytes. Audio: mono signed 16-bit PCM. The host keeps it: do not reuse. */
+  readonly data: Uint8Array | Int16Array;
+  /** Video only. */
+  readonly width?: number;
+  readonly height?: number;
+  /** Audio only. */
+  readonly sampleRate?: number;
+  /** The client's capture time, ms, on the client's clock (as sent in the frame header). */
+  readonly ptsMs: number;
+  /** `performance.now()` on the server when the frame's message arrived. */
+  readonly receivedAtMs: number;
+  /** The client's metadata for this frame, if any. */
+  readonly metadata?: unknown;
+}
+
 /** What a transport gives the host for one client. Calls must not block or throw. */
 export interface ClientSink {
   /** A protocol message for this client (welcome, reply, error, message, state, session, stats, flush). */
@@ -44,6 +79,8 @@ export interface ClientSink {
    * frames (newest wins) and counts them; it must never make the host wait.
    */
   frame(frame: OutputFrame): void;
+  /** An audio chunk due now, paced like frames. A transport that carries no audio leaves it out. */
+  audio?(chunk: OutputAudio): void;
   /** The host is closing this client (shutdown). */
   close(reason: string): void;
 }
@@ -62,6 +99,21 @@ export interface ClientHandle {
    * sent to the sink **and** returned. Never rejects.
    */
   command(msg: CommandMessage): Promise<ReplyMessage | ErrorMessage>;
+  /**
+   * Asks to publish an inbound track for this client (`publish` message). The reply or error
+   * (`publish_refused`, `unknown_track`, `wrong_track_direction`, `no_session`) is sent to the
+   * sink **and** returned.
+   */
+  publish(id: string, track: string): ReplyMessage | ErrorMessage;
+  /** Releases a track this client publishes (`unpublish` message); reply or error sent and returned. */
+  unpublish(id: string, track: string): ReplyMessage | ErrorMessage;
+  /** Whether this client publishes the inbound track now: a transport checks it before decoding a frame. */
+  publishes(track: string): boolean;
+  /**
+   * A decoded frame of an inbound track this client publishes, into the track's buffer.
+   * Returns `false` (frame dropped) when the client does not publish the track (any more).
+   */
+  pushFrame(track: string, frame: InboundFrame): boolean;
   /** The client left (socket closed). Idempotent. */
   disconnect(): void;
   /** Frames dropped for this client, as counted by its transport; included in its stats. */

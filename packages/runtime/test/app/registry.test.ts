@@ -114,8 +114,8 @@ describe('describeApp', () => {
         { name: 'notice', schema: { type: 'object', properties: {} } },
       ],
       tracks: [
-        { name: 'main_video', kind: 'video', fps: 12 },
-        { name: 'depth_map', kind: 'video', fps: 24 },
+        { name: 'main_video', kind: 'video', direction: 'out', fps: 12 },
+        { name: 'depth_map', kind: 'video', direction: 'out', fps: 24 },
       ],
     });
   });

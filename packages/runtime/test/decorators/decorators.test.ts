@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DecoratorMisuseError, event, InputField, Output, ReactorApp, reactorApp, sessionStarted, Video } from '../../src/index.js';
+import { Audio, DecoratorMisuseError, event, Input, InputField, Output, ReactorApp, reactorApp, sessionStarted, Video } from '../../src/index.js';
 
 function misuse(fn: () => void): DecoratorMisuseError {
   try {
@@ -37,13 +37,20 @@ describe('decorators', () => {
     expect(misuse(() => InputField()(A.prototype, 'y')).message).toMatchInlineSnapshot(`"@InputField applied twice to A.y"`);
   });
 
-  it('@Video only declares tracks on Output subclasses', () => {
+  it('@Video and @Audio only declare tracks on Output or Input subclasses', () => {
     class NotOutput {}
     expect(misuse(() => Video()(NotOutput.prototype, 'main')).message).toMatchInlineSnapshot(
-      `"@Video declares tracks on Output subclasses; NotOutput does not extend Output"`,
+      `"@Video declares tracks on Output or Input subclasses; NotOutput extends neither"`,
+    );
+    expect(misuse(() => Audio()(NotOutput.prototype, 'mic')).message).toMatchInlineSnapshot(
+      `"@Audio declares tracks on Output or Input subclasses; NotOutput extends neither"`,
     );
     class Ok extends Output {}
     expect(() => Video()(Ok.prototype, 'main')).not.toThrow();
+    expect(() => Audio()(Ok.prototype, 'sound')).not.toThrow();
+    class In extends Input {}
+    expect(() => Video()(In.prototype, 'webcam')).not.toThrow();
+    expect(() => Audio()(In.prototype, 'mic')).not.toThrow();
   });
 
   it('@reactorApp cannot be applied twice', () => {

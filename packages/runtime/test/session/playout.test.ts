@@ -4,7 +4,7 @@ import type { Chunk, QueuedFrame } from '../../src/session/normalize.js';
 import { Playout } from '../../src/session/playout.js';
 import type { OutputFrame } from '../../src/index.js';
 
-const track: TrackSpec = { name: 'main', property: 'main', index: 0, fps: undefined, width: 1, height: 1 };
+const track: TrackSpec = { name: 'main', property: 'main', index: 0, kind: 'video', fps: undefined, width: 1, height: 1, sampleRate: undefined };
 
 function chunk(n: number, intervalMs: number, tag = 0): Chunk {
   return [Array.from({ length: n }, (_, i): QueuedFrame => ({ rgb: new Uint8Array(3), width: 1, height: 1, metadata: tag * 100 + i, intervalMs }))];

@@ -295,8 +295,8 @@ describe('several tracks', () => {
     }
     const host = start(App);
     expect(host.schema.tracks).toEqual([
-      { name: 'main', kind: 'video', fps: 50 },
-      { name: 'thumb', kind: 'video', fps: 25 },
+      { name: 'main', kind: 'video', direction: 'out', fps: 50 },
+      { name: 'thumb', kind: 'video', direction: 'out', fps: 25 },
     ]);
     await host.load();
     const sink = new RecordingSink();
