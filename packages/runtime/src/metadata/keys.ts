@@ -51,7 +51,7 @@ export interface EventRecord {
 }
 
 /** Lifecycle hook kinds. */
-export type HookKind = 'sessionStarted' | 'sessionEnded' | 'connected' | 'disconnected';
+export type HookKind = 'sessionStarted' | 'sessionEnded' | 'connected' | 'disconnected' | 'trackPublished' | 'trackUnpublished';
 
 export interface HookRecord {
   readonly kind: HookKind;

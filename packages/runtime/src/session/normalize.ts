@@ -106,7 +106,8 @@ export function normalizeOutput(def: AppDefinition, output: Output, elapsedMs: n
         intervalMs,
       };
     }
-    chunk[track.index] = list;
+    // The chunk is indexed by place among the outbound tracks (as playout's queues); `index` counts the inbound tracks too.
+    chunk[track.index - (def.tracks[0]?.index ?? 0)] = list;
   }
   return chunk;
 }
