@@ -41,7 +41,7 @@ import { HOST_TRANSITIONS, type HostState, Lifecycle } from './lifecycle.js';
 import { ReadinessCode } from './readiness.js';
 import { Session } from './session.js';
 import { StepLock } from './step-lock.js';
-import type { AppHostApi, ClientHandle, ClientInfo, ClientSink, InboundFrame, NotReadyReason, OutputFrame, Readiness } from './transport.js';
+import type { AppHostApi, ClientHandle, ClientInfo, ClientSink, InboundFrame, NotReadyReason, OutputAudio, OutputFrame, Readiness } from './transport.js';
 
 /** Default grace period before a session without clients ends (60 s). */
 export const DEFAULT_GRACE_PERIOD_MS = 60_000;
@@ -77,6 +77,8 @@ export interface HostCounters {
   refusedSteps: number;
   modelErrors: number;
   framesPlayed: number;
+  /** Audio chunks played out (one per audio track per frame that carries audio). */
+  audioChunksPlayed: number;
   commands: number;
   commandErrors: number;
   /** Frames dropped by transports for slow clients (sum of `reportDropped`). */
@@ -119,6 +121,7 @@ export class AppHost implements AppHostApi {
     refusedSteps: 0,
     modelErrors: 0,
     framesPlayed: 0,
+    audioChunksPlayed: 0,
     commands: 0,
     commandErrors: 0,
     framesDropped: 0,
@@ -586,7 +589,13 @@ export class AppHost implements AppHostApi {
 
   private createSession(): Session {
     const state = this.def.state.createDefaults();
-    const playout = new Playout(this.def.tracks, this.def.bufferSize, performance.now(), (frame) => this.emitFrame(session, frame));
+    const playout = new Playout(
+      this.def.tracks,
+      this.def.bufferSize,
+      performance.now(),
+      (frame) => this.emitFrame(session, frame),
+      (chunk) => this.emitAudio(session, chunk),
+    );
     const session: Session = new Session(state, playout);
     this.session = session;
     this.lastSessionError = undefined;
@@ -993,6 +1002,19 @@ export class AppHost implements AppHostApi {
     for (const c of session.members) {
       try {
         c.sink.frame(frame);
+      } catch (err) {
+        this.safe(c.sink, () => {
+          throw err;
+        });
+      }
+    }
+  }
+
+  private emitAudio(session: Session, chunk: OutputAudio): void {
+    this.counters.audioChunksPlayed++;
+    for (const c of session.members) {
+      try {
+        c.sink.audio?.(chunk);
       } catch (err) {
         this.safe(c.sink, () => {
           throw err;
