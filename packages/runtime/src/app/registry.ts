@@ -326,7 +326,7 @@ function compile(appClass: AnyClass): AppDefinition {
     });
   }
 
-  const hooks: Record<HookKind, string[]> = { sessionStarted: [], sessionEnded: [], connected: [], disconnected: [] };
+  const hooks: Record<HookKind, string[]> = { sessionStarted: [], sessionEnded: [], connected: [], disconnected: [], fileUploaded: [] };
   for (const h of readHooks(appClass)) hooks[h.kind].push(h.method);
 
   const schema: AppSchema = {

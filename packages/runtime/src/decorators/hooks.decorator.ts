@@ -21,3 +21,9 @@ export const sessionEnded: MethodDecorator = hook('sessionEnded');
 export const connected: MethodDecorator = hook('connected');
 /** Runs `method(client)` after a client left. */
 export const disconnected: MethodDecorator = hook('disconnected');
+/**
+ * Runs `method(file, client?)` when an upload's bytes are complete and stored: `file` is the
+ * {@link UploadedFile}; `client` is the uploader when its announcement named its `clientId` and
+ * that client is in the session. Runs between steps, like every hook.
+ */
+export const fileUploaded: MethodDecorator = hook('fileUploaded');
