@@ -31,6 +31,10 @@ export { reactorApp } from './decorators/reactor-app.decorator.js';
 export type { InputFieldOptions, EventOptions, VideoTrackOptions, AudioTrackOptions, UploadFieldOptions } from './metadata/keys.js';
 export { Output, Video, Audio, Frames, TrackPayload } from './output/output.js';
 export { Input } from './input/input.js';
+export { InputBuffer } from './input/input-buffer.js';
+export type { ReadMode, ReadOptions, TryReadOptions, InputBufferOptions } from './input/input-buffer.js';
+export { InputFrame } from './input/input-frame.js';
+export type { InputData, InputFrameInit } from './input/input-frame.js';
 export type { TrackPayloadOptions, OutputInit } from './output/output.js';
 export {
   RuntimeErrorCode,
@@ -50,6 +54,9 @@ export {
   HostClosedError,
   IllegalTransitionError,
   UploadError,
+  BufferClosedError,
+  BufferTimeoutError,
+  InvalidReadError,
 } from './errors/errors.js';
 export type { UploadErrorCode } from './errors/errors.js';
 export { AppHost, DEFAULT_GRACE_PERIOD_MS, DEFAULT_REFUSAL_BACKOFF_MS, DEFAULT_STATS_INTERVAL_MS } from './session/host.js';
