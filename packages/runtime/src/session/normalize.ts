@@ -106,7 +106,8 @@ export function normalizeOutput(def: AppDefinition, output: Output, elapsedMs: n
         intervalMs,
       };
     }
-    chunk[track.index] = list;
+    // A chunk has one slot per outbound track, in def.tracks order (track.index is the place in schema.tracks, after the inbound tracks).
+    chunk[def.tracks.indexOf(track)] = list;
   }
   return chunk;
 }
