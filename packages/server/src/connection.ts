@@ -9,20 +9,10 @@
  * oldest frame is dropped (newest wins) and counted. Nothing here ever makes the host wait.
  */
 import type { WebSocket, RawData } from 'ws';
-import {
-  CLIENT_MESSAGE_TYPES,
-  type CommandMessage,
-  type ErrorMessage,
-  type PauseTrackMessage,
-  type PublishMessage,
-  type ReplyMessage,
-  type ResumeTrackMessage,
-  type ServerMessage,
-  type StatsMessage,
-  type UnpublishMessage,
-} from '@reactor/client';
+import type { CommandMessage, ErrorMessage, PublishMessage, ReplyMessage, ServerMessage, StatsMessage, UnpublishMessage } from '@reactor/client';
 import type { Logger } from '@reactor/log';
 import type { AppHostApi, ClientHandle, ClientSink, OutputFrame } from '@reactor/runtime';
+import { parseClientMessage, validId } from './client-message.js';
 import { ServerErrorCode } from './errors.js';
 import type { FrameDecoder } from './frame-decoder.js';
 import type { FrameEncoder } from './frame-encoder.js';
@@ -33,8 +23,6 @@ import type { BudgetHolder, SendBudget } from './send-budget.js';
 
 /** Frames written to a socket whose write callback has not fired yet. */
 export const MAX_FRAMES_IN_FLIGHT = 2;
-/** Longest command id a client may choose, in code points. */
-export const MAX_COMMAND_ID_LENGTH = 64;
 /** Unsent bytes below which a client is never cut by the server-wide budget for a control message. */
 const TEXT_EVICT_MIN_BYTES = 64 * 1024;
 /** A client whose buffered bytes exceed `maxBufferedBytes` times this is disconnected. */
@@ -461,25 +449,26 @@ export class ClientConnection implements ClientSink, BudgetHolder {
       return;
     }
     const parsed = parseClientMessage(rawToString(data));
-    if ('error' in parsed) {
-      this.#error(parsed.error, parsed.message, parsed.id);
+    if (!parsed.ok) {
+      this.#error(parsed.code, parsed.message, parsed.id);
       return;
     }
-    switch (parsed.type) {
+    const msg = parsed.message;
+    switch (msg.type) {
       case 'command':
-        return this.#command(parsed);
+        return this.#command(this.#handle, msg);
       case 'publish':
       case 'unpublish':
-        return this.#publishing(parsed);
-      case 'pause_track':
-      case 'resume_track':
-        return this.#trackPause(parsed);
+        return this.#publishing(this.#handle, msg);
+      default:
+        // pause_track / resume_track: the audio lane's (issue 11).
+        this.#error(ServerErrorCode.UnknownMessageType, `message type "${msg.type}" is not handled by this server yet`, msg.id);
     }
   }
 
-  /** A command: handed to the host, its answer sent in arrival order. */
-  #command(cmd: CommandMessage): void {
-    const handle = this.#handle!;
+  /** A well-formed command: run by the host, answered in arrival order. */
+  #command(handle: ClientHandle, cmd: CommandMessage): void {
+    // The command's name and params are the host's to check (unknown_command, invalid_params, no_session).
     this.#pending++;
     this.#answerInOrder(cmd.id, () =>
       handle.command(cmd).then((result) => {
@@ -493,14 +482,8 @@ export class ClientConnection implements ClientSink, BudgetHolder {
    * `publish` / `unpublish`: the host arbitrates (first publisher wins) and answers at once; the
    * answer still waits behind those of this connection's earlier messages.
    */
-  #publishing(msg: PublishMessage | UnpublishMessage): void {
-    const handle = this.#handle!;
+  #publishing(handle: ClientHandle, msg: PublishMessage | UnpublishMessage): void {
     this.#answerInOrder(msg.id, () => (msg.type === 'publish' ? handle.publish(msg.id, msg.track) : handle.unpublish(msg.id, msg.track)));
-  }
-
-  /** `pause_track` / `resume_track` (outbound tracks of this connection). */
-  #trackPause(msg: PauseTrackMessage | ResumeTrackMessage): void {
-    this.#error(ServerErrorCode.UnknownMessageType, `"${msg.type}" is not supported by this server yet`, msg.id);
   }
 
   /**
@@ -541,88 +524,6 @@ export class ClientConnection implements ClientSink, BudgetHolder {
     this.#onClosed(this);
     this.#resolveClosed();
   }
-}
-
-/** A client text message whose envelope passed the server's checks (the host checks names, tracks and params). */
-export type ParsedClientMessage = CommandMessage | PublishMessage | UnpublishMessage | PauseTrackMessage | ResumeTrackMessage;
-
-/** Why a client text message was refused before reaching the host: the error to answer. */
-export interface RefusedClientMessage {
-  error: ServerErrorCode;
-  message: string;
-  /** The message's id, when it had a usable one (echoed in the error). */
-  id?: string;
-}
-
-const COMMAND_EXAMPLE = 'send {"type":"command","id":"1","name":"...","params":{...}}';
-
-/**
- * Checks the envelope of one client text message, for every message type the server takes
- * (`CLIENT_MESSAGE_TYPES`): JSON object, known `type`, a valid `id`, the type's own fields and
- * no other keys. The one place a client message is parsed; a new type gets its case here.
- */
-export function parseClientMessage(text: string): ParsedClientMessage | RefusedClientMessage {
-  const malformed = (message: string, id?: string): RefusedClientMessage =>
-    id === undefined ? { error: ServerErrorCode.MalformedMessage, message } : { error: ServerErrorCode.MalformedMessage, message, id };
-  // Not an object at all: answered without JSON.parse, whose exception costs more than the rest of the check.
-  if (!/^\s*\{/.test(text)) return malformed(`message is not a JSON object; ${COMMAND_EXAMPLE}`);
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch (err) {
-    return malformed(`message is not valid JSON (${(err as Error).message.slice(0, 200)}); ${COMMAND_EXAMPLE}`);
-  }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed) || typeof (parsed as { type?: unknown }).type !== 'string') {
-    return malformed('message must be a JSON object with a string "type"');
-  }
-  const m = parsed as Record<string, unknown>;
-  const type = m['type'] as string;
-  if (!(CLIENT_MESSAGE_TYPES as readonly string[]).includes(type)) {
-    const refused: RefusedClientMessage = {
-      error: ServerErrorCode.UnknownMessageType,
-      message: `unknown message type ${JSON.stringify(type).slice(0, 80)}; clients send ${CLIENT_MESSAGE_TYPES.map((t) => `"${t}"`).join(', ')}`,
-    };
-    const id = validId(m['id']);
-    if (id !== undefined) refused.id = id;
-    return refused;
-  }
-  const id = validId(m['id']);
-  if (id === undefined) {
-    return malformed(
-      `a ${type === 'command' ? 'command' : `"${type}" message`} needs an "id": a non-empty string of at most ${MAX_COMMAND_ID_LENGTH} characters, echoed in its reply`,
-    );
-  }
-  const allowed = type === 'command' ? ['type', 'id', 'name', 'params'] : ['type', 'id', 'track'];
-  const extra = Object.keys(m).filter((k) => !allowed.includes(k));
-  if (extra.length > 0) {
-    const keys = extra
-      .slice(0, 5)
-      .map((k) => JSON.stringify(k.slice(0, 40)))
-      .join(', ');
-    const more = extra.length > 5 ? ` and ${extra.length - 5} more` : '';
-    const has = type === 'command' ? 'a command has only type, id, name and params' : `a "${type}" message has only type, id and track`;
-    return malformed(`unknown key(s) ${keys}${more} in ${type === 'command' ? 'command' : `"${type}" message`}; ${has}`, id);
-  }
-  if (type === 'command') {
-    if (typeof m['name'] !== 'string' || m['name'] === '') return malformed('a command needs a "name": the wire name of a command in the schema', id);
-    // The command's name and params are the host's to check (unknown_command, invalid_params, no_session).
-    const cmd: CommandMessage = { type: 'command', id, name: m['name'] };
-    if (m['params'] !== undefined) cmd.params = m['params'] as Record<string, unknown>;
-    return cmd;
-  }
-  if (typeof m['track'] !== 'string' || m['track'] === '') {
-    return malformed(`a "${type}" message needs a "track": the name of a track in schema.tracks`, id);
-  }
-  // The track name is the host's to check (unknown_track, wrong_track_direction).
-  return { type: type as Exclude<ParsedClientMessage['type'], 'command'>, id, track: m['track'] };
-}
-
-function validId(id: unknown): string | undefined {
-  if (typeof id !== 'string' || id.length === 0 || id.length > 2 * MAX_COMMAND_ID_LENGTH) return undefined;
-  // Code points, as JSON Schema's maxLength counts them (an emoji is one, not two UTF-16 units).
-  let n = 0;
-  for (const _ of id) if (++n > MAX_COMMAND_ID_LENGTH) return undefined;
-  return id;
 }
 
 function rawToString(data: RawData): string {

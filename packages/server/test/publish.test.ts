@@ -44,17 +44,17 @@ describe('server: publish and unpublish messages', () => {
     a.send({ type: 'publish', id: 'm1' });
     expect(await answer('m1')).toMatchObject({
       code: 'malformed_message',
-      message: 'a "publish" message needs a "track": the name of a track in schema.tracks',
+      message: 'a publish message needs a "track": the name of a track in schema.tracks',
     });
     a.send({ type: 'unpublish', id: 'm2', track: 7 });
     expect(await answer('m2')).toMatchObject({ code: 'malformed_message' });
     a.send({ type: 'publish', id: 'm3', track: 'webcam', name: 'x' });
     expect(await answer('m3')).toMatchObject({
       code: 'malformed_message',
-      message: 'unknown key(s) "name" in "publish" message; a "publish" message has only type, id and track',
+      message: 'unknown key(s) "name" in publish; a publish has only type, id and track',
     });
     a.send({ type: 'publish', track: 'webcam' });
-    await a.waitFor((m) => m.type === 'error' && m.id === undefined && m.message.includes('"publish" message needs an "id"'));
+    await a.waitFor((m) => m.type === 'error' && m.id === undefined && m.message.includes('publish message needs an "id"'));
     expect(await ask(a, 'publish', 'ok', 'webcam')).toEqual({ type: 'reply', id: 'ok' });
   });
 
