@@ -35,6 +35,8 @@ const viewer = {
   audioPlayers: new Map<string, AudioPlayer>(),
   /** Audio chunks received. */
   audioChunks: 0,
+  /** Loads the SDK's browser entry (`AudioPlayer`, `cameraFrames`, `microphoneChunks`). */
+  browser: (): Promise<BrowserModule> => loadBrowser(),
 };
 (window as unknown as { reactorViewer: typeof viewer }).reactorViewer = viewer;
 
