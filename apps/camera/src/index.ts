@@ -4,4 +4,5 @@
  */
 export { CameraWorker, type EffectInput, type EffectResult, type CameraLoadArgs } from './camera-worker.js';
 export { EFFECTS, type EffectName, type EffectParams, effectParams, applyEffectRows, boxBlurRows, edgeRows, cartoonRows, luma, rowShare } from './effects.js';
+export { CameraErrorCode, CameraConfigError } from './errors.js';
 export { waitingCard, CARD_TEXT, CARD_BACKGROUND } from './waiting-card.js';
