@@ -21,7 +21,7 @@ export interface EffectParams {
   gain: number;
   /** Cartoon: colour levels per channel (6 at strength 0 .. 3 at 1). */
   levels: number;
-  /** Cartoon: Sobel magnitude at or above which a pixel is drawn as an outline (96 .. 48). */
+  /** Cartoon: Sobel magnitude at or above which a pixel is drawn as an outline (64 .. 24). */
   threshold: number;
 }
 
@@ -34,7 +34,7 @@ export function effectParams(effect: EffectName, strength: number): EffectParams
     case 'edges':
       return { effect, radius: 0, gain: 1 + Math.round(s * 15), levels: 0, threshold: 0 };
     case 'cartoon':
-      return { effect, radius: 1 + Math.round(s * 3), gain: 0, levels: 6 - Math.round(s * 3), threshold: 96 - Math.round(s * 48) };
+      return { effect, radius: 1 + Math.round(s * 3), gain: 0, levels: 6 - Math.round(s * 3), threshold: 64 - Math.round(s * 40) };
     case 'none':
       return { effect, radius: 0, gain: 0, levels: 0, threshold: 0 };
   }

@@ -40,7 +40,7 @@ describe('camera effects', () => {
     expect(effectParams('blur', 1).radius).toBe(8);
     expect(effectParams('blur', 7).radius).toBe(8);
     expect(effectParams('edges', -1).gain).toBe(1);
-    expect(effectParams('cartoon', 1)).toMatchObject({ radius: 4, levels: 3, threshold: 48 });
+    expect(effectParams('cartoon', 1)).toMatchObject({ radius: 4, levels: 3, threshold: 24 });
   });
 
   it('refuses a frame whose size does not match its bytes, and rows outside the frame', () => {
