@@ -17,6 +17,10 @@ export { reactorApp } from './decorators/reactor-app.decorator.js';
 export type { InputFieldOptions, EventOptions, VideoTrackOptions, AudioTrackOptions } from './metadata/keys.js';
 export { Output, Video, Audio, Frames, TrackPayload } from './output/output.js';
 export { Input } from './input/input.js';
+export { InputBuffer } from './input/input-buffer.js';
+export type { ReadMode, ReadOptions, TryReadOptions, InputBufferOptions } from './input/input-buffer.js';
+export { InputFrame } from './input/input-frame.js';
+export type { InputData, InputFrameInit } from './input/input-frame.js';
 export type { TrackPayloadOptions, OutputInit } from './output/output.js';
 export {
   RuntimeErrorCode,
@@ -35,6 +39,9 @@ export {
   AppLoadError,
   HostClosedError,
   IllegalTransitionError,
+  BufferClosedError,
+  BufferTimeoutError,
+  InvalidReadError,
 } from './errors/errors.js';
 export { AppHost, DEFAULT_GRACE_PERIOD_MS, DEFAULT_REFUSAL_BACKOFF_MS, DEFAULT_STATS_INTERVAL_MS } from './session/host.js';
 export type { AppHostOptions, HostCounters } from './session/host.js';

@@ -12,6 +12,7 @@ import type { WebSocket, RawData } from 'ws';
 import type { CommandMessage, ErrorMessage, ServerMessage, StatsMessage } from '@reactor/client';
 import type { Logger } from '@reactor/log';
 import type { AppHostApi, ClientHandle, ClientSink, OutputFrame } from '@reactor/runtime';
+import { parseClientMessage, validId } from './client-message.js';
 import { ServerErrorCode } from './errors.js';
 import type { FrameEncoder } from './frame-encoder.js';
 import type { DropReason, ServerMetrics } from './metrics.js';
@@ -20,8 +21,6 @@ import type { BudgetHolder, SendBudget } from './send-budget.js';
 
 /** Frames written to a socket whose write callback has not fired yet. */
 export const MAX_FRAMES_IN_FLIGHT = 2;
-/** Longest command id a client may choose, in code points. */
-export const MAX_COMMAND_ID_LENGTH = 64;
 /** Unsent bytes below which a client is never cut by the server-wide budget for a control message. */
 const TEXT_EVICT_MIN_BYTES = 64 * 1024;
 /** A client whose buffered bytes exceed `maxBufferedBytes` times this is disconnected. */
@@ -406,66 +405,29 @@ export class ClientConnection implements ClientSink, BudgetHolder {
       this.#error(ServerErrorCode.UnexpectedBinary, 'binary messages only flow from the server to clients; send commands as JSON text messages');
       return;
     }
-    const text = rawToString(data);
-    // Not an object at all: answered without JSON.parse, whose exception costs more than the rest of the check.
-    if (!/^\s*\{/.test(text)) {
-      this.#error(ServerErrorCode.MalformedMessage, 'message is not a JSON object; send {"type":"command","id":"1","name":"...","params":{...}}');
+    const parsed = parseClientMessage(rawToString(data));
+    if (!parsed.ok) {
+      this.#error(parsed.code, parsed.message, parsed.id);
       return;
     }
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(text);
-    } catch (err) {
-      this.#error(
-        ServerErrorCode.MalformedMessage,
-        `message is not valid JSON (${(err as Error).message.slice(0, 200)}); send {"type":"command","id":"1","name":"...","params":{...}}`,
-      );
-      return;
+    const msg = parsed.message;
+    switch (msg.type) {
+      case 'command':
+        return this.#command(this.#handle, msg);
+      default:
+        // publish / unpublish / pause_track / resume_track: handled by the input half's work (issue 11).
+        this.#error(ServerErrorCode.UnknownMessageType, `message type "${msg.type}" is not handled by this server yet`, msg.id);
     }
-    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed) || typeof (parsed as { type?: unknown }).type !== 'string') {
-      this.#error(ServerErrorCode.MalformedMessage, 'message must be a JSON object with a string "type"');
-      return;
-    }
-    const m = parsed as Record<string, unknown>;
-    if (m['type'] !== 'command') {
-      this.#error(
-        ServerErrorCode.UnknownMessageType,
-        `unknown message type ${JSON.stringify(m['type']).slice(0, 80)}; clients send only "command"`,
-        validId(m['id']),
-      );
-      return;
-    }
-    const id = validId(m['id']);
-    if (id === undefined) {
-      this.#error(
-        ServerErrorCode.MalformedMessage,
-        `a command needs an "id": a non-empty string of at most ${MAX_COMMAND_ID_LENGTH} characters, echoed in its reply`,
-      );
-      return;
-    }
-    if (typeof m['name'] !== 'string' || m['name'] === '') {
-      this.#error(ServerErrorCode.MalformedMessage, 'a command needs a "name": the wire name of a command in the schema', id);
-      return;
-    }
-    const extra = Object.keys(m).filter((k) => k !== 'type' && k !== 'id' && k !== 'name' && k !== 'params');
-    if (extra.length > 0) {
-      this.#error(
-        ServerErrorCode.MalformedMessage,
-        `unknown key(s) ${extra
-          .slice(0, 5)
-          .map((k) => JSON.stringify(k.slice(0, 40)))
-          .join(', ')}${extra.length > 5 ? ` and ${extra.length - 5} more` : ''} in command; a command has only type, id, name and params`,
-        id,
-      );
-      return;
-    }
+  }
+
+  /** A well-formed command: run by the host, answered in arrival order. */
+  #command(handle: ClientHandle, cmd: CommandMessage): void {
+    const id = cmd.id;
     // The command's name and params are the host's to check (unknown_command, invalid_params, no_session).
-    const cmd: CommandMessage = { type: 'command', id, name: m['name'] };
-    if (m['params'] !== undefined) cmd.params = m['params'] as Record<string, unknown>;
     this.#pending++;
     this.#unanswered++;
     this.#idsInFlight.set(id, (this.#idsInFlight.get(id) ?? 0) + 1);
-    const answer = this.#handle.command(cmd).then((result) => {
+    const answer = handle.command(cmd).then((result) => {
       this.#pending--;
       this.#ctx.metrics.commands.inc({ code: result.type === 'reply' ? 'ok' : result.code });
       return result;
@@ -496,14 +458,6 @@ export class ClientConnection implements ClientSink, BudgetHolder {
     this.#onClosed(this);
     this.#resolveClosed();
   }
-}
-
-function validId(id: unknown): string | undefined {
-  if (typeof id !== 'string' || id.length === 0 || id.length > 2 * MAX_COMMAND_ID_LENGTH) return undefined;
-  // Code points, as JSON Schema's maxLength counts them (an emoji is one, not two UTF-16 units).
-  let n = 0;
-  for (const _ of id) if (++n > MAX_COMMAND_ID_LENGTH) return undefined;
-  return id;
 }
 
 function rawToString(data: RawData): string {

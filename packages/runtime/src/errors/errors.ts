@@ -33,6 +33,12 @@ export const RuntimeErrorCode = {
   SessionFailed: 'session_failed',
   /** Thrown by `processInput()` to refuse a step; never reaches clients. */
   ApplicationError: 'application_error',
+  /** An `InputBuffer` read found the buffer closed (its publisher unpublished or left) with fewer frames than asked for. */
+  BufferClosed: 'buffer_closed',
+  /** An `InputBuffer` read waited `timeoutMs` without getting its frames. */
+  BufferTimeout: 'buffer_timeout',
+  /** An `InputBuffer` read got a bad argument (`n` outside 1..capacity, an unknown `mode`, a negative `timeoutMs`), or a buffer a bad capacity. */
+  InvalidRead: 'invalid_read',
   /** A lifecycle (host, session, client) was asked for a transition its state does not allow: a bug in the host. */
   IllegalTransition: 'illegal_transition',
 } as const;
@@ -196,5 +202,42 @@ export class IllegalTransitionError extends ReactorError {
     this.lifecycle = lifecycle;
     this.from = from;
     this.to = to;
+  }
+}
+
+/**
+ * An {@link InputBuffer} read found its buffer closed (the track's publisher unpublished or left)
+ * with fewer frames than it asked for. Thrown from a step (`processInput()` or `generate()`), it
+ * refuses the step instead of ending the session: the host retries after the refusal back-off,
+ * and the reads succeed again once a client publishes the track.
+ */
+export class BufferClosedError extends ReactorError {
+  override name = 'BufferClosedError';
+  /** The track (buffer) name. */
+  readonly track: string;
+  constructor(track: string, message: string) {
+    super(RuntimeErrorCode.BufferClosed, message);
+    this.track = track;
+  }
+}
+
+/**
+ * An {@link InputBuffer} read waited its `timeoutMs` without getting its `n` frames (no frame
+ * was taken from the buffer). Thrown from a step, it refuses the step, like {@link BufferClosedError}.
+ */
+export class BufferTimeoutError extends ReactorError {
+  override name = 'BufferTimeoutError';
+  readonly track: string;
+  constructor(track: string, message: string) {
+    super(RuntimeErrorCode.BufferTimeout, message);
+    this.track = track;
+  }
+}
+
+/** A bad argument to an {@link InputBuffer} (`n`, `mode`, `timeoutMs`, `capacity`); the message names it and the allowed range. */
+export class InvalidReadError extends ReactorError {
+  override name = 'InvalidReadError';
+  constructor(message: string) {
+    super(RuntimeErrorCode.InvalidRead, message);
   }
 }
