@@ -33,3 +33,9 @@ export const trackPublished: MethodDecorator = hook('trackPublished');
  * `@trackUnpublished`, before that client's `@disconnected`.
  */
 export const trackUnpublished: MethodDecorator = hook('trackUnpublished');
+/**
+ * Runs `method(file, client?)` when an upload's bytes are complete and stored: `file` is the
+ * {@link UploadedFile}; `client` is the uploader when its announcement named its `clientId` and
+ * that client is in the session. Runs between steps, like every hook.
+ */
+export const fileUploaded: MethodDecorator = hook('fileUploaded');

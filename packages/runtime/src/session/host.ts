@@ -7,6 +7,8 @@ import {
   type ReplyMessage,
   type ServerMessage,
   type SessionStatus,
+  type UploadInfo,
+  type UploadTicket,
   WireErrorCode,
 } from '@reactor/client';
 import { consoleLogger, type Logger } from '@reactor/log';
@@ -25,6 +27,7 @@ import {
   HostOptionError,
   MessageNotDeclaredError,
   RuntimeErrorCode,
+  UploadError,
 } from '../errors/errors.js';
 import { InputBuffer, stepInterrupt } from '../input/input-buffer.js';
 import { InputFrame } from '../input/input-frame.js';
@@ -41,7 +44,22 @@ import { HOST_TRANSITIONS, type HostState, Lifecycle } from './lifecycle.js';
 import { ReadinessCode } from './readiness.js';
 import { Session } from './session.js';
 import { StepLock } from './step-lock.js';
-import type { AppHostApi, ClientHandle, ClientInfo, ClientSink, InboundFrame, NotReadyReason, OutputFrame, Readiness } from './transport.js';
+import type {
+  AppHostApi,
+  ClientHandle,
+  ClientInfo,
+  ClientSink,
+  InboundFrame,
+  NotReadyReason,
+  OutputAudio,
+  OutputFrame,
+  Readiness,
+  UploadsApi,
+} from './transport.js';
+import type { FieldSpec } from '../state/field-set.js';
+import { mimeMatches } from '../upload/sniff.js';
+import type { UploadedFile } from '../upload/uploaded-file.js';
+import { type ResolvedUploadOptions, UnresolvedUpload, type UploadOptions, UploadStore, resolveUploadOptions } from '../upload/upload-store.js';
 
 /** Default grace period before a session without clients ends (60 s). */
 export const DEFAULT_GRACE_PERIOD_MS = 60_000;
@@ -68,6 +86,8 @@ export interface AppHostOptions {
   refusalBackoffMs?: number;
   /** Period of `stats` messages, ms (default 1000; 0 turns them off). */
   statsIntervalMs?: number;
+  /** Upload limits, waits, folder and image decoder (see `UploadOptions`; a server sets them through `uploads.configure()`). */
+  uploads?: UploadOptions;
 }
 
 /** Cumulative counters of a host, for metrics. */
@@ -77,6 +97,8 @@ export interface HostCounters {
   refusedSteps: number;
   modelErrors: number;
   framesPlayed: number;
+  /** Audio chunks played out (one per audio track per frame that carries audio). */
+  audioChunksPlayed: number;
   commands: number;
   commandErrors: number;
   /** Frames dropped by transports for slow clients (sum of `reportDropped`). */
@@ -119,6 +141,7 @@ export class AppHost implements AppHostApi {
     refusedSteps: 0,
     modelErrors: 0,
     framesPlayed: 0,
+    audioChunksPlayed: 0,
     commands: 0,
     commandErrors: 0,
     framesDropped: 0,
@@ -156,6 +179,19 @@ export class AppHost implements AppHostApi {
   private readonly badFrameWarned = new Set<string>();
   /** Tasks (commands, hooks, session ends) queued for the step lock and not started yet. */
   private tasksWaiting = 0;
+  private uploadOptions: ResolvedUploadOptions;
+
+  /**
+   * File uploads into the current session (the server's upload routes call it): announce, then
+   * write the bytes; commands refer to a stored file by its id.
+   */
+  readonly uploads: UploadsApi = {
+    configure: (options) => {
+      this.uploadOptions = resolveUploadOptions(options ?? {}, this.uploadOptions);
+    },
+    announce: (request) => this.announceUpload(request),
+    write: (uploadId, body, options) => this.writeUpload(uploadId, body, options),
+  };
 
   /**
    * Registers the app class (all whole-class checks run here) and builds its instance.
@@ -174,6 +210,7 @@ export class AppHost implements AppHostApi {
       );
     }
     this.logger = options.logger ?? consoleLogger();
+    this.uploadOptions = resolveUploadOptions(options.uploads ?? {});
     this.def = describeApp(appClass);
     this.schema = this.def.schema;
     this.ctx = { weightsPath: options.weightsPath, logger: this.logger.child({ app: this.def.appClass.name }) };
@@ -587,7 +624,13 @@ export class AppHost implements AppHostApi {
 
   private createSession(): Session {
     const state = this.def.state.createDefaults();
-    const playout = new Playout(this.def.tracks, this.def.bufferSize, performance.now(), (frame) => this.emitFrame(session, frame));
+    const playout = new Playout(
+      this.def.tracks,
+      this.def.bufferSize,
+      performance.now(),
+      (frame) => this.emitFrame(session, frame),
+      (chunk) => this.emitAudio(session, chunk),
+    );
     const session: Session = new Session(state, playout);
     this.session = session;
     this.lastSessionError = undefined;
@@ -674,6 +717,14 @@ export class AppHost implements AppHostApi {
     // Clients that left while those hooks ran.
     await this.drainLeaving(session);
     await this.runHooks('sessionEnded');
+    // The session's files go with it, after the hooks that may still read them.
+    if (session.uploads) {
+      try {
+        await session.uploads.close();
+      } catch (err) {
+        this.logger.error({ err }, "removing the session's uploads failed");
+      }
+    }
     session.lifecycle.to('ended');
     session.announced.clear();
     for (const b of this.buffers.values()) b.reset();
@@ -864,7 +915,24 @@ export class AppHost implements AppHostApi {
     const id = typeof msg?.id === 'string' ? msg.id : '';
     let answer: ReplyMessage | ErrorMessage;
     try {
-      answer = await this.task(() => this.execute(client, msg, id));
+      const refs = this.uploadRefs(client, msg);
+      if (refs.length === 0 && client.uploadChain === undefined) {
+        answer = await this.task(() => this.execute(client, msg, id));
+      } else {
+        // Upload references are resolved outside the lock (a wait for bytes must not hold the
+        // step loop), and the client's later commands queue behind this one: arrival order holds.
+        const run = (client.uploadChain ?? Promise.resolve()).then(async () => {
+          const resolved = await this.resolveUploads(client, refs, id);
+          if (!(resolved instanceof Map)) return resolved;
+          return this.task(() => this.execute(client, msg, id, resolved));
+        });
+        const chain = run.catch(() => undefined);
+        client.uploadChain = chain;
+        void chain.then(() => {
+          if (client.uploadChain === chain) client.uploadChain = undefined;
+        });
+        answer = await run;
+      }
     } catch (err) {
       this.logger.error({ err }, 'command dispatch failed');
       answer = errorReply(id, WireErrorCode.InternalError, 'the command failed inside the server; the server log has the details');
@@ -875,7 +943,7 @@ export class AppHost implements AppHostApi {
     return answer;
   }
 
-  private async execute(client: HostClient, msg: CommandMessage, id: string): Promise<ReplyMessage | ErrorMessage> {
+  private async execute(client: HostClient, msg: CommandMessage, id: string, uploads?: Map<string, UploadedFile>): Promise<ReplyMessage | ErrorMessage> {
     this.counters.commands++;
     const name = msg?.name;
     const spec = typeof name === 'string' ? this.def.commands.get(name) : undefined;
@@ -895,7 +963,7 @@ export class AppHost implements AppHostApi {
         `no session is running${this.status.state === 'loading' ? ' yet: the app is still loading' : ''}; try again once the session status is streaming`,
       );
     }
-    const params = msg.params ?? {};
+    let params = msg.params ?? {};
     if (typeof params !== 'object' || params === null || Array.isArray(params)) {
       return {
         type: 'error',
@@ -905,7 +973,133 @@ export class AppHost implements AppHostApi {
         details: [{ field: 'params', constraint: 'isObject', message: 'params must be an object' }],
       };
     }
+    if (uploads && uploads.size > 0) params = { ...params, ...Object.fromEntries(uploads) };
     return spec.kind === 'setter' ? this.runSetter(spec, session, params, id) : this.runEvent(spec, client, params, id);
+  }
+
+  // ---- uploads ------------------------------------------------------------------------------
+
+  /** The upload fields a command may carry (the setter's field, or the event's upload params). */
+  private uploadFieldsOf(name: unknown): readonly FieldSpec[] {
+    const spec = typeof name === 'string' ? this.def.commands.get(name) : undefined;
+    if (!spec) return [];
+    if (spec.kind === 'setter') return spec.field?.upload ? [spec.field] : [];
+    return spec.params?.publicFields.filter((f) => f.upload) ?? [];
+  }
+
+  /**
+   * The well-formed upload references (`{"uploadId": "<string>"}`) in a command for a session
+   * this client is in; anything else is left to validation (`invalid_params`) or to the checks
+   * `execute()` makes first (`unknown_command`, `no_session`).
+   */
+  private uploadRefs(client: HostClient, msg: CommandMessage): Array<{ field: FieldSpec; uploadId: string }> {
+    const fields = this.uploadFieldsOf(msg?.name);
+    const params = msg?.params;
+    if (fields.length === 0 || typeof params !== 'object' || params === null || Array.isArray(params)) return [];
+    if (!client.session || client.session.over) return [];
+    const refs: Array<{ field: FieldSpec; uploadId: string }> = [];
+    for (const field of fields) {
+      const v = (params as Record<string, unknown>)[field.wire];
+      if (typeof v !== 'object' || v === null || Array.isArray(v)) continue;
+      const keys = Object.keys(v);
+      const uploadId = (v as Record<string, unknown>).uploadId;
+      if (keys.length === 1 && typeof uploadId === 'string') refs.push({ field, uploadId });
+    }
+    return refs;
+  }
+
+  /**
+   * Resolves each reference to its stored file (waiting up to `resolveWaitMs` for bytes still
+   * arriving) and checks it against its field: the files by wire name, or the error answer
+   * (`unresolved_upload`, `upload_rejected`).
+   */
+  private async resolveUploads(
+    client: HostClient,
+    refs: ReadonlyArray<{ field: FieldSpec; uploadId: string }>,
+    id: string,
+  ): Promise<Map<string, UploadedFile> | ErrorMessage> {
+    const files = new Map<string, UploadedFile>();
+    const session = client.session;
+    if (!session || session.over) return files; // execute() answers no_session
+    const waitMs = this.uploadOptions.resolveWaitMs;
+    const results = await Promise.all(
+      refs.map(async ({ field, uploadId }) => {
+        try {
+          if (!session.uploads)
+            throw new UnresolvedUpload(
+              `no upload ${JSON.stringify(uploadId.slice(0, 64))} in this session: upload the file first (POST /uploads, then PUT its bytes)`,
+            );
+          return { field, file: await session.uploads.resolve(uploadId, waitMs) };
+        } catch (err) {
+          return { field, error: (err as Error).message };
+        }
+      }),
+    );
+    for (const r of results) {
+      if (r.error !== undefined) return errorReply(id, WireErrorCode.UnresolvedUpload, `${r.field.wire}: ${r.error}`);
+      const { field, file } = r as { field: FieldSpec; file: UploadedFile };
+      const { maxBytes, mimeTypes } = field.upload!;
+      if (maxBytes !== undefined && file.size > maxBytes) {
+        return errorReply(
+          id,
+          WireErrorCode.UploadRejected,
+          `${field.wire} takes files of at most ${maxBytes} bytes; upload ${JSON.stringify(truncateCodePoints(file.name))} has ${file.size}`,
+        );
+      }
+      if (mimeTypes !== undefined && !mimeMatches(file.mimeType, mimeTypes)) {
+        return errorReply(
+          id,
+          WireErrorCode.UploadRejected,
+          `${field.wire} takes ${mimeTypes.join(', ')}; upload ${JSON.stringify(truncateCodePoints(file.name))} is ${file.mimeType}`,
+        );
+      }
+      files.set(field.wire, file);
+    }
+    return files;
+  }
+
+  /** `uploads.announce()`: into the current session's store (made on first use). */
+  private announceUpload(request: unknown): UploadTicket {
+    const session = this.session;
+    if (!session || session.over || this.lifecycle.is('closing', 'closed')) {
+      throw new UploadError(RuntimeErrorCode.UploadNoSession, 'no session is running, so there is nothing to upload to; connect a client first, then upload');
+    }
+    session.uploads ??= new UploadStore(
+      () => this.uploadOptions,
+      (file, clientId) => this.fileStored(session, file, clientId),
+    );
+    return session.uploads.announce(request);
+  }
+
+  /** `uploads.write()`: an upload of the current session. */
+  private async writeUpload(uploadId: string, body: AsyncIterable<Uint8Array>, options?: { contentLength?: number }): Promise<UploadInfo> {
+    const store = this.session?.uploads;
+    if (!store || typeof uploadId !== 'string') {
+      throw new UploadError(
+        RuntimeErrorCode.UploadNotFound,
+        `no upload ${JSON.stringify(String(uploadId).slice(0, 64))}: never announced, expired, or of a session that ended; announce the file again with POST /uploads`,
+      );
+    }
+    const file = await store.write(uploadId, body, options);
+    return file.toJSON();
+  }
+
+  /** A file's bytes are stored: `@fileUploaded` hooks run in their turn, with the uploader when it is in the session. */
+  private fileStored(session: Session, file: UploadedFile, clientId: string | undefined): void {
+    this.notifyChange();
+    if (this.def.hooks.fileUploaded.length === 0) return;
+    void this.task(async () => {
+      if (this.session !== session || session.over) return;
+      const c = clientId === undefined ? undefined : this.clients.get(clientId);
+      const client = c && c.session === session && c.lifecycle.is('joined') ? c : undefined;
+      for (const method of this.def.hooks.fileUploaded) {
+        try {
+          await (this.app as unknown as Record<string, (f: UploadedFile, c?: Client) => unknown>)[method]!.call(this.app, file, client);
+        } catch (err) {
+          this.logger.error({ err }, `@fileUploaded hook ${this.def.appClass.name}.${method} threw (ignored)`);
+        }
+      }
+    });
   }
 
   private async runSetter(spec: CommandSpec, session: Session, params: Record<string, unknown>, id: string): Promise<ReplyMessage | ErrorMessage> {
@@ -994,6 +1188,19 @@ export class AppHost implements AppHostApi {
     for (const c of session.members) {
       try {
         c.sink.frame(frame);
+      } catch (err) {
+        this.safe(c.sink, () => {
+          throw err;
+        });
+      }
+    }
+  }
+
+  private emitAudio(session: Session, chunk: OutputAudio): void {
+    this.counters.audioChunksPlayed++;
+    for (const c of session.members) {
+      try {
+        c.sink.audio?.(chunk);
       } catch (err) {
         this.safe(c.sink, () => {
           throw err;

@@ -3,6 +3,7 @@ import type { ErrorBody } from '@reactor/client';
 import type { Playout } from './playout.js';
 import type { InputState } from '../state/input-state.js';
 import type { HostClient } from './host-client.js';
+import type { UploadStore } from '../upload/upload-store.js';
 import { Lifecycle, SESSION_TRANSITIONS, type SessionState } from './lifecycle.js';
 
 /** One session of the host: its state, its clients, its playout and its timers. */
@@ -29,6 +30,8 @@ export class Session {
   readonly announced = new Map<string, HostClient>();
   /** Aborts when a command or hook queues behind the running step: a read the step waits in gives way. */
   stepInterrupt: AbortController | undefined;
+  /** The session's uploads (created by the first announcement; closed, files and folder deleted, when the session ends). */
+  uploads: UploadStore | undefined;
   /** The reason of the last refused step, logged once until it changes. */
   lastRefusal: string | undefined;
 
