@@ -24,5 +24,7 @@ export const ServerErrorCode = {
   UnknownMessageType: WireErrorCode.UnknownMessageType,
   RateLimited: WireErrorCode.RateLimited,
   UnexpectedBinary: WireErrorCode.UnexpectedBinary,
+  UnknownTrack: WireErrorCode.UnknownTrack,
+  WrongTrackDirection: WireErrorCode.WrongTrackDirection,
 } as const;
 export type ServerErrorCode = (typeof ServerErrorCode)[keyof typeof ServerErrorCode];
