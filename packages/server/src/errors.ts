@@ -26,5 +26,11 @@ export const ServerErrorCode = {
   UnexpectedBinary: WireErrorCode.UnexpectedBinary,
   UnknownTrack: WireErrorCode.UnknownTrack,
   WrongTrackDirection: WireErrorCode.WrongTrackDirection,
+  NotPublisher: WireErrorCode.NotPublisher,
+  WrongEncoding: WireErrorCode.WrongEncoding,
+  FrameRateLimited: WireErrorCode.FrameRateLimited,
+  FrameTooLarge: WireErrorCode.FrameTooLarge,
+  FrameHeaderMismatch: WireErrorCode.FrameHeaderMismatch,
+  UndecodableFrame: WireErrorCode.UndecodableFrame,
 } as const;
 export type ServerErrorCode = (typeof ServerErrorCode)[keyof typeof ServerErrorCode];
