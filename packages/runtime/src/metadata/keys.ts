@@ -66,7 +66,7 @@ export interface EventRecord {
 }
 
 /** Lifecycle hook kinds. */
-export type HookKind = 'sessionStarted' | 'sessionEnded' | 'connected' | 'disconnected' | 'fileUploaded';
+export type HookKind = 'sessionStarted' | 'sessionEnded' | 'connected' | 'disconnected' | 'trackPublished' | 'trackUnpublished' | 'fileUploaded';
 
 export interface HookRecord {
   readonly kind: HookKind;

@@ -14,12 +14,14 @@ import {
 import { consoleLogger, type Logger } from '@reactor/log';
 import type { LoadContext } from '../app/contract.js';
 import { APP_BINDING, type AppBinding, type AppReadiness, type ReactorApp } from '../app/reactor-app.js';
-import { type AppDefinition, type CommandSpec, describeApp } from '../app/registry.js';
+import { type AppDefinition, type CommandSpec, describeApp, type InputTrackSpec } from '../app/registry.js';
 import { StepOutcome } from '../app/step-outcome.js';
 import { hostContext, type HostContext } from '../app/weights.js';
 import {
   AppLoadError,
   ApplicationError,
+  BufferClosedError,
+  BufferTimeoutError,
   CommandError,
   HostClosedError,
   HostOptionError,
@@ -27,6 +29,8 @@ import {
   RuntimeErrorCode,
   UploadError,
 } from '../errors/errors.js';
+import { InputBuffer, stepInterrupt } from '../input/input-buffer.js';
+import { InputFrame } from '../input/input-frame.js';
 import type { AnyClass, HookKind } from '../metadata/keys.js';
 import { toSnakeCase } from '../metadata/naming.js';
 import { type Chunk, normalizeOutput } from './normalize.js';
@@ -40,7 +44,18 @@ import { HOST_TRANSITIONS, type HostState, Lifecycle } from './lifecycle.js';
 import { ReadinessCode } from './readiness.js';
 import { Session } from './session.js';
 import { StepLock } from './step-lock.js';
-import type { AppHostApi, ClientHandle, ClientInfo, ClientSink, InboundFrame, NotReadyReason, OutputFrame, Readiness, UploadsApi } from './transport.js';
+import type {
+  AppHostApi,
+  ClientHandle,
+  ClientInfo,
+  ClientSink,
+  InboundFrame,
+  NotReadyReason,
+  OutputAudio,
+  OutputFrame,
+  Readiness,
+  UploadsApi,
+} from './transport.js';
 import type { FieldSpec } from '../state/field-set.js';
 import { mimeMatches } from '../upload/sniff.js';
 import type { UploadedFile } from '../upload/uploaded-file.js';
@@ -82,10 +97,16 @@ export interface HostCounters {
   refusedSteps: number;
   modelErrors: number;
   framesPlayed: number;
+  /** Audio chunks played out (one per audio track per frame that carries audio). */
+  audioChunksPlayed: number;
   commands: number;
   commandErrors: number;
   /** Frames dropped by transports for slow clients (sum of `reportDropped`). */
   framesDropped: number;
+  /** Inbound frames (video frames, audio chunks) that entered a track's `InputBuffer`, every track together. */
+  inputFramesAccepted: number;
+  /** Inbound frames evicted unread because their buffer was full (the app reads slower than the publisher sends). */
+  inputFramesEvicted: number;
 }
 
 let clientCounter = 0;
@@ -120,9 +141,12 @@ export class AppHost implements AppHostApi {
     refusedSteps: 0,
     modelErrors: 0,
     framesPlayed: 0,
+    audioChunksPlayed: 0,
     commands: 0,
     commandErrors: 0,
     framesDropped: 0,
+    inputFramesAccepted: 0,
+    inputFramesEvicted: 0,
   };
 
   private readonly def: AppDefinition;
@@ -149,6 +173,12 @@ export class AppHost implements AppHostApi {
   private changeWaiters: Array<() => void> = [];
   private readonly loops = new Set<Promise<void>>();
   private readonly warned = new WeakSet<object>();
+  /** One buffer per inbound track (wire name), for the host's life; reset at every session's end. */
+  private readonly buffers: ReadonlyMap<string, InputBuffer>;
+  /** Inbound tracks whose malformed frames were already logged (once per track). */
+  private readonly badFrameWarned = new Set<string>();
+  /** Tasks (commands, hooks, session ends) queued for the step lock and not started yet. */
+  private tasksWaiting = 0;
   private uploadOptions: ResolvedUploadOptions;
 
   /**
@@ -185,6 +215,8 @@ export class AppHost implements AppHostApi {
     this.schema = this.def.schema;
     this.ctx = { weightsPath: options.weightsPath, logger: this.logger.child({ app: this.def.appClass.name }) };
     this.app = hostContext.run(this.ctx, () => new appClass());
+    this.buffers = new Map(this.def.inputTracks.map((t) => [t.name, new InputBuffer({ name: t.name, capacity: t.capacity })]));
+    const input = Object.freeze(Object.fromEntries(this.def.inputTracks.map((t) => [t.property, this.buffers.get(t.name)!])));
     const binding: AppBinding = {
       state: () => this.session?.state,
       send: (message) => this.broadcastMessage(message),
@@ -192,6 +224,7 @@ export class AppHost implements AppHostApi {
       broadcastState: () => this.broadcastState(),
       weightsPath: this.ctx.weightsPath,
       logger: this.ctx.logger,
+      input,
     };
     this.app[APP_BINDING] = binding;
   }
@@ -354,7 +387,7 @@ export class AppHost implements AppHostApi {
   private async closeOnce(): Promise<void> {
     this.stateBeforeClose = this.lifecycle.state;
     this.lifecycle.to('closing');
-    await this.lock.run(async () => {
+    await this.behindStep(async () => {
       const s = this.session;
       if (s) await this.endSession(s, undefined, 'the app host is shutting down');
     });
@@ -454,6 +487,9 @@ export class AppHost implements AppHostApi {
       );
     }
     session.publishers.set(track, client);
+    this.buffers.get(track)!.reset();
+    this.notifyChange();
+    void this.task(() => this.announce(session, client, track));
     return { type: 'reply', id };
   }
 
@@ -465,20 +501,73 @@ export class AppHost implements AppHostApi {
       return errorReply(id, WireErrorCode.NotPublisher, `this client does not publish track "${track}"; nothing to unpublish`);
     }
     session.publishers.delete(track);
+    this.buffers.get(track)!.close();
+    this.notifyChange();
+    void this.task(() => this.unannounce(session, client, track));
     return { type: 'reply', id };
   }
 
-  /** A decoded inbound frame; dropped (`false`) unless `client` publishes `track` in a live session. */
-  private pushFrame(client: HostClient, track: string, _frame: InboundFrame): boolean {
+  /** `@trackPublished(track, client)`, under the lock, if `client` still holds `track` and the app knows the client. */
+  private async announce(session: Session, client: HostClient, track: string): Promise<void> {
+    if (session.over || session.publishers.get(track) !== client || !client.lifecycle.is('joined') || session.announced.has(track)) return;
+    session.announced.set(track, client);
+    await this.runHooks('trackPublished', undefined, track, client);
+  }
+
+  /** `@trackUnpublished(track, client)`, under the lock, once for each `@trackPublished` that ran. */
+  private async unannounce(session: Session, client: HostClient, track: string): Promise<void> {
+    if (session.announced.get(track) !== client) return;
+    session.announced.delete(track);
+    await this.runHooks('trackUnpublished', undefined, track, client);
+  }
+
+  /** A decoded inbound frame into its track's buffer; dropped (`false`) unless `client` publishes `track` in a live session. */
+  private pushFrame(client: HostClient, track: string, frame: InboundFrame): boolean {
     const session = client.session;
     if (!session || session.over || session.publishers.get(track) !== client) return false;
-    // The track's InputBuffer takes the frame here (input buffers: issue 11, runtime input).
+    const spec = this.def.inputTrackByName.get(track)!;
+    const problem = inboundFrameProblem(spec, frame);
+    if (problem !== undefined) {
+      // The transport checks frames before they get here: this is a transport bug, logged once per track.
+      if (!this.badFrameWarned.has(track)) {
+        this.badFrameWarned.add(track);
+        this.logger.warn({ track, client: client.id }, `dropped an inbound frame of track "${track}": ${problem} (further ones are dropped silently)`);
+      }
+      return false;
+    }
+    const buffer = this.buffers.get(track)!;
+    const evicts = buffer.available === buffer.capacity;
+    const accepted = buffer.push(
+      new InputFrame({
+        data: frame.data,
+        width: frame.width,
+        height: frame.height,
+        sampleRate: spec.kind === 'audio' ? spec.sampleRate : undefined,
+        ptsMs: frame.ptsMs,
+        receivedAtMs: frame.receivedAtMs,
+        metadata: frame.metadata,
+      }),
+    );
+    if (!accepted) return false;
+    this.counters.inputFramesAccepted++;
+    if (evicts) this.counters.inputFramesEvicted++;
+    // Wakes a loop whose step was refused for want of input.
+    this.notifyChange();
     return true;
   }
 
-  /** Releases every track `client` publishes (it left). */
+  /** Releases every track `client` publishes (it left): their buffers close. */
   private releaseTracks(session: Session, client: HostClient): void {
-    for (const [track, holder] of session.publishers) if (holder === client) session.publishers.delete(track);
+    for (const [track, holder] of session.publishers) {
+      if (holder !== client) continue;
+      session.publishers.delete(track);
+      this.buffers.get(track)!.close();
+    }
+  }
+
+  /** Closes every input buffer: pending reads reject with `BufferClosedError`. */
+  private closeBuffers(): void {
+    for (const b of this.buffers.values()) b.close();
   }
 
   /** A client left (the transport's `disconnect()`). */
@@ -507,6 +596,7 @@ export class AppHost implements AppHostApi {
   private async finishLeaving(session: Session, client: HostClient): Promise<void> {
     if (!session.leaving.delete(client)) return;
     client.lifecycle.to('gone');
+    for (const [track, holder] of [...session.announced]) if (holder === client) await this.unannounce(session, client, track);
     await this.runHooks('disconnected', client);
   }
 
@@ -533,7 +623,13 @@ export class AppHost implements AppHostApi {
 
   private createSession(): Session {
     const state = this.def.state.createDefaults();
-    const playout = new Playout(this.def.tracks, this.def.bufferSize, performance.now(), (frame) => this.emitFrame(session, frame));
+    const playout = new Playout(
+      this.def.tracks,
+      this.def.bufferSize,
+      performance.now(),
+      (frame) => this.emitFrame(session, frame),
+      (chunk) => this.emitAudio(session, chunk),
+    );
     const session: Session = new Session(state, playout);
     this.session = session;
     this.lastSessionError = undefined;
@@ -603,6 +699,7 @@ export class AppHost implements AppHostApi {
     session.playout.close();
     this.publishStatus();
     this.notifyChange();
+    this.releaseAllTracks(session, error ? `the session ended: ${error.message}` : (kickReason ?? 'the session ended'));
     await this.drainLeaving(session);
     const kicked = error !== undefined || kickReason !== undefined ? [...session.members] : [];
     for (const c of kicked) {
@@ -628,12 +725,27 @@ export class AppHost implements AppHostApi {
       }
     }
     session.lifecycle.to('ended');
+    session.announced.clear();
+    for (const b of this.buffers.values()) b.reset();
     this.session = undefined;
     this.lastSessionError = error;
     const reason = error ? `the session ended: ${error.message}` : (kickReason ?? 'session ended');
     for (const c of kicked) this.safe(c.sink, () => c.sink.close(reason));
     this.publishStatus();
     this.startSessionIfWaiting();
+  }
+
+  /**
+   * The session is ending: every track's publisher still connected gets `track_released`, the
+   * buffers close (no frame enters any more; `@trackUnpublished` hooks follow with the clients'
+   * `@disconnected`), and the tracks are free for the next session.
+   */
+  private releaseAllTracks(session: Session, reason: string): void {
+    for (const [track, holder] of session.publishers) {
+      if (holder.connected) this.safe(holder.sink, () => holder.sink.message({ type: 'track_released', track, reason }));
+    }
+    session.publishers.clear();
+    this.closeBuffers();
   }
 
   private ensureStats(session: Session): void {
@@ -704,32 +816,40 @@ export class AppHost implements AppHostApi {
 
   /** One step, under the lock. Returns the media to emit, `'refused'`, or undefined (nothing / session ended). */
   private async step(session: Session): Promise<Chunk | 'refused' | undefined> {
+    const interrupt = new AbortController();
+    // Tasks queued behind this step: a read that would wait gives way at once.
+    if (this.tasksWaiting > 0) interrupt.abort(stepGaveWay());
+    session.stepInterrupt = interrupt;
+    try {
+      return await stepInterrupt.run(interrupt.signal, () => this.runStep(session));
+    } finally {
+      session.stepInterrupt = undefined;
+    }
+  }
+
+  private async runStep(session: Session): Promise<Chunk | 'refused' | undefined> {
     const app = this.app;
     let input: unknown;
     try {
       input = await app.processInput();
     } catch (err) {
-      if (err instanceof ApplicationError) {
-        this.counters.refusedSteps++;
-        if (session.lastRefusal !== err.message) {
-          session.lastRefusal = err.message;
-          this.logger.info(`step refused: ${err.message}`);
-        }
-        return 'refused';
-      }
+      if (err instanceof ApplicationError || isInputUnavailable(err)) return this.refuse(session, err.message);
       await this.failSession(session, 'processInput', err);
       return undefined;
     }
-    session.lastRefusal = undefined;
     const t0 = performance.now();
     let result: unknown;
     let error: unknown;
     try {
       result = await app.generate(input);
     } catch (err) {
+      // A model that reads a closed (or silent) input track is waiting for a publisher, not broken.
+      if (isInputUnavailable(err)) return this.refuse(session, err.message);
+      if (session.stepInterrupt?.signal.aborted && err === session.stepInterrupt.signal.reason) return this.refuse(session, (err as Error).message);
       error = err ?? new Error('generate() threw a nullish value');
       this.counters.modelErrors++;
     }
+    session.lastRefusal = undefined;
     const elapsedMs = performance.now() - t0;
     session.steps++;
     session.windowSteps++;
@@ -745,6 +865,16 @@ export class AppHost implements AppHostApi {
       await this.failSession(session, 'processOutput', err);
       return undefined;
     }
+  }
+
+  /** Counts a refused step and logs its reason once (until a step runs or the reason changes). */
+  private refuse(session: Session, reason: string): 'refused' {
+    this.counters.refusedSteps++;
+    if (session.lastRefusal !== reason) {
+      session.lastRefusal = reason;
+      this.logger.info(`step refused: ${reason}`);
+    }
+    return 'refused';
   }
 
   private async failSession(session: Session, where: string, err: unknown): Promise<void> {
@@ -1065,17 +1195,46 @@ export class AppHost implements AppHostApi {
     }
   }
 
+  private emitAudio(session: Session, chunk: OutputAudio): void {
+    this.counters.audioChunksPlayed++;
+    for (const c of session.members) {
+      try {
+        c.sink.audio?.(chunk);
+      } catch (err) {
+        this.safe(c.sink, () => {
+          throw err;
+        });
+      }
+    }
+  }
+
   // ---- plumbing ---------------------------------------------------------------------------
 
   /** Runs `fn` under the step lock, inside this host's context. */
   private task<T>(fn: () => Promise<T>): Promise<T> {
-    return this.lock.run(() => hostContext.run(this.ctx, fn));
+    return this.behindStep(() => hostContext.run(this.ctx, fn));
   }
 
-  private async runHooks(kind: HookKind, client?: HostClient): Promise<void> {
+  /**
+   * Runs `fn` under the step lock as a task that a step must not hold up: a step waiting in an
+   * `InputBuffer` read (now, or one that starts before this task's turn) gives way: the read
+   * rejects, the step is refused and retried after the task. Commands and hooks never wait for a frame.
+   */
+  private behindStep<T>(fn: () => Promise<T>): Promise<T> {
+    this.tasksWaiting++;
+    if (this.lock.holder === 'step') this.session?.stepInterrupt?.abort(stepGaveWay());
+    return this.lock.run(() => {
+      this.tasksWaiting--;
+      return fn();
+    });
+  }
+
+  /** Runs the app's `kind` hooks in order, with `client` (or, for track hooks, `track, client`); a throw is logged and ignored. */
+  private async runHooks(kind: HookKind, client?: HostClient, ...trackArgs: [string, HostClient] | []): Promise<void> {
+    const args: unknown[] = trackArgs.length > 0 ? trackArgs : [client];
     for (const method of this.def.hooks[kind]) {
       try {
-        await (this.app as unknown as Record<string, (c?: Client) => unknown>)[method]!.call(this.app, client);
+        await (this.app as unknown as Record<string, (...a: unknown[]) => unknown>)[method]!.apply(this.app, args);
       } catch (err) {
         this.logger.error({ err }, `@${kind} hook ${this.def.appClass.name}.${method} threw (ignored)`);
       }
@@ -1104,6 +1263,33 @@ export class AppHost implements AppHostApi {
     for (const c of this.clients.values()) if (c !== except && c.connected) this.safe(c.sink, () => c.sink.message(msg));
     for (const l of this.statusListeners) this.safe(l, () => l(status));
   }
+}
+
+/** Why a step's read gave way (a refusal: the step is retried). */
+function stepGaveWay(): ApplicationError {
+  return new ApplicationError('a read of an input track gave way to a command or hook queued behind the step; the step is retried');
+}
+
+/** A step error that means "no input yet" (the track's publisher left, or a read timed out): the step is refused, not failed. */
+function isInputUnavailable(err: unknown): err is BufferClosedError | BufferTimeoutError {
+  return err instanceof BufferClosedError || err instanceof BufferTimeoutError;
+}
+
+/** Why an inbound frame does not fit its track (the transport should have refused it), or undefined. */
+function inboundFrameProblem(spec: InputTrackSpec, frame: InboundFrame): string | undefined {
+  if (frame === null || typeof frame !== 'object') return 'not a frame object';
+  if (spec.kind === 'audio') {
+    if (!(frame.data instanceof Int16Array) || frame.data.length === 0) return 'audio data must be a non-empty Int16Array of mono PCM samples';
+    if (frame.sampleRate !== undefined && frame.sampleRate !== spec.sampleRate)
+      return `sample rate ${frame.sampleRate} Hz, the track's is ${spec.sampleRate} Hz`;
+    return undefined;
+  }
+  const { width, height, data } = frame;
+  if (!(data instanceof Uint8Array)) return 'video data must be a Uint8Array of RGB24 bytes';
+  if (!Number.isInteger(width) || !Number.isInteger(height) || width! < 1 || height! < 1) return `bad frame size ${String(width)}x${String(height)}`;
+  if (width! > spec.maxWidth! || height! > spec.maxHeight!) return `frame ${width}x${height} exceeds the track's limit ${spec.maxWidth}x${spec.maxHeight}`;
+  if (data.length !== width! * height! * 3) return `${data.length} bytes for a ${width}x${height} RGB24 frame (needs ${width! * height! * 3})`;
+  return undefined;
 }
 
 function first<T>(set: Set<T>): T | undefined {
