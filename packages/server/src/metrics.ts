@@ -79,6 +79,17 @@ export class ServerMetrics {
     labelNames: ['reason'],
     registers: [this.registry],
   });
+  readonly uploads = new Counter({
+    name: 'reactor_uploads_total',
+    help: 'Upload requests by outcome: announced, stored, or the error code that refused them (upload_too_large, upload_type_not_allowed, ...).',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
+  readonly uploadBytes = new Counter({
+    name: 'reactor_upload_bytes_total',
+    help: 'Bytes of uploads stored (complete files only).',
+    registers: [this.registry],
+  });
   readonly readPauses = new Counter({
     name: 'reactor_read_pauses_total',
     help: 'Times the server stopped reading a client that did not read its answers (back-pressure).',
