@@ -13,6 +13,7 @@ import {
   type AppReadiness,
   type AppRequirements,
   ApplicationError,
+  Audio,
   type Client,
   connected,
   event,
@@ -31,10 +32,17 @@ import {
   sessionStarted,
   type StepOutcome,
   TrackPayload,
+  UploadedFile,
+  UploadField,
   Video,
 } from '@reactor/runtime';
-import { VIDEO_MODEL_DEFAULTS, VideoErrorCode, planBackends, requestGpuAdapter, adapterProblem } from './model/index.js';
-import { RolloutExhausted, VideoWorker, type RankBackend, type VideoInput, type VideoLoadArgs, type VideoResult } from './video-worker.js';
+import { VIDEO_MODEL_DEFAULTS, VideoErrorCode, planBackends, requestGpuAdapter, adapterProblem, steerTarget } from './model/index.js';
+import { RolloutExhausted, VideoWorker, type RankBackend, type VideoImage, type VideoInput, type VideoLoadArgs, type VideoResult } from './video-worker.js';
+
+/** Samples per second of the soundtrack. */
+export const SOUNDTRACK_SAMPLE_RATE = 48_000;
+/** Frames per second the video plays at: the model's time step (1/24 s), so the soundtrack plays in real time. */
+export const VIDEO_FPS = Math.round(1 / VIDEO_MODEL_DEFAULTS.timeStep);
 
 /** The session state every client shares: `set_prompt` and `set_paused` commands. */
 export class VideoState extends InputState {
@@ -48,10 +56,34 @@ export class VideoState extends InputState {
   paused!: boolean;
 }
 
-/** The one video track. */
+/** The video track and its soundtrack. */
 export class VideoOutput extends Output {
   @Video({ description: 'The generated video.' })
   mainVideo?: Video;
+
+  @Audio({ sampleRate: SOUNDTRACK_SAMPLE_RATE, description: 'A soundtrack generated from the same prompt: a chord of sine partials that changes with it.' })
+  soundtrack?: Audio;
+}
+
+/** Parameters of `set_image`. */
+export class SetImageParams {
+  @UploadField({
+    maxBytes: 20_000_000,
+    mimeTypes: ['image/png', 'image/jpeg', 'image/webp', 'image/gif'],
+    description: "A picture (PNG, JPEG, WebP or GIF): the video's colours and layout move towards it over a few seconds.",
+  })
+  image!: UploadedFile;
+}
+
+/** Sent when a picture starts steering the video (`image_set`), or stops (`name` null). */
+export class ImageSet {
+  constructor(
+    /** The picture's file name, or null once cleared. */
+    readonly name: string | null,
+    /** Its size in pixels (0 once cleared). */
+    readonly width: number,
+    readonly height: number,
+  ) {}
 }
 
 /** Sent to clients when a session starts or a new runner comes up: what each rank runs on. */
@@ -168,12 +200,14 @@ async function webgpuCheck(): Promise<RequirementCheck> {
 @reactorApp({
   state: VideoState,
   output: VideoOutput,
-  messages: [BackendInfo, RolloutRestarted, RunnerRestarting],
+  messages: [BackendInfo, RolloutRestarted, RunnerRestarting, ImageSet],
   name: 'reactor-video',
   version: '0.1.0',
   bufferSize: 16,
+  // The model's clock: one frame is 1/24 s of model time, and the soundtrack is rendered for it.
+  fps: VIDEO_FPS,
 })
-export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult, BackendInfo | RolloutRestarted | RunnerRestarting> {
+export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult, BackendInfo | RolloutRestarted | RunnerRestarting | ImageSet> {
   private runner: DistributedRunner<VideoInput, VideoResult, VideoLoadArgs> | undefined;
   private config = new VideoConfig();
   private manifestGpuCount: number | undefined;
@@ -184,6 +218,9 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult, Ba
   private rebuilding: Promise<void> | undefined;
   /** Why the last rebuild failed, for readiness and refused steps. */
   private runnerProblem: string | undefined;
+  /** The picture steering the video (`set_image`), made ready for the model; null for none. */
+  private image: VideoImage | null = null;
+  private imageCount = 0;
 
   /**
    * What `reactor doctor` checks before any weights load: shared memory for one chunk in and
@@ -223,6 +260,7 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult, Ba
         rolloutChunks: this.config.rolloutChunks,
         backend: this.config.backend,
         seed: this.config.seed,
+        audioSampleRate: SOUNDTRACK_SAMPLE_RATE,
       },
     });
     this.runner = runner;
@@ -287,7 +325,7 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult, Ba
     if (this.rebuilding) throw new ApplicationError('the runner is restarting');
     if (!this.runner) throw new ApplicationError('the model is not loaded');
     if (!this.runner.healthy && this.runnerProblem !== undefined) throw new ApplicationError(this.runnerProblem);
-    return { prompt: this.state.prompt };
+    return { prompt: this.state.prompt, image: this.image };
   }
 
   override async generate(input: VideoInput): Promise<VideoResult> {
@@ -319,7 +357,30 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult, Ba
     }
     // runner.generate() returns frames this app owns (the one copy out of shared memory), so
     // playout may keep them for up to bufferSize frames.
-    return new VideoOutput({ mainVideo: new TrackPayload(new Frames(r.frames, [r.n, r.height, r.width, 3])) });
+    return new VideoOutput({
+      mainVideo: new TrackPayload(new Frames(r.frames, [r.n, r.height, r.width, 3])),
+      ...(r.audio.length > 0 && { soundtrack: r.audio }),
+    });
+  }
+
+  /**
+   * Steers the video towards a picture: its colours and layout blend in over about 3 s
+   * (`docs/video-model.md`). The picture is decoded and reduced to the model's frame size once,
+   * here; the model gets it with every chunk until `clear_image` or the session's end.
+   */
+  @event({ name: 'set_image', params: SetImageParams, description: 'Steer the video towards a picture (its colours and layout).' })
+  async setImage(params: SetImageParams): Promise<void> {
+    const picture = await params.image.image();
+    this.image = { id: ++this.imageCount, target: steerTarget(picture, this.config.width, this.config.height) };
+    this.send(new ImageSet(params.image.name, picture.width, picture.height));
+  }
+
+  /** Lets the picture go: the video returns to the prompt alone over about 3 s. */
+  @event({ name: 'clear_image', description: 'Stop steering the video towards the picture.' })
+  clearImage(): void {
+    if (this.image === null) return;
+    this.image = null;
+    this.send(new ImageSet(null, 0, 0));
   }
 
   /** Starts a new rollout: the model forgets its motion, the weights stay loaded. */
@@ -346,6 +407,8 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult, Ba
 
   @sessionEnded
   async onSessionEnded(): Promise<void> {
+    // The picture was the session's (its file is gone with it).
+    this.image = null;
     // A runner being rebuilt is new: nothing to reset.
     if (this.rebuilding) return;
     if (this.runner?.healthy) await this.reset();
