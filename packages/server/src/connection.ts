@@ -9,19 +9,20 @@
  * oldest frame is dropped (newest wins) and counted. Nothing here ever makes the host wait.
  */
 import type { WebSocket, RawData } from 'ws';
-import type { CommandMessage, ErrorMessage, ServerMessage, StatsMessage } from '@reactor/client';
+import type { CommandMessage, ErrorMessage, PublishMessage, ReplyMessage, ServerMessage, StatsMessage, UnpublishMessage } from '@reactor/client';
 import type { Logger } from '@reactor/log';
 import type { AppHostApi, ClientHandle, ClientSink, OutputFrame } from '@reactor/runtime';
+import { parseClientMessage, validId } from './client-message.js';
 import { ServerErrorCode } from './errors.js';
+import type { FrameDecoder } from './frame-decoder.js';
 import type { FrameEncoder } from './frame-encoder.js';
+import { FrameIntake, type FrameIntakeInfo } from './frame-intake.js';
 import type { DropReason, ServerMetrics } from './metrics.js';
 import type { ResolvedServerOptions } from './options.js';
 import type { BudgetHolder, SendBudget } from './send-budget.js';
 
 /** Frames written to a socket whose write callback has not fired yet. */
 export const MAX_FRAMES_IN_FLIGHT = 2;
-/** Longest command id a client may choose, in code points. */
-export const MAX_COMMAND_ID_LENGTH = 64;
 /** Unsent bytes below which a client is never cut by the server-wide budget for a control message. */
 const TEXT_EVICT_MIN_BYTES = 64 * 1024;
 /** A client whose buffered bytes exceed `maxBufferedBytes` times this is disconnected. */
@@ -50,12 +51,18 @@ export interface ConnectionInfo {
   readPaused: boolean;
   /** Times the server stopped reading this client. */
   readPauses: number;
+  /** Binary frames this client sent to the app's inbound tracks (absent when the app declares none). */
+  inbound?: FrameIntakeInfo;
 }
 
 /** Bound to the server: what a connection needs from it. */
 export interface ConnectionContext {
   host: AppHostApi;
   encoder: FrameEncoder;
+  /** Decodes inbound JPEG frames. */
+  decoder: FrameDecoder;
+  /** Largest inbound binary frame (0 when the app declares no inbound track). */
+  maxFrameBytes: number;
   metrics: ServerMetrics;
   options: ResolvedServerOptions;
   /** The server's logger. */
@@ -73,6 +80,8 @@ export class ClientConnection implements ClientSink, BudgetHolder {
   readonly #ws: WebSocket;
   readonly #ctx: ConnectionContext;
   #handle: ClientHandle | undefined;
+  /** Binary frames to the app's inbound tracks; absent when it declares none (binary is then `unexpected_binary`). */
+  #frames: FrameIntake | undefined;
   readonly #queue: QueuedFrame[] = [];
   #inFlight = 0;
   #pumping = false;
@@ -123,8 +132,23 @@ export class ClientConnection implements ClientSink, BudgetHolder {
 
   /** Registers with the host (which sends the welcome through this sink). */
   attach(info: { remoteAddress?: string; userAgent?: string }): void {
-    this.#handle = this.#ctx.host.connect(this, info);
-    if (this.#closed) this.#handle.disconnect();
+    const handle = this.#ctx.host.connect(this, info);
+    this.#handle = handle;
+    const tracks = this.#ctx.host.schema.tracks;
+    if (tracks.some((t) => t.direction === 'in')) {
+      this.#frames = new FrameIntake({
+        tracks,
+        handle,
+        decoder: this.#ctx.decoder,
+        metrics: this.#ctx.metrics,
+        logger: typeof this.#ctx.logger.child === 'function' ? this.#ctx.logger.child({ client: handle.id }) : this.#ctx.logger,
+        sendError: (code, message) => this.#error(code, message, undefined, false),
+      });
+    }
+    if (this.#closed) {
+      this.#frames?.close();
+      handle.disconnect();
+    }
   }
 
   /** The host's id for this client (empty until attached). */
@@ -134,7 +158,7 @@ export class ClientConnection implements ClientSink, BudgetHolder {
 
   /** A snapshot of the queue and counters. */
   info(): ConnectionInfo {
-    return {
+    const info: ConnectionInfo = {
       id: this.id,
       queuedFrames: this.#queue.length,
       framesInFlight: this.#inFlight,
@@ -145,6 +169,8 @@ export class ClientConnection implements ClientSink, BudgetHolder {
       readPaused: this.#readPaused,
       readPauses: this.#readPauses,
     };
+    if (this.#frames) info.inbound = this.#frames.info();
+    return info;
   }
 
   /** Sends a heartbeat ping. */
@@ -354,10 +380,10 @@ export class ClientConnection implements ClientSink, BudgetHolder {
    * A connection-level error. Answers keep arrival order: while commands of this connection
    * wait for their replies, the error waits behind them.
    */
-  #error(code: ServerErrorCode, message: string, id?: string): void {
+  #error(code: ServerErrorCode, message: string, id?: string, countAsResult = true): void {
     const msg: ErrorMessage = { type: 'error', code, message };
     if (id !== undefined) msg.id = id;
-    this.#ctx.metrics.commands.inc({ code });
+    if (countAsResult) this.#ctx.metrics.commands.inc({ code });
     const send = (): void => this.#sendText(JSON.stringify(msg));
     if (this.#unanswered === 0) return send();
     this.#unanswered++;
@@ -393,6 +419,19 @@ export class ClientConnection implements ClientSink, BudgetHolder {
 
   #onMessage(data: RawData, isBinary: boolean): void {
     if (this.#closed || !this.#handle) return;
+    // `ws` enforces the larger of the two limits; the other is enforced here, with the same close code.
+    const size = rawSize(data);
+    const limit = isBinary ? this.#ctx.maxFrameBytes || this.#ctx.options.maxMessageBytes : this.#ctx.options.maxMessageBytes;
+    if (size > limit) {
+      this.#cut = true;
+      this.#ws.close(1009, truncateReason(`${isBinary ? 'frame' : 'message'} of ${size} bytes is over the limit of ${limit}`));
+      return;
+    }
+    // Frames of inbound tracks have their own per-track rate limit (the track's maxFps), not the command bucket.
+    if (isBinary && this.#frames) {
+      this.#frames.receive(data, performance.now());
+      return;
+    }
     if (!this.#takeToken()) {
       const { commandRate, commandBurst } = this.#ctx.options;
       this.#error(
@@ -403,74 +442,62 @@ export class ClientConnection implements ClientSink, BudgetHolder {
       return;
     }
     if (isBinary) {
-      this.#error(ServerErrorCode.UnexpectedBinary, 'binary messages only flow from the server to clients; send commands as JSON text messages');
-      return;
-    }
-    const text = rawToString(data);
-    // Not an object at all: answered without JSON.parse, whose exception costs more than the rest of the check.
-    if (!/^\s*\{/.test(text)) {
-      this.#error(ServerErrorCode.MalformedMessage, 'message is not a JSON object; send {"type":"command","id":"1","name":"...","params":{...}}');
-      return;
-    }
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(text);
-    } catch (err) {
       this.#error(
-        ServerErrorCode.MalformedMessage,
-        `message is not valid JSON (${(err as Error).message.slice(0, 200)}); send {"type":"command","id":"1","name":"...","params":{...}}`,
+        ServerErrorCode.UnexpectedBinary,
+        'this app declares no inbound track, so binary messages only flow from the server to clients; send commands as JSON text messages',
       );
       return;
     }
-    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed) || typeof (parsed as { type?: unknown }).type !== 'string') {
-      this.#error(ServerErrorCode.MalformedMessage, 'message must be a JSON object with a string "type"');
+    const parsed = parseClientMessage(rawToString(data));
+    if (!parsed.ok) {
+      this.#error(parsed.code, parsed.message, parsed.id);
       return;
     }
-    const m = parsed as Record<string, unknown>;
-    if (m['type'] !== 'command') {
-      this.#error(
-        ServerErrorCode.UnknownMessageType,
-        `unknown message type ${JSON.stringify(m['type']).slice(0, 80)}; clients send only "command"`,
-        validId(m['id']),
-      );
-      return;
+    const msg = parsed.message;
+    switch (msg.type) {
+      case 'command':
+        return this.#command(this.#handle, msg);
+      case 'publish':
+      case 'unpublish':
+        return this.#publishing(this.#handle, msg);
+      default:
+        // pause_track / resume_track: the audio lane's (issue 11).
+        this.#error(ServerErrorCode.UnknownMessageType, `message type "${msg.type}" is not handled by this server yet`, msg.id);
     }
-    const id = validId(m['id']);
-    if (id === undefined) {
-      this.#error(
-        ServerErrorCode.MalformedMessage,
-        `a command needs an "id": a non-empty string of at most ${MAX_COMMAND_ID_LENGTH} characters, echoed in its reply`,
-      );
-      return;
-    }
-    if (typeof m['name'] !== 'string' || m['name'] === '') {
-      this.#error(ServerErrorCode.MalformedMessage, 'a command needs a "name": the wire name of a command in the schema', id);
-      return;
-    }
-    const extra = Object.keys(m).filter((k) => k !== 'type' && k !== 'id' && k !== 'name' && k !== 'params');
-    if (extra.length > 0) {
-      this.#error(
-        ServerErrorCode.MalformedMessage,
-        `unknown key(s) ${extra
-          .slice(0, 5)
-          .map((k) => JSON.stringify(k.slice(0, 40)))
-          .join(', ')}${extra.length > 5 ? ` and ${extra.length - 5} more` : ''} in command; a command has only type, id, name and params`,
-        id,
-      );
-      return;
-    }
+  }
+
+  /** A well-formed command: run by the host, answered in arrival order. */
+  #command(handle: ClientHandle, cmd: CommandMessage): void {
     // The command's name and params are the host's to check (unknown_command, invalid_params, no_session).
-    const cmd: CommandMessage = { type: 'command', id, name: m['name'] };
-    if (m['params'] !== undefined) cmd.params = m['params'] as Record<string, unknown>;
     this.#pending++;
+    this.#answerInOrder(cmd.id, () =>
+      handle.command(cmd).then((result) => {
+        this.#pending--;
+        return result;
+      }),
+    );
+  }
+
+  /**
+   * `publish` / `unpublish`: the host arbitrates (first publisher wins) and answers at once; the
+   * answer still waits behind those of this connection's earlier messages.
+   */
+  #publishing(handle: ClientHandle, msg: PublishMessage | UnpublishMessage): void {
+    this.#answerInOrder(msg.id, () => (msg.type === 'publish' ? handle.publish(msg.id, msg.track) : handle.unpublish(msg.id, msg.track)));
+  }
+
+  /**
+   * Runs `run` (a host call that answers message `id` through this sink **and** returns the
+   * answer), holding the sink's copy back so the answer is sent here, after the answers owed to
+   * earlier messages: every answer of a connection goes out in arrival order.
+   */
+  #answerInOrder(id: string, run: () => Promise<ReplyMessage | ErrorMessage> | ReplyMessage | ErrorMessage): void {
     this.#unanswered++;
     this.#idsInFlight.set(id, (this.#idsInFlight.get(id) ?? 0) + 1);
-    const answer = this.#handle.command(cmd).then((result) => {
-      this.#pending--;
+    const answer = Promise.resolve(run()).then((result) => {
       this.#ctx.metrics.commands.inc({ code: result.type === 'reply' ? 'ok' : result.code });
       return result;
     });
-    // The host also hands the answer to message(), which holds it back: it is sent here, in its turn.
     this.#answered = this.#answered
       .then(() => answer)
       .then((result) => {
@@ -490,6 +517,7 @@ export class ClientConnection implements ClientSink, BudgetHolder {
     this.#unsent = 0;
     clearTimeout(this.#pauseTimer);
     this.#held.length = 0;
+    this.#frames?.close();
     if (this.#queue.length > 0) this.#drop('disconnected', this.#queue.length);
     this.#queue.length = 0;
     this.#handle?.disconnect();
@@ -498,18 +526,14 @@ export class ClientConnection implements ClientSink, BudgetHolder {
   }
 }
 
-function validId(id: unknown): string | undefined {
-  if (typeof id !== 'string' || id.length === 0 || id.length > 2 * MAX_COMMAND_ID_LENGTH) return undefined;
-  // Code points, as JSON Schema's maxLength counts them (an emoji is one, not two UTF-16 units).
-  let n = 0;
-  for (const _ of id) if (++n > MAX_COMMAND_ID_LENGTH) return undefined;
-  return id;
-}
-
 function rawToString(data: RawData): string {
   if (Buffer.isBuffer(data)) return data.toString('utf8');
   if (Array.isArray(data)) return Buffer.concat(data).toString('utf8');
   return Buffer.from(data).toString('utf8');
+}
+
+function rawSize(data: RawData): number {
+  return Buffer.isBuffer(data) ? data.byteLength : Array.isArray(data) ? data.reduce((n, b) => n + b.byteLength, 0) : data.byteLength;
 }
 
 /** Largest refused message whose id is still looked up (parsing a big one would cost what the limit saves). */
@@ -518,8 +542,7 @@ const PEEK_ID_MAX_BYTES = 4096;
 /** Best-effort id of a message refused before parsing, so the client can still correlate. */
 function peekId(data: RawData, isBinary: boolean): string | undefined {
   if (isBinary) return undefined;
-  const size = Buffer.isBuffer(data) ? data.byteLength : Array.isArray(data) ? data.reduce((n, b) => n + b.byteLength, 0) : data.byteLength;
-  if (size > PEEK_ID_MAX_BYTES) return undefined;
+  if (rawSize(data) > PEEK_ID_MAX_BYTES) return undefined;
   const text = rawToString(data);
   if (!/^\s*\{/.test(text)) return undefined;
   try {

@@ -5,6 +5,7 @@ import { AppDefinitionError, RuntimeErrorCode } from '../errors/errors.js';
 import { type AnyClass, type HookKind, type TrackRecord, readAppOptions, readEvents, readHooks, readTracks } from '../metadata/keys.js';
 import { WIRE_NAME_PATTERN, toSnakeCase } from '../metadata/naming.js';
 import { Input } from '../input/input.js';
+import { DEFAULT_INPUT_CAPACITY } from '../input/input-buffer.js';
 import { Output } from '../output/output.js';
 import { type FieldSpec, FieldSet } from '../state/field-set.js';
 import { InputState } from '../state/input-state.js';
@@ -28,8 +29,7 @@ export interface CommandSpec {
 
 /** Default sample rate of audio tracks, both directions (Hz). */
 export const DEFAULT_SAMPLE_RATE = 48_000;
-/** Default capacity of an inbound track's buffer (frames or audio chunks). */
-export const DEFAULT_INPUT_CAPACITY = 128;
+export { DEFAULT_INPUT_CAPACITY };
 /** Defaults of an inbound video track: the capture size and rate asked of clients, and the limits. */
 export const DEFAULT_INPUT_VIDEO = { width: 640, height: 480, fps: 30, maxWidth: 1920, maxHeight: 1080 } as const;
 /** Default rate limit of an inbound audio track (chunks per second; a browser sends about 50). */
@@ -326,7 +326,15 @@ function compile(appClass: AnyClass): AppDefinition {
     });
   }
 
-  const hooks: Record<HookKind, string[]> = { sessionStarted: [], sessionEnded: [], connected: [], disconnected: [] };
+  const hooks: Record<HookKind, string[]> = {
+    sessionStarted: [],
+    sessionEnded: [],
+    connected: [],
+    disconnected: [],
+    trackPublished: [],
+    trackUnpublished: [],
+    fileUploaded: [],
+  };
   for (const h of readHooks(appClass)) hooks[h.kind].push(h.method);
 
   const schema: AppSchema = {

@@ -1,0 +1,456 @@
+/**
+ * `EnhanceApp`: live super-resolution. Each step takes a few frames (the published camera, or
+ * the built-in scene when none is published), upscales them with a pretrained ESRGAN model
+ * (`@upscalerjs/esrgan-{slim,medium,thick}`) on every rank of a `DistributedRunner`, and streams
+ * the result, optionally side by side with the input.
+ */
+import 'reflect-metadata';
+import { readFileSync } from 'node:fs';
+import { plainToInstance } from 'class-transformer';
+import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, Min, ValidateIf, validateSync } from 'class-validator';
+import { parse as parseYaml } from 'yaml';
+import { DistributedRunner, detectGpuCount } from '@reactor/distributed';
+import {
+  type AppReadiness,
+  type AppRequirements,
+  ApplicationError,
+  type Client,
+  connected,
+  Frames,
+  Input,
+  InputField,
+  InputState,
+  type LoadContext,
+  Output,
+  ReactorApp,
+  reactorApp,
+  ReactorError,
+  ReadinessCode,
+  type RequirementCheck,
+  type RequirementsContext,
+  sessionStarted,
+  type StepOutcome,
+  TrackPayload,
+  Video,
+} from '@reactor/runtime';
+import { planBackends, requestGpuAdapter } from './backend.js';
+import { EnhanceErrorCode, WeightsCorruptError, WeightsMissingError } from './errors.js';
+import { EnhanceWorker, type EnhanceInput, type EnhanceLoadArgs, type EnhanceResult, type RankReport } from './enhance-worker.js';
+import { SCALES } from './layers.js';
+import { SPLITS, type Split } from './partition.js';
+import { sceneFrames } from './source.js';
+import { MODEL_FACTS, MODEL_NAMES, type ModelName } from './weights.js';
+
+/**
+ * Frames per second one H200 delivers at 1280x720 output (x4 from 320x180, batch 4, tfjs
+ * webgpu, readback included; `docs/benchmarks.md`), used to say what to expect and to pick
+ * the default model. Two GPUs with the frames split reach about twice this for thick.
+ */
+export const H200_FPS_720P: Readonly<Record<ModelName, number>> = { slim: 64, medium: 50, thick: 13.5 };
+
+/** The session state: `set_model`, `set_scale`, `set_paused`, `set_side_by_side`. */
+export class EnhanceState extends InputState {
+  @InputField({ default: 'auto', description: 'ESRGAN model: slim, medium, thick, or auto (the one that runs in real time here).' })
+  @IsIn(['auto', ...MODEL_NAMES])
+  model!: ModelName | 'auto';
+
+  @InputField({ default: 4, description: 'Upscaling factor (the models ship x2, x3, x4, x8); the output size stays, the input shrinks.' })
+  @IsIn([...SCALES])
+  scale!: number;
+
+  @InputField({ default: false, description: 'Stop upscaling (queued frames still play).' })
+  @IsBoolean()
+  paused!: boolean;
+
+  @InputField({ default: false, description: 'Show the input (pixels enlarged) left of the upscaled picture.' })
+  @IsBoolean()
+  sideBySide!: boolean;
+}
+
+/** The camera a client may publish: upscaled instead of the built-in scene while published. */
+export class EnhanceInputTracks extends Input {
+  @Video({ width: 640, height: 360, fps: 30, description: 'A camera to upscale (downscaled to the model input first).' })
+  webcam?: unknown;
+}
+
+/** The upscaled video. */
+export class EnhanceOutput extends Output {
+  @Video({ description: 'The upscaled video (input | upscaled when side_by_side is on).' })
+  enhanced?: Video;
+}
+
+/** Sent when a session starts and whenever what runs changes: model, sizes, ranks. */
+export class EnhanceInfo {
+  constructor(
+    readonly model: ModelName,
+    readonly scale: number,
+    readonly inputWidth: number,
+    readonly inputHeight: number,
+    readonly outputWidth: number,
+    readonly outputHeight: number,
+    readonly split: Split,
+    readonly source: 'camera' | 'scene',
+    readonly ranks: RankReport[],
+    readonly weightsSha256: string,
+  ) {}
+}
+
+/** Sent when the chosen model or scale cannot load (its files are missing or corrupt): steps wait until another is chosen. */
+export class ModelUnavailable {
+  constructor(
+    readonly model: ModelName,
+    readonly scale: number,
+    readonly code: string,
+    readonly reason: string,
+  ) {}
+}
+
+/** Sent when a rank died between calls: a new runner is starting, clients stay connected. */
+export class RunnerRestarting {
+  constructor(readonly reason: string) {}
+}
+
+/** The app config (`runtime.config` in the manifest; YAML or JSON). Absent keys are planned for the machine. */
+export class EnhanceConfig {
+  /** `auto`: medium on GPUs, slim on CPU (what runs in real time on each). */
+  @IsIn(['auto', ...MODEL_NAMES]) model: ModelName | 'auto' = 'auto';
+  /** Output size in pixels; the model input is this divided by the scale. Default: 1280x720 on GPUs, 256x144 on CPU. */
+  @IsOptional() @IsInt() @Min(16) @Max(4096) outputWidth?: number;
+  @IsOptional() @IsInt() @Min(16) @Max(4096) outputHeight?: number;
+  /** Frames per step (a batch on each rank). Default: 4 on GPUs, 2 on CPU. */
+  @IsOptional() @IsInt() @Min(1) @Max(64) framesPerStep?: number;
+  /** `tiles` (bands of rows), `frames` (frames of a step per rank), or `auto` (tiles when their overlap costs under 25 %). */
+  @IsIn(['auto', ...SPLITS]) split: Split | 'auto' = 'auto';
+  /** `auto`: one rank per GPU declared in the manifest (capped by those present), or 2 CPU ranks. */
+  @ValidateIf((c: EnhanceConfig) => c.worldSize !== 'auto') @IsInt() @Min(1) @Max(64) worldSize: number | 'auto' = 'auto';
+  @IsIn(['auto', 'cpu']) devices: 'auto' | 'cpu' = 'auto';
+  /** `auto` | `webgpu` | `wasm` | `cpu` | an order such as `webgpu,wasm` (`REACTOR_BACKEND` overrides). */
+  @IsString() backend = 'auto';
+  @IsInt() @Min(100) callTimeoutMs = 60_000;
+  @IsOptional() @IsInt() @Min(1) startTimeoutMs?: number;
+}
+
+/** Thrown by {@link loadEnhanceConfig} for an unreadable or invalid config file. */
+export class EnhanceConfigError extends ReactorError {
+  constructor(message: string) {
+    super(EnhanceErrorCode.ConfigInvalid, message);
+  }
+}
+
+const CONFIG_KEYS = ['model', 'outputWidth', 'outputHeight', 'framesPerStep', 'split', 'worldSize', 'devices', 'backend', 'callTimeoutMs', 'startTimeoutMs'];
+
+/** Reads and validates the app config; every problem is named by its key. */
+export function loadEnhanceConfig(path: string | undefined): EnhanceConfig {
+  if (path === undefined) return new EnhanceConfig();
+  let raw: unknown;
+  try {
+    raw = parseYaml(readFileSync(path, 'utf8')) ?? {};
+  } catch (err) {
+    throw new EnhanceConfigError(`cannot read the enhance app config ${path}: ${(err as Error).message}`);
+  }
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new EnhanceConfigError(`${path} must be a mapping of config keys`);
+  const cfg = plainToInstance(EnhanceConfig, raw);
+  const problems = validateSync(cfg).flatMap((e) => Object.values(e.constraints ?? {}).map((m) => `${e.property}: ${m}`));
+  problems.push(
+    ...Object.keys(raw)
+      .filter((k) => !CONFIG_KEYS.includes(k))
+      .map((k) => `${k}: unknown key (known: ${CONFIG_KEYS.join(', ')})`),
+  );
+  if (problems.length) throw new EnhanceConfigError(`${path} is invalid:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+  return cfg;
+}
+
+/** What the app runs with on this machine. */
+export interface EnhancePlan {
+  worldSize: number;
+  devices: 'auto' | 'cpu';
+  /** The model `auto` stands for. */
+  model: ModelName;
+  outputWidth: number;
+  outputHeight: number;
+  framesPerStep: number;
+  note: string;
+}
+
+/**
+ * Resolves the config's `auto`s against the machine: GPU ranks get medium at 1280x720 (one
+ * H200 runs it at ~50 fps); CPU ranks get slim at 256x144 (wasm).
+ * @param gpus     GPUs visible to this process (`detectGpuCount()`)
+ * @param declared GPUs the manifest declares, when started from one
+ */
+export function planEnhance(cfg: EnhanceConfig, gpus: number, declared: number | undefined): EnhancePlan {
+  const onCpu = cfg.devices === 'cpu' || gpus === 0;
+  const worldSize = cfg.worldSize !== 'auto' ? cfg.worldSize : onCpu ? 2 : Math.max(1, Math.min(declared ?? gpus, gpus));
+  const model: ModelName = cfg.model !== 'auto' ? cfg.model : onCpu ? 'slim' : 'medium';
+  const outputWidth = cfg.outputWidth ?? (onCpu ? 256 : 1280);
+  const outputHeight = cfg.outputHeight ?? (onCpu ? 144 : 720);
+  const framesPerStep = cfg.framesPerStep ?? (onCpu ? 2 : 4);
+  const where = onCpu ? `${worldSize} CPU rank(s)${gpus === 0 ? ' (no GPU on this machine)' : ''}` : `${worldSize} rank(s), one GPU each (${gpus} present)`;
+  return {
+    worldSize,
+    devices: onCpu ? 'cpu' : 'auto',
+    model,
+    outputWidth,
+    outputHeight,
+    framesPerStep,
+    note: `${where}; ESRGAN ${model} (auto) at ${outputWidth}x${outputHeight}`,
+  };
+}
+
+/** Tiles when the context rows they read twice cost under 25 % more work, else whole frames per rank. */
+export function chooseSplit(configured: Split | 'auto', inputHeight: number, radius: number, worldSize: number, framesPerStep: number): Split {
+  if (configured !== 'auto') return configured;
+  if (worldSize === 1) return 'tiles';
+  const band = inputHeight / worldSize;
+  const tilesOverhead = Math.min(inputHeight, band + 2 * radius) / band - 1;
+  return tilesOverhead < 0.25 || framesPerStep < worldSize ? 'tiles' : 'frames';
+}
+
+/** Input rows of context per model (x4; the graphs of other scales differ only after the upsampling). */
+const RADIUS: Readonly<Record<ModelName, number>> = { slim: 10, medium: 18, thick: 154 };
+
+/**
+ * Live super-resolution on a `DistributedRunner`: rank 0 returns each step's upscaled frames.
+ * A published camera replaces the built-in scene.
+ */
+@reactorApp({
+  state: EnhanceState,
+  input: EnhanceInputTracks,
+  output: EnhanceOutput,
+  messages: [EnhanceInfo, ModelUnavailable, RunnerRestarting],
+  name: 'reactor-enhance',
+  version: '0.1.0',
+  fps: 30,
+  bufferSize: 8,
+})
+export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceResult, EnhanceInfo | ModelUnavailable | RunnerRestarting> {
+  private runner: DistributedRunner<EnhanceInput, EnhanceResult, EnhanceLoadArgs> | undefined;
+  private config = new EnhanceConfig();
+  private plan!: EnhancePlan;
+  private manifestGpuCount: number | undefined;
+  private ranks: RankReport[] = [];
+  private frameIndex = 0;
+  private inCall = false;
+  private rebuilding: Promise<void> | undefined;
+  private runnerProblem: string | undefined;
+  /** Model/scale pairs that failed to load, with why: steps wait until another is chosen. */
+  private readonly unavailable = new Map<string, string>();
+  /** What the last info message said, to send a new one only on a change. */
+  private lastInfo = '';
+  /** The input of the step in flight (for the info message). */
+  private lastInput: EnhanceInput | undefined;
+
+  /** What `reactor doctor` checks: shared memory, ranks, GPUs, WebGPU, and what frame rate to expect. */
+  static async requirements(context: RequirementsContext): Promise<AppRequirements> {
+    const cfg = loadEnhanceConfig(context.configPath);
+    const plan = planEnhance(cfg, context.gpuCount, context.manifestGpuCount);
+    const outBytes = plan.outputWidth * plan.outputHeight * 3 * plan.framesPerStep * 2;
+    const checks: RequirementCheck[] = [];
+    const gpuRanks = plan.devices === 'auto' && planBackends(cfg.backend, process.env, 'gpu:0').order.includes('webgpu');
+    if (gpuRanks) checks.push(await webgpuCheck());
+    checks.push(expectation(plan, gpuRanks));
+    return { shmBytes: outBytes * (plan.worldSize + 1), worldSize: plan.worldSize, usesGpu: plan.devices === 'auto', checks };
+  }
+
+  override async load(context: LoadContext): Promise<void> {
+    this.config = loadEnhanceConfig(context.configPath);
+    this.manifestGpuCount = context.manifestGpuCount;
+    await this.startRunner();
+  }
+
+  private async startRunner(): Promise<void> {
+    const plan = planEnhance(this.config, detectGpuCount(), this.manifestGpuCount);
+    this.plan = plan;
+    this.logger.info(`${plan.note}; starting the runner`);
+    const scale = 4;
+    const runner = new DistributedRunner(EnhanceWorker, {
+      logger: this.logger,
+      worldSize: plan.worldSize,
+      devices: plan.devices,
+      callTimeoutMs: this.config.callTimeoutMs,
+      ...(this.config.startTimeoutMs !== undefined && { startTimeoutMs: this.config.startTimeoutMs }),
+      loadArgs: {
+        model: plan.model,
+        scale,
+        backend: this.config.backend,
+        warmup: { n: 1, width: Math.floor(plan.outputWidth / scale), height: Math.ceil(Math.floor(plan.outputHeight / scale) / plan.worldSize) },
+      },
+    });
+    this.runner = runner;
+    runner.on('unhealthy', (err) => this.onRunnerUnhealthy(runner, err));
+    await runner.start();
+  }
+
+  private onRunnerUnhealthy(runner: DistributedRunner<EnhanceInput, EnhanceResult, EnhanceLoadArgs>, err: Error): void {
+    if (runner !== this.runner || this.inCall || this.rebuilding) return;
+    this.logger.warn({ err }, 'the runner broke between calls; building a new one');
+    void this.rebuild();
+    this.send(new RunnerRestarting(`${err.message.split(/\.(\s|$)/)[0]}; a new runner is starting`));
+  }
+
+  /** Shuts the runner down and starts a new one; never rejects (a failure is kept for readiness). */
+  private rebuild(): Promise<void> {
+    this.rebuilding ??= (async () => {
+      try {
+        await this.runner?.shutdown();
+        this.ranks = [];
+        await this.startRunner();
+        this.runnerProblem = undefined;
+      } catch (err) {
+        this.runnerProblem = `the enhance runner could not be restarted: ${(err as Error).message}`;
+        this.logger.error({ err }, 'restarting the runner failed; the next session tries again');
+      } finally {
+        this.rebuilding = undefined;
+      }
+    })();
+    return this.rebuilding;
+  }
+
+  override readiness(): AppReadiness {
+    if (this.rebuilding) return { code: ReadinessCode.RunnerRestarting, message: 'the enhance runner is restarting' };
+    const runner = this.runner;
+    if (!runner?.healthy) return { code: ReadinessCode.RunnerUnhealthy, message: this.runnerProblem ?? 'the enhance runner is not running' };
+    const stalled = runner.stalledRanks;
+    if (stalled.length > 0) {
+      return stalled.map((s) => ({
+        code: ReadinessCode.RankStalled,
+        message: `rank ${s.rank} has made no progress for ${(s.sinceMs / 1000).toFixed(1)} s (${s.phase})`,
+      }));
+    }
+    return true;
+  }
+
+  /** The model and scale the state asks for (`auto` resolved). */
+  private selected(): { model: ModelName; scale: number } {
+    return { model: this.state.model === 'auto' ? this.plan.model : this.state.model, scale: this.state.scale };
+  }
+
+  override processInput(): EnhanceInput {
+    if (this.state.paused) throw new ApplicationError('paused');
+    if (this.rebuilding) throw new ApplicationError('the runner is restarting');
+    if (!this.runner) throw new ApplicationError('the model is not loaded');
+    if (!this.runner.healthy && this.runnerProblem !== undefined) throw new ApplicationError(this.runnerProblem);
+    const { model, scale } = this.selected();
+    const why = this.unavailable.get(`${model}x${scale}`);
+    if (why !== undefined) throw new ApplicationError(`ESRGAN ${model} x${scale} is not available (${why}); choose another model or scale`);
+    const width = Math.floor(this.plan.outputWidth / scale);
+    const height = Math.floor(this.plan.outputHeight / scale);
+    const n = this.plan.framesPerStep;
+    const frames = sceneFrames(this.frameIndex, n, width, height);
+    const split = chooseSplit(this.config.split, height, RADIUS[model], this.runner.worldSize, n);
+    return { frames, n, width, height, model, scale, split, sideBySide: this.state.sideBySide };
+  }
+
+  override async generate(input: EnhanceInput): Promise<EnhanceResult> {
+    this.inCall = true;
+    this.lastInput = input;
+    try {
+      return await this.runner!.generate(input);
+    } finally {
+      this.inCall = false;
+    }
+  }
+
+  override processOutput(outcome: StepOutcome<EnhanceResult>): EnhanceOutput | null {
+    const err = outcome.error;
+    if (err instanceof WeightsMissingError || err instanceof WeightsCorruptError) {
+      // Every rank failed to load the chosen model: the runner is fine, the choice is not.
+      const { model, scale } = this.selected();
+      this.unavailable.set(`${model}x${scale}`, err.message);
+      this.logger.error({ err }, `ESRGAN ${model} x${scale} cannot load`);
+      this.send(new ModelUnavailable(model, scale, err.code, err.message));
+      return null;
+    }
+    if (err !== undefined) {
+      void this.rebuild();
+      throw err;
+    }
+    const r = outcome.result!;
+    this.frameIndex += r.n;
+    if (r.ranks.length > 0) this.ranks = r.ranks;
+    const input = this.lastInput;
+    this.sendInfo(
+      new EnhanceInfo(
+        r.model,
+        r.scale,
+        input?.width ?? 0,
+        input?.height ?? 0,
+        r.width,
+        r.height,
+        input?.split ?? 'tiles',
+        'scene',
+        this.ranks,
+        r.weightsSha256,
+      ),
+    );
+    return new EnhanceOutput({ enhanced: new TrackPayload(new Frames(r.frames, [r.n, r.height, r.width, 3])) });
+  }
+
+  private sendInfo(info: EnhanceInfo, to?: Client): void {
+    const key = JSON.stringify(info);
+    if (to) {
+      to.send(info);
+      return;
+    }
+    if (key === this.lastInfo) return;
+    this.lastInfo = key;
+    this.send(info);
+  }
+
+  @sessionStarted
+  async onSessionStarted(): Promise<void> {
+    await this.rebuilding;
+    if (this.runner && !this.runner.healthy) await this.rebuild();
+    this.lastInfo = '';
+  }
+
+  /** Late joiners learn what runs. */
+  @connected
+  onConnected(client: Client): void {
+    if (this.lastInfo) client.send(JSON.parse(this.lastInfo) as object);
+  }
+
+  override async unload(): Promise<void> {
+    await this.rebuilding;
+    await this.runner?.shutdown();
+  }
+}
+
+/** The WebGPU check: is there a real GPU adapter for the ranks? */
+async function webgpuCheck(): Promise<RequirementCheck> {
+  const fix = 'install the Vulkan loader (libvulkan1) and set VK_DRIVER_FILES to the NVIDIA ICD json (docs/deploy.md), or set backend: wasm in the app config';
+  try {
+    const { adapter, reason } = await requestGpuAdapter();
+    if (!adapter) return { name: 'webgpu', status: 'fail', detail: reason ?? 'no WebGPU adapter', fix };
+    return { name: 'webgpu', status: 'ok', detail: 'a WebGPU adapter on a real GPU' };
+  } catch (err) {
+    return { name: 'webgpu', status: 'fail', detail: `WebGPU failed to initialise: ${(err as Error).message}`, fix };
+  }
+}
+
+/** What frame rate to expect with the plan, from the measured H200 figures (or the CPU advice). */
+function expectation(plan: EnhancePlan, gpuRanks: boolean): RequirementCheck {
+  if (!gpuRanks) {
+    return {
+      name: 'enhance',
+      status: plan.outputWidth * plan.outputHeight > 256 * 144 || plan.model !== 'slim' ? 'warn' : 'ok',
+      detail: `ESRGAN ${plan.model} at ${plan.outputWidth}x${plan.outputHeight} on ${plan.worldSize} CPU rank(s) (wasm): slim at 256x144 runs near real time on 2 cores; larger sizes and models are slide shows without a GPU`,
+      fix: 'keep model: slim and the default 256x144 output on CPU, or run on a GPU machine',
+    };
+  }
+  const pixels = (plan.outputWidth * plan.outputHeight) / (1280 * 720);
+  const per = (m: ModelName): number => H200_FPS_720P[m] / pixels;
+  const fps = per(plan.model) * plan.worldSize;
+  const realTime = MODEL_NAMES.filter((m) => per(m) * plan.worldSize >= 30);
+  const detail =
+    `ESRGAN ${plan.model} (${MODEL_FACTS[plan.model].convolutions} convolutions) at ${plan.outputWidth}x${plan.outputHeight} on ${plan.worldSize} GPU(s): ` +
+    `expect ~${Math.round(fps)} fps on H200s (${Math.round(per(plan.model))} per GPU); real time (30 fps) here: ${realTime.join(', ') || 'none'}`;
+  return fps >= 30
+    ? { name: 'enhance', status: 'ok', detail }
+    : {
+        name: 'enhance',
+        status: 'warn',
+        detail,
+        fix: `pick a lighter model (set_model) or add GPUs: thick needs ~${Math.ceil(30 / per('thick'))} H200s for 30 fps`,
+      };
+}
