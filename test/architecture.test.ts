@@ -10,7 +10,9 @@ import { builtinModules } from 'node:module';
 import { describe, expect, it } from 'vitest';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const packages = ['log', 'client', 'runtime', 'server', 'cli', 'distributed'].map((p) => join(root, 'packages', p)).concat(join(root, 'apps/video'));
+const packages = ['log', 'client', 'runtime', 'server', 'cli', 'distributed']
+  .map((p) => join(root, 'packages', p))
+  .concat(join(root, 'apps/video'), join(root, 'apps/camera'));
 
 /** Which workspace packages each may import: the layers, lowest first. */
 const allowed: Record<string, string[]> = {
@@ -21,6 +23,7 @@ const allowed: Record<string, string[]> = {
   '@reactor/server': ['@reactor/log', '@reactor/client', '@reactor/runtime'],
   '@reactor/cli': ['@reactor/log', '@reactor/runtime', '@reactor/server', '@reactor/distributed'],
   '@reactor/app-video': ['@reactor/log', '@reactor/runtime', '@reactor/distributed', '@reactor/client'],
+  '@reactor/app-camera': ['@reactor/runtime', '@reactor/distributed'],
 };
 
 function sourceFiles(dir: string): string[] {

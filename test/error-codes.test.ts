@@ -11,6 +11,7 @@ import { DistributedErrorCode } from '@reactor/distributed';
 import { ReadinessCode, RuntimeErrorCode } from '@reactor/runtime';
 import { ServerErrorCode } from '@reactor/server';
 import { VideoErrorCode } from '@reactor/app-video';
+import { CameraErrorCode } from '@reactor/app-camera';
 
 const maps: Record<string, Record<string, string>> = {
   RuntimeErrorCode,
@@ -22,6 +23,7 @@ const maps: Record<string, Record<string, string>> = {
   HttpErrorCode,
   ClientErrorCode,
   VideoErrorCode,
+  CameraErrorCode,
 };
 
 const doc = (name: string): string => readFileSync(new URL(`../docs/${name}`, import.meta.url), 'utf8');

@@ -18,7 +18,7 @@ export {
   BackendUnavailableError,
   ModelNotLoadedError,
 } from './model/index.js';
-export type { VideoInput, VideoResult, VideoModelInfo, RankBackend } from './model/index.js';
+export type { VideoInput, VideoImage, VideoResult, VideoModelInfo, RankBackend } from './model/index.js';
 
 // A rank is a process of its own: its lines go to its stdout, which the runner relays with the rank.
 const log = consoleLogger({ name: 'video', level: levelFromEnv() });
@@ -43,6 +43,10 @@ export interface VideoLoadArgs {
   timeStep?: number;
   /** Frames over which a new prompt blends in (default 24). */
   promptTransitionFrames?: number;
+  /** Frames over which a picture (`input.image`) steers in or out (default 72). */
+  imageTransitionFrames?: number;
+  /** Soundtrack samples per second rank 0 renders with each chunk (default 0: none). */
+  audioSampleRate?: number;
 }
 
 /**

@@ -71,6 +71,22 @@ describe('VideoWorker', () => {
     }
   });
 
+  it('steers with a picture and renders the soundtrack byte-identically with 1 and 2 ranks (rows split mid-frame)', async () => {
+    const one = runner(1, { audioSampleRate: 48_000, imageTransitionFrames: 4, rolloutChunks: 10 });
+    const two = runner(2, { audioSampleRate: 48_000, imageTransitionFrames: 4, rolloutChunks: 10 });
+    await Promise.all([one.start(), two.start()]);
+    const target = new Uint8Array(64 * 64 * 3).map((_, i) => (i % 3 === 0 ? 230 : (i * 7) % 50));
+    for (const image of [null, { id: 1, target }, { id: 1, target }, null]) {
+      const a = await one.generate({ prompt: 'harbour at dawn', image });
+      const b = await two.generate({ prompt: 'harbour at dawn', image });
+      expect(Buffer.from(b.frames).equals(Buffer.from(a.frames))).toBe(true);
+      expect(b.audio).toHaveLength(3 * 2000);
+      expect(
+        Buffer.from(b.audio.buffer, b.audio.byteOffset, b.audio.byteLength).equals(Buffer.from(a.audio.buffer, a.audio.byteOffset, a.audio.byteLength)),
+      ).toBe(true);
+    }
+  });
+
   it('throws RolloutExhausted in the parent as an instance, stays healthy, and reset() restarts the rollout', async () => {
     const r = runner(2, { rolloutChunks: 1, framesPerChunk: 2 });
     await r.start();

@@ -6,25 +6,36 @@
 import type { AppTypes, CommandArgs, CommandName, MessageData, MessageName, UntypedApp } from './app-types.js';
 import { TypedEmitter } from './emitter.js';
 import { ClientErrorCode, CommandFailedError, CommandTimeoutError, ConnectionError, ProtocolMismatchError, ReactorClientError } from './errors.js';
+import { Publication, isMediaTrack, type PublishOptions, type PublishSource, type PublishTransport } from './publication.js';
 import {
+  FrameEncoding,
   PROTOCOL_VERSION,
+  WireErrorCode,
   decodeFrame,
   parseServerMessage,
   type AppMessage,
   type AppSchema,
   type DecodedFrame,
+  type ErrorMessage,
   type FlushMessage,
   type ServerMessage,
   type SessionStatus,
   type StatsMessage,
+  type TrackReleasedMessage,
+  type TrackSchema,
+  type UploadInfo,
+  type UploadRef,
+  type UploadTicket,
   type WelcomeMessage,
 } from './protocol.js';
 
 /** The subset of the WHATWG `WebSocket` this client uses (browsers, `ws`, Node 22+). */
 export interface WebSocketLike {
   readonly readyState: number;
+  /** Bytes queued but not yet sent; publishing skips camera frames while it is high. */
+  readonly bufferedAmount?: number;
   binaryType: string;
-  send(data: string): void;
+  send(data: string | Uint8Array): void;
   close(code?: number, reason?: string): void;
   addEventListener(type: 'open' | 'message' | 'close' | 'error', listener: (event: any) => void): void;
 }
@@ -88,6 +99,39 @@ export interface ClientFrame extends DecodedFrame {
   receivedAt: number;
 }
 
+/**
+ * A chunk of an outbound audio track (a binary frame with PCM encoding): mono s16 samples at
+ * `sampleRate`, on the same `ptsMs` clock as the video frames.
+ */
+export interface ClientAudio {
+  /** Index of the track in `schema.tracks`. */
+  track: number;
+  trackName: string;
+  seq: number;
+  ptsMs: number;
+  sampleRate: number;
+  samples: Int16Array;
+  /** `performance.now()` when the message arrived. */
+  receivedAt: number;
+}
+
+/** Options of {@link ReactorClient.upload}. */
+export interface UploadOptions {
+  /** The file's name, for display (default: the `File`'s name, else `upload`). */
+  name?: string;
+  /** The type the client believes it is (`image/png`); the server checks the bytes. Default: the `Blob`'s type. */
+  type?: string;
+  signal?: AbortSignal;
+}
+
+/** A `Blob`/`File` as `upload()` reads it (typed structurally: the Node entry needs no DOM types). */
+export interface BlobLike {
+  readonly size: number;
+  readonly type: string;
+  readonly name?: string;
+  arrayBuffer(): Promise<ArrayBuffer>;
+}
+
 /** Events of a {@link ReactorClient}. */
 export interface ReactorClientEvents {
   /** A welcome arrived (first connection and every re-join). */
@@ -101,6 +145,10 @@ export interface ReactorClientEvents {
   stats: StatsMessage;
   /** Playout was cut: clear what is shown. */
   flush: FlushMessage;
+  /** A chunk of an outbound audio track. */
+  audio: ClientAudio;
+  /** The server released a track this client published (the session ended); publish again to keep sending. */
+  track_released: TrackReleasedMessage;
   status: ConnectionStatus;
   /** A server error not tied to a command, or an undecodable message. */
   error: Error;
@@ -110,8 +158,22 @@ interface Pending {
   name: string;
   resolve(result: unknown): void;
   reject(err: Error): void;
+  /** The error for the server's `error` answer. */
+  fail(code: string, message: string, details?: ErrorMessage['details']): Error;
   cleanup(): void;
 }
+
+/** Server error codes about an inbound frame: tied to the publication of the track they name. */
+const FRAME_ERROR_CODES: ReadonlySet<string> = new Set([
+  WireErrorCode.NotPublisher,
+  WireErrorCode.WrongEncoding,
+  WireErrorCode.UndecodableFrame,
+  WireErrorCode.FrameTooLarge,
+  WireErrorCode.FrameRateLimited,
+  WireErrorCode.FrameHeaderMismatch,
+  WireErrorCode.UnknownTrack,
+  WireErrorCode.WrongTrackDirection,
+]);
 
 const OPEN = 1;
 
@@ -174,6 +236,9 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
   readonly #pending = new Map<string, Pending>();
   #retryTimer: ReturnType<typeof setTimeout> | undefined;
   #onAbort = (): void => this.close();
+  readonly #token: string | undefined;
+  #frameSeq = 0;
+  readonly #publications = new Map<string, Publication>();
 
   /** Prefer {@link connect}; the constructor starts connecting at once. */
   constructor(url: string, options: ConnectOptions = {}) {
@@ -182,6 +247,7 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
     if (!WS) throw new TypeError('no WebSocket implementation: pass options.WebSocket (in Node 20: `import { WebSocket } from "ws"`)');
     this.#WebSocket = WS;
     this.#wsUrl = toWebSocketUrl(url, options.token);
+    this.#token = options.token;
     const r = options.reconnect ?? true;
     this.#reconnect =
       r === false
@@ -219,6 +285,16 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
    * catch (e) { if (e instanceof CommandFailedError) console.log(e.code, e.details); }
    */
   send(name: string, params?: Record<string, unknown>, options: SendOptions = {}): Promise<unknown> {
+    return this.#request(
+      name,
+      (id) => (params === undefined ? { type: 'command', id, name } : { type: 'command', id, name, params }),
+      (code, message, details) => new CommandFailedError(name, code, message, details),
+      options,
+    );
+  }
+
+  /** Sends one request message and waits for its `reply`/`error`. */
+  #request(name: string, build: (id: string) => object, fail: Pending['fail'], options: SendOptions): Promise<unknown> {
     const ws = this.#ws;
     if (this.#state !== 'open' || !ws || ws.readyState !== OPEN) {
       return Promise.reject(
@@ -241,9 +317,183 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
         reject(err);
       };
       options.signal?.addEventListener('abort', onAbort, { once: true });
-      this.#pending.set(id, { name, resolve: (v) => (cleanup(), resolve(v)), reject: done, cleanup });
-      ws.send(JSON.stringify(params === undefined ? { type: 'command', id, name } : { type: 'command', id, name, params }));
+      this.#pending.set(id, { name, resolve: (v) => (cleanup(), resolve(v)), reject: done, fail, cleanup });
+      ws.send(JSON.stringify(build(id)));
     });
+  }
+
+  /** A `publish`/`unpublish`/`pause_track`/`resume_track` request; the server's refusal as a `ReactorClientError` with its code. */
+  #trackRequest(type: 'publish' | 'unpublish' | 'pause_track' | 'resume_track', track: string, options: SendOptions = {}): Promise<void> {
+    return this.#request(
+      `${type} ${track}`,
+      (id) => ({ type, id, track }),
+      (code, message) => new ReactorClientError(code, `${type} of track "${track}" failed (${code}): ${message}`),
+      options,
+    ).then(() => undefined);
+  }
+
+  /** The schema entry and index of an inbound track, or a `ReactorClientError` naming the tracks there are. */
+  #inboundTrack(name: string): { schema: TrackSchema; index: number } {
+    const index = this.schema.tracks.findIndex((t) => t.name === name);
+    const inbound = this.schema.tracks.filter((t) => t.direction === 'in').map((t) => `"${t.name}" (${t.kind})`);
+    const list = inbound.length ? `its inbound tracks are ${inbound.join(', ')}` : 'it has no inbound tracks (declare them on an Input class)';
+    const schema = this.schema.tracks[index];
+    if (!schema) throw new ReactorClientError(WireErrorCode.UnknownTrack, `the app has no track "${name}"; ${list}`);
+    if (schema.direction !== 'in') {
+      throw new ReactorClientError(WireErrorCode.WrongTrackDirection, `track "${name}" is an outbound track (the app streams it); ${list}`);
+    }
+    return { schema, index };
+  }
+
+  /**
+   * Publishes an inbound track: asks the server for it (`publish`), then sends the source's frames
+   * until the returned {@link Publication} is stopped, the source ends, or the server releases the
+   * track. A browser camera is captured at the schema's `width`/`height`/`fps` and sent as JPEG, a
+   * microphone as PCM at the track's `sampleRate`; a Node source yields `{ rgb | jpeg, width,
+   * height, ptsMs?, metadata? }` frames (video) or `Int16Array` chunks (audio). Camera frames are
+   * skipped, not queued, while the socket's send buffer is full.
+   *
+   * @throws {ReactorClientError} `unknown_track` / `wrong_track_direction` (checked against the
+   *   schema), or the server's refusal: `publish_refused` (another client holds it), `no_session`.
+   * @throws {ConnectionError} `not_connected` when the socket is not open.
+   * @example
+   * const cam = (await navigator.mediaDevices.getUserMedia({ video: true })).getVideoTracks()[0];
+   * const pub = await client.publish('webcam', cam);
+   * // later: await pub.stop();
+   */
+  async publish(track: string, source: PublishSource, options: PublishOptions = {}): Promise<Publication> {
+    const { schema, index } = this.#inboundTrack(track);
+    if (isMediaTrack(source) && source.kind !== schema.kind) {
+      throw new TypeError(
+        `source is a${source.kind === 'audio' ? 'n' : ''} ${source.kind} track, but "${track}" is a${schema.kind === 'audio' ? 'n' : ''} ${schema.kind} track`,
+      );
+    }
+    if (!isMediaTrack(source) && (typeof source !== 'object' || source === null || !(Symbol.asyncIterator in source))) {
+      throw new TypeError('source must be a MediaStreamTrack or an async iterable of frames (video) or Int16Array chunks (audio)');
+    }
+    await this.#trackRequest('publish', track, options.signal ? { signal: options.signal } : {});
+    const pub = new Publication(this.#publishTransport, schema, index, options);
+    this.#publications.get(track)?.finish({ reason: 'stopped' });
+    this.#publications.set(track, pub);
+    void pub.pump(source, schema, options);
+    return pub;
+  }
+
+  /**
+   * Stops publishing a track (as `publication.stop()`); the app's buffer for it closes.
+   * @throws {ReactorClientError} `not_publisher` when this client does not publish it.
+   */
+  async unpublish(track: string): Promise<void> {
+    const pub = this.#publications.get(track);
+    if (pub) return pub.stop();
+    return this.#trackRequest('unpublish', track);
+  }
+
+  /** The live publications of this client, by track name. */
+  get publications(): ReadonlyMap<string, Publication> {
+    return this.#publications;
+  }
+
+  /**
+   * Stops receiving one outbound track on this connection (the model keeps running); e.g. a
+   * muted audio track to save bandwidth.
+   * @throws {ReactorClientError} `unknown_track`, `wrong_track_direction` (an inbound track).
+   */
+  pauseTrack(track: string): Promise<void> {
+    return this.#trackRequest('pause_track', track);
+  }
+
+  /** Resumes an outbound track paused with {@link pauseTrack}. */
+  resumeTrack(track: string): Promise<void> {
+    return this.#trackRequest('resume_track', track);
+  }
+
+  /**
+   * Uploads a file for a command parameter of upload type: `POST /uploads`, then `PUT` of the
+   * bytes, with the client's token. Resolves with the reference to put in the command.
+   *
+   * @throws {ReactorClientError} the server's code: `upload_too_large`, `upload_type_not_allowed`,
+   *   `upload_quota_exceeded`, `upload_no_session`, ...; `upload_failed` when the server cannot be reached.
+   * @example
+   * const image = await client.upload(fileInput.files[0]);
+   * await client.send('set_image', { image });
+   */
+  async upload(data: BlobLike | ArrayBuffer | Uint8Array, options: UploadOptions = {}): Promise<UploadRef> {
+    const isBlob = !(data instanceof ArrayBuffer) && !ArrayBuffer.isView(data);
+    const size = isBlob ? (data as BlobLike).size : data.byteLength;
+    const name = options.name ?? (isBlob ? (data as BlobLike).name : undefined) ?? 'upload';
+    const type = options.type ?? (isBlob && (data as BlobLike).type ? (data as BlobLike).type : undefined);
+    const base = this.#httpBase();
+    const auth: Record<string, string> = this.#token === undefined ? {} : { authorization: `Bearer ${this.#token}` };
+    const announce = { name, size, ...(type ? { mimeType: type } : {}), ...(this.clientId ? { clientId: this.clientId } : {}) };
+    const ticket = (await this.#http(`upload of "${name}"`, `${base}/uploads`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...auth },
+      body: JSON.stringify(announce),
+      ...(options.signal ? { signal: options.signal } : {}),
+    })) as UploadTicket;
+    const info = (await this.#http(`upload of "${name}"`, new URL(ticket.url, `${base}/`).href, {
+      method: 'PUT',
+      headers: { 'content-type': type ?? 'application/octet-stream', ...auth },
+      body: data as Uint8Array<ArrayBuffer>,
+      ...(options.signal ? { signal: options.signal } : {}),
+    })) as UploadInfo;
+    return { uploadId: info.uploadId ?? ticket.uploadId };
+  }
+
+  /** The server's HTTP base URL, from the socket's (`ws://h/base/ws` -> `http://h/base`). */
+  #httpBase(): string {
+    const u = new URL(this.#wsUrl);
+    u.protocol = u.protocol === 'wss:' ? 'https:' : 'http:';
+    u.pathname = u.pathname.replace(/\/ws$/, '');
+    u.search = '';
+    return u.href.replace(/\/$/, '');
+  }
+
+  async #http(what: string, url: string, init: RequestInit): Promise<unknown> {
+    let res: Response;
+    try {
+      res = await fetch(url, init);
+    } catch (err) {
+      if ((err as Error).name === 'AbortError') throw err;
+      throw new ReactorClientError(ClientErrorCode.UploadFailed, `${what} failed: cannot reach ${redact(url)}: ${(err as Error).message}`, { cause: err });
+    }
+    const text = await res.text();
+    let body: unknown;
+    try {
+      body = text ? JSON.parse(text) : undefined;
+    } catch {
+      body = undefined;
+    }
+    if (!res.ok) {
+      const e = (body as { error?: { code?: string; message?: string } } | undefined)?.error;
+      throw new ReactorClientError(
+        e?.code ?? ClientErrorCode.UploadFailed,
+        `${what} failed (${e?.code ?? `HTTP ${res.status}`}): ${e?.message ?? text.slice(0, 200)}`,
+      );
+    }
+    if (body === undefined) throw new ReactorClientError(ClientErrorCode.UploadFailed, `${what} failed: the server's answer (HTTP ${res.status}) is not JSON`);
+    return body;
+  }
+
+  readonly #publishTransport: PublishTransport = {
+    sendBinary: (bytes) => {
+      const ws = this.#ws;
+      if (this.#state !== 'open' || !ws || ws.readyState !== OPEN) return false;
+      ws.send(bytes);
+      return true;
+    },
+    bufferedAmount: () => this.#ws?.bufferedAmount ?? 0,
+    nextSeq: () => (this.#frameSeq = (this.#frameSeq + 1) >>> 0),
+    unpublish: (track) => (this.#state === 'open' ? this.#trackRequest('unpublish', track) : Promise.resolve()),
+    forget: (p) => {
+      if (this.#publications.get(p.track) === p) this.#publications.delete(p.track);
+    },
+  };
+
+  /** Ends every publication without asking the server (it forgets them with the connection). */
+  #endPublications(reason: 'connection_lost' | 'client_closed'): void {
+    for (const p of [...this.#publications.values()]) p.finish({ reason });
   }
 
   /**
@@ -288,6 +538,7 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
     this.#signal?.removeEventListener('abort', this.#onAbort);
     if (this.#retryTimer) clearTimeout(this.#retryTimer);
     this.#rejectPending(new ConnectionError(ClientErrorCode.ClientClosed, 'the client was closed before the reply arrived'));
+    this.#endPublications('client_closed');
     try {
       this.#ws?.close(1000, 'client closed');
     } catch {
@@ -393,8 +644,25 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
         this.emit('error', err as Error);
         return;
       }
+      const trackName = this.schema.tracks[frame.track]?.name ?? String(frame.track);
+      if (frame.encoding === FrameEncoding.PcmS16le) {
+        const p = frame.payload;
+        // Int16Array needs an even byte offset; the metadata length may make it odd.
+        const samples =
+          p.byteOffset % 2 === 0 ? new Int16Array(p.buffer, p.byteOffset, p.byteLength >> 1) : new Int16Array(p.slice(0, p.byteLength & ~1).buffer);
+        this.emit('audio', {
+          track: frame.track,
+          trackName,
+          seq: frame.seq,
+          ptsMs: frame.ptsMs,
+          sampleRate: this.schema.tracks[frame.track]?.sampleRate ?? 48_000,
+          samples,
+          receivedAt: performance.now(),
+        });
+        return;
+      }
       const f = frame as ClientFrame;
-      f.trackName = this.schema.tracks[frame.track]?.name ?? String(frame.track);
+      f.trackName = trackName;
       f.receivedAt = performance.now();
       this.emit('frame', f);
       return;
@@ -413,9 +681,13 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
       }
       case 'error': {
         const p = msg.id === undefined ? undefined : this.#pending.get(msg.id);
-        const err = new CommandFailedError(p?.name ?? '(none)', msg.code, msg.message, msg.details);
-        if (p) p.reject(err);
-        else this.emit('error', new ReactorClientError(msg.code, `server error (${msg.code}): ${msg.message}`));
+        if (p) {
+          p.reject(p.fail(msg.code, msg.message, msg.details));
+          return;
+        }
+        const err = new ReactorClientError(msg.code, `server error (${msg.code}): ${msg.message}`);
+        if (FRAME_ERROR_CODES.has(msg.code)) this.#publicationFor(msg.message)?.reportError(err);
+        this.emit('error', err);
         return;
       }
       case 'message':
@@ -436,6 +708,10 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
       case 'flush':
         this.emit('flush', msg);
         return;
+      case 'track_released':
+        this.#publications.get(msg.track)?.finish({ reason: 'released', detail: msg.reason });
+        this.emit('track_released', msg);
+        return;
       case 'welcome':
         this.#onWelcome(msg);
         return;
@@ -445,7 +721,14 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
     }
   }
 
+  /** The publication a frame error is about: the one whose track the message names (`"webcam"`), else the only one. */
+  #publicationFor(message: string): Publication | undefined {
+    const pubs = [...this.#publications.values()];
+    return pubs.find((p) => message.includes(`"${p.track}"`)) ?? (pubs.length === 1 ? pubs[0] : undefined);
+  }
+
   #onClose(code: number, reason: string): void {
+    this.#endPublications('connection_lost');
     this.#rejectPending(
       new ConnectionError(ClientErrorCode.ConnectionLost, `the connection dropped (code ${code}${reason ? `, ${reason}` : ''}) before the reply arrived`),
     );
@@ -475,7 +758,12 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
     }, delayMs);
   }
 
-  #iterate<K extends 'frame' | 'message' | 'status'>(type: K, options: IterateOptions): AsyncIterableIterator<ReactorClientEvents[K]> {
+  /** Async iterator over outbound audio chunks. Keeps at most `bufferSize` (default 50: one second of 20 ms chunks) unread. */
+  audio(options: IterateOptions = {}): AsyncIterableIterator<ClientAudio> {
+    return this.#iterate('audio', { bufferSize: 50, ...options });
+  }
+
+  #iterate<K extends 'frame' | 'message' | 'status' | 'audio'>(type: K, options: IterateOptions): AsyncIterableIterator<ReactorClientEvents[K]> {
     type T = ReactorClientEvents[K];
     const bufferSize = options.bufferSize ?? 8;
     const buffer: T[] = [];

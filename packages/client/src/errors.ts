@@ -18,6 +18,10 @@ export const ClientErrorCode = {
   ClientClosed: 'client_closed',
   /** The server speaks another protocol version. */
   ProtocolMismatch: 'protocol_mismatch',
+  /** A published track's source threw (a Node iterable's error, a camera that cannot be read); the publication ends. */
+  SourceFailed: 'source_failed',
+  /** An upload could not reach the server (network error) or its answer could not be read. */
+  UploadFailed: 'upload_failed',
 } as const;
 export type ClientErrorCode = (typeof ClientErrorCode)[keyof typeof ClientErrorCode];
 

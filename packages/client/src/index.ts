@@ -8,6 +8,7 @@ export {
   HttpErrorCode,
   FrameDecodeError,
   encodeFrameHeader,
+  encodeFrame,
   decodeFrame,
   parseServerMessage,
 } from './protocol.js';
@@ -58,7 +59,20 @@ export type {
   ClientFrame,
   ReactorClientEvents,
   IterateOptions,
+  ClientAudio,
+  UploadOptions,
+  BlobLike,
 } from './client.js';
+export { Publication } from './publication.js';
+export type {
+  PublishSource,
+  PublishOptions,
+  PublicationEnd,
+  PublicationEvents,
+  VideoSourceFrame,
+  AudioSourceChunk,
+  MediaStreamTrackLike,
+} from './publication.js';
 export type { AppTypes, UntypedApp, CommandName, MessageName, CommandParams, MessageData, CommandArgs } from './app-types.js';
 export { TypedEmitter } from './emitter.js';
 export type { Listener } from './emitter.js';

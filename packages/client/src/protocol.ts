@@ -420,6 +420,19 @@ export function encodeFrameHeader(h: FrameHeader): Uint8Array {
   return out;
 }
 
+/**
+ * Encodes a whole binary frame: the header (see {@link encodeFrameHeader}) followed by the
+ * payload, in one buffer ready for `WebSocket.send`.
+ * @example ws.send(encodeFrame({ encoding: FrameEncoding.PcmS16le, track: 1, seq, ptsMs, width: samples.length, height: 1 }, new Uint8Array(samples.buffer)));
+ */
+export function encodeFrame(h: FrameHeader, payload: Uint8Array): Uint8Array<ArrayBuffer> {
+  const header = encodeFrameHeader(h);
+  const out = new Uint8Array(header.byteLength + payload.byteLength);
+  out.set(header);
+  out.set(payload, header.byteLength);
+  return out;
+}
+
 /** A decoded binary frame: header plus a view of the payload (no copy). */
 export interface DecodedFrame extends FrameHeader {
   payload: Uint8Array;

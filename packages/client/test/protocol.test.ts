@@ -90,3 +90,17 @@ describe('TypedEmitter', () => {
     expect(e.listenerCount('n')).toBe(1);
   });
 });
+
+describe('encodeFrame', () => {
+  it('puts the header and the payload in one buffer that decodeFrame reads back', async () => {
+    const { encodeFrame } = await import('../src/index.js');
+    const samples = new Int16Array([1, -2, 32767, -32768]);
+    const bytes = encodeFrame(
+      { encoding: FrameEncoding.PcmS16le, track: 1, seq: 5, ptsMs: 20, width: samples.length, height: 1, metadata: { n: 1 } },
+      new Uint8Array(samples.buffer),
+    );
+    const f = decodeFrame(bytes);
+    expect(f).toMatchObject({ encoding: FrameEncoding.PcmS16le, track: 1, seq: 5, width: 4, height: 1, metadata: { n: 1 } });
+    expect(Array.from(new Int16Array(f.payload.slice().buffer))).toEqual([1, -2, 32767, -32768]);
+  });
+});

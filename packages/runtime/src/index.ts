@@ -12,11 +12,26 @@ export { InputState } from './state/input-state.js';
 export { InputField } from './decorators/input-field.decorator.js';
 export { event } from './decorators/event.decorator.js';
 export type { EventHandler } from './decorators/event.decorator.js';
-export { sessionStarted, sessionEnded, connected, disconnected } from './decorators/hooks.decorator.js';
+export { sessionStarted, sessionEnded, connected, disconnected, trackPublished, trackUnpublished, fileUploaded } from './decorators/hooks.decorator.js';
+export { UploadField } from './decorators/upload-field.decorator.js';
+export { UploadedFile } from './upload/uploaded-file.js';
+export type { ImageFrame, ImageDecoder } from './upload/uploaded-file.js';
+export {
+  DEFAULT_MAX_UPLOAD_BYTES,
+  DEFAULT_UPLOAD_QUOTA_BYTES,
+  DEFAULT_UPLOAD_WAIT_MS,
+  DEFAULT_UPLOAD_EXPIRY_MS,
+  MAX_UPLOAD_NAME_LENGTH,
+  UPLOAD_PATH,
+} from './upload/upload-store.js';
+export type { UploadOptions } from './upload/upload-store.js';
+export { UPLOAD_MIME_TYPES, IMAGE_MIME_TYPES, sniffMimeType } from './upload/sniff.js';
+export type { UploadMimeType } from './upload/sniff.js';
 export { reactorApp } from './decorators/reactor-app.decorator.js';
-export type { InputFieldOptions, EventOptions, VideoTrackOptions, AudioTrackOptions } from './metadata/keys.js';
+export type { InputFieldOptions, EventOptions, VideoTrackOptions, AudioTrackOptions, UploadFieldOptions } from './metadata/keys.js';
 export { Output, Video, Audio, Frames, TrackPayload } from './output/output.js';
 export { Input } from './input/input.js';
+export type { InputBuffers } from './input/input.js';
 export { InputBuffer } from './input/input-buffer.js';
 export type { ReadMode, ReadOptions, TryReadOptions, InputBufferOptions } from './input/input-buffer.js';
 export { InputFrame } from './input/input-frame.js';
@@ -39,10 +54,12 @@ export {
   AppLoadError,
   HostClosedError,
   IllegalTransitionError,
+  UploadError,
   BufferClosedError,
   BufferTimeoutError,
   InvalidReadError,
 } from './errors/errors.js';
+export type { UploadErrorCode } from './errors/errors.js';
 export { AppHost, DEFAULT_GRACE_PERIOD_MS, DEFAULT_REFUSAL_BACKOFF_MS, DEFAULT_STATS_INTERVAL_MS } from './session/host.js';
 export type { AppHostOptions, HostCounters } from './session/host.js';
 export type { Client } from './session/client.js';
@@ -58,5 +75,6 @@ export type {
   InboundFrame,
   Readiness,
   NotReadyReason,
+  UploadsApi,
 } from './session/transport.js';
 export type { LoadContext, RequirementsContext, RequirementCheck, AppRequirements, AppStatics } from './app/contract.js';

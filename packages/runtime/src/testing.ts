@@ -23,13 +23,14 @@ import type { SessionStatus, ServerMessage } from '@reactor/client';
 import type { LogFields, LogFn, Logger } from '@reactor/log';
 import type { ReactorApp } from './app/reactor-app.js';
 import { AppHost, type AppHostOptions } from './session/host.js';
-import type { ClientSink, OutputFrame } from './session/transport.js';
+import type { ClientSink, OutputAudio, OutputFrame } from './session/transport.js';
 
 /** How long the wait-for helpers wait by default before they reject, ms. */
 export const DEFAULT_WAIT_MS = 5000;
 
 /** One thing a {@link RecordingSink} received. */
-export type SinkEvent = { kind: 'message'; msg: ServerMessage } | { kind: 'frame'; frame: OutputFrame } | { kind: 'close'; reason: string };
+export type SinkEvent =
+  { kind: 'message'; msg: ServerMessage } | { kind: 'frame'; frame: OutputFrame } | { kind: 'audio'; audio: OutputAudio } | { kind: 'close'; reason: string };
 
 /** A ClientSink that records everything, in order, and lets a test await an event. */
 export class RecordingSink implements ClientSink {
@@ -42,6 +43,9 @@ export class RecordingSink implements ClientSink {
   frame(frame: OutputFrame): void {
     this.push({ kind: 'frame', frame });
   }
+  audio(audio: OutputAudio): void {
+    this.push({ kind: 'audio', audio });
+  }
   close(reason: string): void {
     this.push({ kind: 'close', reason });
   }
@@ -51,6 +55,10 @@ export class RecordingSink implements ClientSink {
   }
   get frames(): OutputFrame[] {
     return this.events.flatMap((e) => (e.kind === 'frame' ? [e.frame] : []));
+  }
+  /** The audio chunks played to this sink, in order. */
+  get audioChunks(): OutputAudio[] {
+    return this.events.flatMap((e) => (e.kind === 'audio' ? [e.audio] : []));
   }
   ofType<T extends ServerMessage['type']>(type: T): Extract<ServerMessage, { type: T }>[] {
     return this.messages.filter((m): m is Extract<ServerMessage, { type: T }> => m.type === type);
@@ -83,15 +91,22 @@ export class RecordingSink implements ClientSink {
     return this.waitFor((e) => e.kind === 'frame' && ++seen >= count, opts).then(() => undefined);
   }
 
+  /** Resolves once `count` audio chunks have been recorded (counting from the first). */
+  waitForAudio(count: number, opts?: { timeoutMs?: number }): Promise<void> {
+    let seen = 0;
+    return this.waitFor((e) => e.kind === 'audio' && ++seen >= count, opts).then(() => undefined);
+  }
+
   waitForSession(state: string, opts?: { from?: number; timeoutMs?: number }): Promise<ServerMessage> {
     return this.waitForMessage((m) => (m.type === 'session' && m.session.state === state) || (m.type === 'welcome' && m.session.state === state), opts);
   }
 
-  /** Compact, comparable view: message types with the interesting field, frames as `frame:<track>#<seq>`. */
+  /** Compact, comparable view: message types with the interesting field, frames as `frame:<track>#<seq>`, audio as `audio:<track>#<seq>`. */
   summary(): string[] {
     return this.events.map((e) => {
       if (e.kind === 'close') return `close`;
       if (e.kind === 'frame') return `frame:${e.frame.track}#${e.frame.seq}`;
+      if (e.kind === 'audio') return `audio:${e.audio.track}#${e.audio.seq}`;
       const m = e.msg;
       switch (m.type) {
         case 'session':

@@ -9,12 +9,14 @@
  * oldest frame is dropped (newest wins) and counted. Nothing here ever makes the host wait.
  */
 import type { WebSocket, RawData } from 'ws';
-import type { CommandMessage, ErrorMessage, ServerMessage, StatsMessage } from '@reactor/client';
+import type { CommandMessage, ErrorMessage, PublishMessage, ReplyMessage, ServerMessage, StatsMessage, UnpublishMessage } from '@reactor/client';
 import type { Logger } from '@reactor/log';
 import type { AppHostApi, ClientHandle, ClientSink, OutputFrame } from '@reactor/runtime';
 import { parseClientMessage, validId } from './client-message.js';
 import { ServerErrorCode } from './errors.js';
+import type { FrameDecoder } from './frame-decoder.js';
 import type { FrameEncoder } from './frame-encoder.js';
+import { FrameIntake, type FrameIntakeInfo } from './frame-intake.js';
 import type { DropReason, ServerMetrics } from './metrics.js';
 import type { ResolvedServerOptions } from './options.js';
 import type { BudgetHolder, SendBudget } from './send-budget.js';
@@ -49,12 +51,18 @@ export interface ConnectionInfo {
   readPaused: boolean;
   /** Times the server stopped reading this client. */
   readPauses: number;
+  /** Binary frames this client sent to the app's inbound tracks (absent when the app declares none). */
+  inbound?: FrameIntakeInfo;
 }
 
 /** Bound to the server: what a connection needs from it. */
 export interface ConnectionContext {
   host: AppHostApi;
   encoder: FrameEncoder;
+  /** Decodes inbound JPEG frames. */
+  decoder: FrameDecoder;
+  /** Largest inbound binary frame (0 when the app declares no inbound track). */
+  maxFrameBytes: number;
   metrics: ServerMetrics;
   options: ResolvedServerOptions;
   /** The server's logger. */
@@ -72,6 +80,8 @@ export class ClientConnection implements ClientSink, BudgetHolder {
   readonly #ws: WebSocket;
   readonly #ctx: ConnectionContext;
   #handle: ClientHandle | undefined;
+  /** Binary frames to the app's inbound tracks; absent when it declares none (binary is then `unexpected_binary`). */
+  #frames: FrameIntake | undefined;
   readonly #queue: QueuedFrame[] = [];
   #inFlight = 0;
   #pumping = false;
@@ -122,8 +132,23 @@ export class ClientConnection implements ClientSink, BudgetHolder {
 
   /** Registers with the host (which sends the welcome through this sink). */
   attach(info: { remoteAddress?: string; userAgent?: string }): void {
-    this.#handle = this.#ctx.host.connect(this, info);
-    if (this.#closed) this.#handle.disconnect();
+    const handle = this.#ctx.host.connect(this, info);
+    this.#handle = handle;
+    const tracks = this.#ctx.host.schema.tracks;
+    if (tracks.some((t) => t.direction === 'in')) {
+      this.#frames = new FrameIntake({
+        tracks,
+        handle,
+        decoder: this.#ctx.decoder,
+        metrics: this.#ctx.metrics,
+        logger: typeof this.#ctx.logger.child === 'function' ? this.#ctx.logger.child({ client: handle.id }) : this.#ctx.logger,
+        sendError: (code, message) => this.#error(code, message, undefined, false),
+      });
+    }
+    if (this.#closed) {
+      this.#frames?.close();
+      handle.disconnect();
+    }
   }
 
   /** The host's id for this client (empty until attached). */
@@ -133,7 +158,7 @@ export class ClientConnection implements ClientSink, BudgetHolder {
 
   /** A snapshot of the queue and counters. */
   info(): ConnectionInfo {
-    return {
+    const info: ConnectionInfo = {
       id: this.id,
       queuedFrames: this.#queue.length,
       framesInFlight: this.#inFlight,
@@ -144,6 +169,8 @@ export class ClientConnection implements ClientSink, BudgetHolder {
       readPaused: this.#readPaused,
       readPauses: this.#readPauses,
     };
+    if (this.#frames) info.inbound = this.#frames.info();
+    return info;
   }
 
   /** Sends a heartbeat ping. */
@@ -353,10 +380,10 @@ export class ClientConnection implements ClientSink, BudgetHolder {
    * A connection-level error. Answers keep arrival order: while commands of this connection
    * wait for their replies, the error waits behind them.
    */
-  #error(code: ServerErrorCode, message: string, id?: string): void {
+  #error(code: ServerErrorCode, message: string, id?: string, countAsResult = true): void {
     const msg: ErrorMessage = { type: 'error', code, message };
     if (id !== undefined) msg.id = id;
-    this.#ctx.metrics.commands.inc({ code });
+    if (countAsResult) this.#ctx.metrics.commands.inc({ code });
     const send = (): void => this.#sendText(JSON.stringify(msg));
     if (this.#unanswered === 0) return send();
     this.#unanswered++;
@@ -392,6 +419,19 @@ export class ClientConnection implements ClientSink, BudgetHolder {
 
   #onMessage(data: RawData, isBinary: boolean): void {
     if (this.#closed || !this.#handle) return;
+    // `ws` enforces the larger of the two limits; the other is enforced here, with the same close code.
+    const size = rawSize(data);
+    const limit = isBinary ? this.#ctx.maxFrameBytes || this.#ctx.options.maxMessageBytes : this.#ctx.options.maxMessageBytes;
+    if (size > limit) {
+      this.#cut = true;
+      this.#ws.close(1009, truncateReason(`${isBinary ? 'frame' : 'message'} of ${size} bytes is over the limit of ${limit}`));
+      return;
+    }
+    // Frames of inbound tracks have their own per-track rate limit (the track's maxFps), not the command bucket.
+    if (isBinary && this.#frames) {
+      this.#frames.receive(data, performance.now());
+      return;
+    }
     if (!this.#takeToken()) {
       const { commandRate, commandBurst } = this.#ctx.options;
       this.#error(
@@ -402,7 +442,10 @@ export class ClientConnection implements ClientSink, BudgetHolder {
       return;
     }
     if (isBinary) {
-      this.#error(ServerErrorCode.UnexpectedBinary, 'binary messages only flow from the server to clients; send commands as JSON text messages');
+      this.#error(
+        ServerErrorCode.UnexpectedBinary,
+        'this app declares no inbound track, so binary messages only flow from the server to clients; send commands as JSON text messages',
+      );
       return;
     }
     const parsed = parseClientMessage(rawToString(data));
@@ -414,25 +457,47 @@ export class ClientConnection implements ClientSink, BudgetHolder {
     switch (msg.type) {
       case 'command':
         return this.#command(this.#handle, msg);
+      case 'publish':
+      case 'unpublish':
+        return this.#publishing(this.#handle, msg);
       default:
-        // publish / unpublish / pause_track / resume_track: handled by the input half's work (issue 11).
+        // pause_track / resume_track: the audio lane's (issue 11).
         this.#error(ServerErrorCode.UnknownMessageType, `message type "${msg.type}" is not handled by this server yet`, msg.id);
     }
   }
 
   /** A well-formed command: run by the host, answered in arrival order. */
   #command(handle: ClientHandle, cmd: CommandMessage): void {
-    const id = cmd.id;
     // The command's name and params are the host's to check (unknown_command, invalid_params, no_session).
     this.#pending++;
+    this.#answerInOrder(cmd.id, () =>
+      handle.command(cmd).then((result) => {
+        this.#pending--;
+        return result;
+      }),
+    );
+  }
+
+  /**
+   * `publish` / `unpublish`: the host arbitrates (first publisher wins) and answers at once; the
+   * answer still waits behind those of this connection's earlier messages.
+   */
+  #publishing(handle: ClientHandle, msg: PublishMessage | UnpublishMessage): void {
+    this.#answerInOrder(msg.id, () => (msg.type === 'publish' ? handle.publish(msg.id, msg.track) : handle.unpublish(msg.id, msg.track)));
+  }
+
+  /**
+   * Runs `run` (a host call that answers message `id` through this sink **and** returns the
+   * answer), holding the sink's copy back so the answer is sent here, after the answers owed to
+   * earlier messages: every answer of a connection goes out in arrival order.
+   */
+  #answerInOrder(id: string, run: () => Promise<ReplyMessage | ErrorMessage> | ReplyMessage | ErrorMessage): void {
     this.#unanswered++;
     this.#idsInFlight.set(id, (this.#idsInFlight.get(id) ?? 0) + 1);
-    const answer = handle.command(cmd).then((result) => {
-      this.#pending--;
+    const answer = Promise.resolve(run()).then((result) => {
       this.#ctx.metrics.commands.inc({ code: result.type === 'reply' ? 'ok' : result.code });
       return result;
     });
-    // The host also hands the answer to message(), which holds it back: it is sent here, in its turn.
     this.#answered = this.#answered
       .then(() => answer)
       .then((result) => {
@@ -452,6 +517,7 @@ export class ClientConnection implements ClientSink, BudgetHolder {
     this.#unsent = 0;
     clearTimeout(this.#pauseTimer);
     this.#held.length = 0;
+    this.#frames?.close();
     if (this.#queue.length > 0) this.#drop('disconnected', this.#queue.length);
     this.#queue.length = 0;
     this.#handle?.disconnect();
@@ -466,14 +532,17 @@ function rawToString(data: RawData): string {
   return Buffer.from(data).toString('utf8');
 }
 
+function rawSize(data: RawData): number {
+  return Buffer.isBuffer(data) ? data.byteLength : Array.isArray(data) ? data.reduce((n, b) => n + b.byteLength, 0) : data.byteLength;
+}
+
 /** Largest refused message whose id is still looked up (parsing a big one would cost what the limit saves). */
 const PEEK_ID_MAX_BYTES = 4096;
 
 /** Best-effort id of a message refused before parsing, so the client can still correlate. */
 function peekId(data: RawData, isBinary: boolean): string | undefined {
   if (isBinary) return undefined;
-  const size = Buffer.isBuffer(data) ? data.byteLength : Array.isArray(data) ? data.reduce((n, b) => n + b.byteLength, 0) : data.byteLength;
-  if (size > PEEK_ID_MAX_BYTES) return undefined;
+  if (rawSize(data) > PEEK_ID_MAX_BYTES) return undefined;
   const text = rawToString(data);
   if (!/^\s*\{/.test(text)) return undefined;
   try {

@@ -24,5 +24,13 @@ export const ServerErrorCode = {
   UnknownMessageType: WireErrorCode.UnknownMessageType,
   RateLimited: WireErrorCode.RateLimited,
   UnexpectedBinary: WireErrorCode.UnexpectedBinary,
+  UnknownTrack: WireErrorCode.UnknownTrack,
+  WrongTrackDirection: WireErrorCode.WrongTrackDirection,
+  NotPublisher: WireErrorCode.NotPublisher,
+  WrongEncoding: WireErrorCode.WrongEncoding,
+  FrameRateLimited: WireErrorCode.FrameRateLimited,
+  FrameTooLarge: WireErrorCode.FrameTooLarge,
+  FrameHeaderMismatch: WireErrorCode.FrameHeaderMismatch,
+  UndecodableFrame: WireErrorCode.UndecodableFrame,
 } as const;
 export type ServerErrorCode = (typeof ServerErrorCode)[keyof typeof ServerErrorCode];

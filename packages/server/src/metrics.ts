@@ -68,6 +68,39 @@ export class ServerMetrics {
     registers: [this.registry],
   });
 
+  readonly inputFramesReceived = new Counter({
+    name: 'reactor_input_frames_received_total',
+    help: 'Binary frames received from clients, by inbound track (`(unknown)` for a frame whose header names no track).',
+    labelNames: ['track'],
+    registers: [this.registry],
+  });
+  readonly inputFramesAccepted = new Counter({
+    name: 'reactor_input_frames_accepted_total',
+    help: 'Inbound frames checked, decoded and handed to the app, by track.',
+    labelNames: ['track'],
+    registers: [this.registry],
+  });
+  readonly inputFramesDropped = new Counter({
+    name: 'reactor_input_frames_dropped_total',
+    help: 'Inbound frames dropped, by track and reason (the error code, `decode_backlog`, `not_accepted` or `disconnected`).',
+    labelNames: ['track', 'reason'],
+    registers: [this.registry],
+  });
+  readonly inputDecodeSeconds = new Histogram({
+    name: 'reactor_input_decode_seconds',
+    help: 'Time to decode one inbound JPEG frame to RGB (on the thread pool), seconds.',
+    buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1],
+    registers: [this.registry],
+  });
+
+  /** Starts the inbound counters of each track at 0, so a scrape shows every track before its first frame. */
+  declareInputTracks(names: readonly string[]): void {
+    for (const track of names) {
+      this.inputFramesReceived.inc({ track }, 0);
+      this.inputFramesAccepted.inc({ track }, 0);
+    }
+  }
+
   #readiness: () => { ready: boolean; reasons: readonly { code: string }[] } = () => ({ ready: false, reasons: [] });
   #unsent: () => number = () => 0;
   readonly unsentBytes: Gauge = new Gauge({

@@ -38,8 +38,14 @@ export interface ServerOptions {
   encoding?: 'jpeg' | 'rgb';
   /** JPEG quality, 1-100 (default 80). */
   jpegQuality?: number;
-  /** Largest inbound message, bytes (default 65536). A bigger one closes the socket with 1009. */
+  /** Largest inbound text message, bytes (default 65536). A bigger one closes the socket with 1009. */
   maxMessageBytes?: number;
+  /**
+   * Largest inbound binary frame, bytes, for an app that declares inbound tracks (default: what
+   * its largest track may need: RGB24 at `maxWidth` x `maxHeight`, or one second of PCM, plus
+   * 64 KiB of header and metadata). A bigger one closes the socket with 1009.
+   */
+  maxFrameBytes?: number;
   /**
    * Inbound messages per second per connection, once its burst is spent (default 50). More are
    * answered `rate_limited`; the connection stays open.
@@ -88,7 +94,9 @@ export interface ServerOptions {
 }
 
 /** Options with defaults applied. */
-export type ResolvedServerOptions = Required<Omit<ServerOptions, 'token' | 'allowedOrigins' | 'allowedHosts'>> & {
+export type ResolvedServerOptions = Required<Omit<ServerOptions, 'token' | 'allowedOrigins' | 'allowedHosts' | 'maxFrameBytes'>> & {
+  /** `undefined`: derived from the app's inbound tracks (see {@link ServerOptions.maxFrameBytes}). */
+  maxFrameBytes: number | undefined;
   token: string | undefined;
   allowedOrigins: string[] | undefined;
   /** `undefined`: any host. */
@@ -125,6 +133,7 @@ export function resolveServerOptions(o: ServerOptions = {}): ResolvedServerOptio
     encoding: o.encoding ?? 'jpeg',
     jpegQuality: o.jpegQuality ?? 80,
     maxMessageBytes: o.maxMessageBytes ?? 64 * 1024,
+    maxFrameBytes: o.maxFrameBytes,
     commandRate: o.commandRate ?? 50,
     commandBurst: o.commandBurst ?? o.commandRate ?? 50,
     heartbeatMs: o.heartbeatMs ?? 15_000,
@@ -159,6 +168,7 @@ export function resolveServerOptions(o: ServerOptions = {}): ResolvedServerOptio
   if (r.encoding !== 'jpeg' && r.encoding !== 'rgb') throw new RangeError(`options.encoding must be "jpeg" or "rgb", got ${JSON.stringify(r.encoding)}`);
   int('jpegQuality', r.jpegQuality, 1, 100);
   int('maxMessageBytes', r.maxMessageBytes, 64, 64 * 1024 * 1024);
+  if (r.maxFrameBytes !== undefined) int('maxFrameBytes', r.maxFrameBytes, 64, 1024 * 1024 * 1024);
   positive('commandRate', r.commandRate);
   positive('commandBurst', r.commandBurst);
   int('heartbeatMs', r.heartbeatMs, 10, 3_600_000);

@@ -6,12 +6,13 @@
 import { STATUS_CODES, createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
-import type { StatsMessage } from '@reactor/client';
+import type { StatsMessage, TrackSchema } from '@reactor/client';
 import type { Logger } from '@reactor/log';
 import { type AppHostApi, type NotReadyReason, type Readiness, ReadinessCode } from '@reactor/runtime';
 import { TOKEN_COOKIE, checkAccess } from './auth.js';
 import { ServerErrorCode } from './errors.js';
 import { ClientConnection, type ConnectionInfo } from './connection.js';
+import { FrameDecoder } from './frame-decoder.js';
 import { FrameEncoder } from './frame-encoder.js';
 import { ServerMetrics } from './metrics.js';
 import { resolveServerOptions, type ResolvedServerOptions, type ServerOptions } from './options.js';
@@ -66,6 +67,9 @@ export class ReactorServer {
   readonly #wss: WebSocketServer;
   readonly #connections = new Set<ClientConnection>();
   readonly #encoder: FrameEncoder;
+  readonly #decoder: FrameDecoder;
+  /** Largest inbound binary frame (0: the app declares no inbound track). */
+  readonly #maxFrameBytes: number;
   readonly #assets = new ViewerAssets();
   readonly #budget: SendBudget;
   #heartbeat: ReturnType<typeof setInterval> | undefined;
@@ -87,6 +91,10 @@ export class ReactorServer {
     const given = this.options.logger;
     this.#log = typeof given.child === 'function' ? given.child({ component: 'server' }) : given;
     this.#encoder = new FrameEncoder(this.options.encoding, this.options.jpegQuality, this.metrics);
+    this.#decoder = new FrameDecoder(this.metrics);
+    const inbound = host.schema.tracks.filter((t) => t.direction === 'in');
+    this.metrics.declareInputTracks(inbound.map((t) => t.name));
+    this.#maxFrameBytes = inbound.length === 0 ? 0 : (this.options.maxFrameBytes ?? Math.max(...inbound.map(frameBytesFor)));
     this.#budget = new SendBudget(this.options.maxTotalBufferedBytes);
     this.#http = createServer(
       { headersTimeout: this.options.headersTimeoutMs, connectionsCheckingInterval: Math.min(1000, this.options.headersTimeoutMs) },
@@ -107,7 +115,8 @@ export class ReactorServer {
     // than they are handled.
     this.#wss = new WebSocketServer({
       noServer: true,
-      maxPayload: this.options.maxMessageBytes,
+      // Text messages are held to maxMessageBytes by the connection (inbound frames may be larger).
+      maxPayload: Math.max(this.options.maxMessageBytes, this.#maxFrameBytes),
       perMessageDeflate: false,
       clientTracking: false,
       handleProtocols: () => false,
@@ -327,6 +336,8 @@ export class ReactorServer {
       {
         host: this.host,
         encoder: this.#encoder,
+        decoder: this.#decoder,
+        maxFrameBytes: this.#maxFrameBytes,
         metrics: this.metrics,
         options: this.options,
         logger: this.#log,
@@ -350,6 +361,15 @@ export class ReactorServer {
       ws.close(1011, 'the app could not register this client; see the server log');
     }
   }
+}
+
+/** Header and metadata allowance of an inbound frame, beyond its largest payload. */
+const FRAME_OVERHEAD_BYTES = 64 * 1024;
+
+/** The largest binary frame an inbound track may need: RGB24 at its size limit, or one second of PCM. */
+function frameBytesFor(t: TrackSchema): number {
+  const payload = t.kind === 'audio' ? (t.sampleRate ?? 48_000) * 2 : (t.maxWidth ?? 1920) * (t.maxHeight ?? 1080) * 3;
+  return FRAME_OVERHEAD_BYTES + payload;
 }
 
 /**

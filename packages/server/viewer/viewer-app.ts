@@ -2,7 +2,20 @@
  * The browser viewer (served as `/viewer/app.js`): draws the stream on a canvas and builds
  * controls from the app's schema. Runs in the browser only; built on `@reactor/client`.
  */
-import { CommandFailedError, FrameEncoding, connect, type ClientFrame, type CommandSchema, type JsonSchema, type ReactorClient } from '@reactor/client';
+import {
+  CommandFailedError,
+  FrameEncoding,
+  connect,
+  type ClientAudio,
+  type ClientFrame,
+  type CommandSchema,
+  type JsonSchema,
+  type Publication,
+  type ReactorClient,
+  type TrackSchema,
+} from '@reactor/client';
+import type * as ClientBrowser from '@reactor/client/browser';
+import type { AudioPlayer } from '@reactor/client/browser';
 
 const $ = <T extends HTMLElement>(id: string): T => document.getElementById(id) as T;
 
@@ -16,6 +29,14 @@ const viewer = {
   client: undefined as ReactorClient | undefined,
   framesDrawn: 0,
   lastSeq: -1,
+  /** Live publications by inbound track name (camera, microphone). */
+  publications: new Map<string, Publication>(),
+  /** Audio players by outbound audio track name. */
+  audioPlayers: new Map<string, AudioPlayer>(),
+  /** Audio chunks received. */
+  audioChunks: 0,
+  /** Loads the SDK's browser entry (`AudioPlayer`, `cameraFrames`, `microphoneChunks`). */
+  browser: (): Promise<BrowserModule> => loadBrowser(),
 };
 (window as unknown as { reactorViewer: typeof viewer }).reactorViewer = viewer;
 
@@ -153,14 +174,57 @@ function showResult(out: HTMLElement, p: Promise<unknown>): void {
     },
     (err: Error) => {
       out.className = 'result err';
-      if (err instanceof CommandFailedError) {
-        const details = err.details?.map((d) => `${d.field}: ${d.message} (${d.constraint})`).join('; ');
-        out.textContent = `${err.code}: ${details || err.message}`;
-      } else {
-        out.textContent = err.message;
-      }
+      out.textContent = err instanceof CommandFailedError || typeof (err as { code?: unknown }).code === 'string' ? errorText(err) : err.message;
     },
   );
+}
+
+/**
+ * An upload parameter: marked `x-reactor-upload` by the runtime, or shaped like an
+ * `UploadRef` (`{ properties: { uploadId } }`).
+ */
+function isUpload(f: Field): boolean {
+  const props = f['properties'] as Record<string, unknown> | undefined;
+  return f['x-reactor-upload'] !== undefined || (props !== undefined && 'uploadId' in props);
+}
+
+/** The `accept` attribute of an upload's file picker, from the schema's allowed types, if it lists them. */
+function uploadAccept(f: Field): string | undefined {
+  const u = f['x-reactor-upload'] as { mimeTypes?: unknown } | undefined;
+  return Array.isArray(u?.mimeTypes) && u.mimeTypes.every((m) => typeof m === 'string') ? u.mimeTypes.join(',') : undefined;
+}
+
+function formatBytes(n: number): string {
+  return n < 1024 ? `${n} B` : n < 1024 * 1024 ? `${(n / 1024).toFixed(1)} KB` : `${(n / 1024 / 1024).toFixed(1)} MB`;
+}
+
+/** An error as one line: `code: message` for the SDK's errors, `Name: message` for the browser's. */
+function errorText(err: unknown): string {
+  if (err instanceof CommandFailedError) {
+    const details = err.details?.map((d) => `${d.field}: ${d.message} (${d.constraint})`).join('; ');
+    return `${err.code}: ${details || err.message}`;
+  }
+  const e = err as { code?: unknown; name?: string; message?: string };
+  if (typeof e?.code === 'string') return `${e.code}: ${e.message ?? ''}`;
+  return `${e?.name ?? 'Error'}: ${e?.message ?? String(err)}`;
+}
+
+/**
+ * Sends a command whose parameters may hold files (upload fields): each file is uploaded first
+ * (`client.upload`), and the command carries its `{ uploadId }`. The result line says what runs.
+ */
+async function sendWithUploads(client: ReactorClient, name: string, params: Record<string, unknown>, out: HTMLElement): Promise<unknown> {
+  const resolved: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(params)) {
+    if (v instanceof File) {
+      out.textContent = `uploading ${v.name} (${formatBytes(v.size)})...`;
+      resolved[k] = await client.upload(v);
+    } else {
+      resolved[k] = v;
+    }
+  }
+  out.textContent = '...';
+  return client.send(name, resolved);
 }
 
 function fieldType(f: Field): string {
@@ -180,6 +244,36 @@ function inputFor(
   onCommit: () => void,
   initial: unknown,
 ): { node: HTMLElement; read(): unknown; write(v: unknown): void; focusEl: HTMLElement } {
+  if (isUpload(f)) {
+    // A file picker that also takes a dropped file; read() gives the File, uploaded when sent.
+    const input = el('input', { type: 'file', name });
+    const accept = uploadAccept(f);
+    if (accept) input.accept = accept;
+    const chosen = el('span', { className: 'file' }, 'drop a file here, or choose one');
+    const show = (): void => {
+      const file = input.files?.[0];
+      chosen.textContent = file ? `${file.name} (${formatBytes(file.size)})` : 'drop a file here, or choose one';
+    };
+    input.addEventListener('change', () => {
+      show();
+      if (input.files?.[0]) onCommit();
+    });
+    const node = el('label', { className: 'drop' }, input, chosen);
+    Object.assign(node.style, { display: 'flex', flexDirection: 'column', gap: '4px', padding: '8px', border: '1px dashed #3a4152', borderRadius: '6px' });
+    node.addEventListener('dragover', (e) => {
+      e.preventDefault();
+      node.style.borderColor = '#6aa6ff';
+    });
+    node.addEventListener('dragleave', () => (node.style.borderColor = '#3a4152'));
+    node.addEventListener('drop', (e) => {
+      e.preventDefault();
+      node.style.borderColor = '#3a4152';
+      if (!e.dataTransfer?.files.length) return;
+      input.files = e.dataTransfer.files;
+      input.dispatchEvent(new Event('change'));
+    });
+    return { node, focusEl: input, read: () => input.files?.[0], write: () => undefined };
+  }
   const t = fieldType(f);
   if (t === 'boolean') {
     const input = el('input', { type: 'checkbox', name });
@@ -281,7 +375,7 @@ function buildControl(client: ReactorClient, cmd: CommandSchema): HTMLElement {
   if (cmd.kind === 'setter' && names.length === 1) {
     const key = names[0]!;
     const field = props[key]!;
-    const send = (): void => showResult(out, client.send(cmd.name, { [key]: input.read() }));
+    const send = (): void => showResult(out, sendWithUploads(client, cmd.name, { [key]: input.read() }, out));
     const stateKey = cmd.field ?? key;
     const initial = client.state[stateKey] ?? field.default;
     const input = inputFor(key, field, send, initial);
@@ -289,7 +383,7 @@ function buildControl(client: ReactorClient, cmd: CommandSchema): HTMLElement {
     const row = el('div', { className: 'row' }, input.node);
     const t = fieldType(field);
     const isRange = input.node.classList.contains('row');
-    if (t !== 'boolean' && t !== 'enum' && !isRange) {
+    if (t !== 'boolean' && t !== 'enum' && !isRange && !isUpload(field)) {
       const set = el('button', { type: 'button', className: 'secondary' }, 'Set');
       set.addEventListener('click', send);
       row.append(set);
@@ -327,7 +421,7 @@ function buildControl(client: ReactorClient, cmd: CommandSchema): HTMLElement {
       const v = input.read();
       if (v !== undefined && v !== '') params[n] = v;
     }
-    showResult(out, client.send(cmd.name, params));
+    showResult(out, sendWithUploads(client, cmd.name, params, out));
   });
   wrap.append(form, out);
   return wrap;
@@ -339,8 +433,12 @@ function buildControls(client: ReactorClient): void {
   stateUpdaters.clear();
   if (client.schema.commands.length === 0) box.append(el('p', { className: 'empty' }, 'This app has no commands.'));
   for (const cmd of client.schema.commands) box.append(buildControl(client, cmd));
-  trackSelect.replaceChildren(...client.schema.tracks.map((t, i) => el('option', { value: String(i) }, t.name)));
+  // Only the app's video tracks can be shown; inbound tracks come first in the list.
+  const shown = client.schema.tracks.map((t, i) => ({ t, i })).filter(({ t }) => t.direction !== 'in' && t.kind !== 'audio');
+  trackSelect.replaceChildren(...shown.map(({ t, i }) => el('option', { value: String(i) }, t.name)));
+  if (!shown.some(({ i }) => i === selectedTrack)) selectedTrack = shown[0]?.i ?? 0;
   trackSelect.value = String(selectedTrack);
+  buildMedia(client);
   $('app-name').textContent = client.schema.app.name;
   document.title = `${client.schema.app.name} · Reactor`;
   $('app-version').textContent = `v${client.schema.app.version}`;
@@ -361,6 +459,195 @@ trackSelect.addEventListener('change', () => {
   selectedTrack = Number(trackSelect.value);
   clearCanvas();
 });
+
+// ---- media: camera and microphone in, audio out ----------------------------------------------
+
+type BrowserModule = typeof ClientBrowser;
+let browserModule: Promise<BrowserModule> | undefined;
+/** The SDK's DOM-only entry, served beside its main entry (the import map names only the main one). */
+function loadBrowser(): Promise<BrowserModule> {
+  browserModule ??= import(new URL('client/browser.js', import.meta.url).href) as Promise<BrowserModule>;
+  return browserModule;
+}
+
+/** Undo functions of the current media controls (stop cameras, close players) for a rebuild. */
+const mediaCleanups: (() => void)[] = [];
+
+function mediaRow(t: TrackSchema, title: string, detail: string): { wrap: HTMLElement; toggle: HTMLInputElement; out: HTMLElement; row: HTMLElement } {
+  const wrap = el('div', { className: 'control media' });
+  wrap.dataset['track'] = t.name;
+  const toggle = el('input', { type: 'checkbox', name: t.name });
+  const row = el('div', { className: 'row' }, el('label', { className: 'toggle' }, toggle, el('span')), el('span', {}, title));
+  const out = el('div', { className: 'result' });
+  out.dataset['track'] = t.name;
+  wrap.append(el('label', { className: 'name' }, el('span', {}, t.name), el('code', { className: 'wire' }, detail)), row, out);
+  if (t.description) wrap.append(el('div', { className: 'desc' }, ...richText(t.description)));
+  return { wrap, toggle, out, row };
+}
+
+/** A camera or microphone toggle for an inbound track: publishes the device while on, with a preview for a camera. */
+function publishControl(client: ReactorClient, t: TrackSchema): HTMLElement {
+  const video = t.kind === 'video';
+  const { wrap, toggle, out } = mediaRow(
+    t,
+    video ? 'camera' : 'microphone',
+    video ? `${t.width ?? '?'}x${t.height ?? '?'} @ ${t.fps ?? '?'} fps` : `${t.sampleRate ?? '?'} Hz`,
+  );
+  toggle.dataset['kind'] = video ? 'camera' : 'microphone';
+  const preview = el('video', { muted: true, autoplay: true, playsInline: true, hidden: true });
+  Object.assign(preview.style, { width: '100%', borderRadius: '6px', marginTop: '6px', background: '#000' });
+  if (video) wrap.append(preview);
+  let stream: MediaStream | undefined;
+  let pub: Publication | undefined;
+  let timer: ReturnType<typeof setInterval> | undefined;
+  let error = false;
+  const release = (): void => {
+    if (timer) clearInterval(timer);
+    timer = undefined;
+    for (const tr of stream?.getTracks() ?? []) tr.stop();
+    stream = undefined;
+    preview.srcObject = null;
+    preview.hidden = true;
+    if (pub && viewer.publications.get(t.name) === pub) viewer.publications.delete(t.name);
+    pub = undefined;
+  };
+  const fail = (err: unknown): void => {
+    error = true;
+    out.className = 'result err';
+    out.textContent = errorText(err);
+  };
+  const start = async (): Promise<void> => {
+    error = false;
+    out.className = 'result';
+    out.textContent = `starting the ${video ? 'camera' : 'microphone'}...`;
+    try {
+      stream = await navigator.mediaDevices.getUserMedia(
+        video
+          ? { video: { width: { ideal: t.width ?? 640 }, height: { ideal: t.height ?? 480 }, frameRate: { ideal: t.fps ?? 30 } } }
+          : { audio: { channelCount: 1, sampleRate: t.sampleRate ?? 48_000 } },
+      );
+      if (!toggle.checked) return release();
+      const track = video ? stream.getVideoTracks()[0]! : stream.getAudioTracks()[0]!;
+      if (video) {
+        preview.srcObject = stream;
+        preview.hidden = false;
+      }
+      const p = await client.publish(t.name, track);
+      pub = p;
+      viewer.publications.set(t.name, p);
+      if (!toggle.checked) {
+        await p.stop();
+        return release();
+      }
+      p.on('error', fail);
+      p.on('ended', (end) => {
+        if (pub !== p || end.reason === 'stopped') return;
+        release();
+        toggle.checked = false;
+        fail({ code: end.reason, message: end.detail ?? `the ${video ? 'camera' : 'microphone'} stopped publishing` });
+      });
+      const counters = (): void => {
+        if (error) return;
+        out.className = 'result ok';
+        out.textContent = `publishing · sent ${p.framesSent} · dropped ${p.framesDropped}`;
+      };
+      counters();
+      timer = setInterval(counters, 250);
+    } catch (err) {
+      release();
+      toggle.checked = false;
+      fail(err);
+    }
+  };
+  toggle.addEventListener('change', () => {
+    if (toggle.checked) {
+      void start();
+      return;
+    }
+    const p = pub;
+    release();
+    if (!error) {
+      out.className = 'result';
+      out.textContent = 'off';
+    }
+    p?.stop().catch(fail);
+  });
+  mediaCleanups.push(() => {
+    const p = pub;
+    release();
+    p?.stop().catch(() => undefined);
+  });
+  return wrap;
+}
+
+/** An outbound audio track: played through the SDK's AudioWorklet player, with a mute toggle. */
+function audioOutControl(t: TrackSchema): HTMLElement {
+  const { wrap, toggle, out } = mediaRow(t, 'mute', `${t.sampleRate ?? 48_000} Hz`);
+  toggle.name = 'mute';
+  let player: AudioPlayer | undefined;
+  let closed = false;
+  const status = (): void => {
+    if (!player) return;
+    if (player.suspended) {
+      out.className = 'result err';
+      out.textContent = 'the browser holds audio back: click anywhere on the page to hear it';
+    } else {
+      out.className = 'result ok';
+      out.textContent = player.muted ? 'muted' : 'playing';
+    }
+  };
+  loadBrowser()
+    .then(async ({ AudioPlayer }) => {
+      if (closed) return;
+      const p = new AudioPlayer({ sampleRate: t.sampleRate ?? 48_000, muted: toggle.checked });
+      player = p;
+      viewer.audioPlayers.set(t.name, p);
+      p.context.addEventListener('statechange', status);
+      await p.start();
+      status();
+      // Browsers without autoplay permission start suspended: the first click anywhere resumes.
+      if (p.suspended) document.addEventListener('click', () => void p.resume().then(status), { once: true });
+    })
+    .catch((err: unknown) => {
+      out.className = 'result err';
+      out.textContent = `cannot play audio: ${errorText(err)}`;
+    });
+  toggle.addEventListener('change', () => {
+    if (player) player.muted = toggle.checked;
+    status();
+  });
+  mediaCleanups.push(() => {
+    closed = true;
+    if (player && viewer.audioPlayers.get(t.name) === player) viewer.audioPlayers.delete(t.name);
+    void player?.close();
+  });
+  return wrap;
+}
+
+function onAudio(a: ClientAudio): void {
+  viewer.audioChunks++;
+  viewer.audioPlayers.get(a.trackName)?.push(a);
+}
+
+/** The media panel: one control per inbound track and per outbound audio track; none when the app has neither. */
+function buildMedia(client: ReactorClient): void {
+  for (const undo of mediaCleanups.splice(0)) undo();
+  const rows: HTMLElement[] = [];
+  for (const t of client.schema.tracks) {
+    if (t.direction === 'in') rows.push(publishControl(client, t));
+    else if (t.kind === 'audio') rows.push(audioOutControl(t));
+  }
+  let panel = document.getElementById('media');
+  if (rows.length === 0) {
+    panel?.remove();
+    return;
+  }
+  if (!panel) {
+    panel = el('section', { className: 'panel', id: 'media' });
+    $('controls').closest('section')!.before(panel);
+  }
+  panel.replaceChildren(el('h2', {}, 'Media'), ...rows);
+}
 
 // ---- connection ----------------------------------------------------------------------------
 
@@ -396,7 +683,11 @@ async function main(): Promise<void> {
   client.on('frame', onFrame);
   client.on('state', applyState);
   client.on('session', session);
-  client.on('flush', clearCanvas);
+  client.on('flush', () => {
+    clearCanvas();
+    for (const p of viewer.audioPlayers.values()) p.clear();
+  });
+  client.on('audio', onAudio);
   client.on('message', (m) => logMessage(m.name, m.data));
   client.on('error', (e) => logMessage('error', e.message));
   client.on('stats', (s) => {

@@ -11,7 +11,20 @@ export {
   BATCH_FRAMES_ENV,
   type ParallelVideoModelOptions,
 } from './parallel-video-model.js';
-export type { VideoInput, VideoResult, VideoModelInfo, RankBackend } from './types.js';
+export type { VideoInput, VideoImage, VideoResult, VideoModelInfo, RankBackend } from './types.js';
+export {
+  steerTarget,
+  channelStats,
+  steerRows,
+  steerWeight,
+  frameSums,
+  statsFromSums,
+  STEER_GRID,
+  STEER_COMPOSITION,
+  STEER_MAX,
+  type RgbImage,
+} from './image-steer.js';
+export { Soundtrack, soundtrackPartials, SOUNDTRACK_PARTIALS, type Partial } from './soundtrack.js';
 export {
   VideoErrorCode,
   VideoModelError,

@@ -8,7 +8,9 @@ import { type BackendSelection, gpuIndexFromEnv, planBackends, selectBackend } f
 import type { ModelCollectives } from './collectives.js';
 import { CppnField, smoothstep, type FrameParams } from './cppn.js';
 import { ModelNotLoadedError, RolloutExhausted } from './errors.js';
+import { FRAME_SUM_FIELDS, STEER_MAX, channelStats, frameSums, statsFromSums, steerRows, steerWeight } from './image-steer.js';
 import { type FrameSegment, type RowShare, frameSegments, rowShare } from './partition.js';
+import { Soundtrack } from './soundtrack.js';
 import type { RankBackend, VideoInput, VideoModelInfo, VideoResult } from './types.js';
 import { type LoadedWeights, loadWeights } from './weights.js';
 
@@ -49,6 +51,13 @@ export interface ParallelVideoModelOptions {
   timeStep?: number;
   /** Frames over which a new prompt blends in smoothly (default 24; 0 switches at once). */
   promptTransitionFrames?: number;
+  /** Frames over which a picture (`input.image`) steers in, or out once cleared (default 72: 3 s at 24 frames/s). */
+  imageTransitionFrames?: number;
+  /**
+   * Samples per second of the soundtrack rank 0 renders with each chunk (`result.audio`), or 0
+   * for none (default). `audioSampleRate · timeStep` must be a whole number of samples per frame.
+   */
+  audioSampleRate?: number;
   /** Environment read for `REACTOR_BACKEND` and `REACTOR_GPU_INDEX` (default `process.env`). */
   env?: Readonly<Record<string, string | undefined>>;
   /** Folder of tfjs-backend-wasm's `.wasm` files (default: the installed package's `dist/`). */
@@ -75,6 +84,8 @@ export const VIDEO_MODEL_DEFAULTS = Object.freeze({
   seed: 0,
   timeStep: 1 / 24,
   promptTransitionFrames: 24,
+  imageTransitionFrames: 72,
+  audioSampleRate: 0,
 });
 
 const MAX_SIDE = 4096;
@@ -105,6 +116,17 @@ function checkInt(name: string, v: unknown, min: number, max: number): number {
   if (typeof v !== 'number' || !Number.isInteger(v)) throw new TypeError(`options.${name} must be an integer, got ${JSON.stringify(v)}`);
   if (v < min || v > max) throw new RangeError(`options.${name} must be between ${min} and ${max}, got ${v}`);
   return v;
+}
+
+/** The picture steering the video (see `image-steer.ts`): its weight ramps from `from` to `to` starting at rollout frame `start`. */
+interface SteerState {
+  /** The picture's id (`input.image.id`); null once cleared (ramping out). */
+  id: number | null;
+  target: Uint8Array;
+  stats: ReturnType<typeof channelStats>;
+  from: number;
+  to: number;
+  start: number;
 }
 
 /** The prompt being shown and, during a transition, the code it blends from. */
@@ -140,6 +162,9 @@ export class ParallelVideoModel {
   readonly seed: number;
   readonly timeStep: number;
   readonly promptTransitionFrames: number;
+  readonly imageTransitionFrames: number;
+  /** Soundtrack samples per second (0: none). */
+  readonly audioSampleRate: number;
 
   private readonly options: ParallelVideoModelOptions;
   private readonly comm: ModelCollectives | null;
@@ -163,6 +188,8 @@ export class ParallelVideoModel {
 
   private chunk = 0;
   private promptState: PromptState | null = null;
+  private steer: SteerState | null = null;
+  private readonly soundtrack: Soundtrack | null;
   private rankBackends: RankBackend[] | null = null;
 
   /**
@@ -189,6 +216,15 @@ export class ParallelVideoModel {
       throw new RangeError(`options.timeStep must be a positive number of seconds, got ${JSON.stringify(timeStep)}`);
     }
     this.timeStep = timeStep;
+    this.imageTransitionFrames = checkInt('imageTransitionFrames', options.imageTransitionFrames ?? d.imageTransitionFrames, 0, 100_000);
+    this.audioSampleRate = checkInt('audioSampleRate', options.audioSampleRate ?? d.audioSampleRate, 0, 384_000);
+    const samplesPerFrame = this.audioSampleRate * timeStep;
+    if (Math.abs(samplesPerFrame - Math.round(samplesPerFrame)) > 1e-6) {
+      throw new RangeError(
+        `options.audioSampleRate × options.timeStep must be a whole number of samples per frame, got ${this.audioSampleRate} × ${timeStep} = ${samplesPerFrame}`,
+      );
+    }
+    this.soundtrack = this.audioSampleRate > 0 ? new Soundtrack(this.audioSampleRate, Math.round(samplesPerFrame)) : null;
     const comm = options.comm ?? null;
     if (this.worldSize > 1 && !comm) {
       throw new TypeError(`options.comm is required when options.worldSize is ${this.worldSize}: pass the worker's collectives (this.comm)`);
@@ -312,10 +348,17 @@ export class ParallelVideoModel {
     if (typeof input !== 'object' || input === null || typeof input.prompt !== 'string') {
       throw new TypeError(`generate(input) needs { prompt: string }, got ${JSON.stringify(input)}`);
     }
+    const image = input.image ?? null;
+    if (image !== null && (!(image.target instanceof Uint8Array) || image.target.length !== this.width * this.height * 3 || !Number.isInteger(image.id))) {
+      throw new TypeError(
+        `generate(input): input.image must be { id: integer, target: Uint8Array of ${this.width}x${this.height}x3 = ${this.width * this.height * 3} bytes }, got ${image.target?.length ?? 'no'} bytes`,
+      );
+    }
     if (this.chunk >= this.rolloutChunks) throw RolloutExhausted.afterChunks(this.rolloutChunks, this.rank);
 
     const firstFrame = this.chunk * this.framesPerChunk;
     const nextPrompt = this.nextPromptState(field, input.prompt, firstFrame);
+    const nextSteer = this.nextSteerState(image, firstFrame);
     const backends = this.rankBackends ?? (await this.gatherBackends());
 
     const t0 = performance.now();
@@ -371,6 +414,28 @@ export class ParallelVideoModel {
       packed?.dispose();
     }
 
+    // The picture, on this rank's rows, with each frame's statistics summed over every rank
+    // (exact integer sums), so any split gives the same bytes.
+    if (nextSteer) {
+      const rowsOf = (s: FrameSegment): Uint8Array => {
+        const offset = (s.frame * this.height + s.y0 - this.share.start) * rowBytes;
+        return local.subarray(offset, offset + (s.y1 - s.y0) * rowBytes);
+      };
+      const mine = new Float64Array(this.framesPerChunk * FRAME_SUM_FIELDS);
+      for (const s of this.segments) frameSums(rowsOf(s), mine, s.frame * FRAME_SUM_FIELDS);
+      let sums = mine;
+      if (this.worldSize > 1) {
+        // allGather hands back `mine` itself as this rank's part: sum into a new array.
+        const all = await (this.comm as ModelCollectives).allGather(mine);
+        sums = new Float64Array(mine.length);
+        for (const part of all) for (let i = 0; i < sums.length; i++) sums[i] = (sums[i] as number) + (part[i] as number);
+      }
+      for (const s of this.segments) {
+        const w = this.steerWeightAt(nextSteer, firstFrame + s.frame);
+        steerRows(rowsOf(s), nextSteer.target, nextSteer.stats, statsFromSums(sums, s.frame * FRAME_SUM_FIELDS), W, s.y0, w);
+      }
+    }
+
     const tRendered = performance.now();
     if (this.worldSize > 1) {
       // Shares differ by at most one row; the collectives accept arrays of different lengths.
@@ -391,12 +456,23 @@ export class ParallelVideoModel {
       }
     }
 
+    // Rank 0's soundtrack for the chunk, frame by frame from the same prompt codes as the picture.
+    const leader = this.rank === 0;
+    let audio = new Int16Array(0);
+    if (leader && this.soundtrack) {
+      const spf = this.soundtrack.samplesPerFrame;
+      audio = new Int16Array(this.framesPerChunk * spf);
+      for (let f = 0; f < this.framesPerChunk; f++) this.soundtrack.renderFrame(this.codeAt(nextPrompt, firstFrame + f), audio, f * spf);
+    }
+
     // Only a chunk that was produced counts: commit the state last.
     const chunk = this.chunk;
     this.chunk += 1;
     this.promptState = nextPrompt;
-    const leader = this.rank === 0;
+    this.steer = nextSteer;
     return {
+      audio,
+      sampleRate: this.audioSampleRate,
       frames,
       n: leader ? this.framesPerChunk : 0,
       width: W,
@@ -412,6 +488,8 @@ export class ParallelVideoModel {
   reset(): void {
     this.chunk = 0;
     this.promptState = null;
+    this.steer = null;
+    this.soundtrack?.reset();
   }
 
   /** Frees the tensors; the model must be loaded again before use. */
@@ -440,6 +518,28 @@ export class ParallelVideoModel {
     if (!cur || this.promptTransitionFrames === 0) return { prompt, code, from: null, start: frame };
     // Blend from whatever was on screen at the previous frame (mid-transition included).
     return { prompt, code, from: this.codeAt(cur, frame - 1), start: frame };
+  }
+
+  /**
+   * The steering for a chunk starting at rollout frame `frame`: a new picture ramps in from 0,
+   * a cleared one ramps out from wherever it was; null when no picture is or was showing.
+   */
+  private nextSteerState(image: VideoInput['image'], frame: number): SteerState | null {
+    const cur = this.steer;
+    if (image) {
+      if (cur && cur.id === image.id) return cur;
+      // The input is a view into shared memory, valid for this call only: keep a copy.
+      const target = image.target.slice();
+      return { id: image.id, target, stats: channelStats(target), from: 0, to: STEER_MAX, start: frame };
+    }
+    if (!cur) return null;
+    if (cur.id === null) return this.steerWeightAt(cur, frame) <= 0 ? null : cur;
+    return { ...cur, id: null, from: this.steerWeightAt(cur, frame - 1), to: 0, start: frame };
+  }
+
+  /** The steering weight at rollout frame `frame`. */
+  private steerWeightAt(state: SteerState, frame: number): number {
+    return steerWeight(state.from, state.to, frame - state.start + 1, this.imageTransitionFrames);
   }
 
   /** The prompt code at rollout frame `frame`. */

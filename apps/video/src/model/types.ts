@@ -6,6 +6,19 @@ import type { BackendAttempt } from './errors.js';
 export interface VideoInput {
   /** What the video shows. Any text; the empty string is allowed. */
   prompt: string;
+  /**
+   * A picture that steers the video (`set_image`), or null/absent for none. `target` is the
+   * picture made ready by `steerTarget()` at the model's frame size (`height · width · 3`
+   * bytes); a new `id` starts a new transition, and dropping the picture ramps it back out.
+   */
+  image?: VideoImage | null;
+}
+
+/** A picture steering the video: see {@link VideoInput.image}. */
+export interface VideoImage {
+  /** Changes when the picture changes. */
+  id: number;
+  target: Uint8Array;
 }
 
 /** One chunk of video. */
@@ -25,6 +38,13 @@ export interface VideoResult {
   rolloutChunks: number;
   /** The backend of every rank, in rank order (on rank 0; empty elsewhere). */
   backends: RankBackend[];
+  /**
+   * On rank 0 with `audioSampleRate > 0`: the chunk's soundtrack, mono PCM,
+   * `n · audioSampleRate · timeStep` samples (one frame's worth per frame). Empty otherwise.
+   */
+  audio: Int16Array;
+  /** Samples per second of `audio` (0: no soundtrack). */
+  sampleRate: number;
   /** This rank's time for the chunk: rendering its rows (readback included) and the gather on rank 0. */
   timings: { renderMs: number; gatherMs: number };
 }

@@ -3,13 +3,13 @@ import type { Output } from '../output/output.js';
 import type { InputState } from '../state/input-state.js';
 
 /** What `@reactorApp({...})` declares about an app. Every member is optional. */
-export interface AppOptions<S extends InputState = InputState> {
+export interface AppOptions<S extends InputState = InputState, T extends Input = Input> {
   /** The session state class (extends `InputState`). Default: an empty state. */
   state?: new () => S;
   /** The `Output` subclass that declares the tracks. Default: none (the app emits no media). */
   output?: new (...args: any[]) => Output;
   /** The `Input` subclass that declares the tracks clients publish to the app (camera, microphone). Default: none. */
-  input?: new (...args: any[]) => Input;
+  input?: new (...args: any[]) => T;
   /** Message classes the app sends; wire name = snake_case class name. */
   messages?: ReadonlyArray<new (...args: any[]) => object>;
   /** Pins the playout rate (frames per second) of every track; default: frames / measured `generate()` time. */

@@ -1,5 +1,7 @@
 import { type Logger, silentLogger } from '@reactor/log';
 import { InvalidOutputError, NoSessionError } from '../errors/errors.js';
+import type { Input as InboundTracks, InputBuffers } from '../input/input.js';
+import type { InputBuffer } from '../input/input-buffer.js';
 import type { LoadContext } from './contract.js';
 import { Output } from '../output/output.js';
 import type { InputState } from '../state/input-state.js';
@@ -14,6 +16,8 @@ export interface AppBinding {
   broadcastState(): void;
   readonly weightsPath: string | undefined;
   readonly logger: Logger;
+  /** `this.input`: one buffer per inbound track, by property name. */
+  readonly input: Readonly<Record<string, InputBuffer>>;
 }
 
 /**
@@ -42,6 +46,16 @@ export const APP_BINDING: unique symbol = Symbol('reactor:app-binding');
  */
 export declare const MESSAGE_TYPES: unique symbol;
 
+/**
+ * @internal Type-only key: the app's input tracks, as a method's parameter (checked both ways
+ * where a host takes any app, strictly where `@reactorApp({ input })` checks that the declared
+ * `Input` class has every track the app reads). Never set at runtime.
+ */
+export declare const INPUT_TRACKS: unique symbol;
+
+/** `this.input` of an app outside a host (or without inbound tracks). */
+const NO_INPUT: Readonly<Record<string, InputBuffer>> = Object.freeze({});
+
 /** Playout control of an app (`this.output`). */
 export interface OutputControl {
   /**
@@ -62,12 +76,22 @@ export interface OutputControl {
  * @typeParam Result  what `generate()` returns
  * @typeParam Message the message classes the app sends, as a union (`Notice | BackendInfo`);
  *   `send()` accepts only these, and `@reactorApp({ messages })` must list each. Default: none.
+ * @typeParam Tracks  the app's `Input` class (`CamInput`), which types `this.input`;
+ *   `@reactorApp({ input })` must name a class with every one of its tracks. Default: no tracks.
  */
-export abstract class ReactorApp<State extends InputState = InputState, Input = State, Result = unknown, Message extends object = never> {
+export abstract class ReactorApp<
+  State extends InputState = InputState,
+  Input = State,
+  Result = unknown,
+  Message extends object = never,
+  Tracks extends InboundTracks = InboundTracks,
+> {
   /** @internal */
   [APP_BINDING]: AppBinding | undefined;
   /** @internal Type-only (see {@link MESSAGE_TYPES}). */
   declare readonly [MESSAGE_TYPES]?: () => Message;
+  /** @internal Type-only (see {@link INPUT_TRACKS}); a method's type, so any app still fits `ReactorApp<any, any, any, any>`. */
+  declare readonly [INPUT_TRACKS]?: { check(tracks: InputBuffers<Tracks>): void }['check'];
 
   /** The live session's state. @throws NoSessionError (`no_session`) outside a session. */
   get state(): State {
@@ -84,6 +108,19 @@ export abstract class ReactorApp<State extends InputState = InputState, Input = 
    */
   get logger(): Logger {
     return this[APP_BINDING]?.logger ?? hostContext.getStore()?.logger ?? silentLogger;
+  }
+
+  /**
+   * The inbound tracks clients publish to the app: one {@link InputBuffer} per track property of
+   * the app's `Input` class (`this.input.webcam`), the same buffers for the host's whole life
+   * (reset at every session's end). Typed by the fifth type parameter:
+   * `class CamApp extends ReactorApp<CamState, CamInput, Result, never, CamInputTracks>`.
+   *
+   * @example
+   * const [frame] = await this.input.webcam.read({ mode: 'latest', timeoutMs: 1000 });
+   */
+  get input(): InputBuffers<Tracks> {
+    return (this[APP_BINDING]?.input ?? NO_INPUT) as InputBuffers<Tracks>;
   }
 
   /** Playout control (`this.output.flush()`). */

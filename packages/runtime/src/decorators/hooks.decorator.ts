@@ -21,3 +21,21 @@ export const sessionEnded: MethodDecorator = hook('sessionEnded');
 export const connected: MethodDecorator = hook('connected');
 /** Runs `method(client)` after a client left. */
 export const disconnected: MethodDecorator = hook('disconnected');
+/**
+ * Runs `method(track, client)` once a client publishes an inbound track (its buffer, reopened and
+ * empty, fills from now on): after that client's `@connected`, under the step lock like every hook.
+ * `track` is the wire name (`'webcam'`).
+ */
+export const trackPublished: MethodDecorator = hook('trackPublished');
+/**
+ * Runs `method(track, client)` once a track's publisher unpublishes it, leaves, or the session
+ * ends (its buffer is closed by then): for every `@trackPublished`, exactly one
+ * `@trackUnpublished`, before that client's `@disconnected`.
+ */
+export const trackUnpublished: MethodDecorator = hook('trackUnpublished');
+/**
+ * Runs `method(file, client?)` when an upload's bytes are complete and stored: `file` is the
+ * {@link UploadedFile}; `client` is the uploader when its announcement named its `clientId` and
+ * that client is in the session. Runs between steps, like every hook.
+ */
+export const fileUploaded: MethodDecorator = hook('fileUploaded');

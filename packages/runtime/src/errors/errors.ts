@@ -41,6 +41,21 @@ export const RuntimeErrorCode = {
   InvalidRead: 'invalid_read',
   /** A lifecycle (host, session, client) was asked for a transition its state does not allow: a bug in the host. */
   IllegalTransition: 'illegal_transition',
+  // Uploads (`UploadError`): the same codes the server answers over HTTP (`HttpErrorCode`).
+  UploadNoSession: 'upload_no_session',
+  UploadTooLarge: 'upload_too_large',
+  UploadQuotaExceeded: 'upload_quota_exceeded',
+  UploadTypeNotAllowed: 'upload_type_not_allowed',
+  UploadLengthMismatch: 'upload_length_mismatch',
+  UploadNotFound: 'upload_not_found',
+  UploadAlreadyWritten: 'upload_already_written',
+  UploadInvalidRequest: 'upload_invalid_request',
+  /** `UploadedFile.bytes()`/`image()` after the file's session ended (its file is deleted then). */
+  UploadGone: 'upload_gone',
+  /** `UploadedFile.image()` on a file that is not an image, or whose pixels cannot be decoded. */
+  NotAnImage: 'not_an_image',
+  /** `UploadedFile.image()` in a host that has no image decoder (the server provides one; an in-process host needs `uploads.configure({ decodeImage })`). */
+  NoImageDecoder: 'no_image_decoder',
 } as const;
 export type RuntimeErrorCode = (typeof RuntimeErrorCode)[keyof typeof RuntimeErrorCode];
 
@@ -239,5 +254,32 @@ export class InvalidReadError extends ReactorError {
   override name = 'InvalidReadError';
   constructor(message: string) {
     super(RuntimeErrorCode.InvalidRead, message);
+  }
+}
+
+/** The upload codes, the subset of {@link RuntimeErrorCode} an {@link UploadError} carries. */
+export type UploadErrorCode =
+  | typeof RuntimeErrorCode.UploadNoSession
+  | typeof RuntimeErrorCode.UploadTooLarge
+  | typeof RuntimeErrorCode.UploadQuotaExceeded
+  | typeof RuntimeErrorCode.UploadTypeNotAllowed
+  | typeof RuntimeErrorCode.UploadLengthMismatch
+  | typeof RuntimeErrorCode.UploadNotFound
+  | typeof RuntimeErrorCode.UploadAlreadyWritten
+  | typeof RuntimeErrorCode.UploadInvalidRequest
+  | typeof RuntimeErrorCode.UploadGone
+  | typeof RuntimeErrorCode.NotAnImage
+  | typeof RuntimeErrorCode.NoImageDecoder;
+
+/**
+ * An upload was refused (announce or bytes: too large, over quota, wrong type, wrong length,
+ * unknown id, ...) or an uploaded file cannot be read (`upload_gone`, `not_an_image`). The
+ * server answers the HTTP codes with the status `docs/errors.md` gives each.
+ */
+export class UploadError extends ReactorError {
+  override name = 'UploadError';
+  declare readonly code: UploadErrorCode;
+  constructor(code: UploadErrorCode, message: string, options?: { cause?: unknown }) {
+    super(code, message, options);
   }
 }

@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { BufferClosedError, BufferTimeoutError, InvalidReadError } from '../errors/errors.js';
 import type { InputData, InputFrame } from './input-frame.js';
 
@@ -40,11 +41,19 @@ export interface InputBufferOptions {
 interface PendingRead<D extends InputData> {
   readonly n: number;
   readonly mode: ReadMode;
-  readonly resolve: (frames: InputFrame<D>[]) => void;
-  readonly reject: (err: unknown) => void;
+  // Method signatures: they keep InputBuffer<Uint8Array> assignable to InputBuffer (covariant in D).
+  resolve(frames: InputFrame<D>[]): void;
+  reject(err: unknown): void;
   /** Undoes its timer and abort listener. */
   cleanup(): void;
 }
+
+/**
+ * @internal The host's signal for the step running in this async context: it aborts when a
+ * command or hook queues behind the step, so a step waiting in a read gives way (it is refused
+ * and retried) instead of holding the step lock until a frame arrives.
+ */
+export const stepInterrupt = new AsyncLocalStorage<AbortSignal>();
 
 /** Largest delay `setTimeout` honours; longer timeouts wait without a timer. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -162,15 +171,22 @@ export class InputBuffer<D extends InputData = InputData> {
     } catch (err) {
       return Promise.reject(err);
     }
-    const { signal } = options;
-    if (signal?.aborted) return Promise.reject(signal.reason);
+    if (options.signal?.aborted) return Promise.reject(options.signal.reason);
     if (this.readers.length === 0) {
       if (this.count >= n) return Promise.resolve(this.take(n, mode));
       if (this.isClosed) return Promise.reject(this.closedError(n));
     }
+    // About to wait: a step's read gives way when a command or hook is queued behind the step.
+    const signals = [options.signal, stepInterrupt.getStore()].filter((s): s is AbortSignal => s !== undefined);
+    const aborted = signals.find((s) => s.aborted);
+    if (aborted) return Promise.reject(aborted.reason);
     return new Promise<InputFrame<D>[]>((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
-      const onAbort = (): void => this.abandon(reader, signal!.reason);
+      const listeners = signals.map((signal) => {
+        const onAbort = (): void => this.abandon(reader, signal.reason);
+        signal.addEventListener('abort', onAbort, { once: true });
+        return () => signal.removeEventListener('abort', onAbort);
+      });
       const reader: PendingRead<D> = {
         n,
         mode,
@@ -178,7 +194,7 @@ export class InputBuffer<D extends InputData = InputData> {
         reject,
         cleanup: () => {
           if (timer) clearTimeout(timer);
-          signal?.removeEventListener('abort', onAbort);
+          for (const remove of listeners) remove();
         },
       };
       this.readers.push(reader);
@@ -193,7 +209,6 @@ export class InputBuffer<D extends InputData = InputData> {
           );
         }, timeoutMs);
       }
-      signal?.addEventListener('abort', onAbort, { once: true });
     });
   }
 

@@ -29,11 +29,26 @@ export interface InputFieldOptions<T = unknown> {
   moderate?: boolean;
 }
 
-/** One `@InputField` as recorded. */
+/** Options of `@UploadField`: what a file must be for this field or parameter to take it. */
+export interface UploadFieldOptions {
+  /** Largest accepted file, bytes (default: whatever the server accepts, `maxUploadBytes`). */
+  maxBytes?: number;
+  /**
+   * Accepted types, as found in the bytes (`image/png`, or a whole family: `image/*`). Default:
+   * every type the server accepts.
+   */
+  mimeTypes?: readonly string[];
+  /** Shown in the schema and the viewer. */
+  description?: string;
+}
+
+/** One `@InputField` (or `@UploadField`) as recorded. */
 export interface InputFieldRecord {
   readonly property: string;
   readonly options: InputFieldOptions;
   readonly hasDefault: boolean;
+  /** Present for an `@UploadField`: the field takes an uploaded file. */
+  readonly upload?: { readonly maxBytes: number | undefined; readonly mimeTypes: readonly string[] | undefined };
 }
 
 /** Options of {@link event}. */
@@ -51,7 +66,7 @@ export interface EventRecord {
 }
 
 /** Lifecycle hook kinds. */
-export type HookKind = 'sessionStarted' | 'sessionEnded' | 'connected' | 'disconnected';
+export type HookKind = 'sessionStarted' | 'sessionEnded' | 'connected' | 'disconnected' | 'trackPublished' | 'trackUnpublished' | 'fileUploaded';
 
 export interface HookRecord {
   readonly kind: HookKind;
@@ -114,8 +129,14 @@ function readOwn<T>(key: symbol, target: object): readonly T[] {
 
 export function recordInputField(proto: object, record: InputFieldRecord): void {
   const list = ownList<InputFieldRecord>(MetadataKey.InputFields, proto);
-  if (list.some((r) => r.property === record.property)) {
-    throw new DecoratorMisuseError(`@InputField applied twice to ${className(proto)}.${record.property}`);
+  const prior = list.find((r) => r.property === record.property);
+  if (prior) {
+    const both = prior.upload !== undefined || record.upload !== undefined;
+    throw new DecoratorMisuseError(
+      both
+        ? `@UploadField and @InputField on ${className(proto)}.${record.property}: an upload field takes @UploadField alone (once)`
+        : `@InputField applied twice to ${className(proto)}.${record.property}`,
+    );
   }
   list.push(record);
 }

@@ -23,6 +23,11 @@ export class HostClient implements Client, ClientHandle {
   dropped = 0;
   /** The session it joined (set on `joining`). */
   session: Session | undefined;
+  /**
+   * While a command of this client waits for its uploads: the chain its later commands queue
+   * on, so they still run in arrival order.
+   */
+  uploadChain: Promise<unknown> | undefined;
 
   constructor(
     private readonly owner: ClientOwner,

@@ -7,15 +7,30 @@ import {
   type ReplyMessage,
   type ServerMessage,
   type SessionStatus,
+  type UploadInfo,
+  type UploadTicket,
   WireErrorCode,
 } from '@reactor/client';
 import { consoleLogger, type Logger } from '@reactor/log';
 import type { LoadContext } from '../app/contract.js';
 import { APP_BINDING, type AppBinding, type AppReadiness, type ReactorApp } from '../app/reactor-app.js';
-import { type AppDefinition, type CommandSpec, describeApp } from '../app/registry.js';
+import { type AppDefinition, type CommandSpec, describeApp, type InputTrackSpec } from '../app/registry.js';
 import { StepOutcome } from '../app/step-outcome.js';
 import { hostContext, type HostContext } from '../app/weights.js';
-import { AppLoadError, ApplicationError, CommandError, HostClosedError, HostOptionError, MessageNotDeclaredError, RuntimeErrorCode } from '../errors/errors.js';
+import {
+  AppLoadError,
+  ApplicationError,
+  BufferClosedError,
+  BufferTimeoutError,
+  CommandError,
+  HostClosedError,
+  HostOptionError,
+  MessageNotDeclaredError,
+  RuntimeErrorCode,
+  UploadError,
+} from '../errors/errors.js';
+import { InputBuffer, stepInterrupt } from '../input/input-buffer.js';
+import { InputFrame } from '../input/input-frame.js';
 import type { AnyClass, HookKind } from '../metadata/keys.js';
 import { toSnakeCase } from '../metadata/naming.js';
 import { type Chunk, normalizeOutput } from './normalize.js';
@@ -29,7 +44,22 @@ import { HOST_TRANSITIONS, type HostState, Lifecycle } from './lifecycle.js';
 import { ReadinessCode } from './readiness.js';
 import { Session } from './session.js';
 import { StepLock } from './step-lock.js';
-import type { AppHostApi, ClientHandle, ClientInfo, ClientSink, InboundFrame, NotReadyReason, OutputFrame, Readiness } from './transport.js';
+import type {
+  AppHostApi,
+  ClientHandle,
+  ClientInfo,
+  ClientSink,
+  InboundFrame,
+  NotReadyReason,
+  OutputAudio,
+  OutputFrame,
+  Readiness,
+  UploadsApi,
+} from './transport.js';
+import type { FieldSpec } from '../state/field-set.js';
+import { mimeMatches } from '../upload/sniff.js';
+import type { UploadedFile } from '../upload/uploaded-file.js';
+import { type ResolvedUploadOptions, UnresolvedUpload, type UploadOptions, UploadStore, resolveUploadOptions } from '../upload/upload-store.js';
 
 /** Default grace period before a session without clients ends (60 s). */
 export const DEFAULT_GRACE_PERIOD_MS = 60_000;
@@ -56,6 +86,8 @@ export interface AppHostOptions {
   refusalBackoffMs?: number;
   /** Period of `stats` messages, ms (default 1000; 0 turns them off). */
   statsIntervalMs?: number;
+  /** Upload limits, waits, folder and image decoder (see `UploadOptions`; a server sets them through `uploads.configure()`). */
+  uploads?: UploadOptions;
 }
 
 /** Cumulative counters of a host, for metrics. */
@@ -65,10 +97,16 @@ export interface HostCounters {
   refusedSteps: number;
   modelErrors: number;
   framesPlayed: number;
+  /** Audio chunks played out (one per audio track per frame that carries audio). */
+  audioChunksPlayed: number;
   commands: number;
   commandErrors: number;
   /** Frames dropped by transports for slow clients (sum of `reportDropped`). */
   framesDropped: number;
+  /** Inbound frames (video frames, audio chunks) that entered a track's `InputBuffer`, every track together. */
+  inputFramesAccepted: number;
+  /** Inbound frames evicted unread because their buffer was full (the app reads slower than the publisher sends). */
+  inputFramesEvicted: number;
 }
 
 let clientCounter = 0;
@@ -103,9 +141,12 @@ export class AppHost implements AppHostApi {
     refusedSteps: 0,
     modelErrors: 0,
     framesPlayed: 0,
+    audioChunksPlayed: 0,
     commands: 0,
     commandErrors: 0,
     framesDropped: 0,
+    inputFramesAccepted: 0,
+    inputFramesEvicted: 0,
   };
 
   private readonly def: AppDefinition;
@@ -132,6 +173,25 @@ export class AppHost implements AppHostApi {
   private changeWaiters: Array<() => void> = [];
   private readonly loops = new Set<Promise<void>>();
   private readonly warned = new WeakSet<object>();
+  /** One buffer per inbound track (wire name), for the host's life; reset at every session's end. */
+  private readonly buffers: ReadonlyMap<string, InputBuffer>;
+  /** Inbound tracks whose malformed frames were already logged (once per track). */
+  private readonly badFrameWarned = new Set<string>();
+  /** Tasks (commands, hooks, session ends) queued for the step lock and not started yet. */
+  private tasksWaiting = 0;
+  private uploadOptions: ResolvedUploadOptions;
+
+  /**
+   * File uploads into the current session (the server's upload routes call it): announce, then
+   * write the bytes; commands refer to a stored file by its id.
+   */
+  readonly uploads: UploadsApi = {
+    configure: (options) => {
+      this.uploadOptions = resolveUploadOptions(options ?? {}, this.uploadOptions);
+    },
+    announce: (request) => this.announceUpload(request),
+    write: (uploadId, body, options) => this.writeUpload(uploadId, body, options),
+  };
 
   /**
    * Registers the app class (all whole-class checks run here) and builds its instance.
@@ -150,10 +210,13 @@ export class AppHost implements AppHostApi {
       );
     }
     this.logger = options.logger ?? consoleLogger();
+    this.uploadOptions = resolveUploadOptions(options.uploads ?? {});
     this.def = describeApp(appClass);
     this.schema = this.def.schema;
     this.ctx = { weightsPath: options.weightsPath, logger: this.logger.child({ app: this.def.appClass.name }) };
     this.app = hostContext.run(this.ctx, () => new appClass());
+    this.buffers = new Map(this.def.inputTracks.map((t) => [t.name, new InputBuffer({ name: t.name, capacity: t.capacity })]));
+    const input = Object.freeze(Object.fromEntries(this.def.inputTracks.map((t) => [t.property, this.buffers.get(t.name)!])));
     const binding: AppBinding = {
       state: () => this.session?.state,
       send: (message) => this.broadcastMessage(message),
@@ -161,6 +224,7 @@ export class AppHost implements AppHostApi {
       broadcastState: () => this.broadcastState(),
       weightsPath: this.ctx.weightsPath,
       logger: this.ctx.logger,
+      input,
     };
     this.app[APP_BINDING] = binding;
   }
@@ -323,7 +387,7 @@ export class AppHost implements AppHostApi {
   private async closeOnce(): Promise<void> {
     this.stateBeforeClose = this.lifecycle.state;
     this.lifecycle.to('closing');
-    await this.lock.run(async () => {
+    await this.behindStep(async () => {
       const s = this.session;
       if (s) await this.endSession(s, undefined, 'the app host is shutting down');
     });
@@ -423,6 +487,9 @@ export class AppHost implements AppHostApi {
       );
     }
     session.publishers.set(track, client);
+    this.buffers.get(track)!.reset();
+    this.notifyChange();
+    void this.task(() => this.announce(session, client, track));
     return { type: 'reply', id };
   }
 
@@ -434,20 +501,73 @@ export class AppHost implements AppHostApi {
       return errorReply(id, WireErrorCode.NotPublisher, `this client does not publish track "${track}"; nothing to unpublish`);
     }
     session.publishers.delete(track);
+    this.buffers.get(track)!.close();
+    this.notifyChange();
+    void this.task(() => this.unannounce(session, client, track));
     return { type: 'reply', id };
   }
 
-  /** A decoded inbound frame; dropped (`false`) unless `client` publishes `track` in a live session. */
-  private pushFrame(client: HostClient, track: string, _frame: InboundFrame): boolean {
+  /** `@trackPublished(track, client)`, under the lock, if `client` still holds `track` and the app knows the client. */
+  private async announce(session: Session, client: HostClient, track: string): Promise<void> {
+    if (session.over || session.publishers.get(track) !== client || !client.lifecycle.is('joined') || session.announced.has(track)) return;
+    session.announced.set(track, client);
+    await this.runHooks('trackPublished', undefined, track, client);
+  }
+
+  /** `@trackUnpublished(track, client)`, under the lock, once for each `@trackPublished` that ran. */
+  private async unannounce(session: Session, client: HostClient, track: string): Promise<void> {
+    if (session.announced.get(track) !== client) return;
+    session.announced.delete(track);
+    await this.runHooks('trackUnpublished', undefined, track, client);
+  }
+
+  /** A decoded inbound frame into its track's buffer; dropped (`false`) unless `client` publishes `track` in a live session. */
+  private pushFrame(client: HostClient, track: string, frame: InboundFrame): boolean {
     const session = client.session;
     if (!session || session.over || session.publishers.get(track) !== client) return false;
-    // The track's InputBuffer takes the frame here (input buffers: issue 11, runtime input).
+    const spec = this.def.inputTrackByName.get(track)!;
+    const problem = inboundFrameProblem(spec, frame);
+    if (problem !== undefined) {
+      // The transport checks frames before they get here: this is a transport bug, logged once per track.
+      if (!this.badFrameWarned.has(track)) {
+        this.badFrameWarned.add(track);
+        this.logger.warn({ track, client: client.id }, `dropped an inbound frame of track "${track}": ${problem} (further ones are dropped silently)`);
+      }
+      return false;
+    }
+    const buffer = this.buffers.get(track)!;
+    const evicts = buffer.available === buffer.capacity;
+    const accepted = buffer.push(
+      new InputFrame({
+        data: frame.data,
+        width: frame.width,
+        height: frame.height,
+        sampleRate: spec.kind === 'audio' ? spec.sampleRate : undefined,
+        ptsMs: frame.ptsMs,
+        receivedAtMs: frame.receivedAtMs,
+        metadata: frame.metadata,
+      }),
+    );
+    if (!accepted) return false;
+    this.counters.inputFramesAccepted++;
+    if (evicts) this.counters.inputFramesEvicted++;
+    // Wakes a loop whose step was refused for want of input.
+    this.notifyChange();
     return true;
   }
 
-  /** Releases every track `client` publishes (it left). */
+  /** Releases every track `client` publishes (it left): their buffers close. */
   private releaseTracks(session: Session, client: HostClient): void {
-    for (const [track, holder] of session.publishers) if (holder === client) session.publishers.delete(track);
+    for (const [track, holder] of session.publishers) {
+      if (holder !== client) continue;
+      session.publishers.delete(track);
+      this.buffers.get(track)!.close();
+    }
+  }
+
+  /** Closes every input buffer: pending reads reject with `BufferClosedError`. */
+  private closeBuffers(): void {
+    for (const b of this.buffers.values()) b.close();
   }
 
   /** A client left (the transport's `disconnect()`). */
@@ -476,6 +596,7 @@ export class AppHost implements AppHostApi {
   private async finishLeaving(session: Session, client: HostClient): Promise<void> {
     if (!session.leaving.delete(client)) return;
     client.lifecycle.to('gone');
+    for (const [track, holder] of [...session.announced]) if (holder === client) await this.unannounce(session, client, track);
     await this.runHooks('disconnected', client);
   }
 
@@ -502,7 +623,13 @@ export class AppHost implements AppHostApi {
 
   private createSession(): Session {
     const state = this.def.state.createDefaults();
-    const playout = new Playout(this.def.tracks, this.def.bufferSize, performance.now(), (frame) => this.emitFrame(session, frame));
+    const playout = new Playout(
+      this.def.tracks,
+      this.def.bufferSize,
+      performance.now(),
+      (frame) => this.emitFrame(session, frame),
+      (chunk) => this.emitAudio(session, chunk),
+    );
     const session: Session = new Session(state, playout);
     this.session = session;
     this.lastSessionError = undefined;
@@ -572,6 +699,7 @@ export class AppHost implements AppHostApi {
     session.playout.close();
     this.publishStatus();
     this.notifyChange();
+    this.releaseAllTracks(session, error ? `the session ended: ${error.message}` : (kickReason ?? 'the session ended'));
     await this.drainLeaving(session);
     const kicked = error !== undefined || kickReason !== undefined ? [...session.members] : [];
     for (const c of kicked) {
@@ -588,13 +716,36 @@ export class AppHost implements AppHostApi {
     // Clients that left while those hooks ran.
     await this.drainLeaving(session);
     await this.runHooks('sessionEnded');
+    // The session's files go with it, after the hooks that may still read them.
+    if (session.uploads) {
+      try {
+        await session.uploads.close();
+      } catch (err) {
+        this.logger.error({ err }, "removing the session's uploads failed");
+      }
+    }
     session.lifecycle.to('ended');
+    session.announced.clear();
+    for (const b of this.buffers.values()) b.reset();
     this.session = undefined;
     this.lastSessionError = error;
     const reason = error ? `the session ended: ${error.message}` : (kickReason ?? 'session ended');
     for (const c of kicked) this.safe(c.sink, () => c.sink.close(reason));
     this.publishStatus();
     this.startSessionIfWaiting();
+  }
+
+  /**
+   * The session is ending: every track's publisher still connected gets `track_released`, the
+   * buffers close (no frame enters any more; `@trackUnpublished` hooks follow with the clients'
+   * `@disconnected`), and the tracks are free for the next session.
+   */
+  private releaseAllTracks(session: Session, reason: string): void {
+    for (const [track, holder] of session.publishers) {
+      if (holder.connected) this.safe(holder.sink, () => holder.sink.message({ type: 'track_released', track, reason }));
+    }
+    session.publishers.clear();
+    this.closeBuffers();
   }
 
   private ensureStats(session: Session): void {
@@ -665,32 +816,40 @@ export class AppHost implements AppHostApi {
 
   /** One step, under the lock. Returns the media to emit, `'refused'`, or undefined (nothing / session ended). */
   private async step(session: Session): Promise<Chunk | 'refused' | undefined> {
+    const interrupt = new AbortController();
+    // Tasks queued behind this step: a read that would wait gives way at once.
+    if (this.tasksWaiting > 0) interrupt.abort(stepGaveWay());
+    session.stepInterrupt = interrupt;
+    try {
+      return await stepInterrupt.run(interrupt.signal, () => this.runStep(session));
+    } finally {
+      session.stepInterrupt = undefined;
+    }
+  }
+
+  private async runStep(session: Session): Promise<Chunk | 'refused' | undefined> {
     const app = this.app;
     let input: unknown;
     try {
       input = await app.processInput();
     } catch (err) {
-      if (err instanceof ApplicationError) {
-        this.counters.refusedSteps++;
-        if (session.lastRefusal !== err.message) {
-          session.lastRefusal = err.message;
-          this.logger.info(`step refused: ${err.message}`);
-        }
-        return 'refused';
-      }
+      if (err instanceof ApplicationError || isInputUnavailable(err)) return this.refuse(session, err.message);
       await this.failSession(session, 'processInput', err);
       return undefined;
     }
-    session.lastRefusal = undefined;
     const t0 = performance.now();
     let result: unknown;
     let error: unknown;
     try {
       result = await app.generate(input);
     } catch (err) {
+      // A model that reads a closed (or silent) input track is waiting for a publisher, not broken.
+      if (isInputUnavailable(err)) return this.refuse(session, err.message);
+      if (session.stepInterrupt?.signal.aborted && err === session.stepInterrupt.signal.reason) return this.refuse(session, (err as Error).message);
       error = err ?? new Error('generate() threw a nullish value');
       this.counters.modelErrors++;
     }
+    session.lastRefusal = undefined;
     const elapsedMs = performance.now() - t0;
     session.steps++;
     session.windowSteps++;
@@ -706,6 +865,16 @@ export class AppHost implements AppHostApi {
       await this.failSession(session, 'processOutput', err);
       return undefined;
     }
+  }
+
+  /** Counts a refused step and logs its reason once (until a step runs or the reason changes). */
+  private refuse(session: Session, reason: string): 'refused' {
+    this.counters.refusedSteps++;
+    if (session.lastRefusal !== reason) {
+      session.lastRefusal = reason;
+      this.logger.info(`step refused: ${reason}`);
+    }
+    return 'refused';
   }
 
   private async failSession(session: Session, where: string, err: unknown): Promise<void> {
@@ -745,7 +914,24 @@ export class AppHost implements AppHostApi {
     const id = typeof msg?.id === 'string' ? msg.id : '';
     let answer: ReplyMessage | ErrorMessage;
     try {
-      answer = await this.task(() => this.execute(client, msg, id));
+      const refs = this.uploadRefs(client, msg);
+      if (refs.length === 0 && client.uploadChain === undefined) {
+        answer = await this.task(() => this.execute(client, msg, id));
+      } else {
+        // Upload references are resolved outside the lock (a wait for bytes must not hold the
+        // step loop), and the client's later commands queue behind this one: arrival order holds.
+        const run = (client.uploadChain ?? Promise.resolve()).then(async () => {
+          const resolved = await this.resolveUploads(client, refs, id);
+          if (!(resolved instanceof Map)) return resolved;
+          return this.task(() => this.execute(client, msg, id, resolved));
+        });
+        const chain = run.catch(() => undefined);
+        client.uploadChain = chain;
+        void chain.then(() => {
+          if (client.uploadChain === chain) client.uploadChain = undefined;
+        });
+        answer = await run;
+      }
     } catch (err) {
       this.logger.error({ err }, 'command dispatch failed');
       answer = errorReply(id, WireErrorCode.InternalError, 'the command failed inside the server; the server log has the details');
@@ -756,7 +942,7 @@ export class AppHost implements AppHostApi {
     return answer;
   }
 
-  private async execute(client: HostClient, msg: CommandMessage, id: string): Promise<ReplyMessage | ErrorMessage> {
+  private async execute(client: HostClient, msg: CommandMessage, id: string, uploads?: Map<string, UploadedFile>): Promise<ReplyMessage | ErrorMessage> {
     this.counters.commands++;
     const name = msg?.name;
     const spec = typeof name === 'string' ? this.def.commands.get(name) : undefined;
@@ -776,7 +962,7 @@ export class AppHost implements AppHostApi {
         `no session is running${this.status.state === 'loading' ? ' yet: the app is still loading' : ''}; try again once the session status is streaming`,
       );
     }
-    const params = msg.params ?? {};
+    let params = msg.params ?? {};
     if (typeof params !== 'object' || params === null || Array.isArray(params)) {
       return {
         type: 'error',
@@ -786,7 +972,133 @@ export class AppHost implements AppHostApi {
         details: [{ field: 'params', constraint: 'isObject', message: 'params must be an object' }],
       };
     }
+    if (uploads && uploads.size > 0) params = { ...params, ...Object.fromEntries(uploads) };
     return spec.kind === 'setter' ? this.runSetter(spec, session, params, id) : this.runEvent(spec, client, params, id);
+  }
+
+  // ---- uploads ------------------------------------------------------------------------------
+
+  /** The upload fields a command may carry (the setter's field, or the event's upload params). */
+  private uploadFieldsOf(name: unknown): readonly FieldSpec[] {
+    const spec = typeof name === 'string' ? this.def.commands.get(name) : undefined;
+    if (!spec) return [];
+    if (spec.kind === 'setter') return spec.field?.upload ? [spec.field] : [];
+    return spec.params?.publicFields.filter((f) => f.upload) ?? [];
+  }
+
+  /**
+   * The well-formed upload references (`{"uploadId": "<string>"}`) in a command for a session
+   * this client is in; anything else is left to validation (`invalid_params`) or to the checks
+   * `execute()` makes first (`unknown_command`, `no_session`).
+   */
+  private uploadRefs(client: HostClient, msg: CommandMessage): Array<{ field: FieldSpec; uploadId: string }> {
+    const fields = this.uploadFieldsOf(msg?.name);
+    const params = msg?.params;
+    if (fields.length === 0 || typeof params !== 'object' || params === null || Array.isArray(params)) return [];
+    if (!client.session || client.session.over) return [];
+    const refs: Array<{ field: FieldSpec; uploadId: string }> = [];
+    for (const field of fields) {
+      const v = (params as Record<string, unknown>)[field.wire];
+      if (typeof v !== 'object' || v === null || Array.isArray(v)) continue;
+      const keys = Object.keys(v);
+      const uploadId = (v as Record<string, unknown>).uploadId;
+      if (keys.length === 1 && typeof uploadId === 'string') refs.push({ field, uploadId });
+    }
+    return refs;
+  }
+
+  /**
+   * Resolves each reference to its stored file (waiting up to `resolveWaitMs` for bytes still
+   * arriving) and checks it against its field: the files by wire name, or the error answer
+   * (`unresolved_upload`, `upload_rejected`).
+   */
+  private async resolveUploads(
+    client: HostClient,
+    refs: ReadonlyArray<{ field: FieldSpec; uploadId: string }>,
+    id: string,
+  ): Promise<Map<string, UploadedFile> | ErrorMessage> {
+    const files = new Map<string, UploadedFile>();
+    const session = client.session;
+    if (!session || session.over) return files; // execute() answers no_session
+    const waitMs = this.uploadOptions.resolveWaitMs;
+    const results = await Promise.all(
+      refs.map(async ({ field, uploadId }) => {
+        try {
+          if (!session.uploads)
+            throw new UnresolvedUpload(
+              `no upload ${JSON.stringify(uploadId.slice(0, 64))} in this session: upload the file first (POST /uploads, then PUT its bytes)`,
+            );
+          return { field, file: await session.uploads.resolve(uploadId, waitMs) };
+        } catch (err) {
+          return { field, error: (err as Error).message };
+        }
+      }),
+    );
+    for (const r of results) {
+      if (r.error !== undefined) return errorReply(id, WireErrorCode.UnresolvedUpload, `${r.field.wire}: ${r.error}`);
+      const { field, file } = r as { field: FieldSpec; file: UploadedFile };
+      const { maxBytes, mimeTypes } = field.upload!;
+      if (maxBytes !== undefined && file.size > maxBytes) {
+        return errorReply(
+          id,
+          WireErrorCode.UploadRejected,
+          `${field.wire} takes files of at most ${maxBytes} bytes; upload ${JSON.stringify(truncateCodePoints(file.name))} has ${file.size}`,
+        );
+      }
+      if (mimeTypes !== undefined && !mimeMatches(file.mimeType, mimeTypes)) {
+        return errorReply(
+          id,
+          WireErrorCode.UploadRejected,
+          `${field.wire} takes ${mimeTypes.join(', ')}; upload ${JSON.stringify(truncateCodePoints(file.name))} is ${file.mimeType}`,
+        );
+      }
+      files.set(field.wire, file);
+    }
+    return files;
+  }
+
+  /** `uploads.announce()`: into the current session's store (made on first use). */
+  private announceUpload(request: unknown): UploadTicket {
+    const session = this.session;
+    if (!session || session.over || this.lifecycle.is('closing', 'closed')) {
+      throw new UploadError(RuntimeErrorCode.UploadNoSession, 'no session is running, so there is nothing to upload to; connect a client first, then upload');
+    }
+    session.uploads ??= new UploadStore(
+      () => this.uploadOptions,
+      (file, clientId) => this.fileStored(session, file, clientId),
+    );
+    return session.uploads.announce(request);
+  }
+
+  /** `uploads.write()`: an upload of the current session. */
+  private async writeUpload(uploadId: string, body: AsyncIterable<Uint8Array>, options?: { contentLength?: number }): Promise<UploadInfo> {
+    const store = this.session?.uploads;
+    if (!store || typeof uploadId !== 'string') {
+      throw new UploadError(
+        RuntimeErrorCode.UploadNotFound,
+        `no upload ${JSON.stringify(String(uploadId).slice(0, 64))}: never announced, expired, or of a session that ended; announce the file again with POST /uploads`,
+      );
+    }
+    const file = await store.write(uploadId, body, options);
+    return file.toJSON();
+  }
+
+  /** A file's bytes are stored: `@fileUploaded` hooks run in their turn, with the uploader when it is in the session. */
+  private fileStored(session: Session, file: UploadedFile, clientId: string | undefined): void {
+    this.notifyChange();
+    if (this.def.hooks.fileUploaded.length === 0) return;
+    void this.task(async () => {
+      if (this.session !== session || session.over) return;
+      const c = clientId === undefined ? undefined : this.clients.get(clientId);
+      const client = c && c.session === session && c.lifecycle.is('joined') ? c : undefined;
+      for (const method of this.def.hooks.fileUploaded) {
+        try {
+          await (this.app as unknown as Record<string, (f: UploadedFile, c?: Client) => unknown>)[method]!.call(this.app, file, client);
+        } catch (err) {
+          this.logger.error({ err }, `@fileUploaded hook ${this.def.appClass.name}.${method} threw (ignored)`);
+        }
+      }
+    });
   }
 
   private async runSetter(spec: CommandSpec, session: Session, params: Record<string, unknown>, id: string): Promise<ReplyMessage | ErrorMessage> {
@@ -883,17 +1195,46 @@ export class AppHost implements AppHostApi {
     }
   }
 
+  private emitAudio(session: Session, chunk: OutputAudio): void {
+    this.counters.audioChunksPlayed++;
+    for (const c of session.members) {
+      try {
+        c.sink.audio?.(chunk);
+      } catch (err) {
+        this.safe(c.sink, () => {
+          throw err;
+        });
+      }
+    }
+  }
+
   // ---- plumbing ---------------------------------------------------------------------------
 
   /** Runs `fn` under the step lock, inside this host's context. */
   private task<T>(fn: () => Promise<T>): Promise<T> {
-    return this.lock.run(() => hostContext.run(this.ctx, fn));
+    return this.behindStep(() => hostContext.run(this.ctx, fn));
   }
 
-  private async runHooks(kind: HookKind, client?: HostClient): Promise<void> {
+  /**
+   * Runs `fn` under the step lock as a task that a step must not hold up: a step waiting in an
+   * `InputBuffer` read (now, or one that starts before this task's turn) gives way: the read
+   * rejects, the step is refused and retried after the task. Commands and hooks never wait for a frame.
+   */
+  private behindStep<T>(fn: () => Promise<T>): Promise<T> {
+    this.tasksWaiting++;
+    if (this.lock.holder === 'step') this.session?.stepInterrupt?.abort(stepGaveWay());
+    return this.lock.run(() => {
+      this.tasksWaiting--;
+      return fn();
+    });
+  }
+
+  /** Runs the app's `kind` hooks in order, with `client` (or, for track hooks, `track, client`); a throw is logged and ignored. */
+  private async runHooks(kind: HookKind, client?: HostClient, ...trackArgs: [string, HostClient] | []): Promise<void> {
+    const args: unknown[] = trackArgs.length > 0 ? trackArgs : [client];
     for (const method of this.def.hooks[kind]) {
       try {
-        await (this.app as unknown as Record<string, (c?: Client) => unknown>)[method]!.call(this.app, client);
+        await (this.app as unknown as Record<string, (...a: unknown[]) => unknown>)[method]!.apply(this.app, args);
       } catch (err) {
         this.logger.error({ err }, `@${kind} hook ${this.def.appClass.name}.${method} threw (ignored)`);
       }
@@ -922,6 +1263,33 @@ export class AppHost implements AppHostApi {
     for (const c of this.clients.values()) if (c !== except && c.connected) this.safe(c.sink, () => c.sink.message(msg));
     for (const l of this.statusListeners) this.safe(l, () => l(status));
   }
+}
+
+/** Why a step's read gave way (a refusal: the step is retried). */
+function stepGaveWay(): ApplicationError {
+  return new ApplicationError('a read of an input track gave way to a command or hook queued behind the step; the step is retried');
+}
+
+/** A step error that means "no input yet" (the track's publisher left, or a read timed out): the step is refused, not failed. */
+function isInputUnavailable(err: unknown): err is BufferClosedError | BufferTimeoutError {
+  return err instanceof BufferClosedError || err instanceof BufferTimeoutError;
+}
+
+/** Why an inbound frame does not fit its track (the transport should have refused it), or undefined. */
+function inboundFrameProblem(spec: InputTrackSpec, frame: InboundFrame): string | undefined {
+  if (frame === null || typeof frame !== 'object') return 'not a frame object';
+  if (spec.kind === 'audio') {
+    if (!(frame.data instanceof Int16Array) || frame.data.length === 0) return 'audio data must be a non-empty Int16Array of mono PCM samples';
+    if (frame.sampleRate !== undefined && frame.sampleRate !== spec.sampleRate)
+      return `sample rate ${frame.sampleRate} Hz, the track's is ${spec.sampleRate} Hz`;
+    return undefined;
+  }
+  const { width, height, data } = frame;
+  if (!(data instanceof Uint8Array)) return 'video data must be a Uint8Array of RGB24 bytes';
+  if (!Number.isInteger(width) || !Number.isInteger(height) || width! < 1 || height! < 1) return `bad frame size ${String(width)}x${String(height)}`;
+  if (width! > spec.maxWidth! || height! > spec.maxHeight!) return `frame ${width}x${height} exceeds the track's limit ${spec.maxWidth}x${spec.maxHeight}`;
+  if (data.length !== width! * height! * 3) return `${data.length} bytes for a ${width}x${height} RGB24 frame (needs ${width! * height! * 3})`;
+  return undefined;
 }
 
 function first<T>(set: Set<T>): T | undefined {

@@ -1,6 +1,13 @@
-import type { AppDefinition } from '../app/registry.js';
+import type { AppDefinition, TrackSpec } from '../app/registry.js';
 import { FrameShapeError, InvalidOutputError, UnknownTrackError } from '../errors/errors.js';
 import { Frames, Output, TrackPayload } from '../output/output.js';
+
+/** One piece of an audio track's PCM, played out with the slot that carries it. */
+export interface QueuedAudio {
+  readonly track: TrackSpec;
+  /** Mono s16 PCM at `track.sampleRate`: a view into the step's payload (no copy). */
+  readonly pcm: Int16Array;
+}
 
 /** One frame waiting for playout. */
 export interface QueuedFrame {
@@ -10,14 +17,42 @@ export interface QueuedFrame {
   readonly metadata: unknown;
   /** Time this frame stays on screen, ms (1000 / fps, or generate time / frames in the batch). */
   readonly intervalMs: number;
+  /** The share of the step's audio that plays with this frame (one piece per audio track), if any. */
+  readonly audio?: readonly QueuedAudio[];
 }
 
-/** One step's media, per track index (undefined: the track got nothing this step). */
-export type Chunk = Array<QueuedFrame[] | undefined>;
+/** Audio of a step that has no frame on the clock track: it lasts the audio's own duration. */
+export interface QueuedAudioSlot {
+  readonly rgb?: undefined;
+  /** The audio's duration, ms (the longest track's, when several). */
+  readonly intervalMs: number;
+  readonly audio: readonly QueuedAudio[];
+}
+
+/** One entry of a track's playout queue: a frame (with its audio), or audio alone. */
+export type QueuedSlot = QueuedFrame | QueuedAudioSlot;
+
+/**
+ * One step's media, per outbound track (index: the track's place in `def.tracks`; undefined:
+ * the track got nothing this step). Audio rides on the clock track's slots (see
+ * {@link clockTrack}); audio tracks' own entries stay empty.
+ */
+export type Chunk = Array<QueuedSlot[] | undefined>;
+
+/**
+ * The track whose slots carry the audio (its place in `tracks`): the first video track, or the
+ * first track when the app declares no video (audio only). `-1` when there is no track.
+ */
+export function clockTrack(tracks: readonly TrackSpec[]): number {
+  const video = tracks.findIndex((t) => t.kind === 'video');
+  return video >= 0 ? video : tracks.length > 0 ? 0 : -1;
+}
 
 /**
  * Checks an `Output` against the app's declared tracks and splits each payload into frames
- * (views into the payload's buffer: no copy).
+ * (views into the payload's buffer: no copy). A step's audio is split across the step's frames
+ * of the clock track in proportion (each frame plays its share, at its due time); without
+ * frames there, it becomes one slot lasting the audio's own duration.
  *
  * @throws InvalidOutputError, UnknownTrackError, FrameShapeError with the track named.
  */
@@ -32,13 +67,20 @@ export function normalizeOutput(def: AppDefinition, output: Output, elapsedMs: n
   if (!(output instanceof def.outputClass)) {
     throw new InvalidOutputError(`processOutput() returned a ${(output as Output).constructor.name}; the app declares output ${def.outputClass.name}`);
   }
-  const chunk: Chunk = new Array<QueuedFrame[] | undefined>(def.tracks.length);
+  const chunk: Chunk = new Array<QueuedSlot[] | undefined>(def.tracks.length);
+  const audio: QueuedAudio[] = [];
+  // Tracks are indexed in schema.tracks after the inbound ones; the chunk holds outbound tracks only.
+  const first = def.tracks[0]?.index ?? 0;
   for (const key of Object.keys(output)) {
     const value = (output as unknown as Record<string, unknown>)[key];
     if (value === undefined || value === null) continue;
     const track = def.trackByProperty.get(key);
     if (!track) {
       throw new UnknownTrackError(`${output.constructor.name} has no track "${key}"; declared tracks: ${def.tracks.map((t) => t.property).join(', ')}`);
+    }
+    if (track.kind === 'audio') {
+      audio.push({ track, pcm: checkAudio(track, value) });
+      continue;
     }
     let frames: Frames | Uint8Array;
     let width: number | undefined;
@@ -54,7 +96,8 @@ export function normalizeOutput(def: AppDefinition, output: Output, elapsedMs: n
     } else if (value instanceof Frames || value instanceof Uint8Array) {
       frames = value;
     } else {
-      throw new FrameShapeError(`track ${track.name}: payload is ${describe(value)}; use Frames, TrackPayload or a Uint8Array of RGB bytes`);
+      const audioHint = value instanceof Int16Array ? ' (an Int16Array is audio: declare an @Audio() track for it)' : '';
+      throw new FrameShapeError(`track ${track.name}: payload is ${describe(value)}${audioHint}; use Frames, TrackPayload or a Uint8Array of RGB bytes`);
     }
     let data: Uint8Array;
     let n: number;
@@ -106,9 +149,50 @@ export function normalizeOutput(def: AppDefinition, output: Output, elapsedMs: n
         intervalMs,
       };
     }
-    chunk[track.index] = list;
+    chunk[track.index - first] = list;
   }
+  if (audio.length > 0) attachAudio(chunk, clockTrack(def.tracks), audio);
   return chunk;
+}
+
+/** @throws FrameShapeError, InvalidOutputError when an audio track's payload is not a non-empty Int16Array. */
+function checkAudio(track: TrackSpec, value: unknown): Int16Array {
+  if (value instanceof TrackPayload) {
+    throw new InvalidOutputError(`track ${track.name} is an audio track: it takes no metadata or TrackPayload; pass the Int16Array of samples itself`);
+  }
+  if (!(value instanceof Int16Array)) {
+    throw new FrameShapeError(
+      `track ${track.name}: payload is ${describe(value)}; an audio track takes an Int16Array of mono PCM samples at ${track.sampleRate} Hz (floats in [-1, 1]: Math.round(x * 32767))`,
+    );
+  }
+  if (value.length === 0) {
+    throw new FrameShapeError(`track ${track.name}: the Int16Array is empty; leave the track out of the Output for a step without audio`);
+  }
+  return value;
+}
+
+/**
+ * Puts each audio payload on the clock track's slots: split across its frames in proportion
+ * (piece boundaries rounded, so every sample plays exactly once), or one slot of its own.
+ */
+function attachAudio(chunk: Chunk, clock: number, audio: readonly QueuedAudio[]): void {
+  const frames = chunk[clock] as QueuedFrame[] | undefined;
+  if (frames === undefined || frames.length === 0) {
+    const intervalMs = Math.max(...audio.map((a) => (a.pcm.length / a.track.sampleRate!) * 1000));
+    chunk[clock] = [{ intervalMs, audio }];
+    return;
+  }
+  const n = frames.length;
+  chunk[clock] = frames.map((frame, i): QueuedFrame => {
+    const pieces: QueuedAudio[] = [];
+    for (const a of audio) {
+      const m = a.pcm.length;
+      const start = Math.round((m * i) / n);
+      const end = Math.round((m * (i + 1)) / n);
+      if (end > start) pieces.push({ track: a.track, pcm: a.pcm.subarray(start, end) });
+    }
+    return pieces.length > 0 ? { ...frame, audio: pieces } : frame;
+  });
 }
 
 function describe(x: unknown): string {

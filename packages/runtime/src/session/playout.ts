@@ -1,14 +1,18 @@
 import type { TrackSpec } from '../app/registry.js';
-import type { OutputFrame } from './transport.js';
-import type { Chunk, QueuedFrame } from './normalize.js';
+import type { OutputAudio, OutputFrame } from './transport.js';
+import { type Chunk, type QueuedSlot, clockTrack } from './normalize.js';
 
 /**
  * Paces one session's frames out to the clients, track by track, and applies back-pressure:
  * {@link Playout.push} waits until every track has room, so the model is never more than
  * `bufferSize` frames (or one batch, if a batch is larger) ahead of playout.
+ *
+ * Audio rides on the clock track's slots (see `normalize.ts`): each piece is emitted right
+ * after the frame it belongs to, with the same due time and pts, so picture and sound share one
+ * clock; audio without a frame holds its slot for its own duration.
  */
 export class Playout {
-  private readonly queues: QueuedFrame[][];
+  private readonly queues: QueuedSlot[][];
   private readonly nextDue: number[];
   private seq = 0;
   private timer: NodeJS.Timeout | undefined;
@@ -16,17 +20,26 @@ export class Playout {
   private timerAt = Infinity;
   private waiter: { chunk: Chunk; resolve: (accepted: boolean) => void } | undefined;
   private closed = false;
-  /** Frames played out since the last {@link takeWindow}, summed over tracks. */
+  /** Slots (frames, or audio alone) played out since the last {@link takeWindow}, summed over tracks. */
   private windowFrames = 0;
+  /** Tracks that have slots of their own: the video tracks, or the one audio clock track. */
+  private readonly clockTracks: number;
 
+  /**
+   * @param emit called with each frame at its due time.
+   * @param emitAudio called with each audio piece right after the frame it plays with (same due time).
+   */
   constructor(
     private readonly tracks: readonly TrackSpec[],
     private readonly bufferSize: number,
     private readonly startedAt: number,
     private readonly emit: (frame: OutputFrame) => void,
+    private readonly emitAudio: (chunk: OutputAudio) => void = () => undefined,
   ) {
     this.queues = tracks.map(() => []);
     this.nextDue = tracks.map(() => -Infinity);
+    const video = tracks.filter((t) => t.kind === 'video').length;
+    this.clockTracks = video > 0 ? video : clockTrack(tracks) >= 0 ? 1 : 0;
   }
 
   /** Frames queued (not yet played) on the fullest track. */
@@ -73,11 +86,11 @@ export class Playout {
     this.flush();
   }
 
-  /** Frames played since the last call (summed over tracks, divided by the track count). */
+  /** Frames played since the last call (summed over tracks, divided by the count of tracks that have frames of their own). */
   takeWindow(): number {
     const n = this.windowFrames;
     this.windowFrames = 0;
-    return this.tracks.length > 0 ? n / this.tracks.length : 0;
+    return this.clockTracks > 0 ? n / this.clockTracks : 0;
   }
 
   private hasRoom(chunk: Chunk): boolean {
@@ -149,19 +162,33 @@ export class Playout {
         if (due > now + 0.5) break;
         q.shift();
         this.nextDue[t] = due + head.intervalMs;
-        const frame: OutputFrame = {
-          track: track.name,
-          trackIndex: track.index,
-          seq: this.seq++,
-          ptsMs: due - this.startedAt,
-          dueAt: due,
-          width: head.width,
-          height: head.height,
-          rgb: head.rgb,
-          ...(head.metadata !== undefined ? { metadata: head.metadata } : {}),
-        };
+        const ptsMs = due - this.startedAt;
+        if (head.rgb !== undefined) {
+          const frame: OutputFrame = {
+            track: track.name,
+            trackIndex: track.index,
+            seq: this.seq++,
+            ptsMs,
+            dueAt: due,
+            width: head.width,
+            height: head.height,
+            rgb: head.rgb,
+            ...(head.metadata !== undefined ? { metadata: head.metadata } : {}),
+          };
+          this.emit(frame);
+        }
         this.windowFrames++;
-        this.emit(frame);
+        for (const a of head.audio ?? []) {
+          this.emitAudio({
+            track: a.track.name,
+            trackIndex: a.track.index,
+            seq: this.seq++,
+            ptsMs,
+            dueAt: due,
+            sampleRate: a.track.sampleRate!,
+            pcm: a.pcm,
+          });
+        }
       }
     }
     if (this.waiter && this.hasRoom(this.waiter.chunk)) this.releaseWaiter(true);

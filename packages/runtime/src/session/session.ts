@@ -3,6 +3,7 @@ import type { ErrorBody } from '@reactor/client';
 import type { Playout } from './playout.js';
 import type { InputState } from '../state/input-state.js';
 import type { HostClient } from './host-client.js';
+import type { UploadStore } from '../upload/upload-store.js';
 import { Lifecycle, SESSION_TRANSITIONS, type SessionState } from './lifecycle.js';
 
 /** One session of the host: its state, its clients, its playout and its timers. */
@@ -25,6 +26,12 @@ export class Session {
   windowModelMs = 0;
   /** Who publishes each inbound track (wire name -> client); the first publisher holds it for the session. */
   readonly publishers = new Map<string, HostClient>();
+  /** Tracks whose `@trackPublished` hook ran, and for which client (each gets one `@trackUnpublished`). */
+  readonly announced = new Map<string, HostClient>();
+  /** Aborts when a command or hook queues behind the running step: a read the step waits in gives way. */
+  stepInterrupt: AbortController | undefined;
+  /** The session's uploads (created by the first announcement; closed, files and folder deleted, when the session ends). */
+  uploads: UploadStore | undefined;
   /** The reason of the last refused step, logged once until it changes. */
   lastRefusal: string | undefined;
 

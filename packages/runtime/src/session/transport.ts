@@ -7,7 +7,8 @@
  * This file is the contract between the app model (issue: runtime) and the server
  * (issue: transport). Change it only together with both sides.
  */
-import type { AppSchema, CommandMessage, ErrorMessage, ReplyMessage, ServerMessage, SessionStatus } from '@reactor/client';
+import type { AppSchema, CommandMessage, ErrorMessage, ReplyMessage, ServerMessage, SessionStatus, UploadInfo, UploadTicket } from '@reactor/client';
+import type { UploadOptions } from '../upload/upload-store.js';
 
 /** One played-out frame of one track, delivered to every sink at its due time. */
 export interface OutputFrame {
@@ -139,6 +140,32 @@ export interface Readiness {
   readonly reasons: readonly NotReadyReason[];
 }
 
+/**
+ * The uploads of a host's current session, for a transport that receives files (the server's
+ * `POST /uploads` and `PUT /uploads/{id}`). Errors are `UploadError`s whose `code` is the HTTP
+ * answer's (`upload_no_session`, `upload_too_large`, ...).
+ */
+export interface UploadsApi {
+  /**
+   * Sets the limits (`maxFileBytes`, `quotaBytes`), the waits (`resolveWaitMs`, `expiryMs`), the
+   * parent folder and the image decoder; unset options keep their value.
+   * @throws HostOptionError (`invalid_host_option`) for a bad value.
+   */
+  configure(options: UploadOptions): void;
+  /**
+   * Announces a file (`POST /uploads` body, checked here) for the current session.
+   * @throws UploadError `upload_no_session`, `upload_invalid_request`, `upload_too_large`, `upload_quota_exceeded`.
+   */
+  announce(request: unknown): UploadTicket;
+  /**
+   * Stores an announced upload's bytes, checked as they stream in; stops reading `body` at the
+   * first byte over a limit. Resolves once the file is stored (`@fileUploaded` hooks follow).
+   * @throws UploadError `upload_not_found`, `upload_already_written`, `upload_too_large`,
+   *   `upload_length_mismatch`, `upload_type_not_allowed`.
+   */
+  write(uploadId: string, body: AsyncIterable<Uint8Array>, options?: { contentLength?: number }): Promise<UploadInfo>;
+}
+
 /** The host's surface for transports. */
 export interface AppHostApi {
   readonly schema: AppSchema;
@@ -147,4 +174,6 @@ export interface AppHostApi {
   readiness(): Readiness;
   /** Registers a client; the welcome message goes to the sink before this returns. */
   connect(sink: ClientSink, info?: ClientInfo): ClientHandle;
+  /** File uploads into the current session (absent: the host takes none). */
+  readonly uploads?: UploadsApi;
 }

@@ -5,6 +5,19 @@ import { AppDefinitionError, RuntimeErrorCode } from '../errors/errors.js';
 import { type InputFieldOptions, readInputFields } from '../metadata/keys.js';
 import { toSnakeCase } from '../metadata/naming.js';
 import { realCauses, unknownKey } from './field-errors.js';
+import { UPLOAD_MIME_TYPES } from '../upload/sniff.js';
+import { UploadedFile } from '../upload/uploaded-file.js';
+
+/** What an `@UploadField` accepts. */
+export interface UploadSpec {
+  /** Largest file, bytes; `undefined`: the server's limit. */
+  readonly maxBytes: number | undefined;
+  /** Accepted types (or families, `image/*`); `undefined`: every type the server accepts. */
+  readonly mimeTypes: readonly string[] | undefined;
+}
+
+/** Constraint name of a value that is not a resolved upload reference. */
+export const UPLOAD_REF_CONSTRAINT = 'isUploadRef';
 
 /** One declared field, compiled. */
 export interface FieldSpec {
@@ -17,6 +30,8 @@ export interface FieldSpec {
   readonly hasDefault: boolean;
   /** JSON Schema of the value (constraints + description). */
   readonly schema: JsonSchema;
+  /** Present for an `@UploadField`: the value is an {@link UploadedFile}. */
+  readonly upload?: UploadSpec;
 }
 
 /** Result of validating a payload. */
@@ -82,8 +97,16 @@ export class FieldSet<T extends object = object> {
     for (const r of records) {
       const isPrivate = r.property.startsWith('_');
       const wire = toSnakeCase(r.property);
+      if (r.upload && isPrivate) {
+        throw new AppDefinitionError(
+          RuntimeErrorCode.InvalidStateField,
+          cls.name,
+          r.property,
+          'is a private (_-prefixed) @UploadField; clients could never set it: drop the underscore, or keep a private field with @InputField',
+        );
+      }
       if (!isPrivate) {
-        if (!constrained.has(r.property)) {
+        if (!r.upload && !constrained.has(r.property)) {
           throw new AppDefinitionError(
             RuntimeErrorCode.UnvalidatedField,
             cls.name,
@@ -116,6 +139,18 @@ export class FieldSet<T extends object = object> {
           r.property,
           `default is a mutable ${Array.isArray(o.default) ? 'array' : typeof o.default === 'function' ? 'function' : 'object'} that every session would share; use defaultFactory: () => (a fresh value), or Object.freeze() it`,
         );
+      }
+      if (r.upload) {
+        fields.push({
+          property: r.property,
+          wire,
+          isPrivate,
+          options: o,
+          hasDefault: r.hasDefault,
+          schema: uploadRefSchema(r.upload, o.description),
+          upload: r.upload,
+        });
+        continue;
       }
       const schema: JsonSchema = { ...(props[r.property] ?? {}) };
       if (o.description !== undefined) schema.description = o.description;
@@ -164,7 +199,10 @@ export class FieldSet<T extends object = object> {
   snapshot(instance: T): Record<string, unknown> {
     const bag = instance as Record<string, unknown>;
     const out: Record<string, unknown> = {};
-    for (const f of this.publicFields) out[f.wire] = bag[f.property];
+    for (const f of this.publicFields) {
+      const v = bag[f.property];
+      out[f.wire] = f.upload ? (v instanceof UploadedFile ? v.toJSON() : null) : v;
+    }
     return out;
   }
 
@@ -202,11 +240,15 @@ export class FieldSet<T extends object = object> {
     }
     const found = await validate(instance, VALIDATE_OPTIONS);
     for (const e of found) if (!missing.has(e.property)) errors.push(...this.toFieldErrors(e));
+    for (const f of this.publicFields) {
+      if (f.upload && !missing.has(f.property) && !(bag[f.property] instanceof UploadedFile)) errors.push(notAnUploadRef(f));
+    }
     return errors.length > 0 ? { ok: false, errors } : { ok: true, value: instance };
   }
 
   /** Validates one public field's new value (a generated setter). */
   async validateField(field: FieldSpec, value: unknown): Promise<FieldError[]> {
+    if (field.upload) return value instanceof UploadedFile ? [] : [notAnUploadRef(field)];
     const probe = Object.create(this.cls.prototype as object) as Record<string, unknown>;
     probe[field.property] = value;
     const found = await validate(probe, { forbidUnknownValues: false });
@@ -226,6 +268,34 @@ export class FieldSet<T extends object = object> {
     if (out.length === 0) out.push({ field: wire, constraint: 'invalid', message: `${wire} is invalid` });
     return out;
   }
+}
+
+/**
+ * JSON Schema of an upload field: the reference a command carries (`{"uploadId": "..."}`), with
+ * an `x-reactor-upload` marker saying what it accepts (`maxBytes` when declared; `mimeTypes`,
+ * the declared ones or every type the server accepts).
+ */
+export function uploadRefSchema(upload: UploadSpec, description?: string): JsonSchema {
+  const marker: Record<string, unknown> = {};
+  if (upload.maxBytes !== undefined) marker.maxBytes = upload.maxBytes;
+  marker.mimeTypes = [...(upload.mimeTypes ?? UPLOAD_MIME_TYPES)];
+  return {
+    type: 'object',
+    properties: { uploadId: { type: 'string' } },
+    required: ['uploadId'],
+    additionalProperties: false,
+    ...(description !== undefined ? { description } : {}),
+    'x-reactor-upload': marker,
+  };
+}
+
+/** The answer detail for an upload field whose value is not a reference to a stored upload. */
+function notAnUploadRef(f: FieldSpec): FieldError {
+  return {
+    field: f.wire,
+    constraint: UPLOAD_REF_CONSTRAINT,
+    message: `${f.wire} must be an upload reference {"uploadId": "..."}: POST /uploads, PUT the bytes, then send the uploadId`,
+  };
 }
 
 function isMutable(value: unknown): boolean {

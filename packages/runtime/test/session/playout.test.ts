@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { TrackSpec } from '../../src/app/registry.js';
 import type { Chunk, QueuedFrame } from '../../src/session/normalize.js';
 import { Playout } from '../../src/session/playout.js';
-import type { OutputFrame } from '../../src/index.js';
+import type { OutputAudio, OutputFrame } from '../../src/index.js';
 
 const track: TrackSpec = { name: 'main', property: 'main', index: 0, kind: 'video', fps: undefined, width: 1, height: 1, sampleRate: undefined };
 
@@ -111,5 +111,101 @@ describe('Playout', () => {
     p.close();
     expect(await blocked).toBe(false);
     expect(await p.push(chunk(1, 0))).toBe(false);
+  });
+
+  describe('audio', () => {
+    const video: TrackSpec = { ...track, name: 'main', index: 1 };
+    const sound: TrackSpec = {
+      name: 'sound',
+      property: 'sound',
+      index: 2,
+      kind: 'audio',
+      fps: undefined,
+      width: undefined,
+      height: undefined,
+      sampleRate: 8000,
+    };
+    /** Records frames and audio in one list, in emission order. */
+    function avRecorder(): {
+      events: Array<{ kind: 'frame' | 'audio'; seq: number; ptsMs: number; dueAt: number; samples?: number[] }>;
+      emit: (f: OutputFrame) => void;
+      emitAudio: (a: OutputAudio) => void;
+      waitFor: (n: number) => Promise<void>;
+    } {
+      const r = recorder();
+      const events: Array<{ kind: 'frame' | 'audio'; seq: number; ptsMs: number; dueAt: number; samples?: number[] }> = [];
+      return {
+        events,
+        emit: (f) => {
+          events.push({ kind: 'frame', seq: f.seq, ptsMs: f.ptsMs, dueAt: f.dueAt });
+          r.emit(f);
+        },
+        emitAudio: (a) => {
+          expect([a.track, a.trackIndex, a.sampleRate]).toEqual(['sound', 2, 8000]);
+          events.push({ kind: 'audio', seq: a.seq, ptsMs: a.ptsMs, dueAt: a.dueAt, samples: Array.from(a.pcm) });
+          r.emit({ ...a, width: 0, height: 0, rgb: new Uint8Array(0) });
+        },
+        waitFor: r.waitFor,
+      };
+    }
+    const frameWithAudio = (i: number, intervalMs: number): QueuedFrame => ({
+      rgb: new Uint8Array(3),
+      width: 1,
+      height: 1,
+      metadata: undefined,
+      intervalMs,
+      audio: [{ track: sound, pcm: Int16Array.of(i, i) }],
+    });
+
+    it('plays each audio piece right after its frame, with the same due time and pts, on the session-wide seq', async () => {
+      const r = avRecorder();
+      const p = new Playout([video, sound], 16, performance.now(), r.emit, r.emitAudio);
+      await p.push([[0, 1, 2].map((i) => frameWithAudio(i, 20)), undefined]);
+      await r.waitFor(6);
+      expect(r.events.map((e) => `${e.kind}#${e.seq}`)).toEqual(['frame#0', 'audio#1', 'frame#2', 'audio#3', 'frame#4', 'audio#5']);
+      for (let i = 0; i < 6; i += 2) {
+        expect(r.events[i + 1]!.ptsMs).toBe(r.events[i]!.ptsMs);
+        expect(r.events[i + 1]!.dueAt).toBe(r.events[i]!.dueAt);
+        expect(r.events[i + 1]!.samples).toEqual([i / 2, i / 2]);
+      }
+      expect(p.takeWindow()).toBe(3); // frames played, not frames + audio
+      p.close();
+    });
+
+    it('paces audio without frames by its own duration', async () => {
+      const r = avRecorder();
+      const p = new Playout([video, sound], 16, performance.now(), r.emit, r.emitAudio);
+      const slot = (v: number): Chunk => [[{ intervalMs: 50, audio: [{ track: sound, pcm: new Int16Array(400).fill(v) }] }], undefined];
+      for (const v of [1, 2, 3]) await p.push(slot(v));
+      await r.waitFor(3);
+      expect(r.events.map((e) => [e.kind, e.samples![0]])).toEqual([
+        ['audio', 1],
+        ['audio', 2],
+        ['audio', 3],
+      ]);
+      // Due one duration apart (more only when a loaded machine fires late and the clock restarts).
+      for (let i = 1; i < 3; i++) {
+        const gap = r.events[i]!.ptsMs - r.events[i - 1]!.ptsMs;
+        expect(Math.abs(gap - 50) <= 0.5 || gap > 100, `pts gap ${gap} ms`).toBe(true);
+      }
+      p.close();
+    });
+
+    it('flush cuts queued audio with the frames', async () => {
+      const r = avRecorder();
+      const p = new Playout([video, sound], 16, performance.now(), r.emit, r.emitAudio);
+      await p.push([[0, 1, 2].map((i) => frameWithAudio(i, 10_000)), undefined]);
+      await r.waitFor(2);
+      expect(p.flush()).toBe(2);
+      await p.push([[frameWithAudio(7, 10)], undefined]);
+      await r.waitFor(4);
+      expect(r.events.map((e) => [e.kind, e.seq, e.samples?.[0]])).toEqual([
+        ['frame', 0, undefined],
+        ['audio', 1, 0],
+        ['frame', 2, undefined],
+        ['audio', 3, 7],
+      ]);
+      p.close();
+    });
   });
 });

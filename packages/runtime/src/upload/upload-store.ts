@@ -1,0 +1,412 @@
+/**
+ * One session's uploads: announced files, their bytes on disk, the limits checked while the
+ * bytes stream in, and the cleanup. The host keeps one store per session and closes it when the
+ * session ends; a process that exits without that (a crash of the app, `process.exit()`)
+ * removes every live folder in its `exit` handler.
+ */
+import { randomUUID } from 'node:crypto';
+import { rmSync } from 'node:fs';
+import { mkdtemp, open, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { UploadTicket } from '@reactor/client';
+import { HostOptionError, RuntimeErrorCode, UploadError } from '../errors/errors.js';
+import { SNIFF_BYTES, UPLOAD_MIME_TYPES, sniffMimeType } from './sniff.js';
+import { type ImageDecoder, UploadedFile } from './uploaded-file.js';
+
+/** Default largest upload, bytes (50 MiB). */
+export const DEFAULT_MAX_UPLOAD_BYTES = 50 * 1024 * 1024;
+/** Default bytes one session's uploads may hold together (200 MiB). */
+export const DEFAULT_UPLOAD_QUOTA_BYTES = 200 * 1024 * 1024;
+/** Default wait of a command for an upload still arriving (10 s). */
+export const DEFAULT_UPLOAD_WAIT_MS = 10_000;
+/** Default time an announced upload may stay unwritten before it is forgotten (60 s). */
+export const DEFAULT_UPLOAD_EXPIRY_MS = 60_000;
+/** Longest file name an announcement may carry (code points). */
+export const MAX_UPLOAD_NAME_LENGTH = 255;
+/** Path prefix of an upload's `PUT` URL. */
+export const UPLOAD_PATH = '/uploads/';
+
+/** How uploads are limited and where they go; every field has a default. */
+export interface UploadOptions {
+  /** Largest file, bytes (default 50 MiB). Checked on the announced size and while the bytes stream in. */
+  maxFileBytes?: number;
+  /** Bytes one session's uploads may hold together, announced ones included (default 200 MiB). */
+  quotaBytes?: number;
+  /** How long a command waits for an upload it names whose bytes are still arriving, ms (default 10 000). */
+  resolveWaitMs?: number;
+  /** How long an announced upload may stay unwritten before it is forgotten, ms (default 60 000). */
+  expiryMs?: number;
+  /** Folder under which each session gets its own temporary folder (default `os.tmpdir()`). */
+  dir?: string;
+  /** Decodes images for `UploadedFile.image()` (the server passes a sharp-based one). */
+  decodeImage?: ImageDecoder;
+}
+
+/** {@link UploadOptions} with defaults applied. */
+export interface ResolvedUploadOptions {
+  readonly maxFileBytes: number;
+  readonly quotaBytes: number;
+  readonly resolveWaitMs: number;
+  readonly expiryMs: number;
+  readonly dir: string | undefined;
+  readonly decodeImage: ImageDecoder | undefined;
+}
+
+/**
+ * Applies `next` over `base`, checking each value.
+ * @throws HostOptionError (`invalid_host_option`) naming the option.
+ */
+export function resolveUploadOptions(next: UploadOptions, base?: ResolvedUploadOptions): ResolvedUploadOptions {
+  const r: ResolvedUploadOptions = {
+    maxFileBytes: next.maxFileBytes ?? base?.maxFileBytes ?? DEFAULT_MAX_UPLOAD_BYTES,
+    quotaBytes: next.quotaBytes ?? base?.quotaBytes ?? DEFAULT_UPLOAD_QUOTA_BYTES,
+    resolveWaitMs: next.resolveWaitMs ?? base?.resolveWaitMs ?? DEFAULT_UPLOAD_WAIT_MS,
+    expiryMs: next.expiryMs ?? base?.expiryMs ?? DEFAULT_UPLOAD_EXPIRY_MS,
+    dir: next.dir ?? base?.dir,
+    decodeImage: next.decodeImage ?? base?.decodeImage,
+  };
+  for (const key of ['maxFileBytes', 'quotaBytes', 'resolveWaitMs', 'expiryMs'] as const) {
+    const v = r[key];
+    if (!(Number.isSafeInteger(v) && v > 0)) throw new HostOptionError(`uploads.${key} must be a positive integer, got ${JSON.stringify(v)}`);
+  }
+  if (r.quotaBytes < r.maxFileBytes) {
+    throw new HostOptionError(
+      `uploads.quotaBytes (${r.quotaBytes}) is below uploads.maxFileBytes (${r.maxFileBytes}): a file of the largest size could never be stored; raise the quota or lower the limit`,
+    );
+  }
+  if (r.dir !== undefined && (typeof r.dir !== 'string' || r.dir === ''))
+    throw new HostOptionError(`uploads.dir must be a folder path, got ${JSON.stringify(r.dir)}`);
+  if (r.decodeImage !== undefined && typeof r.decodeImage !== 'function') throw new HostOptionError('uploads.decodeImage must be a function');
+  return r;
+}
+
+/** Why a command's upload reference could not be resolved (the message of its `unresolved_upload`). */
+export class UnresolvedUpload extends Error {
+  override name = 'UnresolvedUpload';
+}
+
+interface Waiter {
+  resolve(file: UploadedFile): void;
+  reject(err: UnresolvedUpload): void;
+}
+
+interface Entry {
+  readonly id: string;
+  readonly name: string;
+  readonly size: number;
+  readonly clientId: string | undefined;
+  state: 'announced' | 'writing' | 'stored';
+  expiry: NodeJS.Timeout | undefined;
+  file: UploadedFile | undefined;
+  waiters: Waiter[];
+}
+
+// Folders of live stores, removed synchronously if the process exits without closing them.
+const liveFolders = new Set<string>();
+let exitHookInstalled = false;
+function trackFolder(dir: string): void {
+  liveFolders.add(dir);
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.on('exit', () => {
+    for (const d of liveFolders) {
+      try {
+        rmSync(d, { recursive: true, force: true });
+      } catch {
+        // nothing more can be done while exiting
+      }
+    }
+  });
+}
+
+const ANNOUNCE_KEYS = ['name', 'size', 'mimeType', 'clientId'];
+
+/** One session's uploads. */
+export class UploadStore {
+  readonly #entries = new Map<string, Entry>();
+  readonly #options: () => ResolvedUploadOptions;
+  readonly #onStored: (file: UploadedFile, clientId: string | undefined) => void;
+  readonly #abort = new AbortController();
+  readonly #writes = new Set<Promise<unknown>>();
+  #folder: Promise<string> | undefined;
+  /** Bytes announced or stored (the quota counts both). */
+  #used = 0;
+  #closed = false;
+
+  constructor(options: () => ResolvedUploadOptions, onStored: (file: UploadedFile, clientId: string | undefined) => void) {
+    this.#options = options;
+    this.#onStored = onStored;
+  }
+
+  /** Bytes announced or stored in this session. */
+  get usedBytes(): number {
+    return this.#used;
+  }
+
+  /**
+   * Checks an announcement (`POST /uploads` body) and reserves its size against the quota.
+   * @throws UploadError `upload_invalid_request`, `upload_too_large`, `upload_quota_exceeded`, `upload_no_session` (closed).
+   */
+  announce(request: unknown): UploadTicket {
+    if (this.#closed) throw new UploadError(RuntimeErrorCode.UploadNoSession, 'the session is ending; upload to the next one');
+    const { name, size, clientId } = checkAnnouncement(request);
+    const o = this.#options();
+    if (size > o.maxFileBytes) {
+      throw new UploadError(RuntimeErrorCode.UploadTooLarge, `the file is ${size} bytes; this server takes at most ${o.maxFileBytes} bytes per upload`);
+    }
+    if (this.#used + size > o.quotaBytes) {
+      throw new UploadError(
+        RuntimeErrorCode.UploadQuotaExceeded,
+        `this session's uploads would hold ${this.#used + size} bytes, over its quota of ${o.quotaBytes} bytes (${this.#used} in use)`,
+      );
+    }
+    const id = randomUUID();
+    const entry: Entry = { id, name, size, clientId, state: 'announced', expiry: undefined, file: undefined, waiters: [] };
+    entry.expiry = setTimeout(() => {
+      if (entry.state !== 'announced' || this.#entries.get(id) !== entry) return;
+      this.#forget(entry, `upload ${id} expired: its bytes were not sent within ${o.expiryMs} ms of the announcement`);
+    }, o.expiryMs);
+    entry.expiry.unref();
+    this.#entries.set(id, entry);
+    this.#used += size;
+    return { uploadId: id, url: `${UPLOAD_PATH}${id}`, expiresInMs: o.expiryMs };
+  }
+
+  /**
+   * Stores the bytes of an announced upload, checking them as they stream in: never more than
+   * announced (nor than the per-file limit), the type from the first bytes. The first byte
+   * over a limit stops the write: nothing more is read from `body` and the partial file is
+   * deleted. A failed write forgets the upload.
+   * @throws UploadError `upload_not_found`, `upload_already_written`, `upload_too_large`,
+   *   `upload_length_mismatch` (shorter, longer, or aborted), `upload_type_not_allowed`.
+   */
+  async write(id: string, body: AsyncIterable<Uint8Array>, options: { contentLength?: number } = {}): Promise<UploadedFile> {
+    const entry = this.#entries.get(id);
+    if (!entry || this.#closed) throw notFound(id);
+    if (entry.state !== 'announced') {
+      throw new UploadError(
+        RuntimeErrorCode.UploadAlreadyWritten,
+        `upload ${id} ${entry.state === 'stored' ? 'was already written' : 'is being written'}; announce a new upload for new bytes`,
+      );
+    }
+    entry.state = 'writing';
+    clearTimeout(entry.expiry);
+    const task = this.#write(entry, body, options.contentLength);
+    this.#writes.add(task);
+    try {
+      return await task;
+    } finally {
+      this.#writes.delete(task);
+    }
+  }
+
+  async #write(entry: Entry, body: AsyncIterable<Uint8Array>, contentLength: number | undefined): Promise<UploadedFile> {
+    const max = this.#options().maxFileBytes;
+    const tooMany = (n: number): UploadError =>
+      n > max
+        ? new UploadError(RuntimeErrorCode.UploadTooLarge, `the body passed ${max} bytes, this server's limit per upload; nothing more was read`)
+        : new UploadError(RuntimeErrorCode.UploadLengthMismatch, `the body is longer than the ${entry.size} bytes announced; nothing more was read`);
+    let path: string | undefined;
+    let handle: Awaited<ReturnType<typeof open>> | undefined;
+    try {
+      if (contentLength !== undefined && contentLength !== entry.size) {
+        if (contentLength > entry.size) throw tooMany(contentLength);
+        throw new UploadError(
+          RuntimeErrorCode.UploadLengthMismatch,
+          `Content-Length is ${contentLength} but ${entry.size} bytes were announced; send exactly the announced bytes`,
+        );
+      }
+      const folder = await this.#folderPath();
+      // The upload id names the file: a client's name is never part of a path.
+      path = join(folder, entry.id);
+      handle = await open(path, 'wx', 0o600);
+      let written = 0;
+      let mimeType: string | undefined;
+      let head: Uint8Array = new Uint8Array(0);
+      const it = body[Symbol.asyncIterator]();
+      const aborted = abortPromise(this.#abort.signal);
+      try {
+        for (;;) {
+          const next = await Promise.race([it.next(), aborted]);
+          if (next === ABORTED || this.#closed) throw notFound(entry.id, 'its session ended while the bytes arrived');
+          if (next.done) break;
+          const chunk = next.value;
+          if (written + chunk.byteLength > entry.size) throw tooMany(written + chunk.byteLength);
+          if (mimeType === undefined && head.byteLength < SNIFF_BYTES) {
+            head = concat(head, chunk.subarray(0, SNIFF_BYTES - head.byteLength));
+            if (head.byteLength >= SNIFF_BYTES) mimeType = this.#sniff(head);
+          }
+          let off = 0;
+          while (off < chunk.byteLength) off += (await handle.write(chunk, off, chunk.byteLength - off)).bytesWritten;
+          written += chunk.byteLength;
+        }
+      } catch (err) {
+        if (err instanceof UploadError) throw err;
+        throw new UploadError(
+          RuntimeErrorCode.UploadLengthMismatch,
+          `the body ended after ${written} of ${entry.size} bytes: the client aborted or the connection broke (${(err as Error)?.message ?? String(err)})`,
+          { cause: err },
+        );
+      } finally {
+        // Stops reading the body (a Node request iterated with destroyOnReturn: false stays answerable).
+        void it.return?.()?.catch?.(() => undefined);
+      }
+      if (written < entry.size) {
+        throw new UploadError(
+          RuntimeErrorCode.UploadLengthMismatch,
+          `the body ended after ${written} of the ${entry.size} bytes announced; resend the whole file`,
+        );
+      }
+      mimeType ??= this.#sniff(head);
+      await handle.close();
+      handle = undefined;
+      if (this.#closed) throw notFound(entry.id, 'its session ended while the bytes arrived');
+      const decode = (): ImageDecoder | undefined => this.#options().decodeImage;
+      const file = new UploadedFile({
+        id: entry.id,
+        name: entry.name,
+        mimeType,
+        size: written,
+        path,
+        present: () => !this.#closed && this.#entries.get(entry.id) === entry,
+        decodeImage: decode,
+      });
+      entry.state = 'stored';
+      entry.file = file;
+      for (const w of entry.waiters.splice(0)) w.resolve(file);
+      this.#onStored(file, entry.clientId);
+      return file;
+    } catch (err) {
+      await handle?.close().catch(() => undefined);
+      if (path !== undefined) await rm(path, { force: true }).catch(() => undefined);
+      if (this.#entries.get(entry.id) === entry) this.#forget(entry, `the upload of ${entry.id} failed: ${(err as Error).message}`);
+      throw err;
+    }
+  }
+
+  #sniff(head: Uint8Array): string {
+    const type = sniffMimeType(head);
+    if (type === undefined) {
+      throw new UploadError(
+        RuntimeErrorCode.UploadTypeNotAllowed,
+        `the bytes are not of a type this server accepts (read from the file itself, not its Content-Type); accepted: ${UPLOAD_MIME_TYPES.join(', ')}`,
+      );
+    }
+    return type;
+  }
+
+  /**
+   * The file of an upload id once its bytes are stored, waiting up to `waitMs` for bytes still
+   * arriving.
+   * @throws UnresolvedUpload: unknown or expired id, a failed upload, or no bytes in time.
+   */
+  resolve(id: string, waitMs: number): Promise<UploadedFile> {
+    const entry = this.#closed ? undefined : this.#entries.get(id);
+    if (!entry) {
+      return Promise.reject(
+        new UnresolvedUpload(
+          `no upload ${JSON.stringify(id.slice(0, 64))} in this session: never announced, expired, failed, or of a session that ended; upload the file again`,
+        ),
+      );
+    }
+    if (entry.file) return Promise.resolve(entry.file);
+    return new Promise<UploadedFile>((resolve, reject) => {
+      const waiter: Waiter = {
+        resolve: (f) => {
+          clearTimeout(timer);
+          resolve(f);
+        },
+        reject: (e) => {
+          clearTimeout(timer);
+          reject(e);
+        },
+      };
+      const timer = setTimeout(() => {
+        entry.waiters = entry.waiters.filter((w) => w !== waiter);
+        reject(
+          new UnresolvedUpload(`the bytes of upload ${id} did not arrive within ${waitMs} ms; PUT them to ${UPLOAD_PATH}${id} before sending the command`),
+        );
+      }, waitMs);
+      entry.waiters.push(waiter);
+    });
+  }
+
+  /** Drops an entry: its reservation is released, and commands waiting for it fail with `reason`. */
+  #forget(entry: Entry, reason: string): void {
+    clearTimeout(entry.expiry);
+    this.#entries.delete(entry.id);
+    this.#used -= entry.size;
+    for (const w of entry.waiters.splice(0)) w.reject(new UnresolvedUpload(reason));
+  }
+
+  #folderPath(): Promise<string> {
+    this.#folder ??= mkdtemp(join(this.#options().dir ?? tmpdir(), 'reactor-uploads-')).then((dir) => {
+      trackFolder(dir);
+      return dir;
+    });
+    return this.#folder;
+  }
+
+  /** Ends the store: writes in progress stop, waiting commands fail, every file and the folder are deleted. Idempotent. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#abort.abort();
+    for (const e of [...this.#entries.values()]) this.#forget(e, 'the session ended');
+    await Promise.allSettled([...this.#writes]);
+    if (!this.#folder) return;
+    const dir = await this.#folder.catch(() => undefined);
+    if (dir === undefined) return;
+    await rm(dir, { recursive: true, force: true });
+    liveFolders.delete(dir);
+  }
+}
+
+const ABORTED = Symbol('aborted');
+
+function abortPromise(signal: AbortSignal): Promise<typeof ABORTED> {
+  return new Promise((resolve) => {
+    if (signal.aborted) resolve(ABORTED);
+    else signal.addEventListener('abort', () => resolve(ABORTED), { once: true });
+  });
+}
+
+function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
+  const out = new Uint8Array(a.byteLength + b.byteLength);
+  out.set(a);
+  out.set(b, a.byteLength);
+  return out;
+}
+
+function notFound(id: string, why = 'never announced, expired (not written in time), failed, or of a session that ended'): UploadError {
+  return new UploadError(RuntimeErrorCode.UploadNotFound, `no upload ${JSON.stringify(id.slice(0, 64))}: ${why}; announce the file again with POST /uploads`);
+}
+
+function codePoints(s: string): number {
+  let n = 0;
+  for (const _ of s) n++;
+  return n;
+}
+
+/** Checks the shape of a `POST /uploads` body. */
+function checkAnnouncement(request: unknown): { name: string; size: number; clientId: string | undefined } {
+  const bad = (why: string): UploadError =>
+    new UploadError(
+      RuntimeErrorCode.UploadInvalidRequest,
+      `${why}; announce a file as {"name": "<display name>", "size": <exact byte count>, "mimeType"?: "<type>", "clientId"?: "<your clientId>"}`,
+    );
+  if (typeof request !== 'object' || request === null || Array.isArray(request)) throw bad('the announcement is not a JSON object');
+  const r = request as Record<string, unknown>;
+  const extra = Object.keys(r).filter((k) => !ANNOUNCE_KEYS.includes(k));
+  if (extra.length > 0) throw bad(`unknown key ${JSON.stringify(extra[0]!.slice(0, 40))}`);
+  const { name, size, mimeType, clientId } = r;
+  if (typeof name !== 'string' || name.length === 0 || codePoints(name) > MAX_UPLOAD_NAME_LENGTH) {
+    throw bad(`"name" must be a non-empty string of at most ${MAX_UPLOAD_NAME_LENGTH} characters`);
+  }
+  if (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 1) throw bad('"size" must be a positive integer (bytes)');
+  if (mimeType !== undefined && (typeof mimeType !== 'string' || mimeType.length > 255)) throw bad('"mimeType" must be a string');
+  if (clientId !== undefined && (typeof clientId !== 'string' || clientId.length > 64))
+    throw bad('"clientId" must be the clientId string from the welcome message');
+  return { name, size, clientId };
+}
