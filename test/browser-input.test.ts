@@ -12,7 +12,7 @@ import type { Browser, Page } from 'playwright-core';
 import { serve, type ReactorServer } from '@reactor/server';
 import { quiet } from './fixtures/cleanups.js';
 import { launchWithFakeMedia } from './fixtures/chromium.js';
-import { EFFECT, effectApp, newEffectRecord, type EffectRecord } from './fixtures/effect-app.js';
+import { EFFECT, effectApp, newEffectRecord, solidPng, type EffectRecord } from './fixtures/effect-app.js';
 
 const artifacts = fileURLToPath(new URL('../test-artifacts/', import.meta.url));
 
@@ -24,7 +24,7 @@ const pageErrors: string[] = [];
 
 beforeAll(async () => {
   record = newEffectRecord();
-  server = await serve(effectApp(record, { soundtrack: false }), { port: 0, gracePeriodMs: 0, logger: quiet, encoding: 'rgb' });
+  server = await serve(effectApp(record), { port: 0, gracePeriodMs: 0, logger: quiet, encoding: 'rgb' });
   await server.loaded;
   browser = await launchWithFakeMedia();
   page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
@@ -46,6 +46,18 @@ function canvasMean(p: Page): Promise<number> {
     let s = 0;
     for (let i = 0; i < d.length; i += 4) s += d[i]! + d[i + 1]! + d[i + 2]!;
     return s / ((d.length / 4) * 3);
+  });
+}
+
+/** Mean RGB over the whole canvas. */
+function canvasRgb(p: Page): Promise<[number, number, number]> {
+  return p.evaluate(() => {
+    const c = document.getElementById('stream') as HTMLCanvasElement;
+    const d = c.getContext('2d')!.getImageData(0, 0, c.width, c.height).data;
+    const s = [0, 0, 0];
+    for (let i = 0; i < d.length; i += 4) for (let k = 0; k < 3; k++) s[k]! += d[i + k]!;
+    const n = d.length / 4;
+    return [s[0]! / n, s[1]! / n, s[2]! / n] as [number, number, number];
   });
 }
 
@@ -76,6 +88,51 @@ describe('viewer in Chromium: camera and microphone in, audio out, uploads', () 
     mkdirSync(artifacts, { recursive: true });
     await page.screenshot({ path: `${artifacts}viewer-input.png`, fullPage: true });
   }, 60_000);
+
+  it("plays the app's soundtrack: an AnalyserNode on the viewer's player hears it", async () => {
+    await expect.poll(() => page.textContent('.result[data-track=soundtrack]'), { timeout: 10_000 }).toBe('playing');
+    const rms = await page.evaluate(async () => {
+      const player = (
+        window as unknown as { reactorViewer: { audioPlayers: Map<string, { context: AudioContext; output: GainNode }> } }
+      ).reactorViewer.audioPlayers.get('soundtrack')!;
+      const analyser = player.context.createAnalyser();
+      analyser.fftSize = 2048;
+      player.output.connect(analyser);
+      const buf = new Float32Array(analyser.fftSize);
+      let best = 0;
+      const deadline = performance.now() + 10_000;
+      while (best < 0.05 && performance.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 50));
+        analyser.getFloatTimeDomainData(buf);
+        best = Math.max(best, Math.sqrt(buf.reduce((a, x) => a + x * x, 0) / buf.length));
+      }
+      return best;
+    });
+    expect(rms).toBeGreaterThan(0.05);
+  }, 30_000);
+
+  it('uploads a picture through the file input: the command carries its reference and the video is tinted', async () => {
+    const before = await canvasRgb(page);
+    await page.setInputFiles('[data-command=set_tint] input[type=file]', {
+      name: 'tint.png',
+      mimeType: 'image/png',
+      buffer: Buffer.from(solidPng(8, 8, [250, 0, 0])),
+    });
+    await expect.poll(() => page.textContent('.result[data-command=set_tint]'), { timeout: 15_000 }).toBe('ok');
+    // The next step reads the picture (the command only set the state).
+    await expect.poll(() => record.tint?.map(Math.round), { timeout: 10_000 }).toEqual([250, 0, 0]);
+    // Half-way to pure red: the picture's redness (red minus the mean of green and blue) goes
+    // from r to 125 + r / 2, a rise of at least 40 for any picture that was not already red.
+    const redness = ([r, g, b]: [number, number, number]): number => r - (g + b) / 2;
+    await expect.poll(async () => redness(await canvasRgb(page)) - redness(before), { timeout: 10_000 }).toBeGreaterThan(40);
+  }, 60_000);
+
+  it('shows an upload the server refuses next to its control', async () => {
+    await page.setInputFiles('[data-command=set_tint] input[type=file]', { name: 'notes.png', mimeType: 'image/png', buffer: Buffer.from('just some text') });
+    await expect.poll(() => page.textContent('.result[data-command=set_tint]'), { timeout: 15_000 }).toMatch(/^upload_type_not_allowed: /);
+    expect(await page.getAttribute('.result[data-command=set_tint]', 'class')).toContain('err');
+    expect(pageErrors).toEqual([]);
+  }, 30_000);
 
   it('stops publishing when a toggle is turned off: the line says off and the track is free again', async () => {
     await page.locator('.media[data-track=webcam] .toggle').click();

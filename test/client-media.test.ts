@@ -6,10 +6,10 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
-import { connect, type ClientFrame, type ReactorClient, type VideoSourceFrame } from '@reactor/client';
+import { connect, type ClientAudio, type ClientFrame, type ReactorClient, type VideoSourceFrame } from '@reactor/client';
 import { serve, type ReactorServer } from '@reactor/server';
 import { quiet } from './fixtures/cleanups.js';
-import { EFFECT, effectApp, newEffectRecord, type EffectAppOptions, type EffectRecord } from './fixtures/effect-app.js';
+import { EFFECT, effectApp, newEffectRecord, solidPng, type EffectAppOptions, type EffectRecord } from './fixtures/effect-app.js';
 
 let server: ReactorServer;
 let record: EffectRecord;
@@ -114,6 +114,70 @@ describe('Node SDK: publish, upload, audio', () => {
     expect(mic.framesSent).toBeGreaterThanOrEqual(record.audioChunks);
     stop.abort();
     await Promise.all([cam.ended, mic.ended]);
+  });
+
+  it('receives the app audio as audio events: 48 kHz mono samples with the tone in them', async () => {
+    await start();
+    const c = await client();
+    const stop = new AbortController();
+    await c.publish(
+      'webcam',
+      greyFrames(() => 0, stop.signal),
+      { signal: stop.signal },
+    );
+    const a = await next<ClientAudio>(c, 'audio', () => true);
+    expect(a.trackName).toBe('soundtrack');
+    expect(a.sampleRate).toBe(EFFECT.sampleRate);
+    expect(a.samples).toBeInstanceOf(Int16Array);
+    expect(a.samples.length).toBeGreaterThan(0);
+    expect(Math.max(...a.samples.map(Math.abs))).toBeGreaterThan(10_000);
+    stop.abort();
+  });
+
+  it('pauses and resumes an outbound track for this connection only', async () => {
+    await start();
+    const c = await client();
+    const stop = new AbortController();
+    await c.publish(
+      'webcam',
+      greyFrames(() => 0, stop.signal),
+      { signal: stop.signal },
+    );
+    await next<ClientAudio>(c, 'audio', () => true);
+    await c.pauseTrack('soundtrack');
+    let audio = 0;
+    c.on('audio', () => audio++);
+    // While ten more video frames arrive, at most a couple of audio chunks already in flight do.
+    let frames = 0;
+    await next<ClientFrame>(c, 'frame', () => ++frames >= 10);
+    expect(audio).toBeLessThanOrEqual(2);
+    await c.resumeTrack('soundtrack');
+    await next<ClientAudio>(c, 'audio', () => true);
+    stop.abort();
+  });
+
+  it('uploads a picture and sends its reference in a command: the video turns towards its colour', async () => {
+    await start({ soundtrack: false });
+    const c = await client();
+    const stop = new AbortController();
+    await c.publish(
+      'webcam',
+      greyFrames(() => 255, stop.signal),
+      { signal: stop.signal },
+    );
+    await next<ClientFrame>(c, 'frame', (f) => pixel(f)[0] === 0); // inverted white
+    const ref = await c.upload(solidPng(8, 8, [200, 0, 100]), { name: 'tint.png', type: 'image/png' });
+    expect(Object.keys(ref)).toEqual(['uploadId']);
+    await c.send('set_tint', { tint: ref });
+    // (0 + 200) / 2, (0 + 0) / 2, (0 + 100) / 2
+    const f = await next<ClientFrame>(c, 'frame', (f) => pixel(f)[0] === 100);
+    expect(pixel(f)).toEqual([100, 0, 50]);
+    expect(c.state['tint']).toMatchObject({ uploadId: ref.uploadId, name: 'tint.png', mimeType: 'image/png' });
+    // Bytes that are not a picture, whatever their claimed type: the server's code.
+    await expect(c.upload(new TextEncoder().encode('not a picture at all'), { name: 'x.png', type: 'image/png' })).rejects.toMatchObject({
+      code: 'upload_type_not_allowed',
+    });
+    stop.abort();
   });
 
   it('gets refusals with their codes: unknown and outbound tracks (from the schema), a taken track, unpublishing what it does not publish', async () => {
