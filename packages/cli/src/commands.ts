@@ -156,6 +156,8 @@ export async function runCommand(o: CliOptions, logger: Logger): Promise<void> {
       ...(allowedHosts !== undefined && { allowedHosts }),
       ...(allowedOrigins !== undefined && { allowedOrigins }),
       ...(m.server.encoding !== undefined && { encoding: m.server.encoding }),
+      ...(m.server.maxUploadBytes !== undefined && { maxUploadBytes: m.server.maxUploadBytes }),
+      ...(m.server.uploadQuotaBytes !== undefined && { uploadQuotaBytes: m.server.uploadQuotaBytes }),
       ...(m.runtime.weightsPath !== undefined && { weightsPath: m.runtime.weightsPath }),
       ...(cfg !== undefined && { configPath: cfg }),
       manifestGpuCount: m.model.gpu.count,

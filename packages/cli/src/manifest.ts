@@ -74,6 +74,10 @@ class ServerSection {
   @IsOptional() @IsArray() @IsString({ each: true }) allowed_hosts?: string[];
   /** Origins whose pages may connect; see `ServerOptions.allowedOrigins`. */
   @IsOptional() @IsArray() @IsString({ each: true }) allowed_origins?: string[];
+  /** Largest upload, bytes; see `ServerOptions.maxUploadBytes`. */
+  @IsOptional() @IsInt() @Min(1) max_upload_bytes?: number;
+  /** Bytes one session's uploads may hold; see `ServerOptions.uploadQuotaBytes`. */
+  @IsOptional() @IsInt() @Min(1) upload_quota_bytes?: number;
 }
 
 class ManifestDocument {
@@ -94,7 +98,16 @@ export interface Manifest {
   /** `name` and `version` when the manifest gives them (the app's `@reactorApp` ones otherwise). */
   model: { name?: string; version?: string; description?: string; gpu: { type?: string; count: number } };
   runtime: { module: string; exportName: string; config?: string; weightsPath?: string };
-  server: { host?: string; port?: number; token?: string; encoding?: 'jpeg' | 'rgb'; allowedHosts?: string[]; allowedOrigins?: string[] };
+  server: {
+    host?: string;
+    port?: number;
+    token?: string;
+    encoding?: 'jpeg' | 'rgb';
+    allowedHosts?: string[];
+    allowedOrigins?: string[];
+    maxUploadBytes?: number;
+    uploadQuotaBytes?: number;
+  };
 }
 
 function flatten(errors: ValidationError[], prefix = ''): string[] {
@@ -152,6 +165,9 @@ export function loadManifest(file: string): Manifest {
   if (Array.isArray(server?.allowed_origins) && server.allowed_origins.every((h) => typeof h === 'string')) {
     problems.push(...listProblems(server.allowed_origins, originProblem, (i) => `server.allowed_origins[${i}]`));
   }
+  if (typeof server?.max_upload_bytes === 'number' && typeof server.upload_quota_bytes === 'number' && server.upload_quota_bytes < server.max_upload_bytes) {
+    problems.push(`server.upload_quota_bytes: ${server.upload_quota_bytes} is below server.max_upload_bytes (${server.max_upload_bytes}); raise it`);
+  }
   if (problems.length > 0) {
     throw new ManifestError(`${path} is invalid:\n${problems.map((p) => `  - ${p}`).join('\n')}`, problems);
   }
@@ -179,6 +195,8 @@ export function loadManifest(file: string): Manifest {
       ...(server?.encoding !== undefined && { encoding: server.encoding }),
       ...(server?.allowed_hosts !== undefined && { allowedHosts: server.allowed_hosts }),
       ...(server?.allowed_origins !== undefined && { allowedOrigins: server.allowed_origins }),
+      ...(server?.max_upload_bytes !== undefined && { maxUploadBytes: server.max_upload_bytes }),
+      ...(server?.upload_quota_bytes !== undefined && { uploadQuotaBytes: server.upload_quota_bytes }),
     },
   };
 }

@@ -93,6 +93,24 @@ extra: 1
     expect(() => loadManifest(write(`${good}build: { command: make }\n`))).toThrow('build: unknown section (allowed: model, runtime, server)');
   });
 
+  it('reads the upload limits (server.max_upload_bytes, server.upload_quota_bytes) and refuses a quota below the limit', () => {
+    const base = 'runtime: { import: app.js:App }\n';
+    const m = loadManifest(write(`${base}server: { max_upload_bytes: 1000000, upload_quota_bytes: 5000000 }\n`));
+    expect(m.server).toEqual({ maxUploadBytes: 1_000_000, uploadQuotaBytes: 5_000_000 });
+    const problems = (yaml: string): string[] => {
+      try {
+        loadManifest(write(`${base}server: ${yaml}\n`));
+      } catch (e) {
+        return (e as ManifestError).problems;
+      }
+      throw new Error('accepted');
+    };
+    expect(problems('{ max_upload_bytes: 0 }')).toEqual(['server.max_upload_bytes: must not be less than 1']);
+    expect(problems('{ max_upload_bytes: 100, upload_quota_bytes: 10 }')).toEqual([
+      'server.upload_quota_bytes: 10 is below server.max_upload_bytes (100); raise it',
+    ]);
+  });
+
   it('names --manifest (not --config) when the file cannot be read', () => {
     expect(() => loadManifest('/nonexistent/reactor.yaml')).toThrow(/pass --manifest <file>\.$/);
   });

@@ -686,7 +686,7 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
           return;
         }
         const err = new ReactorClientError(msg.code, `server error (${msg.code}): ${msg.message}`);
-        if (FRAME_ERROR_CODES.has(msg.code)) this.#publicationFor(msg.message)?.reportError(err);
+        if (FRAME_ERROR_CODES.has(msg.code)) this.#publicationFor(msg.message)?.reportError(new ReactorClientError(msg.code, msg.message));
         this.emit('error', err);
         return;
       }

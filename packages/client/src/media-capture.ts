@@ -106,7 +106,8 @@ export async function* cameraFrames(source: MediaStreamTrackLike, o: CameraCaptu
     while (!o.signal?.aborted && track.readyState !== 'ended') {
       await wait(due - performance.now(), o.signal);
       if (o.signal?.aborted) break;
-      due = Math.max(due + interval, performance.now() - interval);
+      // Never faster than fps, also after a stall (no catch-up burst: the server rate-limits bursts).
+      due = Math.max(due, performance.now()) + interval;
       const g = await grabber.grab();
       if (!g) break;
       if (o.skip?.()) {

@@ -170,6 +170,10 @@ export class RankDesyncError extends DistributedError {
 export class SharedMemoryCapacityError extends DistributedError {
   readonly neededBytes: number;
   readonly availableBytes: number;
+  /** What bounds it: `are free in /dev/shm`, `are allowed by options.maxShmBytes`. */
+  readonly limitName: string;
+  /** What needed the memory. */
+  readonly what: string;
 
   constructor(what: string, neededBytes: number, availableBytes: number, limitName: string) {
     super(
@@ -180,6 +184,8 @@ export class SharedMemoryCapacityError extends DistributedError {
     );
     this.neededBytes = neededBytes;
     this.availableBytes = availableBytes;
+    this.limitName = limitName;
+    this.what = what;
   }
 }
 

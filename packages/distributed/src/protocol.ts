@@ -1,14 +1,15 @@
 /**
  * The one IPC protocol between the parent (`DistributedRunner`) and a rank process. Control
  * messages are small JSON objects on Node's IPC channel; every payload (load arguments, inputs,
- * results, collective data) travels through shared memory and is referred to by a {@link SlotRef}.
+ * results, collective parts) travels through shared memory and is referred to by a {@link SlotRef}
+ * (a collective part by a {@link PartInfo}).
  * @internal
  */
 import { ProtocolError } from './errors.js';
 import type { FaultSpec } from './faults.js';
 
 /** Bumped whenever a message shape changes; the child refuses a parent of another version. */
-export const PROTOCOL_VERSION = 2;
+export const PROTOCOL_VERSION = 3;
 
 /** Where a payload lies: a shared-memory segment name and the byte length of the message in it. */
 export interface SlotRef {
@@ -83,13 +84,16 @@ export interface CancelMessage {
   t: 'cancel';
   id: number;
 }
+/** Every rank has arrived at collective `seq`: it is complete on this rank. */
 export interface CollectiveGoMessage {
   t: 'collGo';
   seq: number;
-  /** Per rank, its contribution (null where this rank does not need it). */
-  payloads: (Payload | null)[];
+  /** Per rank, its part, where this rank reads it (null: this rank does not read that rank's part). */
+  parts?: (PartInfo | null)[];
   /** Set when the ranks called different collectives here: every rank's call rejects with it. */
   error?: string;
+  /** Set when a rank's part did not fit in its block: every rank's collective rejects with a `SharedMemoryCapacityError`. */
+  capacity?: CapacityShortfall;
   /** Set when the call was cancelled while this rank waited: its collective rejects with an AbortError. */
   cancelled?: boolean;
 }
@@ -124,12 +128,33 @@ export interface CallFailedMessage {
   /** With `verifyInputs`: a hash of the input this rank decoded. */
   inputHash?: string;
 }
+/** One rank's part of a collective: a typed array its rank has written into its own collective block. */
+export interface PartInfo {
+  /** The typed array's constructor name (`Float32Array`, ...). */
+  type: string;
+  /** Length in elements. */
+  length: number;
+  byteLength: number;
+  /** The block it lies in (null for an empty part) and its data offset there. */
+  seg: string | null;
+  at: number;
+}
+/** A shared-memory block that did not fit (the fields of a `SharedMemoryCapacityError`). */
+export interface CapacityShortfall {
+  what: string;
+  neededBytes: number;
+  availableBytes: number;
+  limitName: string;
+}
+/** This rank has arrived at collective `seq` (its part, if it sends one, is already written). */
 export interface CollectiveMessage {
   t: 'coll';
   seq: number;
   op: CollectiveOp;
   root: number;
-  payload: Payload | null;
+  part: PartInfo | null;
+  /** Set when this rank's part did not fit in its block: the collective fails on every rank with it. */
+  capacity?: CapacityShortfall;
 }
 export interface FatalMessage {
   t: 'fatal';

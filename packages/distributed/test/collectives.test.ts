@@ -1,14 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { DistributedRunner, RankDesyncError } from '../src/index.js';
-import { expectNothingLeft, fixture, quiet, trackRunners } from './helpers.js';
+import { DistributedRunner, RankDesyncError, SharedMemoryCapacityError, WorkerCrashedError, WorkerStalledError, WorkerTimeoutError } from '../src/index.js';
+import { TYPED_ARRAY_CONSTRUCTORS } from '../src/collectives/types.js';
+import { expectNothingLeft, fixture, quiet, segments, trackRunners } from './helpers.js';
 
 describe('Collectives', () => {
   const track = trackRunners();
 
-  async function start(worldSize: number, shm?: 'file') {
+  async function start(worldSize: number, shm?: 'file', extra: Record<string, unknown> = {}) {
     const { CollectivesWorker } = await fixture('collectives');
     const runner: DistributedRunner<any, any, any> = track(
-      new DistributedRunner(CollectivesWorker, { worldSize, logger: quiet, callTimeoutMs: 20_000, ...(shm ? { shm } : {}) }),
+      new DistributedRunner(CollectivesWorker, { worldSize, logger: quiet, callTimeoutMs: 20_000, ...(shm ? { shm } : {}), ...extra }),
     );
     await runner.start();
     return runner;
@@ -132,5 +133,114 @@ describe('Collectives', () => {
     expect(err).toMatchObject({ name: 'CollectiveError', code: 'collective_misuse', rank: 0 });
     expect((err as Error).message).toBe('gather(): root must be a rank between 0 and 1, got 99 (rank 0).');
     expect(runner.healthy).toBe(true);
+  });
+
+  describe('rank to rank', () => {
+    const types = TYPED_ARRAY_CONSTRUCTORS.map((T) => T.name);
+
+    async function expectMatrix(runner: DistributedRunner<any, any, any>, worldSize: number, calls: number) {
+      const { matrixPart } = await fixture('collectives');
+      // Repeated calls reuse the destination blocks; the roots move with the call number.
+      for (let call = 0; call < calls; call++) {
+        const out = await runner.generate({ op: 'matrix', call, types });
+        for (const T of TYPED_ARRAY_CONSTRUCTORS) {
+          const parts = Array.from({ length: worldSize }, (_, r) => matrixPart(T, r, call));
+          const got = out[T.name];
+          expect(got.allGather, `${T.name} allGather, call ${call}`).toEqual(parts);
+          expect(got.gather, `${T.name} gather, call ${call}`).toEqual(call % worldSize === 0 ? parts : null);
+          expect(got.broadcast, `${T.name} broadcast, call ${call}`).toEqual(parts[(call + 1) % worldSize]);
+        }
+      }
+    }
+
+    it.each([1, 2, 3, 4])(
+      'gather, allGather and broadcast deliver every typed array type, uneven and empty parts included, over repeated calls (%i ranks)',
+      async (worldSize) => {
+        const runner = await start(worldSize);
+        await expectMatrix(runner, worldSize, worldSize === 1 ? 2 : worldSize + 1);
+        await runner.shutdown();
+        expectNothingLeft(runner);
+      },
+      60_000,
+    );
+
+    it('does the same over the file fallback', async () => {
+      const runner = await start(3, 'file');
+      await expectMatrix(runner, 3, 3);
+      await runner.shutdown();
+      expectNothingLeft(runner);
+    }, 60_000);
+
+    it("writes each rank's part into that rank's block in /dev/shm, which grows when needed, is reused, and is gone after shutdown", async () => {
+      const runner = await start(2);
+      const blocks = () => segments(runner.segmentPrefix).filter((f) => f.includes('-coll-'));
+      expect(await runner.generate({ op: 'sizes', bytes: 1000 })).toEqual([0, 1000]);
+      // Only rank 1 sent a part: only its block exists.
+      expect(blocks()).toEqual([expect.stringMatching(/-r1-coll-g1$/)]);
+      // 3 MiB does not fit the first 1 MiB block: a new generation (the old one is unlinked when the next call begins).
+      expect(await runner.generate({ op: 'sizes', bytes: 3 << 20 })).toEqual([0, 3 << 20]);
+      expect(blocks()).toEqual(expect.arrayContaining([expect.stringMatching(/-r1-coll-g2$/)]));
+      // The next calls fit in it: no new generation, and the old one is gone.
+      expect(await runner.generate({ op: 'sizes', bytes: 3 << 20 })).toEqual([0, 3 << 20]);
+      expect(blocks()).toEqual([expect.stringMatching(/-r1-coll-g2$/)]);
+      await runner.shutdown();
+      expectNothingLeft(runner);
+    });
+
+    it("a result stays valid through the call: passed on as the next collective's input, it is intact", async () => {
+      const runner = await start(3);
+      expect(await runner.generate({ op: 'passOn' })).toEqual({ again: [1.5, 2.5, 0.5] });
+    });
+
+    it('a part larger than maxShmBytes is a SharedMemoryCapacityError on every rank, not a desync (healthy)', async () => {
+      const runner = await start(2, undefined, { maxShmBytes: 2 << 20 });
+      const err = await runner.generate({ op: 'sizes', bytes: 3 << 20 }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(SharedMemoryCapacityError);
+      expect((err as Error).message).toContain(
+        "Shared memory for rank 1's collective parts needs 3.0 MiB but only 2.0 MiB are allowed by options.maxShmBytes.",
+      );
+      expect(runner.healthy).toBe(true);
+      expect(await runner.generate({ op: 'sizes', bytes: 1000 })).toEqual([0, 1000]);
+      await runner.shutdown();
+      expectNothingLeft(runner);
+    });
+
+    it('collectives started together on one rank each get their own parts', async () => {
+      const runner = await start(3);
+      expect(await runner.generate({ op: 'concurrent' })).toEqual({ a: [0, 1, 2], b: [10, 11, 12] });
+    });
+
+    it('a rank that dies in a gather its peers wait in is a WorkerCrashedError at once, and no segment is left', async () => {
+      const runner = await start(3);
+      expect(await runner.generate({ op: 'sizes', bytes: 1 << 20 })).toEqual([0, 1 << 20, 1 << 20]);
+      expect(segments(runner.segmentPrefix).filter((f) => f.includes('-coll-'))).toHaveLength(2);
+      const t0 = performance.now();
+      const err = await runner.generate({ op: 'crashInGather' }).catch((e: unknown) => e);
+      expect(performance.now() - t0).toBeLessThan(10_000);
+      expect(err).toBeInstanceOf(WorkerCrashedError);
+      expect(err).toMatchObject({ code: 'worker_crashed', rank: 1, signal: 'SIGKILL' });
+      expect(runner.healthy).toBe(false);
+      await runner.shutdown();
+      expectNothingLeft(runner);
+    });
+
+    it('a rank that never arrives fails the call at callTimeoutMs (WorkerTimeoutError), and no segment is left', async () => {
+      const runner = await start(3, undefined, { callTimeoutMs: 1500 });
+      const err = await runner.generate({ op: 'neverArrives' }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(WorkerTimeoutError);
+      // Every rank that has not answered is named: rank 1, and its peers waiting for it in the gather.
+      expect(err).toMatchObject({ code: 'worker_timeout', ranks: [0, 1, 2] });
+      await runner.shutdown();
+      expectNothingLeft(runner);
+    });
+
+    it('a rank blocked before it arrives fails the call at stallTimeoutMs (WorkerStalledError naming it)', async () => {
+      const runner = await start(2, undefined, { stallMs: 300, stallTimeoutMs: 600 });
+      const err = await runner.generate({ op: 'neverArrives', busy: true }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(WorkerStalledError);
+      expect(err).toMatchObject({ code: 'worker_stalled', ranks: [1] });
+      await runner.shutdown();
+      expectNothingLeft(runner);
+    });
   });
 });

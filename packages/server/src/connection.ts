@@ -7,11 +7,29 @@
  * none while the socket has more than `maxBufferedBytes` buffered. A client that reads slowly
  * or not at all therefore holds a bounded amount of memory; when its queue overflows the
  * oldest frame is dropped (newest wins) and counted. Nothing here ever makes the host wait.
+ *
+ * Audio chunks share the queue, in play order, but are bounded apart
+ * ({@link AUDIO_QUEUE_FACTOR} x `maxQueuedFrames`): a slow client loses video frames first and
+ * audio only when even that bound overflows, because a skipped picture is hardly seen while a
+ * gap in the sound is heard, and a chunk is a small fraction of a frame's bytes.
+ *
+ * A client may pause an outbound track (`pause_track`): its frames or chunks are then not
+ * queued for this connection at all (nor counted as dropped) until `resume_track`.
  */
 import type { WebSocket, RawData } from 'ws';
-import type { CommandMessage, ErrorMessage, PublishMessage, ReplyMessage, ServerMessage, StatsMessage, UnpublishMessage } from '@reactor/client';
+import type {
+  CommandMessage,
+  ErrorMessage,
+  PauseTrackMessage,
+  PublishMessage,
+  ReplyMessage,
+  ResumeTrackMessage,
+  ServerMessage,
+  StatsMessage,
+  UnpublishMessage,
+} from '@reactor/client';
 import type { Logger } from '@reactor/log';
-import type { AppHostApi, ClientHandle, ClientSink, OutputFrame } from '@reactor/runtime';
+import type { AppHostApi, ClientHandle, ClientSink, OutputAudio, OutputFrame } from '@reactor/runtime';
 import { parseClientMessage, validId } from './client-message.js';
 import { ServerErrorCode } from './errors.js';
 import type { FrameDecoder } from './frame-decoder.js';
@@ -21,8 +39,10 @@ import type { DropReason, ServerMetrics } from './metrics.js';
 import type { ResolvedServerOptions } from './options.js';
 import type { BudgetHolder, SendBudget } from './send-budget.js';
 
-/** Frames written to a socket whose write callback has not fired yet. */
+/** Frames (and audio chunks) written to a socket whose write callback has not fired yet. */
 export const MAX_FRAMES_IN_FLIGHT = 2;
+/** Audio chunks a client's queue holds, per frame it may hold (`maxQueuedFrames`), before the oldest chunk is dropped. */
+export const AUDIO_QUEUE_FACTOR = 4;
 /** Unsent bytes below which a client is never cut by the server-wide budget for a control message. */
 const TEXT_EVICT_MIN_BYTES = 64 * 1024;
 /** A client whose buffered bytes exceed `maxBufferedBytes` times this is disconnected. */
@@ -32,19 +52,30 @@ const MAX_HELD_MESSAGES = 65_536;
 /** Time the close frame of a client cut for not reading gets before its socket is destroyed. */
 const CUT_GRACE_MS = 1000;
 
-interface QueuedFrame {
-  frame: OutputFrame;
-  data: Promise<Buffer>;
+/** A frame or an audio chunk waiting for this client's socket. */
+interface QueuedItem {
+  readonly seq: number;
+  readonly track: string;
+  readonly trackIndex: number;
+  readonly audio: boolean;
+  readonly data: Promise<Buffer>;
 }
 
 /** A snapshot of one connection, for tests, metrics and operators. */
 export interface ConnectionInfo {
   id: string;
+  /** Video frames waiting in this client's queue. */
   queuedFrames: number;
+  /** Audio chunks waiting in this client's queue. */
+  queuedAudio: number;
   framesInFlight: number;
   bufferedBytes: number;
   framesSent: number;
   framesDropped: number;
+  audioSent: number;
+  audioDropped: number;
+  /** Outbound tracks this client has paused (`pause_track`), by name. */
+  pausedTracks: string[];
   /** Answer bytes (text) handed to the socket whose write has not completed. */
   unsentAnswerBytes: number;
   /** Whether the server has stopped reading this client (more than `readPauseBytes` of its answers unsent). */
@@ -82,7 +113,11 @@ export class ClientConnection implements ClientSink, BudgetHolder {
   #handle: ClientHandle | undefined;
   /** Binary frames to the app's inbound tracks; absent when it declares none (binary is then `unexpected_binary`). */
   #frames: FrameIntake | undefined;
-  readonly #queue: QueuedFrame[] = [];
+  readonly #queue: QueuedItem[] = [];
+  /** How many of #queue's items are audio chunks. */
+  #queuedAudio = 0;
+  /** Outbound tracks (`schema.tracks` indices) this client paused. */
+  readonly #paused = new Set<number>();
   #inFlight = 0;
   #pumping = false;
   #closed = false;
@@ -96,6 +131,8 @@ export class ClientConnection implements ClientSink, BudgetHolder {
   readonly #idsInFlight = new Map<string, number>();
   #sent = 0;
   #dropped = 0;
+  #audioSent = 0;
+  #audioDropped = 0;
   /** Bytes handed to the socket whose write has not completed (they count against the server's budget). */
   #unsent = 0;
   /** Cut by the server-wide budget (its bytes already given back). */
@@ -160,11 +197,15 @@ export class ClientConnection implements ClientSink, BudgetHolder {
   info(): ConnectionInfo {
     const info: ConnectionInfo = {
       id: this.id,
-      queuedFrames: this.#queue.length,
+      queuedFrames: this.#queue.length - this.#queuedAudio,
+      queuedAudio: this.#queuedAudio,
       framesInFlight: this.#inFlight,
       bufferedBytes: this.#ws.bufferedAmount,
       framesSent: this.#sent,
       framesDropped: this.#dropped,
+      audioSent: this.#audioSent,
+      audioDropped: this.#audioDropped,
+      pausedTracks: [...this.#paused].map((i) => this.#ctx.host.schema.tracks[i]?.name ?? String(i)),
       unsentAnswerBytes: this.#unsentText,
       readPaused: this.#readPaused,
       readPauses: this.#readPauses,
@@ -191,21 +232,36 @@ export class ClientConnection implements ClientSink, BudgetHolder {
     if ((msg.type === 'reply' || msg.type === 'error') && msg.id !== undefined && this.#idsInFlight.has(msg.id)) return;
     if (msg.type === 'stats') this.#ctx.onStats(msg);
     if (msg.type === 'flush') {
-      // Frames still waiting here belong to the cut playout: drop them before the client learns of the cut.
-      const before = this.#queue.length;
-      for (let i = this.#queue.length - 1; i >= 0; i--) if (this.#queue[i]!.frame.seq < msg.nextSeq) this.#queue.splice(i, 1);
-      if (before > this.#queue.length) this.#ctx.metrics.framesDropped.inc({ reason: 'flush' }, before - this.#queue.length);
+      // Frames and audio still waiting here belong to the cut playout: drop them before the client learns of the cut.
+      let frames = 0;
+      let audio = 0;
+      for (let i = this.#queue.length - 1; i >= 0; i--) {
+        const item = this.#queue[i]!;
+        if (item.seq >= msg.nextSeq) continue;
+        this.#unqueue(i);
+        if (item.audio) audio++;
+        else frames++;
+      }
+      if (frames > 0) this.#ctx.metrics.framesDropped.inc({ reason: 'flush' }, frames);
+      if (audio > 0) this.#ctx.metrics.audioChunksDropped.inc({ reason: 'flush' }, audio);
     }
     this.#sendText(JSON.stringify(msg.type === 'error' ? capError(msg) : msg));
   }
 
   frame(frame: OutputFrame): void {
-    if (this.#closed) return;
-    this.#queue.push({ frame, data: this.#ctx.encoder.encode(frame) });
-    if (this.#queue.length > this.#ctx.options.maxQueuedFrames) {
-      this.#queue.shift();
-      this.#drop('slow_client', 1);
-    }
+    if (this.#closed || this.#paused.has(frame.trackIndex)) return;
+    const { seq, track, trackIndex } = frame;
+    this.#queue.push({ seq, track, trackIndex, audio: false, data: this.#ctx.encoder.encode(frame) });
+    if (this.#queue.length - this.#queuedAudio > this.#ctx.options.maxQueuedFrames) this.#dropOldest(false);
+    void this.#pump();
+  }
+
+  audio(chunk: OutputAudio): void {
+    if (this.#closed || this.#paused.has(chunk.trackIndex)) return;
+    const { seq, track, trackIndex } = chunk;
+    this.#queue.push({ seq, track, trackIndex, audio: true, data: this.#ctx.encoder.encodeAudio(chunk) });
+    this.#queuedAudio++;
+    if (this.#queuedAudio > AUDIO_QUEUE_FACTOR * this.#ctx.options.maxQueuedFrames) this.#dropOldest(true);
     void this.#pump();
   }
 
@@ -314,10 +370,31 @@ export class ClientConnection implements ClientSink, BudgetHolder {
     }
   }
 
-  #drop(reason: DropReason, n: number): void {
+  #drop(reason: DropReason, n: number, audio = false): void {
+    if (n === 0) return;
+    if (audio) {
+      this.#audioDropped += n;
+      this.#ctx.metrics.audioChunksDropped.inc({ reason }, n);
+      return;
+    }
     this.#dropped += n;
     this.#ctx.metrics.framesDropped.inc({ reason }, n);
     this.#handle?.reportDropped(n);
+  }
+
+  /** Removes the queue's item at `index`, keeping the audio count. */
+  #unqueue(index: number): QueuedItem {
+    const [item] = this.#queue.splice(index, 1);
+    if (item!.audio) this.#queuedAudio--;
+    return item!;
+  }
+
+  /** The slow-client policy: drops the oldest queued frame (or, with `audio`, the oldest chunk). */
+  #dropOldest(audio: boolean): void {
+    const i = this.#queue.findIndex((q) => q.audio === audio);
+    if (i < 0) return;
+    this.#unqueue(i);
+    this.#drop('slow_client', 1, audio);
   }
 
   async #pump(): Promise<void> {
@@ -331,26 +408,31 @@ export class ClientConnection implements ClientSink, BudgetHolder {
         try {
           data = await item.data;
         } catch (err) {
-          if (this.#queue[0] === item) this.#queue.shift();
-          this.#ctx.logger.error(`frame ${item.frame.seq} of track "${item.frame.track}" could not be encoded: ${(err as Error).message}`);
-          this.#drop('encode_error', 1);
+          if (this.#queue[0] === item) this.#unqueue(0);
+          this.#ctx.logger.error(`frame ${item.seq} of track "${item.track}" could not be encoded: ${(err as Error).message}`);
+          this.#drop('encode_error', 1, item.audio);
           continue;
         }
-        // Dropped (overflow or flush) while it was being encoded: look at the new head.
+        // Dropped (overflow, flush or pause) while it was being encoded: look at the new head.
         if (this.#queue[0] !== item || this.#closed) continue;
-        this.#queue.shift();
+        this.#unqueue(0);
         if (this.#ws.readyState !== this.#ws.OPEN) return;
         this.#inFlight++;
         const sent = this.#write(data, true, true, (err) => {
           this.#inFlight--;
           if (err) return;
-          this.#sent++;
-          this.#ctx.metrics.framesSent.inc();
+          if (item.audio) {
+            this.#audioSent++;
+            this.#ctx.metrics.audioChunksSent.inc();
+          } else {
+            this.#sent++;
+            this.#ctx.metrics.framesSent.inc();
+          }
           void this.#pump();
         });
         if (!sent) {
           this.#inFlight--;
-          this.#drop('server_budget', 1);
+          this.#drop('server_budget', 1, item.audio);
         }
       }
     } finally {
@@ -384,6 +466,11 @@ export class ClientConnection implements ClientSink, BudgetHolder {
     const msg: ErrorMessage = { type: 'error', code, message };
     if (id !== undefined) msg.id = id;
     if (countAsResult) this.#ctx.metrics.commands.inc({ code });
+    this.#answer(msg);
+  }
+
+  /** Sends an answer the connection gives itself, behind the answers owed to earlier messages. */
+  #answer(msg: ReplyMessage | ErrorMessage): void {
     const send = (): void => this.#sendText(JSON.stringify(msg));
     if (this.#unanswered === 0) return send();
     this.#unanswered++;
@@ -460,10 +547,43 @@ export class ClientConnection implements ClientSink, BudgetHolder {
       case 'publish':
       case 'unpublish':
         return this.#publishing(this.#handle, msg);
-      default:
-        // pause_track / resume_track: the audio lane's (issue 11).
-        this.#error(ServerErrorCode.UnknownMessageType, `message type "${msg.type}" is not handled by this server yet`, msg.id);
+      case 'pause_track':
+      case 'resume_track':
+        return this.#pauseTrack(msg);
     }
+  }
+
+  /**
+   * `pause_track` / `resume_track`: stops or restarts sending one outbound track to this
+   * connection (idempotent). The model and the other clients are not affected; a resumed track
+   * starts with its next frame.
+   */
+  #pauseTrack(msg: PauseTrackMessage | ResumeTrackMessage): void {
+    const tracks = this.#ctx.host.schema.tracks;
+    const index = tracks.findIndex((t) => t.name === msg.track);
+    const track = tracks[index];
+    const outbound = tracks.filter((t) => t.direction === 'out').map((t) => t.name);
+    const shown = JSON.stringify(msg.track.slice(0, 64));
+    if (track === undefined) {
+      this.#error(ServerErrorCode.UnknownTrack, `unknown track ${shown}; this app's outbound tracks: ${outbound.join(', ') || '(none)'}`, msg.id);
+      return;
+    }
+    if (track.direction !== 'out') {
+      this.#error(
+        ServerErrorCode.WrongTrackDirection,
+        `track ${shown} is an inbound track (clients publish it); only outbound tracks can be paused: ${outbound.join(', ') || '(none)'}`,
+        msg.id,
+      );
+      return;
+    }
+    if (msg.type === 'pause_track') {
+      this.#paused.add(index);
+      // What is already queued for the track is not sent either: nothing of it follows the reply.
+      for (let i = this.#queue.length - 1; i >= 0; i--) if (this.#queue[i]!.trackIndex === index) this.#unqueue(i);
+    } else {
+      this.#paused.delete(index);
+    }
+    this.#answer({ type: 'reply', id: msg.id });
   }
 
   /** A well-formed command: run by the host, answered in arrival order. */
@@ -518,8 +638,10 @@ export class ClientConnection implements ClientSink, BudgetHolder {
     clearTimeout(this.#pauseTimer);
     this.#held.length = 0;
     this.#frames?.close();
-    if (this.#queue.length > 0) this.#drop('disconnected', this.#queue.length);
+    this.#drop('disconnected', this.#queue.length - this.#queuedAudio);
+    this.#drop('disconnected', this.#queuedAudio, true);
     this.#queue.length = 0;
+    this.#queuedAudio = 0;
     this.#handle?.disconnect();
     this.#onClosed(this);
     this.#resolveClosed();

@@ -1,16 +1,22 @@
 /**
- * Encodes each played-out frame into its wire message exactly once, whatever the number of
- * clients: the first sink that sees an {@link OutputFrame} starts the encoding and every other
- * sink awaits the same promise (a WeakMap keyed by the frame object, so nothing is retained).
+ * Encodes each played-out frame (and audio chunk) into its wire message exactly once, whatever
+ * the number of clients: the first sink that sees an {@link OutputFrame} starts the encoding and
+ * every other sink awaits the same promise (a WeakMap keyed by the frame object, so nothing is
+ * retained).
  */
+import { endianness } from 'node:os';
 import sharp from 'sharp';
 import { FrameEncoding, encodeFrameHeader } from '@reactor/client';
-import type { OutputFrame } from '@reactor/runtime';
+import type { OutputAudio, OutputFrame } from '@reactor/runtime';
 import type { ServerMetrics } from './metrics.js';
+
+/** Whether this machine stores an Int16Array's samples little-endian, as the wire wants them. */
+const LITTLE_ENDIAN = endianness() === 'LE';
 
 /** Encodes frames into complete binary wire messages (header + payload). */
 export class FrameEncoder {
   readonly #cache = new WeakMap<OutputFrame, Promise<Buffer>>();
+  readonly #audioCache = new WeakMap<OutputAudio, Promise<Buffer>>();
   readonly #encoding: 'jpeg' | 'rgb';
   readonly #quality: number;
   readonly #metrics: ServerMetrics;
@@ -31,6 +37,20 @@ export class FrameEncoder {
       p.catch(() => undefined);
       this.#cache.set(frame, p);
       this.#metrics.framesEmitted.inc({ track: frame.track });
+    }
+    return p;
+  }
+
+  /**
+   * The wire message for an audio chunk (`FrameEncoding.PcmS16le`: header `width` = sample count,
+   * `height` = 1, then the samples little-endian); the same promise (and buffer) for every caller.
+   */
+  encodeAudio(chunk: OutputAudio): Promise<Buffer> {
+    let p = this.#audioCache.get(chunk);
+    if (!p) {
+      p = Promise.resolve(encodeAudioMessage(chunk));
+      this.#audioCache.set(chunk, p);
+      this.#metrics.audioChunksEmitted.inc({ track: chunk.track });
     }
     return p;
   }
@@ -68,4 +88,25 @@ export class FrameEncoder {
     this.#metrics.encodeSeconds.observe((performance.now() - start) / 1000);
     return out;
   }
+}
+
+/** One audio chunk as a complete binary wire message (header + s16le samples). */
+export function encodeAudioMessage(chunk: OutputAudio): Buffer {
+  const header = encodeFrameHeader({
+    encoding: FrameEncoding.PcmS16le,
+    track: chunk.trackIndex,
+    seq: chunk.seq,
+    ptsMs: chunk.ptsMs,
+    width: chunk.pcm.length,
+    height: 1,
+  });
+  const out = Buffer.allocUnsafe(header.byteLength + chunk.pcm.byteLength);
+  out.set(header, 0);
+  const pcm = chunk.pcm;
+  if (LITTLE_ENDIAN) {
+    out.set(new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength), header.byteLength);
+  } else {
+    for (let i = 0; i < pcm.length; i++) out.writeInt16LE(pcm[i]!, header.byteLength + 2 * i);
+  }
+  return out;
 }

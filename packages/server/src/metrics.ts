@@ -43,6 +43,23 @@ export class ServerMetrics {
     labelNames: ['reason'],
     registers: [this.registry],
   });
+  readonly audioChunksEmitted = new Counter({
+    name: 'reactor_audio_chunks_emitted_total',
+    help: 'Audio chunks played out by the app (counted once, whatever the number of clients).',
+    labelNames: ['track'],
+    registers: [this.registry],
+  });
+  readonly audioChunksSent = new Counter({
+    name: 'reactor_audio_chunks_sent_total',
+    help: 'Audio chunks written to client sockets (one per client per chunk).',
+    registers: [this.registry],
+  });
+  readonly audioChunksDropped = new Counter({
+    name: 'reactor_audio_chunks_dropped_total',
+    help: 'Audio chunks not delivered to a client, by reason (the reasons of frames).',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
   readonly encodeSeconds = new Histogram({
     name: 'reactor_frame_encode_seconds',
     help: 'Time to encode one frame (once per frame, shared by all clients), seconds.',
@@ -60,6 +77,17 @@ export class ServerMetrics {
     name: 'reactor_connections_rejected_total',
     help: 'Refused or dropped connections by reason.',
     labelNames: ['reason'],
+    registers: [this.registry],
+  });
+  readonly uploads = new Counter({
+    name: 'reactor_uploads_total',
+    help: 'Upload requests by outcome: announced, stored, or the error code that refused them (upload_too_large, upload_type_not_allowed, ...).',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
+  readonly uploadBytes = new Counter({
+    name: 'reactor_upload_bytes_total',
+    help: 'Bytes of uploads stored (complete files only).',
     registers: [this.registry],
   });
   readonly readPauses = new Counter({
@@ -140,7 +168,9 @@ export class ServerMetrics {
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'reactor_process_' });
-    for (const reason of ['slow_client', 'flush', 'disconnected', 'encode_error', 'server_budget'] satisfies DropReason[])
+    for (const reason of ['slow_client', 'flush', 'disconnected', 'encode_error', 'server_budget'] satisfies DropReason[]) {
       this.framesDropped.inc({ reason }, 0);
+      this.audioChunksDropped.inc({ reason }, 0);
+    }
   }
 }

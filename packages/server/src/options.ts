@@ -3,6 +3,7 @@
  * (a bad option throws before anything listens, naming the option and the value).
  */
 import { consoleLogger, type Logger } from '@reactor/log';
+import { DEFAULT_MAX_UPLOAD_BYTES, DEFAULT_UPLOAD_EXPIRY_MS, DEFAULT_UPLOAD_QUOTA_BYTES, DEFAULT_UPLOAD_WAIT_MS } from '@reactor/runtime';
 
 /** Transport options (everything `serve()` takes besides the app host's own options). */
 export interface ServerOptions {
@@ -89,15 +90,30 @@ export interface ServerOptions {
   headersTimeoutMs?: number;
   /** WebSocket path (default `/ws`). */
   path?: string;
+  /**
+   * Largest file one upload may carry, bytes (default 50 MiB): checked on the size announced in
+   * `POST /uploads` and while the `PUT` body streams in (the first byte over stops it: 413).
+   */
+  maxUploadBytes?: number;
+  /** Bytes one session's uploads may hold together, announced ones included (default 200 MiB; at least `maxUploadBytes`). */
+  uploadQuotaBytes?: number;
+  /** How long a command waits for an upload it refers to whose bytes are still arriving, ms (default 10000); then `unresolved_upload`. */
+  uploadWaitMs?: number;
+  /** How long an announced upload may stay unwritten before it is forgotten, ms (default 60000). */
+  uploadExpiryMs?: number;
+  /** Folder under which each session's uploads get a temporary folder (default: the system's, `os.tmpdir()`). */
+  uploadDir?: string;
   /** Where diagnostics go (default: `consoleLogger()` of `@reactor/log`); the server logs with `child({ component: 'server' })`. */
   logger?: Logger;
 }
 
 /** Options with defaults applied. */
-export type ResolvedServerOptions = Required<Omit<ServerOptions, 'token' | 'allowedOrigins' | 'allowedHosts' | 'maxFrameBytes'>> & {
+export type ResolvedServerOptions = Required<Omit<ServerOptions, 'token' | 'allowedOrigins' | 'allowedHosts' | 'maxFrameBytes' | 'uploadDir'>> & {
   /** `undefined`: derived from the app's inbound tracks (see {@link ServerOptions.maxFrameBytes}). */
   maxFrameBytes: number | undefined;
   token: string | undefined;
+  /** `undefined`: `os.tmpdir()`. */
+  uploadDir: string | undefined;
   allowedOrigins: string[] | undefined;
   /** `undefined`: any host. */
   allowedHosts: string[] | undefined;
@@ -144,6 +160,11 @@ export function resolveServerOptions(o: ServerOptions = {}): ResolvedServerOptio
     readPauseTimeoutMs: o.readPauseTimeoutMs ?? 10_000,
     headersTimeoutMs: o.headersTimeoutMs ?? 10_000,
     path: o.path ?? '/ws',
+    maxUploadBytes: o.maxUploadBytes ?? DEFAULT_MAX_UPLOAD_BYTES,
+    uploadQuotaBytes: o.uploadQuotaBytes ?? Math.max(DEFAULT_UPLOAD_QUOTA_BYTES, o.maxUploadBytes ?? 0),
+    uploadWaitMs: o.uploadWaitMs ?? DEFAULT_UPLOAD_WAIT_MS,
+    uploadExpiryMs: o.uploadExpiryMs ?? DEFAULT_UPLOAD_EXPIRY_MS,
+    uploadDir: o.uploadDir,
     logger: o.logger ?? consoleLogger(),
   };
   if (typeof r.host !== 'string' || r.host === '') throw new TypeError(`options.host must be a non-empty string, got ${JSON.stringify(r.host)}`);
@@ -179,5 +200,17 @@ export function resolveServerOptions(o: ServerOptions = {}): ResolvedServerOptio
   int('readPauseTimeoutMs', r.readPauseTimeoutMs, 10, 3_600_000);
   int('headersTimeoutMs', r.headersTimeoutMs, 100, 600_000);
   if (typeof r.path !== 'string' || !r.path.startsWith('/')) throw new TypeError(`options.path must start with "/", got ${JSON.stringify(r.path)}`);
+  int('maxUploadBytes', r.maxUploadBytes, 1, Number.MAX_SAFE_INTEGER);
+  int('uploadQuotaBytes', r.uploadQuotaBytes, 1, Number.MAX_SAFE_INTEGER);
+  if (r.uploadQuotaBytes < r.maxUploadBytes) {
+    throw new RangeError(
+      `options.uploadQuotaBytes (${r.uploadQuotaBytes}) is below options.maxUploadBytes (${r.maxUploadBytes}): a file of the largest size could never be stored; raise the quota or lower the limit`,
+    );
+  }
+  int('uploadWaitMs', r.uploadWaitMs, 1, 3_600_000);
+  int('uploadExpiryMs', r.uploadExpiryMs, 1, 86_400_000);
+  if (r.uploadDir !== undefined && (typeof r.uploadDir !== 'string' || r.uploadDir === '')) {
+    throw new TypeError(`options.uploadDir must be a folder path, got ${JSON.stringify(r.uploadDir)}`);
+  }
   return r;
 }

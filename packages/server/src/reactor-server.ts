@@ -8,12 +8,13 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { StatsMessage, TrackSchema } from '@reactor/client';
 import type { Logger } from '@reactor/log';
-import { type AppHostApi, type NotReadyReason, type Readiness, ReadinessCode } from '@reactor/runtime';
+import { type AppHostApi, type NotReadyReason, type Readiness, ReadinessCode, UPLOAD_PATH, UploadError } from '@reactor/runtime';
 import { TOKEN_COOKIE, checkAccess } from './auth.js';
 import { ServerErrorCode } from './errors.js';
 import { ClientConnection, type ConnectionInfo } from './connection.js';
 import { FrameDecoder } from './frame-decoder.js';
 import { FrameEncoder } from './frame-encoder.js';
+import { decodeImage } from './image-decoder.js';
 import { ServerMetrics } from './metrics.js';
 import { resolveServerOptions, type ResolvedServerOptions, type ServerOptions } from './options.js';
 import { SendBudget } from './send-budget.js';
@@ -22,6 +23,25 @@ import { renderViewerPage, viewerSecurityHeaders } from './viewer-page.js';
 
 /** How long `close()` waits for clients to acknowledge the close frame before cutting them. */
 export const CLOSE_GRACE_MS = 2000;
+/** Largest `POST /uploads` body (the JSON announcement), bytes. */
+export const MAX_UPLOAD_REQUEST_BYTES = 4096;
+/**
+ * After refusing an upload mid-body, how long the server still reads (and drops) what the client
+ * has in flight, so that it can read the answer, before it cuts the connection, ms.
+ */
+export const UPLOAD_REFUSAL_LINGER_MS = 1000;
+
+/** The HTTP status of each upload error. */
+const UPLOAD_STATUS: Record<string, number> = {
+  [ServerErrorCode.UploadNoSession]: 409,
+  [ServerErrorCode.UploadTooLarge]: 413,
+  [ServerErrorCode.UploadQuotaExceeded]: 413,
+  [ServerErrorCode.UploadTypeNotAllowed]: 415,
+  [ServerErrorCode.UploadLengthMismatch]: 400,
+  [ServerErrorCode.UploadNotFound]: 404,
+  [ServerErrorCode.UploadAlreadyWritten]: 409,
+  [ServerErrorCode.UploadInvalidRequest]: 400,
+};
 
 /** One model step, as a host that reports steps describes it (feeds `/metrics`). */
 export interface StepSample {
@@ -129,6 +149,15 @@ export class ReactorServer {
       () => this.#readiness(),
       () => this.#budget.used,
     );
+    const o = this.options;
+    host.uploads?.configure({
+      maxFileBytes: o.maxUploadBytes,
+      quotaBytes: o.uploadQuotaBytes,
+      resolveWaitMs: o.uploadWaitMs,
+      expiryMs: o.uploadExpiryMs,
+      ...(o.uploadDir !== undefined ? { dir: o.uploadDir } : {}),
+      decodeImage,
+    });
   }
 
   /**
@@ -252,6 +281,7 @@ export class ReactorServer {
   async #onRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = parseTarget(req.url);
     if (!url) return sendJson(res, 400, { error: { code: ServerErrorCode.BadRequest, message: `cannot parse the request target ${JSON.stringify(req.url)}` } });
+    if (url.pathname === '/uploads' || url.pathname.startsWith(UPLOAD_PATH)) return this.#onUpload(req, res, url);
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.setHeader('Allow', 'GET, HEAD');
       return sendJson(res, 405, { error: { code: ServerErrorCode.MethodNotAllowed, message: `${req.method} is not supported; every route is GET` } });
@@ -314,6 +344,87 @@ export class ReactorServer {
         message: `no route ${url.pathname}; try /, /schema, /health, /metrics or the WebSocket at ${this.options.path}`,
       },
     });
+  }
+
+  /**
+   * `POST /uploads` (a JSON announcement -> 201 ticket) and `PUT /uploads/{id}` (the raw bytes ->
+   * 200 info), under the same Host, token and Origin checks as every route; no CORS headers, so
+   * a page of another origin cannot even send its preflight.
+   */
+  async #onUpload(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
+    const announce = url.pathname === '/uploads';
+    const method = announce ? 'POST' : 'PUT';
+    if (req.method !== method) {
+      res.setHeader('Allow', method);
+      this.#refuseBody(req, res);
+      return sendJson(res, 405, {
+        error: {
+          code: ServerErrorCode.MethodNotAllowed,
+          message: `${req.method} is not supported here: announce with POST /uploads, then PUT the bytes to /uploads/{uploadId}`,
+        },
+      });
+    }
+    const denied = checkAccess(req, url, this.options);
+    if (denied) {
+      this.metrics.rejected.inc({ reason: denied.reason });
+      if (denied.status === 401) res.setHeader('WWW-Authenticate', 'Bearer');
+      this.#refuseBody(req, res);
+      return sendJson(res, denied.status, { error: { code: denied.code, message: denied.message } });
+    }
+    const uploads = this.host.uploads;
+    if (!uploads) {
+      this.#refuseBody(req, res);
+      return sendJson(res, 404, { error: { code: ServerErrorCode.NotFound, message: 'this app host takes no uploads' } });
+    }
+    try {
+      if (announce) {
+        const body = await readSmallBody(req, MAX_UPLOAD_REQUEST_BYTES);
+        let request: unknown;
+        try {
+          request = JSON.parse(body);
+        } catch {
+          throw new UploadError(
+            ServerErrorCode.UploadInvalidRequest,
+            `the announcement is not JSON; send {"name": "<display name>", "size": <exact byte count>} (at most ${MAX_UPLOAD_REQUEST_BYTES} bytes)`,
+          );
+        }
+        const ticket = uploads.announce(request);
+        this.metrics.uploads.inc({ outcome: 'announced' });
+        return sendJson(res, 201, ticket);
+      }
+      let id: string;
+      try {
+        id = decodeURIComponent(url.pathname.slice(UPLOAD_PATH.length));
+      } catch {
+        id = '';
+      }
+      const header = req.headers['content-length'];
+      const contentLength = header !== undefined && /^\d+$/.test(header) ? Number(header) : undefined;
+      const info = await uploads.write(id, req.iterator({ destroyOnReturn: false }), contentLength !== undefined ? { contentLength } : {});
+      this.metrics.uploads.inc({ outcome: 'stored' });
+      this.metrics.uploadBytes.inc(info.size);
+      return sendJson(res, 200, info);
+    } catch (err) {
+      if (!(err instanceof UploadError) || UPLOAD_STATUS[err.code] === undefined) throw err;
+      this.metrics.uploads.inc({ outcome: err.code });
+      this.#refuseBody(req, res);
+      if (req.destroyed && !req.complete) return; // the client went away mid-body: nobody to answer
+      return sendJson(res, UPLOAD_STATUS[err.code]!, { error: { code: err.code, message: err.message } });
+    }
+  }
+
+  /**
+   * An answer sent before the request body was read: the connection closes after it, and the
+   * bytes the client still has in flight are read and dropped (never stored) for a moment, so a
+   * client that reads its answer only after sending gets it instead of a reset.
+   */
+  #refuseBody(req: IncomingMessage, res: ServerResponse): void {
+    if (req.complete) return;
+    res.setHeader('Connection', 'close');
+    req.resume();
+    const cut = setTimeout(() => req.socket.destroy(), UPLOAD_REFUSAL_LINGER_MS);
+    cut.unref();
+    req.socket.once('close', () => clearTimeout(cut));
   }
 
   #onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
@@ -382,6 +493,22 @@ function frameBytesFor(t: TrackSchema): number {
  */
 export async function serveHost(host: ServableHost, options: ServerOptions = {}): Promise<ReactorServer> {
   return new ReactorServer(host, options).listen();
+}
+
+/** A request body of at most `limit` bytes, as text. */
+async function readSmallBody(req: IncomingMessage, limit: number): Promise<string> {
+  const parts: Buffer[] = [];
+  let total = 0;
+  for await (const chunk of req.iterator({ destroyOnReturn: false })) {
+    total += (chunk as Buffer).byteLength;
+    if (total > limit)
+      throw new UploadError(
+        ServerErrorCode.UploadInvalidRequest,
+        `the announcement is larger than ${limit} bytes; send only {"name", "size", "mimeType"?, "clientId"?}`,
+      );
+    parts.push(chunk as Buffer);
+  }
+  return Buffer.concat(parts).toString('utf8');
 }
 
 function send(res: ServerResponse, status: number, contentType: string, body: string | Buffer): void {

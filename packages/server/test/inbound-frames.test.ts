@@ -29,14 +29,12 @@ function pcm(samples: number[]): Uint8Array {
 }
 
 /** A publisher of `webcam` (and `mic`) on a fresh server. */
-async function publisher(
-  opts: Parameters<typeof start>[0] = {},
-): Promise<{ server: ReactorServer; host: Awaited<ReturnType<typeof start>>['host']; c: RawClient }> {
-  const { server, host } = await start(opts);
+async function publisher(opts: Parameters<typeof start>[0] = {}): Promise<Awaited<ReturnType<typeof start>> & { c: RawClient }> {
+  const { server, host, read } = await start(opts);
   const c = await client(server);
   expect(await ask(c, 'publish', 'pw', 'webcam')).toEqual({ type: 'reply', id: 'pw' });
   expect(await ask(c, 'publish', 'pm', 'mic')).toEqual({ type: 'reply', id: 'pm' });
-  return { server, host, c };
+  return { server, host, read, c };
 }
 
 /** After a bad frame: the client still gets the session's frames, and a good frame still reaches the app. */
@@ -51,7 +49,7 @@ async function stillWorks(server: ReactorServer, host: { pushed: { accepted: boo
 
 describe('server: inbound frames', () => {
   it('decodes JPEG, copies RGB and PCM, and hands them to the host in arrival order per track, with pts, metadata and arrival time', async () => {
-    const { server, host, c } = await publisher();
+    const { server, host, read, c } = await publisher();
     const jpeg = await solidJpeg(W, H, [200, 30, 40]);
     const t0 = performance.now();
     // The JPEG decodes on the thread pool; the RGB frame sent right after it must still come second.
@@ -78,6 +76,16 @@ describe('server: inbound frames', () => {
       expect(p.frame.receivedAtMs).toBeGreaterThanOrEqual(t0);
       expect(p.frame.receivedAtMs).toBeLessThanOrEqual(performance.now());
     }
+    // The app reads them from this.input.webcam / this.input.mic, in the same order, with the same content.
+    await until(() => read.webcam.length === 2 && read.mic.length === 1, 10_000, 'the app to read the frames');
+    expect(read.webcam.map((f) => [f.ptsMs, f.width, f.height, f.data.length])).toEqual([
+      [10, W, H, W * H * 3],
+      [20, W, H, W * H * 3],
+    ]);
+    expect(read.webcam[0]!.metadata).toEqual({ n: 1 });
+    expect(Array.from(read.webcam[1]!.data.subarray(0, 3))).toEqual([5, 6, 7]);
+    expect(read.mic[0]).toMatchObject({ sampleRate: MIC_RATE, ptsMs: 30 });
+    expect(Array.from(read.mic[0]!.data)).toEqual([1, -2, 300, -32768]);
     expect(await metric(server, 'reactor_input_frames_received_total', { track: 'webcam' })).toBe(2);
     expect(await metric(server, 'reactor_input_frames_accepted_total', { track: 'webcam' })).toBe(2);
     expect(await metric(server, 'reactor_input_frames_accepted_total', { track: 'mic' })).toBe(1);
@@ -196,7 +204,7 @@ describe('server: inbound frames', () => {
 
     it('a flood: frames beyond maxFps are dropped and counted, the app gets at most the limit, one error a second, memory stays bounded', async () => {
       const maxFps = 10;
-      const { server, host, c } = await publisher({ webcamMaxFps: maxFps });
+      const { server, host, read, c } = await publisher({ webcamMaxFps: maxFps });
       const frame = wireFrame(
         { track: TRACK.webcam, encoding: Rgb, width: WEBCAM.maxWidth, height: WEBCAM.maxHeight },
         solidRgb(WEBCAM.maxWidth, WEBCAM.maxHeight, [3, 3, 3]),
@@ -213,6 +221,8 @@ describe('server: inbound frames', () => {
       expect(accepted).toBeGreaterThanOrEqual(1);
       expect(accepted).toBeLessThanOrEqual(Math.ceil(maxFps / 4) + Math.ceil(maxFps * elapsedS));
       expect(accepted + dropped).toBe(n);
+      // What the app itself read from this.input.webcam: every accepted frame, no more.
+      await until(() => read.webcam.length === accepted, 10_000, 'the app to read the accepted frames');
       const errors = errorsOf(c, 'frame_rate_limited');
       expect(errors.length).toBeGreaterThanOrEqual(1);
       expect(errors.length).toBeLessThanOrEqual(Math.ceil(elapsedS) + 1);

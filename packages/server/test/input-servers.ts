@@ -5,7 +5,7 @@
  */
 import sharp from 'sharp';
 import { encodeFrameHeader, type FrameEncoding, type ServerMessage } from '@reactor/client';
-import { AppHost, type ClientHandle, type ClientInfo, type ClientSink, type InboundFrame } from '@reactor/runtime';
+import { AppHost, type ClientHandle, type ClientInfo, type ClientSink, type InboundFrame, type InputFrame } from '@reactor/runtime';
 import { serveHost, type ReactorServer, type ServableHost, type ServerOptions } from '../src/index.js';
 import { quiet, useCleanups } from './fixtures/cleanups.js';
 import { inputApp, type InputAppOptions } from './fixtures/input-app.js';
@@ -54,9 +54,15 @@ export class RecordingHost implements ServableHost {
   }
 }
 
+/** The frames the input app read from its buffers (`this.input.<track>`), in the order it read them. */
+export interface ReadFrames {
+  webcam: InputFrame[];
+  mic: InputFrame[];
+}
+
 /** `start()`: a loaded input app served on port 0 (closed after each test), with its recorder. */
 export function useInputServers(): {
-  start(opts?: ServerOptions & InputAppOptions): Promise<{ server: ReactorServer; host: RecordingHost }>;
+  start(opts?: ServerOptions & InputAppOptions): Promise<{ server: ReactorServer; host: RecordingHost; read: ReadFrames }>;
   client(server: ReactorServer): Promise<RawClient>;
   cleanups: Array<() => unknown>;
 } {
@@ -65,14 +71,16 @@ export function useInputServers(): {
     cleanups,
     async start(opts = {}) {
       const { webcamMaxFps, ...serverOptions } = opts;
-      const inner = new AppHost(inputApp({ webcamMaxFps }), { gracePeriodMs: 0, logger: quiet, statsIntervalMs: 200 });
+      const read: ReadFrames = { webcam: [], mic: [] };
+      const onRead = (track: 'webcam' | 'mic', frames: InputFrame[]): void => void read[track].push(...frames);
+      const inner = new AppHost(inputApp({ webcamMaxFps, onRead }), { gracePeriodMs: 0, logger: quiet, statsIntervalMs: 200 });
       await inner.load();
       const host = new RecordingHost(inner);
       const server = await serveHost(host, { port: 0, logger: quiet, ...serverOptions });
       cleanups.push(async () => {
         await server.close();
       });
-      return { server, host };
+      return { server, host, read };
     },
     async client(server) {
       const c = await new RawClient(server.wsUrl).open();

@@ -26,6 +26,7 @@ describe('resolveServerOptions', () => {
     [{ commandRate: 0 }, 'options.commandRate must be a positive number, got 0'],
     [{ heartbeatMs: 1.5 }, 'options.heartbeatMs must be an integer from 10 to 3600000, got 1.5'],
     [{ maxQueuedFrames: 0 }, 'options.maxQueuedFrames must be an integer from 1 to 1000, got 0'],
+    [{ maxFrameBytes: 10 }, 'options.maxFrameBytes must be an integer from 64 to 1073741824, got 10'],
     [{ path: 'ws' }, 'options.path must start with "/", got "ws"'],
     [{ allowedOrigins: 'https://a.example' as unknown as string[] }, 'options.allowedOrigins must be an array of origins'],
     [{ host: '' }, 'options.host must be a non-empty string'],

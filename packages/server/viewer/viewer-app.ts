@@ -500,7 +500,10 @@ function publishControl(client: ReactorClient, t: TrackSchema): HTMLElement {
   let stream: MediaStream | undefined;
   let pub: Publication | undefined;
   let timer: ReturnType<typeof setInterval> | undefined;
-  let error = false;
+  /** Set when the publication could not start or ended unasked: the line keeps the error. */
+  let failed = false;
+  /** The server's last refusal of a frame (rate limit, size): shown after the counters. */
+  let lastFrameError = '';
   const release = (): void => {
     if (timer) clearInterval(timer);
     timer = undefined;
@@ -512,12 +515,13 @@ function publishControl(client: ReactorClient, t: TrackSchema): HTMLElement {
     pub = undefined;
   };
   const fail = (err: unknown): void => {
-    error = true;
+    failed = true;
     out.className = 'result err';
     out.textContent = errorText(err);
   };
   const start = async (): Promise<void> => {
-    error = false;
+    failed = false;
+    lastFrameError = '';
     out.className = 'result';
     out.textContent = `starting the ${video ? 'camera' : 'microphone'}...`;
     try {
@@ -539,7 +543,7 @@ function publishControl(client: ReactorClient, t: TrackSchema): HTMLElement {
         await p.stop();
         return release();
       }
-      p.on('error', fail);
+      p.on('error', (err) => (lastFrameError = errorText(err)));
       p.on('ended', (end) => {
         if (pub !== p || end.reason === 'stopped') return;
         release();
@@ -547,9 +551,9 @@ function publishControl(client: ReactorClient, t: TrackSchema): HTMLElement {
         fail({ code: end.reason, message: end.detail ?? `the ${video ? 'camera' : 'microphone'} stopped publishing` });
       });
       const counters = (): void => {
-        if (error) return;
-        out.className = 'result ok';
-        out.textContent = `publishing · sent ${p.framesSent} · dropped ${p.framesDropped}`;
+        if (failed) return;
+        out.className = lastFrameError ? 'result err' : 'result ok';
+        out.textContent = `publishing · sent ${p.framesSent} · dropped ${p.framesDropped}${lastFrameError ? ` · ${lastFrameError}` : ''}`;
       };
       counters();
       timer = setInterval(counters, 250);
@@ -566,7 +570,7 @@ function publishControl(client: ReactorClient, t: TrackSchema): HTMLElement {
     }
     const p = pub;
     release();
-    if (!error) {
+    if (!failed) {
       out.className = 'result';
       out.textContent = 'off';
     }

@@ -1,16 +1,18 @@
 /**
  * The parent side of the collectives: counts arrivals per sequence number and, once every rank
- * has arrived, tells each rank where to read. Also the source of truth for "a rank is waiting in
+ * has arrived, tells each rank where the parts it reads lie (each rank wrote its own part into
+ * its collective block before arriving). Only these small signals pass through the parent. Also the source of truth for "a rank is waiting in
  * a collective", which turns a rank that finished early into an immediate `RankDesyncError`.
  * @internal
  */
-import type { CollectiveGoMessage, CollectiveMessage, CollectiveOp, Payload } from '../protocol.js';
+import type { CapacityShortfall, CollectiveGoMessage, CollectiveMessage, CollectiveOp, PartInfo } from '../protocol.js';
 
 interface Arrival {
   op: CollectiveOp;
   root: number;
-  payloads: (Payload | null)[];
+  parts: (PartInfo | null)[];
   arrived: Set<number>;
+  capacity?: CapacityShortfall;
 }
 
 export class CollectiveHub {
@@ -32,7 +34,7 @@ export class CollectiveHub {
     this.next = Math.max(this.next, msg.seq + 1);
     let a = this.open.get(msg.seq);
     if (!a) {
-      a = { op: msg.op, root: msg.root, payloads: new Array<Payload | null>(this.worldSize).fill(null), arrived: new Set() };
+      a = { op: msg.op, root: msg.root, parts: new Array<PartInfo | null>(this.worldSize).fill(null), arrived: new Set() };
       this.open.set(msg.seq, a);
     } else if (a.op !== msg.op || a.root !== msg.root) {
       const first = [...a.arrived][0];
@@ -40,16 +42,19 @@ export class CollectiveHub {
       return;
     }
     a.arrived.add(rank);
-    a.payloads[rank] = msg.payload;
+    a.parts[rank] = msg.part;
+    if (msg.capacity) a.capacity ??= msg.capacity;
     if (a.arrived.size < this.worldSize) return;
     this.open.delete(msg.seq);
-    const none: (Payload | null)[] = [];
+    if (a.capacity) {
+      // A part that did not fit fails the collective on every rank alike (the runner stays healthy).
+      for (let r = 0; r < this.worldSize; r++) this.sendTo(r, { t: 'collGo', seq: msg.seq, capacity: a.capacity });
+      return;
+    }
     for (let r = 0; r < this.worldSize; r++) {
-      let payloads: (Payload | null)[];
-      if (a.op === 'barrier') payloads = none;
-      else if (a.op === 'gather') payloads = r === a.root ? a.payloads : none;
-      else payloads = a.payloads;
-      this.sendTo(r, { t: 'collGo', seq: msg.seq, payloads });
+      // Each rank is told only the parts it reads.
+      const reads = a.op === 'allGather' || (a.op === 'gather' && r === a.root) || (a.op === 'broadcast' && r !== a.root);
+      this.sendTo(r, reads ? { t: 'collGo', seq: msg.seq, parts: a.parts } : { t: 'collGo', seq: msg.seq });
     }
   }
 
@@ -61,7 +66,7 @@ export class CollectiveHub {
   /** The call was cancelled: every rank waiting in a collective is released (its collective rejects with an AbortError). */
   cancelAll(): void {
     for (const [seq, a] of this.open) {
-      for (const r of a.arrived) this.sendTo(r, { t: 'collGo', seq, payloads: [], cancelled: true });
+      for (const r of a.arrived) this.sendTo(r, { t: 'collGo', seq, cancelled: true });
     }
     this.open.clear();
   }

@@ -1,17 +1,19 @@
 /**
- * The rank side of the collectives: each rank writes its contribution into its own shared-memory
- * slot, tells the parent (one small IPC message), and the parent answers every rank once all have
- * arrived, naming the slots to read. One round trip through the parent per collective; no spinning.
+ * The rank side of the collectives. A rank that contributes a part copies it into its own
+ * collective block (the one copy a part costs) and tells the parent where it lies, in one small
+ * IPC message; once every rank has arrived the parent tells each rank where the parts it reads
+ * lie, and the rank returns views of them: no relay of bytes through the parent, no copy on the
+ * reading side, no spinning. One round trip through the parent per collective.
  *
- * Two slots per rank, alternating by sequence number: a rank reaching collective k+1 proves every
- * rank has finished reading collective k-1, so the slot of k-1 can be overwritten.
+ * What a collective returns (other than the rank's own array) is a view into a peer's block,
+ * valid until the next call begins (see `shm/collective-blocks.ts`).
  * @internal
  */
-import { CallAbortedError, CollectiveError } from '../errors.js';
-import type { CollectiveGoMessage, CollectiveMessage, CollectiveOp, Payload } from '../protocol.js';
-import { encodeValue } from '../shm/codec.js';
-import { type SegmentEnv, type SegmentReader, SegmentWriter, fromPayload, toPayload } from '../shm/segments.js';
-import { type Collectives, type TypedArray, isCollectiveArray } from './types.js';
+import { CallAbortedError, CollectiveError, SharedMemoryCapacityError } from '../errors.js';
+import type { CapacityShortfall, CollectiveGoMessage, CollectiveMessage, CollectiveOp, PartInfo } from '../protocol.js';
+import { CollectiveArena, CollectiveMemory } from '../shm/collective-blocks.js';
+import type { SegmentEnv } from '../shm/segments.js';
+import { type Collectives, TYPED_ARRAY_CONSTRUCTORS, type TypedArray, isCollectiveArray } from './types.js';
 
 interface Pending {
   op: CollectiveOp;
@@ -21,23 +23,24 @@ interface Pending {
   reject(err: Error): void;
 }
 
+type ArrayCtor = new (buffer: ArrayBufferLike, byteOffset: number, length: number) => TypedArray;
+const CONSTRUCTOR_BY_NAME = new Map<string, ArrayCtor>(TYPED_ARRAY_CONSTRUCTORS.map((c) => [c.name, c as unknown as ArrayCtor]));
+
 export class RankCollectives implements Collectives {
   private seq = 0;
-  private readonly slots: [SegmentWriter, SegmentWriter];
   private readonly pending = new Map<number, Pending>();
+  private readonly memory: CollectiveMemory;
+  private readonly arena: CollectiveArena;
 
   constructor(
     readonly rank: number,
     readonly worldSize: number,
     env: SegmentEnv,
     prefix: string,
-    private readonly reader: SegmentReader,
     private readonly send: (msg: CollectiveMessage) => void,
   ) {
-    this.slots = [
-      new SegmentWriter(env, `${prefix}-r${rank}-c0`, `rank ${rank}'s collective slot`),
-      new SegmentWriter(env, `${prefix}-r${rank}-c1`, `rank ${rank}'s collective slot`),
-    ];
+    this.memory = new CollectiveMemory(env.backend);
+    this.arena = new CollectiveArena(env, `${prefix}-r${rank}-coll`, `rank ${rank}'s collective parts`);
   }
 
   barrier(): Promise<void> {
@@ -67,12 +70,28 @@ export class RankCollectives implements Collectives {
       if (op === 'gather' || op === 'allGather') return [array];
       return op === 'broadcast' ? array : undefined;
     }
-    const seq = this.seq++;
     const writes = op === 'allGather' || (op === 'gather' && this.rank !== root) || (op === 'broadcast' && this.rank === root);
-    const payload: Payload | null = writes ? toPayload(encodeValue(array), this.slots[seq % 2]!) : null;
+    let part: PartInfo | null = null;
+    let capacity: CapacityShortfall | undefined;
+    if (array) {
+      part = { type: array.constructor.name, length: array.length, byteLength: array.byteLength, seg: null, at: 0 };
+      if (writes && array.byteLength > 0) {
+        try {
+          const { seg, at } = this.arena.place(array.byteLength);
+          this.memory.write(seg, at, new Uint8Array(array.buffer, array.byteOffset, array.byteLength));
+          part.seg = seg;
+          part.at = at;
+        } catch (err) {
+          if (!(err instanceof SharedMemoryCapacityError)) throw err;
+          // Arrive anyway: the collective then fails on every rank with this error, not on this one alone (a desync).
+          capacity = { what: err.what, neededBytes: err.neededBytes, availableBytes: err.availableBytes, limitName: err.limitName };
+        }
+      }
+    }
+    const seq = this.seq++;
     return new Promise((resolve, reject) => {
       this.pending.set(seq, { op, root, array, resolve, reject });
-      this.send({ t: 'coll', seq, op, root, payload });
+      this.send({ t: 'coll', seq, op, root, part, ...(capacity && { capacity }) });
     });
   }
 
@@ -89,20 +108,25 @@ export class RankCollectives implements Collectives {
       p.reject(new CollectiveError(msg.error));
       return;
     }
+    if (msg.capacity) {
+      const c = msg.capacity;
+      p.reject(new SharedMemoryCapacityError(c.what, c.neededBytes, c.availableBytes, c.limitName));
+      return;
+    }
     try {
-      p.resolve(this.complete(p, msg.payloads));
+      p.resolve(this.complete(p, msg.parts));
     } catch (err) {
       p.reject(err as Error);
     }
   }
 
-  private complete(p: Pending, refs: (Payload | null)[]): unknown {
+  private complete(p: Pending, parts: CollectiveGoMessage['parts']): unknown {
     switch (p.op) {
       case 'barrier':
         return undefined;
       case 'broadcast': {
         if (this.rank === p.root) return p.array;
-        const view = this.readFrom(p.root, refs);
+        const view = this.viewOf(parts, p.root);
         const target = p.array!;
         if (view.constructor !== target.constructor || view.length !== target.length) {
           throw new CollectiveError(
@@ -122,39 +146,46 @@ export class RankCollectives implements Collectives {
             out.push(p.array!);
             continue;
           }
-          const view = this.readFrom(r, refs);
+          const view = this.viewOf(parts, r);
           if (view.constructor !== p.array!.constructor) {
             throw new CollectiveError(
               `${p.op}(): rank ${r} sent a ${view.constructor.name} but rank ${this.rank} a ${p.array!.constructor.name}; every rank must pass the same array type.`,
             );
           }
-          out.push(view.slice());
+          out.push(view);
         }
         return out;
       }
     }
   }
 
-  private readFrom(rank: number, payloads: (Payload | null)[]): TypedArray {
-    const p = payloads[rank];
-    if (!p) throw new CollectiveError(`Collective data of rank ${rank} is missing (protocol bug).`);
-    return fromPayload(p, this.reader) as TypedArray;
+  /** A typed view of rank `rank`'s part where that rank wrote it (no copy). */
+  private viewOf(parts: CollectiveGoMessage['parts'], rank: number): TypedArray {
+    const part = parts?.[rank];
+    if (!part) throw new CollectiveError(`Collective data of rank ${rank} is missing (protocol bug).`);
+    const Ctor = CONSTRUCTOR_BY_NAME.get(part.type);
+    if (!Ctor) throw new CollectiveError(`Rank ${rank} sent a ${part.type}, which collectives do not take (protocol bug).`);
+    if (part.seg === null) return new Ctor(new ArrayBuffer(0), 0, 0);
+    const bytes = this.memory.read(part.seg, part.at, part.byteLength);
+    return new Ctor(bytes.buffer, bytes.byteOffset, part.length);
   }
 
   /**
    * A new call starts at collective `seq` on every rank (a cancelled call may have left ranks at
    * different numbers), and a collective a worker left unawaited in the previous call is
-   * rejected. Safe for the two slots: the parent starts a call only once every rank has
-   * answered the previous one, so every read of it is done.
+   * rejected. The rank's block starts again from its beginning: the parent starts a call only
+   * once every rank has answered the previous one, so every read of it is done.
    */
   beginCall(seq: number): void {
     this.seq = seq;
+    this.arena.reset();
     for (const p of this.pending.values()) p.reject(new CollectiveError(`${p.op}() was left waiting when the call it belongs to ended (rank ${this.rank}).`));
     this.pending.clear();
   }
 
   dispose(): void {
-    for (const s of this.slots) s.dispose();
+    this.memory.close();
+    this.arena.dispose();
   }
 }
 

@@ -36,8 +36,15 @@ export function isCollectiveArray(value: unknown): value is TypedArray {
  * a rank that calls a different one, or finishes its call while its peers wait in a collective,
  * fails the call with `RankDesyncError` in the parent.
  *
- * Lifetimes: every array a collective returns is either the caller's own array or a fresh copy
- * that the caller owns; nothing returned is a view into shared memory.
+ * How: a rank copies its part into its own shared-memory block (one copy) and sends one small
+ * message; the ranks that receive it read it there in place. One round trip through the parent
+ * per collective; no bytes through it.
+ *
+ * Lifetimes: `broadcast` fills the caller's own array. `gather` and `allGather` return the
+ * caller's own array at its rank and, at the others, **views into the senders' shared memory,
+ * valid until the next call (`generate()`/`reset()`) begins** — the same lifetime as the call's
+ * input views and `resultArray()`. Use them (or return them: rank 0's result copies them) within
+ * the call; `.slice()` what you keep longer. Do not write into them.
  */
 export interface Collectives {
   readonly rank: number;
@@ -46,8 +53,12 @@ export interface Collectives {
   barrier(): Promise<void>;
   /** root's array is copied to every rank; others pass an array of the same type and length to receive into; resolves to that array */
   broadcast<T extends TypedArray>(array: T, root?: number): Promise<T>;
-  /** root receives every rank's array in rank order (its own included); others get null. Arrays may differ in length. */
+  /**
+   * root receives every rank's array in rank order (its own array object at its rank, views valid
+   * until the next call elsewhere); others get null. Arrays may differ in length (empty ones too).
+   * @throws SharedMemoryCapacityError (`shm_capacity`, on every rank) when a part does not fit in /dev/shm or `maxShmBytes`
+   */
   gather<T extends TypedArray>(array: T, root?: number): Promise<T[] | null>;
-  /** Every rank receives every rank's array in rank order (its own included). Arrays may differ in length. */
+  /** Every rank receives every rank's array in rank order (as `gather`'s root does). Arrays may differ in length. */
   allGather<T extends TypedArray>(array: T): Promise<T[]>;
 }

@@ -140,7 +140,7 @@ export class RankLoop {
       worker.rank = msg.rank;
       worker.worldSize = msg.worldSize;
       worker.device = msg.device;
-      this.comm = new RankCollectives(msg.rank, msg.worldSize, env, msg.prefix, this.reader, (m) => this.io.send(m));
+      this.comm = new RankCollectives(msg.rank, msg.worldSize, env, msg.prefix, (m) => this.io.send(m));
       worker.comm = this.comm;
       if (msg.rank === 0) {
         const out = new SegmentWriter(env, `${msg.prefix}-r0-out`, "rank 0's results");

@@ -373,8 +373,8 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     this.errorClasses = new Map([...OWN_ERROR_CLASSES, ...collectErrorClasses(mod)]);
     this.backend = this.chooseBackend();
     const env = { backend: this.backend, maxShmBytes: this.opts.maxShmBytes };
-    // Up front: the input block, rank 0's result block and two collective slots per rank.
-    const upFront = INITIAL_SEGMENT_BYTES * (2 + 2 * this.worldSize);
+    // Up front: the input block, rank 0's result block and each rank's collective block.
+    const upFront = INITIAL_SEGMENT_BYTES * (2 + this.worldSize);
     const fits = checkFits(`${this.worldSize} ranks' initial blocks`, upFront, shmFreeBytes(), null);
     if (fits) throw fits;
     this.input = new SegmentWriter(env, `${this.prefix}-in`, 'the runner input');
@@ -705,7 +705,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
       case 'coll': {
         if (state.name === 'busy' && state.call.cancel) {
           // The call was cancelled: nobody waits for this collective to complete.
-          this.procs[rank]?.send({ t: 'collGo', seq: msg.seq, payloads: [], cancelled: true });
+          this.procs[rank]?.send({ t: 'collGo', seq: msg.seq, cancelled: true });
           return;
         }
         // A rank that already finished this phase can never join: fail now instead of at the deadline.

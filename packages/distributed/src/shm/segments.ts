@@ -12,8 +12,8 @@
  * `reactor-<parent pid>.<pid namespace>-<runner#>-<random>`); the prefix is per runner and known to the
  * parent, which unlinks everything under it after any failure. A writer grows by creating the
  * next generation (at least double) and unlinking the old one; mappings of an old generation are
- * unmapped only once nothing in this process references them (FinalizationRegistry), so a view
- * handed out earlier never points at unmapped memory.
+ * unmapped only once nothing in this process references them (the binding unmaps a mapping when
+ * its Buffer is garbage), so a view handed out earlier never points at unmapped memory.
  * @internal
  */
 import { closeSync, ftruncateSync, openSync, readdirSync, readlinkSync, readSync, statfsSync, unlinkSync, writeSync } from 'node:fs';
@@ -155,17 +155,15 @@ export function sweepStaleSegments(): number {
   return n;
 }
 
-const unmapRegistry = new FinalizationRegistry<string>((name) => {
-  try {
-    loadNativeShm()?.detach(`/${name}`, false);
-  } catch {
-    // nothing left to release
-  }
-});
-
-/** Forget a native mapping: it is unmapped once the last view of it is garbage. */
-function retireNative(name: string, mapping: Buffer): void {
-  unmapRegistry.register(mapping.buffer, name);
+/**
+ * Forget a native mapping: it is unmapped once the last view of it is garbage. The binding does
+ * that itself (the free callback of the Buffer it returned munmaps it). It must not be detached
+ * by name as well: the binding's bookkeeping keeps the old address after its free callback ran,
+ * so a second detach would munmap that address again, under whatever was mapped there since (a
+ * rank then dies of SIGSEGV).
+ */
+export function retireNative(_name: string, _mapping: Buffer): void {
+  // Nothing to do: dropping the last reference is the release.
 }
 
 function nextCapacity(current: number, needed: number): number {

@@ -540,8 +540,9 @@ export class AppHost implements AppHostApi {
     const accepted = buffer.push(
       new InputFrame({
         data: frame.data,
-        width: frame.width,
-        height: frame.height,
+        // An audio frame's header carries its sample count as `width`: not a frame size.
+        width: spec.kind === 'video' ? frame.width : undefined,
+        height: spec.kind === 'video' ? frame.height : undefined,
         sampleRate: spec.kind === 'audio' ? spec.sampleRate : undefined,
         ptsMs: frame.ptsMs,
         receivedAtMs: frame.receivedAtMs,

@@ -134,9 +134,9 @@ describe('AppHost inbound tracks', () => {
     // Audio: Int16 PCM with the track's sample rate; the metadata travels with the frame.
     expect(client.publish('p2', 'mic')).toEqual({ type: 'reply', id: 'p2' });
     const pcm = new Int16Array([1, -2, 3]);
-    expect(client.pushFrame('mic', { data: pcm, ptsMs: 40, receivedAtMs: 12.5, metadata: { seq: 9 } })).toBe(true);
+    expect(client.pushFrame('mic', { data: pcm, width: 3, height: 1, ptsMs: 40, receivedAtMs: 12.5, metadata: { seq: 9 } })).toBe(true);
     const [chunk] = (host.app as ReactorApp<InputState, unknown, unknown, never, CamInput>).input.mic.tryRead()!;
-    expect(chunk).toMatchObject({ data: pcm, sampleRate: 16_000, ptsMs: 40, receivedAtMs: 12.5, metadata: { seq: 9 }, width: undefined });
+    expect(chunk).toMatchObject({ data: pcm, sampleRate: 16_000, ptsMs: 40, receivedAtMs: 12.5, metadata: { seq: 9 }, width: undefined, height: undefined });
   });
 
   it('drops frames of a client that does not publish the track, and frames that do not fit it (logged once per track)', async () => {

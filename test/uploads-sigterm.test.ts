@@ -1,0 +1,102 @@
+/**
+ * Uploads under a real `reactor run`: a child process serving the sample app, a client in a
+ * session, an upload half sent, then SIGTERM. The process exits 0 and leaves no upload folder in
+ * its temporary directory (TMPDIR) and no process behind.
+ */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
+import { connect, type UploadTicket } from '@reactor/client';
+import { alive, descendants } from './fixtures/processes.js';
+
+const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const cli = join(repo, 'packages/cli/dist/main.js');
+
+const cleanups: Array<() => unknown> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+/** Every file under `dir` (recursively). */
+function filesUnder(dir: string): string[] {
+  return readdirSync(dir).flatMap((e) => {
+    const p = join(dir, e);
+    return statSync(p).isDirectory() ? filesUnder(p).map((f) => join(e, f)) : [e];
+  });
+}
+
+const uploadFolders = (tmp: string): string[] => readdirSync(tmp).filter((e) => e.startsWith('reactor-uploads-'));
+
+describe('uploads under reactor run', () => {
+  it('SIGTERM mid-upload: the process exits 0, with no upload folder and no process left behind', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'reactor-upl-run-'));
+    const tmp = join(dir, 'tmp');
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    writeFileSync(join(dir, 'config.yaml'), 'width: 32\nheight: 32\nframesPerChunk: 4\nrolloutChunks: 1000\nworldSize: 1\ndevices: cpu\nbackend: wasm\n');
+    writeFileSync(
+      join(dir, 'reactor.yaml'),
+      [
+        'runtime:',
+        `  import: ${join(repo, 'apps/video/dist/index.js')}:VideoApp`,
+        '  config: config.yaml',
+        `  weights_path: ${join(repo, 'apps/video/weights')}`,
+        'server: { port: 0, max_upload_bytes: 20000000, upload_quota_bytes: 40000000 }',
+        '',
+      ].join('\n'),
+    );
+    mkdirSync(tmp);
+    const child = spawn(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml')], {
+      cwd: dir,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, TMPDIR: tmp },
+    });
+    cleanups.push(() => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    });
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const base = await new Promise<string>((res, rej) => {
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => {
+        out += d.toString();
+        const m = /Viewer: (\S+)/.exec(out);
+        if (m) res(m[1]!);
+      });
+      child.once('exit', (code) => rej(new Error(`reactor run exited with ${code}:\n${stderr}`)));
+    });
+    const url = base.replace(/\/$/, '');
+    const client = await connect(url, { WebSocket, reconnect: false });
+    cleanups.push(() => client.close());
+    await new Promise<void>((res) => (client.session.state === 'streaming' ? res() : client.on('session', (s) => s.state === 'streaming' && res())));
+
+    // A 10 MB upload, announced by this client; half of it sent, then the server is stopped.
+    const size = 10_000_000;
+    const post = await fetch(`${url}/uploads`, { method: 'POST', body: JSON.stringify({ name: 'clip.mp4', size, clientId: client.clientId }) });
+    expect(post.status).toBe(201);
+    const ticket = (await post.json()) as UploadTicket;
+    const put = request(`${url}${ticket.url}`, { method: 'PUT', headers: { 'content-length': String(size) } });
+    const answered = new Promise<string>((res) => {
+      put.on('response', (r) => res(`status ${r.statusCode}`));
+      put.on('error', (e) => res(`error ${e.message}`));
+    });
+    const chunk = Buffer.alloc(1_000_000, 1);
+    chunk.set([0, 0, 0, 0x20, ...Buffer.from('ftypisom')]);
+    put.write(chunk);
+    for (let i = 1; i < 5; i++) put.write(Buffer.alloc(1_000_000, i));
+    // Wait until the server has stored some of it in the session's folder.
+    await expect.poll(() => uploadFolders(tmp).flatMap((f) => filesUnder(join(tmp, f))).length, { timeout: 20_000 }).toBe(1);
+    const ranks = descendants(child.pid!);
+    child.kill('SIGTERM');
+    const [code] = (await once(child, 'exit')) as [number | null];
+    expect(code, stderr).toBe(0);
+    expect(await answered).not.toBe('status 200');
+    expect(uploadFolders(tmp)).toEqual([]);
+    for (const pid of ranks) await expect.poll(() => alive(pid), { timeout: 10_000 }).toBe(false);
+  });
+});
