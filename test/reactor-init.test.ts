@@ -53,7 +53,7 @@ async function install(cwd: string): Promise<void> {
 }
 
 /** `pnpm start --port 0`: waits for the viewer URL, gets frames over the protocol, then SIGTERM. */
-async function startAndWatch(cwd: string, width: number): Promise<void> {
+async function startAndWatch(cwd: string, width: number, trackName: string): Promise<void> {
   const child = spawn('pnpm', ['start', '--port', '0'], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
@@ -73,7 +73,7 @@ async function startAndWatch(cwd: string, width: number): Promise<void> {
     const client = await connect(url, { WebSocket, reconnect: false });
     try {
       const frame = await new Promise<ClientFrame>((r) => client.once('frame', r));
-      expect(frame).toMatchObject({ trackName: 'main_video', width });
+      expect(frame).toMatchObject({ trackName, width });
     } finally {
       client.close();
     }
@@ -92,17 +92,19 @@ describe('your first app, from an empty folder (docs/first-app.md)', () => {
   });
 
   it.each([
-    ['minimal', 64],
-    ['video', 128],
+    ['minimal', 64, 'main_video'],
+    ['video', 128, 'main_video'],
+    // Before any camera publishes, the camera app streams its "waiting for camera" card.
+    ['camera', 320, 'processed'],
   ] as const)(
     '%s: reactor init, install, its tests pass, it starts and streams',
-    async (template, width) => {
+    async (template, width, trackName) => {
       const dir = join(scratch, `my-${template}-app`);
       const init = await run('pnpm', ['reactor', 'init', dir, '--template', template], repo);
       expect(init.code, init.out).toBe(0);
       for (const line of walkThrough()) {
         if (line === 'pnpm install') await install(dir);
-        else if (line === 'pnpm start') await startAndWatch(dir, width);
+        else if (line === 'pnpm start') await startAndWatch(dir, width, trackName);
         else {
           const [cmd, ...args] = line.split(' ');
           const r = await run(cmd!, args, dir);

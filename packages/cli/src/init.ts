@@ -14,7 +14,7 @@ import { CliErrorCode } from './errors.js';
 import { typesName } from './types-command.js';
 
 /** The templates `reactor init --template` knows. */
-export const INIT_TEMPLATES = ['minimal', 'video'] as const;
+export const INIT_TEMPLATES = ['minimal', 'video', 'camera'] as const;
 export type InitTemplate = (typeof INIT_TEMPLATES)[number];
 
 /** The framework packages a generated project depends on (none of them is on the npm registry). */

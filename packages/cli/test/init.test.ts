@@ -40,7 +40,7 @@ function tree(dir: string): string[] {
 }
 
 describe('reactor init', () => {
-  it.each(['minimal', 'video'])('writes a standalone %s project with the framework packed into vendor/', async (template) => {
+  it.each(['minimal', 'video', 'camera'])('writes a standalone %s project with the framework packed into vendor/', async (template) => {
     const r = await reactor(['init', `proj-${template}`, '--template', template, '--gpus', '2']);
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
@@ -129,11 +129,11 @@ describe('reactor init', () => {
     expect(readdirSync(scratch).sort()).toEqual(before);
   });
 
-  it('refuses an unknown template and names the known ones (camera is not one yet)', async () => {
+  it('refuses an unknown template and names the known ones', async () => {
     const before = readdirSync(scratch).sort();
-    const r = await reactor(['init', 'cam', '--template', 'camera']);
+    const r = await reactor(['init', 'cam', '--template', 'webcam']);
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain('unknown template "camera"; pick one of: minimal, video [init_unknown_template]');
+    expect(r.stderr).toContain('unknown template "webcam"; pick one of: minimal, video, camera [init_unknown_template]');
     expect(readdirSync(scratch).sort()).toEqual(before);
   });
 
