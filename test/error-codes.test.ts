@@ -12,6 +12,7 @@ import { ReadinessCode, RuntimeErrorCode } from '@reactor/runtime';
 import { ServerErrorCode } from '@reactor/server';
 import { VideoErrorCode } from '@reactor/app-video';
 import { CameraErrorCode } from '@reactor/app-camera';
+import { EnhanceErrorCode } from '@reactor/app-enhance';
 
 const maps: Record<string, Record<string, string>> = {
   RuntimeErrorCode,
@@ -24,6 +25,7 @@ const maps: Record<string, Record<string, string>> = {
   ClientErrorCode,
   VideoErrorCode,
   CameraErrorCode,
+  EnhanceErrorCode,
 };
 
 const doc = (name: string): string => readFileSync(new URL(`../docs/${name}`, import.meta.url), 'utf8');

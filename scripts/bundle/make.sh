@@ -25,14 +25,14 @@ log "copying sources, manifests and build output"
 
 log "installing production dependencies (offline, from the local store)"
 (cd "$stage" && CI=true pnpm install --prod --frozen-lockfile --offline --config.node-linker=hoisted \
-  --filter '@reactor/app-video...' --filter '@reactor/cli...' --filter reactor-workspace >/dev/null)
+  --filter '@reactor/app-video...' --filter '@reactor/app-enhance...' --filter '@reactor/cli...' --filter reactor-workspace >/dev/null)
 
 log "trimming what a linux-x64 node never loads"
 nm=$stage/node_modules
 rm -rf "$nm"/webgpu/dist/{win32-x64,win32-arm64,darwin-universal,linux-arm64} "$nm"/webgpu/build
 find "$nm" -name '*.map' -delete
 find "$nm" \( -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' -o -name '*.md' -o -name '*.tsbuildinfo' \) -delete
-for p in tfjs-core tfjs-backend-cpu tfjs-backend-wasm tfjs-backend-webgpu; do
+for p in tfjs-core tfjs-layers tfjs-backend-cpu tfjs-backend-wasm tfjs-backend-webgpu; do
   d=$nm/@tensorflow/$p/dist
   [ -d "$d" ] || continue
   # Node loads the package's "main" CommonJS bundle (dist/*.node.js or dist/tf-*.node.js)
@@ -40,6 +40,20 @@ for p in tfjs-core tfjs-backend-cpu tfjs-backend-wasm tfjs-backend-webgpu; do
   find "$d" -mindepth 1 -maxdepth 1 \( -name '*.min.js' -o -name '*.es2017.js' -o -name '*.fesm.js' -o -name 'miniprogram' \) -exec rm -rf {} +
 done
 rm -rf "$nm"/shm-typed-array/build/Release/obj.target "$nm"/shm-typed-array/src 2>/dev/null || true
+
+# The enhance app's ESRGAN packages: only their x4 models (what the GPU measurement and the
+# app's default use; other scales fail to load with a message naming the missing file), no
+# browser bundles or sample pictures; thick's 28 MB of float32 weights become a 14 MB float16
+# copy (apps/enhance/test/quantize.test.ts: output within one level of float32's).
+for m in slim medium thick; do
+  d=$nm/@upscalerjs/esrgan-$m
+  [ -d "$d" ] || { echo "make.sh: $d is missing (pnpm install)" >&2; exit 1; }
+  rm -rf "$d"/dist "$d"/assets "$d"/models/x2 "$d"/models/x3 "$d"/models/x8
+done
+thick=$nm/@upscalerjs/esrgan-thick/models/x4
+mv "$thick" "$work/thick-x4-f32"
+node "$root/apps/enhance/scripts/quantize-weights.mjs" "$work/thick-x4-f32" "$thick"
+rm -rf "$work/thick-x4-f32"
 
 log "adding node $(node --version)"
 mkdir -p "$stage/.runtime"

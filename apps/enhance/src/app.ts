@@ -18,7 +18,9 @@ import {
   connected,
   Frames,
   Input,
+  type InputBuffer,
   InputField,
+  type InputFrame,
   InputState,
   type LoadContext,
   Output,
@@ -38,7 +40,7 @@ import { EnhanceErrorCode, WeightsCorruptError, WeightsMissingError } from './er
 import { EnhanceWorker, type EnhanceInput, type EnhanceLoadArgs, type EnhanceResult, type RankReport } from './enhance-worker.js';
 import { SCALES } from './layers.js';
 import { SPLITS, type Split } from './partition.js';
-import { sceneFrames } from './source.js';
+import { resizeRgb, sceneFrames } from './source.js';
 import { MODEL_FACTS, MODEL_NAMES, type ModelName } from './weights.js';
 
 /**
@@ -70,7 +72,7 @@ export class EnhanceState extends InputState {
 /** The camera a client may publish: upscaled instead of the built-in scene while published. */
 export class EnhanceInputTracks extends Input {
   @Video({ width: 640, height: 360, fps: 30, description: 'A camera to upscale (downscaled to the model input first).' })
-  webcam?: unknown;
+  webcam!: InputBuffer;
 }
 
 /** The upscaled video. */
@@ -220,10 +222,9 @@ const RADIUS: Readonly<Record<ModelName, number>> = { slim: 10, medium: 18, thic
   messages: [EnhanceInfo, ModelUnavailable, RunnerRestarting],
   name: 'reactor-enhance',
   version: '0.1.0',
-  fps: 30,
   bufferSize: 8,
 })
-export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceResult, EnhanceInfo | ModelUnavailable | RunnerRestarting> {
+export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceResult, EnhanceInfo | ModelUnavailable | RunnerRestarting, EnhanceInputTracks> {
   private runner: DistributedRunner<EnhanceInput, EnhanceResult, EnhanceLoadArgs> | undefined;
   private config = new EnhanceConfig();
   private plan!: EnhancePlan;
@@ -239,6 +240,10 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
   private lastInfo = '';
   /** The input of the step in flight (for the info message). */
   private lastInput: EnhanceInput | undefined;
+  /** Where the last step's pictures came from. */
+  private source: 'camera' | 'scene' = 'scene';
+  /** The newest camera frame taken, repeated while the camera sends nothing newer. */
+  private lastCamera: InputFrame | undefined;
 
   /** What `reactor doctor` checks: shared memory, ranks, GPUs, WebGPU, and what frame rate to expect. */
   static async requirements(context: RequirementsContext): Promise<AppRequirements> {
@@ -336,9 +341,34 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
     const width = Math.floor(this.plan.outputWidth / scale);
     const height = Math.floor(this.plan.outputHeight / scale);
     const n = this.plan.framesPerStep;
-    const frames = sceneFrames(this.frameIndex, n, width, height);
+    const frames = this.cameraFrames(n, width, height) ?? sceneFrames(this.frameIndex, n, width, height);
+    this.source = this.lastCamera ? 'camera' : 'scene';
     const split = chooseSplit(this.config.split, height, RADIUS[model], this.runner.worldSize, n);
     return { frames, n, width, height, model, scale, split, sideBySide: this.state.sideBySide };
+  }
+
+  /**
+   * `n` frames from the camera resized to the model input (the newest ones it sent, the last one
+   * repeated when it sent fewer), or undefined when no camera is published: the scene plays then.
+   */
+  private cameraFrames(n: number, width: number, height: number): Uint8Array | undefined {
+    const cam = this.input.webcam;
+    if (cam.closed && cam.available === 0) {
+      this.lastCamera = undefined;
+      return undefined;
+    }
+    const k = Math.min(n, cam.available);
+    const got = k > 0 ? (cam.tryRead({ n: k, mode: 'latest' }) ?? []) : [];
+    const picked = got.filter((f): f is InputFrame<Uint8Array> => f.data instanceof Uint8Array && f.width !== undefined && f.height !== undefined);
+    if (picked.length > 0) this.lastCamera = picked[picked.length - 1];
+    const last = this.lastCamera;
+    if (!last) return undefined;
+    const out = new Uint8Array(n * width * height * 3);
+    for (let i = 0; i < n; i++) {
+      const f = (picked[i] ?? last) as InputFrame<Uint8Array>;
+      resizeRgb(f.data, f.width!, f.height!, width, height, out.subarray(i * width * height * 3, (i + 1) * width * height * 3));
+    }
+    return out;
   }
 
   override async generate(input: EnhanceInput): Promise<EnhanceResult> {
@@ -378,7 +408,7 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
         r.width,
         r.height,
         input?.split ?? 'tiles',
-        'scene',
+        this.source,
         this.ranks,
         r.weightsSha256,
       ),
@@ -402,6 +432,7 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
     await this.rebuilding;
     if (this.runner && !this.runner.healthy) await this.rebuild();
     this.lastInfo = '';
+    this.lastCamera = undefined;
   }
 
   /** Late joiners learn what runs. */
@@ -431,12 +462,11 @@ async function webgpuCheck(): Promise<RequirementCheck> {
 /** What frame rate to expect with the plan, from the measured H200 figures (or the CPU advice). */
 function expectation(plan: EnhancePlan, gpuRanks: boolean): RequirementCheck {
   if (!gpuRanks) {
-    return {
-      name: 'enhance',
-      status: plan.outputWidth * plan.outputHeight > 256 * 144 || plan.model !== 'slim' ? 'warn' : 'ok',
-      detail: `ESRGAN ${plan.model} at ${plan.outputWidth}x${plan.outputHeight} on ${plan.worldSize} CPU rank(s) (wasm): slim at 256x144 runs near real time on 2 cores; larger sizes and models are slide shows without a GPU`,
-      fix: 'keep model: slim and the default 256x144 output on CPU, or run on a GPU machine',
-    };
+    const light = plan.outputWidth * plan.outputHeight <= 256 * 144 && plan.model === 'slim';
+    const detail = `ESRGAN ${plan.model} at ${plan.outputWidth}x${plan.outputHeight} on ${plan.worldSize} CPU rank(s) (wasm): slim at 256x144 runs near real time on 2 cores; larger sizes and models are slide shows without a GPU`;
+    return light
+      ? { name: 'enhance', status: 'ok', detail }
+      : { name: 'enhance', status: 'warn', detail, fix: 'keep model: slim and the default 256x144 output on CPU, or run on a GPU machine' };
   }
   const pixels = (plan.outputWidth * plan.outputHeight) / (1280 * 720);
   const per = (m: ModelName): number => H200_FPS_720P[m] / pixels;

@@ -45,3 +45,4 @@ export { rowTile, frameShare, SPLITS, type Split, type RowTile } from './partiti
 export { Upscaler, type RgbFrames } from './upscaler.js';
 export { sceneFrames, resizeRgb } from './source.js';
 export { planBackends, type BackendName } from './backend.js';
+export { writeFloat16Copy, float16Bits } from './quantize.js';

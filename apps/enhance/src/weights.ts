@@ -67,31 +67,22 @@ interface ModelJson {
 const BYTES: Record<string, number> = { float32: 4, int32: 4, float16: 2, uint16: 2, uint8: 1, bool: 1 };
 
 /**
- * The folder of the installed package `@upscalerjs/esrgan-<model>` (its `exports` map exposes
- * no files, so its entry point is resolved and the folder found above it).
+ * The folder of the installed package `@upscalerjs/esrgan-<model>`, found where Node would look
+ * for it from `from` (its `package.json` is read, not its entry points: the GPU bundle keeps only
+ * the model files).
  * @param from - where to resolve from (default: this module)
  */
 export function modelPackageDir(model: ModelName, from: string = import.meta.url): string {
   const pkg = `@upscalerjs/esrgan-${model}`;
-  let entry: string;
-  try {
-    entry = createRequire(from).resolve(pkg);
-  } catch (err) {
-    throw new WeightsMissingError(
-      `the model package ${pkg} is not installed (${(err as Error).message.split('\n')[0]}). Run pnpm install in the repository (apps/enhance depends on it).`,
-    );
+  const places = createRequire(from).resolve.paths(pkg) ?? [];
+  for (const dir of places) {
+    const pj = join(dir, pkg, 'package.json');
+    if (existsSync(pj)) return dirname(pj);
   }
-  for (let d = dirname(entry); d !== dirname(d); d = dirname(d)) {
-    const pj = join(d, 'package.json');
-    if (existsSync(pj)) {
-      try {
-        if ((JSON.parse(readFileSync(pj, 'utf8')) as { name?: string }).name === pkg) return d;
-      } catch {
-        // a package.json of a sub-folder that is not JSON: keep looking upwards
-      }
-    }
-  }
-  throw new WeightsMissingError(`cannot find the folder of ${pkg} above ${entry}; reinstall it`);
+  throw new WeightsMissingError(
+    `the model package ${pkg} is not installed (looked in ${places.slice(0, 3).join(', ')}${places.length > 3 ? ', ...' : ''}). ` +
+      'Run pnpm install in the repository (apps/enhance depends on it).',
+  );
 }
 
 /** `models/x<scale>` of a model package (where `model.json` lives). */

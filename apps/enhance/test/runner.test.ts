@@ -1,11 +1,15 @@
 // The model on every rank of a DistributedRunner (real child processes, wasm): 2 ranks give the
 // same bytes as 1, split by tiles or by frames, and rank 0 assembles the side-by-side view.
 import { createHash } from 'node:crypto';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { DistributedRunner } from '@reactor/distributed';
 import { silentLogger } from '@reactor/log';
 import { afterEach, describe, expect, it } from 'vitest';
-import { EnhanceWorker, type EnhanceInput, type EnhanceLoadArgs, type EnhanceResult } from '../src/enhance-worker.js';
+import { EnhanceWorker, WeightsCorruptError, type EnhanceInput, type EnhanceLoadArgs, type EnhanceResult } from '../src/enhance-worker.js';
 import { sceneFrames } from '../src/source.js';
+import { modelDir } from '../src/weights.js';
 
 const runners: DistributedRunner<EnhanceInput, EnhanceResult, EnhanceLoadArgs>[] = [];
 afterEach(async () => {
@@ -76,4 +80,42 @@ describe('EnhanceWorker on a DistributedRunner (wasm, CPU ranks)', () => {
     expect(two.healthy).toBe(true);
     expect((await two.generate(step('tiles'))).n).toBe(n);
   }, 180_000);
+
+  it('a corrupt weight file fails start() on the ranks with enhance_weights_corrupt naming the file, and leaves no rank running', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'enhance-corrupt-'));
+    try {
+      cpSync(modelDir('slim', 2), join(root, 'models', 'x2'), { recursive: true });
+      const shard = join(root, 'models/x2/group1-shard1of1.bin');
+      const b = readFileSync(shard);
+      b[100] = b[100]! ^ 1;
+      writeFileSync(shard, b);
+      const r = new DistributedRunner(EnhanceWorker, {
+        worldSize: 2,
+        devices: 'cpu',
+        logger: silentLogger,
+        loadArgs: { model: 'slim', scale: 2, backend: 'wasm', modelRoots: { slim: root } },
+      });
+      runners.push(r);
+      const err = (await r.start().then(
+        () => null,
+        (e: unknown) => e,
+      )) as Error & { code?: string };
+      expect(err).not.toBeNull();
+      expect(err).toBeInstanceOf(WeightsCorruptError);
+      expect(err.code).toBe('enhance_weights_corrupt');
+      expect(err.message).toContain(`${shard} (ESRGAN slim x2) is corrupt: its SHA-256 is`);
+      expect(
+        r.pids.filter((p) => {
+          try {
+            process.kill(p, 0);
+            return true;
+          } catch {
+            return false;
+          }
+        }),
+      ).toEqual([]);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  }, 120_000);
 });

@@ -1,0 +1,96 @@
+// The app's config, its plan for the machine found, and what `reactor doctor` is told to expect.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { AppStatics } from '@reactor/runtime';
+import { afterAll, describe, expect, it } from 'vitest';
+import { EnhanceApp, EnhanceConfig, EnhanceConfigError, chooseSplit, loadEnhanceConfig, planEnhance } from '../src/app.js';
+
+const scratch = mkdtempSync(join(tmpdir(), 'enhance-config-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+function config(text: string): string {
+  const file = join(scratch, `c-${Math.random().toString(36).slice(2)}.yaml`);
+  writeFileSync(file, text);
+  return file;
+}
+
+const statics: AppStatics = EnhanceApp;
+
+describe('planEnhance', () => {
+  it('picks medium at 1280x720, 4 frames a step, one rank per declared GPU on a GPU machine', () => {
+    expect(planEnhance(new EnhanceConfig(), 2, 2)).toMatchObject({
+      worldSize: 2,
+      devices: 'auto',
+      model: 'medium',
+      outputWidth: 1280,
+      outputHeight: 720,
+      framesPerStep: 4,
+    });
+    expect(planEnhance(new EnhanceConfig(), 4, 2).worldSize).toBe(2);
+    expect(planEnhance(new EnhanceConfig(), 1, 2).worldSize).toBe(1);
+  });
+
+  it('picks slim at 256x144 on 2 CPU ranks without a GPU', () => {
+    expect(planEnhance(new EnhanceConfig(), 0, 2)).toMatchObject({
+      worldSize: 2,
+      devices: 'cpu',
+      model: 'slim',
+      outputWidth: 256,
+      outputHeight: 144,
+      framesPerStep: 2,
+    });
+  });
+});
+
+describe('chooseSplit', () => {
+  it('tiles when the overlap is cheap (slim, medium at 180 rows on 2 ranks), frames for thick (154 rows of context)', () => {
+    expect(chooseSplit('auto', 180, 10, 2, 4)).toBe('tiles');
+    expect(chooseSplit('auto', 180, 18, 2, 4)).toBe('frames');
+    expect(chooseSplit('auto', 180, 154, 2, 4)).toBe('frames');
+    expect(chooseSplit('auto', 180, 154, 2, 1)).toBe('tiles');
+    expect(chooseSplit('frames', 180, 10, 2, 4)).toBe('frames');
+  });
+});
+
+describe('loadEnhanceConfig', () => {
+  it('names every wrong or unknown key', () => {
+    const file = config('model: huge\nsplit: rows\ncolour: red\n');
+    expect(() => loadEnhanceConfig(file)).toThrow(EnhanceConfigError);
+    try {
+      loadEnhanceConfig(file);
+    } catch (e) {
+      expect((e as EnhanceConfigError).code).toBe('enhance_config_invalid');
+      expect((e as Error).message).toMatch(/model: .*\n.*split: .*\n.*colour: unknown key/s);
+    }
+  });
+});
+
+describe('EnhanceApp.requirements', () => {
+  it('on CPU: 2 ranks, no GPU, and the advice to keep slim at the default size', async () => {
+    const r = await statics.requirements!({ configPath: undefined, manifestGpuCount: 2, gpuCount: 0 });
+    expect(r).toMatchObject({ worldSize: 2, usesGpu: false });
+    expect(r.checks).toEqual([
+      expect.objectContaining({ name: 'enhance', status: 'ok', detail: expect.stringMatching(/ESRGAN slim at 256x144 on 2 CPU rank/) }),
+    ]);
+  });
+
+  it('on GPUs: probes WebGPU, says which models run in real time, and warns for thick on one GPU', async () => {
+    const medium = await EnhanceApp.requirements({ configPath: undefined, manifestGpuCount: 2, gpuCount: 2 });
+    expect(medium).toMatchObject({ worldSize: 2, usesGpu: true });
+    expect(medium.checks!.map((c) => c.name)).toEqual(['webgpu', 'enhance']);
+    expect(medium.checks![1]).toEqual({
+      name: 'enhance',
+      status: 'ok',
+      detail: expect.stringMatching(
+        /^ESRGAN medium \(28 convolutions\) at 1280x720 on 2 GPU\(s\): expect ~100 fps on H200s \(50 per GPU\); real time \(30 fps\) here: slim, medium$/,
+      ),
+    });
+    const thick = await EnhanceApp.requirements({ configPath: config('model: thick\n'), manifestGpuCount: 1, gpuCount: 1 });
+    expect(thick.checks![1]).toMatchObject({ name: 'enhance', status: 'warn', fix: expect.stringMatching(/thick needs ~3 H200s for 30 fps/) });
+  });
+
+  it('with backend: wasm on a GPU machine: no WebGPU probe and the CPU advice', async () => {
+    const r = await EnhanceApp.requirements({ configPath: config('backend: wasm\n'), manifestGpuCount: 2, gpuCount: 2 });
+    expect(r.checks!.map((c) => c.name)).toEqual(['enhance']);
+  });
+});

@@ -1,0 +1,256 @@
+#!/usr/bin/env node
+// enhance.fps on the GPU machine (issue 12), run from an unpacked bundle by scripts/gpu/enhance.sh:
+//   ./run.sh node scripts/gpu/enhance.mjs
+// For each world size (1, 2) and split (tiles, frames; one rank: tiles only) it starts
+// `reactor run` serving the enhance app in a child process, connects a client from this
+// process (outside the server), and for each model (slim, medium, thick) switches to it with
+// set_model, lets it warm up, and counts the frames the client receives while sampling
+// nvidia-smi per GPU. One JSON object per line on stdout; progress on stderr.
+//
+// Environment (defaults for the 2 x H200 host):
+//   ENHANCE_CPU=1              rehearsal on a machine without GPU: CPU ranks, wasm, 32x20 output, 3 s windows
+//   ENHANCE_MODELS             slim,medium,thick
+//   ENHANCE_WORLD_SIZES        1,2
+//   ENHANCE_SPLITS             tiles,frames
+//   ENHANCE_WIDTH/HEIGHT       1280 / 720 (output size; the model input is a quarter of it: x4)
+//   ENHANCE_FRAMES             frames per step (4)
+//   ENHANCE_SECONDS            measured window per model (12)
+//   ENHANCE_WARMUP_SECONDS     after the first frame of a model, before the window (3)
+//   ENHANCE_ENCODING           jpeg (what a browser gets) or rgb
+import { execFile, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { createRequire } from 'node:module';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { connect } from '../../packages/client/dist/index.js';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+// ws as the server package resolves it: hoisted in the bundle, under .pnpm in a checkout.
+const wsModule = await import(pathToFileURL(createRequire(join(root, 'packages/server/package.json')).resolve('ws')).href);
+const WebSocket = wsModule.WebSocket ?? wsModule.default;
+const env = process.env;
+const cpu = env.ENHANCE_CPU === '1';
+const list = (v, d) =>
+  (v ?? d)
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+const MODELS = list(env.ENHANCE_MODELS, 'slim,medium,thick');
+const WORLD_SIZES = list(env.ENHANCE_WORLD_SIZES, '1,2').map(Number);
+const SPLITS = list(env.ENHANCE_SPLITS, 'tiles,frames');
+const WIDTH = Number(env.ENHANCE_WIDTH ?? (cpu ? 32 : 1280));
+const HEIGHT = Number(env.ENHANCE_HEIGHT ?? (cpu ? 20 : 720));
+const FRAMES = Number(env.ENHANCE_FRAMES ?? (cpu ? 2 : 4));
+const SECONDS = Number(env.ENHANCE_SECONDS ?? (cpu ? 3 : 12));
+const WARMUP = Number(env.ENHANCE_WARMUP_SECONDS ?? (cpu ? 1 : 3));
+const ENCODING = env.ENHANCE_ENCODING ?? 'jpeg';
+const emit = (o) => process.stdout.write(`${JSON.stringify(o)}\n`);
+const note = (m) => process.stderr.write(`[enhance ${new Date().toISOString().slice(11, 19)}] ${m}\n`);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const r2 = (x) => (x === undefined || x === null || Number.isNaN(x) ? null : Math.round(x * 100) / 100);
+
+/** One nvidia-smi sample per GPU (empty without nvidia-smi), without blocking the client's event loop. */
+function smi() {
+  return new Promise((res) =>
+    execFile('nvidia-smi', ['--query-gpu=index,utilization.gpu,memory.used', '--format=csv,noheader,nounits'], { timeout: 5000 }, (err, out) => {
+      if (err) return res([]);
+      res(
+        out
+          .trim()
+          .split('\n')
+          .map((l) => l.split(',').map((s) => Number(s.trim())))
+          .map(([index, util, mem]) => ({ index, util, mem })),
+      );
+    }),
+  );
+}
+
+/** Starts `reactor run` for one world size and split; resolves to its URL and a stop function. */
+async function startServer(worldSize, split) {
+  const dir = mkdtempSync(join(tmpdir(), 'enhance-gpu-'));
+  const devices = cpu ? 'cpu' : 'auto';
+  const backend = cpu ? 'wasm' : 'webgpu';
+  writeFileSync(
+    join(dir, 'config.yaml'),
+    `model: ${MODELS[0]}\noutputWidth: ${WIDTH}\noutputHeight: ${HEIGHT}\nframesPerStep: ${FRAMES}\nsplit: ${split}\nworldSize: ${worldSize}\ndevices: ${devices}\nbackend: ${backend}\ncallTimeoutMs: 120000\n`,
+  );
+  writeFileSync(
+    join(dir, 'reactor.yaml'),
+    `model: { name: enhance-gpu, version: 0.0.1, resources: { gpu: { count: ${worldSize} } } }\nruntime:\n  import: ${join(root, 'apps/enhance/dist/index.js')}:EnhanceApp\n  config: config.yaml\nserver: { port: 0, encoding: ${ENCODING} }\n`,
+  );
+  const child = spawn(process.execPath, [join(root, 'packages/cli/dist/main.js'), 'run', '--manifest', join(dir, 'reactor.yaml')], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let err = '';
+  child.stderr.on('data', (d) => {
+    err += d;
+    for (const line of String(d).split('\n')) if (/rank 0 of|weights ESRGAN|error|Error|not used/.test(line)) note(`server: ${line.slice(0, 400)}`);
+  });
+  const url = await new Promise((res, rej) => {
+    let out = '';
+    const timer = setTimeout(() => rej(new Error(`reactor run printed no URL within 180 s:\n${err.slice(-2000)}`)), 180_000);
+    child.stdout.on('data', (d) => {
+      out += d;
+      const m = /Viewer: (\S+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        res(m[1]);
+      }
+    });
+    child.once('exit', (c) => {
+      clearTimeout(timer);
+      rej(new Error(`reactor run exited ${c}:\n${err.slice(-2000)}`));
+    });
+  });
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      await Promise.race([exited, sleep(15_000).then(() => child.kill('SIGKILL'))]);
+    }
+    rmSync(dir, { recursive: true, force: true });
+  };
+  process.once('exit', () => child.kill('SIGKILL'));
+  return { url, stop, stderr: () => err };
+}
+
+/** Switches the running app to `model` and measures what the client receives. */
+async function measureModel(client, model, worldSize, split) {
+  let info = null;
+  let frames = 0;
+  let bytes = 0;
+  const offInfo = client.on('message', (m) => {
+    if (m.name === 'enhance_info' && m.data.model === model) info = m.data;
+  });
+  const offFrame = client.on('frame', (f) => {
+    frames++;
+    bytes += f.payload.byteLength;
+  });
+  const unavailable = new Promise((res) =>
+    client.on('message', (m) => {
+      if (m.name === 'model_unavailable') res(m.data);
+    }),
+  );
+  try {
+    const t0 = performance.now();
+    if (client.state.model !== model) await client.send('set_model', { model });
+    const until = async (cond, ms, what) => {
+      const end = performance.now() + ms;
+      while (!cond()) {
+        if (performance.now() > end) throw new Error(`${model}, ${worldSize} rank(s), ${split}: no ${what} within ${ms / 1000} s`);
+        await sleep(20);
+      }
+    };
+    const problem = await Promise.race([until(() => info !== null, 180_000, 'enhance_info').then(() => null), unavailable]);
+    if (problem) throw new Error(`model_unavailable: ${problem.reason}`);
+    const firstMs = performance.now() - t0;
+    await sleep(WARMUP * 1000);
+    frames = 0;
+    bytes = 0;
+    const samples = [];
+    const start = performance.now();
+    const end = start + SECONDS * 1000;
+    while (performance.now() < end) {
+      samples.push(await smi());
+      await sleep(Math.max(0, Math.min(500, end - performance.now())));
+    }
+    const seconds = (performance.now() - start) / 1000;
+    const got = frames;
+    const gpus = new Map();
+    for (const s of samples) for (const g of s) gpus.set(g.index, [...(gpus.get(g.index) ?? []), g]);
+    emit({
+      bench: 'enhance.fps',
+      model,
+      worldSize,
+      split: worldSize === 1 ? 'one rank' : split,
+      outputWidth: info.output_width,
+      outputHeight: info.output_height,
+      inputWidth: info.input_width,
+      inputHeight: info.input_height,
+      scale: info.scale,
+      framesPerStep: FRAMES,
+      encoding: ENCODING,
+      seconds: r2(seconds),
+      framesDelivered: got,
+      fps: r2(got / seconds),
+      mbPerSec: r2(bytes / seconds / 1e6),
+      firstFrameAfterSwitchMs: r2(firstMs),
+      ranks: info.ranks,
+      gpus: [...gpus].map(([index, s]) => ({
+        index,
+        utilMeanPct: r2(s.reduce((a, x) => a + x.util, 0) / s.length),
+        utilMaxPct: Math.max(...s.map((x) => x.util)),
+        memMiB: Math.max(...s.map((x) => x.mem)),
+        samples: s.length,
+      })),
+      cpuMode: cpu,
+    });
+    return got / seconds;
+  } finally {
+    offInfo();
+    offFrame();
+  }
+}
+
+const t0 = performance.now();
+emit({
+  bench: 'enhance.setup',
+  cpuMode: cpu,
+  models: MODELS,
+  worldSizes: WORLD_SIZES,
+  splits: SPLITS,
+  width: WIDTH,
+  height: HEIGHT,
+  framesPerStep: FRAMES,
+  seconds: SECONDS,
+  encoding: ENCODING,
+  gpus: await smi(),
+});
+const results = {};
+for (const worldSize of WORLD_SIZES) {
+  for (const split of worldSize === 1 ? [SPLITS[0]] : SPLITS) {
+    note(`starting ${worldSize} rank(s), split ${split}`);
+    let server;
+    try {
+      server = await startServer(worldSize, split);
+      const client = await connect(server.url, { WebSocket, reconnect: false });
+      try {
+        for (const model of MODELS) {
+          try {
+            const fps = await measureModel(client, model, worldSize, split);
+            results[`${model}/${worldSize}/${split}`] = fps;
+            note(`${model} ${worldSize} rank(s) ${split}: ${fps.toFixed(1)} fps`);
+          } catch (e) {
+            emit({ bench: 'error.enhance.fps', model, worldSize, split, message: String(e?.stack ?? e) });
+          }
+        }
+      } finally {
+        client.close();
+      }
+    } catch (e) {
+      emit({ bench: 'error.enhance.server', worldSize, split, message: String(e?.stack ?? e), stderrTail: server?.stderr().slice(-3000) });
+    } finally {
+      await server?.stop();
+    }
+  }
+}
+for (const model of MODELS) {
+  const one = results[`${model}/1/${SPLITS[0]}`];
+  const two = Object.fromEntries(SPLITS.map((s) => [s, results[`${model}/2/${s}`]]));
+  const best = Object.entries(two)
+    .filter(([, v]) => v !== undefined)
+    .sort((a, b) => b[1] - a[1])[0];
+  emit({
+    bench: 'enhance.scale',
+    model,
+    width: WIDTH,
+    height: HEIGHT,
+    fps1: r2(one),
+    fps2: Object.fromEntries(Object.entries(two).map(([k, v]) => [k, r2(v)])),
+    faster2: best?.[0] ?? null,
+    ratio2over1: best && one ? r2(best[1] / one) : null,
+  });
+}
+emit({ bench: 'enhance.done', totalSeconds: r2((performance.now() - t0) / 1000) });
+process.exit(0);
