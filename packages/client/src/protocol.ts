@@ -153,10 +153,71 @@ export interface ResumeTrackMessage {
   track: string;
 }
 
-export type ClientMessage = CommandMessage | PublishMessage | UnpublishMessage | PauseTrackMessage | ResumeTrackMessage;
+/**
+ * Chooses how this connection receives outbound video: a codec the server offers
+ * (`welcome.video.codecs`) and, optionally, a tier of its ladder (`welcome.video.tiers`, default:
+ * the first). Sent again to change tier. Reply: `reply` with a {@link VideoSelection}; then, for
+ * each outbound video track, a `video_config` precedes the first frame in the new codec or tier,
+ * and that frame is a key frame. A client that never sends it receives JPEG, as before.
+ */
+export interface SelectVideoMessage {
+  type: 'select_video';
+  id: string;
+  codec: VideoCodecName;
+  /** Tier name from `welcome.video.tiers`. */
+  tier?: string;
+}
+
+/**
+ * Asks for a key frame on an outbound video track (the decoder lost its reference: a gap, a
+ * decode error). No reply. The server forces at most one key frame per track every
+ * {@link KEY_FRAME_MIN_INTERVAL_MS}; until it arrives, this client receives none of the track's
+ * delta frames.
+ */
+export interface RequestKeyFrameMessage {
+  type: 'request_key_frame';
+  track: string;
+}
+
+export type ClientMessage =
+  CommandMessage | PublishMessage | UnpublishMessage | PauseTrackMessage | ResumeTrackMessage | SelectVideoMessage | RequestKeyFrameMessage;
 
 /** The client message types (`type` values) a server accepts. */
-export const CLIENT_MESSAGE_TYPES = ['command', 'publish', 'unpublish', 'pause_track', 'resume_track'] as const;
+export const CLIENT_MESSAGE_TYPES = ['command', 'publish', 'unpublish', 'pause_track', 'resume_track', 'select_video', 'request_key_frame'] as const;
+
+// ---- video codecs -----------------------------------------------------------------------
+
+/** A video encoding a server can stream: `jpeg` (every frame a picture), `h264` or `vp8`. */
+export type VideoCodecName = 'jpeg' | 'h264' | 'vp8';
+
+/** The shortest time between two key frames forced on one track (by joins and `request_key_frame`). */
+export const KEY_FRAME_MIN_INTERVAL_MS = 500;
+
+/** One rung of the quality ladder a server encodes (one encoder per track and tier, shared by every client on it). */
+export interface VideoTierSchema {
+  /** `full`, `half`, `low`, ...: unique in the ladder. */
+  name: string;
+  /** Output size as a fraction of the track's frames (1, 0.5); sides are rounded down to even numbers. */
+  scale: number;
+  /** Target bits per second of one track at this tier (codecs other than `jpeg`). */
+  bitrate: number;
+}
+
+/** What the server offers, in `welcome.video`. Absent from older servers: JPEG only. */
+export interface VideoOffer {
+  /** Codecs a client may select, preferred first (the server's configured codec, then `jpeg`). */
+  codecs: VideoCodecName[];
+  /** The ladder, best first. */
+  tiers: VideoTierSchema[];
+  /** Frames between two scheduled key frames (joins and requests force more). */
+  keyFrameInterval: number;
+}
+
+/** `select_video`'s reply result: what this connection receives from now on. */
+export interface VideoSelection {
+  codec: VideoCodecName;
+  tier: string;
+}
 
 /**
  * A command parameter (or state field) of upload type carries a reference to a file uploaded
@@ -206,6 +267,33 @@ export interface WelcomeMessage {
   schema: AppSchema;
   state: Record<string, unknown>;
   session: SessionStatus;
+  /** The codecs and tiers this server streams (see `select_video`); absent: JPEG only. */
+  video?: VideoOffer;
+}
+
+/**
+ * Precedes the first frame of an outbound video track in a new codec or tier for this
+ * connection (after `select_video`, or after the server fell back to `jpeg` because its encoder
+ * failed). Configure the decoder from it; the next frame of the track is a key frame.
+ */
+export interface VideoConfigMessage {
+  type: 'video_config';
+  /** Track wire name. */
+  track: string;
+  codec: VideoCodecName;
+  /** The WebCodecs codec string for `VideoDecoder.configure` (`avc1.42E01F`, `vp8`); absent for `jpeg`. */
+  codecString?: string;
+  /** Coded size of this tier's frames. */
+  width: number;
+  height: number;
+  tier: string;
+  /** Target bits per second (absent for `jpeg`). */
+  bitrate?: number;
+  /**
+   * Base64 decoder configuration record (H.264 `avcC`), when the stream is in AVC format.
+   * Absent: H.264 frames are Annex B with SPS/PPS in every key frame.
+   */
+  description?: string;
 }
 
 /** Successful command: `result` is the handler's return value (absent for an acknowledgement). */
@@ -249,6 +337,15 @@ export interface StatsMessage {
   fps: number;
   /** Frames dropped for this client so far (slow connection). */
   dropped: number;
+  /** This connection's video, when it selected a codec other than the default. */
+  video?: {
+    codec: VideoCodecName;
+    tier: string;
+    /** Bits per second sent to this client over the last window (video frames only). */
+    bitrate: number;
+    /** Key frames this client asked for so far. */
+    keyFrameRequests: number;
+  };
 }
 
 /** Playout was cut: drop every frame of these tracks with `seq < nextSeq`. */
@@ -268,7 +365,16 @@ export interface TrackReleasedMessage {
 }
 
 export type ServerMessage =
-  WelcomeMessage | ReplyMessage | ErrorMessage | AppMessage | StateMessage | SessionMessage | StatsMessage | FlushMessage | TrackReleasedMessage;
+  | WelcomeMessage
+  | ReplyMessage
+  | ErrorMessage
+  | AppMessage
+  | StateMessage
+  | SessionMessage
+  | StatsMessage
+  | FlushMessage
+  | TrackReleasedMessage
+  | VideoConfigMessage;
 
 /**
  * Error codes the framework itself sends in `error` messages on the WebSocket; apps add their
@@ -305,6 +411,12 @@ export const WireErrorCode = {
   UnresolvedUpload: 'unresolved_upload',
   /** A resolved upload does not fit its parameter (its size or type is not what the field accepts). */
   UploadRejected: 'upload_rejected',
+  /** `select_video` names a codec the server does not offer (`welcome.video.codecs`). */
+  UnsupportedCodec: 'unsupported_codec',
+  /** `select_video` names a tier that is not in `welcome.video.tiers`. */
+  UnknownTier: 'unknown_tier',
+  /** The server's video encoder failed; it switched this track to `jpeg` (a `video_config` follows). */
+  EncoderFailed: 'encoder_failed',
 } as const;
 export type WireErrorCode = (typeof WireErrorCode)[keyof typeof WireErrorCode];
 
@@ -364,12 +476,18 @@ export const FrameEncoding = {
   Rgb: 1,
   /** Audio: mono signed 16-bit little-endian PCM; `width` is the sample count, `height` is 1, the rate is the track's `sampleRate`. */
   PcmS16le: 2,
+  /** Video: one H.264 access unit (Annex B unless `video_config` carried a `description`); `key` marks an IDR frame. Server to client only. */
+  H264: 3,
+  /** Video: one VP8 frame; `key` marks a key frame. Server to client only. */
+  Vp8: 4,
 } as const;
 export type FrameEncoding = (typeof FrameEncoding)[keyof typeof FrameEncoding];
 
 /** Byte size of the fixed binary frame header. */
 export const FRAME_HEADER_BYTES = 32;
 const FRAME_MAGIC = 0x52; // 'R'
+const FRAME_FLAG_METADATA = 1;
+const FRAME_FLAG_KEY = 2;
 
 /** The decoded fixed header of a binary frame (metadata decoded from its JSON). */
 export interface FrameHeader {
@@ -390,12 +508,17 @@ export interface FrameHeader {
   width: number;
   /** Video: pixels. Audio: the channel count (1). */
   height: number;
+  /**
+   * Coded video (`H264`, `Vp8`): true on a key frame, which decodes without any earlier frame
+   * (header flag bit 1). Always false for JPEG, RGB and PCM frames, which need no reference.
+   */
+  key?: boolean;
   metadata?: unknown;
 }
 
 /*
  * Layout (little-endian):
- *   0 u8  magic 0x52        1 u8  protocol version   2 u8 encoding   3 u8 flags (bit0: metadata)
+ *   0 u8  magic 0x52        1 u8  protocol version   2 u8 encoding   3 u8 flags (bit0: metadata, bit1: key frame)
  *   4 u16 track index       6 u16 reserved           8 u32 seq
  *  12 u32 width            16 u32 height            20 u32 metadata byte length
  *  24 f64 pts (ms)         32 metadata (UTF-8 JSON), then the payload
@@ -409,7 +532,7 @@ export function encodeFrameHeader(h: FrameHeader): Uint8Array {
   v.setUint8(0, FRAME_MAGIC);
   v.setUint8(1, PROTOCOL_VERSION);
   v.setUint8(2, h.encoding);
-  v.setUint8(3, meta ? 1 : 0);
+  v.setUint8(3, (meta ? FRAME_FLAG_METADATA : 0) | (h.key ? FRAME_FLAG_KEY : 0));
   v.setUint16(4, h.track, true);
   v.setUint32(8, h.seq >>> 0, true);
   v.setUint32(12, h.width, true);
@@ -461,6 +584,7 @@ export function decodeFrame(bytes: Uint8Array): DecodedFrame {
     width: v.getUint32(12, true),
     height: v.getUint32(16, true),
     ptsMs: v.getFloat64(24, true),
+    key: (v.getUint8(3) & FRAME_FLAG_KEY) !== 0,
     payload: bytes.subarray(start),
   };
   if (metaLen > 0) frame.metadata = JSON.parse(new TextDecoder().decode(bytes.subarray(FRAME_HEADER_BYTES, start)));

@@ -34,6 +34,16 @@ describe('binary frame codec', () => {
     expect(decodeFrame(frame(h, new Uint8Array(3))).metadata).toBeUndefined();
   });
 
+  it('carries the key-frame flag in bit 1 of the flags byte, beside the metadata flag', () => {
+    const key = encodeFrameHeader({ encoding: FrameEncoding.H264, track: 2, seq: 9, ptsMs: 40, width: 1280, height: 720, key: true, metadata: { a: 1 } });
+    expect(key[2]).toBe(3);
+    expect(key[3]).toBe(0b11);
+    expect(decodeFrame(frame(key, new Uint8Array([0, 0, 0, 1]))).key).toBe(true);
+    const delta = encodeFrameHeader({ encoding: FrameEncoding.Vp8, track: 2, seq: 10, ptsMs: 80, width: 1280, height: 720 });
+    expect(delta[3]).toBe(0);
+    expect(decodeFrame(frame(delta, new Uint8Array(1))).key).toBe(false);
+  });
+
   it('decodes from a view at an offset into a larger buffer', () => {
     const h = encodeFrameHeader({ encoding: FrameEncoding.Rgb, track: 1, seq: 9, ptsMs: 2, width: 1, height: 1 });
     const big = new Uint8Array(100);

@@ -3,7 +3,7 @@
  * keys each type allows. What the fields mean (a command's name and params, whether a track
  * exists) is checked by whoever handles the message; this only says whether it is well formed.
  */
-import { CLIENT_MESSAGE_TYPES, type ClientMessage } from '@reactor/client';
+import { CLIENT_MESSAGE_TYPES, type ClientMessage, type SelectVideoMessage } from '@reactor/client';
 import { ServerErrorCode } from './errors.js';
 
 /** Longest id a client may choose, in code points. */
@@ -23,6 +23,8 @@ const ENVELOPES: Readonly<Record<ClientMessage['type'], Readonly<Record<string, 
   unpublish: { id: true, track: true },
   pause_track: { id: true, track: true },
   resume_track: { id: true, track: true },
+  select_video: { id: true, codec: true, tier: false },
+  request_key_frame: { track: true },
 };
 
 /**
@@ -54,6 +56,20 @@ export function parseClientMessage(text: string): ParsedClientMessage {
     };
   }
   const kind = type as ClientMessage['type'];
+  if (kind === 'request_key_frame') {
+    // Fire and forget: no id, no reply.
+    if (typeof m['track'] !== 'string' || m['track'] === '')
+      return malformed('a request_key_frame message needs a "track": the name of an outbound video track');
+    const extra = Object.keys(m).filter((k) => k !== 'type' && k !== 'track');
+    if (extra.length > 0)
+      return malformed(
+        `unknown key(s) ${extra
+          .slice(0, 5)
+          .map((k) => JSON.stringify(k.slice(0, 40)))
+          .join(', ')} in request_key_frame; it has only type and track`,
+      );
+    return { ok: true, message: { type: kind, track: m['track'] } };
+  }
   const id = validId(m['id']);
   if (id === undefined) {
     return malformed(`a ${kind} message needs an "id": a non-empty string of at most ${MAX_COMMAND_ID_LENGTH} characters, echoed in its answer`);
@@ -61,7 +77,10 @@ export function parseClientMessage(text: string): ParsedClientMessage {
   if (kind === 'command' && (typeof m['name'] !== 'string' || m['name'] === '')) {
     return malformed('a command needs a "name": the wire name of a command in the schema', id);
   }
-  if (kind !== 'command' && (typeof m['track'] !== 'string' || m['track'] === '')) {
+  if (kind === 'select_video' && (typeof m['codec'] !== 'string' || (m['tier'] !== undefined && typeof m['tier'] !== 'string'))) {
+    return malformed('a select_video message needs a "codec" (one of welcome.video.codecs) and optionally a "tier" (a name from welcome.video.tiers)', id);
+  }
+  if (kind !== 'command' && kind !== 'select_video' && (typeof m['track'] !== 'string' || m['track'] === '')) {
     return malformed(`a ${kind} message needs a "track": the name of a track in schema.tracks`, id);
   }
   const allowed = ENVELOPES[kind];
@@ -80,6 +99,11 @@ export function parseClientMessage(text: string): ParsedClientMessage {
   if (kind === 'command') {
     const message: ClientMessage = { type: 'command', id, name: m['name'] as string };
     if (m['params'] !== undefined) message.params = m['params'] as Record<string, unknown>;
+    return { ok: true, message };
+  }
+  if (kind === 'select_video') {
+    const message: ClientMessage = { type: kind, id, codec: m['codec'] as SelectVideoMessage['codec'] };
+    if (m['tier'] !== undefined) message.tier = m['tier'] as string;
     return { ok: true, message };
   }
   return { ok: true, message: { type: kind, id, track: m['track'] as string } };

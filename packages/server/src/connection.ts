@@ -550,6 +550,20 @@ export class ClientConnection implements ClientSink, BudgetHolder {
       case 'pause_track':
       case 'resume_track':
         return this.#pauseTrack(msg);
+      case 'select_video':
+        // Only JPEG is streamed so far: every frame is a key frame, so a key-frame request needs nothing.
+        if (msg.codec === 'jpeg' && (msg.tier === undefined || msg.tier === 'full')) {
+          this.#answer({ type: 'reply', id: msg.id, result: { codec: 'jpeg', tier: 'full' } });
+        } else {
+          this.#error(
+            ServerErrorCode.UnsupportedCodec,
+            `this server streams jpeg (tier full) only; asked for ${JSON.stringify(msg.codec).slice(0, 40)}${msg.tier === undefined ? '' : ` tier ${JSON.stringify(msg.tier).slice(0, 40)}`}`,
+            msg.id,
+          );
+        }
+        return;
+      case 'request_key_frame':
+        return;
     }
   }
 

@@ -40,5 +40,8 @@ export const ServerErrorCode = {
   FrameTooLarge: WireErrorCode.FrameTooLarge,
   FrameHeaderMismatch: WireErrorCode.FrameHeaderMismatch,
   UndecodableFrame: WireErrorCode.UndecodableFrame,
+  UnsupportedCodec: WireErrorCode.UnsupportedCodec,
+  UnknownTier: WireErrorCode.UnknownTier,
+  EncoderFailed: WireErrorCode.EncoderFailed,
 } as const;
 export type ServerErrorCode = (typeof ServerErrorCode)[keyof typeof ServerErrorCode];

@@ -32,7 +32,18 @@ describe('parseClientMessage', () => {
       ok: false,
       code: 'unknown_message_type',
       id: 's',
-      message: 'unknown message type "subscribe"; clients send "command", "publish", "unpublish", "pause_track", "resume_track"',
+      message:
+        'unknown message type "subscribe"; clients send "command", "publish", "unpublish", "pause_track", "resume_track", "select_video", "request_key_frame"',
     });
+  });
+
+  it('reads select_video (codec, optional tier) and request_key_frame (track, no id)', () => {
+    expect(parseClientMessage('{"type":"select_video","id":"v","codec":"h264","tier":"half"}')).toEqual({
+      ok: true,
+      message: { type: 'select_video', id: 'v', codec: 'h264', tier: 'half' },
+    });
+    expect(parseClientMessage('{"type":"request_key_frame","track":"main"}')).toEqual({ ok: true, message: { type: 'request_key_frame', track: 'main' } });
+    expect(parseClientMessage('{"type":"select_video","id":"v"}')).toMatchObject({ ok: false, code: 'malformed_message', id: 'v' });
+    expect(parseClientMessage('{"type":"request_key_frame","track":"main","id":"x"}')).toMatchObject({ ok: false, code: 'malformed_message' });
   });
 });
