@@ -127,6 +127,12 @@ async function measureModel(client, model, worldSize, split) {
     frames++;
     bytes += f.payload.byteLength;
   });
+  // The app's step time (its `generate`: the runner call, all ranks plus the gather) as the
+  // server reports it: with the delivered fps it tells how much of a step is outside the runner.
+  let stepMs = [];
+  const offStats = client.on('stats', (st) => {
+    if (st.steps > 0) stepMs.push(st.stepMs);
+  });
   const unavailable = new Promise((res) =>
     client.on('message', (m) => {
       if (m.name === 'model_unavailable') res(m.data);
@@ -148,6 +154,7 @@ async function measureModel(client, model, worldSize, split) {
     await sleep(WARMUP * 1000);
     frames = 0;
     bytes = 0;
+    stepMs = [];
     const samples = [];
     const start = performance.now();
     const end = start + SECONDS * 1000;
@@ -176,6 +183,8 @@ async function measureModel(client, model, worldSize, split) {
       fps: r2(got / seconds),
       mbPerSec: r2(bytes / seconds / 1e6),
       firstFrameAfterSwitchMs: r2(firstMs),
+      stepMsMean: stepMs.length ? r2(stepMs.reduce((a, x) => a + x, 0) / stepMs.length) : null,
+      stepPeriodMs: got ? r2((seconds * 1000 * FRAMES) / got) : null,
       ranks: info.ranks,
       gpus: [...gpus].map(([index, s]) => ({
         index,
@@ -190,6 +199,7 @@ async function measureModel(client, model, worldSize, split) {
   } finally {
     offInfo();
     offFrame();
+    offStats();
   }
 }
 

@@ -151,8 +151,20 @@ export class EnhanceWorker extends DistributedWorker<EnhanceInput, EnhanceResult
     if (this.worldSize > 1 && input.split === 'tiles') band = rowTile(H, this.worldSize, this.rank, up.radius);
     else if (this.worldSize > 1) ({ f0, f1 } = frameShare(n, this.worldSize, this.rank));
     const mineBytes = (f1 - f0) * (band.y1 - band.y0) * s * oW * 3;
-    if (this.scratch.length !== mineBytes) this.scratch = new Uint8Array(mineBytes);
-    const mine = this.scratch;
+    const side = input.sideBySide ? 2 : 1;
+    const outW = oW * side;
+    // Whole frames, no side-by-side: rank 0's frames come first in the result, so it upscales
+    // straight into its result block (no scratch copy, no copy at assembly).
+    const inPlace = this.isLeader && !input.sideBySide && (this.worldSize === 1 || input.split !== 'tiles');
+    let frames: Uint8Array | null = null;
+    let mine: Uint8Array;
+    if (inPlace) {
+      frames = this.resultArray(Uint8Array, n * oH * outW * 3);
+      mine = frames.subarray(0, mineBytes);
+    } else {
+      if (this.scratch.length !== mineBytes) this.scratch = new Uint8Array(mineBytes);
+      mine = this.scratch;
+    }
     await up.run({ data: input.frames, n, width: W, height: H }, f0, f1, band, mine);
     const t1 = performance.now();
     const parts = this.worldSize > 1 ? await this.comm.gather(mine, 0) : [mine];
@@ -160,9 +172,7 @@ export class EnhanceWorker extends DistributedWorker<EnhanceInput, EnhanceResult
     const base = { n: 0, width: 0, height: 0, model: input.model, scale: s, weightsSha256: up.files.sha256, ranks: [] as RankReport[] };
     if (!this.isLeader || !parts) return { ...base, frames: new Uint8Array(0), timings: { computeMs: t1 - t0, gatherMs: t2 - t1 } };
 
-    const side = input.sideBySide ? 2 : 1;
-    const outW = oW * side;
-    const frames = this.resultArray(Uint8Array, n * oH * outW * 3);
+    frames ??= this.resultArray(Uint8Array, n * oH * outW * 3);
     const rowBytes = oW * 3;
     const outRow = outW * 3;
     const left = input.sideBySide ? 0 : -1;
@@ -177,6 +187,11 @@ export class EnhanceWorker extends DistributedWorker<EnhanceInput, EnhanceResult
       const bandRows = (b.y1 - b.y0) * s;
       if (part.length !== (g1 - g0) * bandRows * rowBytes)
         throw new InputInvalidError(`Rank 0: rank ${r} sent ${part.length} bytes, expected ${(g1 - g0) * bandRows * rowBytes}`);
+      if (inPlace) {
+        // Whole frames, rows back to back: one copy per rank (rank 0's part is already in place).
+        if (r > 0) frames.set(part, g0 * oH * outRow);
+        continue;
+      }
       for (let f = g0; f < g1; f++) {
         for (let y = 0; y < bandRows; y++) {
           const src = ((f - g0) * bandRows + y) * rowBytes;
