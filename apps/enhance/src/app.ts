@@ -44,15 +44,12 @@ import { resizeRgb, sceneFrames } from './source.js';
 import { MODEL_FACTS, MODEL_NAMES, type ModelName } from './weights.js';
 
 /**
- * Frames per second one H200 delivers at 1280x720 output (x4 from 320x180, batch 4, tfjs
- * webgpu, readback included; `docs/benchmarks.md`), used to say what to expect and to pick
- * the default model. Two GPUs with the frames split reach about twice this for thick.
- */
-/**
  * Frames per second delivered at 1280x720 output through the whole serving path, measured on
- * H200s (docs/benchmarks.md, 2026-11-30): `[one GPU, two GPUs (the faster split)]`.
+ * H200s with pipelined steps (docs/benchmarks.md, 2026-12-01): `[one GPU, two GPUs, frames
+ * split]`; slim and medium at 4 frames a step, thick at 8. Slim and medium are bound by the
+ * serving path, not the GPU, so a second GPU adds little; thick is GPU-bound and scales.
  */
-export const H200_FPS_720P: Readonly<Record<ModelName, readonly [number, number]>> = { slim: [35.9, 54.1], medium: [37.7, 53.4], thick: [12.6, 21.1] };
+export const H200_FPS_720P: Readonly<Record<ModelName, readonly [number, number]>> = { slim: [90.7, 83.1], medium: [75.3, 79.7], thick: [16.6, 32.3] };
 
 /** The session state: `set_model`, `set_scale`, `set_paused`, `set_side_by_side`. */
 export class EnhanceState extends InputState {
@@ -123,7 +120,10 @@ export class EnhanceConfig {
   /** Output size in pixels; the model input is this divided by the scale. Default: 1280x720 on GPUs, 256x144 on CPU. */
   @IsOptional() @IsInt() @Min(16) @Max(4096) outputWidth?: number;
   @IsOptional() @IsInt() @Min(16) @Max(4096) outputHeight?: number;
-  /** Frames per step (a batch on each rank). Default: 4 on GPUs, 2 on CPU. */
+  /**
+   * Frames per step (a batch on each rank). Default: 2 on CPU; on GPUs 4, and 8 for thick (its
+   * fixed cost per call, tfjs dispatching some thousand ops, then spreads over twice the frames).
+   */
   @IsOptional() @IsInt() @Min(1) @Max(64) framesPerStep?: number;
   /** `tiles` (bands of rows), `frames` (frames of a step per rank), or `auto` (tiles when their overlap costs under 25 %). */
   @IsIn(['auto', ...SPLITS]) split: Split | 'auto' = 'auto';
@@ -192,7 +192,8 @@ export interface EnhancePlan {
   model: ModelName;
   outputWidth: number;
   outputHeight: number;
-  framesPerStep: number;
+  /** Frames per step for each model (the configured number, or the default for CPU or GPU ranks). */
+  framesPerStep: Readonly<Record<ModelName, number>>;
   note: string;
 }
 
@@ -208,7 +209,8 @@ export function planEnhance(cfg: EnhanceConfig, gpus: number, declared: number |
   const model: ModelName = cfg.model !== 'auto' ? cfg.model : onCpu ? 'slim' : 'medium';
   const outputWidth = cfg.outputWidth ?? (onCpu ? 256 : 1280);
   const outputHeight = cfg.outputHeight ?? (onCpu ? 144 : 720);
-  const framesPerStep = cfg.framesPerStep ?? (onCpu ? 2 : 4);
+  const per = (m: ModelName): number => cfg.framesPerStep ?? (onCpu ? 2 : m === 'thick' ? 8 : 4);
+  const framesPerStep = { slim: per('slim'), medium: per('medium'), thick: per('thick') };
   const where = onCpu ? `${worldSize} CPU rank(s)${gpus === 0 ? ' (no GPU on this machine)' : ''}` : `${worldSize} rank(s), one GPU each (${gpus} present)`;
   return {
     worldSize,
@@ -271,7 +273,7 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
   static async requirements(context: RequirementsContext): Promise<AppRequirements> {
     const cfg = loadEnhanceConfig(context.configPath);
     const plan = planEnhance(cfg, context.gpuCount, context.manifestGpuCount);
-    const outBytes = plan.outputWidth * plan.outputHeight * 3 * plan.framesPerStep * 2;
+    const outBytes = plan.outputWidth * plan.outputHeight * 3 * Math.max(...Object.values(plan.framesPerStep)) * 2;
     const checks: RequirementCheck[] = [];
     const gpuRanks = plan.devices === 'auto' && planBackends(cfg.backend, process.env, 'gpu:0').order.includes('webgpu');
     if (gpuRanks) checks.push(await webgpuCheck());
@@ -362,7 +364,7 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
     if (why !== undefined) throw new ApplicationError(`ESRGAN ${model} x${scale} is not available (${why}); choose another model or scale`);
     const width = Math.floor(this.plan.outputWidth / scale);
     const height = Math.floor(this.plan.outputHeight / scale);
-    const n = this.plan.framesPerStep;
+    const n = this.plan.framesPerStep[model];
     // The scene advances when its frames are taken (a pipelined step returns them one call later).
     const frames = this.cameraFrames(n, width, height) ?? sceneFrames((this.frameIndex += n) - n, n, width, height);
     this.source = this.lastCamera ? 'camera' : 'scene';
