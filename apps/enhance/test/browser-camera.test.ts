@@ -111,7 +111,7 @@ describe('EnhanceApp in Chromium with a fake camera', () => {
     await page.locator('.media[data-track=webcam] .toggle').click();
     await expect.poll(() => page.textContent('.result[data-track=webcam]'), { timeout: 30_000 }).toMatch(/^publishing · sent [1-9]/);
     // The scene is replaced by the camera: the canvas keeps the output size and follows the camera's picture.
-    await expect.poll(() => canvasFollowsCamera(page), { timeout: 60_000, intervals: [100] }).toBeGreaterThan(0.8);
+    await expect.poll(() => canvasFollowsCamera(page), { timeout: 60_000, interval: 100 }).toBeGreaterThan(0.8);
     const [width, height] = await page.evaluate(() => {
       const c = document.getElementById('stream') as HTMLCanvasElement;
       return [c.width, c.height];
@@ -122,7 +122,7 @@ describe('EnhanceApp in Chromium with a fake camera', () => {
     // Turned off, the built-in scene comes back: the canvas no longer follows the camera.
     await page.locator('.media[data-track=webcam] .toggle').click();
     await expect.poll(() => page.textContent('.result[data-track=webcam]'), { timeout: 15_000 }).toBe('off');
-    await expect.poll(() => canvasFollowsCamera(page), { timeout: 60_000, intervals: [100] }).toBeLessThan(0.5);
+    await expect.poll(() => canvasFollowsCamera(page), { timeout: 60_000, interval: 100 }).toBeLessThan(0.5);
     expect(pageErrors).toEqual([]);
   }, 180_000);
 });
