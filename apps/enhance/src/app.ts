@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { plainToInstance } from 'class-transformer';
 import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, Min, ValidateIf, validateSync } from 'class-validator';
 import { parse as parseYaml } from 'yaml';
-import { DistributedRunner, detectGpuCount } from '@reactor/distributed';
+import { DistributedRunner, SelfHealingRunner, detectGpuCount } from '@reactor/distributed';
 import {
   type AppReadiness,
   type AppRequirements,
@@ -249,15 +249,19 @@ const RADIUS: Readonly<Record<ModelName, number>> = { slim: 10, medium: 18, thic
   bufferSize: 8,
 })
 export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceResult, EnhanceInfo | ModelUnavailable | RunnerRestarting, EnhanceInputTracks> {
-  private runner: DistributedRunner<EnhanceInput, EnhanceResult, EnhanceLoadArgs> | undefined;
+  /** The runner, rebuilt when it breaks between calls (a rank that died). */
+  private readonly runners = new SelfHealingRunner<EnhanceInput, EnhanceResult, EnhanceLoadArgs>({
+    name: 'the enhance runner',
+    logger: this.logger,
+    create: () => this.createRunner(),
+    onRestarting: (reason) => this.send(new RunnerRestarting(`${reason}; a new runner is starting`)),
+    onRebuild: () => (this.ranks = []),
+  });
   private config = new EnhanceConfig();
   private plan!: EnhancePlan;
   private manifestGpuCount: number | undefined;
   private ranks: RankReport[] = [];
   private frameIndex = 0;
-  private inCall = false;
-  private rebuilding: Promise<void> | undefined;
-  private runnerProblem: string | undefined;
   /** Model/scale pairs that failed to load, with why: steps wait until another is chosen. */
   private readonly unavailable = new Map<string, string>();
   /** What the last info message said, to send a new one only on a change. */
@@ -284,15 +288,15 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
   override async load(context: LoadContext): Promise<void> {
     this.config = loadEnhanceConfig(context.configPath);
     this.manifestGpuCount = context.manifestGpuCount;
-    await this.startRunner();
+    await this.runners.start();
   }
 
-  private async startRunner(): Promise<void> {
+  private createRunner(): DistributedRunner<EnhanceInput, EnhanceResult, EnhanceLoadArgs> {
     const plan = planEnhance(this.config, detectGpuCount(), this.manifestGpuCount);
     this.plan = plan;
     this.logger.info(`${plan.note}; starting the runner`);
     const scale = 4;
-    const runner = new DistributedRunner(EnhanceWorker, {
+    return new DistributedRunner(EnhanceWorker, {
       logger: this.logger,
       worldSize: plan.worldSize,
       devices: plan.devices,
@@ -305,40 +309,12 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
         warmup: { n: 1, width: Math.floor(plan.outputWidth / scale), height: Math.ceil(Math.floor(plan.outputHeight / scale) / plan.worldSize) },
       },
     });
-    this.runner = runner;
-    runner.on('unhealthy', (err) => this.onRunnerUnhealthy(runner, err));
-    await runner.start();
-  }
-
-  private onRunnerUnhealthy(runner: DistributedRunner<EnhanceInput, EnhanceResult, EnhanceLoadArgs>, err: Error): void {
-    if (runner !== this.runner || this.inCall || this.rebuilding) return;
-    this.logger.warn({ err }, 'the runner broke between calls; building a new one');
-    void this.rebuild();
-    this.send(new RunnerRestarting(`${err.message.split(/\.(\s|$)/)[0]}; a new runner is starting`));
-  }
-
-  /** Shuts the runner down and starts a new one; never rejects (a failure is kept for readiness). */
-  private rebuild(): Promise<void> {
-    this.rebuilding ??= (async () => {
-      try {
-        await this.runner?.shutdown();
-        this.ranks = [];
-        await this.startRunner();
-        this.runnerProblem = undefined;
-      } catch (err) {
-        this.runnerProblem = `the enhance runner could not be restarted: ${(err as Error).message}`;
-        this.logger.error({ err }, 'restarting the runner failed; the next session tries again');
-      } finally {
-        this.rebuilding = undefined;
-      }
-    })();
-    return this.rebuilding;
   }
 
   override readiness(): AppReadiness {
-    if (this.rebuilding) return { code: ReadinessCode.RunnerRestarting, message: 'the enhance runner is restarting' };
-    const runner = this.runner;
-    if (!runner?.healthy) return { code: ReadinessCode.RunnerUnhealthy, message: this.runnerProblem ?? 'the enhance runner is not running' };
+    if (this.runners.rebuilding) return { code: ReadinessCode.RunnerRestarting, message: 'the enhance runner is restarting' };
+    const runner = this.runners.runner;
+    if (!runner?.healthy) return { code: ReadinessCode.RunnerUnhealthy, message: this.runners.problem ?? 'the enhance runner is not running' };
     const stalled = runner.stalledRanks;
     if (stalled.length > 0) {
       return stalled.map((s) => ({
@@ -356,9 +332,8 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
 
   override processInput(): EnhanceInput {
     if (this.state.paused) throw new ApplicationError('paused');
-    if (this.rebuilding) throw new ApplicationError('the runner is restarting');
-    if (!this.runner) throw new ApplicationError('the model is not loaded');
-    if (!this.runner.healthy && this.runnerProblem !== undefined) throw new ApplicationError(this.runnerProblem);
+    const refusal = this.runners.refusal();
+    if (refusal !== undefined) throw new ApplicationError(refusal);
     const { model, scale } = this.selected();
     const why = this.unavailable.get(`${model}x${scale}`);
     if (why !== undefined) throw new ApplicationError(`ESRGAN ${model} x${scale} is not available (${why}); choose another model or scale`);
@@ -368,7 +343,7 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
     // The scene advances when its frames are taken (a pipelined step returns them one call later).
     const frames = this.cameraFrames(n, width, height) ?? sceneFrames((this.frameIndex += n) - n, n, width, height);
     this.source = this.lastCamera ? 'camera' : 'scene';
-    const split = chooseSplit(this.config.split, height, RADIUS[model], this.runner.worldSize, n);
+    const split = chooseSplit(this.config.split, height, RADIUS[model], this.runners.runner!.worldSize, n);
     const pipeline =
       this.config.pipeline === 'on' || (this.config.pipeline === 'auto' && this.ranks.length > 0 && this.ranks.every((r) => r.backend === 'webgpu'));
     return { frames, n, width, height, model, scale, split, sideBySide: this.state.sideBySide, pipeline };
@@ -398,14 +373,9 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
     return out;
   }
 
-  override async generate(input: EnhanceInput): Promise<EnhanceResult> {
-    this.inCall = true;
+  override generate(input: EnhanceInput): Promise<EnhanceResult> {
     this.lastInput = input;
-    try {
-      return await this.runner!.generate(input);
-    } finally {
-      this.inCall = false;
-    }
+    return this.runners.generate(input);
   }
 
   override processOutput(outcome: StepOutcome<EnhanceResult>): EnhanceOutput | null {
@@ -419,7 +389,7 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
       return null;
     }
     if (err !== undefined) {
-      void this.rebuild();
+      void this.runners.rebuild();
       throw err;
     }
     const r = outcome.result!;
@@ -457,8 +427,7 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
 
   @sessionStarted
   async onSessionStarted(): Promise<void> {
-    await this.rebuilding;
-    if (this.runner && !this.runner.healthy) await this.rebuild();
+    await this.runners.healIfBroken();
     this.lastInfo = '';
     this.lastCamera = undefined;
   }
@@ -470,8 +439,7 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
   }
 
   override async unload(): Promise<void> {
-    await this.rebuilding;
-    await this.runner?.shutdown();
+    await this.runners.shutdown();
   }
 }
 
