@@ -14,4 +14,6 @@ export type { InitOptions, InitResult, InitTemplate } from './init.js';
 export { typesCommand, schemaToTypes, typesName } from './types-command.js';
 export type { TypesOptions, TypesSchema } from './types-command.js';
 export { devCommand } from './dev.js';
+export { routeCommand } from './route-command.js';
+export type { RouteOptions } from './route-command.js';
 export type { DevOptions } from './dev.js';
