@@ -134,6 +134,12 @@ export class EnhanceConfig {
   @IsString() backend = 'auto';
   @IsInt() @Min(100) callTimeoutMs = 60_000;
   @IsOptional() @IsInt() @Min(1) startTimeoutMs?: number;
+  /**
+   * Pipelined steps: the ranks compute step N+1 while step N is read back, gathered and played
+   * (one step more latency). `auto`: on when every rank runs on a GPU (webgpu), off on wasm/cpu,
+   * where nothing would overlap.
+   */
+  @IsIn(['auto', 'on', 'off']) pipeline: 'auto' | 'on' | 'off' = 'auto';
 }
 
 /** Thrown by {@link loadEnhanceConfig} for an unreadable or invalid config file. */
@@ -143,7 +149,19 @@ export class EnhanceConfigError extends ReactorError {
   }
 }
 
-const CONFIG_KEYS = ['model', 'outputWidth', 'outputHeight', 'framesPerStep', 'split', 'worldSize', 'devices', 'backend', 'callTimeoutMs', 'startTimeoutMs'];
+const CONFIG_KEYS = [
+  'model',
+  'outputWidth',
+  'outputHeight',
+  'framesPerStep',
+  'split',
+  'worldSize',
+  'devices',
+  'backend',
+  'callTimeoutMs',
+  'startTimeoutMs',
+  'pipeline',
+];
 
 /** Reads and validates the app config; every problem is named by its key. */
 export function loadEnhanceConfig(path: string | undefined): EnhanceConfig {
@@ -345,10 +363,13 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
     const width = Math.floor(this.plan.outputWidth / scale);
     const height = Math.floor(this.plan.outputHeight / scale);
     const n = this.plan.framesPerStep;
-    const frames = this.cameraFrames(n, width, height) ?? sceneFrames(this.frameIndex, n, width, height);
+    // The scene advances when its frames are taken (a pipelined step returns them one call later).
+    const frames = this.cameraFrames(n, width, height) ?? sceneFrames((this.frameIndex += n) - n, n, width, height);
     this.source = this.lastCamera ? 'camera' : 'scene';
     const split = chooseSplit(this.config.split, height, RADIUS[model], this.runner.worldSize, n);
-    return { frames, n, width, height, model, scale, split, sideBySide: this.state.sideBySide };
+    const pipeline =
+      this.config.pipeline === 'on' || (this.config.pipeline === 'auto' && this.ranks.length > 0 && this.ranks.every((r) => r.backend === 'webgpu'));
+    return { frames, n, width, height, model, scale, split, sideBySide: this.state.sideBySide, pipeline };
   }
 
   /**
@@ -400,7 +421,8 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
       throw err;
     }
     const r = outcome.result!;
-    this.frameIndex += r.n;
+    // A pipelined run's first step queues its frames and returns none.
+    if (r.n === 0) return null;
     if (r.ranks.length > 0) this.ranks = r.ranks;
     const input = this.lastInput;
     this.sendInfo(
