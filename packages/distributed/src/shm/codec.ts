@@ -295,13 +295,13 @@ export function decodeValue(json: string | null, meta: readonly number[], bytes:
   if (json !== null) {
     if (meta.length === 0) return JSON.parse(json) as unknown;
     // A value whose typed arrays are all empty has no shared-memory bytes at all.
-    bytes ??= allEmpty(meta) ? new Uint8Array(0) : null;
-    if (!bytes) throw new RangeError('A message with typed arrays arrived without its shared-memory bytes.');
-    if (bytes.byteOffset % 8 !== 0) throw new RangeError('A shared-memory message must start 8-byte aligned.');
+    const region = bytes ?? (allEmpty(meta) ? new Uint8Array(0) : null);
+    if (!region) throw new RangeError('A message with typed arrays arrived without its shared-memory bytes.');
+    if (region.byteOffset % 8 !== 0) throw new RangeError('A shared-memory message must start 8-byte aligned.');
     return JSON.parse(json, (_k, v: unknown) => {
       if (v !== null && typeof v === 'object' && PLACEHOLDER in v) {
         const i = (v as Record<string, number>)[PLACEHOLDER]! * META_STRIDE;
-        return viewAt(bytes.buffer, bytes.byteOffset + meta[i + META_OFFSET]!, meta[i + META_TYPE]!, meta[i + META_LENGTH]!, copy);
+        return viewAt(region.buffer, region.byteOffset + meta[i + META_OFFSET]!, meta[i + META_TYPE]!, meta[i + META_LENGTH]!, copy);
       }
       return v;
     }) as unknown;
