@@ -41,7 +41,8 @@ export function manifestFrom(o: { manifest?: string }): Manifest {
   return loadManifest(file);
 }
 
-function parsePort(v: string | number | undefined, fallback: number): number {
+/** A `--port` value, checked. @internal */
+export function parsePort(v: string | number | undefined, fallback: number): number {
   if (v === undefined) return fallback;
   const n = Number(v);
   if (!Number.isInteger(n) || n < 0 || n > 65535)
@@ -83,8 +84,8 @@ export async function importApp(m: Manifest, options: { logger?: Logger; onStale
   return cls as ReactorAppClass;
 }
 
-/** A list flag, split and checked; `undefined` when the flag was not given. */
-function listFlag(value: unknown, flag: string, check: (v: string) => string | undefined): string[] | undefined {
+/** A list flag, split and checked; `undefined` when the flag was not given. @internal */
+export function listFlag(value: unknown, flag: string, check: (v: string) => string | undefined): string[] | undefined {
   const list = flagList(value);
   if (list === undefined) return undefined;
   const problems = listProblems(list, check, () => flag);
