@@ -34,7 +34,8 @@ export interface CliOptions {
   insecure?: boolean;
 }
 
-export function manifestFrom(o: CliOptions): Manifest {
+/** The manifest `--manifest` names, else the nearest `reactor.yaml`. @throws ManifestError (`manifest_invalid`). */
+export function manifestFrom(o: { manifest?: string }): Manifest {
   const file = o.manifest ?? findManifest();
   if (!file) throw new ManifestError(`no ${MANIFEST_FILE} in ${process.cwd()} or its parents; run reactor from your app's workspace or pass --manifest <file>`);
   return loadManifest(file);
