@@ -85,3 +85,7 @@ export type { AppTypes, UntypedApp, CommandName, MessageName, CommandParams, Mes
 export { TypedEmitter } from './emitter.js';
 export type { Listener } from './emitter.js';
 export { ClientErrorCode, ReactorClientError, CommandFailedError, CommandTimeoutError, ConnectionError, ProtocolMismatchError } from './errors.js';
+export { KeyFrameGate } from './key-frame-gate.js';
+export type { ReferenceLoss, GateDecision, GateFrame, KeyFrameGateOptions } from './key-frame-gate.js';
+export { TierController } from './tier-controller.js';
+export type { TierControllerOptions, TierDecision, TierWindow } from './tier-controller.js';
