@@ -62,7 +62,8 @@ interface Run {
   counters: { decoded: number; discarded: number; keyFrameRequests: number; errors: number };
 }
 
-type Step = { op: 'frames'; from: number; to: number; gapAt?: number } | { op: 'garbage'; seq: number } | { op: 'flush'; nextSeq: number } | { op: 'wait'; ms: number };
+type Step =
+  { op: 'frames'; from: number; to: number; gapAt?: number } | { op: 'garbage'; seq: number } | { op: 'flush'; nextSeq: number } | { op: 'wait'; ms: number };
 
 /**
  * Encodes 40 frames (key at 0, 10, 20, 30) with the page's VideoEncoder, then plays `steps` into a
