@@ -247,7 +247,12 @@ export class VideoReceiver extends TypedEmitter<VideoReceiverEvents> {
       d.on('frame', (v) => this.emit('frame', v));
       d.on('error', (e) => this.emit('error', e));
       d.on('keyframe_needed', (k) => {
-        this.#client.requestKeyFrame(k.track);
+        try {
+          this.#client.requestKeyFrame(k.track);
+        } catch {
+          // not connected: the re-join's selection starts with a key frame anyway
+          return;
+        }
         this.emit('keyframe_request', k);
       });
       this.#decoders.set(track, d);
