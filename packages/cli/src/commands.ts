@@ -158,6 +158,7 @@ export async function runCommand(o: CliOptions, logger: Logger): Promise<void> {
       ...(m.server.encoding !== undefined && { encoding: m.server.encoding }),
       ...(m.server.maxUploadBytes !== undefined && { maxUploadBytes: m.server.maxUploadBytes }),
       ...(m.server.uploadQuotaBytes !== undefined && { uploadQuotaBytes: m.server.uploadQuotaBytes }),
+      ...(m.server.video !== undefined && { video: m.server.video }),
       ...(m.runtime.weightsPath !== undefined && { weightsPath: m.runtime.weightsPath }),
       ...(cfg !== undefined && { configPath: cfg }),
       manifestGpuCount: m.model.gpu.count,
