@@ -10,6 +10,7 @@ import type { Logger } from '@reactor/log';
 import { AppHost, ReactorError, WEIGHTS_PATH_ENV, type AppRequirements, type AppStatics, type ReactorApp } from '@reactor/runtime';
 import { describeApp } from '@reactor/runtime/internal';
 import { installShutdownHandlers, isLoopbackHost, serve, type ReactorServer } from '@reactor/server';
+import type { AgonesAgent } from '@reactor/agones';
 import { findManifest, loadManifest, ManifestError, MANIFEST_FILE, type Manifest } from './manifest.js';
 import { runDoctor } from './doctor.js';
 import { CliErrorCode } from './errors.js';
@@ -32,6 +33,8 @@ export interface CliOptions {
   allowedOrigin?: unknown;
   /** `--insecure`: serve on a non-loopback address without a token. */
   insecure?: boolean;
+  /** `--agones`: run as an Agones GameServer (also `agones.enabled` in reactor.yaml). */
+  agones?: boolean;
 }
 
 /** The manifest `--manifest` names, else the nearest `reactor.yaml`. @throws ManifestError (`manifest_invalid`). */
@@ -155,6 +158,12 @@ export function serveSettings(o: CliOptions, m: Manifest): ServeSettings {
   return { host, port, token, allowedHosts, allowedOrigins, exposed };
 }
 
+/** What a signal closes: the server, wrapped with the Agones drain and `Shutdown()` when `--agones` is on. */
+export interface Closing {
+  options: ReactorServer['options'];
+  close(): Promise<void>;
+}
+
 /**
  * Serves an imported app (first, so /health says "loading"), then waits for its `load()`.
  * `onServing` runs once the server listens (to install signal handlers before the load).
@@ -167,7 +176,7 @@ export async function serveApp(
   App: ReactorAppClass,
   s: ServeSettings,
   logger: Logger,
-  onServing?: (server: ReactorServer) => void,
+  onServing?: (server: ReactorServer, closing: Closing) => void,
 ): Promise<{ server: ReactorServer; viewer: URL }> {
   const name = appName(m, App);
   logger.info(`${name} (${m.file})`);
@@ -190,6 +199,7 @@ export async function serveApp(
       ...(m.server.uploadQuotaBytes !== undefined && { uploadQuotaBytes: m.server.uploadQuotaBytes }),
       ...(m.server.video !== undefined && { video: m.server.video }),
       ...(m.runtime.weightsPath !== undefined && { weightsPath: m.runtime.weightsPath }),
+      ...(m.runtime.sessionGraceMs !== undefined && { gracePeriodMs: m.runtime.sessionGraceMs }),
       ...(cfg !== undefined && { configPath: cfg }),
       manifestGpuCount: m.model.gpu.count,
     });
@@ -204,10 +214,22 @@ export async function serveApp(
     }
     throw err;
   }
-  onServing?.(server);
+  const agones = o.agones === true || m.agones.enabled ? await startAgonesFor(server, m, logger) : undefined;
+  const closing: Closing = {
+    options: server.options,
+    // Agones: the drain first (pings go on, so Agones does not kill the pod mid-drain), then Shutdown().
+    close: async () => {
+      agones?.drain();
+      await server.close();
+      await agones?.shutdown();
+    },
+  };
+  onServing?.(server, closing);
   try {
     await server.loaded;
   } catch (err) {
+    // No Shutdown(): the process exits 1 and Agones replaces the GameServer whose container failed.
+    agones?.stop();
     await server.close();
     throw new ReactorError(CliErrorCode.AppLoadFailed, `loading ${name} failed: ${(err as Error).message}`, { cause: err });
   }
@@ -223,10 +245,29 @@ export async function runCommand(o: CliOptions, logger: Logger): Promise<void> {
   const settings = serveSettings(o, m);
   checkPaths(o, m);
   const App = await importApp(m, { logger, onStale: 'refuse' });
-  const { viewer } = await serveApp(o, m, App, settings, logger, (server) =>
-    installShutdownHandlers(server, { onSignal: (s) => logger.info(`${s}: closing clients and shutting the app down`) }),
+  const { viewer } = await serveApp(o, m, App, settings, logger, (_server, closing) =>
+    installShutdownHandlers(closing, { onSignal: (s) => logger.info(`${s}: closing clients and shutting the app down`) }),
   );
   process.stdout.write(`Viewer: ${viewer.href}\n`);
+}
+
+/**
+ * Starts the Agones integration (imported here, so a plain `reactor run` never loads it or gRPC)
+ * with the manifest's `agones:` settings.
+ */
+async function startAgonesFor(server: Awaited<ReturnType<typeof serve>>, m: Manifest, logger: Logger): Promise<AgonesAgent> {
+  const { startAgones } = await import('@reactor/agones');
+  const { onSessionEnd, healthIntervalMs, allocationTimeoutMs } = m.agones;
+  const agent = startAgones(server, {
+    logger,
+    ...(onSessionEnd !== undefined && { onSessionEnd }),
+    ...(healthIntervalMs !== undefined && { healthIntervalMs }),
+    ...(allocationTimeoutMs !== undefined && { allocationTimeoutMs }),
+  });
+  logger.info(
+    `agones: following the GameServer through the SDK sidecar at localhost:${process.env['AGONES_SDK_GRPC_PORT'] ?? '9357'} (on session end: ${agent.options.onSessionEnd}, pings every ${agent.options.healthIntervalMs} ms, allocation timeout ${agent.options.allocationTimeoutMs} ms)`,
+  );
+  return agent;
 }
 
 /** `reactor schema`: the app's schema as JSON, without loading the model. */
