@@ -4,7 +4,7 @@
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import { consoleLogger, type Logger } from '@reactor/log';
-import { LOOPBACK_HOSTS, isLoopbackHost } from '@reactor/server';
+import { LOOPBACK_HOSTS, isLoopbackHost } from '@reactor/server/internal';
 
 /** Default port of `reactor route` (one off `reactor run`'s 8080, so both run on one machine). */
 export const DEFAULT_ROUTER_PORT = 8090;
