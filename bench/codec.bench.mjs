@@ -168,26 +168,28 @@ async function codedRun(codec, frames, w, h, bitrate) {
   enc.close();
   const decoded = new Map();
   const errors = [];
+  const copies = [];
   const dec = new VideoDecoder({
-    output: async (f) => {
-      const buf = new Uint8Array(f.allocationSize({ format: 'RGBA' }));
-      const ts = f.timestamp;
-      await f.copyTo(buf, { format: 'RGBA' });
-      f.close();
-      const rgb = new Uint8Array(w * h * 3);
-      for (let p = 0, q = 0; p < w * h; p++, q += 4) {
-        rgb[p * 3] = buf[q];
-        rgb[p * 3 + 1] = buf[q + 1];
-        rgb[p * 3 + 2] = buf[q + 2];
-      }
-      decoded.set(ts, rgb);
-    },
+    output: (f) => copies.push(copyOut(f)),
     error: (e) => errors.push(e.message),
   });
+  const copyOut = async (f) => {
+    const buf = new Uint8Array(f.allocationSize({ format: 'RGBA' }));
+    const ts = f.timestamp;
+    await f.copyTo(buf, { format: 'RGBA' });
+    f.close();
+    const rgb = new Uint8Array(w * h * 3);
+    for (let p = 0, q = 0; p < w * h; p++, q += 4) {
+      rgb[p * 3] = buf[q];
+      rgb[p * 3 + 1] = buf[q + 1];
+      rgb[p * 3 + 2] = buf[q + 2];
+    }
+    decoded.set(ts, rgb);
+  };
   dec.configure({ codec: codecString, codedWidth: w, codedHeight: h });
   for (const c of chunks) dec.decode(new EncodedVideoChunk({ type: c.key ? 'key' : 'delta', timestamp: c.i, data: c.data }));
   await dec.flush();
-  await new Promise((r) => setTimeout(r, 50)); // output callbacks copy asynchronously
+  await Promise.all(copies);
   dec.close();
   if (errors.length || decoded.size !== chunks.length) throw new Error(`${codec}: decoded ${decoded.size} of ${chunks.length} frames; ${errors.join('; ')}`);
   const srcs = chunks.map((c) => frames[c.i]);
