@@ -11,6 +11,7 @@ import { CliErrorCode } from '@reactor/cli';
 import { DistributedErrorCode } from '@reactor/distributed';
 import { ReadinessCode, RuntimeErrorCode } from '@reactor/runtime';
 import { ServerErrorCode } from '@reactor/server';
+import { RouterErrorCode } from '@reactor/router';
 import { VideoErrorCode } from '@reactor/app-video';
 import { CameraErrorCode } from '@reactor/app-camera';
 import { EnhanceErrorCode } from '@reactor/app-enhance';
@@ -20,6 +21,7 @@ const maps: Record<string, Record<string, string>> = {
   ReadinessCode,
   DistributedErrorCode,
   ServerErrorCode,
+  RouterErrorCode,
   CliErrorCode,
   AgonesErrorCode,
   WireErrorCode,
