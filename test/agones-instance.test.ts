@@ -21,7 +21,7 @@ import { alive, descendants } from './fixtures/processes.js';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(repo, 'packages/cli/dist/main.js');
-const SESSION_LABEL = `${SDK_LABEL_PREFIX}session`;
+const SESSION_LABEL = `${SDK_LABEL_PREFIX}reactor-session`;
 
 const cleanups: Array<() => unknown> = [];
 afterEach(async () => {
@@ -160,23 +160,27 @@ describe('reactor run --agones (fake SDK sidecar on a FakeAgonesCluster, not a r
     const url = await inst.url;
     await until(() => c.get('reactor-gs-1').state === 'Ready', 'Ready');
 
-    // The router's allocation (what the mock Kubernetes API does with a GameServerAllocation).
-    expect(c.allocate([{ matchLabels: {} }])?.name).toBe('reactor-gs-1');
+    // The router's allocation with its session id as the label (what the mock Kubernetes API does with a GameServerAllocation).
+    expect(c.allocate([{ matchLabels: {} }], { [SESSION_LABEL]: 'router-session-1' })?.name).toBe('reactor-gs-1');
     const viewer = await viewerJoins(url);
-    await until(() => c.get('reactor-gs-1').labels[SESSION_LABEL] !== undefined, 'the session label');
+    await until(() => inst.stderr().includes('allocated by the router as session router-session-1'), 'the session to start');
+    // Neither Allocate() again nor a label over the router's: its clients look the session up by that id.
     expect(sidecar.callsOf('Allocate')).toEqual([]);
+    expect(sidecar.callsOf('SetLabel')).toEqual([]);
+    expect(c.get('reactor-gs-1').labels[SESSION_LABEL]).toBe('router-session-1');
     viewer.ws.close();
     await until(() => sidecar.callsOf('Ready').length === 2, 'Ready() after the session ended');
 
     // Allocated again, and nobody joins.
     const allocatedAt = Date.now();
-    c.allocate([{ matchLabels: {} }]);
+    c.allocate([{ matchLabels: {} }], { [SESSION_LABEL]: 'router-session-2' });
     await until(() => c.get('reactor-gs-1').state === 'Ready', 'Ready after the allocation timeout', 15_000);
     const back = Date.now() - allocatedAt;
     expect(back).toBeGreaterThanOrEqual(1500);
     expect(back).toBeLessThan(1500 + 4000);
     expect(sidecar.callsOf('Allocate')).toEqual([]);
-    expect(inst.stderr()).toMatch(/no client joined within 1500 ms \(agones\.allocationTimeoutMs\): Ready\(\) again/);
+    await until(() => /no client joined within 1500 ms \(agones\.allocationTimeoutMs\): Ready\(\) again/.test(inst.stderr()), 'the log line');
+    expect(c.get('reactor-gs-1').labels[SESSION_LABEL]).toBe('');
     console.log(`agones figure: allocated-never-joined back to Ready after ${back} ms (allocation_timeout_ms 1500)`);
   }, 90_000);
 
@@ -255,7 +259,7 @@ describe('reactor run --agones (fake SDK sidecar on a FakeAgonesCluster, not a r
     viewer.ws.close();
     await until(() => c.get('reactor-gs-1').state === 'Shutdown', 'Shutdown');
     expect(sidecar.callsOf('Ready')).toHaveLength(1);
-    expect(inst.stderr()).toContain('Shutdown() (agones.onSessionEnd: shutdown)');
+    await until(() => inst.stderr().includes('Shutdown() (agones.onSessionEnd: shutdown)'), 'the log line');
   }, 90_000);
 
   it('with no sidecar reachable it logs agones_sdk_unreachable once, keeps serving, and goes Ready once the sidecar appears', async () => {

@@ -7,8 +7,8 @@
  * | loaded, `/health/ready` says ready | `Ready()` |
  * | healthy (ready, or a passing state: loading, a session ending, the runner restarting, draining) | a `Health()` ping every `healthIntervalMs` |
  * | not healthy (load failed, runner unhealthy, a rank stalled, ...) | no pings: Agones marks it `Unhealthy` and replaces it |
- * | a session starts | `Allocate()` unless the router allocated it already, then `SetLabel('session', id)` |
- * | the session ends | `SetLabel('session', '')` and `Ready()` (model warm), or `Shutdown()` |
+ * | a session starts | `Allocate()` and `SetLabel('reactor-session', id)`, unless the router allocated it (it labelled it then) |
+ * | the session ends | `SetLabel('reactor-session', '')` and `Ready()` (model warm), or `Shutdown()` |
  * | allocated by the router, no session within `allocationTimeoutMs` | `Ready()` |
  * | SIGTERM | the server's drain (pings go on), then `Shutdown()` |
  *
@@ -22,8 +22,13 @@ import { AgonesErrorCode } from './errors.js';
 import { resolveAgonesOptions, type AgonesOptions, type ResolvedAgonesOptions } from './options.js';
 import { officialAgonesSdk, type AgonesSdk, type GameServerView } from './sdk.js';
 
-/** The SDK label key of the session id (Agones stores it as `agones.dev/sdk-session`). */
-export const SESSION_LABEL = 'session';
+/**
+ * The SDK label key of the session id: Agones stores it as `agones.dev/sdk-reactor-session`, the
+ * label the router (`reactor route`) puts on a GameServer it allocates and looks sessions up by.
+ */
+export const SESSION_LABEL = 'reactor-session';
+/** {@link SESSION_LABEL} as it appears on the GameServer. */
+const SESSION_LABEL_KEY = `agones.dev/sdk-${SESSION_LABEL}`;
 
 /**
  * Readiness reasons that pass on their own: the instance is not ready but still healthy, so the
@@ -205,6 +210,14 @@ export class AgonesAgent {
       if (this.#labelled === session) return;
       const gs = await this.#call('GetGameServer()', () => sdk.getGameServer());
       this.#gs = gs;
+      const routed = gs.state === 'Allocated' && (gs.labels[SESSION_LABEL_KEY] ?? '') !== '';
+      if (routed) {
+        // The router allocated it under its own session id (the one its clients look up): keep that label.
+        this.#labelled = session;
+        this.#told = 'allocated';
+        this.#log.info(`session ${session} started on GameServer ${gs.name}, allocated by the router as session ${gs.labels[SESSION_LABEL_KEY]}`);
+        return;
+      }
       if (gs.state !== 'Allocated') {
         await this.#call('Allocate()', () => sdk.allocate());
         this.#gs = { ...gs, state: 'Allocated' };
@@ -213,7 +226,7 @@ export class AgonesAgent {
       await this.#call('SetLabel()', () => sdk.setLabel(SESSION_LABEL, labelValue(session)));
       this.#labelled = session;
       this.#told = 'allocated';
-      this.#log.info(`session ${session}: GameServer ${gs.name} Allocated, labelled ${SESSION_LABEL}=${labelValue(session)}`);
+      this.#log.info(`session ${session}: GameServer ${gs.name} Allocated, labelled ${SESSION_LABEL_KEY}=${labelValue(session)}`);
       return;
     }
     const h = this.#server.health();
@@ -251,6 +264,7 @@ export class AgonesAgent {
       const fresh = await this.#call('GetGameServer()', () => sdk.getGameServer());
       this.#gs = fresh;
       if (fresh.state !== 'Allocated') return;
+      await this.#call('SetLabel()', () => sdk.setLabel(SESSION_LABEL, ''));
       await this.#call('Ready()', () => sdk.ready());
       this.#allocatedSince = undefined;
       this.#told = 'ready';

@@ -158,16 +158,12 @@ export function serveSettings(o: CliOptions, m: Manifest): ServeSettings {
   return { host, port, token, allowedHosts, allowedOrigins, exposed };
 }
 
-/** What a signal closes: the server, wrapped with the Agones drain and `Shutdown()` when `--agones` is on. */
-export interface Closing {
-  options: ReactorServer['options'];
-  close(): Promise<void>;
-}
-
 /**
  * Serves an imported app (first, so /health says "loading"), then waits for its `load()`.
- * `onServing` runs once the server listens (to install signal handlers before the load).
- * @returns the server, loaded, and the viewer URL (with the token)
+ * `onServing` runs once the server listens (to install signal handlers before the load), with
+ * the Agones agent when `--agones` or `agones.enabled` asks for one (started before the load, so
+ * its health pings cover it).
+ * @returns the server, loaded, the viewer URL (with the token) and the Agones agent, if any
  * @throws ReactorError `port_unavailable`; `app_load_failed` (the server is closed then)
  */
 export async function serveApp(
@@ -176,8 +172,8 @@ export async function serveApp(
   App: ReactorAppClass,
   s: ServeSettings,
   logger: Logger,
-  onServing?: (server: ReactorServer, closing: Closing) => void,
-): Promise<{ server: ReactorServer; viewer: URL }> {
+  onServing?: (server: ReactorServer, agones: AgonesAgent | undefined) => void,
+): Promise<{ server: ReactorServer; viewer: URL; agones: AgonesAgent | undefined }> {
   const name = appName(m, App);
   logger.info(`${name} (${m.file})`);
   if (s.exposed) logger.warn(`--insecure: serving on ${s.host} without a token; anyone who can reach it can watch and control the stream`);
@@ -197,7 +193,6 @@ export async function serveApp(
       ...(m.server.encoding !== undefined && { encoding: m.server.encoding }),
       ...(m.server.maxUploadBytes !== undefined && { maxUploadBytes: m.server.maxUploadBytes }),
       ...(m.server.uploadQuotaBytes !== undefined && { uploadQuotaBytes: m.server.uploadQuotaBytes }),
-      ...(m.server.video !== undefined && { video: m.server.video }),
       ...(m.runtime.weightsPath !== undefined && { weightsPath: m.runtime.weightsPath }),
       ...(m.runtime.sessionGraceMs !== undefined && { gracePeriodMs: m.runtime.sessionGraceMs }),
       ...(cfg !== undefined && { configPath: cfg }),
@@ -215,16 +210,7 @@ export async function serveApp(
     throw err;
   }
   const agones = o.agones === true || m.agones.enabled ? await startAgonesFor(server, m, logger) : undefined;
-  const closing: Closing = {
-    options: server.options,
-    // Agones: the drain first (pings go on, so Agones does not kill the pod mid-drain), then Shutdown().
-    close: async () => {
-      agones?.drain();
-      await server.close();
-      await agones?.shutdown();
-    },
-  };
-  onServing?.(server, closing);
+  onServing?.(server, agones);
   try {
     await server.loaded;
   } catch (err) {
@@ -236,26 +222,30 @@ export async function serveApp(
   logger.info(`ready in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   const viewer = new URL(server.url);
   if (s.token !== undefined) viewer.searchParams.set('token', s.token);
-  return { server, viewer };
+  return { server, viewer, agones };
 }
 
-/** `reactor run`: serve first (so /health says "loading"), then load, then print the viewer URL. */
-export async function runCommand(o: CliOptions, logger: Logger): Promise<void> {
-  const m = manifestFrom(o);
-  const settings = serveSettings(o, m);
-  checkPaths(o, m);
-  const App = await importApp(m, { logger, onStale: 'refuse' });
-  const { viewer } = await serveApp(o, m, App, settings, logger, (_server, closing) =>
-    installShutdownHandlers(closing, { onSignal: (s) => logger.info(`${s}: closing clients and shutting the app down`) }),
-  );
-  process.stdout.write(`Viewer: ${viewer.href}\n`);
+/**
+ * What the signal handlers close: the server, and with Agones the drain first (pings go on, so
+ * Agones does not kill the pod mid-drain), then `Shutdown()`.
+ */
+function closingFor(server: ReactorServer, agones: AgonesAgent | undefined): Parameters<typeof installShutdownHandlers>[0] {
+  if (!agones) return server;
+  return {
+    options: server.options,
+    close: async () => {
+      agones.drain();
+      await server.close();
+      await agones.shutdown();
+    },
+  };
 }
 
 /**
  * Starts the Agones integration (imported here, so a plain `reactor run` never loads it or gRPC)
  * with the manifest's `agones:` settings.
  */
-async function startAgonesFor(server: Awaited<ReturnType<typeof serve>>, m: Manifest, logger: Logger): Promise<AgonesAgent> {
+async function startAgonesFor(server: ReactorServer, m: Manifest, logger: Logger): Promise<AgonesAgent> {
   const { startAgones } = await import('@reactor/agones');
   const { onSessionEnd, healthIntervalMs, allocationTimeoutMs } = m.agones;
   const agent = startAgones(server, {
@@ -268,6 +258,18 @@ async function startAgonesFor(server: Awaited<ReturnType<typeof serve>>, m: Mani
     `agones: following the GameServer through the SDK sidecar at localhost:${process.env['AGONES_SDK_GRPC_PORT'] ?? '9357'} (on session end: ${agent.options.onSessionEnd}, pings every ${agent.options.healthIntervalMs} ms, allocation timeout ${agent.options.allocationTimeoutMs} ms)`,
   );
   return agent;
+}
+
+/** `reactor run`: serve first (so /health says "loading"), then load, then print the viewer URL. */
+export async function runCommand(o: CliOptions, logger: Logger): Promise<void> {
+  const m = manifestFrom(o);
+  const settings = serveSettings(o, m);
+  checkPaths(o, m);
+  const App = await importApp(m, { logger, onStale: 'refuse' });
+  const { viewer } = await serveApp(o, m, App, settings, logger, (server, agones) =>
+    installShutdownHandlers(closingFor(server, agones), { onSignal: (s) => logger.info(`${s}: closing clients and shutting the app down`) }),
+  );
+  process.stdout.write(`Viewer: ${viewer.href}\n`);
 }
 
 /** `reactor schema`: the app's schema as JSON, without loading the model. */

@@ -239,11 +239,6 @@ export class ReactorServer {
     return this.url.replace(/^http/, 'ws') + this.options.path;
   }
 
-  /** A snapshot of every video encoder (one per outbound video track, codec and tier in use). */
-  videoEncoders(): VideoEncoderInfo[] {
-    return this.#video.info();
-  }
-
   /**
    * The name of this instance among many (scale-out: the Agones GameServer name), reported in
    * `welcome.session.instance`, `session` messages and `GET /health`; `undefined` for a lone
@@ -259,6 +254,11 @@ export class ReactorServer {
       throw new TypeError(`server.instance must be a non-empty string of at most 253 characters (a Kubernetes object name), got ${JSON.stringify(name)}`);
     }
     this.#instance = name;
+  }
+
+  /** A snapshot of every video encoder (one per outbound video track, codec and tier in use). */
+  videoEncoders(): VideoEncoderInfo[] {
+    return this.#video.info();
   }
 
   /** A snapshot of every connected client's queue and counters. */
