@@ -18,7 +18,7 @@ export const INIT_TEMPLATES = ['minimal', 'video', 'camera'] as const;
 export type InitTemplate = (typeof INIT_TEMPLATES)[number];
 
 /** The framework packages a generated project depends on (none of them is on the npm registry). */
-export const FRAMEWORK_PACKAGES = ['log', 'client', 'runtime', 'distributed', 'server', 'router', 'cli'] as const;
+export const FRAMEWORK_PACKAGES = ['log', 'client', 'runtime', 'distributed', 'server', 'agones', 'router', 'cli'] as const;
 /** The framework packages a new project depends on itself; the others (`router`, for `reactor route`) come in through the CLI. */
 const APP_PACKAGES = FRAMEWORK_PACKAGES.filter((p) => p !== 'router');
 
@@ -308,6 +308,8 @@ export async function initProject(o: InitOptions): Promise<InitResult> {
           '  sharp: true',
           '  # pulled in by vite; its platform binary comes as an optional dependency',
           '  esbuild: false',
+          '  # pulled in by @google-cloud/agones-sdk (reactor run --agones); its postinstall only prints a notice',
+          '  protobufjs: false',
           '',
         ].join('\n'),
       );

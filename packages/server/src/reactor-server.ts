@@ -6,7 +6,7 @@
 import { STATUS_CODES, createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
-import type { StatsMessage, TrackSchema } from '@reactor/client';
+import type { SessionStatus, StatsMessage, TrackSchema } from '@reactor/client';
 import type { Logger } from '@reactor/log';
 import { type AppHostApi, type NotReadyReason, type Readiness, ReadinessCode, UPLOAD_PATH, UploadError } from '@reactor/runtime';
 import { TOKEN_COOKIE, checkAccess } from './auth.js';
@@ -18,6 +18,8 @@ import { decodeImage } from './image-decoder.js';
 import { ServerMetrics } from './metrics.js';
 import { resolveServerOptions, type ResolvedServerOptions, type ServerOptions } from './options.js';
 import { SendBudget } from './send-budget.js';
+import { loadWebCodecs, webCodecsEncoderFactory } from './video-encoder.js';
+import { VideoStreams, type VideoEncoderInfo } from './video-streams.js';
 import { ViewerAssets, ViewerNotBuiltError } from './static-assets.js';
 import { renderViewerPage, viewerSecurityHeaders } from './viewer-page.js';
 
@@ -57,8 +59,12 @@ export interface StepSample {
 export interface ServableHost extends AppHostApi {
   close?(): Promise<void> | void;
   onStep?(listener: (step: StepSample) => void): (() => void) | void;
+  /** A status listener (`AppHost.onStatus`): scale-out integrations follow sessions through it. */
+  onStatus?(listener: (status: SessionStatus) => void): (() => void) | void;
   /** Cumulative counters (`AppHost.counters`): `steps` feeds `reactor_steps_total`. */
   readonly counters?: { readonly steps: number };
+  /** A status listener (`AppHost.onStatus`): the server closes its video encoders when a session ends. */
+  onStatus?(listener: (status: SessionStatus) => void): (() => void) | void;
 }
 
 /** Health as `GET /health` reports it. */
@@ -73,6 +79,10 @@ export interface HealthReport {
   reason?: string;
   session: string;
   clients: number;
+  /** The current session's id, while one exists. */
+  sessionId?: string;
+  /** The instance name ({@link ReactorServer.instance}), when set. */
+  instance?: string;
 }
 
 /** A running server. Create it with `serve()` or {@link serveHost}. */
@@ -92,11 +102,14 @@ export class ReactorServer {
   readonly #maxFrameBytes: number;
   readonly #assets = new ViewerAssets();
   readonly #budget: SendBudget;
+  readonly #video: VideoStreams;
+  #offStatus: (() => void) | undefined;
   #heartbeat: ReturnType<typeof setInterval> | undefined;
   #closing: Promise<void> | undefined;
   #offStep: (() => void) | undefined;
   #port = 0;
   #statsSteps = 0;
+  #instance: string | undefined;
   /**
    * Settles when the app has loaded (`serve()` loads it after listening); rejects with the
    * load error. Already resolved for {@link serveHost}.
@@ -116,6 +129,15 @@ export class ReactorServer {
     this.metrics.declareInputTracks(inbound.map((t) => t.name));
     this.#maxFrameBytes = inbound.length === 0 ? 0 : (this.options.maxFrameBytes ?? Math.max(...inbound.map(frameBytesFor)));
     this.#budget = new SendBudget(this.options.maxTotalBufferedBytes);
+    this.#video = new VideoStreams(this.options.video, host, this.metrics, this.#log);
+    this.metrics.setVideoClients(() => [...this.#connections].flatMap((c) => c.videoSelection ?? []));
+    let session: string | undefined;
+    const offStatus = host.onStatus?.((s) => {
+      // The session ended (or another began): its encoders' references are gone with it.
+      if (s.sessionId !== session) this.#video.endSession();
+      session = s.sessionId;
+    });
+    if (typeof offStatus === 'function') this.#offStatus = offStatus;
     this.#http = createServer(
       { headersTimeout: this.options.headersTimeoutMs, connectionsCheckingInterval: Math.min(1000, this.options.headersTimeoutMs) },
       (req, res) => {
@@ -175,6 +197,17 @@ export class ReactorServer {
 
   /** Starts listening; resolves once the port is bound. */
   async listen(): Promise<this> {
+    // The codec's native module loads before the first client can ask for it; when it cannot,
+    // the server streams JPEG only (and says why in its log and in unsupported_codec answers).
+    if (this.options.video.codec !== 'jpeg' && this.options.video.encoderFactory === webCodecsEncoderFactory) {
+      try {
+        await loadWebCodecs();
+      } catch (err) {
+        const reason = (err as Error).message;
+        this.#video.markUnavailable(reason);
+        this.#log.error(`video.codec ${this.options.video.codec} is not available, streaming JPEG only: ${reason}`);
+      }
+    }
     await new Promise<void>((resolve, reject) => {
       const onError = (err: Error): void => reject(err);
       this.#http.once('error', onError);
@@ -206,6 +239,28 @@ export class ReactorServer {
     return this.url.replace(/^http/, 'ws') + this.options.path;
   }
 
+  /** A snapshot of every video encoder (one per outbound video track, codec and tier in use). */
+  videoEncoders(): VideoEncoderInfo[] {
+    return this.#video.info();
+  }
+
+  /**
+   * The name of this instance among many (scale-out: the Agones GameServer name), reported in
+   * `welcome.session.instance`, `session` messages and `GET /health`; `undefined` for a lone
+   * server. Set by the integration that learns it (`@reactor/agones`).
+   * @throws TypeError for a value that is not a non-empty string of at most 253 characters.
+   */
+  get instance(): string | undefined {
+    return this.#instance;
+  }
+
+  set instance(name: string | undefined) {
+    if (name !== undefined && (typeof name !== 'string' || name.length === 0 || name.length > 253)) {
+      throw new TypeError(`server.instance must be a non-empty string of at most 253 characters (a Kubernetes object name), got ${JSON.stringify(name)}`);
+    }
+    this.#instance = name;
+  }
+
   /** A snapshot of every connected client's queue and counters. */
   connections(): ConnectionInfo[] {
     return [...this.#connections].map((c) => c.info());
@@ -221,6 +276,8 @@ export class ReactorServer {
     const r = this.#readiness();
     const status = r.ready ? 'ready' : s.state === 'loading' ? 'loading' : s.state === 'failed' ? 'failed' : 'not_ready';
     const report: HealthReport = { status, ready: r.ready, reasons: r.reasons, session: s.state, clients: s.clients };
+    if (s.sessionId !== undefined) report.sessionId = s.sessionId;
+    if (this.#instance !== undefined) report.instance = this.#instance;
     if (status === 'failed') report.reason = s.error?.message ?? 'the app failed to load';
     return report;
   }
@@ -249,6 +306,7 @@ export class ReactorServer {
   async #close(): Promise<void> {
     if (this.#heartbeat) clearInterval(this.#heartbeat);
     this.#offStep?.();
+    this.#offStatus?.();
     const httpClosed = new Promise<void>((resolve) => this.#http.close(() => resolve()));
     const gone = [...this.#connections].map((c) => c.closed);
     for (const c of this.#connections) c.close('server shutting down');
@@ -262,6 +320,7 @@ export class ReactorServer {
     clearTimeout(timer);
     for (const c of this.#connections) c.terminate();
     this.#http.closeAllConnections();
+    this.#video.close();
     await httpClosed;
   }
 
@@ -453,7 +512,9 @@ export class ReactorServer {
         options: this.options,
         logger: this.#log,
         budget: this.#budget,
+        video: this.#video,
         onStats: (m) => this.#onStats(m),
+        instance: () => this.#instance,
       },
       (c) => {
         this.#connections.delete(c);
