@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { ClientErrorCode, HttpErrorCode, WireErrorCode } from '@reactor/client';
+import { AgonesErrorCode } from '@reactor/agones';
 import { CliErrorCode } from '@reactor/cli';
 import { DistributedErrorCode } from '@reactor/distributed';
 import { ReadinessCode, RuntimeErrorCode } from '@reactor/runtime';
@@ -22,6 +23,7 @@ const maps: Record<string, Record<string, string>> = {
   ServerErrorCode,
   RouterErrorCode,
   CliErrorCode,
+  AgonesErrorCode,
   WireErrorCode,
   HttpErrorCode,
   ClientErrorCode,

@@ -10,6 +10,7 @@ import type { Logger } from '@reactor/log';
 import { AppHost, ReactorError, WEIGHTS_PATH_ENV, type AppRequirements, type AppStatics, type ReactorApp } from '@reactor/runtime';
 import { describeApp } from '@reactor/runtime/internal';
 import { installShutdownHandlers, isLoopbackHost, serve } from '@reactor/server';
+import type { AgonesAgent } from '@reactor/agones';
 import { findManifest, loadManifest, ManifestError, MANIFEST_FILE, type Manifest } from './manifest.js';
 import { runDoctor } from './doctor.js';
 import { CliErrorCode } from './errors.js';
@@ -32,6 +33,8 @@ export interface CliOptions {
   allowedOrigin?: unknown;
   /** `--insecure`: serve on a non-loopback address without a token. */
   insecure?: boolean;
+  /** `--agones`: run as an Agones GameServer (also `agones.enabled` in reactor.yaml). */
+  agones?: boolean;
 }
 
 /** The manifest `--manifest` names, else the nearest `reactor.yaml`. @throws ManifestError (`manifest_invalid`). */
@@ -161,6 +164,7 @@ export async function runCommand(o: CliOptions, logger: Logger): Promise<void> {
       ...(m.server.maxUploadBytes !== undefined && { maxUploadBytes: m.server.maxUploadBytes }),
       ...(m.server.uploadQuotaBytes !== undefined && { uploadQuotaBytes: m.server.uploadQuotaBytes }),
       ...(m.runtime.weightsPath !== undefined && { weightsPath: m.runtime.weightsPath }),
+      ...(m.runtime.sessionGraceMs !== undefined && { gracePeriodMs: m.runtime.sessionGraceMs }),
       ...(cfg !== undefined && { configPath: cfg }),
       manifestGpuCount: m.model.gpu.count,
     });
@@ -175,10 +179,22 @@ export async function runCommand(o: CliOptions, logger: Logger): Promise<void> {
     }
     throw err;
   }
-  installShutdownHandlers(server, { onSignal: (s) => logger.info(`${s}: closing clients and shutting the app down`) });
+  const agones = o.agones === true || m.agones.enabled ? await startAgonesFor(server, m, logger) : undefined;
+  const closing = {
+    options: server.options,
+    // Agones: the drain first (pings go on, so Agones does not kill the pod mid-drain), then Shutdown().
+    close: async () => {
+      agones?.drain();
+      await server.close();
+      await agones?.shutdown();
+    },
+  };
+  installShutdownHandlers(closing, { onSignal: (s) => logger.info(`${s}: closing clients and shutting the app down`) });
   try {
     await server.loaded;
   } catch (err) {
+    // No Shutdown(): the process exits 1 and Agones replaces the GameServer whose container failed.
+    agones?.stop();
     await server.close();
     throw new ReactorError(CliErrorCode.AppLoadFailed, `loading ${name} failed: ${(err as Error).message}`, { cause: err });
   }
@@ -186,6 +202,25 @@ export async function runCommand(o: CliOptions, logger: Logger): Promise<void> {
   const url = new URL(server.url);
   if (token !== undefined) url.searchParams.set('token', token);
   process.stdout.write(`Viewer: ${url.href}\n`);
+}
+
+/**
+ * Starts the Agones integration (imported here, so a plain `reactor run` never loads it or gRPC)
+ * with the manifest's `agones:` settings.
+ */
+async function startAgonesFor(server: Awaited<ReturnType<typeof serve>>, m: Manifest, logger: Logger): Promise<AgonesAgent> {
+  const { startAgones } = await import('@reactor/agones');
+  const { onSessionEnd, healthIntervalMs, allocationTimeoutMs } = m.agones;
+  const agent = startAgones(server, {
+    logger,
+    ...(onSessionEnd !== undefined && { onSessionEnd }),
+    ...(healthIntervalMs !== undefined && { healthIntervalMs }),
+    ...(allocationTimeoutMs !== undefined && { allocationTimeoutMs }),
+  });
+  logger.info(
+    `agones: following the GameServer through the SDK sidecar at localhost:${process.env['AGONES_SDK_GRPC_PORT'] ?? '9357'} (on session end: ${agent.options.onSessionEnd}, pings every ${agent.options.healthIntervalMs} ms, allocation timeout ${agent.options.allocationTimeoutMs} ms)`,
+  );
+  return agent;
 }
 
 /** `reactor schema`: the app's schema as JSON, without loading the model. */

@@ -31,6 +31,7 @@ common(cli.command('run', 'Load the app and serve it (viewer, WebSocket, /schema
   .option('--allowed-host <host>', 'answer to this Host name too (repeatable or comma-separated; * for any; default: server.allowed_hosts)')
   .option('--allowed-origin <origin>', 'let pages of this origin connect (repeatable or comma-separated; * for any; default: server.allowed_origins)')
   .option('--insecure', 'serve on a non-loopback --host without a token (refused otherwise)')
+  .option('--agones', 'run as an Agones GameServer: Ready, health pings, Allocated per session (also agones.enabled in reactor.yaml)')
   .action((o: CliOptions) => runCommand(o, logger));
 common(cli.command('schema', "Print the app's schema (commands, messages, tracks) as JSON")).action((o: CliOptions) => schemaCommand(o, logger));
 common(cli.command('doctor', 'Check this machine for the app before loading any weights'))

@@ -94,6 +94,11 @@ export interface SessionStatus {
   clients: number;
   /** Why the last session ended with an error, or why loading failed. */
   error?: ErrorBody;
+  /**
+   * The instance that serves this session, when the server runs as one of many (scale-out: the
+   * Agones GameServer name, once the instance knows it). Absent for a lone server.
+   */
+  instance?: string;
 }
 
 /** Per-field validation failure, as carried in `error.details`. */
