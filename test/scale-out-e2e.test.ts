@@ -10,7 +10,7 @@
  * Exercised: new sessions spread over idle instances; a joiner reaches its session's instance; a
  * draining instance (SIGTERM) gets no new session and its viewers see its close reason; a killed
  * instance (SIGKILL) leaves routing once its pings stop. Agones' health check is scaled by 1/5:
- * period 1 s x 3 failures (5 s x 3 in a cluster), the instances ping every 300 ms (2 s).
+ * period 1 s x 3 failures (5 s x 3 in a cluster), the instances ping every 400 ms (2 s).
  *
  * Not exercised: a real Kubernetes API or Agones controller (no pod deletion or replacement,
  * no fleet scaling), real machines (one kernel, one CPU), TLS.
