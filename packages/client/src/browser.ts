@@ -1,9 +1,18 @@
 /**
  * `@reactor/client/browser`: the DOM-only parts of the SDK. The main entry (`@reactor/client`)
- * publishes a `MediaStreamTrack` by itself; this entry adds the audio player and the capture
- * generators for those who drive them directly.
+ * publishes a `MediaStreamTrack` by itself; this entry adds the audio player, the capture
+ * generators for those who drive them directly, and coded video (WebCodecs): a decoder per track,
+ * the receiver that picks a codec and a tier for a connection, and their pure policies.
  */
 export { AudioPlayer } from './audio-player.js';
 export type { AudioPlayerOptions } from './audio-player.js';
 export { cameraFrames, microphoneChunks, PCM_WORKLETS_URL } from './media-capture.js';
 export type { CameraCaptureOptions, MicrophoneCaptureOptions } from './media-capture.js';
+export { VideoTrackDecoder, pickVideoCodec, hasWebCodecs, PROBE_CODEC_STRINGS } from './video-decoder.js';
+export type { DecodedVideoInfo, VideoInputFrame, VideoTrackDecoderEvents, VideoTrackDecoderOptions, VideoDecoderCounters } from './video-decoder.js';
+export { VideoReceiver } from './video-receiver.js';
+export type { VideoReceiverClient, VideoReceiverOptions, VideoReceiverEvents } from './video-receiver.js';
+export { KeyFrameGate } from './key-frame-gate.js';
+export type { ReferenceLoss, GateDecision, GateFrame, KeyFrameGateOptions } from './key-frame-gate.js';
+export { TierController } from './tier-controller.js';
+export type { TierControllerOptions, TierDecision, TierWindow } from './tier-controller.js';

@@ -95,3 +95,7 @@ export {
   ProtocolMismatchError,
   SessionRouteError,
 } from './errors.js';
+export { KeyFrameGate } from './key-frame-gate.js';
+export type { ReferenceLoss, GateDecision, GateFrame, KeyFrameGateOptions } from './key-frame-gate.js';
+export { TierController } from './tier-controller.js';
+export type { TierControllerOptions, TierDecision, TierWindow } from './tier-controller.js';

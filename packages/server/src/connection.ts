@@ -15,10 +15,23 @@
  *
  * A client may pause an outbound track (`pause_track`): its frames or chunks are then not
  * queued for this connection at all (nor counted as dropped) until `resume_track`.
+ *
+ * Coded video (`select_video` with `h264` / `vp8`): each outbound video track of the connection
+ * takes its frames from the shared {@link TrackEncoder} of its codec and tier. A `video_config`
+ * goes out just before the first frame in a new codec, tier or size (it travels through the same
+ * queue order); the first coded frame sent is a key frame. When a coded frame of the track is
+ * lost (queue overflow, budget, encoder skip), every later delta frame is dropped
+ * (`awaiting_key`) until the next key frame, which is asked for at once; a flush and
+ * `request_key_frame` do the same.
  */
 import type { WebSocket, RawData } from 'ws';
 import type {
   CommandMessage,
+  RequestKeyFrameMessage,
+  SelectVideoMessage,
+  VideoCodecName,
+  VideoConfigMessage,
+  VideoTierSchema,
   ErrorMessage,
   PauseTrackMessage,
   PublishMessage,
@@ -38,9 +51,16 @@ import { FrameIntake, type FrameIntakeInfo } from './frame-intake.js';
 import type { DropReason, ServerMetrics } from './metrics.js';
 import type { ResolvedServerOptions } from './options.js';
 import type { BudgetHolder, SendBudget } from './send-budget.js';
+import type { CodedFrame, TrackEncoder, VideoStreams, VideoSubscriber } from './video-streams.js';
 
 /** Frames (and audio chunks) written to a socket whose write callback has not fired yet. */
 export const MAX_FRAMES_IN_FLIGHT = 2;
+/**
+ * Coded frames a client's queue may hold while their (shared) encoding is still running, beyond
+ * `maxQueuedFrames`: an encoder's pipeline holds a frame or two for tens of ms, which is not
+ * the client being slow.
+ */
+export const MAX_FRAMES_ENCODING = 8;
 /** Audio chunks a client's queue holds, per frame it may hold (`maxQueuedFrames`), before the oldest chunk is dropped. */
 export const AUDIO_QUEUE_FACTOR = 4;
 /** Unsent bytes below which a client is never cut by the server-wide budget for a control message. */
@@ -58,7 +78,34 @@ interface QueuedItem {
   readonly track: string;
   readonly trackIndex: number;
   readonly audio: boolean;
-  readonly data: Promise<Buffer>;
+  /** The wire message: JPEG/RGB/PCM bytes, or a coded frame (`null`: the encoder skipped it). */
+  readonly data: Promise<Buffer | CodedFrame | null>;
+  /** The encoder of a coded frame. */
+  readonly encoder?: TrackEncoder;
+  /** A JPEG frame of a track whose client selected its video: the `video_config` it belongs to. */
+  readonly jpegConfig?: VideoConfigMessage;
+  /** A coded frame still being encoded (it does not count against `maxQueuedFrames` yet). */
+  encoding?: boolean;
+}
+
+/** One outbound video track of a connection that sent `select_video`. */
+interface TrackVideo {
+  /** The shared encoder it takes frames from; undefined: JPEG. */
+  encoder: TrackEncoder | undefined;
+  /** No delta frame is sent until the next key frame (joined, lost a frame, asked for one, flush). */
+  awaitingKey: boolean;
+  /** The last `video_config` sent for the track (JSON), to send one only when it changes. */
+  lastConfig: string | undefined;
+}
+
+/** A connection's video selection, as `/metrics` and {@link ConnectionInfo} show it. */
+export interface VideoSelectionInfo {
+  codec: VideoCodecName;
+  tier: string;
+  /** Tracks whose delta frames are held back until a key frame. */
+  awaitingKey: string[];
+  /** `request_key_frame` messages received. */
+  keyFrameRequests: number;
 }
 
 /** A snapshot of one connection, for tests, metrics and operators. */
@@ -84,6 +131,8 @@ export interface ConnectionInfo {
   readPauses: number;
   /** Binary frames this client sent to the app's inbound tracks (absent when the app declares none). */
   inbound?: FrameIntakeInfo;
+  /** Its video selection (absent until it sends `select_video`). */
+  video?: VideoSelectionInfo;
 }
 
 /** Bound to the server: what a connection needs from it. */
@@ -100,6 +149,8 @@ export interface ConnectionContext {
   logger: Logger;
   /** The server-wide budget for unsent bytes. */
   budget: SendBudget;
+  /** The shared video encoders. */
+  video: VideoStreams;
   /** Sees every stats message (the server derives step metrics from them). */
   onStats(msg: StatsMessage): void;
   /** The instance name to put in `welcome.session` / `session` messages (`ReactorServer.instance`). */
@@ -107,7 +158,7 @@ export interface ConnectionContext {
 }
 
 /** A connected WebSocket client (see the module comment for the frame policy). */
-export class ClientConnection implements ClientSink, BudgetHolder {
+export class ClientConnection implements ClientSink, BudgetHolder, VideoSubscriber {
   /** Set by the heartbeat: false after a ping until the pong arrives. */
   alive = true;
   readonly #ws: WebSocket;
@@ -151,6 +202,16 @@ export class ClientConnection implements ClientSink, BudgetHolder {
   #cut = false;
   #tokens: number;
   #tokensAt = performance.now();
+  /** `select_video`'s choice; undefined: JPEG as before (no `video_config`). */
+  #selection: { codec: VideoCodecName; tier: VideoTierSchema } | undefined;
+  /** Outbound video tracks (`schema.tracks` index) once a selection was made. */
+  readonly #video = new Map<number, TrackVideo>();
+  #keyFrameRequests = 0;
+  /** Coded frames of this connection still being encoded (queued or not). */
+  #encoding = 0;
+  /** Video bytes written since the last stats message, and when that was. */
+  #videoBytes = 0;
+  #videoBytesSince = performance.now();
   readonly #onClosed: (c: ClientConnection) => void;
   #resolveClosed!: () => void;
   /** Resolves once the socket has closed and the host has been told. */
@@ -213,7 +274,23 @@ export class ClientConnection implements ClientSink, BudgetHolder {
       readPauses: this.#readPauses,
     };
     if (this.#frames) info.inbound = this.#frames.info();
+    const video = this.videoSelection;
+    if (video) info.video = video;
     return info;
+  }
+
+  /** Its video selection (undefined until it sends `select_video`). */
+  get videoSelection(): VideoSelectionInfo | undefined {
+    if (!this.#selection) return undefined;
+    const tracks = this.#ctx.host.schema.tracks;
+    // A track moved to JPEG by an encoder failure reports jpeg.
+    const first = [...this.#video.values()][0];
+    return {
+      codec: first && !first.encoder ? 'jpeg' : this.#selection.codec,
+      tier: this.#selection.tier.name,
+      awaitingKey: [...this.#video].filter(([, v]) => v.awaitingKey).map(([i]) => tracks[i]?.name ?? String(i)),
+      keyFrameRequests: this.#keyFrameRequests,
+    };
   }
 
   /** Sends a heartbeat ping. */
@@ -232,8 +309,25 @@ export class ClientConnection implements ClientSink, BudgetHolder {
     if (this.#closed) return;
     // A command's answer: sent in arrival order by #onMessage's chain, from the value command() returns.
     if ((msg.type === 'reply' || msg.type === 'error') && msg.id !== undefined && this.#idsInFlight.has(msg.id)) return;
-    if (msg.type === 'stats') this.#ctx.onStats(msg);
+    if (msg.type === 'stats') {
+      this.#ctx.onStats(msg);
+      const video = this.videoSelection;
+      if (video) {
+        const now = performance.now();
+        const bitrate = Math.round((this.#videoBytes * 8 * 1000) / Math.max(1, now - this.#videoBytesSince));
+        this.#videoBytes = 0;
+        this.#videoBytesSince = now;
+        msg = { ...msg, video: { codec: video.codec, tier: video.tier, bitrate, keyFrameRequests: video.keyFrameRequests } };
+      }
+    }
+    if (msg.type === 'welcome') {
+      const offer = this.#ctx.video.offer();
+      if (offer) msg = { ...msg, video: offer };
+    }
     if (msg.type === 'flush') {
+      // Frames after the cut may refer to frames dropped here: every coded track waits for the key frame the flush forces.
+      for (const v of this.#video.values()) if (v.encoder) v.awaitingKey = true;
+      this.#ctx.video.flush(msg.nextSeq);
       // Frames and audio still waiting here belong to the cut playout: drop them before the client learns of the cut.
       let frames = 0;
       let audio = 0;
@@ -253,9 +347,51 @@ export class ClientConnection implements ClientSink, BudgetHolder {
   frame(frame: OutputFrame): void {
     if (this.#closed || this.#paused.has(frame.trackIndex)) return;
     const { seq, track, trackIndex } = frame;
-    this.#queue.push({ seq, track, trackIndex, audio: false, data: this.#ctx.encoder.encode(frame) });
-    if (this.#queue.length - this.#queuedAudio > this.#ctx.options.maxQueuedFrames) this.#dropOldest(false);
+    const v = this.#video.get(trackIndex);
+    if (v?.encoder) {
+      const item: QueuedItem = { seq, track, trackIndex, audio: false, data: v.encoder.encode(frame), encoder: v.encoder, encoding: true };
+      this.#queue.push(item);
+      this.#encoding++;
+      const done = (): void => {
+        item.encoding = false;
+        this.#encoding--;
+        if (this.#closed || !this.#queue.includes(item)) return;
+        this.#checkOverflow();
+      };
+      item.data.then(done, done);
+    } else if (v && this.#selection) {
+      const jpegConfig: VideoConfigMessage = {
+        type: 'video_config',
+        track,
+        codec: 'jpeg',
+        width: frame.width,
+        height: frame.height,
+        tier: this.#selection.tier.name,
+      };
+      this.#queue.push({ seq, track, trackIndex, audio: false, data: this.#ctx.encoder.encode(frame), jpegConfig });
+    } else {
+      this.#queue.push({ seq, track, trackIndex, audio: false, data: this.#ctx.encoder.encode(frame) });
+    }
+    this.#checkOverflow();
     void this.#pump();
+  }
+
+  /** The slow-client bound: frames whose encoding is done beyond `maxQueuedFrames` (and any beyond MAX_FRAMES_ENCODING more) drop the oldest. */
+  #checkOverflow(): void {
+    const max = this.#ctx.options.maxQueuedFrames;
+    for (;;) {
+      const frames = this.#queue.length - this.#queuedAudio;
+      if (frames - this.#queuedEncoding() <= max && frames <= max + MAX_FRAMES_ENCODING) return;
+      this.#dropOldest(false);
+    }
+  }
+
+  /** Queued frames still being encoded. */
+  #queuedEncoding(): number {
+    if (this.#encoding === 0) return 0;
+    let n = 0;
+    for (const q of this.#queue) if (q.encoding) n++;
+    return n;
   }
 
   audio(chunk: OutputAudio): void {
@@ -395,8 +531,29 @@ export class ClientConnection implements ClientSink, BudgetHolder {
   #dropOldest(audio: boolean): void {
     const i = this.#queue.findIndex((q) => q.audio === audio);
     if (i < 0) return;
-    this.#unqueue(i);
+    const item = this.#unqueue(i);
     this.#drop('slow_client', 1, audio);
+    if (item.encoder) this.#lostCodedFrame(item.trackIndex, 'drop');
+  }
+
+  /** A coded frame of the track will not reach this client: nothing but a key frame may follow, and one is asked for. */
+  #lostCodedFrame(trackIndex: number, reason: 'drop' | 'request'): void {
+    const v = this.#video.get(trackIndex);
+    if (!v?.encoder) return;
+    // One request per loss episode: more drops while waiting would ask again for the same key frame.
+    if (v.awaitingKey && reason === 'drop') return;
+    v.awaitingKey = true;
+    v.encoder.requestKeyFrame(reason);
+  }
+
+  /** Sends the track's `video_config` when it differs from the last one this client got. */
+  #announce(trackIndex: number, config: VideoConfigMessage): void {
+    const v = this.#video.get(trackIndex);
+    if (!v) return;
+    const text = JSON.stringify(config);
+    if (text === v.lastConfig) return;
+    v.lastConfig = text;
+    this.#sendText(text);
   }
 
   async #pump(): Promise<void> {
@@ -406,19 +563,43 @@ export class ClientConnection implements ClientSink, BudgetHolder {
       while (this.#queue.length > 0 && !this.#closed) {
         if (this.#inFlight >= MAX_FRAMES_IN_FLIGHT || this.#ws.bufferedAmount > this.#ctx.options.maxBufferedBytes) return;
         const item = this.#queue[0]!;
-        let data: Buffer;
+        let encoded: Buffer | CodedFrame | null;
         try {
-          data = await item.data;
+          encoded = await item.data;
         } catch (err) {
           if (this.#queue[0] === item) this.#unqueue(0);
-          this.#ctx.logger.error(`frame ${item.seq} of track "${item.track}" could not be encoded: ${(err as Error).message}`);
+          // A failed encoder moved the track to JPEG (encoderFailed): its last frames are not news.
+          if (!item.encoder?.closed) this.#ctx.logger.error(`frame ${item.seq} of track "${item.track}" could not be encoded: ${(err as Error).message}`);
           this.#drop('encode_error', 1, item.audio);
+          if (item.encoder) this.#lostCodedFrame(item.trackIndex, 'drop');
           continue;
         }
         // Dropped (overflow, flush or pause) while it was being encoded: look at the new head.
         if (this.#queue[0] !== item || this.#closed) continue;
         this.#unqueue(0);
         if (this.#ws.readyState !== this.#ws.OPEN) return;
+        let data: Buffer;
+        if (item.encoder) {
+          const v = this.#video.get(item.trackIndex);
+          // The track moved to another encoder (or to JPEG) since: the frame belongs to the old stream.
+          if (v?.encoder !== item.encoder) continue;
+          if (encoded === null) {
+            this.#drop('encode_error', 1);
+            this.#lostCodedFrame(item.trackIndex, 'drop');
+            continue;
+          }
+          const coded = encoded as CodedFrame;
+          if (v.awaitingKey && !coded.key) {
+            this.#drop('awaiting_key', 1);
+            continue;
+          }
+          v.awaitingKey = false;
+          this.#announce(item.trackIndex, coded.config);
+          data = coded.bytes;
+        } else {
+          if (item.jpegConfig) this.#announce(item.trackIndex, item.jpegConfig);
+          data = encoded as Buffer;
+        }
         this.#inFlight++;
         const sent = this.#write(data, true, true, (err) => {
           this.#inFlight--;
@@ -428,6 +609,7 @@ export class ClientConnection implements ClientSink, BudgetHolder {
             this.#ctx.metrics.audioChunksSent.inc();
           } else {
             this.#sent++;
+            this.#videoBytes += data.byteLength;
             this.#ctx.metrics.framesSent.inc();
           }
           void this.#pump();
@@ -435,6 +617,7 @@ export class ClientConnection implements ClientSink, BudgetHolder {
         if (!sent) {
           this.#inFlight--;
           this.#drop('server_budget', 1, item.audio);
+          if (item.encoder) this.#lostCodedFrame(item.trackIndex, 'drop');
         }
       }
     } finally {
@@ -472,8 +655,11 @@ export class ClientConnection implements ClientSink, BudgetHolder {
   }
 
   /** Sends an answer the connection gives itself, behind the answers owed to earlier messages. */
-  #answer(msg: ReplyMessage | ErrorMessage): void {
-    const send = (): void => this.#sendText(JSON.stringify(msg));
+  #answer(msg: ReplyMessage | ErrorMessage, after?: () => void): void {
+    const send = (): void => {
+      this.#sendText(JSON.stringify(msg));
+      after?.();
+    };
     if (this.#unanswered === 0) return send();
     this.#unanswered++;
     this.#answered = this.#answered.then(() => {
@@ -553,20 +739,103 @@ export class ClientConnection implements ClientSink, BudgetHolder {
       case 'resume_track':
         return this.#pauseTrack(msg);
       case 'select_video':
-        // Only JPEG is streamed so far: every frame is a key frame, so a key-frame request needs nothing.
-        if (msg.codec === 'jpeg' && (msg.tier === undefined || msg.tier === 'full')) {
-          this.#answer({ type: 'reply', id: msg.id, result: { codec: 'jpeg', tier: 'full' } });
-        } else {
-          this.#error(
-            ServerErrorCode.UnsupportedCodec,
-            `this server streams jpeg (tier full) only; asked for ${JSON.stringify(msg.codec).slice(0, 40)}${msg.tier === undefined ? '' : ` tier ${JSON.stringify(msg.tier).slice(0, 40)}`}`,
-            msg.id,
-          );
-        }
-        return;
+        return this.#selectVideo(msg);
       case 'request_key_frame':
-        return;
+        return this.#requestKeyFrame(msg);
     }
+  }
+
+  /** `select_video`: checked against the offer, answered in order; the switch happens as the reply goes out. */
+  #selectVideo(msg: SelectVideoMessage): void {
+    const video = this.#ctx.video;
+    const offer = video.offer();
+    const shown = (x: unknown): string => JSON.stringify(x).slice(0, 40);
+    if (!offer) {
+      // JPEG only: every frame is a picture of its own, at full size.
+      if (msg.codec === 'jpeg' && (msg.tier === undefined || msg.tier === 'full')) {
+        this.#answer({ type: 'reply', id: msg.id, result: { codec: 'jpeg', tier: 'full' } });
+      } else {
+        const why = video.unavailable ? ` (${video.options.codec} is configured but its encoder did not load: ${video.unavailable})` : '';
+        this.#error(
+          ServerErrorCode.UnsupportedCodec,
+          `this server streams jpeg (tier full) only${why}; asked for ${shown(msg.codec)}${msg.tier === undefined ? '' : ` tier ${shown(msg.tier)}`}`,
+          msg.id,
+        );
+      }
+      return;
+    }
+    if (!offer.codecs.includes(msg.codec)) {
+      this.#error(ServerErrorCode.UnsupportedCodec, `this server streams ${offer.codecs.join(' or ')}; asked for ${shown(msg.codec)}`, msg.id);
+      return;
+    }
+    const tier = msg.tier === undefined ? offer.tiers[0] : video.options.tiers.find((t) => t.name === msg.tier);
+    if (!tier) {
+      this.#error(ServerErrorCode.UnknownTier, `no tier ${shown(msg.tier)}; this server's tiers: ${offer.tiers.map((t) => t.name).join(', ')}`, msg.id);
+      return;
+    }
+    const codec = msg.codec;
+    this.#answer({ type: 'reply', id: msg.id, result: { codec, tier: tier.name } }, () => this.#applyVideo(codec, tier));
+  }
+
+  /** Moves every outbound video track of this connection to (codec, tier). */
+  #applyVideo(codec: VideoCodecName, tier: VideoTierSchema): void {
+    if (this.#closed) return;
+    this.#selection = { codec, tier };
+    const tracks = this.#ctx.host.schema.tracks;
+    tracks.forEach((t, index) => {
+      if (t.direction !== 'out' || t.kind !== 'video') return;
+      let v = this.#video.get(index);
+      if (!v) {
+        v = { encoder: undefined, awaitingKey: false, lastConfig: undefined };
+        this.#video.set(index, v);
+      }
+      const current = v.encoder;
+      if (codec === 'jpeg' ? current === undefined : current?.codec === codec && current.tier.name === tier.name && !current.closed) return;
+      current?.remove(this);
+      // Frames queued in the old encoding are not sent: the new stream starts clean.
+      for (let i = this.#queue.length - 1; i >= 0; i--) if (this.#queue[i]!.trackIndex === index && !this.#queue[i]!.audio) this.#unqueue(i);
+      if (codec === 'jpeg') {
+        v.encoder = undefined;
+        v.awaitingKey = false;
+        return;
+      }
+      v.encoder = this.#ctx.video.subscribe(index, codec, tier, this);
+      v.awaitingKey = true;
+      v.encoder.requestKeyFrame('join');
+    });
+  }
+
+  /** `request_key_frame`: the track's next delta frames are held back and a key frame is asked for (nothing for JPEG). */
+  #requestKeyFrame(msg: RequestKeyFrameMessage): void {
+    const tracks = this.#ctx.host.schema.tracks;
+    const index = tracks.findIndex((t) => t.name === msg.track);
+    const track = tracks[index];
+    const shown = JSON.stringify(msg.track.slice(0, 64));
+    const video = tracks.filter((t) => t.direction === 'out' && t.kind === 'video').map((t) => t.name);
+    if (track === undefined) {
+      this.#error(ServerErrorCode.UnknownTrack, `unknown track ${shown}; this app's outbound video tracks: ${video.join(', ') || '(none)'}`);
+      return;
+    }
+    if (track.direction !== 'out' || track.kind !== 'video') {
+      this.#error(ServerErrorCode.WrongTrackDirection, `track ${shown} is not an outbound video track; key frames exist on: ${video.join(', ') || '(none)'}`);
+      return;
+    }
+    this.#keyFrameRequests++;
+    this.#lostCodedFrame(index, 'request');
+  }
+
+  /** The track's encoder failed (and is closed): the track continues in JPEG for this client. */
+  encoderFailed(encoder: TrackEncoder, err: Error): void {
+    const v = this.#video.get(encoder.trackIndex);
+    if (this.#closed || !v || v.encoder !== encoder) return;
+    v.encoder = undefined;
+    v.awaitingKey = false;
+    this.#error(
+      ServerErrorCode.EncoderFailed,
+      `the ${encoder.codec} encoder of track "${encoder.track}" (tier ${encoder.tier.name}) failed: ${err.message}; the track continues in JPEG (a video_config follows)`,
+      undefined,
+      false,
+    );
   }
 
   /**
@@ -594,10 +863,13 @@ export class ClientConnection implements ClientSink, BudgetHolder {
     }
     if (msg.type === 'pause_track') {
       this.#paused.add(index);
+      // Frames skipped while paused: the stream resumes at a key frame.
+      const v = this.#video.get(index);
+      if (v?.encoder) v.awaitingKey = true;
       // What is already queued for the track is not sent either: nothing of it follows the reply.
       for (let i = this.#queue.length - 1; i >= 0; i--) if (this.#queue[i]!.trackIndex === index) this.#unqueue(i);
     } else {
-      this.#paused.delete(index);
+      if (this.#paused.delete(index)) this.#video.get(index)?.encoder?.requestKeyFrame('join');
     }
     this.#answer({ type: 'reply', id: msg.id });
   }
@@ -658,6 +930,8 @@ export class ClientConnection implements ClientSink, BudgetHolder {
     this.#drop('disconnected', this.#queuedAudio, true);
     this.#queue.length = 0;
     this.#queuedAudio = 0;
+    for (const v of this.#video.values()) v.encoder?.remove(this);
+    this.#video.clear();
     this.#handle?.disconnect();
     this.#onClosed(this);
     this.#resolveClosed();

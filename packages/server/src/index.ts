@@ -4,12 +4,23 @@
  */
 export { ReactorServer, serveHost, CLOSE_GRACE_MS } from './reactor-server.js';
 export type { ServableHost, StepSample, HealthReport } from './reactor-server.js';
-export { resolveServerOptions, LOOPBACK_HOSTS, isLoopbackHost } from './options.js';
-export type { ServerOptions, ResolvedServerOptions } from './options.js';
+export {
+  resolveServerOptions,
+  resolveVideoOptions,
+  LOOPBACK_HOSTS,
+  isLoopbackHost,
+  VIDEO_CODECS,
+  DEFAULT_VIDEO_TIERS,
+  DEFAULT_KEY_FRAME_INTERVAL,
+} from './options.js';
+export type { ServerOptions, ResolvedServerOptions, VideoOptions } from './options.js';
+export { webCodecsEncoderFactory } from './video-encoder.js';
+export type { VideoEncoderFactory, CodedVideoEncoder, CodedEncoderConfig, CodedChunk, CodedVideoCodec } from './video-encoder.js';
+export type { ResolvedVideoOptions, VideoEncoderInfo, KeyFrameReason } from './video-streams.js';
 export { ServerErrorCode } from './errors.js';
 export { ServerMetrics } from './metrics.js';
 export type { DropReason } from './metrics.js';
-export type { ConnectionInfo } from './connection.js';
+export type { ConnectionInfo, VideoSelectionInfo } from './connection.js';
 export { MAX_FRAMES_IN_FLIGHT, HARD_BUFFER_FACTOR, AUDIO_QUEUE_FACTOR } from './connection.js';
 export { MAX_COMMAND_ID_LENGTH } from './client-message.js';
 export { MAX_FRAMES_PENDING_PER_TRACK, FRAME_ERROR_INTERVAL_MS, FRAME_RATE_BURST_SECONDS } from './frame-intake.js';

@@ -2,7 +2,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /** Why a frame was not delivered to a client. */
-export type DropReason = 'slow_client' | 'flush' | 'disconnected' | 'encode_error' | 'server_budget';
+export type DropReason = 'slow_client' | 'flush' | 'disconnected' | 'encode_error' | 'server_budget' | 'awaiting_key';
 
 /** The metrics a server keeps; `registry.metrics()` renders them for `GET /metrics`. */
 export class ServerMetrics {
@@ -129,6 +129,62 @@ export class ServerMetrics {
     }
   }
 
+  // ---- coded video (H.264 / VP8) --------------------------------------------------------
+
+  #videoClients: () => Iterable<{ codec: string; tier: string }> = () => [];
+  readonly videoClients: Gauge = new Gauge({
+    name: 'reactor_video_clients',
+    help: 'Clients that selected a video codec (select_video), by codec and tier (clients that never did receive JPEG and are not counted).',
+    labelNames: ['codec', 'tier'],
+    registers: [this.registry],
+    collect: () => {
+      this.videoClients.reset();
+      for (const c of this.#videoClients()) this.videoClients.inc({ codec: c.codec, tier: c.tier });
+    },
+  });
+  readonly videoEncoders = new Gauge({
+    name: 'reactor_video_encoders',
+    help: 'Open video encoders (one per outbound video track, codec and tier in use), by codec and tier.',
+    labelNames: ['codec', 'tier'],
+    registers: [this.registry],
+  });
+  readonly videoFramesEncoded = new Counter({
+    name: 'reactor_video_frames_encoded_total',
+    help: 'Frames encoded by the video encoders (once per frame and tier, whatever the number of clients).',
+    labelNames: ['codec', 'tier'],
+    registers: [this.registry],
+  });
+  readonly videoEncodeSeconds = new Histogram({
+    name: 'reactor_video_encode_seconds',
+    help: 'Time from handing a frame to its video encoder to its encoded chunk, seconds.',
+    labelNames: ['codec', 'tier'],
+    buckets: [0.001, 0.002, 0.005, 0.01, 0.02, 0.033, 0.05, 0.1, 0.25, 0.5],
+    registers: [this.registry],
+  });
+  readonly keyFrameRequests = new Counter({
+    name: 'reactor_video_key_frame_requests_total',
+    help: 'Key frames asked for, by reason: join (a client joined an encoder), request (request_key_frame), drop (a client lost a frame), flush.',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
+  readonly keyFramesForced = new Counter({
+    name: 'reactor_video_key_frames_forced_total',
+    help: 'Key frames forced on an encoder (new encoder, joins, losses, requests, flushes; scheduled ones not counted), by codec and tier.',
+    labelNames: ['codec', 'tier'],
+    registers: [this.registry],
+  });
+  readonly videoEncoderFailures = new Counter({
+    name: 'reactor_video_encoder_failures_total',
+    help: 'Video encoders that failed (their clients fell back to JPEG), by codec and tier.',
+    labelNames: ['codec', 'tier'],
+    registers: [this.registry],
+  });
+
+  /** Where `reactor_video_clients` reads each client's selection from, at scrape time. */
+  setVideoClients(read: () => Iterable<{ codec: string; tier: string }>): void {
+    this.#videoClients = read;
+  }
+
   #readiness: () => { ready: boolean; reasons: readonly { code: string }[] } = () => ({ ready: false, reasons: [] });
   #unsent: () => number = () => 0;
   readonly unsentBytes: Gauge = new Gauge({
@@ -168,7 +224,7 @@ export class ServerMetrics {
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'reactor_process_' });
-    for (const reason of ['slow_client', 'flush', 'disconnected', 'encode_error', 'server_budget'] satisfies DropReason[]) {
+    for (const reason of ['slow_client', 'flush', 'disconnected', 'encode_error', 'server_budget', 'awaiting_key'] satisfies DropReason[]) {
       this.framesDropped.inc({ reason }, 0);
       this.audioChunksDropped.inc({ reason }, 0);
     }

@@ -2,9 +2,49 @@
  * Options of the HTTP + WebSocket server, with their defaults and eager validation
  * (a bad option throws before anything listens, naming the option and the value).
  */
+import type { VideoCodecName, VideoTierSchema } from '@reactor/client';
 import { consoleLogger, type Logger } from '@reactor/log';
 import { LOOPBACK_HOSTS, isLoopbackHost } from './auth.js';
 import { DEFAULT_MAX_UPLOAD_BYTES, DEFAULT_UPLOAD_EXPIRY_MS, DEFAULT_UPLOAD_QUOTA_BYTES, DEFAULT_UPLOAD_WAIT_MS } from '@reactor/runtime';
+import { webCodecsEncoderFactory, type VideoEncoderFactory } from './video-encoder.js';
+import type { ResolvedVideoOptions } from './video-streams.js';
+
+/** The codecs `video.codec` accepts. */
+export const VIDEO_CODECS: readonly VideoCodecName[] = ['jpeg', 'h264', 'vp8'];
+
+/**
+ * The default quality ladder: `full` at 4 Mbit/s (1280x720 at 30 fps), `half` (half the width
+ * and height) at 1.5 Mbit/s, `low` (half size) at 500 kbit/s. See docs/decisions.md, "video codec".
+ */
+export const DEFAULT_VIDEO_TIERS: readonly VideoTierSchema[] = Object.freeze([
+  Object.freeze({ name: 'full', scale: 1, bitrate: 4_000_000 }),
+  Object.freeze({ name: 'half', scale: 0.5, bitrate: 1_500_000 }),
+  Object.freeze({ name: 'low', scale: 0.5, bitrate: 500_000 }),
+]);
+
+/** Frames between two scheduled key frames by default (2 s at 30 fps). */
+export const DEFAULT_KEY_FRAME_INTERVAL = 60;
+
+/** How outbound video is streamed (`ServerOptions.video`). */
+export interface VideoOptions {
+  /**
+   * The codec offered to clients besides `jpeg` (default `jpeg`: JPEG only, as before). `h264`
+   * and `vp8` encode on this machine's CPU with `@napi-rs/webcodecs` (loaded only then); a
+   * client receives them only after it sends `select_video`.
+   */
+  codec?: VideoCodecName;
+  /** The quality ladder, best first (default {@link DEFAULT_VIDEO_TIERS}); names unique, scale in (0, 1], bitrate in bits/s. */
+  tiers?: VideoTierSchema[];
+  /** Frames between two scheduled key frames (default 60); joins, losses and flushes force more. */
+  keyFrameInterval?: number;
+  /** Frame rate the encoders' rate control assumes (default 30). */
+  framerate?: number;
+  /**
+   * Makes the encoders (default: `@napi-rs/webcodecs`' `VideoEncoder`). For a custom encoder, or
+   * a test that makes one fail.
+   */
+  encoderFactory?: VideoEncoderFactory;
+}
 
 /** Transport options (everything `serve()` takes besides the app host's own options). */
 export interface ServerOptions {
@@ -40,6 +80,8 @@ export interface ServerOptions {
   encoding?: 'jpeg' | 'rgb';
   /** JPEG quality, 1-100 (default 80). */
   jpegQuality?: number;
+  /** Coded video (H.264 / VP8) for clients that select it; default: JPEG only. See {@link VideoOptions}. */
+  video?: VideoOptions;
   /** Largest inbound text message, bytes (default 65536). A bigger one closes the socket with 1009. */
   maxMessageBytes?: number;
   /**
@@ -109,7 +151,8 @@ export interface ServerOptions {
 }
 
 /** Options with defaults applied. */
-export type ResolvedServerOptions = Required<Omit<ServerOptions, 'token' | 'allowedOrigins' | 'allowedHosts' | 'maxFrameBytes' | 'uploadDir'>> & {
+export type ResolvedServerOptions = Required<Omit<ServerOptions, 'token' | 'allowedOrigins' | 'allowedHosts' | 'maxFrameBytes' | 'uploadDir' | 'video'>> & {
+  video: ResolvedVideoOptions;
   /** `undefined`: derived from the app's inbound tracks (see {@link ServerOptions.maxFrameBytes}). */
   maxFrameBytes: number | undefined;
   token: string | undefined;
@@ -147,6 +190,7 @@ export function resolveServerOptions(o: ServerOptions = {}): ResolvedServerOptio
     insecure: o.insecure ?? false,
     encoding: o.encoding ?? 'jpeg',
     jpegQuality: o.jpegQuality ?? 80,
+    video: resolveVideoOptions(o.video),
     maxMessageBytes: o.maxMessageBytes ?? 64 * 1024,
     maxFrameBytes: o.maxFrameBytes,
     commandRate: o.commandRate ?? 50,
@@ -212,4 +256,40 @@ export function resolveServerOptions(o: ServerOptions = {}): ResolvedServerOptio
     throw new TypeError(`options.uploadDir must be a folder path, got ${JSON.stringify(r.uploadDir)}`);
   }
   return r;
+}
+
+/**
+ * Applies the video defaults and validates them.
+ * @throws {RangeError | TypeError} naming the option, e.g. `options.video.codec must be one of "jpeg", "h264", "vp8", got "h265"`.
+ */
+export function resolveVideoOptions(v: VideoOptions = {}): ResolvedVideoOptions {
+  if (v === null || typeof v !== 'object' || Array.isArray(v))
+    throw new TypeError(`options.video must be an object such as { codec: "h264" }, got ${JSON.stringify(v)}`);
+  const codec = v.codec ?? 'jpeg';
+  if (!VIDEO_CODECS.includes(codec)) {
+    throw new RangeError(`options.video.codec must be one of ${VIDEO_CODECS.map((c) => JSON.stringify(c)).join(', ')}, got ${JSON.stringify(codec)}`);
+  }
+  const tiers = v.tiers ?? DEFAULT_VIDEO_TIERS.map((t) => ({ ...t }));
+  if (!Array.isArray(tiers) || tiers.length === 0)
+    throw new TypeError(`options.video.tiers must be a non-empty array of { name, scale, bitrate }, got ${JSON.stringify(tiers)}`);
+  const names = new Set<string>();
+  tiers.forEach((t, i) => {
+    const at = `options.video.tiers[${i}]`;
+    if (t === null || typeof t !== 'object') throw new TypeError(`${at} must be an object { name, scale, bitrate }, got ${JSON.stringify(t)}`);
+    if (typeof t.name !== 'string' || !/^[A-Za-z0-9_-]{1,32}$/.test(t.name)) {
+      throw new TypeError(`${at}.name must be 1-32 letters, digits, "_" or "-", got ${JSON.stringify(t.name)}`);
+    }
+    if (names.has(t.name)) throw new RangeError(`${at}.name ${JSON.stringify(t.name)} is used twice; tier names must be unique`);
+    names.add(t.name);
+    if (typeof t.scale !== 'number' || !(t.scale > 0 && t.scale <= 1))
+      throw new RangeError(`${at}.scale must be a number in (0, 1], got ${JSON.stringify(t.scale)}`);
+    int(`video.tiers[${i}].bitrate`, t.bitrate, 10_000, 200_000_000);
+  });
+  const keyFrameInterval = v.keyFrameInterval ?? DEFAULT_KEY_FRAME_INTERVAL;
+  int('video.keyFrameInterval', keyFrameInterval, 1, 100_000);
+  const framerate = v.framerate ?? 30;
+  int('video.framerate', framerate, 1, 1000);
+  const encoderFactory = v.encoderFactory ?? webCodecsEncoderFactory;
+  if (typeof encoderFactory !== 'function') throw new TypeError('options.video.encoderFactory must be a function (config) => encoder');
+  return { codec, tiers: tiers.map((t) => ({ name: t.name, scale: t.scale, bitrate: t.bitrate })), keyFrameInterval, framerate, encoderFactory };
 }

@@ -18,6 +18,8 @@ import { decodeImage } from './image-decoder.js';
 import { ServerMetrics } from './metrics.js';
 import { resolveServerOptions, type ResolvedServerOptions, type ServerOptions } from './options.js';
 import { SendBudget } from './send-budget.js';
+import { loadWebCodecs, webCodecsEncoderFactory } from './video-encoder.js';
+import { VideoStreams, type VideoEncoderInfo } from './video-streams.js';
 import { ViewerAssets, ViewerNotBuiltError } from './static-assets.js';
 import { renderViewerPage, viewerSecurityHeaders } from './viewer-page.js';
 
@@ -61,6 +63,8 @@ export interface ServableHost extends AppHostApi {
   onStatus?(listener: (status: SessionStatus) => void): (() => void) | void;
   /** Cumulative counters (`AppHost.counters`): `steps` feeds `reactor_steps_total`. */
   readonly counters?: { readonly steps: number };
+  /** A status listener (`AppHost.onStatus`): the server closes its video encoders when a session ends. */
+  onStatus?(listener: (status: SessionStatus) => void): (() => void) | void;
 }
 
 /** Health as `GET /health` reports it. */
@@ -98,6 +102,8 @@ export class ReactorServer {
   readonly #maxFrameBytes: number;
   readonly #assets = new ViewerAssets();
   readonly #budget: SendBudget;
+  readonly #video: VideoStreams;
+  #offStatus: (() => void) | undefined;
   #heartbeat: ReturnType<typeof setInterval> | undefined;
   #closing: Promise<void> | undefined;
   #offStep: (() => void) | undefined;
@@ -123,6 +129,15 @@ export class ReactorServer {
     this.metrics.declareInputTracks(inbound.map((t) => t.name));
     this.#maxFrameBytes = inbound.length === 0 ? 0 : (this.options.maxFrameBytes ?? Math.max(...inbound.map(frameBytesFor)));
     this.#budget = new SendBudget(this.options.maxTotalBufferedBytes);
+    this.#video = new VideoStreams(this.options.video, host, this.metrics, this.#log);
+    this.metrics.setVideoClients(() => [...this.#connections].flatMap((c) => c.videoSelection ?? []));
+    let session: string | undefined;
+    const offStatus = host.onStatus?.((s) => {
+      // The session ended (or another began): its encoders' references are gone with it.
+      if (s.sessionId !== session) this.#video.endSession();
+      session = s.sessionId;
+    });
+    if (typeof offStatus === 'function') this.#offStatus = offStatus;
     this.#http = createServer(
       { headersTimeout: this.options.headersTimeoutMs, connectionsCheckingInterval: Math.min(1000, this.options.headersTimeoutMs) },
       (req, res) => {
@@ -182,6 +197,17 @@ export class ReactorServer {
 
   /** Starts listening; resolves once the port is bound. */
   async listen(): Promise<this> {
+    // The codec's native module loads before the first client can ask for it; when it cannot,
+    // the server streams JPEG only (and says why in its log and in unsupported_codec answers).
+    if (this.options.video.codec !== 'jpeg' && this.options.video.encoderFactory === webCodecsEncoderFactory) {
+      try {
+        await loadWebCodecs();
+      } catch (err) {
+        const reason = (err as Error).message;
+        this.#video.markUnavailable(reason);
+        this.#log.error(`video.codec ${this.options.video.codec} is not available, streaming JPEG only: ${reason}`);
+      }
+    }
     await new Promise<void>((resolve, reject) => {
       const onError = (err: Error): void => reject(err);
       this.#http.once('error', onError);
@@ -211,6 +237,11 @@ export class ReactorServer {
   /** WebSocket URL, e.g. `ws://127.0.0.1:8080/ws`. */
   get wsUrl(): string {
     return this.url.replace(/^http/, 'ws') + this.options.path;
+  }
+
+  /** A snapshot of every video encoder (one per outbound video track, codec and tier in use). */
+  videoEncoders(): VideoEncoderInfo[] {
+    return this.#video.info();
   }
 
   /**
@@ -275,6 +306,7 @@ export class ReactorServer {
   async #close(): Promise<void> {
     if (this.#heartbeat) clearInterval(this.#heartbeat);
     this.#offStep?.();
+    this.#offStatus?.();
     const httpClosed = new Promise<void>((resolve) => this.#http.close(() => resolve()));
     const gone = [...this.#connections].map((c) => c.closed);
     for (const c of this.#connections) c.close('server shutting down');
@@ -288,6 +320,7 @@ export class ReactorServer {
     clearTimeout(timer);
     for (const c of this.#connections) c.terminate();
     this.#http.closeAllConnections();
+    this.#video.close();
     await httpClosed;
   }
 
@@ -479,6 +512,7 @@ export class ReactorServer {
         options: this.options,
         logger: this.#log,
         budget: this.#budget,
+        video: this.#video,
         onStats: (m) => this.#onStats(m),
         instance: () => this.#instance,
       },

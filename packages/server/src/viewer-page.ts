@@ -131,6 +131,9 @@ export function renderViewerPage(o: ViewerPageOptions): string {
       <span>model fps <b id="model-fps">-</b></span>
       <span>frame <b id="seq">-</b></span>
       <span>size <b id="size">-</b></span>
+      <span>codec <b id="codec">jpeg</b></span>
+      <span>tier <b id="tier">-</b></span>
+      <span>bitrate <b id="bitrate">-</b></span>
       <span>track <select id="track"></select></span>
     </div>
   </div>

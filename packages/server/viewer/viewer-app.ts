@@ -5,17 +5,18 @@
 import {
   CommandFailedError,
   FrameEncoding,
-  connect,
+  ReactorClient,
   type ClientAudio,
   type ClientFrame,
   type CommandSchema,
   type JsonSchema,
   type Publication,
-  type ReactorClient,
   type TrackSchema,
+  type VideoOffer,
+  type WelcomeMessage,
 } from '@reactor/client';
 import type * as ClientBrowser from '@reactor/client/browser';
-import type { AudioPlayer } from '@reactor/client/browser';
+import type { AudioPlayer, VideoReceiver, VideoReceiverClient } from '@reactor/client/browser';
 
 const $ = <T extends HTMLElement>(id: string): T => document.getElementById(id) as T;
 
@@ -35,6 +36,12 @@ const viewer = {
   audioPlayers: new Map<string, AudioPlayer>(),
   /** Audio chunks received. */
   audioChunks: 0,
+  /** Coded video (WebCodecs), when the server offers a codec this browser decodes; else undefined (JPEG as before). */
+  video: undefined as VideoReceiver | undefined,
+  /** `performance.now()` when the server answered the first `select_video`. */
+  videoSelectedAt: undefined as number | undefined,
+  /** Every decoded picture drawn: seq, `performance.now()` at arrival and at decode, its encoding. */
+  decodeLog: [] as { seq: number; receivedAt: number; decodedAt: number; encoding: number; key: boolean }[],
   /** Loads the SDK's browser entry (`AudioPlayer`, `cameraFrames`, `microphoneChunks`). */
   browser: (): Promise<BrowserModule> => loadBrowser(),
 };
@@ -64,7 +71,8 @@ let selectedTrack = 0;
 const drawTimes: number[] = [];
 
 function onFrame(f: ClientFrame): void {
-  if (f.track !== selectedTrack) return;
+  if (f.track !== selectedTrack || viewer.video) return; // the receiver decodes and draws every frame then
+  if (f.encoding === FrameEncoding.H264 || f.encoding === FrameEncoding.Vp8) return; // only the receiver decodes these
   pending = f; // newest wins: a frame that arrives while one is decoding replaces the waiting one
   if (!decoding) void drawLoop();
 }
@@ -75,15 +83,11 @@ async function drawLoop(): Promise<void> {
     while (pending) {
       const f = pending;
       pending = undefined;
-      if (canvas.width !== f.width || canvas.height !== f.height || viewer.framesDrawn === 0) {
-        canvas.width = f.width;
-        canvas.height = f.height;
-        $('size').textContent = `${f.width}x${f.height}`;
-        const stage = canvas.parentElement!;
-        stage.style.aspectRatio = `${f.width} / ${f.height}`;
-      }
+      fitCanvas(f.width, f.height);
+      let decodedAt = 0;
       if (f.encoding === FrameEncoding.Jpeg) {
         const bitmap = await createImageBitmap(new Blob([f.payload as Uint8Array<ArrayBuffer>], { type: 'image/jpeg' }));
+        decodedAt = performance.now();
         ctx.drawImage(bitmap, 0, 0);
         bitmap.close();
       } else {
@@ -95,18 +99,47 @@ async function drawLoop(): Promise<void> {
           rgba[j + 2] = src[i + 2]!;
           rgba[j + 3] = 255;
         }
+        decodedAt = performance.now();
         ctx.putImageData(new ImageData(rgba, f.width, f.height), 0, 0);
       }
       viewer.framesDrawn++;
       viewer.lastSeq = f.seq;
       $('seq').textContent = String(f.seq);
       drawTimes.push(performance.now());
+      logDecoded({ seq: f.seq, receivedAt: f.receivedAt, decodedAt, encoding: f.encoding, key: true });
     }
   } catch (err) {
     console.error('cannot draw frame', err);
   } finally {
     decoding = false;
   }
+}
+
+/** Sizes the canvas to a frame of `w`x`h` (and says so), when it changed or nothing was drawn yet. */
+function fitCanvas(w: number, h: number): void {
+  if (canvas.width === w && canvas.height === h && viewer.framesDrawn > 0) return;
+  canvas.width = w;
+  canvas.height = h;
+  $('size').textContent = `${w}x${h}`;
+  canvas.parentElement!.style.aspectRatio = `${w} / ${h}`;
+}
+
+/** A picture from the coded-video receiver: drawn at once (the receiver closes it after this returns). */
+function drawVideoFrame(frame: VideoFrame, info: ClientBrowser.DecodedVideoInfo): void {
+  if (info.track !== viewer.client?.schema.tracks[selectedTrack]?.name) return;
+  fitCanvas(frame.displayWidth, frame.displayHeight);
+  ctx.drawImage(frame, 0, 0);
+  viewer.framesDrawn++;
+  viewer.lastSeq = info.seq;
+  $('seq').textContent = String(info.seq);
+  const now = performance.now();
+  drawTimes.push(now);
+  logDecoded({ seq: info.seq, receivedAt: info.receivedAt ?? now, decodedAt: info.decodedAt, encoding: info.encoding, key: info.key });
+}
+
+function logDecoded(entry: (typeof viewer.decodeLog)[number]): void {
+  viewer.decodeLog.push(entry);
+  if (viewer.decodeLog.length > 2000) viewer.decodeLog.splice(0, 1000);
 }
 
 function clearCanvas(): void {
@@ -655,12 +688,55 @@ function buildMedia(client: ReactorClient): void {
 
 // ---- connection ----------------------------------------------------------------------------
 
+/** Megabits per second, one decimal. */
+function mbps(bits: number): string {
+  return `${(bits / 1e6).toFixed(bits < 1e6 ? 2 : 1)} Mbit/s`;
+}
+
+/**
+ * Coded video when the server offers it (`welcome.video`) and this browser decodes one of its
+ * codecs (WebCodecs `VideoDecoder.isConfigSupported`); otherwise nothing changes: JPEG frames,
+ * drawn by `drawLoop`.
+ */
+async function startVideo(client: ReactorClient, offer: VideoOffer | undefined): Promise<void> {
+  const rx = client as unknown as Partial<VideoReceiverClient>;
+  if (!offer || !offer.codecs.some((c) => c !== 'jpeg') || typeof rx.selectVideo !== 'function') return;
+  const { VideoReceiver, hasWebCodecs, pickVideoCodec } = await loadBrowser();
+  if (!hasWebCodecs() || (await pickVideoCodec(offer.codecs)) === 'jpeg') return;
+  const receiver = new VideoReceiver(client as unknown as VideoReceiverClient);
+  receiver.on('frame', ({ frame, info }) => drawVideoFrame(frame, info));
+  receiver.on('error', (e) => logMessage('video', e.message));
+  receiver.on('tier', (d) => logMessage('video', `tier ${d.from} -> ${d.tier}: ${d.reason}`));
+  const selection = await receiver.start(offer);
+  if (!selection) {
+    receiver.close();
+    return;
+  }
+  viewer.video = receiver;
+  viewer.videoSelectedAt = performance.now();
+  pending = undefined;
+  const show = (): void => {
+    $('codec').textContent = receiver.codec;
+    $('tier').textContent = receiver.tier ?? '-';
+    const bits = receiver.serverStats?.bitrate ?? receiver.reception?.bitrate;
+    $('bitrate').textContent = bits === undefined ? '-' : mbps(bits);
+  };
+  show();
+  receiver.on('selection', show);
+  receiver.on('config', show);
+  setInterval(show, 500);
+}
+
 async function main(): Promise<void> {
   const token = new URLSearchParams(location.search).get('token') ?? undefined;
   const url = `${location.protocol === 'https:' ? 'wss:' : 'ws:'}//${location.host}${config.wsPath}`;
   let client: ReactorClient;
+  // The first welcome carries the video offer: listen before it can arrive.
+  let welcome: WelcomeMessage | undefined;
   try {
-    client = await connect(url, token === undefined ? { reconnect: true } : { token, reconnect: true });
+    client = new ReactorClient(url, token === undefined ? { reconnect: true } : { token, reconnect: true });
+    client.once('welcome', (w) => (welcome = w));
+    await client.ready;
   } catch (err) {
     badge('connection', 'disconnected', 'err');
     $('controls').replaceChildren(el('p', { className: 'result err' }, (err as Error).message));
@@ -704,6 +780,7 @@ async function main(): Promise<void> {
     else if (s.state === 'reconnecting') badge('connection', `reconnecting (attempt ${s.attempt}, ${((s.delayMs ?? 0) / 1000).toFixed(1)} s)`, 'warn');
     else if (s.state === 'closed') badge('connection', 'disconnected', 'err');
   });
+  startVideo(client, welcome?.video).catch((err: unknown) => logMessage('video', `coded video unavailable, JPEG instead: ${errorText(err)}`));
 }
 
 void main();
