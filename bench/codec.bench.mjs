@@ -27,11 +27,12 @@ import { VideoWorker } from '../apps/video/dist/video-worker.js';
 import { Frames, Output, ReactorApp, Video, reactorApp } from '../packages/runtime/dist/index.js';
 import { serve, webCodecsEncoderFactory } from '../packages/server/dist/index.js';
 import { FrameEncoding, decodeFrame } from '../packages/client/dist/index.js';
-import { WebSocket } from '../packages/server/node_modules/ws/wrapper.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const serverRequire = createRequire(join(here, '..', 'packages', 'server', 'package.json'));
 const sharp = serverRequire('sharp');
+// Resolved from the server package, so it works in the workspace and in the hoisted offline bundle.
+const { WebSocket } = serverRequire('ws');
 const { VideoDecoder, EncodedVideoChunk } = serverRequire('@napi-rs/webcodecs');
 
 const N = Number(process.env.CODEC_BENCH_FRAMES ?? 90);
