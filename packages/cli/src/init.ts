@@ -18,7 +18,7 @@ export const INIT_TEMPLATES = ['minimal', 'video', 'camera'] as const;
 export type InitTemplate = (typeof INIT_TEMPLATES)[number];
 
 /** The framework packages a generated project depends on (none of them is on the npm registry). */
-export const FRAMEWORK_PACKAGES = ['log', 'client', 'runtime', 'distributed', 'server', 'agones', 'cli'] as const;
+export const FRAMEWORK_PACKAGES = ['log', 'client', 'runtime', 'distributed', 'server', 'agones', 'router', 'cli'] as const;
 
 /** Third-party dependencies of a generated project, with the versions used outside a workspace's catalog. */
 const THIRD_PARTY = {
