@@ -357,7 +357,7 @@ describe('reactor deploy values', { timeout: 90_000 }, () => {
     writeFileSync(
       join(app, 'reactor.yaml'),
       [
-        `runtime: { import: ${join(repo, 'apps/video/dist/index.js')}:VideoApp }`,
+        `runtime: { import: ${join(repo, 'apps/video/dist/index.js')}:VideoApp, session_grace_ms: 120500 }`,
         'server: { port: 0, token: a-token-of-16-chars-or-more, allowed_origins: [https://app.example] }',
         '',
       ].join('\n'),
@@ -368,7 +368,14 @@ describe('reactor deploy values', { timeout: 90_000 }, () => {
       app: { name: 'reactor-video', manifest: '/srv/bundle/apps/mine/reactor.yaml', port: 8080 },
       gpu: { count: 0 },
       auth: { allowedOrigins: ['https://app.example'] },
+      sessionGraceSeconds: 121,
+      terminationGracePeriodSeconds: 151,
     });
+    // The chart accepts them (the termination grace covers the session grace).
+    const file = join(dir, 'values.yaml');
+    writeFileSync(file, r.stdout);
+    const objs = render({ 'auth.token': TOKEN }, [file]);
+    expect(find(objs, 'Fleet').spec.template.spec.template.spec.terminationGracePeriodSeconds).toBe(151);
     expect(r.stderr).toContain('sets server.token: it would be baked into the image; give the chart auth.existingSecret instead');
     expect(r.stderr).toContain('server.port is 0');
   });

@@ -70,7 +70,7 @@ function startInstance(): { child: ChildProcess; url: Promise<string> } {
   return spawnBin(['run', '--manifest', join(dir, 'reactor.yaml'), '--token', TOKEN], 'Viewer', dir);
 }
 
-async function until(cond: () => boolean | Promise<boolean>, what: string, ms = 20_000): Promise<void> {
+async function until(cond: () => boolean | Promise<boolean>, what: string, ms = 60_000): Promise<void> {
   const end = performance.now() + ms;
   while (!(await cond())) {
     if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
@@ -98,7 +98,7 @@ beforeAll(async () => {
   });
   const r = spawnBin(['route', '--kubeconfig', api.writeKubeconfig(), '--port', '0', '--token', TOKEN], 'Router', repo);
   router = { child: r.child, url: await r.url, stderr: r.stderr };
-}, 120_000);
+}, 600_000); // two `reactor run` and a `reactor route` starting at once: slow on a loaded 2-core machine
 
 afterAll(async () => {
   for (const c of clients) c.close();
@@ -111,7 +111,7 @@ async function open(session: string, token = TOKEN): Promise<ReactorClient> {
   return c;
 }
 
-describe('connect(routerUrl, { session }) through reactor route', () => {
+describe('connect(routerUrl, { session }) through reactor route', { timeout: 120_000 }, () => {
   it('puts a new session on a free instance, a joiner on its instance, and refuses a third with no_free_instance', async () => {
     const host = await open('new');
     expect(host.route).toMatchObject({ instance: expect.stringMatching(/^reactor-[ab]$/), url: `${router.url}/s/${host.route!.instance}` });
@@ -153,7 +153,7 @@ describe('connect(routerUrl, { session }) through reactor route', () => {
       token: TOKEN,
       WebSocket: WebSocket as never,
       reconnect: false,
-      allocationRetry: { maxAttempts: 20, maxDelayMs: 200 },
+      allocationRetry: { maxAttempts: 100, maxDelayMs: 200 },
     });
     await until(() => cluster.unallocated > before, 'the first refusal');
     cluster.setState(a.name, 'Ready');
@@ -188,7 +188,7 @@ describe('connect(routerUrl, { session }) through reactor route', () => {
   });
 });
 
-describe('reactor route', () => {
+describe('reactor route', { timeout: 120_000 }, () => {
   it('refuses to start without a Kubernetes configuration, naming what it tried', async () => {
     const child = spawn(process.execPath, [cli, 'route', '--kubeconfig', '/nonexistent/kubeconfig', '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
     let err = '';

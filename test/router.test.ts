@@ -119,7 +119,7 @@ describe('SessionRouter', () => {
       expect(metrics.text).toMatch(/reactor_router_allocations_total\{result="no_free_instance"\} 90/);
       expect(metrics.text).toMatch(/reactor_router_no_free_instance_total 90/);
       expect(metrics.text).toMatch(/reactor_router_allocation_duration_seconds_count\{result="allocated"\} 10/);
-    });
+    }, 180_000); // 100 requests at once, each a Kubernetes API call: minutes on a loaded 2-core machine
 
     it('answers 429 while the API finds no Ready instance, and allocates again once one is Ready', async () => {
       const { api, cluster, router } = await setup(1);

@@ -30,7 +30,14 @@ export interface ManifestChartValues {
   app: { name: string; manifest: string; port: number };
   gpu: { count: number; type?: string };
   auth?: { allowedOrigins: string[] };
+  /** From `runtime.session_grace_ms` (whole seconds, rounded up), with a termination grace at least 30 s longer. */
+  sessionGraceSeconds?: number;
+  terminationGracePeriodSeconds?: number;
 }
+
+/** The chart's default `terminationGracePeriodSeconds`, and the margin above the session grace for the rest of the drain, s. */
+const CHART_TERMINATION_GRACE_S = 90;
+const DRAIN_MARGIN_S = 30;
 
 /** The folder the bundle is made from: the nearest parent holding `pnpm-workspace.yaml`, else the manifest's folder. */
 function workspaceRoot(from: string): string {
@@ -54,7 +61,12 @@ export function chartValues(m: Manifest, appName: string, imageRoot = IMAGE_ROOT
     app: { name: m.model.name ?? appName, manifest: posix.join(imageRoot, inBundle), port },
     gpu: { count: m.model.gpu.count, ...(m.model.gpu.type !== undefined && { type: m.model.gpu.type }) },
     ...(m.server.allowedOrigins !== undefined && { auth: { allowedOrigins: m.server.allowedOrigins } }),
+    ...(m.runtime.sessionGraceMs !== undefined && graceValues(Math.ceil(m.runtime.sessionGraceMs / 1000))),
   };
+}
+
+function graceValues(sessionGraceSeconds: number): { sessionGraceSeconds: number; terminationGracePeriodSeconds: number } {
+  return { sessionGraceSeconds, terminationGracePeriodSeconds: Math.max(CHART_TERMINATION_GRACE_S, sessionGraceSeconds + DRAIN_MARGIN_S) };
 }
 
 /**

@@ -12,6 +12,7 @@ import {
   IsDefined,
   IsIn,
   IsInt,
+  IsNumber,
   IsOptional,
   IsString,
   Matches,
@@ -25,6 +26,7 @@ import {
 } from 'class-validator';
 import { parse as parseYaml } from 'yaml';
 import { ReactorError } from '@reactor/runtime';
+import { VIDEO_CODECS, resolveVideoOptions, type VideoOptions } from '@reactor/server';
 import { CliErrorCode } from './errors.js';
 // Constants only: the @reactor/agones entry loads no gRPC until an agent connects.
 import { MAX_ALLOCATION_TIMEOUT_MS, MAX_HEALTH_INTERVAL_MS, MIN_HEALTH_INTERVAL_MS } from '@reactor/agones';
@@ -70,6 +72,24 @@ class RuntimeSection {
   @IsOptional() @IsInt() @Min(0) @Max(3_600_000) session_grace_ms?: number;
 }
 
+/** One rung of `server.video.tiers`. */
+class VideoTierSection {
+  @IsString() @Matches(/^[A-Za-z0-9_-]{1,32}$/, { message: 'must be 1-32 letters, digits, "_" or "-"' }) name!: string;
+  @IsNumber() @Min(0.01) @Max(1) scale!: number;
+  @IsInt() @Min(10_000) @Max(200_000_000) bitrate!: number;
+}
+
+/** `server.video`: see `ServerOptions.video`. */
+class VideoSection {
+  @IsOptional() @IsIn([...VIDEO_CODECS]) codec?: 'jpeg' | 'h264' | 'vp8';
+  @IsOptional() @IsArray() @ValidateNested({ each: true }) @Type(() => VideoTierSection) tiers?: VideoTierSection[];
+  @IsOptional() @IsInt() @Min(1) @Max(100_000) key_frame_interval?: number;
+  @IsOptional() @IsInt() @Min(1) @Max(1000) framerate?: number;
+}
+
+/** The keys `server.video` takes. */
+const VIDEO_KEYS = ['codec', 'tiers', 'key_frame_interval', 'framerate'];
+
 class ServerSection {
   @IsOptional() @IsString() host?: string;
   @IsOptional() @IsInt() @Min(0) @Max(65535) port?: number;
@@ -83,6 +103,8 @@ class ServerSection {
   @IsOptional() @IsInt() @Min(1) max_upload_bytes?: number;
   /** Bytes one session's uploads may hold; see `ServerOptions.uploadQuotaBytes`. */
   @IsOptional() @IsInt() @Min(1) upload_quota_bytes?: number;
+  /** Coded video for clients that select it (default codec `jpeg`: JPEG only). */
+  @IsOptional() @ValidateNested() @Type(() => VideoSection) video?: VideoSection;
 }
 
 /** `agones:`: run as an Agones GameServer (see docs/scale-out.md); `reactor run --agones` turns it on too. */
@@ -123,6 +145,8 @@ export interface Manifest {
     allowedOrigins?: string[];
     maxUploadBytes?: number;
     uploadQuotaBytes?: number;
+    /** `server.video`, as `ServerOptions.video` takes it. */
+    video?: VideoOptions;
   };
   /** The `agones:` section (absent keys: the integration's defaults). */
   agones: { enabled: boolean; onSessionEnd?: 'ready' | 'shutdown'; healthIntervalMs?: number; allocationTimeoutMs?: number };
@@ -190,6 +214,33 @@ export function loadManifest(file: string): Manifest {
   if (typeof server?.max_upload_bytes === 'number' && typeof server.upload_quota_bytes === 'number' && server.upload_quota_bytes < server.max_upload_bytes) {
     problems.push(`server.upload_quota_bytes: ${server.upload_quota_bytes} is below server.max_upload_bytes (${server.max_upload_bytes}); raise it`);
   }
+  let video: VideoOptions | undefined;
+  const rawVideo = (r['server'] as Record<string, unknown> | undefined)?.['video'];
+  if (rawVideo !== undefined) {
+    if (typeof rawVideo !== 'object' || rawVideo === null || Array.isArray(rawVideo)) {
+      // In place of class-validator's "nested property video must be either object or array".
+      const i = problems.findIndex((p) => p.startsWith('server.video: nested property'));
+      problems.splice(i < 0 ? problems.length : i, i < 0 ? 0 : 1, `server.video: must be a mapping such as { codec: h264 } (keys: ${VIDEO_KEYS.join(', ')})`);
+    } else {
+      for (const key of Object.keys(rawVideo))
+        if (!VIDEO_KEYS.includes(key)) problems.push(`server.video.${key}: unknown key (allowed: ${VIDEO_KEYS.join(', ')})`);
+      const v = server?.video;
+      video = {
+        ...(v?.codec !== undefined && { codec: v.codec }),
+        ...(v?.tiers !== undefined && { tiers: v.tiers.map((t) => ({ name: t.name, scale: t.scale, bitrate: t.bitrate })) }),
+        ...(v?.key_frame_interval !== undefined && { keyFrameInterval: v.key_frame_interval }),
+        ...(v?.framerate !== undefined && { framerate: v.framerate }),
+      };
+      // What the field checks above cannot see (an empty ladder, a name used twice): the server's own validation.
+      if (problems.length === 0) {
+        try {
+          resolveVideoOptions(video);
+        } catch (err) {
+          problems.push((err as Error).message.replace(/options\.video/g, 'server.video'));
+        }
+      }
+    }
+  }
   if (problems.length > 0) {
     throw new ManifestError(`${path} is invalid:\n${problems.map((p) => `  - ${p}`).join('\n')}`, problems);
   }
@@ -220,6 +271,7 @@ export function loadManifest(file: string): Manifest {
       ...(server?.allowed_origins !== undefined && { allowedOrigins: server.allowed_origins }),
       ...(server?.max_upload_bytes !== undefined && { maxUploadBytes: server.max_upload_bytes }),
       ...(server?.upload_quota_bytes !== undefined && { uploadQuotaBytes: server.upload_quota_bytes }),
+      ...(video !== undefined && { video }),
     },
     agones: {
       enabled: doc.agones?.enabled ?? false,

@@ -93,6 +93,47 @@ extra: 1
     expect(() => loadManifest(write(`${good}build: { command: make }\n`))).toThrow('build: unknown section (allowed: model, runtime, server, agones)');
   });
 
+  it('reads server.video (codec, tiers, key_frame_interval, framerate) and names each bad value', () => {
+    const base = 'runtime: { import: app.js:App }\n';
+    const m = loadManifest(
+      write(
+        `${base}server:\n  video:\n    codec: h264\n    key_frame_interval: 90\n    framerate: 25\n    tiers:\n      - { name: full, scale: 1, bitrate: 3000000 }\n      - { name: small, scale: 0.5, bitrate: 800000 }\n`,
+      ),
+    );
+    expect(m.server).toEqual({
+      video: {
+        codec: 'h264',
+        keyFrameInterval: 90,
+        framerate: 25,
+        tiers: [
+          { name: 'full', scale: 1, bitrate: 3_000_000 },
+          { name: 'small', scale: 0.5, bitrate: 800_000 },
+        ],
+      },
+    });
+    expect(loadManifest(write(`${base}server: { video: { codec: vp8 } }\n`)).server).toEqual({ video: { codec: 'vp8' } });
+    const problems = (yaml: string): string[] => {
+      try {
+        loadManifest(write(`${base}server: ${yaml}\n`));
+      } catch (e) {
+        return (e as ManifestError).problems;
+      }
+      throw new Error('accepted');
+    };
+    expect(problems('{ video: { codec: h265 } }')).toEqual(['server.video.codec: must be one of the following values: jpeg, h264, vp8']);
+    expect(problems('{ video: { codec: h264, keyframes: 3 } }')).toEqual([
+      'server.video.keyframes: unknown key (allowed: codec, tiers, key_frame_interval, framerate)',
+    ]);
+    expect(problems('{ video: { tiers: [{ name: a, scale: 2, bitrate: 1000000 }] } }')).toEqual(['server.video.tiers.0.scale: must not be greater than 1']);
+    expect(problems('{ video: { tiers: [{ name: a, scale: 1, bitrate: 1000000 }, { name: a, scale: 0.5, bitrate: 500000 }] } }')).toEqual([
+      'server.video.tiers[1].name "a" is used twice; tier names must be unique',
+    ]);
+    expect(problems('{ video: { tiers: [] } }')).toEqual(['server.video.tiers must be a non-empty array of { name, scale, bitrate }, got []']);
+    expect(problems('{ video: h264 }')).toEqual([
+      'server.video: must be a mapping such as { codec: h264 } (keys: codec, tiers, key_frame_interval, framerate)',
+    ]);
+  });
+
   it('reads the upload limits (server.max_upload_bytes, server.upload_quota_bytes) and refuses a quota below the limit', () => {
     const base = 'runtime: { import: app.js:App }\n';
     const m = loadManifest(write(`${base}server: { max_upload_bytes: 1000000, upload_quota_bytes: 5000000 }\n`));

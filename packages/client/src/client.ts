@@ -27,6 +27,10 @@ import {
   type UploadInfo,
   type UploadRef,
   type UploadTicket,
+  type VideoCodecName,
+  type VideoConfigMessage,
+  type VideoOffer,
+  type VideoSelection,
   type WelcomeMessage,
 } from './protocol.js';
 
@@ -100,7 +104,15 @@ export interface ConnectionStatus {
   reason?: string;
 }
 
-/** A received frame: the decoded header, the payload view, and when it arrived. */
+/**
+ * A received frame: the decoded header, the payload view, and when it arrived. `encoding` says
+ * what `payload` holds: a JPEG file, raw RGB24, or, after {@link ReactorClient.selectVideo}, one
+ * coded frame: `FrameEncoding.H264` (an Annex B access unit) or `FrameEncoding.Vp8`, with `key`
+ * true on a key frame. Feed coded payloads in order to a decoder configured from the track's
+ * last `video_config` event (in a browser, `EncodedVideoChunk({ type: key ? 'key' : 'delta',
+ * timestamp, data: payload })`); the payload is a view into the received message, valid after
+ * the event.
+ */
 export interface ClientFrame extends DecodedFrame {
   /** Name of the frame's track (`schema.tracks[track].name`). */
   trackName: string;
@@ -158,6 +170,11 @@ export interface ReactorClientEvents {
   audio: ClientAudio;
   /** The server released a track this client published (the session ended); publish again to keep sending. */
   track_released: TrackReleasedMessage;
+  /**
+   * How an outbound video track is encoded from the next frame on (after {@link ReactorClient.selectVideo},
+   * a tier change, or the server's fall-back to JPEG): (re)configure the track's decoder from it.
+   */
+  video_config: VideoConfigMessage;
   status: ConnectionStatus;
   /** A server error not tied to a command, or an undecodable message. */
   error: Error;
@@ -248,6 +265,10 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
   clientId = '';
   /** Last step statistics, if any arrived. */
   stats: StatsMessage | undefined;
+  /** The codecs and tiers the server offers (`welcome.video`); undefined: JPEG only. */
+  videoOffer: VideoOffer | undefined;
+  /** The last `video_config` of each outbound video track, by track name. */
+  readonly videoConfigs = new Map<string, VideoConfigMessage>();
   /** Resolves when the first welcome arrives; rejects when the first connection fails. */
   readonly ready: Promise<this>;
   /** The session and instance, when {@link connect} went through a session router (`options.session`). */
@@ -267,6 +288,8 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
   #onAbort = (): void => this.close();
   readonly #token: string | undefined;
   #frameSeq = 0;
+  /** The last `selectVideo()` that succeeded, sent again after a re-join. */
+  #video: { codec: VideoCodecName; tier?: string } | undefined;
   readonly #publications = new Map<string, Publication>();
 
   /** Prefer {@link connect}; the constructor starts connecting at once. */
@@ -435,6 +458,41 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
   /** Resumes an outbound track paused with {@link pauseTrack}. */
   resumeTrack(track: string): Promise<void> {
     return this.#trackRequest('resume_track', track);
+  }
+
+  /**
+   * Chooses how this connection receives outbound video: a codec of {@link videoOffer} (`h264`,
+   * `vp8`, `jpeg`) and a tier of its ladder (default: the best). From then on each video track
+   * sends a `video_config` event, then frames of that encoding (see {@link ClientFrame}), the
+   * first a key frame. Sent again after a re-join. Call again with another tier to move on the
+   * ladder.
+   * @throws {ReactorClientError} `unsupported_codec` / `unknown_tier` (the connection keeps its codec).
+   * @example
+   * const sel = await client.selectVideo('h264', 'half'); // { codec: 'h264', tier: 'half' }
+   */
+  async selectVideo(codec: VideoCodecName, tier?: string, options: SendOptions = {}): Promise<VideoSelection> {
+    const result = (await this.#request(
+      `select_video ${codec}`,
+      (id) => (tier === undefined ? { type: 'select_video', id, codec } : { type: 'select_video', id, codec, tier }),
+      (code, message) => new ReactorClientError(code, `select_video ${codec}${tier === undefined ? '' : ` tier ${tier}`} failed (${code}): ${message}`),
+      options,
+    )) as VideoSelection;
+    this.#video = tier === undefined ? { codec } : { codec, tier };
+    return result;
+  }
+
+  /**
+   * Asks for a key frame on an outbound video track (a decoder lost its reference); no reply.
+   * The server forces at most one per track every 500 ms and sends this client none of the
+   * track's delta frames until it arrives. Nothing to do for JPEG.
+   * @throws {ConnectionError} `not_connected` when the socket is not open.
+   */
+  requestKeyFrame(track: string): void {
+    const ws = this.#ws;
+    if (this.#state !== 'open' || !ws || ws.readyState !== OPEN) {
+      throw new ConnectionError(ClientErrorCode.NotConnected, `cannot request a key frame: the client is ${this.#state}`);
+    }
+    ws.send(JSON.stringify({ type: 'request_key_frame', track }));
   }
 
   /**
@@ -658,10 +716,15 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
     this.state = msg.state;
     this.session = msg.session;
     this.clientId = msg.clientId;
+    this.videoOffer = msg.video;
+    this.videoConfigs.clear();
     this.#setState({ state: 'open' });
     this.emit('welcome', msg);
     this.emit('state', msg.state);
     this.emit('session', msg.session);
+    // A re-join starts as JPEG: ask again for what this client had selected.
+    const video = this.#video;
+    if (video) this.selectVideo(video.codec, video.tier).catch((err: Error) => this.emit('error', err));
   }
 
   #onMessage(data: unknown): void {
@@ -736,6 +799,10 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
         return;
       case 'flush':
         this.emit('flush', msg);
+        return;
+      case 'video_config':
+        this.videoConfigs.set(msg.track, msg);
+        this.emit('video_config', msg);
         return;
       case 'track_released':
         this.#publications.get(msg.track)?.finish({ reason: 'released', detail: msg.reason });

@@ -44,7 +44,7 @@ export interface VideoTrackDecoderEvents {
 export interface VideoTrackDecoderOptions {
   /**
    * Coded frames waiting in the decoder beyond which the decoder counts as behind: deltas are
-   * skipped until a key frame (default 6).
+   * skipped until a key frame (default 10).
    */
   maxQueue?: number;
   /** Shortest time between two key-frame requests, ms (default `KEY_FRAME_MIN_INTERVAL_MS`). */
@@ -129,11 +129,13 @@ export class VideoTrackDecoder extends TypedEmitter<VideoTrackDecoderEvents> {
   #epoch = 0;
   #jpegNext: VideoInputFrame | undefined;
   #jpegBusy = false;
+  /** Seq of the last picture given out: an older one (a JPEG decode finishing late) is never shown after it. */
+  #lastGiven = -1;
   readonly #counters: VideoDecoderCounters = { decoded: 0, discarded: 0, keyFrameRequests: 0, errors: 0 };
 
   constructor(track: string, options: VideoTrackDecoderOptions = {}) {
     super();
-    const maxQueue = options.maxQueue ?? 6;
+    const maxQueue = options.maxQueue ?? 10;
     if (!Number.isInteger(maxQueue) || maxQueue < 1) throw new RangeError(`options.maxQueue must be an integer >= 1, got ${String(maxQueue)}`);
     this.track = track;
     this.#maxQueue = maxQueue;
@@ -250,6 +252,7 @@ export class VideoTrackDecoder extends TypedEmitter<VideoTrackDecoderEvents> {
   reset(): void {
     this.#gate.reset();
     this.flush(0);
+    this.#lastGiven = -1;
   }
 
   /** Closes the WebCodecs decoder; later calls do nothing. */
@@ -308,6 +311,12 @@ export class VideoTrackDecoder extends TypedEmitter<VideoTrackDecoderEvents> {
   }
 
   #give(frame: VideoFrame, info: DecodedVideoInfo): void {
+    if (info.seq <= this.#lastGiven) {
+      frame.close();
+      this.#counters.discarded++;
+      return;
+    }
+    this.#lastGiven = info.seq;
     try {
       this.#counters.decoded++;
       this.emit('frame', { frame, info });

@@ -44,7 +44,7 @@ export interface VideoReceiverOptions {
   adaptive?: boolean;
   /** Tuning of the tier policy. */
   tierOptions?: TierControllerOptions;
-  /** Coded frames queued in a decoder beyond which it skips to the next key frame (default 6). */
+  /** Coded frames queued in a decoder beyond which it skips to the next key frame (default 10). */
   maxDecodeQueue?: number;
   /** How often the tier policy is evaluated, ms (default 250). */
   tickMs?: number;

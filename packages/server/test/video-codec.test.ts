@@ -7,6 +7,9 @@ import { EncodedVideoChunk, VideoDecoder } from '@napi-rs/webcodecs';
 import { WebSocket } from 'ws';
 import {
   FrameEncoding,
+  ReactorClientError,
+  connect,
+  type ClientFrame,
   KEY_FRAME_MIN_INTERVAL_MS,
   decodeFrame,
   type DecodedFrame,
@@ -349,4 +352,66 @@ describe('server: coded video', () => {
     a.send({ type: 'request_key_frame', track: 'nope' });
     expect(await a.waitFor((m) => m.type === 'error', 'the error')).toMatchObject({ code: 'unknown_track' });
   }, 60_000);
+
+  it('hands Node users of @reactor/client the coded frames: selectVideo(), the video_config event before them, key flags, requestKeyFrame()', async () => {
+    const server = await start({ width: 64, height: 64, chunk: 2 }, { video: { codec: 'h264' } });
+    const client = await connect(server.url, { WebSocket, reconnect: false });
+    cleanups.push(() => client.close());
+    expect(client.videoOffer?.codecs).toEqual(['h264', 'jpeg']);
+    const events: Array<{ config?: VideoConfigMessage; frame?: ClientFrame }> = [];
+    client.on('video_config', (config) => events.push({ config }));
+    client.on('frame', (frame) => events.push({ frame: { ...frame, payload: frame.payload.slice() } }));
+    await expect(client.selectVideo('vp8')).rejects.toThrow(ReactorClientError);
+    expect(await client.selectVideo('h264', 'half')).toEqual({ codec: 'h264', tier: 'half' });
+    await until(() => events.filter((e) => e.frame?.encoding === FrameEncoding.H264).length >= 10, 20_000, 'H.264 frames');
+    const first = events.findIndex((e) => e.frame?.encoding === FrameEncoding.H264);
+    const config = events.slice(0, first).find((e) => e.config)?.config;
+    expect(config).toMatchObject({ codec: 'h264', tier: 'half', width: 32, height: 32 });
+    expect(client.videoConfigs.get('main_video')).toEqual(config);
+    expect(events[first]!.frame).toMatchObject({ key: true, trackName: 'main_video', width: 32, height: 32 });
+    const coded = events.flatMap((e) => (e.frame?.encoding === FrameEncoding.H264 ? [e.frame] : []));
+    const { out, errors } = await decodeAll(config!, coded);
+    expect(errors).toEqual([]);
+    expect(out).toEqual(coded.map((f) => f.seq));
+    client.requestKeyFrame('main_video');
+    await until(() => server.connections()[0]?.video?.keyFrameRequests === 1, 10_000, 'the key-frame request');
+  }, 60_000);
+
+  it('drops a slow client to the next key frame: after a lost frame no delta frame reaches it before a key frame, and the stream still decodes', async () => {
+    // Noise at a high bitrate: ~150 KB frames fill a stalled socket's kernel buffers within seconds.
+    const server = await start(
+      { width: 256, height: 256, chunk: 2, noise: true },
+      { video: { codec: 'h264', keyFrameInterval: 100_000, tiers: [{ name: 'full', scale: 1, bitrate: 40_000_000 }] } },
+    );
+    const a = new LogClient(server.wsUrl);
+    await a.open();
+    await a.select('v', 'h264');
+    await until(() => a.frames.filter((f) => f.encoding === FrameEncoding.H264).length >= 5, 20_000, 'H.264 frames');
+    const dropped0 = server.connections()[0]!.framesDropped;
+    a.ws.pause();
+    await until(() => server.connections()[0]!.framesDropped >= dropped0 + 10, 40_000, 'frames dropped for the stalled client');
+    a.ws.resume();
+    // What the kernel buffered arrives first; then the frames after the first gap.
+    const coded = (): DecodedFrame[] => a.frames.filter((f) => f.encoding === FrameEncoding.H264);
+    const afterGap = (): number => {
+      const f = coded();
+      const i = f.findIndex((x, k) => k > 0 && x.seq !== f[k - 1]!.seq + 1);
+      return i < 0 ? 0 : f.length - i;
+    };
+    await until(() => afterGap() >= 10, 40_000, 'ten frames after the first gap');
+    const frames = coded();
+    let gaps = 0;
+    for (let i = 1; i < frames.length; i++) {
+      if (frames[i]!.seq === frames[i - 1]!.seq + 1) continue;
+      gaps++;
+      expect(frames[i]!.key, `frame ${frames[i]!.seq} after a gap from ${frames[i - 1]!.seq}`).toBe(true);
+    }
+    expect(gaps).toBeGreaterThan(0);
+    const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    expect(Number(/reactor_video_key_frame_requests_total\{reason="drop"\} (\d+)/.exec(metrics)?.[1])).toBeGreaterThan(0);
+    const config = a.texts.find((m) => m.type === 'video_config') as VideoConfigMessage;
+    const { out, errors } = await decodeAll(config, frames);
+    expect(errors).toEqual([]);
+    expect(out).toEqual(frames.map((f) => f.seq));
+  }, 120_000);
 });

@@ -38,6 +38,8 @@ const viewer = {
   audioChunks: 0,
   /** Coded video (WebCodecs), when the server offers a codec this browser decodes; else undefined (JPEG as before). */
   video: undefined as VideoReceiver | undefined,
+  /** `performance.now()` when the server answered the first `select_video`. */
+  videoSelectedAt: undefined as number | undefined,
   /** Every decoded picture drawn: seq, `performance.now()` at arrival and at decode, its encoding. */
   decodeLog: [] as { seq: number; receivedAt: number; decodedAt: number; encoding: number; key: boolean }[],
   /** Loads the SDK's browser entry (`AudioPlayer`, `cameraFrames`, `microphoneChunks`). */
@@ -711,6 +713,7 @@ async function startVideo(client: ReactorClient, offer: VideoOffer | undefined):
     return;
   }
   viewer.video = receiver;
+  viewer.videoSelectedAt = performance.now();
   pending = undefined;
   const show = (): void => {
     $('codec').textContent = receiver.codec;

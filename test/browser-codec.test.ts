@@ -1,0 +1,250 @@
+/**
+ * The viewer with coded video in Debian's Chromium, against the sample app (VideoApp, 2 CPU
+ * ranks on wasm) served with `video.codec` `h264` and `vp8`: the browser picks the codec and
+ * decodes it with WebCodecs; frames appear in order, each decoded once; a prompt change shows; a
+ * second viewer joining mid-stream has a picture within one key-frame interval; a viewer behind a
+ * bandwidth-limited proxy moves down a tier and keeps playing; a browser without WebCodecs still
+ * plays JPEG.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Browser, Page } from 'playwright-core';
+import { serve, type ReactorServer } from '@reactor/server';
+import { VIDEO_FPS, VideoApp } from '@reactor/app-video';
+import { quiet } from './fixtures/cleanups.js';
+import { launchWithFakeMedia } from './fixtures/chromium.js';
+import { throttleProxy, type ThrottleProxy } from './fixtures/throttle-proxy.js';
+
+const weights = fileURLToPath(new URL('../apps/video/weights', import.meta.url));
+/** The server's default (60 frames: 2.5 s at the app's 24 fps). */
+const KEY_FRAME_INTERVAL = 60;
+
+/** What the page's viewer says about its video (through `window.reactorViewer`). */
+interface VideoState {
+  codec: string | undefined;
+  tier: string | undefined;
+  framesDrawn: number;
+  log: { seq: number; receivedAt: number; decodedAt: number; encoding: number; key: boolean }[];
+  counters: Record<string, { decoded: number; discarded: number; keyFrameRequests: number; errors: number }>;
+  selectedAt: number | undefined;
+  status: { codec: string; tier: string; bitrate: string };
+}
+
+function videoState(page: Page): Promise<VideoState> {
+  return page.evaluate(() => {
+    const v = (window as unknown as { reactorViewer: Record<string, any> }).reactorViewer;
+    const rx = v['video'];
+    return {
+      codec: rx?.codec,
+      tier: rx?.tier,
+      framesDrawn: v['framesDrawn'],
+      log: [...v['decodeLog']],
+      counters: rx ? rx.counters() : {},
+      selectedAt: v['videoSelectedAt'],
+      status: {
+        codec: document.getElementById('codec')!.textContent!,
+        tier: document.getElementById('tier')!.textContent!,
+        bitrate: document.getElementById('bitrate')!.textContent!,
+      },
+    };
+  });
+}
+
+/** Mean RGB over the whole canvas. */
+function mean(p: Page): Promise<[number, number, number]> {
+  return p.evaluate(() => {
+    const c = document.getElementById('stream') as HTMLCanvasElement;
+    const d = c.getContext('2d')!.getImageData(0, 0, c.width, c.height).data;
+    const s = [0, 0, 0];
+    for (let i = 0; i < d.length; i += 4) for (let k = 0; k < 3; k++) s[k]! += d[i + k]!;
+    const n = d.length / 4;
+    return [s[0]! / n, s[1]! / n, s[2]! / n] as [number, number, number];
+  });
+}
+const dist = (a: number[], b: number[]): number => Math.hypot(...a.map((x, i) => x - b[i]!));
+
+let browser: Browser;
+const pageErrors: string[] = [];
+
+beforeAll(async () => {
+  browser = await launchWithFakeMedia();
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+});
+
+async function openViewer(url: string, init?: () => void): Promise<Page> {
+  const page = await browser.newPage({ viewport: { width: 1200, height: 700 } });
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  if (init) await page.addInitScript(init);
+  await page.goto(url);
+  return page;
+}
+
+async function waitForCodec(page: Page, codec: string, frames = 5): Promise<void> {
+  await page.waitForFunction(
+    ([codec, frames]) => {
+      const v = (window as unknown as { reactorViewer: { video?: { codec: string }; framesDrawn: number } }).reactorViewer;
+      return v.video?.codec === codec && v.framesDrawn > (frames as number);
+    },
+    [codec, frames] as const,
+    { timeout: 30_000 },
+  );
+}
+
+for (const codec of ['h264', 'vp8'] as const) {
+  describe(`viewer in Chromium, sample video app, ${codec}`, () => {
+    let server: ReactorServer;
+    let dir: string;
+    let page: Page;
+    const encoding = codec === 'h264' ? 3 : 4;
+
+    beforeAll(async () => {
+      dir = mkdtempSync(join(tmpdir(), `codec-viewer-${codec}-`));
+      const config = join(dir, 'config.yaml');
+      writeFileSync(config, 'width: 160\nheight: 96\nframesPerChunk: 4\nworldSize: 2\ndevices: cpu\nbackend: wasm\n');
+      server = await serve(VideoApp, {
+        port: 0,
+        gracePeriodMs: 0,
+        logger: quiet,
+        configPath: config,
+        weightsPath: weights,
+        video: {
+          codec,
+          keyFrameInterval: KEY_FRAME_INTERVAL,
+          framerate: VIDEO_FPS,
+          tiers: [
+            { name: 'full', scale: 1, bitrate: 1_500_000 },
+            { name: 'half', scale: 0.5, bitrate: 150_000 },
+            { name: 'low', scale: 0.5, bitrate: 50_000 },
+          ],
+        },
+      });
+      await server.loaded;
+      page = await openViewer(server.url);
+    }, 90_000);
+
+    afterAll(async () => {
+      await server?.close();
+      rmSync(dir, { recursive: true, force: true });
+    });
+
+    it(`picks ${codec}, draws every frame once and in order, and shows codec, tier and bitrate`, async () => {
+      await waitForCodec(page, codec, 10);
+      // Count the frames of the track the client receives from now on, in the page.
+      await page.evaluate(() => {
+        const v = (window as unknown as { reactorViewer: Record<string, any> }).reactorViewer;
+        v['received'] = [] as number[];
+        v['client'].on('frame', (f: { trackName: string; seq: number }) => f.trackName === 'main_video' && v['received'].push(f.seq));
+      });
+      const before = await videoState(page);
+      const from = before.log.at(-1)!.seq;
+      await expect.poll(async () => (await videoState(page)).framesDrawn - before.framesDrawn, { timeout: 20_000 }).toBeGreaterThan(3 * VIDEO_FPS);
+      // Stop counting, then let the decoder drain what it holds.
+      const received = await page.evaluate(() => {
+        const v = (window as unknown as { reactorViewer: Record<string, any> }).reactorViewer;
+        const r = v['received'] as number[];
+        v['received'] = [];
+        return [...r];
+      });
+      await expect.poll(async () => (await videoState(page)).log.some((e) => e.seq >= received.at(-1)!), { timeout: 10_000 }).toBe(true);
+      const after = await videoState(page);
+      const inWindow = received.filter((seq) => seq > from);
+      const drawn = after.log.filter((e) => e.seq > from && e.seq <= inWindow.at(-1)!).map((e) => e.seq);
+      // drawn in order, each once, only frames that arrived
+      expect(drawn).toEqual([...new Set(drawn)].sort((a, b) => a - b));
+      expect(drawn.every((seq) => inWindow.includes(seq))).toBe(true);
+      expect(after.log.filter((e) => e.seq > from).every((e) => e.encoding === encoding)).toBe(true);
+      // every frame that arrived is drawn or counted as discarded (a lost reference, a decoder
+      // behind on this loaded machine), never silently lost; most are drawn
+      const c0 = before.counters['main_video']!;
+      const c1 = after.counters['main_video']!;
+      expect(c1.errors - c0.errors).toBe(0);
+      expect(inWindow.length - drawn.length).toBeLessThanOrEqual(c1.discarded - c0.discarded);
+      expect(drawn.length).toBeGreaterThan(inWindow.length * 0.7);
+      if (c1.discarded === c0.discarded) expect(drawn).toEqual(inWindow);
+      expect(after.status.codec).toBe(codec);
+      expect(after.status.tier).toBe(after.tier);
+      expect(['full', 'half', 'low']).toContain(after.tier);
+      expect(after.status.bitrate).toMatch(/^\d+(\.\d+)? Mbit\/s$/);
+      expect(await page.textContent('#size')).toBe('160x96');
+      expect(await mean(page).then((m) => m[0] + m[1] + m[2])).toBeGreaterThan(30);
+      expect(pageErrors).toEqual([]);
+    }, 60_000);
+
+    it('shows a prompt change', async () => {
+      const before = await mean(page);
+      await page.fill('[data-command=set_prompt] input[type=text]', 'Neon jellyfish in a midnight ocean.');
+      await page.click('[data-command=set_prompt] button');
+      await expect.poll(() => page.textContent('.result[data-command=set_prompt]')).toBe('ok');
+      await page.click('[data-command=reset] button');
+      await expect.poll(async () => dist(await mean(page), before), { timeout: 15_000 }).toBeGreaterThan(15);
+      // the reset flushed playout: the decoder waited for the server's key frame, it did not ask
+      const s = await videoState(page);
+      if (s.counters['main_video']?.errors) console.log('decode errors:', (await page.textContent('#messages'))?.slice(0, 1500));
+      expect(s.counters['main_video']?.errors).toBe(0);
+      expect(s.codec).toBe(codec);
+    }, 60_000);
+
+    it('gives a viewer that joins mid-stream a picture within one key-frame interval', async () => {
+      const late = await openViewer(server.url);
+      try {
+        await waitForCodec(late, codec, 2);
+        const s = await videoState(late);
+        const firstCoded = s.log.find((e) => e.encoding === encoding)!;
+        expect(firstCoded.key).toBe(true);
+        expect(s.selectedAt).toBeDefined();
+        // from the selection's reply to the first coded picture: at most one key-frame interval
+        expect(firstCoded.decodedAt - s.selectedAt!).toBeLessThan((KEY_FRAME_INTERVAL / VIDEO_FPS) * 1000);
+      } finally {
+        await late.close();
+      }
+    }, 60_000);
+
+    it('moves a viewer behind a slow link down a tier, and it keeps playing', async () => {
+      const proxy: ThrottleProxy = await throttleProxy(server.port, 1_000_000);
+      const slow = await openViewer(`http://127.0.0.1:${proxy.port}/`);
+      try {
+        await waitForCodec(slow, codec, 10);
+        expect((await videoState(slow)).tier).toBe('full');
+        // Full tier needs more than this; half fits with room.
+        proxy.setRate(60_000);
+        await expect.poll(async () => (await videoState(slow)).tier, { timeout: 30_000, interval: 250 }).not.toBe('full');
+        const moved = await videoState(slow);
+        await expect.poll(async () => (await videoState(slow)).framesDrawn - moved.framesDrawn, { timeout: 20_000 }).toBeGreaterThan(VIDEO_FPS);
+        const s = await videoState(slow);
+        expect(s.status.tier).not.toBe('full');
+        const seqs = s.log.map((e) => e.seq);
+        expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
+        const messages = (await slow.textContent('#messages')) ?? '';
+        if (process.env['CODEC_DEBUG']) console.log('SLOW', messages.slice(0, 3000), JSON.stringify(s.counters));
+        expect(messages).toMatch(/tier full -> half: .*(lost|late)/);
+      } finally {
+        await slow.close();
+        await proxy.close();
+      }
+    }, 90_000);
+
+    it('still plays JPEG in a browser without WebCodecs', async () => {
+      const old = await openViewer(server.url, () => {
+        delete (window as { VideoDecoder?: unknown }).VideoDecoder;
+      });
+      try {
+        await old.waitForFunction(() => (window as unknown as { reactorViewer: { framesDrawn: number } }).reactorViewer.framesDrawn > 10, null, {
+          timeout: 30_000,
+        });
+        const s = await videoState(old);
+        expect(s.codec).toBeUndefined();
+        expect(s.status.codec).toBe('jpeg');
+        expect(s.log.slice(-5).every((e) => e.encoding === 0)).toBe(true);
+      } finally {
+        await old.close();
+      }
+      expect(pageErrors).toEqual([]);
+    }, 60_000);
+  });
+}
