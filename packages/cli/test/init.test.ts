@@ -39,7 +39,8 @@ function tree(dir: string): string[] {
   return readdirSync(dir, { recursive: true }).map(String).sort();
 }
 
-describe('reactor init', () => {
+// Packing the framework (eight packages, with pnpm) takes longer than the default on a loaded 2-core machine.
+describe('reactor init', { timeout: 120_000 }, () => {
   it.each(['minimal', 'video', 'camera'])('writes a standalone %s project with the framework packed into vendor/', async (template) => {
     const r = await reactor(['init', `proj-${template}`, '--template', template, '--gpus', '2']);
     expect(r.stderr).toBe('');
