@@ -17,6 +17,7 @@
 // Needs only node and the built workspace (no network): `pnpm build && node bench/codec.bench.mjs`.
 // Env: CODEC_BENCH_FRAMES (frames per size, default 90 = 3 s), CODEC_BENCH_SIZES (default
 // "512x512,1280x720"), CODEC_BENCH_ENCODE_MS (measure window per phase, default 6000),
+// CODEC_BENCH_JPEG_QUALITIES (default "10,20,30,50,70,80,90"),
 // REACTOR_BACKEND (the model's backend, default auto).
 import { createRequire } from 'node:module';
 import { loadavg, cpus } from 'node:os';
@@ -38,6 +39,7 @@ const { VideoDecoder, EncodedVideoChunk } = serverRequire('@napi-rs/webcodecs');
 const N = Number(process.env.CODEC_BENCH_FRAMES ?? 90);
 const SIZES = (process.env.CODEC_BENCH_SIZES ?? '512x512,1280x720').split(',').map((s) => s.split('x').map(Number));
 const ENCODE_MS = Number(process.env.CODEC_BENCH_ENCODE_MS ?? 6000);
+const JPEG_QUALITIES = (process.env.CODEC_BENCH_JPEG_QUALITIES ?? '10,20,30,50,70,80,90').split(',').map(Number);
 const FPS = 30;
 const quiet = { debug() {}, info() {}, warn() {}, error() {}, child: () => quiet };
 const emit = (o) => process.stdout.write(`${JSON.stringify(o)}\n`);
@@ -221,7 +223,7 @@ for (const [w, h] of SIZES) {
     ...machine,
   };
   const jpegs = [];
-  for (const q of [50, 70, 80, 90]) {
+  for (const q of JPEG_QUALITIES) {
     const r = await jpegRun(frames, w, h, q);
     jpegs.push({ q, ...r });
     emit({ ...base, codec: 'jpeg', jpegQuality: q, ...r });
