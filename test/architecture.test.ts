@@ -10,7 +10,7 @@ import { builtinModules } from 'node:module';
 import { describe, expect, it } from 'vitest';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const packages = ['log', 'client', 'runtime', 'server', 'cli', 'distributed']
+const packages = ['log', 'client', 'runtime', 'server', 'agones', 'router', 'cli', 'distributed']
   .map((p) => join(root, 'packages', p))
   .concat(join(root, 'apps/video'), join(root, 'apps/camera'));
 
@@ -21,7 +21,9 @@ const allowed: Record<string, string[]> = {
   '@reactor/distributed': ['@reactor/log'],
   '@reactor/runtime': ['@reactor/log', '@reactor/client'],
   '@reactor/server': ['@reactor/log', '@reactor/client', '@reactor/runtime'],
-  '@reactor/cli': ['@reactor/log', '@reactor/runtime', '@reactor/server', '@reactor/distributed'],
+  '@reactor/agones': ['@reactor/log', '@reactor/client', '@reactor/runtime', '@reactor/server'],
+  '@reactor/router': ['@reactor/log', '@reactor/client', '@reactor/server'],
+  '@reactor/cli': ['@reactor/log', '@reactor/runtime', '@reactor/server', '@reactor/router', '@reactor/distributed', '@reactor/agones'],
   '@reactor/app-video': ['@reactor/log', '@reactor/runtime', '@reactor/distributed', '@reactor/client'],
   '@reactor/app-camera': ['@reactor/runtime', '@reactor/distributed'],
 };

@@ -6,10 +6,12 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { ClientErrorCode, HttpErrorCode, WireErrorCode } from '@reactor/client';
+import { AgonesErrorCode } from '@reactor/agones';
 import { CliErrorCode } from '@reactor/cli';
 import { DistributedErrorCode } from '@reactor/distributed';
 import { ReadinessCode, RuntimeErrorCode } from '@reactor/runtime';
 import { ServerErrorCode } from '@reactor/server';
+import { RouterErrorCode } from '@reactor/router';
 import { VideoErrorCode } from '@reactor/app-video';
 import { CameraErrorCode } from '@reactor/app-camera';
 import { EnhanceErrorCode } from '@reactor/app-enhance';
@@ -19,7 +21,9 @@ const maps: Record<string, Record<string, string>> = {
   ReadinessCode,
   DistributedErrorCode,
   ServerErrorCode,
+  RouterErrorCode,
   CliErrorCode,
+  AgonesErrorCode,
   WireErrorCode,
   HttpErrorCode,
   ClientErrorCode,

@@ -112,6 +112,6 @@ describe('your first app, from an empty folder (docs/first-app.md)', () => {
         }
       }
     },
-    170_000,
+    420_000,
   );
 });

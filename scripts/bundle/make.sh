@@ -5,7 +5,17 @@
 # per rank). See docs/deploy.md.
 #
 #   scripts/bundle/make.sh [OUT]      (default: .bundle/reactor-linux-x64.tar.xz)
+#
+# Everything is about 73 MB compressed, past the 64 MiB a GPU-machine command may carry, so
+# BUNDLE_SKIP (comma-separated) leaves parts out:
+#   codec     @napi-rs/webcodecs (15 MB compressed): h264/vp8 streaming then fails with a clear
+#             error and the server streams JPEG; what the enhance measurements carry
+#   enhance   apps/enhance with its ESRGAN models and tfjs wasm/webgpu binaries' extra weight:
+#             what the codec measurements carry (apps/video stays)
+# Default: BUNDLE_SKIP=codec (the enhance/GPU bundle, as before the codec).
 set -euo pipefail
+skip=",${BUNDLE_SKIP-codec},"
+has_skip() { [[ $skip == *",$1,"* ]]; }
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:-$root/.bundle/reactor-linux-x64.tar.xz}
 work=$(mktemp -d)
@@ -24,8 +34,9 @@ log "copying sources, manifests and build output"
   find packages apps -path '*/node_modules' -prune -o -path '*/dist/*' -type f -print; } | sort -u | tar -cf - -T -) | tar -xf - -C "$stage"
 
 log "installing production dependencies (offline, from the local store)"
-(cd "$stage" && CI=true pnpm install --prod --frozen-lockfile --offline --config.node-linker=hoisted \
-  --filter '@reactor/app-video...' --filter '@reactor/app-enhance...' --filter '@reactor/cli...' --filter reactor-workspace >/dev/null)
+filters=(--filter '@reactor/app-video...' --filter '@reactor/cli...' --filter reactor-workspace)
+has_skip enhance || filters+=(--filter '@reactor/app-enhance...')
+(cd "$stage" && CI=true pnpm install --prod --frozen-lockfile --offline --config.node-linker=hoisted "${filters[@]}" >/dev/null)
 
 log "trimming what a linux-x64 node never loads"
 nm=$stage/node_modules
@@ -41,19 +52,31 @@ for p in tfjs-core tfjs-layers tfjs-backend-cpu tfjs-backend-wasm tfjs-backend-w
 done
 rm -rf "$nm"/shm-typed-array/build/Release/obj.target "$nm"/shm-typed-array/src 2>/dev/null || true
 
+if has_skip codec; then
+  log "leaving out @napi-rs/webcodecs (BUNDLE_SKIP=codec): the server streams JPEG only"
+  rm -rf "$nm"/@napi-rs/webcodecs "$nm"/@napi-rs/webcodecs-*
+fi
+if has_skip enhance; then
+  log "leaving out apps/enhance and its models (BUNDLE_SKIP=enhance)"
+  rm -rf "$stage/apps/enhance" "$nm"/@upscalerjs
+fi
+
 # The enhance app's ESRGAN packages: only their x4 models (what the GPU measurement and the
 # app's default use; other scales fail to load with a message naming the missing file), no
 # browser bundles or sample pictures; thick's 28 MB of float32 weights become a 14 MB float16
 # copy (apps/enhance/test/quantize.test.ts: output within one level of float32's).
 for m in slim medium thick; do
+  has_skip enhance && break
   d=$nm/@upscalerjs/esrgan-$m
   [ -d "$d" ] || { echo "make.sh: $d is missing (pnpm install)" >&2; exit 1; }
   rm -rf "$d"/dist "$d"/assets "$d"/models/x2 "$d"/models/x3 "$d"/models/x8
 done
-thick=$nm/@upscalerjs/esrgan-thick/models/x4
-mv "$thick" "$work/thick-x4-f32"
-node "$root/apps/enhance/scripts/quantize-weights.mjs" "$work/thick-x4-f32" "$thick"
-rm -rf "$work/thick-x4-f32"
+if ! has_skip enhance; then
+  thick=$nm/@upscalerjs/esrgan-thick/models/x4
+  mv "$thick" "$work/thick-x4-f32"
+  node "$root/apps/enhance/scripts/quantize-weights.mjs" "$work/thick-x4-f32" "$thick"
+  rm -rf "$work/thick-x4-f32"
+fi
 
 log "adding node $(node --version)"
 mkdir -p "$stage/.runtime"
@@ -91,3 +114,7 @@ chmod +x "$stage/run.sh"
 log "compressing"
 tar -C "$work" -cf - reactor | xz -T0 -6 > "$out"
 log "wrote $out ($(du -h "$out" | cut -f1); unpacked $(du -sh "$stage" | cut -f1))"
+size=$(stat -c %s "$out")
+if [ "$size" -gt $((64 * 1024 * 1024)) ]; then
+  log "warning: $size bytes is over the 64 MiB a GPU-machine command carries; BUNDLE_SKIP=codec or BUNDLE_SKIP=enhance makes it smaller"
+fi

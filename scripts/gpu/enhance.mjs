@@ -17,6 +17,7 @@
 //   ENHANCE_SECONDS            measured window per model (12)
 //   ENHANCE_WARMUP_SECONDS     after the first frame of a model, before the window (3)
 //   ENHANCE_ENCODING           jpeg (what a browser gets) or rgb
+//   ENHANCE_PIPELINE           auto (on for webgpu ranks) | on | off: pipelined steps
 import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -45,6 +46,7 @@ const FRAMES = Number(env.ENHANCE_FRAMES ?? (cpu ? 2 : 4));
 const SECONDS = Number(env.ENHANCE_SECONDS ?? (cpu ? 3 : 12));
 const WARMUP = Number(env.ENHANCE_WARMUP_SECONDS ?? (cpu ? 1 : 3));
 const ENCODING = env.ENHANCE_ENCODING ?? 'jpeg';
+const PIPELINE = env.ENHANCE_PIPELINE ?? 'auto';
 const emit = (o) => process.stdout.write(`${JSON.stringify(o)}\n`);
 const note = (m) => process.stderr.write(`[enhance ${new Date().toISOString().slice(11, 19)}] ${m}\n`);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -73,7 +75,7 @@ async function startServer(worldSize, split) {
   const backend = cpu ? 'wasm' : 'webgpu';
   writeFileSync(
     join(dir, 'config.yaml'),
-    `model: ${MODELS[0]}\noutputWidth: ${WIDTH}\noutputHeight: ${HEIGHT}\nframesPerStep: ${FRAMES}\nsplit: ${split}\nworldSize: ${worldSize}\ndevices: ${devices}\nbackend: ${backend}\ncallTimeoutMs: 120000\n`,
+    `model: ${MODELS[0]}\noutputWidth: ${WIDTH}\noutputHeight: ${HEIGHT}\nframesPerStep: ${FRAMES}\nsplit: ${split}\nworldSize: ${worldSize}\ndevices: ${devices}\nbackend: ${backend}\ncallTimeoutMs: 120000\npipeline: ${PIPELINE}\n`,
   );
   writeFileSync(
     join(dir, 'reactor.yaml'),
@@ -127,6 +129,12 @@ async function measureModel(client, model, worldSize, split) {
     frames++;
     bytes += f.payload.byteLength;
   });
+  // The app's step time (its `generate`: the runner call, all ranks plus the gather) as the
+  // server reports it: with the delivered fps it tells how much of a step is outside the runner.
+  let stepMs = [];
+  const offStats = client.on('stats', (st) => {
+    if (st.steps > 0) stepMs.push(st.stepMs);
+  });
   const unavailable = new Promise((res) =>
     client.on('message', (m) => {
       if (m.name === 'model_unavailable') res(m.data);
@@ -148,6 +156,7 @@ async function measureModel(client, model, worldSize, split) {
     await sleep(WARMUP * 1000);
     frames = 0;
     bytes = 0;
+    stepMs = [];
     const samples = [];
     const start = performance.now();
     const end = start + SECONDS * 1000;
@@ -170,12 +179,15 @@ async function measureModel(client, model, worldSize, split) {
       inputHeight: info.input_height,
       scale: info.scale,
       framesPerStep: FRAMES,
+      pipeline: PIPELINE,
       encoding: ENCODING,
       seconds: r2(seconds),
       framesDelivered: got,
       fps: r2(got / seconds),
       mbPerSec: r2(bytes / seconds / 1e6),
       firstFrameAfterSwitchMs: r2(firstMs),
+      stepMsMean: stepMs.length ? r2(stepMs.reduce((a, x) => a + x, 0) / stepMs.length) : null,
+      stepPeriodMs: got ? r2((seconds * 1000 * FRAMES) / got) : null,
       ranks: info.ranks,
       gpus: [...gpus].map(([index, s]) => ({
         index,
@@ -190,6 +202,7 @@ async function measureModel(client, model, worldSize, split) {
   } finally {
     offInfo();
     offFrame();
+    offStats();
   }
 }
 

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { plainToInstance } from 'class-transformer';
 import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, Min, ValidateIf, validateSync } from 'class-validator';
 import { parse as parseYaml } from 'yaml';
-import { DistributedRunner, detectGpuCount } from '@reactor/distributed';
+import { DistributedRunner, SelfHealingRunner, detectGpuCount } from '@reactor/distributed';
 import {
   type AppReadiness,
   type AppRequirements,
@@ -44,15 +44,12 @@ import { resizeRgb, sceneFrames } from './source.js';
 import { MODEL_FACTS, MODEL_NAMES, type ModelName } from './weights.js';
 
 /**
- * Frames per second one H200 delivers at 1280x720 output (x4 from 320x180, batch 4, tfjs
- * webgpu, readback included; `docs/benchmarks.md`), used to say what to expect and to pick
- * the default model. Two GPUs with the frames split reach about twice this for thick.
- */
-/**
  * Frames per second delivered at 1280x720 output through the whole serving path, measured on
- * H200s (docs/benchmarks.md, 2026-11-30): `[one GPU, two GPUs (the faster split)]`.
+ * H200s with pipelined steps (docs/benchmarks.md, 2026-12-01): `[one GPU, two GPUs, frames
+ * split]`; slim and medium at 4 frames a step, thick at 8. Slim and medium are bound by the
+ * serving path, not the GPU, so a second GPU adds little; thick is GPU-bound and scales.
  */
-export const H200_FPS_720P: Readonly<Record<ModelName, readonly [number, number]>> = { slim: [35.9, 54.1], medium: [37.7, 53.4], thick: [12.6, 21.1] };
+export const H200_FPS_720P: Readonly<Record<ModelName, readonly [number, number]>> = { slim: [90.7, 83.1], medium: [75.3, 79.7], thick: [16.6, 32.3] };
 
 /** The session state: `set_model`, `set_scale`, `set_paused`, `set_side_by_side`. */
 export class EnhanceState extends InputState {
@@ -123,7 +120,10 @@ export class EnhanceConfig {
   /** Output size in pixels; the model input is this divided by the scale. Default: 1280x720 on GPUs, 256x144 on CPU. */
   @IsOptional() @IsInt() @Min(16) @Max(4096) outputWidth?: number;
   @IsOptional() @IsInt() @Min(16) @Max(4096) outputHeight?: number;
-  /** Frames per step (a batch on each rank). Default: 4 on GPUs, 2 on CPU. */
+  /**
+   * Frames per step (a batch on each rank). Default: 2 on CPU; on GPUs 4, and 8 for thick (its
+   * fixed cost per call, tfjs dispatching some thousand ops, then spreads over twice the frames).
+   */
   @IsOptional() @IsInt() @Min(1) @Max(64) framesPerStep?: number;
   /** `tiles` (bands of rows), `frames` (frames of a step per rank), or `auto` (tiles when their overlap costs under 25 %). */
   @IsIn(['auto', ...SPLITS]) split: Split | 'auto' = 'auto';
@@ -134,6 +134,12 @@ export class EnhanceConfig {
   @IsString() backend = 'auto';
   @IsInt() @Min(100) callTimeoutMs = 60_000;
   @IsOptional() @IsInt() @Min(1) startTimeoutMs?: number;
+  /**
+   * Pipelined steps: the ranks compute step N+1 while step N is read back, gathered and played
+   * (one step more latency). `auto`: on when every rank runs on a GPU (webgpu), off on wasm/cpu,
+   * where nothing would overlap.
+   */
+  @IsIn(['auto', 'on', 'off']) pipeline: 'auto' | 'on' | 'off' = 'auto';
 }
 
 /** Thrown by {@link loadEnhanceConfig} for an unreadable or invalid config file. */
@@ -143,7 +149,19 @@ export class EnhanceConfigError extends ReactorError {
   }
 }
 
-const CONFIG_KEYS = ['model', 'outputWidth', 'outputHeight', 'framesPerStep', 'split', 'worldSize', 'devices', 'backend', 'callTimeoutMs', 'startTimeoutMs'];
+const CONFIG_KEYS = [
+  'model',
+  'outputWidth',
+  'outputHeight',
+  'framesPerStep',
+  'split',
+  'worldSize',
+  'devices',
+  'backend',
+  'callTimeoutMs',
+  'startTimeoutMs',
+  'pipeline',
+];
 
 /** Reads and validates the app config; every problem is named by its key. */
 export function loadEnhanceConfig(path: string | undefined): EnhanceConfig {
@@ -174,7 +192,8 @@ export interface EnhancePlan {
   model: ModelName;
   outputWidth: number;
   outputHeight: number;
-  framesPerStep: number;
+  /** Frames per step for each model (the configured number, or the default for CPU or GPU ranks). */
+  framesPerStep: Readonly<Record<ModelName, number>>;
   note: string;
 }
 
@@ -190,7 +209,8 @@ export function planEnhance(cfg: EnhanceConfig, gpus: number, declared: number |
   const model: ModelName = cfg.model !== 'auto' ? cfg.model : onCpu ? 'slim' : 'medium';
   const outputWidth = cfg.outputWidth ?? (onCpu ? 256 : 1280);
   const outputHeight = cfg.outputHeight ?? (onCpu ? 144 : 720);
-  const framesPerStep = cfg.framesPerStep ?? (onCpu ? 2 : 4);
+  const per = (m: ModelName): number => cfg.framesPerStep ?? (onCpu ? 2 : m === 'thick' ? 8 : 4);
+  const framesPerStep = { slim: per('slim'), medium: per('medium'), thick: per('thick') };
   const where = onCpu ? `${worldSize} CPU rank(s)${gpus === 0 ? ' (no GPU on this machine)' : ''}` : `${worldSize} rank(s), one GPU each (${gpus} present)`;
   return {
     worldSize,
@@ -229,15 +249,19 @@ const RADIUS: Readonly<Record<ModelName, number>> = { slim: 10, medium: 18, thic
   bufferSize: 8,
 })
 export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceResult, EnhanceInfo | ModelUnavailable | RunnerRestarting, EnhanceInputTracks> {
-  private runner: DistributedRunner<EnhanceInput, EnhanceResult, EnhanceLoadArgs> | undefined;
+  /** The runner, rebuilt when it breaks between calls (a rank that died). */
+  private readonly runners = new SelfHealingRunner<EnhanceInput, EnhanceResult, EnhanceLoadArgs>({
+    name: 'the enhance runner',
+    logger: this.logger,
+    create: () => this.createRunner(),
+    onRestarting: (reason) => this.send(new RunnerRestarting(`${reason}; a new runner is starting`)),
+    onRebuild: () => (this.ranks = []),
+  });
   private config = new EnhanceConfig();
   private plan!: EnhancePlan;
   private manifestGpuCount: number | undefined;
   private ranks: RankReport[] = [];
   private frameIndex = 0;
-  private inCall = false;
-  private rebuilding: Promise<void> | undefined;
-  private runnerProblem: string | undefined;
   /** Model/scale pairs that failed to load, with why: steps wait until another is chosen. */
   private readonly unavailable = new Map<string, string>();
   /** What the last info message said, to send a new one only on a change. */
@@ -253,7 +277,7 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
   static async requirements(context: RequirementsContext): Promise<AppRequirements> {
     const cfg = loadEnhanceConfig(context.configPath);
     const plan = planEnhance(cfg, context.gpuCount, context.manifestGpuCount);
-    const outBytes = plan.outputWidth * plan.outputHeight * 3 * plan.framesPerStep * 2;
+    const outBytes = plan.outputWidth * plan.outputHeight * 3 * Math.max(...Object.values(plan.framesPerStep)) * 2;
     const checks: RequirementCheck[] = [];
     const gpuRanks = plan.devices === 'auto' && planBackends(cfg.backend, process.env, 'gpu:0').order.includes('webgpu');
     if (gpuRanks) checks.push(await webgpuCheck());
@@ -264,15 +288,15 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
   override async load(context: LoadContext): Promise<void> {
     this.config = loadEnhanceConfig(context.configPath);
     this.manifestGpuCount = context.manifestGpuCount;
-    await this.startRunner();
+    await this.runners.start();
   }
 
-  private async startRunner(): Promise<void> {
+  private createRunner(): DistributedRunner<EnhanceInput, EnhanceResult, EnhanceLoadArgs> {
     const plan = planEnhance(this.config, detectGpuCount(), this.manifestGpuCount);
     this.plan = plan;
     this.logger.info(`${plan.note}; starting the runner`);
     const scale = 4;
-    const runner = new DistributedRunner(EnhanceWorker, {
+    return new DistributedRunner(EnhanceWorker, {
       logger: this.logger,
       worldSize: plan.worldSize,
       devices: plan.devices,
@@ -285,40 +309,12 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
         warmup: { n: 1, width: Math.floor(plan.outputWidth / scale), height: Math.ceil(Math.floor(plan.outputHeight / scale) / plan.worldSize) },
       },
     });
-    this.runner = runner;
-    runner.on('unhealthy', (err) => this.onRunnerUnhealthy(runner, err));
-    await runner.start();
-  }
-
-  private onRunnerUnhealthy(runner: DistributedRunner<EnhanceInput, EnhanceResult, EnhanceLoadArgs>, err: Error): void {
-    if (runner !== this.runner || this.inCall || this.rebuilding) return;
-    this.logger.warn({ err }, 'the runner broke between calls; building a new one');
-    void this.rebuild();
-    this.send(new RunnerRestarting(`${err.message.split(/\.(\s|$)/)[0]}; a new runner is starting`));
-  }
-
-  /** Shuts the runner down and starts a new one; never rejects (a failure is kept for readiness). */
-  private rebuild(): Promise<void> {
-    this.rebuilding ??= (async () => {
-      try {
-        await this.runner?.shutdown();
-        this.ranks = [];
-        await this.startRunner();
-        this.runnerProblem = undefined;
-      } catch (err) {
-        this.runnerProblem = `the enhance runner could not be restarted: ${(err as Error).message}`;
-        this.logger.error({ err }, 'restarting the runner failed; the next session tries again');
-      } finally {
-        this.rebuilding = undefined;
-      }
-    })();
-    return this.rebuilding;
   }
 
   override readiness(): AppReadiness {
-    if (this.rebuilding) return { code: ReadinessCode.RunnerRestarting, message: 'the enhance runner is restarting' };
-    const runner = this.runner;
-    if (!runner?.healthy) return { code: ReadinessCode.RunnerUnhealthy, message: this.runnerProblem ?? 'the enhance runner is not running' };
+    if (this.runners.rebuilding) return { code: ReadinessCode.RunnerRestarting, message: 'the enhance runner is restarting' };
+    const runner = this.runners.runner;
+    if (!runner?.healthy) return { code: ReadinessCode.RunnerUnhealthy, message: this.runners.problem ?? 'the enhance runner is not running' };
     const stalled = runner.stalledRanks;
     if (stalled.length > 0) {
       return stalled.map((s) => ({
@@ -336,19 +332,21 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
 
   override processInput(): EnhanceInput {
     if (this.state.paused) throw new ApplicationError('paused');
-    if (this.rebuilding) throw new ApplicationError('the runner is restarting');
-    if (!this.runner) throw new ApplicationError('the model is not loaded');
-    if (!this.runner.healthy && this.runnerProblem !== undefined) throw new ApplicationError(this.runnerProblem);
+    const refusal = this.runners.refusal();
+    if (refusal !== undefined) throw new ApplicationError(refusal);
     const { model, scale } = this.selected();
     const why = this.unavailable.get(`${model}x${scale}`);
     if (why !== undefined) throw new ApplicationError(`ESRGAN ${model} x${scale} is not available (${why}); choose another model or scale`);
     const width = Math.floor(this.plan.outputWidth / scale);
     const height = Math.floor(this.plan.outputHeight / scale);
-    const n = this.plan.framesPerStep;
-    const frames = this.cameraFrames(n, width, height) ?? sceneFrames(this.frameIndex, n, width, height);
+    const n = this.plan.framesPerStep[model];
+    // The scene advances when its frames are taken (a pipelined step returns them one call later).
+    const frames = this.cameraFrames(n, width, height) ?? sceneFrames((this.frameIndex += n) - n, n, width, height);
     this.source = this.lastCamera ? 'camera' : 'scene';
-    const split = chooseSplit(this.config.split, height, RADIUS[model], this.runner.worldSize, n);
-    return { frames, n, width, height, model, scale, split, sideBySide: this.state.sideBySide };
+    const split = chooseSplit(this.config.split, height, RADIUS[model], this.runners.runner!.worldSize, n);
+    const pipeline =
+      this.config.pipeline === 'on' || (this.config.pipeline === 'auto' && this.ranks.length > 0 && this.ranks.every((r) => r.backend === 'webgpu'));
+    return { frames, n, width, height, model, scale, split, sideBySide: this.state.sideBySide, pipeline };
   }
 
   /**
@@ -375,14 +373,9 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
     return out;
   }
 
-  override async generate(input: EnhanceInput): Promise<EnhanceResult> {
-    this.inCall = true;
+  override generate(input: EnhanceInput): Promise<EnhanceResult> {
     this.lastInput = input;
-    try {
-      return await this.runner!.generate(input);
-    } finally {
-      this.inCall = false;
-    }
+    return this.runners.generate(input);
   }
 
   override processOutput(outcome: StepOutcome<EnhanceResult>): EnhanceOutput | null {
@@ -396,11 +389,12 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
       return null;
     }
     if (err !== undefined) {
-      void this.rebuild();
+      void this.runners.rebuild();
       throw err;
     }
     const r = outcome.result!;
-    this.frameIndex += r.n;
+    // A pipelined run's first step queues its frames and returns none.
+    if (r.n === 0) return null;
     if (r.ranks.length > 0) this.ranks = r.ranks;
     const input = this.lastInput;
     this.sendInfo(
@@ -433,8 +427,7 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
 
   @sessionStarted
   async onSessionStarted(): Promise<void> {
-    await this.rebuilding;
-    if (this.runner && !this.runner.healthy) await this.rebuild();
+    await this.runners.healIfBroken();
     this.lastInfo = '';
     this.lastCamera = undefined;
   }
@@ -446,8 +439,7 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
   }
 
   override async unload(): Promise<void> {
-    await this.rebuilding;
-    await this.runner?.shutdown();
+    await this.runners.shutdown();
   }
 }
 

@@ -17,15 +17,17 @@ function config(text: string): string {
 const statics: AppStatics = EnhanceApp;
 
 describe('planEnhance', () => {
-  it('picks medium at 1280x720, 4 frames a step, one rank per declared GPU on a GPU machine', () => {
+  it('picks medium at 1280x720, 4 frames a step (8 for thick), one rank per declared GPU on a GPU machine', () => {
     expect(planEnhance(new EnhanceConfig(), 2, 2)).toMatchObject({
       worldSize: 2,
       devices: 'auto',
       model: 'medium',
       outputWidth: 1280,
       outputHeight: 720,
-      framesPerStep: 4,
+      framesPerStep: { slim: 4, medium: 4, thick: 8 },
     });
+    const fixed = Object.assign(new EnhanceConfig(), { framesPerStep: 3 });
+    expect(planEnhance(fixed, 2, 2).framesPerStep).toEqual({ slim: 3, medium: 3, thick: 3 });
     expect(planEnhance(new EnhanceConfig(), 4, 2).worldSize).toBe(2);
     expect(planEnhance(new EnhanceConfig(), 1, 2).worldSize).toBe(1);
   });
@@ -37,7 +39,7 @@ describe('planEnhance', () => {
       model: 'slim',
       outputWidth: 256,
       outputHeight: 144,
-      framesPerStep: 2,
+      framesPerStep: { slim: 2, medium: 2, thick: 2 },
     });
   });
 });
@@ -82,11 +84,11 @@ describe('EnhanceApp.requirements', () => {
       name: 'enhance',
       status: 'ok',
       detail: expect.stringMatching(
-        /^ESRGAN medium \(28 convolutions\) at 1280x720 on 2 GPU\(s\): expect ~53 fps on H200s \(measured at 1280x720 on 1 and 2 H200s\); real time \(30 fps\) here: slim, medium$/,
+        /^ESRGAN medium \(28 convolutions\) at 1280x720 on 2 GPU\(s\): expect ~80 fps on H200s \(measured at 1280x720 on 1 and 2 H200s\); real time \(30 fps\) here: slim, medium, thick$/,
       ),
     });
     const thick = await EnhanceApp.requirements({ configPath: config('model: thick\n'), manifestGpuCount: 1, gpuCount: 1 });
-    expect(thick.checks![1]).toMatchObject({ name: 'enhance', status: 'warn', fix: expect.stringMatching(/thick needs ~3 H200s for 30 fps/) });
+    expect(thick.checks![1]).toMatchObject({ name: 'enhance', status: 'warn', fix: expect.stringMatching(/thick needs ~2 H200s for 30 fps/) });
   });
 
   it('with backend: wasm on a GPU machine: no WebGPU probe and the CPU advice', async () => {

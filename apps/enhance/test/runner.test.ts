@@ -74,6 +74,30 @@ describe('EnhanceWorker on a DistributedRunner (wasm, CPU ranks)', () => {
     }
   }, 180_000);
 
+  it("pipelined: each call returns the previous call's frames, the same bytes as unpipelined; the first returns none; a reset drops the queued step", async () => {
+    const two = await start(2);
+    const other = sceneFrames(90, n, W, H);
+    const ref = await two.generate(step('frames'));
+    const refOther = await two.generate({ ...step('frames'), frames: other });
+    const refSide = await two.generate(step('frames', true));
+
+    const first = await two.generate({ ...step('frames'), pipeline: true });
+    expect([first.n, first.frames.length]).toEqual([0, 0]);
+    const second = await two.generate({ ...step('frames'), frames: other, pipeline: true });
+    expect(hash(second.frames)).toBe(hash(ref.frames));
+    // The side-by-side step keeps its own copy of the input for the left half.
+    const third = await two.generate({ ...step('frames', true), pipeline: true });
+    expect(hash(third.frames)).toBe(hash(refOther.frames));
+    const fourth = await two.generate({ ...step('tiles'), pipeline: true });
+    expect(hash(fourth.frames)).toBe(hash(refSide.frames));
+    expect([fourth.width, fourth.height]).toEqual([refSide.width, refSide.height]);
+
+    await two.reset();
+    expect((await two.generate({ ...step('frames'), pipeline: true })).n).toBe(0);
+    // Turning the pipeline off drops what was queued and answers the call itself.
+    expect(hash((await two.generate({ ...step('frames'), frames: other })).frames)).toBe(hash(refOther.frames));
+  }, 180_000);
+
   it('a step whose frames do not match their declared size fails on every rank with enhance_input_invalid; the runner stays usable', async () => {
     const two = await start(2);
     await expect(two.generate({ ...step('tiles'), n: 4 })).rejects.toMatchObject({ name: 'InputInvalidError', code: 'enhance_input_invalid' });

@@ -2,13 +2,14 @@
 // outside it: frames of the planned output size arrive, the commands change what arrives
 // (scale, side by side, pause), and SIGTERM leaves no rank behind.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { connect, FrameEncoding } from '@reactor/client';
+import { descendants } from '@reactor/distributed/internal';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = resolve(here, '../../..');
@@ -18,32 +19,6 @@ const cleanups: Array<() => unknown> = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
-
-/** Descendant pids of `pid` (from /proc). */
-function descendants(pid: number): number[] {
-  const kids = new Map<number, number[]>();
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const st = readFileSync(`/proc/${d}/stat`, 'utf8');
-      const after = st.slice(st.lastIndexOf(')') + 2).split(' ');
-      if (after[0] === 'Z') continue;
-      const ppid = Number(after[1]);
-      kids.set(ppid, [...(kids.get(ppid) ?? []), Number(d)]);
-    } catch {
-      // gone while we looked
-    }
-  }
-  const out: number[] = [];
-  const walk = (p: number): void => {
-    for (const c of kids.get(p) ?? []) {
-      out.push(c);
-      walk(c);
-    }
-  };
-  walk(pid);
-  return out;
-}
 
 async function until(cond: () => boolean, what: string, ms = 60_000): Promise<void> {
   const end = performance.now() + ms;

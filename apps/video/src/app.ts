@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { Type, plainToInstance } from 'class-transformer';
 import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, MaxLength, Min, ValidateIf, validateSync } from 'class-validator';
 import { parse as parseYaml } from 'yaml';
-import { DistributedRunner, detectGpuCount } from '@reactor/distributed';
+import { DistributedRunner, SelfHealingRunner, detectGpuCount } from '@reactor/distributed';
 import {
   type AppReadiness,
   type AppRequirements,
@@ -208,16 +208,17 @@ async function webgpuCheck(): Promise<RequirementCheck> {
   fps: VIDEO_FPS,
 })
 export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult, BackendInfo | RolloutRestarted | RunnerRestarting | ImageSet> {
-  private runner: DistributedRunner<VideoInput, VideoResult, VideoLoadArgs> | undefined;
+  /** The runner, rebuilt when it breaks between calls (a rank that died). */
+  private readonly runners = new SelfHealingRunner<VideoInput, VideoResult, VideoLoadArgs>({
+    name: 'the video runner',
+    logger: this.logger,
+    create: () => this.createRunner(),
+    onRestarting: (reason) => this.send(new RunnerRestarting(`${reason}; a new runner is starting`)),
+    onRebuild: () => (this.backends = []),
+  });
   private config = new VideoConfig();
   private manifestGpuCount: number | undefined;
   private backends: RankBackend[] = [];
-  /** True while `generate()` waits for the runner: a failure then is the step's to report. */
-  private inCall = false;
-  /** A new runner being built (after a failed step or a rank that died between calls). */
-  private rebuilding: Promise<void> | undefined;
-  /** Why the last rebuild failed, for readiness and refused steps. */
-  private runnerProblem: string | undefined;
   /** The picture steering the video (`set_image`), made ready for the model; null for none. */
   private image: VideoImage | null = null;
   private imageCount = 0;
@@ -240,13 +241,13 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult, Ba
   override async load(context: LoadContext): Promise<void> {
     this.config = loadVideoConfig(context.configPath);
     this.manifestGpuCount = context.manifestGpuCount;
-    await this.startRunner();
+    await this.runners.start();
   }
 
-  private async startRunner(): Promise<void> {
+  private createRunner(): DistributedRunner<VideoInput, VideoResult, VideoLoadArgs> {
     const plan = planRanks(this.config, detectGpuCount(), this.manifestGpuCount);
     this.logger.info(`${plan.note}; starting the runner`);
-    const runner = new DistributedRunner(VideoWorker, {
+    return new DistributedRunner(VideoWorker, {
       logger: this.logger,
       worldSize: plan.worldSize,
       devices: plan.devices,
@@ -263,49 +264,14 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult, Ba
         audioSampleRate: SOUNDTRACK_SAMPLE_RATE,
       },
     });
-    this.runner = runner;
-    runner.on('unhealthy', (err) => this.onRunnerUnhealthy(runner, err));
-    await runner.start();
-  }
-
-  /**
-   * A rank died (or the runner broke) while no call ran: nobody would notice until the next
-   * step, so build a new runner now and tell the clients; they stay connected and frames
-   * resume once it is up. A failure during a call is the step's to report (processOutput).
-   */
-  private onRunnerUnhealthy(runner: DistributedRunner<VideoInput, VideoResult, VideoLoadArgs>, err: Error): void {
-    if (runner !== this.runner || this.inCall || this.rebuilding) return;
-    this.logger.warn({ err }, 'the runner broke between calls; building a new one');
-    void this.rebuild();
-    // The first sentence says what happened (which rank, how); the rest is advice for the app's author.
-    this.send(new RunnerRestarting(`${err.message.split(/\.(\s|$)/)[0]}; a new runner is starting`));
-  }
-
-  /** Shuts the current runner down and starts a new one; never rejects (a failure is kept for readiness). */
-  private rebuild(): Promise<void> {
-    this.rebuilding ??= (async () => {
-      try {
-        await this.runner?.shutdown();
-        this.backends = [];
-        await this.startRunner();
-        this.runnerProblem = undefined;
-        this.logger.info('the new runner is up');
-      } catch (err) {
-        this.runnerProblem = `the video runner could not be restarted: ${(err as Error).message}`;
-        this.logger.error({ err }, 'restarting the runner failed; the next session tries again');
-      } finally {
-        this.rebuilding = undefined;
-      }
-    })();
-    return this.rebuilding;
   }
 
   /** Not ready while the runner restarts, is broken, or has a rank stuck in a call. */
   override readiness(): AppReadiness {
-    if (this.rebuilding) return { code: ReadinessCode.RunnerRestarting, message: 'the video runner is restarting' };
-    const runner = this.runner;
+    if (this.runners.rebuilding) return { code: ReadinessCode.RunnerRestarting, message: 'the video runner is restarting' };
+    const runner = this.runners.runner;
     if (!runner) return { code: ReadinessCode.RunnerUnhealthy, message: 'the video runner is not running' };
-    if (!runner.healthy) return { code: ReadinessCode.RunnerUnhealthy, message: this.runnerProblem ?? 'the video runner is unusable' };
+    if (!runner.healthy) return { code: ReadinessCode.RunnerUnhealthy, message: this.runners.problem ?? 'the video runner is unusable' };
     const stalled = runner.stalledRanks;
     if (stalled.length > 0) {
       return stalled.map((s) => ({
@@ -317,24 +283,18 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult, Ba
   }
 
   private backendInfo(): BackendInfo {
-    return new BackendInfo(this.runner?.worldSize ?? 0, this.backends, this.config.width, this.config.height, this.config.framesPerChunk);
+    return new BackendInfo(this.runners.runner?.worldSize ?? 0, this.backends, this.config.width, this.config.height, this.config.framesPerChunk);
   }
 
   override processInput(): VideoInput {
     if (this.state.paused) throw new ApplicationError('paused');
-    if (this.rebuilding) throw new ApplicationError('the runner is restarting');
-    if (!this.runner) throw new ApplicationError('the model is not loaded');
-    if (!this.runner.healthy && this.runnerProblem !== undefined) throw new ApplicationError(this.runnerProblem);
+    const refusal = this.runners.refusal();
+    if (refusal !== undefined) throw new ApplicationError(refusal);
     return { prompt: this.state.prompt, image: this.image };
   }
 
-  override async generate(input: VideoInput): Promise<VideoResult> {
-    this.inCall = true;
-    try {
-      return await this.runner!.generate(input);
-    } finally {
-      this.inCall = false;
-    }
+  override generate(input: VideoInput): Promise<VideoResult> {
+    return this.runners.generate(input);
   }
 
   override async processOutput(outcome: StepOutcome<VideoResult>): Promise<VideoOutput | null> {
@@ -347,7 +307,7 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult, Ba
       // Rethrow at once so clients hear of the failure within milliseconds; the shutdown (a rank
       // holding a GPU context can take 100 ms to die) and a new runner's start run on in the
       // background, so readiness comes back without waiting for a new session.
-      void this.rebuild();
+      void this.runners.rebuild();
       throw outcome.error;
     }
     const r = outcome.result!;
@@ -386,16 +346,15 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult, Ba
   /** Starts a new rollout: the model forgets its motion, the weights stay loaded. */
   @event({ name: 'reset', description: 'Start a new rollout.' })
   async reset(): Promise<void> {
-    await this.rebuilding;
-    await this.runner?.reset();
+    await this.runners.rebuilding;
+    await this.runners.runner?.reset();
     this.output.flush();
   }
 
   /** A new session on a runner that broke in the last one gets a new runner. */
   @sessionStarted
   async onSessionStarted(): Promise<void> {
-    await this.rebuilding;
-    if (this.runner && !this.runner.healthy) await this.rebuild();
+    await this.runners.healIfBroken();
     if (this.backends.length > 0) this.send(this.backendInfo());
   }
 
@@ -410,13 +369,12 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult, Ba
     // The picture was the session's (its file is gone with it).
     this.image = null;
     // A runner being rebuilt is new: nothing to reset.
-    if (this.rebuilding) return;
-    if (this.runner?.healthy) await this.reset();
-    else await this.runner?.shutdown();
+    if (this.runners.rebuilding) return;
+    if (this.runners.runner?.healthy) await this.reset();
+    else await this.runners.runner?.shutdown();
   }
 
   override async unload(): Promise<void> {
-    await this.rebuilding;
-    await this.runner?.shutdown();
+    await this.runners.shutdown();
   }
 }

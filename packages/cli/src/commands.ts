@@ -9,7 +9,8 @@ import { detectGpuCount } from '@reactor/distributed';
 import type { Logger } from '@reactor/log';
 import { AppHost, ReactorError, WEIGHTS_PATH_ENV, type AppRequirements, type AppStatics, type ReactorApp } from '@reactor/runtime';
 import { describeApp } from '@reactor/runtime/internal';
-import { installShutdownHandlers, isLoopbackHost, serve } from '@reactor/server';
+import { installShutdownHandlers, isLoopbackHost, serve, type ReactorServer } from '@reactor/server';
+import type { AgonesAgent } from '@reactor/agones';
 import { findManifest, loadManifest, ManifestError, MANIFEST_FILE, type Manifest } from './manifest.js';
 import { runDoctor } from './doctor.js';
 import { CliErrorCode } from './errors.js';
@@ -32,15 +33,19 @@ export interface CliOptions {
   allowedOrigin?: unknown;
   /** `--insecure`: serve on a non-loopback address without a token. */
   insecure?: boolean;
+  /** `--agones`: run as an Agones GameServer (also `agones.enabled` in reactor.yaml). */
+  agones?: boolean;
 }
 
-function manifestFrom(o: CliOptions): Manifest {
+/** The manifest `--manifest` names, else the nearest `reactor.yaml`. @throws ManifestError (`manifest_invalid`). */
+export function manifestFrom(o: { manifest?: string }): Manifest {
   const file = o.manifest ?? findManifest();
   if (!file) throw new ManifestError(`no ${MANIFEST_FILE} in ${process.cwd()} or its parents; run reactor from your app's workspace or pass --manifest <file>`);
   return loadManifest(file);
 }
 
-function parsePort(v: string | number | undefined, fallback: number): number {
+/** A `--port` value, checked. @internal */
+export function parsePort(v: string | number | undefined, fallback: number): number {
   if (v === undefined) return fallback;
   const n = Number(v);
   if (!Number.isInteger(n) || n < 0 || n > 65535)
@@ -53,7 +58,7 @@ function parsePort(v: string | number | undefined, fallback: number): number {
  * refused (`onStale: 'refuse'`, as `reactor run` does) or warned about.
  * @throws ReactorError `app_import_failed`: the module is missing, fails to import, or lacks the export; `stale_build`.
  */
-export async function importApp(m: Manifest, options: { logger?: Logger; onStale?: 'warn' | 'refuse' } = {}): Promise<ReactorAppClass> {
+export async function importApp(m: Manifest, options: { logger?: Logger; onStale?: 'warn' | 'refuse'; query?: string } = {}): Promise<ReactorAppClass> {
   if (!existsSync(m.runtime.module)) {
     throw new ReactorError(
       CliErrorCode.AppImportFailed,
@@ -67,7 +72,7 @@ export async function importApp(m: Manifest, options: { logger?: Logger; onStale
   }
   let mod: Record<string, unknown>;
   try {
-    mod = (await import(pathToFileURL(m.runtime.module).href)) as Record<string, unknown>;
+    mod = (await import(`${pathToFileURL(m.runtime.module).href}${options.query ?? ''}`)) as Record<string, unknown>;
   } catch (err) {
     throw new ReactorError(CliErrorCode.AppImportFailed, `importing ${m.runtime.module} failed: ${(err as Error).message}`, { cause: err });
   }
@@ -82,8 +87,8 @@ export async function importApp(m: Manifest, options: { logger?: Logger; onStale
   return cls as ReactorAppClass;
 }
 
-/** A list flag, split and checked; `undefined` when the flag was not given. */
-function listFlag(value: unknown, flag: string, check: (v: string) => string | undefined): string[] | undefined {
+/** A list flag, split and checked; `undefined` when the flag was not given. @internal */
+export function listFlag(value: unknown, flag: string, check: (v: string) => string | undefined): string[] | undefined {
   const list = flagList(value);
   if (list === undefined) return undefined;
   const problems = listProblems(list, check, () => flag);
@@ -101,7 +106,7 @@ function configPath(o: CliOptions, m: Manifest): string | undefined {
  * a relative path was resolved from.
  * @throws ManifestError (`manifest_invalid`) for `runtime.config` / `runtime.weights_path`; ReactorError `cli_usage` for `--config`.
  */
-function checkPaths(o: CliOptions, m: Manifest): void {
+export function checkPaths(o: CliOptions, m: Manifest): void {
   const from = `resolved from ${m.root}, the folder of ${m.file}`;
   if (o.config !== undefined) {
     if (!existsSync(resolve(o.config)))
@@ -120,9 +125,22 @@ function appName(m: Manifest, App: ReactorAppClass): string {
   return `${m.model.name ?? app.name} ${m.model.version ?? app.version}`;
 }
 
-/** `reactor run`: serve first (so /health says "loading"), then load, then print the viewer URL. */
-export async function runCommand(o: CliOptions, logger: Logger): Promise<void> {
-  const m = manifestFrom(o);
+/** Where and how `reactor run` serves, from the flags and the manifest, checked. */
+export interface ServeSettings {
+  host: string;
+  port: number;
+  token: string | undefined;
+  allowedHosts: string[] | undefined;
+  allowedOrigins: string[] | undefined;
+  /** A non-loopback host without a token (allowed with --insecure only). */
+  exposed: boolean;
+}
+
+/**
+ * The serving flags and manifest keys, checked before anything loads.
+ * @throws ReactorError `insecure_bind`, `cli_usage`
+ */
+export function serveSettings(o: CliOptions, m: Manifest): ServeSettings {
   const token = o.token ?? process.env['REACTOR_TOKEN'] ?? m.server.token;
   const port = parsePort(o.port, m.server.port ?? 8080);
   const host = o.host ?? m.server.host ?? '127.0.0.1';
@@ -137,29 +155,46 @@ export async function runCommand(o: CliOptions, logger: Logger): Promise<void> {
         'or pass --insecure if every machine on this network is trusted',
     );
   }
-  checkPaths(o, m);
-  const App = await importApp(m, { logger, onStale: 'refuse' });
+  return { host, port, token, allowedHosts, allowedOrigins, exposed };
+}
+
+/**
+ * Serves an imported app (first, so /health says "loading"), then waits for its `load()`.
+ * `onServing` runs once the server listens (to install signal handlers before the load), with
+ * the Agones agent when `--agones` or `agones.enabled` asks for one (started before the load, so
+ * its health pings cover it).
+ * @returns the server, loaded, the viewer URL (with the token) and the Agones agent, if any
+ * @throws ReactorError `port_unavailable`; `app_load_failed` (the server is closed then)
+ */
+export async function serveApp(
+  o: CliOptions,
+  m: Manifest,
+  App: ReactorAppClass,
+  s: ServeSettings,
+  logger: Logger,
+  onServing?: (server: ReactorServer, agones: AgonesAgent | undefined) => void,
+): Promise<{ server: ReactorServer; viewer: URL; agones: AgonesAgent | undefined }> {
   const name = appName(m, App);
   logger.info(`${name} (${m.file})`);
-  if (exposed) logger.warn(`--insecure: serving on ${host} without a token; anyone who can reach it can watch and control the stream`);
+  if (s.exposed) logger.warn(`--insecure: serving on ${s.host} without a token; anyone who can reach it can watch and control the stream`);
   const cfg = configPath(o, m);
   logger.info(`loading the app${cfg ? ` with config ${cfg}` : ''}${m.runtime.weightsPath ? `, weights ${m.runtime.weightsPath}` : ''}`);
   const started = performance.now();
-  let server: Awaited<ReturnType<typeof serve>>;
+  let server: ReactorServer;
   try {
     server = await serve(App, {
-      host,
-      port,
+      host: s.host,
+      port: s.port,
       logger,
-      ...(token !== undefined && { token }),
+      ...(s.token !== undefined && { token: s.token }),
       ...(o.insecure === true && { insecure: true }),
-      ...(allowedHosts !== undefined && { allowedHosts }),
-      ...(allowedOrigins !== undefined && { allowedOrigins }),
+      ...(s.allowedHosts !== undefined && { allowedHosts: s.allowedHosts }),
+      ...(s.allowedOrigins !== undefined && { allowedOrigins: s.allowedOrigins }),
       ...(m.server.encoding !== undefined && { encoding: m.server.encoding }),
       ...(m.server.maxUploadBytes !== undefined && { maxUploadBytes: m.server.maxUploadBytes }),
       ...(m.server.uploadQuotaBytes !== undefined && { uploadQuotaBytes: m.server.uploadQuotaBytes }),
-      ...(m.server.video !== undefined && { video: m.server.video }),
       ...(m.runtime.weightsPath !== undefined && { weightsPath: m.runtime.weightsPath }),
+      ...(m.runtime.sessionGraceMs !== undefined && { gracePeriodMs: m.runtime.sessionGraceMs }),
       ...(cfg !== undefined && { configPath: cfg }),
       manifestGpuCount: m.model.gpu.count,
     });
@@ -168,23 +203,73 @@ export async function runCommand(o: CliOptions, logger: Logger): Promise<void> {
     if (code === 'EADDRINUSE' || code === 'EACCES') {
       throw new ReactorError(
         CliErrorCode.PortUnavailable,
-        `cannot listen on ${host}:${port} (${code}): ${code === 'EADDRINUSE' ? 'something else listens there' : 'not allowed for this user'}; pass --port <other> (0 picks a free one) or set server.port in ${m.file}`,
+        `cannot listen on ${s.host}:${s.port} (${code}): ${code === 'EADDRINUSE' ? 'something else listens there' : 'not allowed for this user'}; pass --port <other> (0 picks a free one) or set server.port in ${m.file}`,
         { cause: err },
       );
     }
     throw err;
   }
-  installShutdownHandlers(server, { onSignal: (s) => logger.info(`${s}: closing clients and shutting the app down`) });
+  const agones = o.agones === true || m.agones.enabled ? await startAgonesFor(server, m, logger) : undefined;
+  onServing?.(server, agones);
   try {
     await server.loaded;
   } catch (err) {
+    // No Shutdown(): the process exits 1 and Agones replaces the GameServer whose container failed.
+    agones?.stop();
     await server.close();
     throw new ReactorError(CliErrorCode.AppLoadFailed, `loading ${name} failed: ${(err as Error).message}`, { cause: err });
   }
   logger.info(`ready in ${((performance.now() - started) / 1000).toFixed(1)} s`);
-  const url = new URL(server.url);
-  if (token !== undefined) url.searchParams.set('token', token);
-  process.stdout.write(`Viewer: ${url.href}\n`);
+  const viewer = new URL(server.url);
+  if (s.token !== undefined) viewer.searchParams.set('token', s.token);
+  return { server, viewer, agones };
+}
+
+/**
+ * What the signal handlers close: the server, and with Agones the drain first (pings go on, so
+ * Agones does not kill the pod mid-drain), then `Shutdown()`.
+ */
+function closingFor(server: ReactorServer, agones: AgonesAgent | undefined): Parameters<typeof installShutdownHandlers>[0] {
+  if (!agones) return server;
+  return {
+    options: server.options,
+    close: async () => {
+      agones.drain();
+      await server.close();
+      await agones.shutdown();
+    },
+  };
+}
+
+/**
+ * Starts the Agones integration (imported here, so a plain `reactor run` never loads it or gRPC)
+ * with the manifest's `agones:` settings.
+ */
+async function startAgonesFor(server: ReactorServer, m: Manifest, logger: Logger): Promise<AgonesAgent> {
+  const { startAgones } = await import('@reactor/agones');
+  const { onSessionEnd, healthIntervalMs, allocationTimeoutMs } = m.agones;
+  const agent = startAgones(server, {
+    logger,
+    ...(onSessionEnd !== undefined && { onSessionEnd }),
+    ...(healthIntervalMs !== undefined && { healthIntervalMs }),
+    ...(allocationTimeoutMs !== undefined && { allocationTimeoutMs }),
+  });
+  logger.info(
+    `agones: following the GameServer through the SDK sidecar at localhost:${process.env['AGONES_SDK_GRPC_PORT'] ?? '9357'} (on session end: ${agent.options.onSessionEnd}, pings every ${agent.options.healthIntervalMs} ms, allocation timeout ${agent.options.allocationTimeoutMs} ms)`,
+  );
+  return agent;
+}
+
+/** `reactor run`: serve first (so /health says "loading"), then load, then print the viewer URL. */
+export async function runCommand(o: CliOptions, logger: Logger): Promise<void> {
+  const m = manifestFrom(o);
+  const settings = serveSettings(o, m);
+  checkPaths(o, m);
+  const App = await importApp(m, { logger, onStale: 'refuse' });
+  const { viewer } = await serveApp(o, m, App, settings, logger, (server, agones) =>
+    installShutdownHandlers(closingFor(server, agones), { onSignal: (s) => logger.info(`${s}: closing clients and shutting the app down`) }),
+  );
+  process.stdout.write(`Viewer: ${viewer.href}\n`);
 }
 
 /** `reactor schema`: the app's schema as JSON, without loading the model. */

@@ -1,17 +1,25 @@
 /**
  * `reactor dev`: serves the app like `reactor run`, and on every change under the app package's
- * `src/` rebuilds it (`tsc -p tsconfig.build.json`) and restarts the server on the same port.
+ * `src/` (or to the manifest, the config or the weights) rebuilds it (`tsc -p tsconfig.build.json`)
+ * and reloads the app on the same port. The app runs in one long-lived child process (`dev-host`)
+ * that imports each build as a new generation: the application half is restarted, while the
+ * ranks, with their weights loaded, are kept unless the model half changed (the worker modules,
+ * the runner's options or `loadArgs`, the weights, the manifest's `model`/`runtime` keys).
  * A build that fails leaves the running server as it was.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, watch, type FSWatcher } from 'node:fs';
+import { existsSync, statSync, watch, type FSWatcher } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join, relative } from 'node:path';
+import { basename, dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from '@reactor/log';
-import { ReactorError } from '@reactor/runtime';
+import { ReactorError, WEIGHTS_PATH_ENV } from '@reactor/runtime';
 import { findManifest, loadManifest, ManifestError, MANIFEST_FILE } from './manifest.js';
+import type { DevHostArgs, DevHostReply, DevHostRequest } from './dev-host.js';
 import { CliErrorCode } from './errors.js';
+
+/** How long the app process may take to close the app after SIGTERM before it is killed. */
+const HOST_STOP_GRACE_MS = 30_000;
 
 /** The flags of `reactor dev` (those of `reactor run` it passes on). */
 export interface DevOptions {
@@ -60,16 +68,25 @@ export async function devCommand(o: DevOptions, logger: Logger): Promise<void> {
       );
     }
   }
-  // The server runs the `reactor` the app itself depends on, so that the app and the server share
-  // one copy of @reactor/runtime (two copies would not recognise each other's classes).
-  let main = fileURLToPath(new URL('./main.js', import.meta.url));
+  // The app process runs the `reactor` the app itself depends on, so that the app and the server
+  // share one copy of @reactor/runtime (two copies would not recognise each other's classes).
+  let hostMain = fileURLToPath(new URL('./dev-host.js', import.meta.url));
   try {
-    const own = join(dirname(createRequire(join(root, 'package.json')).resolve('@reactor/cli')), 'main.js');
-    if (existsSync(own)) main = own;
+    const own = join(dirname(createRequire(join(root, 'package.json')).resolve('@reactor/cli')), 'dev-host.js');
+    if (existsSync(own)) hostMain = own;
   } catch {
     // the app does not depend on @reactor/cli: this one serves it
   }
-  let port = o.port === undefined ? undefined : String(o.port);
+  const hostArgs: DevHostArgs = {
+    root,
+    options: {
+      manifest: m.file,
+      ...(o.config !== undefined && { config: resolve(o.config) }),
+      ...(o.host !== undefined && { host: o.host }),
+      ...(o.port !== undefined && { port: String(o.port) }),
+      ...(o.token !== undefined && { token: o.token }),
+    },
+  };
 
   const build = (): Promise<boolean> =>
     new Promise((done) => {
@@ -86,32 +103,65 @@ export async function devCommand(o: DevOptions, logger: Logger): Promise<void> {
       });
     });
 
-  let server: ChildProcess | undefined;
-  const start = (): void => {
-    const args = [main, 'run', '--manifest', m.file];
-    if (o.config !== undefined) args.push('--config', o.config);
-    if (o.host !== undefined) args.push('--host', o.host);
-    if (o.token !== undefined) args.push('--token', o.token);
-    if (port !== undefined) args.push('--port', port);
-    const child = spawn(process.execPath, args, { cwd: process.cwd(), stdio: ['ignore', 'pipe', 'inherit'] });
-    server = child;
-    child.stdout!.on('data', (d: Buffer) => {
-      const text = d.toString();
-      // Restarts keep the port the first server got (with --port 0 as well), so the viewer stays put.
-      const url = /Viewer: (\S+)/.exec(text);
-      if (url && (port === undefined || port === '0')) port = new URL(url[1]!).port || port;
-      process.stdout.write(text);
+  // The app process: started once, and again only if it died.
+  let host: ChildProcess | undefined;
+  let replied: ((reply: DevHostReply | undefined) => void) | undefined;
+  const startHost = (): Promise<DevHostReply | undefined> => {
+    const child = spawn(process.execPath, [hostMain, JSON.stringify(hostArgs)], { cwd: process.cwd(), stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
+    host = child;
+    child.stdout!.on('data', (d: Buffer) => process.stdout.write(d));
+    child.on('message', (msg: DevHostReply) => {
+      if (host === child) replied?.(msg);
     });
     child.once('exit', (code, signal) => {
-      if (server === child && !stopping) logger.warn(`the server exited (${signal ?? code}); fix the app and save a file to start it again`);
+      if (host !== child) return;
+      host = undefined;
+      replied?.(undefined);
+      if (!stopping) logger.warn(`the app process exited (${signal ?? code}); fix the app and save a file to start it again`);
     });
+    return nextReply();
+  };
+  const nextReply = (): Promise<DevHostReply | undefined> =>
+    new Promise((r) => {
+      replied = (reply) => {
+        replied = undefined;
+        r(reply);
+      };
+    });
+  const reload = (request: DevHostRequest): Promise<DevHostReply | undefined> => {
+    if (!host) return startHost();
+    const reply = nextReply();
+    host.send(request);
+    return reply;
   };
   const stop = async (): Promise<void> => {
-    const child = server;
-    server = undefined;
+    const child = host;
     if (!child) return;
     child.kill('SIGTERM');
+    // A load that never ends must not keep reactor dev alive; its ranks exit with their parent.
+    const force = setTimeout(() => child.kill('SIGKILL'), HOST_STOP_GRACE_MS);
     await waitExit(child);
+    clearTimeout(force);
+  };
+
+  // The model half outside src/: the weights. (The app process compares the manifest's model/runtime keys itself.)
+  const modelFiles = new Set<string>();
+  const watched: FSWatcher[] = [];
+  const watchPath = (path: string | undefined, model: boolean): void => {
+    if (path === undefined || !existsSync(path)) return;
+    if (model) modelFiles.add(path);
+    try {
+      const dir = statSync(path).isDirectory();
+      // A file is watched through its folder: editors replace files, which ends a watch on the file itself.
+      const target = dir ? path : dirname(path);
+      watched.push(
+        watch(target, { recursive: dir }, (_event, name) => {
+          if (dir || name === basename(path)) onChange(dir ? join(path, name ?? '') : path);
+        }),
+      );
+    } catch (err) {
+      logger.warn(`cannot watch ${path} (${(err as Error).message}); changes to it need a restart of reactor dev`);
+    }
   };
 
   let stopping = false;
@@ -128,32 +178,40 @@ export async function devCommand(o: DevOptions, logger: Logger): Promise<void> {
       changed.clear();
       cycle = cycle.then(async () => {
         if (stopping) return;
-        logger.info(`changed: ${files.join(', ') || 'src/'}; rebuilding`);
+        const names = files.map((f) => (f.startsWith('/') ? relative(process.cwd(), f) || f : f));
+        const model = files.some((f) => [...modelFiles].some((p) => f === p || f.startsWith(`${p}/`)));
+        logger.info(`changed: ${names.join(', ') || 'src/'}; rebuilding`);
         if (!(await build()) || stopping) return;
-        logger.info('restarting the server');
-        await stop();
-        if (!stopping) start();
+        const started = performance.now();
+        const reply = await reload({ t: 'reload', model, reason: model ? 'the weights changed: reloading the model' : 'reloading the app' });
+        if (reply?.t === 'serving') logger.info(`reloaded in ${((performance.now() - started) / 1000).toFixed(1)} s`);
       });
     }, 150);
   };
 
   if (!(await build())) logger.warn('the first build failed: serving the last build, if any');
-  let watcher: FSWatcher;
   try {
-    watcher = watch(src, { recursive: true }, (_event, name) => onChange(name));
+    watched.push(watch(src, { recursive: true }, (_event, name) => onChange(name)));
   } catch (err) {
     throw new ReactorError(CliErrorCode.CliUsage, `cannot watch ${src}: ${(err as Error).message}`, { cause: err });
   }
-  logger.info(`reactor dev: watching ${relative(process.cwd(), src) || src}; a change rebuilds and restarts the server`);
-  start();
+  watchPath(m.file, false);
+  watchPath(o.config !== undefined ? resolve(o.config) : m.runtime.config, false);
+  watchPath(process.env[WEIGHTS_PATH_ENV] ?? m.runtime.weightsPath, true);
+  logger.info(`reactor dev: watching ${relative(process.cwd(), src) || src}; a change rebuilds and reloads the app (the model only when its half changed)`);
+  cycle = startHost().then(() => undefined);
   await new Promise<void>((resolve) => {
     const quit = (signal: NodeJS.Signals): void => {
       if (stopping) return;
       stopping = true;
       logger.info(`${signal}: stopping the server`);
       clearTimeout(timer);
-      watcher.close();
-      void cycle.then(stop).then(resolve);
+      for (const w of watched) w.close();
+      // A reload in flight ends at once: the app process stops whatever it is doing.
+      replied?.(undefined);
+      void stop()
+        .then(() => cycle)
+        .then(resolve);
     };
     process.once('SIGINT', quit);
     process.once('SIGTERM', quit);

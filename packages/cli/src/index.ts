@@ -14,4 +14,8 @@ export type { InitOptions, InitResult, InitTemplate } from './init.js';
 export { typesCommand, schemaToTypes, typesName } from './types-command.js';
 export type { TypesOptions, TypesSchema } from './types-command.js';
 export { devCommand } from './dev.js';
+export { deployCommand, chartValues, IMAGE_ROOT, DEFAULT_POD_PORT } from './deploy-command.js';
+export type { DeployOptions, ManifestChartValues } from './deploy-command.js';
+export { routeCommand } from './route-command.js';
+export type { RouteOptions } from './route-command.js';
 export type { DevOptions } from './dev.js';

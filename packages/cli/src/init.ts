@@ -18,7 +18,9 @@ export const INIT_TEMPLATES = ['minimal', 'video', 'camera'] as const;
 export type InitTemplate = (typeof INIT_TEMPLATES)[number];
 
 /** The framework packages a generated project depends on (none of them is on the npm registry). */
-export const FRAMEWORK_PACKAGES = ['log', 'client', 'runtime', 'distributed', 'server', 'cli'] as const;
+export const FRAMEWORK_PACKAGES = ['log', 'client', 'runtime', 'distributed', 'server', 'agones', 'router', 'cli'] as const;
+/** The framework packages a new project depends on itself; the others (`router`, for `reactor route`) come in through the CLI. */
+const APP_PACKAGES = FRAMEWORK_PACKAGES.filter((p) => p !== 'router');
 
 /** Third-party dependencies of a generated project, with the versions used outside a workspace's catalog. */
 const THIRD_PARTY = {
@@ -277,7 +279,7 @@ export async function initProject(o: InitOptions): Promise<InitResult> {
     const deps: Record<string, string> = {};
     const devDeps: Record<string, string> = {};
     if (workspace) {
-      for (const p of FRAMEWORK_PACKAGES) (p === 'client' ? devDeps : deps)[`@reactor/${p}`] = 'workspace:*';
+      for (const p of APP_PACKAGES) (p === 'client' ? devDeps : deps)[`@reactor/${p}`] = 'workspace:*';
       for (const [k, v] of Object.entries(THIRD_PARTY.dependencies)) deps[k] = workspace ? 'catalog:' : v;
       for (const [k, v] of Object.entries(THIRD_PARTY.devDependencies)) devDeps[k] = workspace ? 'catalog:' : v;
       writeFileSync(
@@ -286,7 +288,7 @@ export async function initProject(o: InitOptions): Promise<InitResult> {
       );
     } else {
       const specs = await packFramework(join(staging, 'vendor'));
-      for (const p of FRAMEWORK_PACKAGES) (p === 'client' ? devDeps : deps)[`@reactor/${p}`] = specs[`@reactor/${p}`]!;
+      for (const p of APP_PACKAGES) (p === 'client' ? devDeps : deps)[`@reactor/${p}`] = specs[`@reactor/${p}`]!;
       Object.assign(deps, THIRD_PARTY.dependencies);
       Object.assign(devDeps, THIRD_PARTY.devDependencies);
       writeFileSync(join(staging, 'tsconfig.json'), json({ compilerOptions: { ...COMPILER_OPTIONS, rootDir: '.', noEmit: true }, include: ['src', 'test'] }));
@@ -306,6 +308,8 @@ export async function initProject(o: InitOptions): Promise<InitResult> {
           '  sharp: true',
           '  # pulled in by vite; its platform binary comes as an optional dependency',
           '  esbuild: false',
+          '  # pulled in by @google-cloud/agones-sdk (reactor run --agones); its postinstall only prints a notice',
+          '  protobufjs: false',
           '',
         ].join('\n'),
       );

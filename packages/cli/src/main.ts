@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * The `reactor` command: `reactor run`, `reactor schema`, `reactor doctor`.
+ * The `reactor` command: `reactor run`, `reactor schema`, `reactor doctor`, `reactor route`, ...
  * Reads `reactor.yaml` (found in the current folder or a parent, or given with --manifest).
  */
 import { cac } from 'cac';
@@ -11,6 +11,8 @@ import { CliErrorCode } from './errors.js';
 import { initCommand } from './init-command.js';
 import { typesCommand, type TypesOptions } from './types-command.js';
 import { devCommand, type DevOptions } from './dev.js';
+import { deployCommand, type DeployOptions } from './deploy-command.js';
+import type { RouteOptions } from './route-command.js';
 
 // Progress and log lines go to stderr; stdout carries only results (the viewer URL, the schema, doctor's report).
 const toStderr = (...args: unknown[]) => console.error(...args);
@@ -29,6 +31,7 @@ common(cli.command('run', 'Load the app and serve it (viewer, WebSocket, /schema
   .option('--allowed-host <host>', 'answer to this Host name too (repeatable or comma-separated; * for any; default: server.allowed_hosts)')
   .option('--allowed-origin <origin>', 'let pages of this origin connect (repeatable or comma-separated; * for any; default: server.allowed_origins)')
   .option('--insecure', 'serve on a non-loopback --host without a token (refused otherwise)')
+  .option('--agones', 'run as an Agones GameServer: Ready, health pings, Allocated per session (also agones.enabled in reactor.yaml)')
   .action((o: CliOptions) => runCommand(o, logger));
 common(cli.command('schema', "Print the app's schema (commands, messages, tracks) as JSON")).action((o: CliOptions) => schemaCommand(o, logger));
 common(cli.command('doctor', 'Check this machine for the app before loading any weights'))
@@ -53,6 +56,27 @@ common(cli.command('dev', 'Serve the app, and rebuild (tsc) and restart it on ev
   .option('--port <port>', 'TCP port (default: server.port or 8080; 0 picks a free one, kept across restarts)')
   .option('--token <token>', 'require this access token (also REACTOR_TOKEN)')
   .action((o: DevOptions) => devCommand(o, logger));
+cli
+  .command('deploy [target]', 'reactor deploy values: print the Helm values (deploy/helm/reactor) that come from reactor.yaml')
+  .option('--manifest <file>', 'reactor.yaml to read (default: ./reactor.yaml or the nearest parent)')
+  .option('--image-root <dir>', 'where the bundle lies inside the image (default: /opt/reactor)')
+  .action((target: string | undefined, o: DeployOptions) => deployCommand(target, o, logger));
+cli
+  .command('route', 'Route sessions to a fleet of instances on Kubernetes with Agones (POST /sessions, GET /sessions/:id, /s/:instance/...)')
+  .option('--kubeconfig <file>', 'kubeconfig to reach the Kubernetes API (default: in a pod its service account, else $KUBECONFIG or ~/.kube/config)')
+  .option('--in-cluster', "use the pod's service account even when a kubeconfig exists")
+  .option('--namespace <ns>', "namespace of the fleet (also REACTOR_NAMESPACE; default: the kubeconfig context's, else default)")
+  .option('--fleet <name>', 'the Agones Fleet to allocate from (also REACTOR_FLEET; default: reactor)')
+  .option('--host <host>', 'interface to bind (also REACTOR_ROUTER_HOST; default 127.0.0.1)')
+  .option('--port <port>', 'TCP port (also REACTOR_ROUTER_PORT; default 8090; 0 picks a free one)')
+  .option('--token <token>', 'require this access token (also REACTOR_TOKEN); proxied requests carry it on to the instances')
+  .option('--allowed-host <host>', 'answer to this Host name too (repeatable or comma-separated; * for any)')
+  .option('--allowed-origin <origin>', 'let pages of this origin use the router (repeatable or comma-separated; * for any)')
+  .option('--insecure', 'route on a non-loopback --host without a token (refused otherwise)')
+  .option('--public-url <url>', "the router's URL as clients reach it, for the instance URLs it answers (default: from each request's Host)")
+  .option('--retry-after <s>', 'seconds a 429 (no free instance) asks clients to wait (default 2)')
+  // Loaded on use: the Kubernetes client is heavy, and `reactor run` never needs it.
+  .action(async (o: RouteOptions) => (await import('./route-command.js')).routeCommand(o, logger));
 cli.help();
 cli.version('0.1.0');
 

@@ -8,6 +8,7 @@ import { dirname, resolve } from 'node:path';
 import { plainToInstance, Type } from 'class-transformer';
 import {
   IsArray,
+  IsBoolean,
   IsDefined,
   IsIn,
   IsInt,
@@ -27,6 +28,8 @@ import { parse as parseYaml } from 'yaml';
 import { ReactorError } from '@reactor/runtime';
 import { VIDEO_CODECS, resolveVideoOptions, type VideoOptions } from '@reactor/server';
 import { CliErrorCode } from './errors.js';
+// Constants only: the @reactor/agones entry loads no gRPC until an agent connects.
+import { MAX_ALLOCATION_TIMEOUT_MS, MAX_HEALTH_INTERVAL_MS, MIN_HEALTH_INTERVAL_MS } from '@reactor/agones';
 import { hostProblem, listProblems, originProblem } from './exposure.js';
 
 /** The manifest file name `reactor` looks for. */
@@ -65,6 +68,8 @@ class RuntimeSection {
   @IsString() @Matches(/^[^:]+:[A-Za-z_$][\w$]*$/, { message: 'must look like "path/to/module.js:ExportName"' }) import!: string;
   @IsOptional() @IsString() config?: string;
   @IsOptional() @IsString() weights_path?: string;
+  /** How long a session outlives its last client, ms (`AppHost`'s `gracePeriodMs`, default 60000). */
+  @IsOptional() @IsInt() @Min(0) @Max(3_600_000) session_grace_ms?: number;
 }
 
 /** One rung of `server.video.tiers`. */
@@ -102,14 +107,25 @@ class ServerSection {
   @IsOptional() @ValidateNested() @Type(() => VideoSection) video?: VideoSection;
 }
 
+/** `agones:`: run as an Agones GameServer (see docs/scale-out.md); `reactor run --agones` turns it on too. */
+class AgonesSection {
+  @IsOptional() @IsBoolean() enabled?: boolean;
+  @IsOptional() @IsIn(['ready', 'shutdown']) on_session_end?: 'ready' | 'shutdown';
+  @IsOptional() @IsInt() @Min(MIN_HEALTH_INTERVAL_MS) @Max(MAX_HEALTH_INTERVAL_MS) health_interval_ms?: number;
+  @IsOptional() @IsInt() @Min(1) @Max(MAX_ALLOCATION_TIMEOUT_MS) allocation_timeout_ms?: number;
+}
+
 class ManifestDocument {
   @IsOptional() @ValidateNested() @Type(() => ModelSection) model?: ModelSection;
   @IsDefined() @ValidateNested() @Type(() => RuntimeSection) runtime!: RuntimeSection;
   @IsOptional() @ValidateNested() @Type(() => ServerSection) server?: ServerSection;
+  @IsOptional() @ValidateNested() @Type(() => AgonesSection) agones?: AgonesSection;
 }
 
 /** The manifest's top-level sections. */
-const SECTIONS = ['model', 'runtime', 'server'];
+const SECTIONS = ['model', 'runtime', 'server', 'agones'];
+/** The keys of the `agones:` section. */
+const AGONES_KEYS = ['enabled', 'on_session_end', 'health_interval_ms', 'allocation_timeout_ms'];
 
 /** A validated manifest with every path resolved to an absolute one. */
 export interface Manifest {
@@ -119,7 +135,7 @@ export interface Manifest {
   root: string;
   /** `name` and `version` when the manifest gives them (the app's `@reactorApp` ones otherwise). */
   model: { name?: string; version?: string; description?: string; gpu: { type?: string; count: number } };
-  runtime: { module: string; exportName: string; config?: string; weightsPath?: string };
+  runtime: { module: string; exportName: string; config?: string; weightsPath?: string; sessionGraceMs?: number };
   server: {
     host?: string;
     port?: number;
@@ -132,6 +148,8 @@ export interface Manifest {
     /** `server.video`, as `ServerOptions.video` takes it. */
     video?: VideoOptions;
   };
+  /** The `agones:` section (absent keys: the integration's defaults). */
+  agones: { enabled: boolean; onSessionEnd?: 'ready' | 'shutdown'; healthIntervalMs?: number; allocationTimeoutMs?: number };
 }
 
 function flatten(errors: ValidationError[], prefix = ''): string[] {
@@ -176,12 +194,16 @@ export function loadManifest(file: string): Manifest {
     throw new ManifestError(`${path} is not valid YAML: ${(err as Error).message}`);
   }
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
-    throw new ManifestError(`${path} must be a YAML mapping with a "runtime" section (and optional "model" and "server" sections)`);
+    throw new ManifestError(`${path} must be a YAML mapping with a "runtime" section (and optional "model", "server" and "agones" sections)`);
   }
   const doc = plainToInstance(ManifestDocument, raw);
   const problems = flatten(validateSync(doc, { forbidUnknownValues: false }));
   const r = raw as Record<string, unknown>;
   for (const key of Object.keys(r)) if (!SECTIONS.includes(key)) problems.push(`${key}: unknown section (allowed: ${SECTIONS.join(', ')})`);
+  const agonesRaw = r['agones'];
+  if (typeof agonesRaw === 'object' && agonesRaw !== null && !Array.isArray(agonesRaw)) {
+    for (const key of Object.keys(agonesRaw)) if (!AGONES_KEYS.includes(key)) problems.push(`agones.${key}: unknown key (allowed: ${AGONES_KEYS.join(', ')})`);
+  }
   const server = doc.server;
   if (Array.isArray(server?.allowed_hosts) && server.allowed_hosts.every((h) => typeof h === 'string')) {
     problems.push(...listProblems(server.allowed_hosts, hostProblem, (i) => `server.allowed_hosts[${i}]`));
@@ -238,6 +260,7 @@ export function loadManifest(file: string): Manifest {
       exportName,
       ...(doc.runtime.config !== undefined && { config: resolve(root, doc.runtime.config) }),
       ...(doc.runtime.weights_path !== undefined && { weightsPath: resolve(root, doc.runtime.weights_path) }),
+      ...(doc.runtime.session_grace_ms !== undefined && { sessionGraceMs: doc.runtime.session_grace_ms }),
     },
     server: {
       ...(server?.host !== undefined && { host: server.host }),
@@ -249,6 +272,12 @@ export function loadManifest(file: string): Manifest {
       ...(server?.max_upload_bytes !== undefined && { maxUploadBytes: server.max_upload_bytes }),
       ...(server?.upload_quota_bytes !== undefined && { uploadQuotaBytes: server.upload_quota_bytes }),
       ...(video !== undefined && { video }),
+    },
+    agones: {
+      enabled: doc.agones?.enabled ?? false,
+      ...(doc.agones?.on_session_end !== undefined && { onSessionEnd: doc.agones.on_session_end }),
+      ...(doc.agones?.health_interval_ms !== undefined && { healthIntervalMs: doc.agones.health_interval_ms }),
+      ...(doc.agones?.allocation_timeout_ms !== undefined && { allocationTimeoutMs: doc.agones.allocation_timeout_ms }),
     },
   };
 }

@@ -68,7 +68,7 @@ describe('reactor init', () => {
       expect(files).toContain(f);
     }
     expect(files.filter((f) => f.startsWith('vendor/')).sort()).toEqual(
-      ['cli', 'client', 'distributed', 'log', 'runtime', 'server'].map((p) => `vendor/reactor-${p}-0.1.0.tgz`),
+      ['agones', 'cli', 'client', 'distributed', 'log', 'router', 'runtime', 'server'].map((p) => `vendor/reactor-${p}-0.1.0.tgz`),
     );
     const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name: string; dependencies: Record<string, string> };
     expect(pkg.name).toBe(`proj-${template}`);

@@ -75,7 +75,7 @@ extra: 1
         "model.resources.gpu.count: must not be less than 0",
         "runtime.import: must look like "path/to/module.js:ExportName"",
         "server.port: must not be greater than 65535",
-        "extra: unknown section (allowed: model, runtime, server)",
+        "extra: unknown section (allowed: model, runtime, server, agones)",
       ]
     `);
     expect(e.message).toContain(file);
@@ -90,7 +90,7 @@ extra: 1
   });
 
   it('refuses the old build: section, which nothing ever read', () => {
-    expect(() => loadManifest(write(`${good}build: { command: make }\n`))).toThrow('build: unknown section (allowed: model, runtime, server)');
+    expect(() => loadManifest(write(`${good}build: { command: make }\n`))).toThrow('build: unknown section (allowed: model, runtime, server, agones)');
   });
 
   it('reads server.video (codec, tiers, key_frame_interval, framerate) and names each bad value', () => {

@@ -5,6 +5,7 @@
  */
 import type { AppTypes, CommandArgs, CommandName, MessageData, MessageName, UntypedApp } from './app-types.js';
 import { TypedEmitter } from './emitter.js';
+import { requestSession, type AllocationRetryOptions, type SessionRoute } from './session-route.js';
 import { ClientErrorCode, CommandFailedError, CommandTimeoutError, ConnectionError, ProtocolMismatchError, ReactorClientError } from './errors.js';
 import { Publication, isMediaTrack, type PublishOptions, type PublishSource, type PublishTransport } from './publication.js';
 import {
@@ -71,6 +72,14 @@ export interface ConnectOptions {
   reconnect?: boolean | ReconnectOptions;
   /** Default reply timeout of {@link ReactorClient.send}, ms (default 30000; 0 = none). */
   commandTimeoutMs?: number;
+  /**
+   * Connect through a session router (`reactor route`): `url` is then the router's. `'new'`
+   * starts a session on a free instance; a session id (`client.route.sessionId` of another
+   * client) joins the instance that holds it. Left out: `url` is the instance's own.
+   */
+  session?: 'new' | string;
+  /** With `session: 'new'`: keep asking while no instance is free (429), waiting `Retry-After` between requests (default: fail at once). */
+  allocationRetry?: AllocationRetryOptions;
 }
 
 /** Options of one {@link ReactorClient.send} call. */
@@ -197,16 +206,34 @@ const OPEN = 1;
 /**
  * Connects to a Reactor server and resolves once the welcome message has arrived.
  *
- * @param url The server's base URL (`http://127.0.0.1:8080`) or its WebSocket URL (`ws://127.0.0.1:8080/ws`).
+ * @param url The server's base URL (`http://127.0.0.1:8080`) or its WebSocket URL (`ws://127.0.0.1:8080/ws`);
+ *   with `options.session`, the session router's URL.
  * @throws {ConnectionError} `connection_failed` when the socket cannot be opened or is refused
- *   (wrong token: the server answers 401; disallowed origin: 403).
+ *   (wrong token: the server answers 401; disallowed origin: 403), or the router cannot be reached.
+ * @throws {SessionRouteError} with `options.session`: the router's refusal, `no_free_instance`
+ *   (429, `retryAfterMs`) or `unknown_session` (404), ...
  * @throws {ProtocolMismatchError} when the server speaks another protocol version.
  * @example
  * const client = await connect('http://127.0.0.1:8080', { WebSocket });
  * await client.send('set_prompt', { prompt: 'A beach at dusk.' });
+ * // through a session router: a new session, then a second viewer joins it
+ * const host = await connect('https://play.example.com', { session: 'new', WebSocket });
+ * const guest = await connect('https://play.example.com', { session: host.route!.sessionId, WebSocket });
  */
 export async function connect<T extends AppTypes = UntypedApp>(url: string, options: ConnectOptions = {}): Promise<ReactorClient<T>> {
-  const client = new ReactorClient<T>(url, options);
+  if (options.session === undefined) {
+    const client = new ReactorClient<T>(url, options);
+    await client.ready;
+    return client;
+  }
+  const route = await requestSession(url, {
+    session: options.session,
+    ...(options.token !== undefined ? { token: options.token } : {}),
+    ...(options.signal ? { signal: options.signal } : {}),
+    ...(options.allocationRetry ? { allocationRetry: options.allocationRetry } : {}),
+  });
+  const client = new ReactorClient<T>(route.url, options);
+  client.route = route;
   await client.ready;
   return client;
 }
@@ -244,6 +271,8 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
   readonly videoConfigs = new Map<string, VideoConfigMessage>();
   /** Resolves when the first welcome arrives; rejects when the first connection fails. */
   readonly ready: Promise<this>;
+  /** The session and instance, when {@link connect} went through a session router (`options.session`). */
+  route: SessionRoute | undefined;
 
   readonly #wsUrl: string;
   readonly #WebSocket: WebSocketConstructor;
@@ -490,7 +519,7 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
       body: JSON.stringify(announce),
       ...(options.signal ? { signal: options.signal } : {}),
     })) as UploadTicket;
-    const info = (await this.#http(`upload of "${name}"`, new URL(ticket.url, `${base}/`).href, {
+    const info = (await this.#http(`upload of "${name}"`, new URL(ticket.url.replace(/^\/+/, ''), `${base}/`).href, {
       method: 'PUT',
       headers: { 'content-type': type ?? 'application/octet-stream', ...auth },
       body: data as Uint8Array<ArrayBuffer>,

@@ -80,3 +80,22 @@ export class ProtocolMismatchError extends ReactorClientError {
     );
   }
 }
+
+/**
+ * A session router (`reactor route`) refused `connect(routerUrl, { session })`. `code` is the
+ * router's: `no_free_instance` (429: every instance holds a session; `retryAfterMs` says when to
+ * ask again), `unknown_session` (404: no instance holds that session), `unauthorized`,
+ * `allocation_conflict`, `registry_unavailable`, ...
+ */
+export class SessionRouteError extends ReactorClientError {
+  /** The router's HTTP status. */
+  readonly status: number;
+  /** The router's `Retry-After`, ms, when it sent one (429, 503). */
+  readonly retryAfterMs: number | undefined;
+
+  constructor(code: string, message: string, status: number, retryAfterMs?: number) {
+    super(code, message);
+    this.status = status;
+    this.retryAfterMs = retryAfterMs;
+  }
+}

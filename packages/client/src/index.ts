@@ -71,6 +71,8 @@ export type {
   UploadOptions,
   BlobLike,
 } from './client.js';
+export { requestSession } from './session-route.js';
+export type { SessionRoute, AllocationRetryOptions, RequestSessionOptions } from './session-route.js';
 export { Publication } from './publication.js';
 export type {
   PublishSource,
@@ -84,7 +86,15 @@ export type {
 export type { AppTypes, UntypedApp, CommandName, MessageName, CommandParams, MessageData, CommandArgs } from './app-types.js';
 export { TypedEmitter } from './emitter.js';
 export type { Listener } from './emitter.js';
-export { ClientErrorCode, ReactorClientError, CommandFailedError, CommandTimeoutError, ConnectionError, ProtocolMismatchError } from './errors.js';
+export {
+  ClientErrorCode,
+  ReactorClientError,
+  CommandFailedError,
+  CommandTimeoutError,
+  ConnectionError,
+  ProtocolMismatchError,
+  SessionRouteError,
+} from './errors.js';
 export { KeyFrameGate } from './key-frame-gate.js';
 export type { ReferenceLoss, GateDecision, GateFrame, KeyFrameGateOptions } from './key-frame-gate.js';
 export { TierController } from './tier-controller.js';

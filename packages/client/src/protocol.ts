@@ -94,6 +94,11 @@ export interface SessionStatus {
   clients: number;
   /** Why the last session ended with an error, or why loading failed. */
   error?: ErrorBody;
+  /**
+   * The instance that serves this session, when the server runs as one of many (scale-out: the
+   * Agones GameServer name, once the instance knows it). Absent for a lone server.
+   */
+  instance?: string;
 }
 
 /** Per-field validation failure, as carried in `error.details`. */
@@ -463,6 +468,18 @@ export const HttpErrorCode = {
   UploadInvalidRequest: 'upload_invalid_request',
   /** 500: the server failed to answer; its log has the details. */
   InternalError: 'internal_error',
+  /** 429 from a session router's `POST /sessions`: every instance of the fleet holds a session; retry after `Retry-After` seconds. */
+  NoFreeInstance: 'no_free_instance',
+  /** 404 from a session router's `GET /sessions/{id}`: no instance holds that session (it ended, or never existed). */
+  UnknownSession: 'unknown_session',
+  /** 404 from a session router's `/s/{instance}/...`: no instance of that name holds a session. */
+  UnknownInstance: 'unknown_instance',
+  /** 503 from a session router's `POST /sessions`: the allocation kept meeting conflicts (409) past its retries; retry after `Retry-After`. */
+  AllocationConflict: 'allocation_conflict',
+  /** 502/503 from a session router: the Kubernetes API failed or refused its request (RBAC, network). */
+  RegistryUnavailable: 'registry_unavailable',
+  /** 502 from a session router: the instance's pod did not accept the proxied connection. */
+  InstanceUnreachable: 'instance_unreachable',
 } as const;
 export type HttpErrorCode = (typeof HttpErrorCode)[keyof typeof HttpErrorCode];
 

@@ -14,3 +14,5 @@ export { RANK_LOOP_TRANSITIONS, RankLoop } from './process/rank-loop.js';
 export type { RankLoopState } from './process/rank-loop.js';
 export { canTransition, transition } from './state-machine.js';
 export type { TransitionTable } from './state-machine.js';
+export { disableRankReuse, enableRankReuse, moduleTreeHash, parkedRankPids, rankReuseEnabled, releaseParkedRunners } from './runner/rank-reuse.js';
+export { alive, descendants } from './process/process-tree.js';

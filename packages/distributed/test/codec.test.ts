@@ -24,6 +24,18 @@ describe('codec', () => {
     expect(o.frames[12345]).toBe(7);
   });
 
+  it('decodes a value whose typed arrays are all empty without shared-memory bytes (none were sent)', () => {
+    const enc = encodeValue({ frames: new Uint8Array(0), n: 0, f: new Float32Array(0) });
+    expect(enc.totalBytes).toBe(0);
+    const back = decodeValue(enc.json, enc.meta, null) as { frames: Uint8Array; n: number; f: Float32Array };
+    expect(back.frames).toBeInstanceOf(Uint8Array);
+    expect([back.frames.length, back.n, back.f.length]).toEqual([0, 0, 0]);
+    expect(back.f).toBeInstanceOf(Float32Array);
+    // Arrays with bytes still need them.
+    const full = encodeValue({ a: new Uint8Array(4) });
+    expect(() => decodeValue(full.json, full.meta, null)).toThrow('arrived without its shared-memory bytes');
+  });
+
   it('aligns every array to 64 bytes so any element type can be viewed in place', () => {
     const { enc, out } = roundTrip({ a: new Uint8Array(3), b: new Float64Array([1.25, -2]), c: new Int16Array([-5]) });
     expect(enc.meta.filter((_, i) => i % 3 === 1)).toEqual([0, 64, 128]);

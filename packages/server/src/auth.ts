@@ -6,6 +6,11 @@ import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { ServerErrorCode } from './errors.js';
 
+/** Loopback host names: the default `allowedHosts` of a server bound to loopback. */
+export const LOOPBACK_HOSTS = ['localhost', '127.0.0.1', '[::1]'];
+/** Whether a bind address is loopback (`localhost`, `127.x.x.x`, `::1`): only this machine can connect. */
+export const isLoopbackHost = (host: string): boolean => host === 'localhost' || host === '::1' || host === '[::1]' || host.startsWith('127.');
+
 /** Name of the cookie the viewer page sets so its scripts and socket carry the token. */
 export const TOKEN_COOKIE = 'reactor_token';
 

@@ -153,6 +153,8 @@ export interface ConnectionContext {
   video: VideoStreams;
   /** Sees every stats message (the server derives step metrics from them). */
   onStats(msg: StatsMessage): void;
+  /** The instance name to put in `welcome.session` / `session` messages (`ReactorServer.instance`). */
+  instance(): string | undefined;
 }
 
 /** A connected WebSocket client (see the module comment for the frame policy). */
@@ -339,7 +341,7 @@ export class ClientConnection implements ClientSink, BudgetHolder, VideoSubscrib
       if (frames > 0) this.#ctx.metrics.framesDropped.inc({ reason: 'flush' }, frames);
       if (audio > 0) this.#ctx.metrics.audioChunksDropped.inc({ reason: 'flush' }, audio);
     }
-    this.#sendText(JSON.stringify(msg.type === 'error' ? capError(msg) : msg));
+    this.#sendText(JSON.stringify(msg.type === 'error' ? capError(msg) : withInstance(msg, this.#ctx.instance())));
   }
 
   frame(frame: OutputFrame): void {
@@ -997,4 +999,10 @@ export function truncateReason(reason: string): string {
         .subarray(0, 120)
         .toString('utf8')
         .replace(/\uFFFD$/, '') + '...';
+}
+
+/** `msg` with the instance name in its session status (welcome and session messages); the host's object is shared by every sink, so copied, never changed. */
+function withInstance(msg: ServerMessage, instance: string | undefined): ServerMessage {
+  if (instance === undefined || (msg.type !== 'welcome' && msg.type !== 'session')) return msg;
+  return { ...msg, session: { ...msg.session, instance } };
 }

@@ -4,6 +4,7 @@
  */
 import type { VideoCodecName, VideoTierSchema } from '@reactor/client';
 import { consoleLogger, type Logger } from '@reactor/log';
+import { LOOPBACK_HOSTS, isLoopbackHost } from './auth.js';
 import { DEFAULT_MAX_UPLOAD_BYTES, DEFAULT_UPLOAD_EXPIRY_MS, DEFAULT_UPLOAD_QUOTA_BYTES, DEFAULT_UPLOAD_WAIT_MS } from '@reactor/runtime';
 import { webCodecsEncoderFactory, type VideoEncoderFactory } from './video-encoder.js';
 import type { ResolvedVideoOptions } from './video-streams.js';
@@ -162,10 +163,8 @@ export type ResolvedServerOptions = Required<Omit<ServerOptions, 'token' | 'allo
   allowedHosts: string[] | undefined;
 };
 
-/** Loopback host names: the default `allowedHosts` of a server bound to loopback. */
-export const LOOPBACK_HOSTS = ['localhost', '127.0.0.1', '[::1]'];
-/** Whether a bind address is loopback (`localhost`, `127.x.x.x`, `::1`): only this machine can connect. */
-export const isLoopbackHost = (host: string): boolean => host === 'localhost' || host === '::1' || host === '[::1]' || host.startsWith('127.');
+// Defined with the access rules (auth.ts), which `@reactor/server/internal` shares without loading the runtime.
+export { LOOPBACK_HOSTS, isLoopbackHost };
 
 function int(name: string, v: unknown, min: number, max: number): void {
   if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {

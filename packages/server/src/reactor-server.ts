@@ -59,6 +59,8 @@ export interface StepSample {
 export interface ServableHost extends AppHostApi {
   close?(): Promise<void> | void;
   onStep?(listener: (step: StepSample) => void): (() => void) | void;
+  /** A status listener (`AppHost.onStatus`): scale-out integrations follow sessions through it. */
+  onStatus?(listener: (status: SessionStatus) => void): (() => void) | void;
   /** Cumulative counters (`AppHost.counters`): `steps` feeds `reactor_steps_total`. */
   readonly counters?: { readonly steps: number };
   /** A status listener (`AppHost.onStatus`): the server closes its video encoders when a session ends. */
@@ -77,6 +79,10 @@ export interface HealthReport {
   reason?: string;
   session: string;
   clients: number;
+  /** The current session's id, while one exists. */
+  sessionId?: string;
+  /** The instance name ({@link ReactorServer.instance}), when set. */
+  instance?: string;
 }
 
 /** A running server. Create it with `serve()` or {@link serveHost}. */
@@ -103,6 +109,7 @@ export class ReactorServer {
   #offStep: (() => void) | undefined;
   #port = 0;
   #statsSteps = 0;
+  #instance: string | undefined;
   /**
    * Settles when the app has loaded (`serve()` loads it after listening); rejects with the
    * load error. Already resolved for {@link serveHost}.
@@ -232,6 +239,23 @@ export class ReactorServer {
     return this.url.replace(/^http/, 'ws') + this.options.path;
   }
 
+  /**
+   * The name of this instance among many (scale-out: the Agones GameServer name), reported in
+   * `welcome.session.instance`, `session` messages and `GET /health`; `undefined` for a lone
+   * server. Set by the integration that learns it (`@reactor/agones`).
+   * @throws TypeError for a value that is not a non-empty string of at most 253 characters.
+   */
+  get instance(): string | undefined {
+    return this.#instance;
+  }
+
+  set instance(name: string | undefined) {
+    if (name !== undefined && (typeof name !== 'string' || name.length === 0 || name.length > 253)) {
+      throw new TypeError(`server.instance must be a non-empty string of at most 253 characters (a Kubernetes object name), got ${JSON.stringify(name)}`);
+    }
+    this.#instance = name;
+  }
+
   /** A snapshot of every video encoder (one per outbound video track, codec and tier in use). */
   videoEncoders(): VideoEncoderInfo[] {
     return this.#video.info();
@@ -252,6 +276,8 @@ export class ReactorServer {
     const r = this.#readiness();
     const status = r.ready ? 'ready' : s.state === 'loading' ? 'loading' : s.state === 'failed' ? 'failed' : 'not_ready';
     const report: HealthReport = { status, ready: r.ready, reasons: r.reasons, session: s.state, clients: s.clients };
+    if (s.sessionId !== undefined) report.sessionId = s.sessionId;
+    if (this.#instance !== undefined) report.instance = this.#instance;
     if (status === 'failed') report.reason = s.error?.message ?? 'the app failed to load';
     return report;
   }
@@ -488,6 +514,7 @@ export class ReactorServer {
         budget: this.#budget,
         video: this.#video,
         onStats: (m) => this.#onStats(m),
+        instance: () => this.#instance,
       },
       (c) => {
         this.#connections.delete(c);

@@ -45,6 +45,7 @@ import { detectGpuCount } from './gpu-count.js';
 import { findDeviceSelectLayer, nvidiaPciAddresses } from './vulkan-device-select.js';
 import { registerExitHook, unregisterExitHook } from './exit-hooks.js';
 import { type DistributedRunnerOptions, type ResolvedOptions, resolveOptions } from './options.js';
+import { argsFingerprint, moduleKeyOf, moduleTreeHash, parkRunner, rankReuseEnabled, releaseBeforeStart, takeParkedRunner } from './rank-reuse.js';
 
 /** Where the runner is in its life. */
 export type RunnerStateName = 'new' | 'starting' | 'ready' | 'busy' | 'unusable' | 'shutdown';
@@ -226,6 +227,10 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
   private resultGeneration = 0;
   private teardownPromise: Promise<void> | null = null;
   private readonly hook = { killNow: () => this.killNow(), terminate: () => this.stop(false) };
+  /** With rank reuse on (`reactor dev`): what decides whether a parked runner may serve this one, and its worker module. */
+  private reuse: { key: string; moduleKey: string } | null = null;
+  /** Handed back from the pool by the constructor: `start()` has nothing to start. */
+  private adopted: WorkerLocation | null = null;
 
   /**
    * Checks everything that can be checked without starting a process.
@@ -264,6 +269,18 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     this.loadArgs = options.loadArgs;
     this.logger = this.opts.logger;
     this.prefix = `${processSegmentPrefix()}-${++runnerSeq}-${randomBytes(3).toString('hex')}`;
+    if (rankReuseEnabled()) {
+      const { logger: _logger, ...opts } = this.opts;
+      const moduleKey = moduleKeyOf(this.location.runnableUrl);
+      const key = JSON.stringify([moduleKey, moduleTreeHash(this.location.runnableUrl), cls.name, opts, argsFingerprint(options.loadArgs)]);
+      this.reuse = { key, moduleKey };
+      const parked = takeParkedRunner(key)?.target as DistributedRunner<TInput, TResult, TArgs> | undefined;
+      if (parked) {
+        // The loaded ranks serve the new instance: `new` yields the parked runner, started.
+        parked.adopted = this.location;
+        return parked;
+      }
+    }
   }
 
   /** The one place the state changes. @throws IllegalTransitionError on an edge {@link RUNNER_TRANSITIONS} does not have */
@@ -336,6 +353,17 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
    * @throws {@link RunnerStateError} (`runner_state`) on a second `start()`
    */
   async start(): Promise<void> {
+    if (this.adopted) {
+      const location = this.adopted;
+      this.adopted = null;
+      // Errors are rebuilt as the classes of the module the app imports now, so `instanceof` holds.
+      const mod = (await import(location.sourceUrl)) as Record<string, unknown>;
+      this.errorClasses = new Map([...OWN_ERROR_CLASSES, ...collectErrorClasses(mod)]);
+      this.logger.info(
+        `reusing the ${this.worldSize} loaded rank${this.worldSize > 1 ? 's' : ''} (pid ${this.pids.join(', ')}): the model half did not change`,
+      );
+      return;
+    }
     if (this.state.name !== 'new') {
       throw new RunnerStateError(
         DistributedErrorCode.RunnerState,
@@ -346,6 +374,8 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     }
     this.go({ name: 'starting', start: null });
     try {
+      if (this.reuse) await releaseBeforeStart(this.reuse.moduleKey);
+      this.assertStillStarting();
       await this.startRanks();
     } catch (err) {
       // Later calls say why (unless shutdown() ended start(): then "it was shut down" is the reason).
@@ -902,6 +932,18 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
    * rank's process group. Also runs on process exit and on SIGINT/SIGTERM/SIGHUP.
    */
   shutdown(): Promise<void> {
+    if (this.reuse && this.state.name === 'ready' && rankReuseEnabled()) {
+      // Parked for the next runner with the same fingerprint; the pool stops it if none comes.
+      this.removeAllListeners();
+      this.adopted = null;
+      parkRunner(this.reuse.key, this.reuse.moduleKey, {
+        target: this,
+        healthy: () => this.healthy,
+        pids: () => this.pids,
+        release: () => this.stop(this.state.name === 'ready'),
+      });
+      return Promise.resolve();
+    }
     // Only a healthy, idle runner is asked: a busy or broken rank may never read the request.
     return this.stop(this.state.name === 'ready');
   }

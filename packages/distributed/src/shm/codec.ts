@@ -281,6 +281,11 @@ function viewAt(region: ArrayBufferLike, at: number, type: number, length: numbe
   return (view as unknown as { slice(): ArrayBufferView }).slice();
 }
 
+function allEmpty(meta: readonly number[]): boolean {
+  for (let i = 0; i < meta.length; i += META_STRIDE) if (meta[i + META_LENGTH] !== 0) return false;
+  return true;
+}
+
 /**
  * Decodes a value. `bytes` are its shared-memory bytes (null when it has none). Typed arrays in
  * the result are views into `bytes` (they stay valid exactly as long as `bytes` holds this
@@ -289,12 +294,14 @@ function viewAt(region: ArrayBufferLike, at: number, type: number, length: numbe
 export function decodeValue(json: string | null, meta: readonly number[], bytes: Uint8Array | null, copy = false): unknown {
   if (json !== null) {
     if (meta.length === 0) return JSON.parse(json) as unknown;
-    if (!bytes) throw new RangeError('A message with typed arrays arrived without its shared-memory bytes.');
-    if (bytes.byteOffset % 8 !== 0) throw new RangeError('A shared-memory message must start 8-byte aligned.');
+    // A value whose typed arrays are all empty has no shared-memory bytes at all.
+    const region = bytes ?? (allEmpty(meta) ? new Uint8Array(0) : null);
+    if (!region) throw new RangeError('A message with typed arrays arrived without its shared-memory bytes.');
+    if (region.byteOffset % 8 !== 0) throw new RangeError('A shared-memory message must start 8-byte aligned.');
     return JSON.parse(json, (_k, v: unknown) => {
       if (v !== null && typeof v === 'object' && PLACEHOLDER in v) {
         const i = (v as Record<string, number>)[PLACEHOLDER]! * META_STRIDE;
-        return viewAt(bytes.buffer, bytes.byteOffset + meta[i + META_OFFSET]!, meta[i + META_TYPE]!, meta[i + META_LENGTH]!, copy);
+        return viewAt(region.buffer, region.byteOffset + meta[i + META_OFFSET]!, meta[i + META_TYPE]!, meta[i + META_LENGTH]!, copy);
       }
       return v;
     }) as unknown;

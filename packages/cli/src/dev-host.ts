@@ -1,0 +1,119 @@
+/**
+ * The app process of `reactor dev` (started by it, never by hand): serves the app like
+ * `reactor run`, and on the supervisor's `reload` message imports the rebuilt app as a new
+ * generation and serves it on the same port. Rank reuse is on: the old app's `shutdown()` parks
+ * its runner and the new app's identical runner takes it back, ranks and weights loaded; a runner
+ * whose worker modules, options or `loadArgs` changed starts new ranks instead.
+ *
+ * Order of a reload: import the new generation first (an import that fails leaves the old
+ * version serving), close the old server (its runner parks), serve the new one, then stop every
+ * parked runner the new version did not take.
+ */
+import { register } from 'node:module';
+import type { Logger } from '@reactor/log';
+import { consoleLogger, levelFromEnv } from '@reactor/log';
+import { disableRankReuse, enableRankReuse, releaseParkedRunners } from '@reactor/distributed/internal';
+import type { ReactorServer } from '@reactor/server';
+import { checkPaths, importApp, manifestFrom, serveApp, serveSettings, type CliOptions } from './commands.js';
+import { GENERATION_PARAM } from './dev-loader.js';
+import type { Manifest } from './manifest.js';
+
+/** Supervisor to app process. */
+export type DevHostRequest = { t: 'reload'; reason: string; model: boolean };
+/** App process to supervisor: the outcome of the first start or of a reload. */
+export type DevHostReply = { t: 'serving'; viewer: string; generation: number } | { t: 'kept'; reason: string } | { t: 'down'; reason: string };
+
+/** The app package's folder, handed to the module hooks. */
+export interface DevHostArgs {
+  options: CliOptions;
+  root: string;
+}
+
+/** The manifest keys whose change means the ranks load again. */
+function modelKeys(m: Manifest): string {
+  return JSON.stringify([m.model, m.runtime]);
+}
+
+async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostReply) => void): Promise<void> {
+  register('./dev-loader.js', import.meta.url, { data: { root: args.root } });
+  enableRankReuse();
+  const o = { ...args.options };
+  let current: ReactorServer | undefined;
+  let generation = 0;
+  let lastModel: string | undefined;
+  let closing = false;
+
+  const load = async (model: boolean): Promise<void> => {
+    let m: Manifest;
+    let App: Awaited<ReturnType<typeof importApp>>;
+    let settings: ReturnType<typeof serveSettings>;
+    // Every attempt is a new generation: a module that failed to evaluate stays failed under its URL.
+    const next = ++generation;
+    try {
+      m = manifestFrom(o);
+      settings = serveSettings(o, m);
+      checkPaths(o, m);
+      App = await importApp(m, { logger, onStale: 'warn', query: `?${GENERATION_PARAM}=${next}` });
+    } catch (err) {
+      const reason = (err as Error).message;
+      logger.error(`${reason}${current ? '; the previous version keeps serving' : '; fix it and save a file to try again'}`);
+      send({ t: current ? 'kept' : 'down', reason });
+      return;
+    }
+    const reloadModel = model || (lastModel !== undefined && lastModel !== modelKeys(m));
+    lastModel = modelKeys(m);
+    if (current) {
+      const old = current;
+      current = undefined;
+      await old.close();
+    }
+    if (reloadModel) await releaseParkedRunners();
+    if (closing) return;
+    try {
+      const { server, viewer } = await serveApp(o, m, App, settings, logger);
+      current = server;
+      // Keep the port the first server got (with --port 0 as well), so the viewer stays put.
+      o.port = new URL(server.url).port;
+      await releaseParkedRunners();
+      process.stdout.write(`Viewer: ${viewer.href}\n`);
+      send({ t: 'serving', viewer: viewer.href, generation });
+    } catch (err) {
+      await releaseParkedRunners();
+      const reason = (err as Error).message;
+      logger.error(`${reason}; fix it and save a file to try again`);
+      send({ t: 'down', reason });
+    }
+  };
+
+  let cycle = load(false);
+  process.on('message', (msg: DevHostRequest) => {
+    if (msg?.t !== 'reload' || closing) return;
+    cycle = cycle.then(() => {
+      if (closing) return;
+      logger.info(msg.reason);
+      return load(msg.model);
+    });
+  });
+  const quit = (): void => {
+    if (closing) return;
+    closing = true;
+    void cycle
+      .then(async () => {
+        await disableRankReuse();
+        await current?.close();
+      })
+      .finally(() => process.exit(0));
+  };
+  for (const s of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(s, quit);
+  // The supervisor is gone (killed): nothing may outlive it.
+  process.on('disconnect', quit);
+  await cycle;
+}
+
+const args = JSON.parse(process.argv[2] ?? '{}') as DevHostArgs;
+const toStderr = (...a: unknown[]) => console.error(...a);
+const logger = consoleLogger({ name: 'reactor', level: levelFromEnv(), sink: { debug: toStderr, info: toStderr, warn: toStderr, error: toStderr } });
+const send = (reply: DevHostReply): void => {
+  if (process.connected) process.send!(reply);
+};
+await devHost(args, logger, send);

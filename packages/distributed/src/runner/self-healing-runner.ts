@@ -1,0 +1,126 @@
+import type { Logger } from '@reactor/log';
+import type { CallOptions, DistributedRunner } from './distributed-runner.js';
+
+/** Options of a {@link SelfHealingRunner}. */
+export interface SelfHealingRunnerOptions<TInput, TResult, TArgs> {
+  /** Builds a new, unstarted runner: at `start()` and at every rebuild. */
+  create: () => DistributedRunner<TInput, TResult, TArgs>;
+  logger: Logger;
+  /** How messages name the runner, e.g. `the video runner`. */
+  name: string;
+  /** A runner broke while no call ran and a new one is starting: `reason` is the error's first sentence. */
+  onRestarting?: (reason: string) => void;
+  /** Before a rebuild's new runner starts: forget what the old ranks reported. */
+  onRebuild?: () => void;
+}
+
+/**
+ * A {@link DistributedRunner} that an app keeps alive: when the runner breaks while no call runs
+ * (its `unhealthy` event: a rank died between steps), a new one is built at once, so sessions and
+ * their clients stay; a failure during a call is the caller's to report, and `rebuild()` then
+ * builds the next one in the background. A rebuild that fails is kept as {@link problem} for
+ * readiness and refused steps; the next `healIfBroken()` tries again.
+ *
+ * @example
+ * ```ts
+ * this.runners = new SelfHealingRunner({
+ *   name: 'the video runner',
+ *   logger: this.logger,
+ *   create: () => new DistributedRunner(VideoWorker, { worldSize: 2, loadArgs }),
+ *   onRestarting: (reason) => this.send(new RunnerRestarting(`${reason}; a new runner is starting`)),
+ * });
+ * await this.runners.start();
+ * ```
+ */
+export class SelfHealingRunner<TInput = unknown, TResult = unknown, TArgs = unknown> {
+  #runner: DistributedRunner<TInput, TResult, TArgs> | undefined;
+  #rebuilding: Promise<void> | undefined;
+  #problem: string | undefined;
+  /** True while `generate()` waits for the runner: a failure then is the step's to report. */
+  #inCall = false;
+
+  constructor(private readonly options: SelfHealingRunnerOptions<TInput, TResult, TArgs>) {}
+
+  /** The current runner (undefined before `start()`). */
+  get runner(): DistributedRunner<TInput, TResult, TArgs> | undefined {
+    return this.#runner;
+  }
+
+  /** The rebuild in flight, if any (never rejects). */
+  get rebuilding(): Promise<void> | undefined {
+    return this.#rebuilding;
+  }
+
+  /** Why the last rebuild failed (cleared by the next one that succeeds). */
+  get problem(): string | undefined {
+    return this.#problem;
+  }
+
+  /**
+   * Builds and starts a runner.
+   * @throws whatever the runner's `start()` throws (the runner is shut down then)
+   */
+  async start(): Promise<void> {
+    const runner = this.options.create();
+    this.#runner = runner;
+    runner.on('unhealthy', (err) => this.onUnhealthy(runner, err));
+    await runner.start();
+  }
+
+  /** The current runner's `generate()`; a runner that breaks meanwhile is not rebuilt behind the caller's back. */
+  async generate(input: TInput, options?: CallOptions): Promise<TResult> {
+    this.#inCall = true;
+    try {
+      return await this.#runner!.generate(input, options);
+    } finally {
+      this.#inCall = false;
+    }
+  }
+
+  /** Why a step cannot run now (restarting, not loaded, a failed rebuild), or undefined when it can. */
+  refusal(): string | undefined {
+    if (this.#rebuilding) return 'the runner is restarting';
+    if (!this.#runner) return 'the model is not loaded';
+    if (!this.#runner.healthy && this.#problem !== undefined) return this.#problem;
+    return undefined;
+  }
+
+  private onUnhealthy(runner: DistributedRunner<TInput, TResult, TArgs>, err: Error): void {
+    if (runner !== this.#runner || this.#inCall || this.#rebuilding) return;
+    this.options.logger.warn({ err }, 'the runner broke between calls; building a new one');
+    void this.rebuild();
+    // The first sentence says what happened (which rank, how); the rest is advice for the app's author.
+    this.options.onRestarting?.(err.message.split(/\.(\s|$)/)[0]!);
+  }
+
+  /** Shuts the current runner down and starts a new one; never rejects (a failure is kept in {@link problem}). */
+  rebuild(): Promise<void> {
+    this.#rebuilding ??= (async () => {
+      try {
+        await this.#runner?.shutdown();
+        this.options.onRebuild?.();
+        await this.start();
+        this.#problem = undefined;
+        this.options.logger.info('the new runner is up');
+      } catch (err) {
+        this.#problem = `${this.options.name} could not be restarted: ${(err as Error).message}`;
+        this.options.logger.error({ err }, 'restarting the runner failed; the next session tries again');
+      } finally {
+        this.#rebuilding = undefined;
+      }
+    })();
+    return this.#rebuilding;
+  }
+
+  /** Waits for a rebuild in flight, then rebuilds a runner that is broken (at a session's start). */
+  async healIfBroken(): Promise<void> {
+    await this.#rebuilding;
+    if (this.#runner && !this.#runner.healthy) await this.rebuild();
+  }
+
+  /** Waits for a rebuild in flight, then shuts the runner down. */
+  async shutdown(): Promise<void> {
+    await this.#rebuilding;
+    await this.#runner?.shutdown();
+  }
+}

@@ -1,0 +1,87 @@
+// SelfHealingRunner: what the sample apps share to keep a runner alive: a rank that dies between
+// calls gets a new runner at once (the app is told why), a failure during a call is the caller's,
+// and a rebuild that fails is kept for readiness and refused steps.
+import { afterEach, describe, expect, it } from 'vitest';
+import { DistributedRunner, SelfHealingRunner, WorkerCrashedError } from '../src/index.js';
+import { eventually, expectNothingLeft, fixture, quiet } from './helpers.js';
+
+const { EchoWorker } = await fixture('echo');
+const made: SelfHealingRunner[] = [];
+afterEach(async () => {
+  await Promise.allSettled(made.splice(0).map((r) => r.shutdown()));
+});
+
+function keeper(loadArgs: () => unknown = () => ({})) {
+  const restarting: string[] = [];
+  const runners: DistributedRunner[] = [];
+  let rebuilds = 0;
+  const r = new SelfHealingRunner<any, any, any>({
+    name: 'the echo runner',
+    logger: quiet,
+    create: () => {
+      const runner = new DistributedRunner(EchoWorker, { worldSize: 2, devices: 'cpu', logger: quiet, loadArgs: loadArgs() });
+      runners.push(runner);
+      return runner;
+    },
+    onRestarting: (reason) => restarting.push(reason),
+    onRebuild: () => rebuilds++,
+  });
+  made.push(r);
+  return { r, restarting, runners, rebuilds: () => rebuilds };
+}
+
+describe('SelfHealingRunner', () => {
+  it('builds a new runner at once when a rank dies between calls, and says why', async () => {
+    const { r, restarting, runners, rebuilds } = keeper();
+    expect(r.refusal()).toBe('the model is not loaded');
+    await r.start();
+    expect(r.refusal()).toBeUndefined();
+    const first = r.runner!;
+    process.kill(first.pids[1]!, 'SIGKILL');
+    await eventually(() => restarting.length === 1, 10_000, 'the restart notice');
+    expect(restarting[0]).toMatch(/^Rank 1 \(pid \d+\) was killed by SIGKILL/);
+    expect(r.refusal()).toBe('the runner is restarting');
+    await r.rebuilding;
+    expect(rebuilds()).toBe(1);
+    expect(r.runner).not.toBe(first);
+    expect(runners).toHaveLength(2);
+    expect(r.runner!.healthy).toBe(true);
+    expect(r.problem).toBeUndefined();
+    expect(await r.generate({ value: 1 })).toMatchObject({ rank: 0 });
+    expectNothingLeft(first);
+  });
+
+  it('leaves a failure during a call to the caller (no rebuild behind its back), and heals at the next session', async () => {
+    const { r, restarting } = keeper();
+    await r.start();
+    const first = r.runner!;
+    await expect(r.generate({ exitOn: [1] })).rejects.toBeInstanceOf(WorkerCrashedError);
+    expect(restarting).toEqual([]);
+    expect(r.rebuilding).toBeUndefined();
+    expect(first.healthy).toBe(false);
+    await r.healIfBroken();
+    expect(r.runner).not.toBe(first);
+    expect(r.runner!.healthy).toBe(true);
+  });
+
+  it('keeps why a rebuild failed for readiness and refused steps, and the next heal tries again', async () => {
+    let creates = 0;
+    // A start deadline no rank can meet: every start() fails.
+    const failing = new SelfHealingRunner<any, any, any>({
+      name: 'the broken runner',
+      logger: quiet,
+      create: () => {
+        creates++;
+        return new DistributedRunner(EchoWorker, { worldSize: 1, devices: 'cpu', logger: quiet, startTimeoutMs: 1, loadArgs: {} });
+      },
+    });
+    made.push(failing);
+    await expect(failing.start()).rejects.toThrow();
+    await failing.rebuild();
+    expect(failing.problem).toMatch(/^the broken runner could not be restarted: /);
+    expect(failing.refusal()).toBe(failing.problem);
+    await failing.healIfBroken();
+    expect(creates).toBe(3);
+    expect(failing.refusal()).toBe(failing.problem);
+  });
+});

@@ -1,0 +1,44 @@
+/**
+ * The session router's error codes: what its routes answer (`{"error":{"code","message"}}`),
+ * and what it throws at start. The codes a client can receive are the wire protocol's
+ * (`HttpErrorCode` of `@reactor/client`); `docs/errors.md` lists each with its fix.
+ */
+import { HttpErrorCode } from '@reactor/client';
+
+/** Every error code `@reactor/router` produces. */
+export const RouterErrorCode = {
+  /** 429: no instance of the fleet is Ready (every one holds a session). */
+  NoFreeInstance: HttpErrorCode.NoFreeInstance,
+  /** 404: no Allocated instance carries the session's label. */
+  UnknownSession: HttpErrorCode.UnknownSession,
+  /** 404: `/s/{instance}/...` names no Allocated instance of the fleet. */
+  UnknownInstance: HttpErrorCode.UnknownInstance,
+  /** 503: allocations kept meeting 409 Conflict past `conflictRetries`. */
+  AllocationConflict: HttpErrorCode.AllocationConflict,
+  /** 502/503: the Kubernetes API failed or refused the router's request. */
+  RegistryUnavailable: HttpErrorCode.RegistryUnavailable,
+  /** 502: the instance's pod refused or dropped the proxied connection. */
+  InstanceUnreachable: HttpErrorCode.InstanceUnreachable,
+  BadRequest: HttpErrorCode.BadRequest,
+  MethodNotAllowed: HttpErrorCode.MethodNotAllowed,
+  NotFound: HttpErrorCode.NotFound,
+  Unauthorized: HttpErrorCode.Unauthorized,
+  OriginNotAllowed: HttpErrorCode.OriginNotAllowed,
+  HostNotAllowed: HttpErrorCode.HostNotAllowed,
+  NotReady: HttpErrorCode.NotReady,
+  InternalError: HttpErrorCode.InternalError,
+  /** At start: no usable Kubernetes configuration (no kubeconfig file, not in a cluster, or the file does not parse). */
+  KubeConfigInvalid: 'kube_config_invalid',
+} as const;
+export type RouterErrorCode = (typeof RouterErrorCode)[keyof typeof RouterErrorCode];
+
+/** The one error class of `@reactor/router`, with a stable {@link RouterErrorCode}. */
+export class RouterError extends Error {
+  readonly code: RouterErrorCode;
+
+  constructor(code: RouterErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+    this.name = 'RouterError';
+  }
+}

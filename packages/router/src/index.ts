@@ -1,0 +1,15 @@
+/**
+ * `@reactor/router`: the stateless session router of a Reactor fleet on Kubernetes with Agones
+ * (`reactor route`): `POST /sessions` allocates an instance, `GET /sessions/{id}` finds the one
+ * that holds a session, `/s/{instance}/...` relays to it. See docs/scale-out.md.
+ */
+export { SessionRouter, route, INSTANCE_PATH_PREFIX } from './session-router.js';
+export type { SessionAnswer } from './session-router.js';
+export { resolveRouterOptions, DEFAULT_ROUTER_PORT } from './options.js';
+export type { RouterOptions, ResolvedRouterOptions } from './options.js';
+export { AgonesRegistry, FLEET_LABEL, SESSION_LABEL, SESSION_ID_PATTERN } from './registry.js';
+export type { Instance, RegistryOptions, AllocationOutcome } from './registry.js';
+export { loadKubeConfig } from './kube-config.js';
+export type { KubeConfigSource, LoadedKubeConfig } from './kube-config.js';
+export { RouterMetrics } from './metrics.js';
+export { RouterError, RouterErrorCode } from './errors.js';

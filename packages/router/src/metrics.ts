@@ -1,0 +1,53 @@
+/** Prometheus metrics of one router (a registry per router, so several never collide). */
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/** The metrics a router keeps; `registry.metrics()` renders them for `GET /metrics`. */
+export class RouterMetrics {
+  readonly registry = new Registry();
+  readonly allocations = new Counter({
+    name: 'reactor_router_allocations_total',
+    help: 'POST /sessions by outcome: allocated (201), no_free_instance (429), conflict (503 after the retries), error (the Kubernetes API failed).',
+    labelNames: ['result'],
+    registers: [this.registry],
+  });
+  readonly noFreeInstance = new Counter({
+    name: 'reactor_router_no_free_instance_total',
+    help: 'POST /sessions answered 429 because no instance of the fleet was Ready.',
+    registers: [this.registry],
+  });
+  readonly conflicts = new Counter({
+    name: 'reactor_router_allocation_conflicts_total',
+    help: 'Allocations that met 409 Conflict (or Contention) and were retried.',
+    registers: [this.registry],
+  });
+  readonly allocationSeconds = new Histogram({
+    name: 'reactor_router_allocation_duration_seconds',
+    help: 'POST /sessions from request to answer (the GameServerAllocation and its retries), seconds.',
+    labelNames: ['result'],
+    buckets: [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [this.registry],
+  });
+  readonly lookups = new Counter({
+    name: 'reactor_router_session_lookups_total',
+    help: 'GET /sessions/{id} by outcome: found, not_found, error.',
+    labelNames: ['result'],
+    registers: [this.registry],
+  });
+  readonly proxied = new Counter({
+    name: 'reactor_router_proxied_total',
+    help: 'Requests proxied to an instance: ws (WebSocket upgrades) and http, by outcome (ok, unknown_instance, unreachable).',
+    labelNames: ['kind', 'result'],
+    registers: [this.registry],
+  });
+  readonly openSockets = new Gauge({
+    name: 'reactor_router_proxied_websockets',
+    help: 'WebSocket connections the router is relaying now.',
+    registers: [this.registry],
+  });
+  readonly rejected = new Counter({
+    name: 'reactor_router_rejected_total',
+    help: 'Requests refused by the access rules, by reason (host, unauthorized, origin).',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
+}

@@ -1,0 +1,154 @@
+/**
+ * Options of the session router, with their defaults and eager validation (a bad option
+ * throws before anything listens, naming the option and the value).
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import { consoleLogger, type Logger } from '@reactor/log';
+import { LOOPBACK_HOSTS, isLoopbackHost } from '@reactor/server/internal';
+
+/** Default port of `reactor route` (one off `reactor run`'s 8080, so both run on one machine). */
+export const DEFAULT_ROUTER_PORT = 8090;
+
+/** Options of {@link SessionRouter}. */
+export interface RouterOptions {
+  /** The Kubernetes configuration (see `loadKubeConfig()`). */
+  kubeConfig: KubeConfig;
+  /** Namespace of the fleet's GameServers (default `default`). */
+  namespace?: string;
+  /** The Agones Fleet whose instances the router hands out (its `agones.dev/fleet` label). */
+  fleet: string;
+  /** Interface to bind (default `127.0.0.1`; `0.0.0.0` in a pod). */
+  host?: string;
+  /** TCP port (default {@link DEFAULT_ROUTER_PORT}; 0 picks a free one). */
+  port?: number;
+  /**
+   * Access token, checked as `reactor run` checks it (`?token=`, `Authorization: Bearer`, the
+   * viewer's cookie) on every route but the health ones; proxied requests carry it on to the
+   * instance, so give instances the same token (or none, on a network only the router reaches).
+   */
+  token?: string;
+  /** Origins whose pages may use the router (default: only its own; `['*']` any), as `reactor run`. */
+  allowedOrigins?: string[];
+  /** `Host` names the router answers to (default on loopback: `localhost`, `127.0.0.1`, `[::1]`; else any). */
+  allowedHosts?: string[];
+  /** Serve on a non-loopback address without a token (refused otherwise). */
+  insecure?: boolean;
+  /**
+   * The router's URL as clients reach it (`https://play.example.com`), for the instance URLs it
+   * answers. Default: from each request's `Host` and `X-Forwarded-Proto`.
+   */
+  publicUrl?: string;
+  /** Seconds a 429 (no free instance) asks the client to wait, `Retry-After` (default 2). */
+  retryAfterS?: number;
+  /** Allocation attempts after a 409 Conflict before answering 503 (default 5). */
+  conflictRetries?: number;
+  /** First back-off after a conflict, ms (default 10; doubled each retry, at most 250). */
+  conflictBackoffMs?: number;
+  /** How long a readiness check of the Kubernetes API is reused, ms (default 2000). */
+  readyCacheMs?: number;
+  /** Time a client has to send its request headers, ms (default 10000). */
+  headersTimeoutMs?: number;
+  /** Where diagnostics go (default `consoleLogger()`); the router logs with `child({ component: 'router' })`. */
+  logger?: Logger;
+}
+
+/** Options with defaults applied. */
+export interface ResolvedRouterOptions {
+  kubeConfig: KubeConfig;
+  namespace: string;
+  fleet: string;
+  host: string;
+  port: number;
+  token: string | undefined;
+  allowedOrigins: string[] | undefined;
+  /** `undefined`: any host. */
+  allowedHosts: string[] | undefined;
+  insecure: boolean;
+  /** Without a trailing slash. */
+  publicUrl: string | undefined;
+  retryAfterS: number;
+  conflictRetries: number;
+  conflictBackoffMs: number;
+  readyCacheMs: number;
+  headersTimeoutMs: number;
+  logger: Logger;
+}
+
+function int(name: string, v: unknown, min: number, max: number): void {
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
+    throw new RangeError(`options.${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(v)}`);
+  }
+}
+
+/** A Kubernetes name (namespace, fleet): DNS label rules. */
+const DNS_NAME = /^[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?$/;
+
+/**
+ * Applies defaults and validates every option.
+ * @throws {RangeError | TypeError} naming the option, e.g. `options.fleet must be a Kubernetes name ...`.
+ */
+export function resolveRouterOptions(o: RouterOptions): ResolvedRouterOptions {
+  if (!o || typeof o !== 'object') throw new TypeError('options must be an object with at least kubeConfig and fleet');
+  if (!o.kubeConfig || typeof (o.kubeConfig as { makeApiClient?: unknown }).makeApiClient !== 'function') {
+    throw new TypeError('options.kubeConfig must be a KubeConfig of @kubernetes/client-node (see loadKubeConfig())');
+  }
+  const r: ResolvedRouterOptions = {
+    kubeConfig: o.kubeConfig,
+    namespace: o.namespace ?? 'default',
+    fleet: o.fleet,
+    host: o.host ?? '127.0.0.1',
+    port: o.port ?? DEFAULT_ROUTER_PORT,
+    token: o.token,
+    allowedOrigins: o.allowedOrigins,
+    allowedHosts: undefined,
+    insecure: o.insecure ?? false,
+    publicUrl: o.publicUrl?.replace(/\/+$/, ''),
+    retryAfterS: o.retryAfterS ?? 2,
+    conflictRetries: o.conflictRetries ?? 5,
+    conflictBackoffMs: o.conflictBackoffMs ?? 10,
+    readyCacheMs: o.readyCacheMs ?? 2000,
+    headersTimeoutMs: o.headersTimeoutMs ?? 10_000,
+    logger: o.logger ?? consoleLogger(),
+  };
+  for (const key of ['namespace', 'fleet'] as const) {
+    if (typeof r[key] !== 'string' || !DNS_NAME.test(r[key])) {
+      throw new RangeError(`options.${key} must be a Kubernetes name (lower-case letters, digits, "-" and "."), got ${JSON.stringify(r[key])}`);
+    }
+  }
+  if (typeof r.host !== 'string' || r.host === '') throw new TypeError(`options.host must be a non-empty string, got ${JSON.stringify(r.host)}`);
+  int('port', r.port, 0, 65535);
+  if (r.token !== undefined && (typeof r.token !== 'string' || r.token.length === 0)) {
+    throw new TypeError('options.token must be a non-empty string when given; leave it out to disable access control');
+  }
+  if (typeof r.insecure !== 'boolean') throw new TypeError(`options.insecure must be a boolean, got ${JSON.stringify(r.insecure)}`);
+  if (!isLoopbackHost(r.host) && r.token === undefined && !r.insecure) {
+    throw new RangeError(
+      `options.host is ${JSON.stringify(r.host)}, not a loopback address, and no options.token is set: anyone who can reach it could allocate every instance. ` +
+        'Set options.token, bind 127.0.0.1, or pass insecure: true on a network you trust.',
+    );
+  }
+  if (r.allowedOrigins !== undefined && (!Array.isArray(r.allowedOrigins) || r.allowedOrigins.some((x) => typeof x !== 'string'))) {
+    throw new TypeError('options.allowedOrigins must be an array of origins such as "https://example.com" (or ["*"])');
+  }
+  if (o.allowedHosts !== undefined && (!Array.isArray(o.allowedHosts) || o.allowedHosts.some((x) => typeof x !== 'string' || x === ''))) {
+    throw new TypeError('options.allowedHosts must be an array of host names such as "reactor.example.com" (or ["*"])');
+  }
+  r.allowedHosts = o.allowedHosts?.includes('*') ? undefined : (o.allowedHosts ?? (isLoopbackHost(r.host) ? LOOPBACK_HOSTS : undefined));
+  if (r.publicUrl !== undefined) {
+    let u: URL | undefined;
+    try {
+      u = new URL(r.publicUrl);
+    } catch {
+      u = undefined;
+    }
+    if (!u || (u.protocol !== 'http:' && u.protocol !== 'https:') || u.search || u.hash) {
+      throw new TypeError(`options.publicUrl must be an http(s) URL without query, such as "https://play.example.com", got ${JSON.stringify(o.publicUrl)}`);
+    }
+  }
+  int('retryAfterS', r.retryAfterS, 1, 3600);
+  int('conflictRetries', r.conflictRetries, 0, 100);
+  int('conflictBackoffMs', r.conflictBackoffMs, 1, 10_000);
+  int('readyCacheMs', r.readyCacheMs, 0, 600_000);
+  int('headersTimeoutMs', r.headersTimeoutMs, 100, 600_000);
+  return r;
+}

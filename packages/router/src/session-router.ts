@@ -1,0 +1,538 @@
+/**
+ * The stateless session router: `POST /sessions` allocates an instance of the fleet through
+ * Agones, `GET /sessions/{id}` finds the instance that holds a session, and `/s/{instance}/...`
+ * relays HTTP requests and WebSocket connections to that instance's pod. Every answer comes
+ * from the Kubernetes API at the time of the request: any number of routers can run side by
+ * side and one can be replaced at any time.
+ */
+import { randomUUID } from 'node:crypto';
+import {
+  Agent,
+  STATUS_CODES,
+  createServer,
+  request as httpRequest,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
+import { connect as netConnect, type AddressInfo, type Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import type { Logger } from '@reactor/log';
+import { checkAccess, hostAllowed, originAllowed, type AccessPolicy } from '@reactor/server/internal';
+import { RouterError, RouterErrorCode } from './errors.js';
+import { RouterMetrics } from './metrics.js';
+import { resolveRouterOptions, type ResolvedRouterOptions, type RouterOptions } from './options.js';
+import { AgonesRegistry, SESSION_ID_PATTERN, type Instance } from './registry.js';
+
+/** Path prefix of the routes relayed to an instance: `/s/{instance}/ws`, `/s/{instance}/schema`, ... */
+export const INSTANCE_PATH_PREFIX = '/s/';
+
+/** The answer of `POST /sessions` (201) and `GET /sessions/{id}` (200). */
+export interface SessionAnswer {
+  sessionId: string;
+  /** The GameServer's name. */
+  instance: string;
+  /** The instance's base URL through this router: connect `@reactor/client` to it (its socket is `{url}/ws`). */
+  url: string;
+  /** The same, as a path on the router (`/s/{instance}`). */
+  path: string;
+}
+
+/** The body of every error answer. */
+interface ErrorAnswer {
+  error: { code: RouterErrorCode; message: string };
+  /** With 429 and 503: the seconds of `Retry-After`. */
+  retryAfterS?: number;
+}
+
+/** Headers a proxy must not pass on (RFC 9110 section 7.6.1), plus the ones the router sets itself. */
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'host',
+  'origin',
+]);
+/** A GameServer name: a Kubernetes object name. */
+const INSTANCE_NAME = /^[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?$/;
+
+/**
+ * The router. Create it with {@link route} (or `new SessionRouter(options).listen()`).
+ * @example
+ * const { kubeConfig, namespace } = loadKubeConfig();
+ * const router = await route({ kubeConfig, namespace, fleet: 'reactor', port: 8090 });
+ */
+export class SessionRouter {
+  readonly options: ResolvedRouterOptions;
+  readonly metrics = new RouterMetrics();
+  readonly registry: AgonesRegistry;
+  readonly #http: Server;
+  readonly #log: Logger;
+  readonly #policy: AccessPolicy;
+  readonly #agent = new Agent({ keepAlive: true, maxSockets: 256 });
+  readonly #relays = new Set<Duplex>();
+  #port = 0;
+  #closing: Promise<void> | undefined;
+  #readyCheck: { at: number; result: Promise<string | undefined> } | undefined;
+
+  /** @throws {RangeError | TypeError} for a bad option (see {@link resolveRouterOptions}). */
+  constructor(options: RouterOptions) {
+    this.options = resolveRouterOptions(options);
+    this.#log = this.options.logger.child({ component: 'router' });
+    this.#policy = { token: this.options.token, allowedHosts: this.options.allowedHosts, allowedOrigins: this.options.allowedOrigins };
+    this.registry = new AgonesRegistry(this.options.kubeConfig, {
+      namespace: this.options.namespace,
+      fleet: this.options.fleet,
+      conflictRetries: this.options.conflictRetries,
+      conflictBackoffMs: this.options.conflictBackoffMs,
+      onConflict: () => this.metrics.conflicts.inc(),
+      logger: this.#log,
+    });
+    this.#http = createServer({ headersTimeout: this.options.headersTimeoutMs, requestTimeout: 0 }, (req, res) => {
+      this.#onRequest(req, res).catch((err: unknown) => this.#internalError(res, err));
+    });
+    this.#http.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      this.#onUpgrade(req, socket, head).catch((err: unknown) => {
+        this.#log.error(`relaying an upgrade failed: ${(err as Error)?.stack ?? String(err)}`);
+        socket.destroy();
+      });
+    });
+    this.#http.on('clientError', (_err, socket: Duplex) => {
+      if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
+      else socket.destroy();
+    });
+  }
+
+  /**
+   * Starts listening.
+   * @throws {RouterError} never; the listen error (`EADDRINUSE`, ...) as Node raises it.
+   */
+  listen(): Promise<this> {
+    return new Promise((resolve, reject) => {
+      const onError = (err: Error): void => reject(err);
+      this.#http.once('error', onError);
+      this.#http.listen(this.options.port, this.options.host, () => {
+        this.#http.off('error', onError);
+        this.#port = (this.#http.address() as AddressInfo).port;
+        this.#log.info(`routing sessions of fleet "${this.options.fleet}" (namespace "${this.options.namespace}") at ${this.url}`);
+        resolve(this);
+      });
+    });
+  }
+
+  /** The port it listens on (after {@link listen}). */
+  get port(): number {
+    return this.#port;
+  }
+
+  /** The router's own URL, e.g. `http://127.0.0.1:8090`. */
+  get url(): string {
+    const h = this.options.host.includes(':') ? `[${this.options.host}]` : this.options.host;
+    return `http://${h === '0.0.0.0' || h === '[::]' ? '127.0.0.1' : h}:${this.#port}`;
+  }
+
+  /** Stops accepting, cuts the relayed sockets (clients reconnect through another router) and closes. Idempotent. */
+  close(): Promise<void> {
+    this.#closing ??= new Promise<void>((resolve) => {
+      this.#http.close(() => resolve());
+      for (const s of this.#relays) s.destroy();
+      this.#http.closeAllConnections();
+      this.#agent.destroy();
+    });
+    return this.#closing;
+  }
+
+  async #onRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = parseTarget(req.url);
+    if (!url) return this.#sendError(res, 400, RouterErrorCode.BadRequest, `cannot parse the request target ${JSON.stringify(req.url)}`);
+    const path = url.pathname;
+    // Health is open (no token, any Host): load balancers and orchestrators probe it.
+    if (path === '/health/live') return sendJson(res, 200, { status: 'live' });
+    if (path === '/health/ready' || path === '/health') return this.#onReady(res);
+    if (req.method === 'OPTIONS') return this.#onPreflight(req, res);
+    const denial = checkAccess(req, url, this.#policy);
+    if (denial) {
+      this.metrics.rejected.inc({ reason: denial.reason });
+      if (denial.status === 401) res.setHeader('WWW-Authenticate', 'Bearer');
+      req.resume();
+      return this.#sendError(res, denial.status, denial.code as RouterErrorCode, denial.message);
+    }
+    this.#cors(req, res);
+    if (path.startsWith(INSTANCE_PATH_PREFIX)) return this.#proxyHttp(req, res, url);
+    if (path === '/sessions') {
+      req.resume();
+      if (req.method !== 'POST') return this.#methodNotAllowed(res, 'POST');
+      return this.#onAllocate(req, res);
+    }
+    const lookup = /^\/sessions\/([^/]+)$/.exec(path);
+    if (lookup) {
+      req.resume();
+      if (req.method !== 'GET' && req.method !== 'HEAD') return this.#methodNotAllowed(res, 'GET, HEAD');
+      return this.#onLookup(req, res, safeDecode(lookup[1]!));
+    }
+    req.resume();
+    if (req.method !== 'GET' && req.method !== 'HEAD') return this.#methodNotAllowed(res, 'GET, HEAD');
+    if (path === '/metrics') {
+      res.setHeader('Content-Type', this.metrics.registry.contentType);
+      res.end(await this.metrics.registry.metrics());
+      return;
+    }
+    return this.#sendError(
+      res,
+      404,
+      RouterErrorCode.NotFound,
+      `no route ${path}; the router answers POST /sessions, GET /sessions/{id}, /s/{instance}/..., /health, /health/live, /health/ready and /metrics`,
+    );
+  }
+
+  /** `POST /sessions`: one GameServerAllocation; 201 with the instance, or 429 when none is Ready. */
+  async #onAllocate(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const started = performance.now();
+    const sessionId = randomUUID();
+    const done = (result: string): void => {
+      this.metrics.allocations.inc({ result });
+      this.metrics.allocationSeconds.observe({ result }, (performance.now() - started) / 1000);
+    };
+    let outcome;
+    try {
+      outcome = await this.registry.allocate(sessionId);
+    } catch (err) {
+      const e = asRouterError(err);
+      done(e.code === RouterErrorCode.AllocationConflict ? 'conflict' : 'error');
+      this.#log.warn(`POST /sessions failed: ${e.message}`);
+      return this.#sendError(res, 503, e.code, e.message, this.options.retryAfterS);
+    }
+    if (!outcome.allocated) {
+      done('no_free_instance');
+      this.metrics.noFreeInstance.inc();
+      return this.#sendError(
+        res,
+        429,
+        RouterErrorCode.NoFreeInstance,
+        `no free instance: every instance of fleet "${this.options.fleet}" (namespace "${this.options.namespace}") holds a session; retry after ${this.options.retryAfterS} s`,
+        this.options.retryAfterS,
+      );
+    }
+    done('allocated');
+    const { instance } = outcome;
+    this.#log.info(`session ${sessionId} allocated instance ${instance.name} (${instance.address}:${instance.port})`);
+    res.setHeader('Location', `/sessions/${sessionId}`);
+    sendJson(res, 201, this.#answer(req, sessionId, instance));
+  }
+
+  /** `GET /sessions/{id}`: the Allocated instance labelled with the session, or 404. */
+  async #onLookup(req: IncomingMessage, res: ServerResponse, sessionId: string | undefined): Promise<void> {
+    if (sessionId === undefined || !SESSION_ID_PATTERN.test(sessionId)) {
+      this.metrics.lookups.inc({ result: 'not_found' });
+      return this.#sendError(res, 404, RouterErrorCode.UnknownSession, `${JSON.stringify(sessionId ?? '')} is not a session id (the router's ids are UUIDs)`);
+    }
+    let instance: Instance | undefined;
+    try {
+      instance = await this.registry.findSession(sessionId);
+    } catch (err) {
+      this.metrics.lookups.inc({ result: 'error' });
+      const e = asRouterError(err);
+      return this.#sendError(res, 503, e.code, e.message, this.options.retryAfterS);
+    }
+    if (!instance) {
+      this.metrics.lookups.inc({ result: 'not_found' });
+      return this.#sendError(
+        res,
+        404,
+        RouterErrorCode.UnknownSession,
+        `no instance holds session ${sessionId}: it ended, or never existed; start a new one with POST /sessions`,
+      );
+    }
+    this.metrics.lookups.inc({ result: 'found' });
+    sendJson(res, 200, this.#answer(req, sessionId, instance));
+  }
+
+  #answer(req: IncomingMessage, sessionId: string, instance: Instance): SessionAnswer {
+    const path = `${INSTANCE_PATH_PREFIX}${encodeURIComponent(instance.name)}`;
+    return { sessionId, instance: instance.name, url: `${this.#publicBase(req)}${path}`, path };
+  }
+
+  /** The router's URL as the client reached it: `publicUrl`, else the request's scheme and `Host`. */
+  #publicBase(req: IncomingMessage): string {
+    if (this.options.publicUrl) return this.options.publicUrl;
+    const forwarded = String(req.headers['x-forwarded-proto'] ?? '')
+      .split(',')[0]!
+      .trim()
+      .toLowerCase();
+    return `${forwarded === 'https' ? 'https' : 'http'}://${req.headers.host ?? `127.0.0.1:${this.#port}`}`;
+  }
+
+  /** Health: ready while the Kubernetes API answers the router (checked at most every `readyCacheMs`). */
+  async #onReady(res: ServerResponse): Promise<void> {
+    const now = performance.now();
+    if (!this.#readyCheck || now - this.#readyCheck.at > this.options.readyCacheMs) {
+      this.#readyCheck = {
+        at: now,
+        result: this.registry.check().then(
+          () => undefined,
+          (err: unknown) => asRouterError(err).message,
+        ),
+      };
+    }
+    const problem = this.#closing ? 'the router is shutting down' : await this.#readyCheck.result;
+    if (problem === undefined) return sendJson(res, 200, { ready: true, fleet: this.options.fleet, namespace: this.options.namespace });
+    return sendJson(res, 503, { ready: false, error: { code: RouterErrorCode.NotReady, message: `not ready: ${problem}` } });
+  }
+
+  /** A CORS preflight: allowed for a permitted Host and Origin (it carries no token, by design of browsers). */
+  #onPreflight(req: IncomingMessage, res: ServerResponse): void {
+    req.resume();
+    if (!hostAllowed(req, this.options.allowedHosts) || !originAllowed(req, this.options.allowedOrigins)) {
+      this.metrics.rejected.inc({ reason: hostAllowed(req, this.options.allowedHosts) ? 'origin' : 'host' });
+      return this.#sendError(
+        res,
+        403,
+        RouterErrorCode.OriginNotAllowed,
+        `origin ${JSON.stringify(req.headers.origin ?? '')} may not use this router; add it to allowedOrigins`,
+      );
+    }
+    this.#cors(req, res);
+    res.setHeader('Access-Control-Allow-Methods', 'GET, HEAD, POST, PUT');
+    res.setHeader('Access-Control-Allow-Headers', 'Authorization, Content-Type');
+    res.setHeader('Access-Control-Max-Age', '600');
+    res.statusCode = 204;
+    res.end();
+  }
+
+  /** Lets an allowed browser origin read the answer (the access check ran before). */
+  #cors(req: IncomingMessage, res: ServerResponse): void {
+    const origin = req.headers.origin;
+    if (!origin) return;
+    res.setHeader('Access-Control-Allow-Origin', origin);
+    res.setHeader('Access-Control-Expose-Headers', 'Retry-After, Location');
+    res.setHeader('Vary', 'Origin');
+  }
+
+  /** The instance a `/s/{instance}/...` path names, if it holds a session. */
+  async #target(path: string): Promise<{ instance: Instance; rest: string }> {
+    const m = /^\/s\/([^/]+)(\/.*)?$/.exec(path);
+    const name = m ? safeDecode(m[1]!) : undefined;
+    if (!m || name === undefined || !INSTANCE_NAME.test(name)) {
+      throw new RouterError(
+        RouterErrorCode.UnknownInstance,
+        `${JSON.stringify(path)} names no instance: the path is /s/{instance}/..., with the instance of POST /sessions`,
+      );
+    }
+    const instance = await this.registry.getInstance(name);
+    if (!instance || instance.state !== 'Allocated' || !instance.address || !instance.port) {
+      throw new RouterError(
+        RouterErrorCode.UnknownInstance,
+        `no instance "${name}" holds a session in fleet "${this.options.fleet}"${instance ? ` (it is ${instance.state})` : ''}: its session ended, or it never had one; start a new one with POST /sessions`,
+      );
+    }
+    return { instance, rest: m[2] ?? '/' };
+  }
+
+  /** Relays one HTTP request to the instance (schema, uploads, the viewer page). */
+  async #proxyHttp(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
+    let target;
+    try {
+      target = await this.#target(url.pathname);
+    } catch (err) {
+      req.resume();
+      const e = asRouterError(err);
+      this.metrics.proxied.inc({ kind: 'http', result: e.code === RouterErrorCode.UnknownInstance ? 'unknown_instance' : 'error' });
+      return this.#sendError(res, e.code === RouterErrorCode.UnknownInstance ? 404 : 503, e.code, e.message);
+    }
+    const { instance, rest } = target;
+    const upstream = httpRequest({
+      host: instance.address,
+      port: instance.port,
+      method: req.method,
+      path: rest + url.search,
+      headers: forwardedHeaders(req, instance, this.#publicBase(req), url.pathname.slice(0, url.pathname.length - rest.length)),
+      agent: this.#agent,
+    });
+    upstream.on('response', (answer) => {
+      this.metrics.proxied.inc({ kind: 'http', result: 'ok' });
+      const headers: Record<string, string | string[]> = {};
+      for (const [k, v] of Object.entries(answer.headers)) if (v !== undefined && !HOP_BY_HOP.has(k)) headers[k] = v;
+      res.writeHead(answer.statusCode ?? 502, headers);
+      answer.pipe(res);
+    });
+    upstream.on('error', (err) => {
+      if (res.headersSent) {
+        res.destroy();
+        return;
+      }
+      this.metrics.proxied.inc({ kind: 'http', result: 'unreachable' });
+      this.#log.warn(`instance ${instance.name} (${instance.address}:${instance.port}) unreachable: ${err.message}`);
+      this.#sendError(
+        res,
+        502,
+        RouterErrorCode.InstanceUnreachable,
+        `instance ${instance.name} did not answer: ${err.message}; its pod may be gone (try GET /sessions/{id} again)`,
+      );
+    });
+    res.on('close', () => {
+      if (!res.writableFinished) upstream.destroy();
+    });
+    req.pipe(upstream);
+  }
+
+  /** Relays a WebSocket upgrade on `/s/{instance}/...` to the instance's pod, byte for byte. */
+  async #onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    socket.on('error', () => socket.destroy());
+    const url = parseTarget(req.url);
+    if (!url) return writeHttpError(socket, 400, RouterErrorCode.BadRequest, `cannot parse the request target ${JSON.stringify(req.url)}`);
+    if (this.#closing) return writeHttpError(socket, 503, RouterErrorCode.NotReady, 'the router is shutting down; connect again');
+    const denial = checkAccess(req, url, this.#policy);
+    if (denial) {
+      this.metrics.rejected.inc({ reason: denial.reason });
+      return writeHttpError(socket, denial.status, denial.code as RouterErrorCode, denial.message);
+    }
+    if (!url.pathname.startsWith(INSTANCE_PATH_PREFIX)) {
+      return writeHttpError(socket, 404, RouterErrorCode.NotFound, `the router relays WebSockets at /s/{instance}/ws, not ${url.pathname}`);
+    }
+    let target;
+    try {
+      target = await this.#target(url.pathname);
+    } catch (err) {
+      const e = asRouterError(err);
+      const unknown = e.code === RouterErrorCode.UnknownInstance;
+      this.metrics.proxied.inc({ kind: 'ws', result: unknown ? 'unknown_instance' : 'error' });
+      return writeHttpError(socket, unknown ? 404 : 503, e.code, e.message);
+    }
+    const { instance, rest } = target;
+    const upstream: Socket = netConnect({ host: instance.address, port: instance.port });
+    let connected = false;
+    upstream.setNoDelay(true);
+    upstream.once('connect', () => {
+      connected = true;
+      this.metrics.proxied.inc({ kind: 'ws', result: 'ok' });
+      this.metrics.openSockets.inc();
+      const headers = forwardedHeaders(req, instance, this.#publicBase(req), url.pathname.slice(0, url.pathname.length - rest.length));
+      const lines = [`${req.method ?? 'GET'} ${rest}${url.search} HTTP/1.1`, 'Connection: Upgrade', `Upgrade: ${req.headers.upgrade ?? 'websocket'}`];
+      for (const [k, v] of Object.entries(headers)) for (const one of Array.isArray(v) ? v : [v]) lines.push(`${k}: ${one}`);
+      upstream.write(`${lines.join('\r\n')}\r\n\r\n`);
+      if (head.length > 0) upstream.write(head);
+      socket.pipe(upstream);
+      upstream.pipe(socket);
+    });
+    this.#relays.add(socket);
+    let counted = true;
+    const end = (): void => {
+      this.#relays.delete(socket);
+      if (connected && counted) {
+        counted = false;
+        this.metrics.openSockets.dec();
+      }
+      upstream.destroy();
+      socket.destroy();
+    };
+    upstream.on('error', (err) => {
+      if (!connected) {
+        this.metrics.proxied.inc({ kind: 'ws', result: 'unreachable' });
+        this.#log.warn(`instance ${instance.name} (${instance.address}:${instance.port}) unreachable: ${err.message}`);
+        writeHttpError(socket, 502, RouterErrorCode.InstanceUnreachable, `instance ${instance.name} did not accept the connection: ${err.message}`);
+        this.#relays.delete(socket);
+        return;
+      }
+      end();
+    });
+    upstream.on('close', () => {
+      if (connected) end();
+    });
+    socket.on('close', end);
+  }
+
+  #methodNotAllowed(res: ServerResponse, allow: string): void {
+    res.setHeader('Allow', allow);
+    this.#sendError(res, 405, RouterErrorCode.MethodNotAllowed, `this route takes ${allow}`);
+  }
+
+  #sendError(res: ServerResponse, status: number, code: RouterErrorCode, message: string, retryAfterS?: number): void {
+    const body: ErrorAnswer = { error: { code, message } };
+    if (retryAfterS !== undefined) {
+      res.setHeader('Retry-After', String(retryAfterS));
+      body.retryAfterS = retryAfterS;
+    }
+    sendJson(res, status, body);
+  }
+
+  #internalError(res: ServerResponse, err: unknown): void {
+    this.#log.error(`request failed: ${(err as Error)?.stack ?? String(err)}`);
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    this.#sendError(res, 500, RouterErrorCode.InternalError, 'the router failed to answer; its log has the details');
+  }
+}
+
+/**
+ * Creates a router and starts listening.
+ * @throws {RangeError | TypeError} for a bad option; the listen error (`EADDRINUSE`) as Node raises it.
+ * @example
+ * const router = await route({ kubeConfig: loadKubeConfig().kubeConfig, fleet: 'reactor' });
+ */
+export function route(options: RouterOptions): Promise<SessionRouter> {
+  return new SessionRouter(options).listen();
+}
+
+/** The headers of a relayed request: the client's, less hop-by-hop ones and `Origin` (checked here), plus `X-Forwarded-*`. */
+function forwardedHeaders(req: IncomingMessage, instance: Instance, publicBase: string, prefix: string): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  const h: IncomingHttpHeaders = req.headers;
+  for (const [k, v] of Object.entries(h)) {
+    if (v === undefined || HOP_BY_HOP.has(k) || k.startsWith('x-forwarded-')) continue;
+    out[k] = v;
+  }
+  out['host'] = `${instance.address.includes(':') ? `[${instance.address}]` : instance.address}:${instance.port}`;
+  const prior = req.headers['x-forwarded-for'];
+  const peer = req.socket.remoteAddress ?? '';
+  out['x-forwarded-for'] = prior ? `${String(prior)}, ${peer}` : peer;
+  const base = new URL(publicBase);
+  out['x-forwarded-proto'] = base.protocol.replace(':', '');
+  out['x-forwarded-host'] = base.host;
+  out['x-forwarded-prefix'] = prefix;
+  return out;
+}
+
+function asRouterError(err: unknown): RouterError {
+  return err instanceof RouterError ? err : new RouterError(RouterErrorCode.InternalError, (err as Error)?.message ?? String(err), { cause: err });
+}
+
+function safeDecode(s: string): string | undefined {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return undefined;
+  }
+}
+
+function parseTarget(target: string | undefined): URL | null {
+  try {
+    return new URL(target ?? '/', 'http://localhost');
+  } catch {
+    return null;
+  }
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.statusCode = status;
+  res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  res.setHeader('Content-Length', Buffer.byteLength(text));
+  res.setHeader('Cache-Control', 'no-store');
+  res.end(text);
+}
+
+function writeHttpError(socket: Duplex, status: number, code: RouterErrorCode, message: string): void {
+  const body = JSON.stringify({ error: { code, message } });
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${status === 401 ? 'WWW-Authenticate: Bearer\r\n' : ''}\r\n${body}`,
+  );
+}
