@@ -194,6 +194,8 @@ for (const codec of ['h264', 'vp8'] as const) {
       const late = await openViewer(server.url);
       try {
         await waitForCodec(late, codec, 2);
+        // the frames drawn before the selection's first coded one are JPEG: wait for that one
+        await expect.poll(async () => (await videoState(late)).log.some((e) => e.encoding === encoding), { timeout: 20_000 }).toBe(true);
         const s = await videoState(late);
         const firstCoded = s.log.find((e) => e.encoding === encoding)!;
         expect(firstCoded.key).toBe(true);

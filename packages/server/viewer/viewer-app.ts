@@ -699,11 +699,10 @@ function mbps(bits: number): string {
  * drawn by `drawLoop`.
  */
 async function startVideo(client: ReactorClient, offer: VideoOffer | undefined): Promise<void> {
-  const rx = client as unknown as Partial<VideoReceiverClient>;
-  if (!offer || !offer.codecs.some((c) => c !== 'jpeg') || typeof rx.selectVideo !== 'function') return;
+  if (!offer || !offer.codecs.some((c) => c !== 'jpeg')) return;
   const { VideoReceiver, hasWebCodecs, pickVideoCodec } = await loadBrowser();
   if (!hasWebCodecs() || (await pickVideoCodec(offer.codecs)) === 'jpeg') return;
-  const receiver = new VideoReceiver(client as unknown as VideoReceiverClient);
+  const receiver = new VideoReceiver(client satisfies VideoReceiverClient);
   receiver.on('frame', ({ frame, info }) => drawVideoFrame(frame, info));
   receiver.on('error', (e) => logMessage('video', e.message));
   receiver.on('tier', (d) => logMessage('video', `tier ${d.from} -> ${d.tier}: ${d.reason}`));
