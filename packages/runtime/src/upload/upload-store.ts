@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { rmSync } from 'node:fs';
-import { mkdtemp, open, rm } from 'node:fs/promises';
+import { mkdtemp, open, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { UploadTicket } from '@reactor/client';
@@ -118,6 +118,45 @@ function trackFolder(dir: string): void {
       }
     }
   });
+}
+
+/** `reactor-uploads-<pid>-XXXXXX`: the owner's pid, so a later process can tell a dead owner's folder. */
+const FOLDER_PREFIX = 'reactor-uploads-';
+const swept = new Set<string>();
+
+/**
+ * Removes the upload folders under `parent` whose owning process is gone: one killed with
+ * SIGKILL (or by the OOM killer) could not remove its own. Once per parent folder and process.
+ * A folder whose pid is alive, or belongs to another user's process, is left alone.
+ */
+async function sweepOrphans(parent: string): Promise<void> {
+  if (swept.has(parent)) return;
+  swept.add(parent);
+  let names: string[];
+  try {
+    names = await readdir(parent);
+  } catch {
+    return;
+  }
+  await Promise.all(
+    names.map(async (name) => {
+      const m = /^reactor-uploads-(\d+)-/.exec(name);
+      if (!m) return;
+      const pid = Number(m[1]);
+      if (pid === process.pid || processAlive(pid)) return;
+      await rm(join(parent, name), { recursive: true, force: true }).catch(() => undefined);
+    }),
+  );
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: it exists, under another user.
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 const ANNOUNCE_KEYS = ['name', 'size', 'mimeType', 'clientId'];
@@ -360,10 +399,13 @@ export class UploadStore {
   }
 
   #folderPath(): Promise<string> {
-    this.#folder ??= mkdtemp(join(this.#options().dir ?? tmpdir(), 'reactor-uploads-')).then((dir) => {
-      trackFolder(dir);
-      return dir;
-    });
+    const parent = this.#options().dir ?? tmpdir();
+    this.#folder ??= sweepOrphans(parent)
+      .then(() => mkdtemp(join(parent, `${FOLDER_PREFIX}${process.pid}-`)))
+      .then((dir) => {
+        trackFolder(dir);
+        return dir;
+      });
     return this.#folder;
   }
 

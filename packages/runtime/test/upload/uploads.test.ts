@@ -1,5 +1,6 @@
 import 'reflect-metadata';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { IsString, MaxLength } from 'class-validator';
@@ -291,6 +292,28 @@ describe('uploads into a session', () => {
     expect(readdirSync(parent)).toEqual([]);
     await expect(kept.bytes()).rejects.toMatchObject({ code: 'upload_gone' });
     expect(() => host.uploads.announce({ name: 'a', size: 1 })).toThrow(expect.objectContaining({ code: 'upload_no_session' }));
+  });
+
+  it("removes the folder a killed server left (its pid is gone) when the next store makes its own; a live owner's folder stays", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'upl-test-'));
+    parent = dir;
+    const dead = spawnSync(process.execPath, ['-e', '']).pid!;
+    mkdirSync(join(dir, `reactor-uploads-${dead}-AbC123`));
+    writeFileSync(join(dir, `reactor-uploads-${dead}-AbC123`, 'u1'), 'left by a SIGKILLed server');
+    mkdirSync(join(dir, `reactor-uploads-${process.ppid}-Live01`));
+    mkdirSync(join(dir, 'not-ours'));
+    const host = start(PictureApp, { gracePeriodMs: 0, uploads: { dir } });
+    await host.load();
+    const sink = new RecordingSink();
+    host.connect(sink);
+    await sink.waitForSession('streaming');
+    const t = host.uploads.announce({ name: 'a.png', size: 100 });
+    await host.uploads.write(t.uploadId, chunks(file(PNG, 100)));
+    const names = readdirSync(dir).sort();
+    expect(names).not.toContain(`reactor-uploads-${dead}-AbC123`);
+    expect(names).toContain(`reactor-uploads-${process.ppid}-Live01`);
+    expect(names).toContain('not-ours');
+    expect(names.filter((n) => n.startsWith(`reactor-uploads-${process.pid}-`))).toHaveLength(1);
   });
 
   it('an upload in progress when the host closes stops, and leaves nothing behind', async () => {
