@@ -8,8 +8,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createServer, type AddressInfo } from 'node:net';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -18,6 +17,7 @@ import type { WelcomeMessage } from '@reactor/client';
 import { FakeAgonesCluster, SDK_LABEL_PREFIX } from './fixtures/agones/cluster.js';
 import { FakeAgonesSidecar } from './fixtures/agones/sidecar.js';
 import { alive, descendants } from './fixtures/processes.js';
+import { sampleWorkspace } from './fixtures/sample-workspace.js';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(repo, 'packages/cli/dist/main.js');
@@ -30,23 +30,15 @@ afterEach(async () => {
 
 /** A workspace with the sample app on 2 CPU ranks and the given `agones:` section. */
 function workspace(agones: string, extra: { grace?: number } = {}): string {
-  const dir = mkdtempSync(join(tmpdir(), 'reactor-agones-'));
+  const dir = sampleWorkspace({
+    prefix: 'reactor-agones-',
+    name: 'agones-test',
+    config: 'width: 32\nheight: 32\nframesPerChunk: 2\nworldSize: 2\ndevices: cpu\nbackend: wasm\n',
+    runtime: [`session_grace_ms: ${extra.grace ?? 200}`],
+    server: '{ port: 0 }',
+    extra: [agones],
+  });
   cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-  writeFileSync(join(dir, 'config.yaml'), 'width: 32\nheight: 32\nframesPerChunk: 2\nworldSize: 2\ndevices: cpu\nbackend: wasm\n');
-  writeFileSync(
-    join(dir, 'reactor.yaml'),
-    [
-      'model: { name: agones-test, version: 0.0.1 }',
-      'runtime:',
-      `  import: ${join(repo, 'apps/video/dist/index.js')}:VideoApp`,
-      '  config: config.yaml',
-      `  weights_path: ${join(repo, 'apps/video/weights')}`,
-      `  session_grace_ms: ${extra.grace ?? 200}`,
-      'server: { port: 0 }',
-      agones,
-      '',
-    ].join('\n'),
-  );
   return dir;
 }
 

@@ -13,6 +13,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { connect, FrameEncoding, type ReactorClient } from '@reactor/client';
 import { alive, descendants } from './fixtures/processes.js';
+import { sampleWorkspace } from './fixtures/sample-workspace.js';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(repo, 'packages/cli/dist/main.js');
@@ -25,21 +26,12 @@ afterEach(async () => {
 });
 
 function workspace(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'reactor-run-'));
-  writeFileSync(join(dir, 'config.yaml'), `width: ${W}\nheight: ${H}\nframesPerChunk: 4\nrolloutChunks: 12\nworldSize: 2\ndevices: cpu\nbackend: wasm\n`);
-  writeFileSync(
-    join(dir, 'reactor.yaml'),
-    [
-      'model: { name: run-test, version: 0.0.1 }',
-      'runtime:',
-      `  import: ${join(repo, 'apps/video/dist/index.js')}:VideoApp`,
-      '  config: config.yaml',
-      `  weights_path: ${join(repo, 'apps/video/weights')}`,
-      'server: { port: 0, encoding: rgb }',
-      '',
-    ].join('\n'),
-  );
-  return dir;
+  return sampleWorkspace({
+    prefix: 'reactor-run-',
+    name: 'run-test',
+    config: `width: ${W}\nheight: ${H}\nframesPerChunk: 4\nrolloutChunks: 12\nworldSize: 2\ndevices: cpu\nbackend: wasm\n`,
+    server: '{ port: 0, encoding: rgb }',
+  });
 }
 
 function startCli(dir: string, ...args: string[]): { child: ChildProcess; url: Promise<string>; stderr: () => string } {

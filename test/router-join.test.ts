@@ -10,8 +10,7 @@
  * router, an upload goes through the relay, and SIGTERM stops the router cleanly.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,6 +19,7 @@ import { connect, SessionRouteError, type ReactorClient } from '@reactor/client'
 import { SESSION_LABEL } from '@reactor/router';
 import { FakeAgonesCluster } from './fixtures/agones/cluster.js';
 import { MockKubeApi } from './fixtures/agones/kube-api.js';
+import { sampleWorkspace } from './fixtures/sample-workspace.js';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(repo, 'packages/cli/dist/main.js');
@@ -52,21 +52,13 @@ function spawnBin(args: string[], prefix: string, cwd: string): { child: ChildPr
 
 /** One `reactor run` of the sample app on CPU, one rank, port 0, with the fleet's token. */
 function startInstance(): { child: ChildProcess; url: Promise<string> } {
-  const dir = mkdtempSync(join(tmpdir(), 'reactor-fleet-'));
+  const dir = sampleWorkspace({
+    prefix: 'reactor-fleet-',
+    name: 'fleet-test',
+    config: 'width: 32\nheight: 24\nframesPerChunk: 2\nworldSize: 1\ndevices: cpu\nbackend: wasm\n',
+    server: '{ port: 0, encoding: rgb }',
+  });
   cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-  writeFileSync(join(dir, 'config.yaml'), 'width: 32\nheight: 24\nframesPerChunk: 2\nworldSize: 1\ndevices: cpu\nbackend: wasm\n');
-  writeFileSync(
-    join(dir, 'reactor.yaml'),
-    [
-      'model: { name: fleet-test, version: 0.0.1 }',
-      'runtime:',
-      `  import: ${join(repo, 'apps/video/dist/index.js')}:VideoApp`,
-      '  config: config.yaml',
-      `  weights_path: ${join(repo, 'apps/video/weights')}`,
-      'server: { port: 0, encoding: rgb }',
-      '',
-    ].join('\n'),
-  );
   return spawnBin(['run', '--manifest', join(dir, 'reactor.yaml'), '--token', TOKEN], 'Viewer', dir);
 }
 

@@ -19,9 +19,8 @@
  * namespaces are unavailable.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { createConnection, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -32,6 +31,7 @@ import { MockKubeApi } from './fixtures/agones/kube-api.js';
 import { FakeAgonesSidecar } from './fixtures/agones/sidecar.js';
 import { createMachines, netnsUnavailable, type Machine } from './fixtures/netns.js';
 import { descendants } from './fixtures/processes.js';
+import { sampleWorkspace } from './fixtures/sample-workspace.js';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(repo, 'packages/cli/dist/main.js');
@@ -133,22 +133,14 @@ async function startInstance(machine: Machine, name: string): Promise<Instance> 
     fwd.once('exit', (code) => rej(new Error(`the SDK relay in ${machine.ns} exited with ${code}`)));
   });
 
-  const dir = mkdtempSync(join(tmpdir(), 'reactor-scale-out-'));
+  const dir = sampleWorkspace({
+    prefix: 'reactor-scale-out-',
+    name: 'scale-out-e2e',
+    config: 'width: 32\nheight: 24\nframesPerChunk: 2\nworldSize: 1\ndevices: cpu\nbackend: wasm\n',
+    server: `{ port: ${INSTANCE_PORT}, encoding: rgb }`,
+    extra: [`agones: { health_interval_ms: ${PING_MS} }`],
+  });
   cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-  writeFileSync(join(dir, 'config.yaml'), 'width: 32\nheight: 24\nframesPerChunk: 2\nworldSize: 1\ndevices: cpu\nbackend: wasm\n');
-  writeFileSync(
-    join(dir, 'reactor.yaml'),
-    [
-      `model: { name: scale-out-e2e, version: 0.0.1 }`,
-      'runtime:',
-      `  import: ${join(repo, 'apps/video/dist/index.js')}:VideoApp`,
-      '  config: config.yaml',
-      `  weights_path: ${join(repo, 'apps/video/weights')}`,
-      `server: { port: ${INSTANCE_PORT}, encoding: rgb }`,
-      `agones: { health_interval_ms: ${PING_MS} }`,
-      '',
-    ].join('\n'),
-  );
   const child = machine.spawn(process.execPath, [cli, 'run', '--agones', '--manifest', join(dir, 'reactor.yaml'), '--host', '0.0.0.0', '--token', TOKEN], {
     cwd: dir,
     stdio: ['ignore', 'pipe', 'pipe'],

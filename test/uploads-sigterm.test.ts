@@ -5,15 +5,15 @@
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { request } from 'node:http';
-import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { connect, type UploadTicket } from '@reactor/client';
 import { alive, descendants } from './fixtures/processes.js';
+import { sampleWorkspace } from './fixtures/sample-workspace.js';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(repo, 'packages/cli/dist/main.js');
@@ -35,21 +35,13 @@ const uploadFolders = (tmp: string): string[] => readdirSync(tmp).filter((e) => 
 
 describe('uploads under reactor run', () => {
   it('SIGTERM mid-upload: the process exits 0, with no upload folder and no process left behind', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'reactor-upl-run-'));
+    const dir = sampleWorkspace({
+      prefix: 'reactor-upl-run-',
+      config: 'width: 32\nheight: 32\nframesPerChunk: 4\nrolloutChunks: 1000\nworldSize: 1\ndevices: cpu\nbackend: wasm\n',
+      server: '{ port: 0, max_upload_bytes: 20000000, upload_quota_bytes: 40000000 }',
+    });
     const tmp = join(dir, 'tmp');
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-    writeFileSync(join(dir, 'config.yaml'), 'width: 32\nheight: 32\nframesPerChunk: 4\nrolloutChunks: 1000\nworldSize: 1\ndevices: cpu\nbackend: wasm\n');
-    writeFileSync(
-      join(dir, 'reactor.yaml'),
-      [
-        'runtime:',
-        `  import: ${join(repo, 'apps/video/dist/index.js')}:VideoApp`,
-        '  config: config.yaml',
-        `  weights_path: ${join(repo, 'apps/video/weights')}`,
-        'server: { port: 0, max_upload_bytes: 20000000, upload_quota_bytes: 40000000 }',
-        '',
-      ].join('\n'),
-    );
     mkdirSync(tmp);
     const child = spawn(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml')], {
       cwd: dir,
