@@ -44,8 +44,14 @@ function spawnBin(args: string[], prefix: string, cwd: string): { child: ChildPr
     });
     child.once('exit', (code) => rej(new Error(`reactor ${args[0]} exited with ${code} before printing its URL:\n${err}`)));
   });
-  cleanups.push(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  cleanups.push(async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    // SIGTERM: an orderly exit removes the instance's upload folder (a SIGKILL could not).
+    const exited = new Promise((res) => child.once('exit', res));
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+    await exited;
+    clearTimeout(timer);
   });
   return { child, url, stderr: () => err };
 }
@@ -95,7 +101,7 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const c of clients) c.close();
   for (const c of cleanups.splice(0).reverse()) await c();
-});
+}, 60_000);
 
 async function open(session: string, token = TOKEN): Promise<ReactorClient> {
   const c = await connect(router.url, { session, token, WebSocket: WebSocket as never, reconnect: false });
