@@ -86,7 +86,10 @@ describe('reactor run --manifest: every server: key reaches the server', () => {
   it('refuses an unknown key at any level of server:, naming it and the keys allowed, before loading anything', () => {
     for (const [server, bad] of [
       ['{ port: 0, prot: 8080 }', 'server.prot: unknown key (allowed: host, port, token,'],
-      ['{ port: 0, video: { codec: h264, tiers: [{ name: a, scale: 1, bitrate: 100000, fps: 3 }] } }', 'server.video.tiers.0.fps: unknown key (allowed: name, scale, bitrate)'],
+      [
+        '{ port: 0, video: { codec: h264, tiers: [{ name: a, scale: 1, bitrate: 100000, fps: 3 }] } }',
+        'server.video.tiers.0.fps: unknown key (allowed: name, scale, bitrate)',
+      ],
     ] as const) {
       const dir = workspace(server);
       const r = spawnSync(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml')], { encoding: 'utf8', timeout: 30_000 });

@@ -224,12 +224,23 @@ export async function serveApp(
     // No Shutdown(): the process exits 1 and Agones replaces the GameServer whose container failed.
     agones?.stop();
     await server.close();
-    throw new ReactorError(CliErrorCode.AppLoadFailed, `loading ${name} failed: ${(err as Error).message}`, { cause: err });
+    const rank = rankOf(err);
+    const where = typeof rank === 'number' ? ` (in rank ${rank}'s load(); its stack is in the log above)` : '';
+    throw new ReactorError(CliErrorCode.AppLoadFailed, `loading ${name} failed${where}: ${(err as Error).message}`, { cause: err });
   }
   logger.info(`ready in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   const viewer = new URL(server.url);
   if (s.token !== undefined) viewer.searchParams.set('token', s.token);
   return { server, viewer, agones };
+}
+
+/** The rank an error (or its cause: AppHost wraps what load() threw) came from, if a rank's. */
+function rankOf(err: unknown): number | undefined {
+  for (let e = err, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++) {
+    const rank = (e as { rank?: unknown }).rank;
+    if (typeof rank === 'number') return rank;
+  }
+  return undefined;
 }
 
 /**

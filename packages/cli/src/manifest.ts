@@ -176,7 +176,6 @@ class ManifestDocument {
   @IsOptional() @ValidateNested() @Type(() => AgonesSection) agones?: AgonesSection;
 }
 
-
 /** A validated manifest with every path resolved to an absolute one. */
 export interface Manifest {
   /** Absolute path of the manifest file. */
@@ -264,7 +263,11 @@ export function loadManifest(file: string): Manifest {
   if (rawVideo !== undefined && (typeof rawVideo !== 'object' || rawVideo === null || Array.isArray(rawVideo))) {
     // In place of class-validator's "nested property video must be either object or array".
     const i = problems.findIndex((p) => p.startsWith('server.video: nested property'));
-    problems.splice(i < 0 ? problems.length : i, i < 0 ? 0 : 1, `server.video: must be a mapping such as { codec: h264 } (keys: ${keysOf(new VideoSection()).join(', ')})`);
+    problems.splice(
+      i < 0 ? problems.length : i,
+      i < 0 ? 0 : 1,
+      `server.video: must be a mapping such as { codec: h264 } (keys: ${keysOf(new VideoSection()).join(', ')})`,
+    );
   }
   const serverOptions = problems.length === 0 && server ? toServerOptions(server, root) : {};
   // What the field checks cannot see (a range, an empty ladder, a name used twice): the server's own validation.
