@@ -3,7 +3,7 @@
 // loaded model, an edit to the worker loads them again; a build or an import that fails leaves the
 // running server alone; SIGTERM leaves no process behind.
 import { execFile, spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -48,6 +48,17 @@ beforeAll(async () => {
   if (install.code !== 0) install = await run('pnpm', ['install'], project);
   expect(install.code, install.out).toBe(0);
 }, 120_000);
+
+/**
+ * Saves as vim, JetBrains' safe write and `sed -i` do: a temporary file renamed over the file
+ * (the old file's inode is gone; a watch on it, as Node 20's recursive fs.watch keeps, sees no
+ * later save).
+ */
+function atomicWrite(file: string, text: string): void {
+  const tmp = join(dirname(file), `.${Date.now()}.tmp`);
+  writeFileSync(tmp, text);
+  renameSync(tmp, file);
+}
 
 /** Every `load()` of a rank appends its pid here (the worker is instrumented before reactor dev starts). */
 const loads = join(scratch, 'loads.txt');
@@ -111,12 +122,12 @@ describe('reactor dev', () => {
       const app = join(project, 'src/app.ts');
       const original = readFileSync(app, 'utf8');
       figures['app_edit_to_first_frame_s'] = await editToFrame(
-        () => writeFileSync(app, original.replace("default: 'A sunset over the sea.'", "default: 'A harbour at dawn.'")),
+        () => atomicWrite(app, original.replace("default: 'A sunset over the sea.'", "default: 'A harbour at dawn.'")),
         2,
       );
       expect(viewers()[1]).toBe(url);
       expect(await defaultPrompt(url)).toBe('A harbour at dawn.');
-      expect(err).toContain('changed: app.ts; rebuilding');
+      expect(err).toContain('changed: src/app.ts; rebuilding');
       expect(err).toContain(`reusing the 1 loaded rank (pid ${rank}): the model half did not change`);
       expect(loadCount()).toEqual([String(rank)]);
       expect(alive(rank!)).toBe(true);
@@ -124,7 +135,7 @@ describe('reactor dev', () => {
 
       // The model half: the worker changed, so a new rank loads it and the old one is gone.
       const edited = readFileSync(worker, 'utf8');
-      figures['worker_edit_to_first_frame_s'] = await editToFrame(() => writeFileSync(worker, edited.replace('t * 4', 't * 5')), 3);
+      figures['worker_edit_to_first_frame_s'] = await editToFrame(() => atomicWrite(worker, edited.replace('t * 4', 't * 5')), 3);
       expect(viewers()[2]).toBe(url);
       expect(loadCount()).toHaveLength(2);
       const next = Number(loadCount()[1]);
@@ -134,14 +145,15 @@ describe('reactor dev', () => {
 
       // A type error: tsc fails, the running version keeps serving.
       const current = readFileSync(app, 'utf8');
-      writeFileSync(app, `${current}\nconst broken: number = 'not a number';\n`);
+      // Saved the same way again: the watcher still sees the file after it was replaced.
+      atomicWrite(app, `${current}\nconst broken: number = 'not a number';\n`);
       await until(() => err.includes('the build failed; the server keeps running the last good build'), `the failed build:\n${err}`, 180_000);
       expect(err).toMatch(/src\/app\.ts\(\d+,\d+\): error TS2322/);
       expect(await defaultPrompt(url)).toBe('A harbour at dawn.');
       await firstFrame(url);
 
       // A module that compiles but throws when imported: the running version keeps serving too.
-      writeFileSync(app, `${current}\nthrow new Error('broken at import');\n`);
+      atomicWrite(app, `${current}\nthrow new Error('broken at import');\n`);
       await until(() => err.includes('broken at import; the previous version keeps serving'), `the failed import:\n${err}`, 180_000);
       expect(err).toMatch(/importing \S+dist\/index\.js failed: broken at import; the previous version keeps serving/);
       expect(await defaultPrompt(url)).toBe('A harbour at dawn.');
@@ -149,7 +161,7 @@ describe('reactor dev', () => {
       expect(viewers()).toHaveLength(3);
       expect(loadCount()).toHaveLength(2);
       expect(alive(next)).toBe(true);
-      writeFileSync(app, current);
+      atomicWrite(app, current);
       await until(() => viewers().length === 4, `server #4:\n${err}`, 180_000);
       expect(loadCount()).toHaveLength(2);
     } finally {
