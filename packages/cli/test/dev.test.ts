@@ -80,6 +80,34 @@ async function firstFrame(url: string): Promise<void> {
   }
 }
 
+/** The state a new client is welcomed with, and, when `prompt` is given, set_prompt first (the client then leaves). */
+async function sessionState(url: string, prompt?: string): Promise<Record<string, unknown>> {
+  const req = createRequire(join(project, 'package.json'));
+  const ws = (await import(pathToFileURL(req.resolve('ws')).href)) as { WebSocket?: unknown; default?: unknown };
+  const WS = (ws.WebSocket ?? ws.default) as new (url: string) => {
+    on(e: 'message', f: (d: Buffer, binary: boolean) => void): void;
+    send(s: string): void;
+    close(): void;
+  };
+  const socket = new WS(`ws://${new URL(url).host}/ws`);
+  try {
+    return await new Promise((resolve) => {
+      let state: Record<string, unknown> | undefined;
+      socket.on('message', (d, binary) => {
+        if (binary) return;
+        const msg = JSON.parse(d.toString()) as { type: string; id?: string; state?: Record<string, unknown> };
+        if (msg.type === 'welcome') {
+          state = msg.state!;
+          if (prompt === undefined) resolve(state);
+          else socket.send(JSON.stringify({ type: 'command', id: 'p', name: 'set_prompt', params: { prompt } }));
+        } else if (msg.type === 'reply' && msg.id === 'p') resolve({ ...state, prompt });
+      });
+    });
+  } finally {
+    socket.close();
+  }
+}
+
 describe('reactor dev', () => {
   it('reloads the app half keeping the ranks, loads the ranks again for a worker edit, keeps serving through a failed build or import, and stops cleanly', async () => {
     const worker = join(project, 'src/worker.ts');
@@ -114,6 +142,8 @@ describe('reactor dev', () => {
       const url = viewers()[0]!;
       expect(await defaultPrompt(url)).toBe('A sunset over the sea.');
       await firstFrame(url);
+      // The session's state, set by a client that then leaves (the session outlives it for its grace period).
+      await sessionState(url, 'A lighthouse at night.');
       expect(loadCount()).toHaveLength(1);
       const [rank] = loadCount().map(Number);
       expect(alive(rank!)).toBe(true);
@@ -127,6 +157,9 @@ describe('reactor dev', () => {
       );
       expect(viewers()[1]).toBe(url);
       expect(await defaultPrompt(url)).toBe('A harbour at dawn.');
+      // Same state class (a default changed, nothing else): the session's value is carried into the new version.
+      expect(err).toContain('carried the session state into the new version (prompt)');
+      expect((await sessionState(url)).prompt).toBe('A lighthouse at night.');
       expect(err).toContain('changed: src/app.ts; rebuilding');
       expect(err).toContain(`reusing the 1 loaded rank (pid ${rank}): the model half did not change`);
       expect(loadCount()).toEqual([String(rank)]);
@@ -164,6 +197,19 @@ describe('reactor dev', () => {
       atomicWrite(app, current);
       await until(() => viewers().length === 4, `server #4:\n${err}`, 180_000);
       expect(loadCount()).toHaveLength(2);
+
+      // A state class that changed (a new field): the session starts again from the defaults.
+      expect((await sessionState(url)).prompt).toBe('A lighthouse at night.');
+      const field = "  @InputField({ default: 1, description: 'How fast.' })\n  @IsInt()\n  speed!: number;\n";
+      atomicWrite(
+        app,
+        current
+          .replace("import { IsString, MaxLength } from 'class-validator';", "import { IsInt, IsString, MaxLength } from 'class-validator';")
+          .replace('  prompt!: string;\n', `  prompt!: string;\n\n${field}`),
+      );
+      await until(() => viewers().length === 5, `server #5:\n${err}`, 180_000);
+      expect(err).toContain('the state class changed: the session starts again from its defaults');
+      expect(await sessionState(url)).toEqual({ prompt: 'A harbour at dawn.', speed: 1 });
     } finally {
       const tree = descendants(child.pid!);
       child.kill('SIGTERM');
