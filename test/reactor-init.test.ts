@@ -1,7 +1,7 @@
 // CI for "your first app" (docs/first-app.md): `reactor init` into an empty temp folder for each
 // template, then the walk-through's own commands: install, its tests, start it, connect, frames.
 import { execFile, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -53,7 +53,7 @@ async function install(cwd: string): Promise<void> {
 }
 
 /** `pnpm start --port 0`: waits for the viewer URL, gets frames over the protocol, then SIGTERM. */
-async function startAndWatch(cwd: string, width: number, trackName: string): Promise<void> {
+async function startAndWatch(cwd: string, width: number, trackName: string, fps: number): Promise<void> {
   const child = spawn('pnpm', ['start', '--port', '0'], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
@@ -70,6 +70,9 @@ async function startAndWatch(cwd: string, width: number, trackName: string): Pro
       void exited.then((code) => fail(new Error(`pnpm start exited (${code}) before serving:\n${out}`)));
     });
     tree = descendants(child.pid!);
+    // Playout at the app's declared rate (without one it would follow the model: hundreds a second).
+    const schema = (await (await fetch(new URL('/schema', url))).json()) as { tracks: Array<{ name: string; fps?: number }> };
+    expect(schema.tracks.find((t) => t.name === trackName)?.fps).toBe(fps);
     const client = await connect(url, { WebSocket, reconnect: false });
     try {
       const frame = await new Promise<ClientFrame>((r) => client.once('frame', r));
@@ -86,31 +89,55 @@ async function startAndWatch(cwd: string, width: number, trackName: string): Pro
   expect(out).toContain('SIGTERM: closing clients and shutting the app down');
 }
 
+/**
+ * A `load()` that throws on rank 1 only: `pnpm start` exits 1, and what it prints names the rank
+ * and shows the rank's stack (down to the line of dist/worker.js).
+ */
+async function loadFailureOnRank1(dir: string): Promise<void> {
+  const worker = join(dir, 'src/worker.ts');
+  const source = readFileSync(worker, 'utf8');
+  const marker = '  load(args: WorkerArgs): void {\n';
+  expect(source).toContain(marker);
+  writeFileSync(worker, source.replace(marker, `${marker}    if (this.rank === 1) throw new RangeError('the weights of rank 1 are missing');\n`));
+  const r = await run('pnpm', ['start', '--port', '0'], dir);
+  expect(r.code, r.out).not.toBe(0);
+  expect(r.out).toMatch(/rank 1 \(pid \d+\): load\(\) threw RangeError: the weights of rank 1 are missing\n/);
+  expect(r.out).toMatch(/\n\s+at \S+\.load \(file:\/\/\S+\/dist\/worker\.js:\d+:\d+\)/);
+  expect(r.out).toMatch(/\(in rank 1's load\(\); its stack is in the log above\): .*the weights of rank 1 are missing \[app_load_failed\]/);
+}
+
 describe('your first app, from an empty folder (docs/first-app.md)', () => {
   it('the walk-through names install, test and start', () => {
     expect(walkThrough()).toEqual(['pnpm install', 'pnpm test', 'pnpm start']);
   });
 
   it.each([
-    ['minimal', 64, 'main_video'],
-    ['video', 128, 'main_video'],
+    ['minimal', 64, 'main_video', 24],
+    ['video', 128, 'main_video', 24],
     // Before any camera publishes, the camera app streams its "waiting for camera" card.
-    ['camera', 320, 'processed'],
+    ['camera', 320, 'processed', 30],
   ] as const)(
     '%s: reactor init, install, its tests pass, it starts and streams',
-    async (template, width, trackName) => {
+    async (template, width, trackName, fps) => {
       const dir = join(scratch, `my-${template}-app`);
       const init = await run('pnpm', ['reactor', 'init', dir, '--template', template], repo);
       expect(init.code, init.out).toBe(0);
       for (const line of walkThrough()) {
         if (line === 'pnpm install') await install(dir);
-        else if (line === 'pnpm start') await startAndWatch(dir, width, trackName);
+        else if (line === 'pnpm start') await startAndWatch(dir, width, trackName, fps);
         else {
           const [cmd, ...args] = line.split(' ');
           const r = await run(cmd!, args, dir);
           expect(r.code, `${line}:\n${r.out}`).toBe(0);
         }
       }
+      // The project's README is its template's own.
+      const readme = readFileSync(join(dir, 'README.md'), 'utf8');
+      if (template === 'camera') {
+        expect(readme).toContain('takes your camera in and streams it');
+        expect(readme).toContain('`webcam`');
+      } else expect(readme).not.toContain('webcam');
+      if (template === 'video') await loadFailureOnRank1(dir);
     },
     420_000,
   );

@@ -25,12 +25,23 @@ export async function typedClientChecks(url: string): Promise<void> {
   await client.command('reset', { hard: true });
 
   client.onMessage('backend_info', (info) => {
-    const worldSize: unknown = info.world_size;
+    // Typed from the message class's declaration (it has no validators): a number, not unknown.
+    const worldSize: number = info.world_size;
     void worldSize;
+    // @ts-expect-error world_size is a number
+    const asText: string = info.world_size;
+    void asText;
+    const backend: 'webgpu' | 'wasm' | 'cpu' | undefined = info.backends[0]?.backend;
+    void backend;
     // @ts-expect-error message data travels under wire (snake_case) names
     void info.worldSize;
   });
   client.onMessage('runner_restarting', (m) => void m.reason);
+  client.onMessage('image_set', (m) => {
+    // @ts-expect-error name is null once the picture is cleared
+    const name: string = m.name;
+    void name;
+  });
   // @ts-expect-error no such message
   client.onMessage('backend_infos', () => undefined);
 

@@ -142,6 +142,14 @@ export interface ServeSettings {
  */
 export function serveSettings(o: CliOptions, m: Manifest): ServeSettings {
   const token = o.token ?? process.env['REACTOR_TOKEN'] ?? m.server.token;
+  if (token === '') {
+    const from = o.token !== undefined ? "--token ''" : 'REACTOR_TOKEN is set but empty';
+    throw new ReactorError(
+      CliErrorCode.CliUsage,
+      `${from}: an empty token protects nothing. Give a secret (--token <secret>, REACTOR_TOKEN=<secret> or server.token in ${m.file}, at least 16 characters), ` +
+        `or leave it out${o.token !== undefined ? '' : ' (unset REACTOR_TOKEN)'} to serve on a loopback address only${o.host !== undefined && !isLoopbackHost(o.host) ? ` (${o.host} without a token needs --insecure)` : ''}`,
+    );
+  }
   const port = parsePort(o.port, m.server.port ?? 8080);
   const host = o.host ?? m.server.host ?? '127.0.0.1';
   const allowedHosts = listFlag(o.allowedHost, '--allowed-host', hostProblem) ?? m.server.allowedHosts;
@@ -183,16 +191,15 @@ export async function serveApp(
   let server: ReactorServer;
   try {
     server = await serve(App, {
+      // Every `server:` key of the manifest (one table, manifest.ts SERVER_OPTION_KEYS), then what the flags decided.
+      ...m.server,
       host: s.host,
       port: s.port,
       logger,
-      ...(s.token !== undefined && { token: s.token }),
+      token: s.token,
+      allowedHosts: s.allowedHosts,
+      allowedOrigins: s.allowedOrigins,
       ...(o.insecure === true && { insecure: true }),
-      ...(s.allowedHosts !== undefined && { allowedHosts: s.allowedHosts }),
-      ...(s.allowedOrigins !== undefined && { allowedOrigins: s.allowedOrigins }),
-      ...(m.server.encoding !== undefined && { encoding: m.server.encoding }),
-      ...(m.server.maxUploadBytes !== undefined && { maxUploadBytes: m.server.maxUploadBytes }),
-      ...(m.server.uploadQuotaBytes !== undefined && { uploadQuotaBytes: m.server.uploadQuotaBytes }),
       ...(m.runtime.weightsPath !== undefined && { weightsPath: m.runtime.weightsPath }),
       ...(m.runtime.sessionGraceMs !== undefined && { gracePeriodMs: m.runtime.sessionGraceMs }),
       ...(cfg !== undefined && { configPath: cfg }),
@@ -217,12 +224,23 @@ export async function serveApp(
     // No Shutdown(): the process exits 1 and Agones replaces the GameServer whose container failed.
     agones?.stop();
     await server.close();
-    throw new ReactorError(CliErrorCode.AppLoadFailed, `loading ${name} failed: ${(err as Error).message}`, { cause: err });
+    const rank = rankOf(err);
+    const where = typeof rank === 'number' ? ` (in rank ${rank}'s load(); its stack is in the log above)` : '';
+    throw new ReactorError(CliErrorCode.AppLoadFailed, `loading ${name} failed${where}: ${(err as Error).message}`, { cause: err });
   }
   logger.info(`ready in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   const viewer = new URL(server.url);
   if (s.token !== undefined) viewer.searchParams.set('token', s.token);
   return { server, viewer, agones };
+}
+
+/** The rank an error (or its cause: AppHost wraps what load() threw) came from, if a rank's. */
+function rankOf(err: unknown): number | undefined {
+  for (let e = err, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++) {
+    const rank = (e as { rank?: unknown }).rank;
+    if (typeof rank === 'number') return rank;
+  }
+  return undefined;
 }
 
 /**

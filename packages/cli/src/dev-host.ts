@@ -6,14 +6,23 @@
  * whose worker modules, options or `loadArgs` changed starts new ranks instead.
  *
  * Order of a reload: import the new generation first (an import that fails leaves the old
- * version serving), close the old server (its runner parks), serve the new one, then stop every
- * parked runner the new version did not take.
+ * version serving), note the live session's state, close the old server (its runner parks),
+ * serve the new one, carry the state into a session of it, then stop every parked runner the new
+ * version did not take.
+ *
+ * The session state is carried when the state class is unchanged (the same fields with the same
+ * types and constraints; defaults and descriptions may differ): the new version's session gets
+ * the old one's values (through its own `set_<field>` commands, so they are validated again) and
+ * the clients, which reconnect on their own, join it within the session grace period. When the
+ * class changed, the new session starts from the new defaults (and the log says so). Upload
+ * fields are not carried (their files belonged to the old session).
  */
 import { register } from 'node:module';
 import type { Logger } from '@reactor/log';
 import { consoleLogger, levelFromEnv } from '@reactor/log';
 import { disableRankReuse, enableRankReuse, releaseParkedRunners } from '@reactor/distributed/internal';
 import type { ReactorServer } from '@reactor/server';
+import type { ClientSink } from '@reactor/runtime';
 import { checkPaths, importApp, manifestFrom, serveApp, serveSettings, type CliOptions } from './commands.js';
 import { GENERATION_PARAM } from './dev-loader.js';
 import type { Manifest } from './manifest.js';
@@ -27,6 +36,58 @@ export type DevHostReply = { t: 'serving'; viewer: string; generation: number } 
 export interface DevHostArgs {
   options: CliOptions;
   root: string;
+}
+
+/** What a reload carries from the old version's session into the new one. */
+interface CarriedState {
+  /** The old schema's `state` (JSON Schema). */
+  schema: unknown;
+  /** The state's values by wire name. */
+  values: Record<string, unknown>;
+}
+
+const quietSink: ClientSink = { message: () => undefined, frame: () => undefined, close: () => undefined };
+
+/** The state's shape without what may change freely (defaults, descriptions). */
+function stateShape(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(stateShape);
+  if (schema === null || typeof schema !== 'object') return schema;
+  return Object.fromEntries(
+    Object.entries(schema)
+      .filter(([k]) => k !== 'default' && k !== 'description')
+      .map(([k, v]) => [k, stateShape(v)]),
+  );
+}
+
+/** The live session's state (a quiet client joins it for its welcome); undefined without a session. */
+function noteState(server: ReactorServer): CarriedState | undefined {
+  const host = server.host;
+  if (host.status.sessionId === undefined) return undefined;
+  let values: Record<string, unknown> | undefined;
+  const handle = host.connect({ ...quietSink, message: (m) => void (m.type === 'welcome' && (values ??= m.state)) });
+  handle.disconnect();
+  return values === undefined ? undefined : { schema: host.schema.state, values };
+}
+
+/** Sets the carried values in a new session of the new version, when its state class is the same. */
+async function carryState(server: ReactorServer, carried: CarriedState, logger: Logger): Promise<void> {
+  const host = server.host;
+  if (JSON.stringify(stateShape(host.schema.state)) !== JSON.stringify(stateShape(carried.schema))) {
+    logger.info('the state class changed: the session starts again from its defaults');
+    return;
+  }
+  const props = ((carried.schema as { properties?: Record<string, Record<string, unknown>> }).properties ?? {}) as Record<string, Record<string, unknown>>;
+  const fields = Object.keys(carried.values).filter((k) => props[k] !== undefined && props[k]['x-reactor-upload'] === undefined);
+  const handle = host.connect(quietSink);
+  try {
+    for (const field of fields) {
+      const answer = await handle.command({ type: 'command', id: `reactor-dev-${field}`, name: `set_${field}`, params: { [field]: carried.values[field] } });
+      if (answer.type === 'error') logger.warn(`could not carry ${field} into the new version: ${answer.message}`);
+    }
+  } finally {
+    handle.disconnect();
+  }
+  logger.info(`carried the session state into the new version (${fields.join(', ') || 'no fields'}); clients rejoin it as they reconnect`);
 }
 
 /** The manifest keys whose change means the ranks load again. */
@@ -62,9 +123,11 @@ async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostR
     }
     const reloadModel = model || (lastModel !== undefined && lastModel !== modelKeys(m));
     lastModel = modelKeys(m);
+    let carried: CarriedState | undefined;
     if (current) {
       const old = current;
       current = undefined;
+      carried = noteState(old);
       await old.close();
     }
     if (reloadModel) await releaseParkedRunners();
@@ -74,6 +137,7 @@ async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostR
       current = server;
       // Keep the port the first server got (with --port 0 as well), so the viewer stays put.
       o.port = new URL(server.url).port;
+      if (carried) await carryState(server, carried, logger);
       await releaseParkedRunners();
       process.stdout.write(`Viewer: ${viewer.href}\n`);
       send({ t: 'serving', viewer: viewer.href, generation });

@@ -1,22 +1,28 @@
 /**
  * `reactor dev`: serves the app like `reactor run`, and on every change under the app package's
- * `src/` (or to the manifest, the config or the weights) rebuilds it (`tsc -p tsconfig.build.json`)
- * and reloads the app on the same port. The app runs in one long-lived child process (`dev-host`)
+ * `src/` (or to the manifest, the config or the weights) rebuilds it and reloads the app on the
+ * same port. The watcher (chokidar) watches folders, so a file an editor replaces (vim, JetBrains'
+ * safe write, `sed -i`: a temporary file renamed over it) is seen on every save. The build is
+ * incremental (dev-build.ts: the TypeScript compiler API, kept in this process, re-checks and
+ * emits what changed). The app runs in one long-lived child process (`dev-host`)
  * that imports each build as a new generation: the application half is restarted, while the
  * ranks, with their weights loaded, are kept unless the model half changed (the worker modules,
  * the runner's options or `loadArgs`, the weights, the manifest's `model`/`runtime` keys).
  * A build that fails leaves the running server as it was.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, statSync, watch, type FSWatcher } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { basename, dirname, join, relative, resolve } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { watch as chokidarWatch, type FSWatcher } from 'chokidar';
 import type { Logger } from '@reactor/log';
+import type * as TS from 'typescript';
 import { ReactorError, WEIGHTS_PATH_ENV } from '@reactor/runtime';
 import { findManifest, loadManifest, ManifestError, MANIFEST_FILE } from './manifest.js';
 import type { DevHostArgs, DevHostReply, DevHostRequest } from './dev-host.js';
 import { CliErrorCode } from './errors.js';
+import { IncrementalBuild } from './dev-build.js';
 
 /** How long the app process may take to close the app after SIGTERM before it is killed. */
 const HOST_STOP_GRACE_MS = 30_000;
@@ -56,17 +62,19 @@ export async function devCommand(o: DevOptions, logger: Logger): Promise<void> {
       `reactor dev watches the app package's src/ folder, and ${src} does not exist (the package of ${m.runtime.module})`,
     );
   const tsconfig = join(root, 'tsconfig.build.json');
-  let tsc: string | undefined;
+  let compiler: IncrementalBuild | undefined;
   if (existsSync(tsconfig)) {
+    let ts;
     try {
-      tsc = createRequire(join(root, 'package.json')).resolve('typescript/bin/tsc');
+      ts = createRequire(join(root, 'package.json'))('typescript') as typeof TS;
     } catch (err) {
       throw new ReactorError(
         CliErrorCode.CliUsage,
-        `reactor dev builds with tsc, and typescript is not installed for ${root}; add it: pnpm add -D typescript`,
+        `reactor dev builds with TypeScript, and typescript is not installed for ${root}; add it: pnpm add -D typescript`,
         { cause: err },
       );
     }
+    compiler = new IncrementalBuild(ts, tsconfig);
   }
   // The app process runs the `reactor` the app itself depends on, so that the app and the server
   // share one copy of @reactor/runtime (two copies would not recognise each other's classes).
@@ -88,20 +96,14 @@ export async function devCommand(o: DevOptions, logger: Logger): Promise<void> {
     },
   };
 
-  const build = (): Promise<boolean> =>
-    new Promise((done) => {
-      if (!tsc) return done(true);
-      const started = performance.now();
-      const child = spawn(process.execPath, [tsc, '-p', tsconfig], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
-      let out = '';
-      child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-      child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-      child.once('exit', (code) => {
-        if (code === 0) logger.info(`built in ${((performance.now() - started) / 1000).toFixed(1)} s`);
-        else logger.error(`the build failed; the server keeps running the last good build:\n${out.trim()}`);
-        done(code === 0);
-      });
-    });
+  const build = async (changed: readonly string[] = []): Promise<boolean> => {
+    if (!compiler) return true;
+    const started = performance.now();
+    const result = compiler.build(changed);
+    if (result.ok) logger.info(`built in ${((performance.now() - started) / 1000).toFixed(2)} s (${result.emitted} file(s) written)`);
+    else logger.error(`the build failed; the server keeps running the last good build:\n${result.errors.trim()}`);
+    return result.ok;
+  };
 
   // The app process: started once, and again only if it died.
   let host: ChildProcess | undefined;
@@ -147,21 +149,15 @@ export async function devCommand(o: DevOptions, logger: Logger): Promise<void> {
   // The model half outside src/: the weights. (The app process compares the manifest's model/runtime keys itself.)
   const modelFiles = new Set<string>();
   const watched: FSWatcher[] = [];
-  const watchPath = (path: string | undefined, model: boolean): void => {
-    if (path === undefined || !existsSync(path)) return;
+  /** Watches a file or folder (chokidar watches its folders: a file replaced by a rename is still seen). */
+  const watchPath = (path: string | undefined, model: boolean): Promise<void> => {
+    if (path === undefined || !existsSync(path)) return Promise.resolve();
     if (model) modelFiles.add(path);
-    try {
-      const dir = statSync(path).isDirectory();
-      // A file is watched through its folder: editors replace files, which ends a watch on the file itself.
-      const target = dir ? path : dirname(path);
-      watched.push(
-        watch(target, { recursive: dir }, (_event, name) => {
-          if (dir || name === basename(path)) onChange(dir ? join(path, name ?? '') : path);
-        }),
-      );
-    } catch (err) {
-      logger.warn(`cannot watch ${path} (${(err as Error).message}); changes to it need a restart of reactor dev`);
-    }
+    const w = chokidarWatch(path, { ignoreInitial: true, ignored: (p) => p.includes('/node_modules/') });
+    watched.push(w);
+    w.on('all', (_event, file) => onChange(file));
+    w.on('error', (err) => logger.warn(`watching ${path}: ${(err as Error).message}; changes to it may need a restart of reactor dev`));
+    return new Promise((ready) => w.once('ready', () => ready()));
   };
 
   let stopping = false;
@@ -174,6 +170,7 @@ export async function devCommand(o: DevOptions, logger: Logger): Promise<void> {
     clearTimeout(timer);
     // Editors write a file in several steps: wait for the burst to end.
     timer = setTimeout(() => {
+      const changedAt = performance.now();
       const files = [...changed];
       changed.clear();
       cycle = cycle.then(async () => {
@@ -181,23 +178,24 @@ export async function devCommand(o: DevOptions, logger: Logger): Promise<void> {
         const names = files.map((f) => (f.startsWith('/') ? relative(process.cwd(), f) || f : f));
         const model = files.some((f) => [...modelFiles].some((p) => f === p || f.startsWith(`${p}/`)));
         logger.info(`changed: ${names.join(', ') || 'src/'}; rebuilding`);
-        if (!(await build()) || stopping) return;
+        if (!(await build(files)) || stopping) return;
         const started = performance.now();
         const reply = await reload({ t: 'reload', model, reason: model ? 'the weights changed: reloading the model' : 'reloading the app' });
-        if (reply?.t === 'serving') logger.info(`reloaded in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+        if (reply?.t === 'serving') {
+          const now = performance.now();
+          logger.info(`reloaded in ${((now - started) / 1000).toFixed(2)} s (${((now - changedAt) / 1000).toFixed(2)} s after the change was seen)`);
+        }
       });
     }, 150);
   };
 
   if (!(await build())) logger.warn('the first build failed: serving the last build, if any');
-  try {
-    watched.push(watch(src, { recursive: true }, (_event, name) => onChange(name)));
-  } catch (err) {
-    throw new ReactorError(CliErrorCode.CliUsage, `cannot watch ${src}: ${(err as Error).message}`, { cause: err });
-  }
-  watchPath(m.file, false);
-  watchPath(o.config !== undefined ? resolve(o.config) : m.runtime.config, false);
-  watchPath(process.env[WEIGHTS_PATH_ENV] ?? m.runtime.weightsPath, true);
+  await Promise.all([
+    watchPath(src, false),
+    watchPath(m.file, false),
+    watchPath(o.config !== undefined ? resolve(o.config) : m.runtime.config, false),
+    watchPath(process.env[WEIGHTS_PATH_ENV] ?? m.runtime.weightsPath, true),
+  ]);
   logger.info(`reactor dev: watching ${relative(process.cwd(), src) || src}; a change rebuilds and reloads the app (the model only when its half changed)`);
   cycle = startHost().then(() => undefined);
   await new Promise<void>((resolve) => {
@@ -206,7 +204,7 @@ export async function devCommand(o: DevOptions, logger: Logger): Promise<void> {
       stopping = true;
       logger.info(`${signal}: stopping the server`);
       clearTimeout(timer);
-      for (const w of watched) w.close();
+      for (const w of watched) void w.close();
       // A reload in flight ends at once: the app process stops whatever it is doing.
       replied?.(undefined);
       void stop()

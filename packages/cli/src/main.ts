@@ -80,9 +80,31 @@ cli
 cli.help();
 cli.version('0.1.0');
 
+/**
+ * Flags whose value is text, as typed: cac (mri) turns number-like values into numbers, so
+ * `--token ''` arrived as 0 and `--token 0012...` as 12.... Their last occurrence in argv wins.
+ */
+const TEXT_FLAGS = ['token', 'host', 'manifest', 'config', 'name', 'url', 'namespace', 'fleet'];
+
+/** The text `--<flag> <v>` or `--<flag>=<v>` last gave in `argv`, if any. */
+function rawFlag(argv: readonly string[], flag: string): string | undefined {
+  let value: string | undefined;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === '--') break;
+    if (a === `--${flag}` && i + 1 < argv.length) value = argv[++i];
+    else if (a.startsWith(`--${flag}=`)) value = a.slice(flag.length + 3);
+  }
+  return value;
+}
+
 async function main(): Promise<void> {
   try {
     cli.parse(process.argv, { run: false });
+    for (const flag of TEXT_FLAGS) {
+      const raw = rawFlag(process.argv.slice(2), flag);
+      if (raw !== undefined && flag in cli.options) cli.options[flag] = raw;
+    }
     // cac has printed the help or version itself (and unset the matched command): nothing is left to do.
     if (cli.options['help'] === true || (cli.options['version'] === true && cli.matchedCommandName === undefined)) return;
     if (!cli.matchedCommand) {

@@ -22,11 +22,12 @@ import {
   MinLength,
   ValidateNested,
   validateSync,
+  getMetadataStorage,
   type ValidationError,
 } from 'class-validator';
 import { parse as parseYaml } from 'yaml';
 import { ReactorError } from '@reactor/runtime';
-import { VIDEO_CODECS, resolveVideoOptions, type VideoOptions } from '@reactor/server';
+import { VIDEO_CODECS, resolveServerOptions, type ServerOptions, type VideoOptions } from '@reactor/server';
 import { CliErrorCode } from './errors.js';
 // Constants only: the @reactor/agones entry loads no gRPC until an agent connects.
 import { MAX_ALLOCATION_TIMEOUT_MS, MAX_HEALTH_INTERVAL_MS, MIN_HEALTH_INTERVAL_MS } from '@reactor/agones';
@@ -87,14 +88,17 @@ class VideoSection {
   @IsOptional() @IsInt() @Min(1) @Max(1000) framerate?: number;
 }
 
-/** The keys `server.video` takes. */
-const VIDEO_KEYS = ['codec', 'tiers', 'key_frame_interval', 'framerate'];
-
+/**
+ * `server:`. Each key is a `ServerOptions` one in snake_case (see {@link SERVER_OPTION_KEYS}): the
+ * types are checked here, the ranges by the server's own `resolveServerOptions` (one set of checks,
+ * named by their manifest key).
+ */
 class ServerSection {
   @IsOptional() @IsString() host?: string;
   @IsOptional() @IsInt() @Min(0) @Max(65535) port?: number;
   @IsOptional() @IsString() @MinLength(16, { message: 'must be at least 16 characters' }) token?: string;
   @IsOptional() @IsIn(['jpeg', 'rgb']) encoding?: 'jpeg' | 'rgb';
+  @IsOptional() @IsInt() jpeg_quality?: number;
   /** Host names (the `Host` header) the server answers to; see `ServerOptions.allowedHosts`. */
   @IsOptional() @IsArray() @IsString({ each: true }) allowed_hosts?: string[];
   /** Origins whose pages may connect; see `ServerOptions.allowedOrigins`. */
@@ -103,9 +107,59 @@ class ServerSection {
   @IsOptional() @IsInt() @Min(1) max_upload_bytes?: number;
   /** Bytes one session's uploads may hold; see `ServerOptions.uploadQuotaBytes`. */
   @IsOptional() @IsInt() @Min(1) upload_quota_bytes?: number;
+  @IsOptional() @IsInt() upload_wait_ms?: number;
+  @IsOptional() @IsInt() upload_expiry_ms?: number;
+  /** Resolved against the manifest's folder. */
+  @IsOptional() @IsString() @MinLength(1) upload_dir?: string;
+  @IsOptional() @IsInt() max_message_bytes?: number;
+  @IsOptional() @IsInt() max_frame_bytes?: number;
+  @IsOptional() @IsNumber() command_rate?: number;
+  @IsOptional() @IsNumber() command_burst?: number;
+  @IsOptional() @IsInt() heartbeat_ms?: number;
+  @IsOptional() @IsInt() max_queued_frames?: number;
+  @IsOptional() @IsInt() max_buffered_bytes?: number;
+  @IsOptional() @IsInt() max_total_buffered_bytes?: number;
+  @IsOptional() @IsInt() read_pause_bytes?: number;
+  @IsOptional() @IsInt() read_pause_timeout_ms?: number;
+  @IsOptional() @IsInt() headers_timeout_ms?: number;
   /** Coded video for clients that select it (default codec `jpeg`: JPEG only). */
   @IsOptional() @ValidateNested() @Type(() => VideoSection) video?: VideoSection;
 }
+
+/**
+ * The one path from `server:` to `serve()`: each manifest key and the `ServerOptions` key it sets.
+ * A key added to {@link ServerSection} must be added here (the type says so), and reaches the
+ * server with no other change.
+ */
+export const SERVER_OPTION_KEYS = {
+  host: 'host',
+  port: 'port',
+  token: 'token',
+  encoding: 'encoding',
+  jpeg_quality: 'jpegQuality',
+  allowed_hosts: 'allowedHosts',
+  allowed_origins: 'allowedOrigins',
+  max_upload_bytes: 'maxUploadBytes',
+  upload_quota_bytes: 'uploadQuotaBytes',
+  upload_wait_ms: 'uploadWaitMs',
+  upload_expiry_ms: 'uploadExpiryMs',
+  upload_dir: 'uploadDir',
+  max_message_bytes: 'maxMessageBytes',
+  max_frame_bytes: 'maxFrameBytes',
+  command_rate: 'commandRate',
+  command_burst: 'commandBurst',
+  heartbeat_ms: 'heartbeatMs',
+  max_queued_frames: 'maxQueuedFrames',
+  max_buffered_bytes: 'maxBufferedBytes',
+  max_total_buffered_bytes: 'maxTotalBufferedBytes',
+  read_pause_bytes: 'readPauseBytes',
+  read_pause_timeout_ms: 'readPauseTimeoutMs',
+  headers_timeout_ms: 'headersTimeoutMs',
+  video: 'video',
+} as const satisfies { [K in keyof Required<ServerSection>]: keyof ServerOptions };
+
+/** The `ServerOptions` that `server:` may set. */
+export type ManifestServerOptions = Pick<ServerOptions, (typeof SERVER_OPTION_KEYS)[keyof typeof SERVER_OPTION_KEYS]>;
 
 /** `agones:`: run as an Agones GameServer (see docs/scale-out.md); `reactor run --agones` turns it on too. */
 class AgonesSection {
@@ -122,11 +176,6 @@ class ManifestDocument {
   @IsOptional() @ValidateNested() @Type(() => AgonesSection) agones?: AgonesSection;
 }
 
-/** The manifest's top-level sections. */
-const SECTIONS = ['model', 'runtime', 'server', 'agones'];
-/** The keys of the `agones:` section. */
-const AGONES_KEYS = ['enabled', 'on_session_end', 'health_interval_ms', 'allocation_timeout_ms'];
-
 /** A validated manifest with every path resolved to an absolute one. */
 export interface Manifest {
   /** Absolute path of the manifest file. */
@@ -136,25 +185,25 @@ export interface Manifest {
   /** `name` and `version` when the manifest gives them (the app's `@reactorApp` ones otherwise). */
   model: { name?: string; version?: string; description?: string; gpu: { type?: string; count: number } };
   runtime: { module: string; exportName: string; config?: string; weightsPath?: string; sessionGraceMs?: number };
-  server: {
-    host?: string;
-    port?: number;
-    token?: string;
-    encoding?: 'jpeg' | 'rgb';
-    allowedHosts?: string[];
-    allowedOrigins?: string[];
-    maxUploadBytes?: number;
-    uploadQuotaBytes?: number;
-    /** `server.video`, as `ServerOptions.video` takes it. */
-    video?: VideoOptions;
-  };
+  /** `server:`, as `serve()` takes it (`upload_dir` resolved against {@link Manifest.root}). */
+  server: ManifestServerOptions;
   /** The `agones:` section (absent keys: the integration's defaults). */
   agones: { enabled: boolean; onSessionEnd?: 'ready' | 'shutdown'; healthIntervalMs?: number; allocationTimeoutMs?: number };
+}
+
+/** The keys a section class declares, in declaration order (for "unknown key (allowed: ...)"). */
+function keysOf(target: object | undefined): string[] {
+  if (!target) return [];
+  const metas = getMetadataStorage().getTargetValidationMetadatas(target.constructor, '', true, false);
+  return [...new Set(metas.map((m) => m.propertyName))];
 }
 
 function flatten(errors: ValidationError[], prefix = ''): string[] {
   return errors.flatMap((e) => {
     const path = prefix ? `${prefix}.${e.property}` : e.property;
+    if (e.constraints?.['whitelistValidation'] !== undefined) {
+      return [`${path}: unknown ${prefix ? 'key' : 'section'} (allowed: ${keysOf(e.target).join(', ')})`];
+    }
     if (e.value === undefined && e.constraints) return [`${path}: is required`];
     const own = Object.values(e.constraints ?? {}).map((m) => `${path}: ${m.replace(new RegExp(`^${e.property} `), '')}`);
     return [...own, ...flatten(e.children ?? [], path)];
@@ -197,13 +246,9 @@ export function loadManifest(file: string): Manifest {
     throw new ManifestError(`${path} must be a YAML mapping with a "runtime" section (and optional "model", "server" and "agones" sections)`);
   }
   const doc = plainToInstance(ManifestDocument, raw);
-  const problems = flatten(validateSync(doc, { forbidUnknownValues: false }));
-  const r = raw as Record<string, unknown>;
-  for (const key of Object.keys(r)) if (!SECTIONS.includes(key)) problems.push(`${key}: unknown section (allowed: ${SECTIONS.join(', ')})`);
-  const agonesRaw = r['agones'];
-  if (typeof agonesRaw === 'object' && agonesRaw !== null && !Array.isArray(agonesRaw)) {
-    for (const key of Object.keys(agonesRaw)) if (!AGONES_KEYS.includes(key)) problems.push(`agones.${key}: unknown key (allowed: ${AGONES_KEYS.join(', ')})`);
-  }
+  // forbidNonWhitelisted: a key no section declares is refused at every level (`server: { prot: 1 }`).
+  const problems = flatten(validateSync(doc, { forbidUnknownValues: false, whitelist: true, forbidNonWhitelisted: true }));
+  const root = dirname(path);
   const server = doc.server;
   if (Array.isArray(server?.allowed_hosts) && server.allowed_hosts.every((h) => typeof h === 'string')) {
     problems.push(...listProblems(server.allowed_hosts, hostProblem, (i) => `server.allowed_hosts[${i}]`));
@@ -214,37 +259,28 @@ export function loadManifest(file: string): Manifest {
   if (typeof server?.max_upload_bytes === 'number' && typeof server.upload_quota_bytes === 'number' && server.upload_quota_bytes < server.max_upload_bytes) {
     problems.push(`server.upload_quota_bytes: ${server.upload_quota_bytes} is below server.max_upload_bytes (${server.max_upload_bytes}); raise it`);
   }
-  let video: VideoOptions | undefined;
-  const rawVideo = (r['server'] as Record<string, unknown> | undefined)?.['video'];
-  if (rawVideo !== undefined) {
-    if (typeof rawVideo !== 'object' || rawVideo === null || Array.isArray(rawVideo)) {
-      // In place of class-validator's "nested property video must be either object or array".
-      const i = problems.findIndex((p) => p.startsWith('server.video: nested property'));
-      problems.splice(i < 0 ? problems.length : i, i < 0 ? 0 : 1, `server.video: must be a mapping such as { codec: h264 } (keys: ${VIDEO_KEYS.join(', ')})`);
-    } else {
-      for (const key of Object.keys(rawVideo))
-        if (!VIDEO_KEYS.includes(key)) problems.push(`server.video.${key}: unknown key (allowed: ${VIDEO_KEYS.join(', ')})`);
-      const v = server?.video;
-      video = {
-        ...(v?.codec !== undefined && { codec: v.codec }),
-        ...(v?.tiers !== undefined && { tiers: v.tiers.map((t) => ({ name: t.name, scale: t.scale, bitrate: t.bitrate })) }),
-        ...(v?.key_frame_interval !== undefined && { keyFrameInterval: v.key_frame_interval }),
-        ...(v?.framerate !== undefined && { framerate: v.framerate }),
-      };
-      // What the field checks above cannot see (an empty ladder, a name used twice): the server's own validation.
-      if (problems.length === 0) {
-        try {
-          resolveVideoOptions(video);
-        } catch (err) {
-          problems.push((err as Error).message.replace(/options\.video/g, 'server.video'));
-        }
-      }
+  const rawVideo = (raw as { server?: Record<string, unknown> }).server?.['video'];
+  if (rawVideo !== undefined && (typeof rawVideo !== 'object' || rawVideo === null || Array.isArray(rawVideo))) {
+    // In place of class-validator's "nested property video must be either object or array".
+    const i = problems.findIndex((p) => p.startsWith('server.video: nested property'));
+    problems.splice(
+      i < 0 ? problems.length : i,
+      i < 0 ? 0 : 1,
+      `server.video: must be a mapping such as { codec: h264 } (keys: ${keysOf(new VideoSection()).join(', ')})`,
+    );
+  }
+  const serverOptions = problems.length === 0 && server ? toServerOptions(server, root) : {};
+  // What the field checks cannot see (a range, an empty ladder, a name used twice): the server's own validation.
+  if (problems.length === 0) {
+    try {
+      resolveServerOptions({ ...serverOptions, insecure: true });
+    } catch (err) {
+      problems.push(serverProblem((err as Error).message));
     }
   }
   if (problems.length > 0) {
     throw new ManifestError(`${path} is invalid:\n${problems.map((p) => `  - ${p}`).join('\n')}`, problems);
   }
-  const root = dirname(path);
   const [modulePath, exportName] = doc.runtime.import.split(':') as [string, string];
   return {
     file: path,
@@ -262,17 +298,7 @@ export function loadManifest(file: string): Manifest {
       ...(doc.runtime.weights_path !== undefined && { weightsPath: resolve(root, doc.runtime.weights_path) }),
       ...(doc.runtime.session_grace_ms !== undefined && { sessionGraceMs: doc.runtime.session_grace_ms }),
     },
-    server: {
-      ...(server?.host !== undefined && { host: server.host }),
-      ...(server?.port !== undefined && { port: server.port }),
-      ...(server?.token !== undefined && { token: server.token }),
-      ...(server?.encoding !== undefined && { encoding: server.encoding }),
-      ...(server?.allowed_hosts !== undefined && { allowedHosts: server.allowed_hosts }),
-      ...(server?.allowed_origins !== undefined && { allowedOrigins: server.allowed_origins }),
-      ...(server?.max_upload_bytes !== undefined && { maxUploadBytes: server.max_upload_bytes }),
-      ...(server?.upload_quota_bytes !== undefined && { uploadQuotaBytes: server.upload_quota_bytes }),
-      ...(video !== undefined && { video }),
-    },
+    server: serverOptions,
     agones: {
       enabled: doc.agones?.enabled ?? false,
       ...(doc.agones?.on_session_end !== undefined && { onSessionEnd: doc.agones.on_session_end }),
@@ -280,4 +306,35 @@ export function loadManifest(file: string): Manifest {
       ...(doc.agones?.allocation_timeout_ms !== undefined && { allocationTimeoutMs: doc.agones.allocation_timeout_ms }),
     },
   };
+}
+
+/** `server:` as `ServerOptions`, through {@link SERVER_OPTION_KEYS}. */
+function toServerOptions(server: ServerSection, root: string): ManifestServerOptions {
+  const out: Record<string, unknown> = {};
+  for (const [key, option] of Object.entries(SERVER_OPTION_KEYS)) {
+    const value = (server as Record<string, unknown>)[key];
+    if (value !== undefined) out[option] = value;
+  }
+  if (server.upload_dir !== undefined) out['uploadDir'] = resolve(root, server.upload_dir);
+  if (server.video !== undefined) {
+    const v = server.video;
+    out['video'] = {
+      ...(v.codec !== undefined && { codec: v.codec }),
+      ...(v.tiers !== undefined && { tiers: v.tiers.map((t) => ({ name: t.name, scale: t.scale, bitrate: t.bitrate })) }),
+      ...(v.key_frame_interval !== undefined && { keyFrameInterval: v.key_frame_interval }),
+      ...(v.framerate !== undefined && { framerate: v.framerate }),
+    } satisfies VideoOptions;
+  }
+  return out as ManifestServerOptions;
+}
+
+const VIDEO_OPTION_KEYS: Record<string, string> = { keyFrameInterval: 'key_frame_interval', framerate: 'framerate', codec: 'codec', tiers: 'tiers' };
+
+/** A `resolveServerOptions` message with its `options.<name>` spelled as the manifest key, e.g. `server.command_rate`. */
+function serverProblem(message: string): string {
+  const manifestKey = Object.fromEntries(Object.entries(SERVER_OPTION_KEYS).map(([k, v]) => [v, k]));
+  return message.replace(/options\.(\w+)(?:\.(\w+))?/g, (_all, name: string, sub: string | undefined) => {
+    const key = manifestKey[name] ?? name;
+    return sub === undefined ? `server.${key}` : `server.${key}.${VIDEO_OPTION_KEYS[sub] ?? sub}`;
+  });
 }

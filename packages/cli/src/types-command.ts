@@ -4,9 +4,11 @@
  */
 import type { Logger } from '@reactor/log';
 import { AppHost, ReactorError } from '@reactor/runtime';
+import { describeApp, toSnakeCase } from '@reactor/runtime/internal';
 import { findManifest, loadManifest, ManifestError, MANIFEST_FILE } from './manifest.js';
 import { importApp } from './commands.js';
 import { CliErrorCode } from './errors.js';
+import { declarationsOf, messageFieldTypes } from './source-types.js';
 
 /** The parts of a JSON Schema that `reactor types` turns into TypeScript. */
 interface JsonSchema {
@@ -20,6 +22,10 @@ interface JsonSchema {
   anyOf?: JsonSchema[];
   oneOf?: JsonSchema[];
   description?: string;
+  /** An upload field (the schema carries the reference a command sends). */
+  'x-reactor-upload'?: unknown;
+  /** `reactor types`' own: the TypeScript type to write, read from the app's declarations. */
+  'x-ts-type'?: string;
 }
 
 /** The parts of an app schema `reactor types` reads. */
@@ -39,6 +45,7 @@ const comment = (text: string | undefined, pad: string): string => (text ? `${pa
 /** A JSON Schema as a TypeScript type (`unknown` for what it does not say). */
 function tsType(s: JsonSchema | undefined, pad: string, allRequired = false): string {
   if (!s || typeof s !== 'object') return 'unknown';
+  if (typeof s['x-ts-type'] === 'string') return s['x-ts-type'];
   if (s.const !== undefined) return JSON.stringify(s.const);
   if (Array.isArray(s.enum) && s.enum.length > 0) return s.enum.map((v) => JSON.stringify(v)).join(' | ');
   const union = s.anyOf ?? s.oneOf;
@@ -83,13 +90,49 @@ export function typesName(appName: string): string {
   return `${/^[0-9]/.test(name) ? `App${name}` : name}Types`;
 }
 
+/**
+ * An upload field as the state holds it: `null` until a client sets it, then what the server
+ * knows of the file (`UploadInfo` of @reactor/client), not the `{ uploadId }` a command sends.
+ */
+const UPLOAD_STATE_TYPE = '{ uploadId: string; name: string; mimeType: string; size: number } | null';
+
+function stateSchema(state: JsonSchema): JsonSchema {
+  const props = state.properties;
+  if (!props) return state;
+  return {
+    ...state,
+    properties: Object.fromEntries(
+      Object.entries(props).map(([k, v]) => [k, v['x-reactor-upload'] !== undefined ? { ...v, 'x-ts-type': UPLOAD_STATE_TYPE } : v]),
+    ),
+  };
+}
+
+/**
+ * Field types read from the app's declarations (see source-types.ts), by message wire name and
+ * field wire name; they replace what the schema leaves open.
+ */
+export type MessageTypeOverrides = ReadonlyMap<string, ReadonlyMap<string, string>>;
+
+function withOverrides(m: TypesSchema['messages'][number], overrides: MessageTypeOverrides | undefined): JsonSchema | undefined {
+  const fields = overrides?.get(m.name);
+  if (!fields || !m.schema?.properties) return m.schema;
+  const props = Object.fromEntries(
+    Object.entries(m.schema.properties).map(([k, v]) => {
+      const ts = fields.get(k);
+      // A field the schema types from its constraints keeps that type; an open one (`{}`) takes the declared one.
+      return [k, ts !== undefined && Object.keys(v).filter((x) => x !== 'description').length === 0 ? { ...v, 'x-ts-type': ts } : v];
+    }),
+  );
+  return { ...m.schema, properties: props };
+}
+
 /** The TypeScript module `reactor types` prints: one exported `AppTypes`. */
-export function schemaToTypes(schema: TypesSchema, typeName = typesName(schema.app.name)): string {
+export function schemaToTypes(schema: TypesSchema, typeName = typesName(schema.app.name), overrides?: MessageTypeOverrides): string {
   if (!IDENT.test(typeName)) throw new ReactorError(CliErrorCode.CliUsage, `--name must be a TypeScript identifier, got ${JSON.stringify(typeName)}`);
   const p = '    ';
   const commands = schema.commands.map((c) => `${comment(c.description, p)}${p}${key(c.name)}: ${tsType(c.params, p)};\n`).join('');
   // A message's data always carries every field of its class.
-  const messages = schema.messages.map((m) => `${comment(m.description, p)}${p}${key(m.name)}: ${tsType(m.schema, p, true)};\n`).join('');
+  const messages = schema.messages.map((m) => `${comment(m.description, p)}${p}${key(m.name)}: ${tsType(withOverrides(m, overrides), p, true)};\n`).join('');
   const tracks = schema.tracks.map((t) => JSON.stringify(t.name)).join(' | ') || 'never';
   return [
     `// The client types of ${schema.app.name} ${schema.app.version} (protocol ${schema.protocol}), written by \`reactor types\`.`,
@@ -98,7 +141,7 @@ export function schemaToTypes(schema: TypesSchema, typeName = typesName(schema.a
     `export type ${typeName} = {`,
     commands ? `  commands: {\n${commands}  };` : '  commands: Record<never, never>;',
     messages ? `  messages: {\n${messages}  };` : '  messages: Record<never, never>;',
-    `  state: ${tsType(schema.state, '  ', true)};`,
+    `  state: ${tsType(stateSchema(schema.state), '  ', true)};`,
     `  tracks: ${tracks};`,
     '};',
     '',
@@ -143,6 +186,7 @@ async function fetchSchema(url: string, token: string | undefined): Promise<Type
 /** `reactor types [--url <server>] [--name TypeName]`: prints the app's `AppTypes` to stdout. */
 export async function typesCommand(o: TypesOptions, logger: Logger): Promise<void> {
   let schema: TypesSchema;
+  let overrides: MessageTypeOverrides | undefined;
   if (o.url !== undefined) schema = await fetchSchema(String(o.url), o.token ?? process.env['REACTOR_TOKEN']);
   else {
     const file = o.manifest ?? findManifest();
@@ -150,10 +194,34 @@ export async function typesCommand(o: TypesOptions, logger: Logger): Promise<voi
       throw new ManifestError(
         `no ${MANIFEST_FILE} in ${process.cwd()} or its parents; run reactor from your app's folder, pass --manifest <file>, or --url <server>`,
       );
-    const App = await importApp(loadManifest(file), { logger });
+    const m = loadManifest(file);
+    const App = await importApp(m, { logger });
     const host = new AppHost(App, { logger });
     schema = host.schema as TypesSchema;
     await host.close();
+    overrides = declaredMessageTypes(m.runtime.module, App, logger);
   }
-  process.stdout.write(schemaToTypes(schema, o.name));
+  process.stdout.write(schemaToTypes(schema, o.name, overrides));
+}
+
+/** The message field types the app's `.d.ts` declares, by wire names; undefined (with a warning) when they cannot be read. */
+function declaredMessageTypes(module: string, App: Parameters<typeof describeApp>[0], logger: Logger): MessageTypeOverrides | undefined {
+  const classes = [...describeApp(App).messages.keys()];
+  if (classes.length === 0) return undefined;
+  const dts = declarationsOf(module);
+  if (!dts) {
+    logger.warn(`no declarations next to ${module} (build with "declaration": true): message fields without validators are typed unknown`);
+    return undefined;
+  }
+  const found = messageFieldTypes(
+    dts,
+    classes.map((c) => c.name),
+  );
+  if (!found) {
+    logger.warn('typescript is not installed for this app: message fields without validators are typed unknown');
+    return undefined;
+  }
+  return new Map(
+    classes.filter((c) => found.has(c.name)).map((c) => [toSnakeCase(c.name), new Map([...found.get(c.name)!].map(([field, ts]) => [toSnakeCase(field), ts]))]),
+  );
 }

@@ -3,7 +3,7 @@
 // loaded model, an edit to the worker loads them again; a build or an import that fails leaves the
 // running server alone; SIGTERM leaves no process behind.
 import { execFile, spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -49,6 +49,17 @@ beforeAll(async () => {
   expect(install.code, install.out).toBe(0);
 }, 120_000);
 
+/**
+ * Saves as vim, JetBrains' safe write and `sed -i` do: a temporary file renamed over the file
+ * (the old file's inode is gone; a watch on it, as Node 20's recursive fs.watch keeps, sees no
+ * later save).
+ */
+function atomicWrite(file: string, text: string): void {
+  const tmp = join(dirname(file), `.${Date.now()}.tmp`);
+  writeFileSync(tmp, text);
+  renameSync(tmp, file);
+}
+
 /** Every `load()` of a rank appends its pid here (the worker is instrumented before reactor dev starts). */
 const loads = join(scratch, 'loads.txt');
 const loadCount = (): string[] => (existsSync(loads) ? readFileSync(loads, 'utf8').trim().split('\n').filter(Boolean) : []);
@@ -66,6 +77,34 @@ async function firstFrame(url: string): Promise<void> {
     await new Promise<void>((resolve) => client.once('frame', resolve));
   } finally {
     client.close();
+  }
+}
+
+/** The state a new client is welcomed with, and, when `prompt` is given, set_prompt first (the client then leaves). */
+async function sessionState(url: string, prompt?: string): Promise<Record<string, unknown>> {
+  const req = createRequire(join(project, 'package.json'));
+  const ws = (await import(pathToFileURL(req.resolve('ws')).href)) as { WebSocket?: unknown; default?: unknown };
+  const WS = (ws.WebSocket ?? ws.default) as new (url: string) => {
+    on(e: 'message', f: (d: Buffer, binary: boolean) => void): void;
+    send(s: string): void;
+    close(): void;
+  };
+  const socket = new WS(`ws://${new URL(url).host}/ws`);
+  try {
+    return await new Promise((resolve) => {
+      let state: Record<string, unknown> | undefined;
+      socket.on('message', (d, binary) => {
+        if (binary) return;
+        const msg = JSON.parse(d.toString()) as { type: string; id?: string; state?: Record<string, unknown> };
+        if (msg.type === 'welcome') {
+          state = msg.state!;
+          if (prompt === undefined) resolve(state);
+          else socket.send(JSON.stringify({ type: 'command', id: 'p', name: 'set_prompt', params: { prompt } }));
+        } else if (msg.type === 'reply' && msg.id === 'p') resolve({ ...state, prompt });
+      });
+    });
+  } finally {
+    socket.close();
   }
 }
 
@@ -103,6 +142,8 @@ describe('reactor dev', () => {
       const url = viewers()[0]!;
       expect(await defaultPrompt(url)).toBe('A sunset over the sea.');
       await firstFrame(url);
+      // The session's state, set by a client that then leaves (the session outlives it for its grace period).
+      await sessionState(url, 'A lighthouse at night.');
       expect(loadCount()).toHaveLength(1);
       const [rank] = loadCount().map(Number);
       expect(alive(rank!)).toBe(true);
@@ -111,12 +152,15 @@ describe('reactor dev', () => {
       const app = join(project, 'src/app.ts');
       const original = readFileSync(app, 'utf8');
       figures['app_edit_to_first_frame_s'] = await editToFrame(
-        () => writeFileSync(app, original.replace("default: 'A sunset over the sea.'", "default: 'A harbour at dawn.'")),
+        () => atomicWrite(app, original.replace("default: 'A sunset over the sea.'", "default: 'A harbour at dawn.'")),
         2,
       );
       expect(viewers()[1]).toBe(url);
       expect(await defaultPrompt(url)).toBe('A harbour at dawn.');
-      expect(err).toContain('changed: app.ts; rebuilding');
+      // Same state class (a default changed, nothing else): the session's value is carried into the new version.
+      expect(err).toContain('carried the session state into the new version (prompt)');
+      expect((await sessionState(url)).prompt).toBe('A lighthouse at night.');
+      expect(err).toContain('changed: src/app.ts; rebuilding');
       expect(err).toContain(`reusing the 1 loaded rank (pid ${rank}): the model half did not change`);
       expect(loadCount()).toEqual([String(rank)]);
       expect(alive(rank!)).toBe(true);
@@ -124,7 +168,7 @@ describe('reactor dev', () => {
 
       // The model half: the worker changed, so a new rank loads it and the old one is gone.
       const edited = readFileSync(worker, 'utf8');
-      figures['worker_edit_to_first_frame_s'] = await editToFrame(() => writeFileSync(worker, edited.replace('t * 4', 't * 5')), 3);
+      figures['worker_edit_to_first_frame_s'] = await editToFrame(() => atomicWrite(worker, edited.replace('t * 4', 't * 5')), 3);
       expect(viewers()[2]).toBe(url);
       expect(loadCount()).toHaveLength(2);
       const next = Number(loadCount()[1]);
@@ -134,14 +178,15 @@ describe('reactor dev', () => {
 
       // A type error: tsc fails, the running version keeps serving.
       const current = readFileSync(app, 'utf8');
-      writeFileSync(app, `${current}\nconst broken: number = 'not a number';\n`);
+      // Saved the same way again: the watcher still sees the file after it was replaced.
+      atomicWrite(app, `${current}\nconst broken: number = 'not a number';\n`);
       await until(() => err.includes('the build failed; the server keeps running the last good build'), `the failed build:\n${err}`, 180_000);
       expect(err).toMatch(/src\/app\.ts\(\d+,\d+\): error TS2322/);
       expect(await defaultPrompt(url)).toBe('A harbour at dawn.');
       await firstFrame(url);
 
       // A module that compiles but throws when imported: the running version keeps serving too.
-      writeFileSync(app, `${current}\nthrow new Error('broken at import');\n`);
+      atomicWrite(app, `${current}\nthrow new Error('broken at import');\n`);
       await until(() => err.includes('broken at import; the previous version keeps serving'), `the failed import:\n${err}`, 180_000);
       expect(err).toMatch(/importing \S+dist\/index\.js failed: broken at import; the previous version keeps serving/);
       expect(await defaultPrompt(url)).toBe('A harbour at dawn.');
@@ -149,9 +194,22 @@ describe('reactor dev', () => {
       expect(viewers()).toHaveLength(3);
       expect(loadCount()).toHaveLength(2);
       expect(alive(next)).toBe(true);
-      writeFileSync(app, current);
+      atomicWrite(app, current);
       await until(() => viewers().length === 4, `server #4:\n${err}`, 180_000);
       expect(loadCount()).toHaveLength(2);
+
+      // A state class that changed (a new field): the session starts again from the defaults.
+      expect((await sessionState(url)).prompt).toBe('A lighthouse at night.');
+      const field = "  @InputField({ default: 1, description: 'How fast.' })\n  @IsInt()\n  speed!: number;\n";
+      atomicWrite(
+        app,
+        current
+          .replace("import { IsString, MaxLength } from 'class-validator';", "import { IsInt, IsString, MaxLength } from 'class-validator';")
+          .replace('  prompt!: string;\n', `  prompt!: string;\n\n${field}`),
+      );
+      await until(() => viewers().length === 5, `server #5:\n${err}`, 180_000);
+      expect(err).toContain('the state class changed: the session starts again from its defaults');
+      expect(await sessionState(url)).toEqual({ prompt: 'A harbour at dawn.', speed: 1 });
     } finally {
       const tree = descendants(child.pid!);
       child.kill('SIGTERM');

@@ -70,12 +70,12 @@ extra: 1
     expect(e.code).toBe('manifest_invalid');
     expect(e.problems).toMatchInlineSnapshot(`
       [
+        "extra: unknown section (allowed: model, runtime, server, agones)",
         "model.name: must be lower-case letters, digits, ".", "_" or "-"",
         "model.version: must be longer than or equal to 1 characters",
         "model.resources.gpu.count: must not be less than 0",
         "runtime.import: must look like "path/to/module.js:ExportName"",
         "server.port: must not be greater than 65535",
-        "extra: unknown section (allowed: model, runtime, server, agones)",
       ]
     `);
     expect(e.message).toContain(file);
@@ -150,6 +150,48 @@ extra: 1
     expect(problems('{ max_upload_bytes: 100, upload_quota_bytes: 10 }')).toEqual([
       'server.upload_quota_bytes: 10 is below server.max_upload_bytes (100); raise it',
     ]);
+  });
+
+  it('refuses an unknown key at every level, naming the keys that level allows', () => {
+    const base = 'runtime: { import: app.js:App }\n';
+    const problems = (yaml: string): string[] => {
+      try {
+        loadManifest(write(yaml));
+      } catch (e) {
+        return (e as ManifestError).problems;
+      }
+      throw new Error('accepted');
+    };
+    expect(problems(`${base}server: { prot: 8080 }\n`)).toEqual([expect.stringMatching(/^server\.prot: unknown key \(allowed: host, port, token, encoding, /)]);
+    expect(problems('runtime: { import: app.js:App, weights: w }\n')).toEqual([
+      'runtime.weights: unknown key (allowed: import, config, weights_path, session_grace_ms)',
+    ]);
+    expect(problems(`${base}model: { resources: { gpu: { count: 1, kind: h200 } }, cpu: 2 }\n`)).toEqual([
+      'model.cpu: unknown key (allowed: name, version, description, resources)',
+      'model.resources.gpu.kind: unknown key (allowed: type, count)',
+    ]);
+    expect(problems(`${base}agones: { enabled: true, helth_interval_ms: 5000 }\n`)).toEqual([
+      'agones.helth_interval_ms: unknown key (allowed: enabled, on_session_end, health_interval_ms, allocation_timeout_ms)',
+    ]);
+  });
+
+  it('reads every server limit into the option serve() takes, and names an out-of-range one by its key', () => {
+    const base = 'runtime: { import: app.js:App }\n';
+    const file = write(
+      `${base}server: { command_rate: 200, command_burst: 400, max_message_bytes: 4096, heartbeat_ms: 5000, max_queued_frames: 4, upload_dir: up, upload_wait_ms: 500, jpeg_quality: 60 }\n`,
+    );
+    expect(loadManifest(file).server).toEqual({
+      commandRate: 200,
+      commandBurst: 400,
+      maxMessageBytes: 4096,
+      heartbeatMs: 5000,
+      maxQueuedFrames: 4,
+      uploadDir: join(file, '..', 'up'),
+      uploadWaitMs: 500,
+      jpegQuality: 60,
+    });
+    expect(() => loadManifest(write(`${base}server: { jpeg_quality: 101 }\n`))).toThrow('server.jpeg_quality must be an integer from 1 to 100, got 101');
+    expect(() => loadManifest(write(`${base}server: { command_rate: fast }\n`))).toThrow('server.command_rate: must be a number');
   });
 
   it('names --manifest (not --config) when the file cannot be read', () => {

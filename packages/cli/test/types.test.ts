@@ -1,14 +1,16 @@
 // `reactor types` through the built bin: from the manifest's app, from a running server, and a
 // server that is not there.
 import 'reflect-metadata';
-import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { execFile, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
 import { createServer } from 'node:net';
-import { dirname, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { IsIn, IsInt, Max, Min } from 'class-validator';
 import { silentLogger } from '@reactor/log';
-import { event, InputField, InputState, Output, ReactorApp, reactorApp, Video } from '@reactor/runtime';
+import { event, InputField, InputState, Output, ReactorApp, reactorApp, UploadField, type UploadedFile, Video } from '@reactor/runtime';
 import { serve } from '@reactor/server';
 import { describe, expect, it } from 'vitest';
 import { schemaToTypes } from '../src/types-command.js';
@@ -88,4 +90,53 @@ describe('reactor types', () => {
       /--name must be a TypeScript identifier/,
     );
   });
+});
+
+class UploadState extends InputState {
+  @UploadField({ mimeTypes: ['image/*'], description: 'A sketch.' }) sketch!: UploadedFile | null;
+}
+@reactorApp({ state: UploadState, output: KnobOutput, name: 'sketch-app', version: '1.0.0' })
+class SketchApp extends ReactorApp<UploadState, void, void> {
+  override generate(): void {}
+}
+
+describe('reactor types: the types say what the wire carries (a type test, compiled by tsc)', () => {
+  it('types an upload state field as null until set, then the stored file (not the { uploadId } a command sends)', async () => {
+    const server = await serve(SketchApp, { port: 0, logger: silentLogger });
+    const dir = mkdtempSync(join(tmpdir(), 'reactor-types-'));
+    try {
+      await server.loaded;
+      const r = await reactor(['types', '--url', server.url, '--name', 'SketchTypes']);
+      expect(r.code, r.stderr).toBe(0);
+      writeFileSync(join(dir, 'app-types.ts'), r.stdout);
+      writeFileSync(
+        join(dir, 'use.ts'),
+        [
+          "import type { SketchTypes } from './app-types.js';",
+          "declare const state: SketchTypes['state'];",
+          "declare const params: SketchTypes['commands']['set_sketch'];",
+          '// @ts-expect-error null until a client sets it',
+          'void state.sketch.uploadId;',
+          'if (state.sketch !== null) {',
+          '  const size: number = state.sketch.size;',
+          '  const type: string = state.sketch.mimeType;',
+          '  void [size, type, state.sketch.name, state.sketch.uploadId];',
+          '}',
+          '// A command still sends the reference alone.',
+          'const ref: { uploadId: string } = params.sketch;',
+          'void ref;',
+          '',
+        ].join('\n'),
+      );
+      const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+      const check = spawnSync(process.execPath, [tsc, '--noEmit', '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext', join(dir, 'use.ts')], {
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
+      expect(check.status, `${check.stdout}${check.stderr}\n${r.stdout}`).toBe(0);
+    } finally {
+      await server.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });

@@ -64,6 +64,17 @@ describe('DistributedRunner', () => {
       expectNothingLeft(runner);
     });
 
+    it("logs a rank's load() failure with the rank, its pid and the rank's stack (the error itself is the app's own)", async () => {
+      const { ThrowOnLoadWorker } = await fixture('throw-on-load');
+      const log = captureLogger();
+      const runner = track(new DistributedRunner(ThrowOnLoadWorker, { worldSize: 2, loadArgs: { weightsRoot: '/nope' }, logger: log }));
+      await runner.start().catch(() => undefined);
+      const line = log.lines.find((l) => l.includes('load() threw'));
+      expect(line).toMatch(
+        /^error rank 1 \(pid \d+\): load\(\) threw WeightsMissing: weights not found at \/nope\nWeightsMissing: weights not found at \/nope\n\s+at ThrowOnLoadWorker\.load \(\S+throw-on-load\.mjs:\d+:\d+\)/,
+      );
+    });
+
     it('says why start() failed on every later call, with the failure as cause', async () => {
       const { ThrowOnLoadWorker, WeightsMissing } = await fixture('throw-on-load');
       const runner = track(new DistributedRunner(ThrowOnLoadWorker, { worldSize: 2, loadArgs: { weightsRoot: '/nope' }, logger: quiet }));

@@ -729,9 +729,18 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
         if (state.start.loaded.size === this.worldSize) state.start.resolve();
         return;
       }
-      case 'loadFailed':
-        this.failStart(reviveError(msg.error, rank, this.errorClasses));
+      case 'loadFailed': {
+        const err = reviveError(msg.error, rank, this.errorClasses);
+        // The error is the app's own (its message names neither the rank nor where): the log says both,
+        // with the rank's stack, for every app whatever it does with the rejection.
+        if (this.state.name === 'starting') {
+          this.logger.error(
+            `rank ${rank} (pid ${this.procs[rank]?.pid}): load() threw ${err.name}: ${err.message}\n${err.rankStack ?? '(the rank sent no stack)'}`,
+          );
+        }
+        this.failStart(err);
         return;
+      }
       case 'coll': {
         if (state.name === 'busy' && state.call.cancel) {
           // The call was cancelled: nobody waits for this collective to complete.

@@ -1,0 +1,110 @@
+#!/usr/bin/env node
+// `reactor dev`: edit -> first frame of the new version, for the application half (src/app.ts:
+// the app restarts, the loaded ranks stay) and the worker half (src/worker.ts: the ranks load
+// again), p50 of 5 edits each. A project `reactor init` writes (minimal template, one CPU rank),
+// installed from pnpm's store, served by `reactor dev --port 0`; each edit is an atomic save (a
+// temporary file renamed over the source, as vim does). The clock starts at the rename and stops
+// at the first frame a new client gets from the version the edit made. Target: app half <= 1.5 s.
+// `node bench/run.mjs dev`; the built CLI is needed (pnpm build).
+import { execFile, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const bin = join(repo, 'packages/cli/dist/main.js');
+const EDITS = 5;
+const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(npm_|PNPM_|VITEST|NODE_OPTIONS$)/i.test(k)));
+
+const run = (cmd, args, cwd) =>
+  new Promise((done) =>
+    execFile(cmd, args, { cwd, env, maxBuffer: 32 << 20 }, (err, stdout, stderr) => done({ code: err ? 1 : 0, out: `${stdout}${stderr}` })),
+  );
+const until = async (cond, what, ms = 120_000) => {
+  const end = performance.now() + ms;
+  while (!cond()) {
+    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+};
+const atomicWrite = (file, text) => {
+  const tmp = join(dirname(file), `.${process.pid}.swp`);
+  writeFileSync(tmp, text);
+  renameSync(tmp, file);
+};
+const p50 = (xs) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)];
+
+const scratch = mkdtempSync(join(tmpdir(), 'reactor-dev-bench-'));
+const project = join(scratch, 'bench-app');
+let child;
+try {
+  let r = await run(process.execPath, [bin, 'init', project], scratch);
+  if (r.code !== 0) throw new Error(`reactor init failed:\n${r.out}`);
+  r = await run('pnpm', ['install', '--offline'], project);
+  if (r.code !== 0) r = await run('pnpm', ['install'], project);
+  if (r.code !== 0) throw new Error(`pnpm install failed:\n${r.out}`);
+  const req = createRequire(join(project, 'package.json'));
+  const { connect } = await import(pathToFileURL(req.resolve('@reactor/client')).href);
+  const ws = await import(pathToFileURL(req.resolve('ws')).href);
+  const WebSocket = ws.WebSocket ?? ws.default;
+  const firstFrame = async (url) => {
+    const client = await connect(url, { WebSocket, reconnect: false });
+    try {
+      await new Promise((resolve) => client.once('frame', resolve));
+    } finally {
+      client.close();
+    }
+  };
+
+  child = spawn(process.execPath, [bin, 'dev', '--port', '0'], { cwd: project, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (err += d));
+  const viewers = () => [...out.matchAll(/Viewer: (\S+)/g)].map((m) => m[1]);
+  await until(() => viewers().length === 1, `the first server:\n${err}`);
+  await firstFrame(viewers()[0]);
+
+  const measure = async (file, edit) => {
+    const times = [];
+    const original = readFileSync(file, 'utf8');
+    for (let i = 1; i <= EDITS; i++) {
+      const count = viewers().length;
+      const t0 = performance.now();
+      atomicWrite(file, edit(original, i));
+      await until(() => viewers().length === count + 1, `the reload after edit ${i} of ${file}:\n${err.slice(-2000)}`);
+      await firstFrame(viewers()[count]);
+      times.push((performance.now() - t0) / 1000);
+    }
+    return times;
+  };
+  const app = await measure(join(project, 'src/app.ts'), (src, i) => src.replace("default: 'A sunset over the sea.'", `default: 'A sunset, take ${i}.'`));
+  const worker = await measure(join(project, 'src/worker.ts'), (src, i) => `${src}\nexport const benchEdit${i} = ${i};\n`);
+  const builds = [...err.matchAll(/built in ([\d.]+) s/g)].map((m) => Number(m[1]));
+  const round = (x) => Math.round(x * 1000) / 1000;
+  for (const [half, times] of [
+    ['app', app],
+    ['worker', worker],
+  ]) {
+    console.log(
+      JSON.stringify({
+        bench: 'dev.editToFrame',
+        half,
+        edits: times.length,
+        p50S: round(p50(times)),
+        maxS: round(Math.max(...times)),
+        timesS: times.map(round),
+        ...(half === 'app' && { targetS: 1.5, targetMet: p50(times) <= 1.5 }),
+      }),
+    );
+  }
+  console.log(JSON.stringify({ bench: 'dev.build', builds: builds.length, firstS: builds[0], incrementalP50S: round(p50(builds.slice(1))) }));
+} finally {
+  if (child && child.exitCode === null) {
+    child.kill('SIGTERM');
+    await new Promise((r) => child.once('exit', r));
+  }
+  rmSync(scratch, { recursive: true, force: true });
+}
