@@ -2,13 +2,10 @@
 // "Python workers"). The ranks are real Python processes (REACTOR_PYTHON, default
 // /usr/bin/python3 here: the Python with Debian's NumPy and torch). One 2-rank runner serves
 // the tests that leave it healthy; the tests that break it come last.
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CallAbortedError, DistributedRunner, PythonWorkerError, RankDesyncError, pythonWorker } from '../src/index.js';
 import { captureLogger, expectNothingLeft } from './helpers.js';
-
-export const PY = process.env.REACTOR_PYTHON ?? '/usr/bin/python3';
-export const FIXTURES = fileURLToPath(new URL('./fixtures/python/', import.meta.url));
+import { FIXTURES, PY } from './python-helpers.js';
 
 class RolloutExhausted extends Error {}
 

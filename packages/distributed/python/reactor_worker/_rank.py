@@ -13,6 +13,7 @@ parent as a clear ``python_environment`` error instead of a crash.
 from __future__ import annotations
 
 import dataclasses
+import faulthandler
 import importlib
 import inspect
 import json
@@ -451,6 +452,9 @@ def _flush() -> None:
 
 
 def main(argv: list) -> None:
+    # A crash (SIGSEGV, SIGABRT...) prints the main thread's Python stack to stderr: the crash
+    # report's stderr tail shows where it happened.
+    faulthandler.enable(all_threads=False)
     prefix = next((a.split("=", 1)[1] for a in argv if a.startswith("--reactor-runner=")), None)
     rank_text = next((a.split("=", 1)[1] for a in argv if a.startswith("--rank=")), None)
     fd_text = os.environ.pop("NODE_CHANNEL_FD", None)
