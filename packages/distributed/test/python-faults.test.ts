@@ -126,7 +126,7 @@ describe('Python ranks under fault injection', () => {
     expectNothingLeft(runner);
   });
 
-  it('a rank blocked in one native call (no Python progress) is named by the stall detector', async () => {
+  it('a rank blocked in a sleep (no CPU time, no Python progress) is named by the stall detector', async () => {
     const runner = echo(2, { stallMs: 400 });
     await runner.start();
     const stalls: { rank: number }[] = [];
@@ -135,6 +135,19 @@ describe('Python ranks under fault injection', () => {
     const r = await runner.generate({ sleepMs: 1500 });
     expect(r.rank).toBe(0);
     expect(stalls.map((s) => s.rank).sort()).toEqual([0, 1]);
+    expect(runner.healthy).toBe(true);
+  });
+
+  it('a rank waiting inside a torch.distributed collective is named, in phase collective, long before any NCCL/gloo timeout', async () => {
+    const runner = echo(2, { stallMs: 400 }, 'collective_worker:CollectiveWorker');
+    await runner.start();
+    const stalls: { rank: number; phase: string }[] = [];
+    runner.on('stall', (s) => stalls.push(s));
+    // Rank 1 computes (in Python) for 1.2 s before it joins all_gather; rank 0 waits inside it.
+    const r = await runner.generate({ spinOn: [1], ms: 1200 });
+    expect(r.backend).toBe('gloo');
+    expect([...r.gathered]).toEqual([0, 0, 1, 1]);
+    expect(stalls).toMatchObject([{ rank: 0, phase: 'collective' }]);
     expect(runner.healthy).toBe(true);
   });
 
