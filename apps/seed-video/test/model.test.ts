@@ -6,9 +6,16 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DistributedRunner, pythonWorker } from '@reactor/distributed';
-import { RolloutExhausted, WORKER_DIR, type VideoInput, type VideoResult } from '../src/index.js';
+// Types only from the app (no @reactor/runtime import: this test is the model half alone).
+import type { VideoInput, VideoResult } from '../src/index.js';
+
+const WORKER_DIR = fileURLToPath(new URL('../worker/', import.meta.url));
+class RolloutExhausted extends Error {
+  declare readonly chunks: number;
+}
 
 const PY = process.env.REACTOR_PYTHON ?? '/usr/bin/python3';
 const quiet = { debug() {}, info() {}, warn() {}, error() {}, child: () => quiet };
