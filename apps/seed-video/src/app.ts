@@ -111,7 +111,9 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult> {
       return null;
     }
     if (outcome.error !== undefined) {
-      await this.runner.shutdown();
+      // Shut the runner down and end the session; the clients hear of it at once, while the
+      // remaining ranks are stopped (onSessionEnded awaits that teardown).
+      void this.runner.shutdown();
       throw outcome.error;
     }
     const r = outcome.result!;
