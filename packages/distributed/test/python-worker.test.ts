@@ -164,7 +164,7 @@ describe('a Python worker whose generate() parameter is a dataclass', () => {
     try {
       await runner.start();
       expect(await runner.generate({ prompt: 'a walk', seed: 5 })).toEqual({ cls: 'Step', prompt: 'a walk', seed: 5 });
-      const err = await runner.generate({ prompt: 'a', colour: 'red' }).catch((e: unknown) => e as any);
+      const err: any = await runner.generate({ prompt: 'a', colour: 'red' }).catch((e: unknown) => e);
       expect(err.name).toBe('TypeError');
       expect(err.message).toMatch(/input has field colour that Step does not declare \(it declares prompt, seed\)/);
       expect(runner.healthy).toBe(true);
