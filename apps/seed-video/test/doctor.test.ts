@@ -17,7 +17,7 @@ afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 function doctor(python: string) {
   // No GPU, whatever the machine: the CPU checks (gloo) are what this test pins down.
-  const env = { ...process.env, REACTOR_PYTHON: python, CUDA_VISIBLE_DEVICES: '' };
+  const env: NodeJS.ProcessEnv = { ...process.env, REACTOR_PYTHON: python, CUDA_VISIBLE_DEVICES: '' };
   delete env.REACTOR_GPU_COUNT;
   return spawnSync(process.execPath, [cli, 'doctor', '--manifest', join(app, 'reactor.yaml'), '--port', '0'], { encoding: 'utf8', timeout: 120_000, env });
 }
