@@ -55,6 +55,12 @@ describe('DistributedRunner with a Python worker (2 ranks)', () => {
     expect([...r.doubled]).toEqual([2, 4, 500]);
   });
 
+  it('a CPU torch tensor in a result arrives as a typed array of its dtype', async () => {
+    const r = await runner.generate({ tensor: true });
+    expect(r.t).toBeInstanceOf(Float32Array);
+    expect([...r.t]).toEqual([0, 1.5, 3, 4.5]);
+  });
+
   it('a dataclass result travels as a plain object', async () => {
     expect(await runner.generate({ dataclass: true })).toEqual({ prompt: 'p', seed: 3 });
   });
@@ -97,6 +103,7 @@ describe('DistributedRunner with a Python worker (2 ranks)', () => {
       ['noncontiguous', /result\.frames is a non-contiguous array[\s\S]*np\.ascontiguousarray/],
       ['bool', /result\.mask is a bool array[\s\S]*astype\(np\.uint8\)/],
       ['nan', /result\.score is nan/],
+      ['device', /result\.frames is a torch tensor on meta: only CPU memory can travel\. Send frames\.cpu\(\)/],
     ];
     for (const [bad, re] of cases) {
       const err = await runner.generate({ bad }).catch((e: unknown) => e as any);
