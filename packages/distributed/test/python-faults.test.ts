@@ -325,7 +325,7 @@ describe('bad input to a Python worker', () => {
 
 // Logged output of a failing load names the rank (the capture logger is used to check it once).
 describe('a Python rank that writes to stderr before failing', () => {
-  it('is logged with its rank', async () => {
+  it('is logged with its rank, and so is the traceback of its load()', async () => {
     const log = captureLogger();
     const runner = track(
       new DistributedRunner(pythonWorker('echo_worker:EchoWorker', { path: [FIXTURES], interpreter: PY }), {
@@ -336,5 +336,9 @@ describe('a Python rank that writes to stderr before failing', () => {
     );
     await rejection(runner.start());
     await log.waitFor(/^warn \[rank 0\] warn from rank 0$/);
+    // ...and so is the traceback of the failed load(), whatever the app does with the error.
+    await log.waitFor(/^warn \[rank 0\] load\(\) failed on rank 0:$/);
+    await log.waitFor(/^warn \[rank 0\] {3}File ".*echo_worker\.py", line \d+, in load$/);
+    await log.waitFor(/^warn \[rank 0\] ValueError: bad weights on rank 0$/);
   });
 });

@@ -332,6 +332,11 @@ class RankLoop:
             self.progress.set_phase("idle")
             self.chan.send({"t": "loaded"})
         except Exception as e:  # noqa: BLE001 - every load failure goes to the parent
+            # The traceback also goes to this rank's stderr, which the parent logs with { rank }:
+            # whoever reads the log sees where load() failed, whatever the app does with the error.
+            sys.stderr.write(f"load() failed on rank {self.rank}:\n")
+            traceback.print_exc(file=sys.stderr)
+            sys.stderr.flush()
             self.chan.send({"t": "loadFailed", "error": wire_error(e)})
 
     def find_class(self, module: str, name: str) -> type:
