@@ -27,7 +27,10 @@ const round = (x) => Math.round(x * 1000) / 1000;
 const BIG = 44 * 1024 * 1024;
 
 function runner(kind, worldSize) {
-  const worker = kind === 'py' ? pythonWorker('bench_worker:BenchWorker', { path: [join(repo, 'packages/distributed/test/fixtures/python')], interpreter: PY }) : BenchWorker;
+  const worker =
+    kind === 'py'
+      ? pythonWorker('bench_worker:BenchWorker', { path: [join(repo, 'packages/distributed/test/fixtures/python')], interpreter: PY })
+      : BenchWorker;
   return new DistributedRunner(worker, { worldSize, devices: 'cpu', logger: quiet });
 }
 
