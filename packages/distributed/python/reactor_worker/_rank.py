@@ -29,7 +29,7 @@ from pathlib import PurePath
 from typing import Any, Dict, Optional
 
 import reactor_worker
-from reactor_worker import DistributedWorker, InjectedFaultError, PythonWorkerError, UnsendableValueError
+from reactor_worker import DistributedWorker, InjectedFaultError, PythonWorkerError
 
 PROTOCOL_VERSION = 3
 FAULT_CRASH_EXIT_CODE = 86
