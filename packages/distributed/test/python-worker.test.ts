@@ -51,6 +51,7 @@ describe('DistributedRunner with a Python worker (2 ranks)', () => {
     const r = await runner.generate({ frames: Uint8Array.from([1, 2, 250]) });
     expect(r.dtype).toBe('uint8');
     expect(r.writeable).toBe(true);
+    expect(r.view).toBe(true);
     expect(r.doubled).toBeInstanceOf(Float32Array);
     expect([...r.doubled]).toEqual([2, 4, 500]);
   });
