@@ -163,6 +163,28 @@ describe('DistributedRunner with a Python worker (2 ranks)', () => {
   });
 });
 
+describe('a Python worker on the file shared-memory backend', () => {
+  it('reads inputs and writes results in the file layout (no size header) as well', async () => {
+    const runner = new DistributedRunner(pythonWorker('echo_worker:EchoWorker', { path: [FIXTURES], interpreter: PY }), {
+      worldSize: 1,
+      shm: 'file',
+      logger: captureLogger(),
+    });
+    try {
+      await runner.start();
+      expect(runner.shmBackend).toBe('file');
+      const r = await runner.generate({ frames: Uint8Array.from([3, 4]) });
+      expect([...r.doubled]).toEqual([6, 8]);
+      const big = await runner.generate({ payloadBytes: 2 << 20 });
+      expect(big.frames.byteLength).toBe(2 << 20);
+      expect(big.frames[0]).toBe(2);
+    } finally {
+      await runner.shutdown();
+    }
+    expectNothingLeft(runner);
+  });
+});
+
 describe('a Python worker whose generate() parameter is a dataclass', () => {
   it('gets its input as that class (and refuses fields the class does not declare)', async () => {
     const runner = new DistributedRunner(pythonWorker('echo_worker:TypedWorker', { path: [FIXTURES], interpreter: PY }), {
