@@ -183,7 +183,11 @@ export async function devCommand(o: DevOptions, logger: Logger): Promise<void> {
         logger.info(`changed: ${names.join(', ') || 'src/'}; rebuilding`);
         if (!(await build()) || stopping) return;
         const started = performance.now();
-        const reply = await reload({ t: 'reload', model, reason: model ? 'the weights changed: reloading the model' : 'reloading the app' });
+        const reply = await reload({
+          t: 'reload',
+          model,
+          reason: model ? 'the model half changed (weights, Python worker): reloading the model' : 'reloading the app',
+        });
         if (reply?.t === 'serving') logger.info(`reloaded in ${((performance.now() - started) / 1000).toFixed(1)} s`);
       });
     }, 150);
@@ -198,6 +202,8 @@ export async function devCommand(o: DevOptions, logger: Logger): Promise<void> {
   watchPath(m.file, false);
   watchPath(o.config !== undefined ? resolve(o.config) : m.runtime.config, false);
   watchPath(process.env[WEIGHTS_PATH_ENV] ?? m.runtime.weightsPath, true);
+  // A Python worker's folders (runtime.python.path): a change there is a change of the model half.
+  for (const p of m.runtime.python?.path ?? []) watchPath(p, true);
   logger.info(`reactor dev: watching ${relative(process.cwd(), src) || src}; a change rebuilds and reloads the app (the model only when its half changed)`);
   cycle = startHost().then(() => undefined);
   await new Promise<void>((resolve) => {
