@@ -247,8 +247,10 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
 
   /**
    * Checks everything that can be checked without starting a process.
-   * @param WorkerClass a {@link DistributedWorker} subclass with `static moduleUrl = import.meta.url`, exported from that module
+   * @param WorkerClass a {@link DistributedWorker} subclass with `static moduleUrl = import.meta.url`, exported from that module;
+   *   or a Python worker, `pythonWorker('module:Class', { interpreter, path, errors })` (docs/runner.md, "Python workers")
    * @throws TypeError when the class lacks `load`/`generate`/`reset`, cannot be located by a child process, or `loadArgs` cannot be cloned
+   * @throws `PythonWorkerError` (`python_not_found`, `python_value`) for a Python worker whose interpreter is missing or whose `loadArgs` cannot reach Python
    * @throws RangeError when `worldSize` is not a positive integer, a timeout is not positive, a fault is malformed, or there are more ranks than GPUs
    */
   constructor(
