@@ -180,7 +180,7 @@ export async function devCommand(o: DevOptions, logger: Logger): Promise<void> {
         logger.info(`changed: ${names.join(', ') || 'src/'}; rebuilding`);
         if (!(await build(files)) || stopping) return;
         const started = performance.now();
-        const reply = await reload({ t: 'reload', model, reason: model ? 'the weights changed: reloading the model' : 'reloading the app' });
+        const reply = await reload({ t: 'reload', model, reason: model ? 'the model half changed (weights, Python worker): reloading the model' : 'reloading the app' });
         if (reply?.t === 'serving') {
           const now = performance.now();
           logger.info(`reloaded in ${((now - started) / 1000).toFixed(2)} s (${((now - changedAt) / 1000).toFixed(2)} s after the change was seen)`);
@@ -195,6 +195,8 @@ export async function devCommand(o: DevOptions, logger: Logger): Promise<void> {
     watchPath(m.file, false),
     watchPath(o.config !== undefined ? resolve(o.config) : m.runtime.config, false),
     watchPath(process.env[WEIGHTS_PATH_ENV] ?? m.runtime.weightsPath, true),
+    // A Python worker's folders (runtime.python.path): a change there is a change of the model half.
+    ...(m.runtime.python?.path ?? []).map((p) => watchPath(p, true)),
   ]);
   logger.info(`reactor dev: watching ${relative(process.cwd(), src) || src}; a change rebuilds and reloads the app (the model only when its half changed)`);
   cycle = startHost().then(() => undefined);
