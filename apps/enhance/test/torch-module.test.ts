@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { planBackends, selectBackend } from '../src/backend.js';
 import { PUBLISHED_SHA256 } from '../src/checksums.js';
 import { sceneFrames } from '../src/source.js';
+import { writeFloat16Copy } from '../src/quantize.js';
 import { Upscaler } from '../src/upscaler.js';
 import { type ModelName, loadModel, modelDir, modelPackageDir, readModelFiles } from '../src/weights.js';
 
@@ -83,6 +84,7 @@ describe('the PyTorch ESRGAN module (CPU, float32) against tfjs (wasm) on the sa
       // Most bytes are identical, not merely close: the graphs are the same, only float rounding differs.
       expect(c.exact).toBeGreaterThan(0.9);
       expect(got.report['sha256']).toBe(files.sha256);
+      expect(got.report['radius']).toBe(files.radius);
       expect(got.report['dtype']).toBe('torch.float32');
     }, 60_000);
   }
@@ -96,6 +98,16 @@ describe('the PyTorch ESRGAN module (CPU, float32) against tfjs (wasm) on the sa
     expect(part.status, part.stderr).toBe(0);
     expect(compare(part.out, whole.out.subarray(8 * 4 * rowBytes)).off).toBe(0);
     expect(part.out.length).toBe(12 * 4 * rowBytes);
+  }, 60_000);
+
+  it("reads the GPU bundle's float16 copy (its own shard hashes) to within one level of float32", () => {
+    const root = mkdtempSync(join(scratch, 'f16-'));
+    writeFloat16Copy(modelDir('medium', 4), join(root, 'models', 'x4'));
+    const f16 = torchUpscale('medium', input, N, { packageDir: root });
+    expect(f16.status, f16.stderr).toBe(0);
+    expect(f16.report['weights']).toBe('float16');
+    const f32 = torchUpscale('medium', input, N);
+    expect(compare(f16.out, f32.out).off).toBeLessThanOrEqual(0.001);
   }, 60_000);
 
   it('a shard whose bytes changed is refused with enhance_weights_corrupt naming it', () => {

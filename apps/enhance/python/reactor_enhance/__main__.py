@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     band = tuple(int(v) for v in a.band.split(",")) if a.band else None
     out = up.upscale(frames, band).cpu().numpy()  # type: ignore[arg-type]
     sys.stdout.buffer.write(out.tobytes())
-    print(json.dumps({"model": a.model, "scale": a.scale, "sha256": files.sha256, "dtype": str(up.dtype), "weights": files.weight_dtype}), file=sys.stderr)
+    print(json.dumps({"model": a.model, "scale": a.scale, "sha256": files.sha256, "radius": files.radius, "dtype": str(up.dtype), "weights": files.weight_dtype}), file=sys.stderr)
     return 0
 
 

@@ -83,7 +83,38 @@ class ModelOnDisk:
     #: Stored weight type(s): ``float32``, or ``float16`` for a quantized copy.
     weight_dtype: str
     topology: dict[str, Any]
+    #: Input rows of context an output row needs (``receptiveRadius`` of ``src/weights.ts``).
+    radius: int
     weights: dict[str, np.ndarray] = field(repr=False)
+
+
+_NO_FIELD = ("InputLayer", "Activation", "Concatenate", "Add", "UpSampling2D", "MultiplyBeta", "LeakyReLU", "ReLU", "PReLU")
+
+
+def receptive_radius(topology: dict[str, Any]) -> int:
+    """Input rows an output row depends on, at most: the longest chain of convolution radii from the
+    input to the output (a ``k``x``k`` convolution adds ``(k-1)/2``), as the tfjs side computes it.
+
+    :raises ValueError: a layer whose receptive field is not known
+    """
+    cfg = (topology.get("model_config") or {}).get("config") or topology.get("config") or {}
+    layers = cfg.get("layers")
+    if not isinstance(layers, list):
+        raise ValueError("model topology has no layer list")
+    radius: dict[str, int] = {}
+    for layer in layers:
+        base = 0
+        for node in layer.get("inbound_nodes") or []:
+            for inbound in node:
+                base = max(base, radius.get(str(inbound[0]), 0))
+        own = 0.0
+        cls, conf = layer["class_name"], layer.get("config") or {}
+        if cls in ("Conv2D", "DepthwiseConv2D", "SeparableConv2D"):
+            own = (max(conf.get("kernel_size") or [1]) - 1) * max(conf.get("dilation_rate") or [1]) / 2
+        elif cls not in _NO_FIELD and not (cls.startswith("PixelShuffle") and cls.endswith("x")):
+            raise ValueError(f"layer {layer['name']} ({cls}) has no known receptive field; tiles cannot be cut for this model")
+        radius[layer["name"]] = base + int(np.ceil(own))
+    return max([0, *radius.values()])
 
 
 def model_dir(package_dir: str, scale: int) -> str:
@@ -124,6 +155,10 @@ def read_model_files(
         raise WeightsCorruptError.for_file(json_path, model, scale, f"not valid JSON ({e})") from None
     if not isinstance(doc, dict) or not doc.get("modelTopology") or not isinstance(doc.get("weightsManifest"), list):
         raise WeightsCorruptError.for_file(json_path, model, scale, "not a tfjs layers model (modelTopology or weightsManifest missing)")
+    try:
+        radius = receptive_radius(doc["modelTopology"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise WeightsCorruptError.for_file(json_path, model, scale, str(e)) from None
     json_hash = hashlib.sha256(raw).hexdigest()
     files = [ModelFile(json_path, len(raw), json_hash)]
     table = published_sha256 or {}
@@ -191,5 +226,6 @@ def read_model_files(
         sha256=fp.hexdigest(),
         weight_dtype=",".join(dtypes),
         topology=doc["modelTopology"],
+        radius=radius,
         weights=weights,
     )
