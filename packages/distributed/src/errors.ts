@@ -41,6 +41,16 @@ export const DistributedErrorCode = {
   CallAborted: 'call_aborted',
   /** A fault injected on purpose with `options.faults` / `REACTOR_FAULTS` ({@link InjectedFaultError}). */
   InjectedFault: 'injected_fault',
+  /** The Python interpreter of a Python worker cannot be found ({@link PythonWorkerError}). */
+  PythonNotFound: 'python_not_found',
+  /** The Python interpreter lacks what the worker needs: NumPy, torch, another package ({@link PythonWorkerError}). */
+  PythonEnvironment: 'python_environment',
+  /** A Python worker's module or class does not exist ({@link PythonWorkerError}). */
+  PythonWorkerNotFound: 'python_worker_not_found',
+  /** A Python worker's class is not a `DistributedWorker`, or cannot be constructed ({@link PythonWorkerError}). */
+  PythonWorkerInvalid: 'python_worker_invalid',
+  /** A value that cannot travel between TypeScript and a Python rank ({@link PythonWorkerError}). */
+  PythonValue: 'python_value',
 } as const;
 /** One of {@link DistributedErrorCode}'s values. */
 export type DistributedErrorCode = (typeof DistributedErrorCode)[keyof typeof DistributedErrorCode];
@@ -306,6 +316,15 @@ export class IllegalTransitionError extends DistributedError {
   }
 }
 
+/**
+ * A Python worker's environment, class or values are wrong: the interpreter is missing
+ * (`python_not_found`), lacks NumPy/torch (`python_environment`), the module or class does not
+ * exist (`python_worker_not_found`) or is not a `DistributedWorker` (`python_worker_invalid`), or
+ * a value cannot travel (`python_value`). The message names what and the fix.
+ * @remarks codes `python_not_found`, `python_environment`, `python_worker_not_found`, `python_worker_invalid`, `python_value`
+ */
+export class PythonWorkerError extends DistributedError {}
+
 /** `1.5 MiB`-style rendering used in messages. */
 export function formatBytes(n: number): string {
   if (n < 1024) return `${n} B`;
@@ -328,4 +347,7 @@ export const OWN_ERROR_CLASSES: ReadonlyMap<string, abstract new (...args: never
   ['IllegalTransitionError', IllegalTransitionError],
   ['CallAbortedError', CallAbortedError],
   ['DistributedError', DistributedError],
+  ['PythonWorkerError', PythonWorkerError],
+  // A Python rank's codec error (reactor_worker.UnsendableValueError, code python_value).
+  ['UnsendableValueError', PythonWorkerError],
 ]);

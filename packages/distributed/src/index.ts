@@ -9,6 +9,18 @@ export type { DistributedRunnerOptions } from './runner/options.js';
 export { SelfHealingRunner } from './runner/self-healing-runner.js';
 export type { SelfHealingRunnerOptions } from './runner/self-healing-runner.js';
 export { DistributedWorker } from './worker/distributed-worker.js';
+export {
+  DEFAULT_PYTHON,
+  PYTHON_ENV,
+  PYTHON_PACKAGE_DIR,
+  PYTHON_PATH_ENV,
+  PYTHON_WORKER_ENV,
+  findExecutable,
+  isPythonWorkerSpec,
+  pythonInterpreter,
+  pythonWorker,
+} from './python/python-worker.js';
+export type { PythonWorkerOptions, PythonWorkerSpec } from './python/python-worker.js';
 export type { TypedArrayConstructor, WorkerClass } from './worker/distributed-worker.js';
 export type { Collectives, TypedArray } from './collectives/types.js';
 export { detectGpuCount } from './runner/gpu-count.js';
@@ -24,6 +36,7 @@ export {
   IllegalTransitionError,
   InjectedFaultError,
   ProtocolError,
+  PythonWorkerError,
   RankDesyncError,
   RunnerStateError,
   RunnerUnusableError,

@@ -41,6 +41,8 @@ export const SIGKILL_WAIT_MS = 5_000;
 export const STDERR_DRAIN_MS = 30;
 /** Lines of stderr kept per rank for crash reports. */
 export const STDERR_TAIL_LINES = 20;
+/** Longest line of rank output passed on whole; longer ones are cut (a worker printing megabytes cannot flood the log). */
+export const MAX_OUTPUT_LINE_CHARS = 16 * 1024;
 
 /** Exit facts handed to the runner. */
 export interface ExitInfo extends Omit<CrashInfo, 'during'> {
@@ -52,6 +54,10 @@ export interface WorkerProcessOptions {
   rank: number;
   /** Compiled child entry point. */
   childMain: string;
+  /** Another program than `node <childMain>` (a Python rank): its path and arguments. */
+  command?: { file: string; args: string[] };
+  /** Pipe every rank's stdout to `onLine` (default: rank 0's only). */
+  pipeAllStdout?: boolean;
   /** The runner's segment prefix; also on the command line so tests can find the process. */
   prefix: string;
   env: NodeJS.ProcessEnv;
@@ -75,8 +81,10 @@ export class WorkerProcess {
   constructor(private readonly opts: WorkerProcessOptions) {
     this.rank = opts.rank;
     // detached: the rank leads its own process group, so a kill reaches whatever it started.
-    this.child = spawn(process.execPath, [opts.childMain, `--reactor-runner=${opts.prefix}`, `--rank=${opts.rank}`], {
-      stdio: ['ignore', opts.rank === 0 ? 'pipe' : 'ignore', 'pipe', 'ipc'],
+    const file = opts.command?.file ?? process.execPath;
+    const args = opts.command?.args ?? [opts.childMain, `--reactor-runner=${opts.prefix}`, `--rank=${opts.rank}`];
+    this.child = spawn(file, args, {
+      stdio: ['ignore', opts.rank === 0 || opts.pipeAllStdout ? 'pipe' : 'ignore', 'pipe', 'ipc'],
       detached: true,
       env: opts.env,
       serialization: 'json',
@@ -137,14 +145,36 @@ export class WorkerProcess {
 
   private pipeLines(stream: Readable, name: 'stdout' | 'stderr'): void {
     let partial = '';
+    // Characters of an over-long line dropped so far (the line was already passed on, cut).
+    let dropped = -1;
     stream.setEncoding('utf8');
     stream.on('data', (chunk: string) => {
-      const lines = (partial + chunk).split('\n');
-      partial = lines.pop() ?? '';
-      for (const line of lines) this.line(name, line);
+      let start = 0;
+      for (let nl = chunk.indexOf('\n'); nl >= 0; nl = chunk.indexOf('\n', start)) {
+        const piece = chunk.slice(start, nl);
+        start = nl + 1;
+        if (dropped >= 0) {
+          this.line(name, `... (${dropped + piece.length} more characters of that line dropped)`);
+          dropped = -1;
+        } else {
+          this.line(name, cut(partial + piece));
+        }
+        partial = '';
+      }
+      const rest = chunk.slice(start);
+      if (dropped >= 0) dropped += rest.length;
+      else {
+        partial += rest;
+        if (partial.length > MAX_OUTPUT_LINE_CHARS) {
+          this.line(name, cut(partial));
+          dropped = partial.length - MAX_OUTPUT_LINE_CHARS;
+          partial = '';
+        }
+      }
     });
     stream.on('end', () => {
-      if (partial) this.line(name, partial);
+      if (dropped >= 0) this.line(name, `... (${dropped} more characters of that line dropped)`);
+      else if (partial) this.line(name, cut(partial));
       partial = '';
     });
   }
@@ -260,4 +290,9 @@ export class WorkerProcess {
   private beginStopping(): void {
     if (!this.exited && this.current !== 'stopping') this.transition('stopping');
   }
+}
+
+/** A line cut to {@link MAX_OUTPUT_LINE_CHARS}, saying how much was cut. */
+function cut(line: string): string {
+  return line.length <= MAX_OUTPUT_LINE_CHARS ? line : `${line.slice(0, MAX_OUTPUT_LINE_CHARS)} ... (line cut at ${MAX_OUTPUT_LINE_CHARS} characters)`;
 }

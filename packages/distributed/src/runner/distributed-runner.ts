@@ -43,6 +43,16 @@ import { compiledSibling, exportNameOf, locateWorker, staleBuild, type WorkerLoc
 import { type DeviceAssignment, type VulkanBinding, assignDevices, rankEnvironment } from './devices.js';
 import { detectGpuCount } from './gpu-count.js';
 import { findDeviceSelectLayer, nvidiaPciAddresses } from './vulkan-device-select.js';
+import {
+  type PythonWorkerSpec,
+  type ResolvedPythonWorker,
+  isPythonWorkerSpec,
+  pythonRankCommand,
+  pythonRankEnv,
+  resolvePythonWorker,
+  unsendableError,
+  unsendableToPython,
+} from '../python/python-worker.js';
 import { registerExitHook, unregisterExitHook } from './exit-hooks.js';
 import { type DistributedRunnerOptions, type ResolvedOptions, resolveOptions } from './options.js';
 import { argsFingerprint, moduleKeyOf, moduleTreeHash, parkRunner, rankReuseEnabled, releaseBeforeStart, takeParkedRunner } from './rank-reuse.js';
@@ -206,8 +216,11 @@ let shmNoticeShown = false;
 export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unknown> extends EventEmitter<DistributedRunnerEvents> {
   /** Number of ranks. */
   readonly worldSize: number;
-  private readonly cls: WorkerClass;
-  private readonly location: WorkerLocation;
+  /** A TypeScript worker's class and module (null for a Python worker). */
+  private readonly cls: WorkerClass | null;
+  private readonly location: WorkerLocation | null;
+  /** A Python worker (null for a TypeScript worker). */
+  private readonly python: ResolvedPythonWorker | null;
   private readonly loadArgs: TArgs | undefined;
   private readonly opts: ResolvedOptions;
   private readonly logger: Logger;
@@ -239,10 +252,32 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
    * @throws RangeError when `worldSize` is not a positive integer, a timeout is not positive, a fault is malformed, or there are more ranks than GPUs
    */
   constructor(
-    WorkerClass: (abstract new () => DistributedWorker<TInput, TResult, TArgs>) & { readonly moduleUrl: string },
+    WorkerClass: ((abstract new () => DistributedWorker<TInput, TResult, TArgs>) & { readonly moduleUrl: string }) | PythonWorkerSpec<TInput, TResult, TArgs>,
     options: DistributedRunnerOptions<TArgs>,
   ) {
     super();
+    if (isPythonWorkerSpec(WorkerClass)) {
+      this.opts = resolveOptions(options as DistributedRunnerOptions<unknown>);
+      this.python = resolvePythonWorker(WorkerClass, { ...process.env, ...this.opts.env });
+      const args = options.loadArgs as unknown;
+      if (args !== undefined && (typeof args !== 'object' || args === null || Array.isArray(args) || ArrayBuffer.isView(args))) {
+        throw new TypeError(
+          `options.loadArgs of a Python worker reach load(**kwargs) as keyword arguments, so they must be an object ({ weights_root: '...' }), got ${Array.isArray(args) ? 'an array' : typeof args}.`,
+        );
+      }
+      const bad = args === undefined ? null : unsendableToPython(args, 'options.loadArgs');
+      if (bad) throw unsendableError('options.loadArgs', bad);
+      this.cls = null;
+      this.location = null;
+      this.assignments = assignDevices(this.opts.worldSize, this.opts.devices, detectGpuCount());
+      this.worldSize = this.opts.worldSize;
+      // No loadArgs: load() is called without keyword arguments.
+      this.loadArgs = options.loadArgs ?? ({} as TArgs);
+      this.logger = this.opts.logger;
+      this.prefix = `${processSegmentPrefix()}-${++runnerSeq}-${randomBytes(3).toString('hex')}`;
+      return;
+    }
+    this.python = null;
     const cls = WorkerClass as unknown as WorkerClass;
     if (typeof cls !== 'function' || typeof cls.prototype !== 'object') {
       throw new TypeError(`DistributedRunner needs a worker class (a DistributedWorker subclass), got ${typeof WorkerClass}.`);
@@ -254,7 +289,8 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
       }
     }
     this.opts = resolveOptions(options as DistributedRunnerOptions<unknown>);
-    this.location = locateWorker(cls);
+    const location = locateWorker(cls);
+    this.location = location;
     try {
       encodeValue(options.loadArgs);
     } catch (err) {
@@ -271,13 +307,13 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     this.prefix = `${processSegmentPrefix()}-${++runnerSeq}-${randomBytes(3).toString('hex')}`;
     if (rankReuseEnabled()) {
       const { logger: _logger, ...opts } = this.opts;
-      const moduleKey = moduleKeyOf(this.location.runnableUrl);
-      const key = JSON.stringify([moduleKey, moduleTreeHash(this.location.runnableUrl), cls.name, opts, argsFingerprint(options.loadArgs)]);
+      const moduleKey = moduleKeyOf(location.runnableUrl);
+      const key = JSON.stringify([moduleKey, moduleTreeHash(location.runnableUrl), cls.name, opts, argsFingerprint(options.loadArgs)]);
       this.reuse = { key, moduleKey };
       const parked = takeParkedRunner(key)?.target as DistributedRunner<TInput, TResult, TArgs> | undefined;
       if (parked) {
         // The loaded ranks serve the new instance: `new` yields the parked runner, started.
-        parked.adopted = this.location;
+        parked.adopted = location;
         return parked;
       }
     }
@@ -388,19 +424,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
 
   private async startRanks(): Promise<void> {
     sweepStaleSegments();
-    // The parent imports the worker module as the application sees it: to know the export name,
-    // and to rebuild the module's own error classes so `instanceof` works on rethrown errors.
-    const mod = (await import(this.location.sourceUrl)) as Record<string, unknown>;
-    this.assertStillStarting();
-    const stale = staleBuild(this.location);
-    if (stale) {
-      this.logger.warn(
-        `STALE BUILD: the ranks will run ${stale.compiled}, which is older than ${stale.newestSource} (changed since the last build). ` +
-          `The ranks run the old code while this process imports the new: run pnpm build.`,
-      );
-    }
-    const exportName = exportNameOf(this.cls, mod, this.location.sourceUrl);
-    this.errorClasses = new Map([...OWN_ERROR_CLASSES, ...collectErrorClasses(mod)]);
+    const { moduleUrl, exportName } = await this.prepareWorkerModule();
     this.backend = this.chooseBackend();
     const env = { backend: this.backend, maxShmBytes: this.opts.maxShmBytes };
     // Up front: the input block, rank 0's result block and each rank's collective block.
@@ -422,7 +446,8 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
       (rank, msg) => this.procs[rank]?.send(msg),
       (detail) => this.failDesync(detail),
     );
-    const childPath = childMainPath();
+    const childPath = this.python ? '' : childMainPath();
+    const python = this.python;
     const baseEnv = { ...process.env, ...this.opts.env };
     const vulkan = this.vulkanBinding(baseEnv);
     const state = this.state;
@@ -437,11 +462,13 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
       state.start = phase;
       for (const a of this.assignments) {
         const rankLog = this.logger.child({ rank: a.rank });
+        const rankEnv = rankEnvironment(baseEnv, a, this.worldSize, masterPort, vulkan);
         const proc = new WorkerProcess({
           rank: a.rank,
           childMain: childPath,
           prefix: this.prefix,
-          env: rankEnvironment(baseEnv, a, this.worldSize, masterPort, vulkan),
+          env: python ? { ...rankEnv, ...pythonRankEnv(python) } : rankEnv,
+          ...(python && { command: pythonRankCommand(python, this.prefix, a.rank), pipeAllStdout: true }),
           onLine: (stream, line) => (stream === 'stdout' ? rankLog.info(line) : rankLog.warn(line)),
           onMessage: (msg) => this.onMessage(a.rank, msg),
           onExit: (info) => this.onExit(info),
@@ -454,7 +481,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
           rank: a.rank,
           worldSize: this.worldSize,
           device: a.device,
-          moduleUrl: this.location.runnableUrl,
+          moduleUrl,
           exportName,
           prefix: this.prefix,
           backend: this.backend,
@@ -471,6 +498,31 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     this.assertStillStarting();
     this.go({ name: 'ready' });
     for (const p of this.procs) p.setRef(false);
+  }
+
+  /**
+   * What the ranks load: a TypeScript worker's compiled module and export (the parent imports
+   * the module as the application sees it, to know the export name and to rebuild the module's
+   * own error classes so `instanceof` works on rethrown errors), or a Python worker's module and class.
+   */
+  private async prepareWorkerModule(): Promise<{ moduleUrl: string; exportName: string }> {
+    if (this.python) {
+      this.errorClasses = new Map([...OWN_ERROR_CLASSES, ...this.python.errors]);
+      return { moduleUrl: this.python.module, exportName: this.python.className };
+    }
+    const location = this.location!;
+    const mod = (await import(location.sourceUrl)) as Record<string, unknown>;
+    this.assertStillStarting();
+    const stale = staleBuild(location);
+    if (stale) {
+      this.logger.warn(
+        `STALE BUILD: the ranks will run ${stale.compiled}, which is older than ${stale.newestSource} (changed since the last build). ` +
+          `The ranks run the old code while this process imports the new: run pnpm build.`,
+      );
+    }
+    const exportName = exportNameOf(this.cls!, mod, location.sourceUrl);
+    this.errorClasses = new Map([...OWN_ERROR_CLASSES, ...collectErrorClasses(mod)]);
+    return { moduleUrl: location.runnableUrl, exportName };
   }
 
   /** shutdown() may run while start() awaits; nothing may be spawned after it. */
@@ -563,7 +615,11 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
       return Promise.reject(new CallAbortedError(name, true, 'the signal was already aborted; nothing was sent to the ranks.', signal.reason));
     let ref: Payload | null = null;
     try {
-      if (op === 'generate') ref = toPayload(encodeValue(input), this.input!);
+      if (op === 'generate') {
+        const enc = encodeValue(input);
+        if (this.python && enc.json === null) throw unsendableError(`The input of ${name}`, unsendableToPython(input) ?? 'it needs the v8 format');
+        ref = toPayload(enc, this.input!);
+      }
     } catch (err) {
       return Promise.reject(err);
     }
