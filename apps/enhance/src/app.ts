@@ -6,10 +6,11 @@
  */
 import 'reflect-metadata';
 import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { plainToInstance } from 'class-transformer';
 import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, Min, ValidateIf, validateSync } from 'class-validator';
 import { parse as parseYaml } from 'yaml';
-import { DistributedRunner, SelfHealingRunner, detectGpuCount } from '@reactor/distributed';
+import { DistributedRunner, SelfHealingRunner, detectGpuCount, pythonWorker } from '@reactor/distributed';
 import {
   type AppReadiness,
   type AppRequirements,
@@ -35,13 +36,30 @@ import {
   TrackPayload,
   Video,
 } from '@reactor/runtime';
-import { planBackends, requestGpuAdapter } from './backend.js';
-import { EnhanceErrorCode, WeightsCorruptError, WeightsMissingError } from './errors.js';
+import { backendFramework, planBackends, requestGpuAdapter } from './backend.js';
+import { PUBLISHED_SHA256 } from './checksums.js';
+import { EnhanceErrorCode, InputInvalidError, WeightsCorruptError, WeightsMissingError } from './errors.js';
 import { EnhanceWorker, type EnhanceInput, type EnhanceLoadArgs, type EnhanceResult, type RankReport } from './enhance-worker.js';
 import { SCALES } from './layers.js';
 import { SPLITS, type Split } from './partition.js';
 import { resizeRgb, sceneFrames } from './source.js';
-import { MODEL_FACTS, MODEL_NAMES, type ModelName } from './weights.js';
+import { MODEL_FACTS, MODEL_NAMES, type ModelName, modelPackageDir } from './weights.js';
+
+/** The enhance app's Python package (`reactor_enhance`: the PyTorch backend), on the Python ranks' import path. */
+export const TORCH_PYTHON_DIR = fileURLToPath(new URL('../python/', import.meta.url));
+/** The Python worker of `backend: torch`. */
+export const TORCH_WORKER = 'reactor_enhance.worker:EnhanceTorchWorker';
+
+/** `load()` arguments of the Python worker (`EnhanceTorchWorker.load`). */
+export interface EnhanceTorchLoadArgs {
+  model: ModelName;
+  scale: number;
+  /** Each model's package folder, resolved here as the tfjs backend resolves it. */
+  package_dirs: Record<string, string>;
+  /** The published files' SHA-256s (`src/checksums.ts`): one table for both backends. */
+  published_sha256: Readonly<Record<string, string>>;
+  warmup?: { n: number; width: number; height: number };
+}
 
 /**
  * Frames per second delivered at 1280x720 output through the whole serving path, measured on
@@ -130,8 +148,14 @@ export class EnhanceConfig {
   /** `auto`: one rank per GPU declared in the manifest (capped by those present), or 2 CPU ranks. */
   @ValidateIf((c: EnhanceConfig) => c.worldSize !== 'auto') @IsInt() @Min(1) @Max(64) worldSize: number | 'auto' = 'auto';
   @IsIn(['auto', 'cpu']) devices: 'auto' | 'cpu' = 'auto';
-  /** `auto` | `webgpu` | `wasm` | `cpu` | an order such as `webgpu,wasm` (`REACTOR_BACKEND` overrides). */
+  /**
+   * `auto` | `webgpu` | `wasm` | `cpu` | an order such as `webgpu,wasm` (tfjs in TypeScript
+   * ranks), or `torch` (PyTorch in Python ranks: CUDA float16 on GPUs, float32 on CPU).
+   * `REACTOR_BACKEND` overrides.
+   */
   @IsString() backend = 'auto';
+  /** The Python interpreter of `backend: torch` (default: `REACTOR_PYTHON`, else `python3`); it needs NumPy and torch. */
+  @IsOptional() @IsString() python?: string;
   @IsInt() @Min(100) callTimeoutMs = 60_000;
   @IsOptional() @IsInt() @Min(1) startTimeoutMs?: number;
   /**
@@ -161,6 +185,7 @@ const CONFIG_KEYS = [
   'callTimeoutMs',
   'startTimeoutMs',
   'pipeline',
+  'python',
 ];
 
 /** Reads and validates the app config; every problem is named by its key. */
@@ -250,7 +275,7 @@ const RADIUS: Readonly<Record<ModelName, number>> = { slim: 10, medium: 18, thic
 })
 export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceResult, EnhanceInfo | ModelUnavailable | RunnerRestarting, EnhanceInputTracks> {
   /** The runner, rebuilt when it breaks between calls (a rank that died). */
-  private readonly runners = new SelfHealingRunner<EnhanceInput, EnhanceResult, EnhanceLoadArgs>({
+  private readonly runners = new SelfHealingRunner<EnhanceInput, EnhanceResult, EnhanceLoadArgs | EnhanceTorchLoadArgs>({
     name: 'the enhance runner',
     logger: this.logger,
     create: () => this.createRunner(),
@@ -279,7 +304,8 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
     const plan = planEnhance(cfg, context.gpuCount, context.manifestGpuCount);
     const outBytes = plan.outputWidth * plan.outputHeight * 3 * Math.max(...Object.values(plan.framesPerStep)) * 2;
     const checks: RequirementCheck[] = [];
-    const gpuRanks = plan.devices === 'auto' && planBackends(cfg.backend, process.env, 'gpu:0').order.includes('webgpu');
+    const torch = backendFramework(cfg.backend, process.env) === 'torch';
+    const gpuRanks = !torch && plan.devices === 'auto' && planBackends(cfg.backend, process.env, 'gpu:0').order.includes('webgpu');
     if (gpuRanks) checks.push(await webgpuCheck());
     checks.push(expectation(plan, gpuRanks));
     return { shmBytes: outBytes * (plan.worldSize + 1), worldSize: plan.worldSize, usesGpu: plan.devices === 'auto', checks };
@@ -291,23 +317,43 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
     await this.runners.start();
   }
 
-  private createRunner(): DistributedRunner<EnhanceInput, EnhanceResult, EnhanceLoadArgs> {
+  private createRunner(): DistributedRunner<EnhanceInput, EnhanceResult, EnhanceLoadArgs | EnhanceTorchLoadArgs> {
     const plan = planEnhance(this.config, detectGpuCount(), this.manifestGpuCount);
     this.plan = plan;
     this.logger.info(`${plan.note}; starting the runner`);
     const scale = 4;
-    return new DistributedRunner(EnhanceWorker, {
+    const common = {
       logger: this.logger,
       worldSize: plan.worldSize,
       devices: plan.devices,
       callTimeoutMs: this.config.callTimeoutMs,
       ...(this.config.startTimeoutMs !== undefined && { startTimeoutMs: this.config.startTimeoutMs }),
-      loadArgs: {
-        model: plan.model,
-        scale,
-        backend: this.config.backend,
-        warmup: { n: 1, width: Math.floor(plan.outputWidth / scale), height: Math.ceil(Math.floor(plan.outputHeight / scale) / plan.worldSize) },
-      },
+    };
+    const warmup = { n: 1, width: Math.floor(plan.outputWidth / scale), height: Math.ceil(Math.floor(plan.outputHeight / scale) / plan.worldSize) };
+    if (backendFramework(this.config.backend, process.env) === 'torch') {
+      // The model packages are found here, where Node finds them (the tfjs backend's rule), and
+      // handed to the Python ranks with the published hashes: one lookup, one table.
+      const packageDirs: Record<string, string> = {};
+      for (const m of MODEL_NAMES) {
+        try {
+          packageDirs[m] = modelPackageDir(m);
+        } catch {
+          // Not installed: the Python rank names the model as missing when it is chosen.
+        }
+      }
+      const worker = pythonWorker<EnhanceInput, EnhanceResult, EnhanceTorchLoadArgs>(TORCH_WORKER, {
+        path: [TORCH_PYTHON_DIR],
+        ...(this.config.python !== undefined && { interpreter: this.config.python }),
+        errors: { WeightsMissingError, WeightsCorruptError, InputInvalidError },
+      });
+      return new DistributedRunner(worker, {
+        ...common,
+        loadArgs: { model: plan.model, scale, package_dirs: packageDirs, published_sha256: PUBLISHED_SHA256, warmup },
+      });
+    }
+    return new DistributedRunner(EnhanceWorker, {
+      ...common,
+      loadArgs: { model: plan.model, scale, backend: this.config.backend, warmup },
     });
   }
 
@@ -345,7 +391,8 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
     this.source = this.lastCamera ? 'camera' : 'scene';
     const split = chooseSplit(this.config.split, height, RADIUS[model], this.runners.runner!.worldSize, n);
     const pipeline =
-      this.config.pipeline === 'on' || (this.config.pipeline === 'auto' && this.ranks.length > 0 && this.ranks.every((r) => r.backend === 'webgpu'));
+      this.config.pipeline === 'on' ||
+      (this.config.pipeline === 'auto' && this.ranks.length > 0 && this.ranks.every((r) => r.backend === 'webgpu' || r.backend === 'torch-cuda'));
     return { frames, n, width, height, model, scale, split, sideBySide: this.state.sideBySide, pipeline };
   }
 

@@ -260,7 +260,7 @@ class EnhanceTorchWorker(DistributedWorker):
     def _result_array(self, size: int) -> np.ndarray:
         make = getattr(self, "result_array", None)
         if callable(make):
-            return make(np.uint8, size)
+            return make((size,), np.uint8)
         return np.empty(size, np.uint8)
 
     def reset(self) -> None:
