@@ -53,13 +53,17 @@ printf 'model: { name: enhance-torch, version: 0.0.1, resources: { gpu: { count:
 } > "$out/enhance-torch-env.txt"
 rm -rf "$cfg"
 : > "$out/enhance-torch.jsonl"
+shm_before=$(ls /dev/shm 2>/dev/null | grep '^reactor-' | sort)
 : > "$out/enhance-torch.err"
 limit=${ENHANCE_TIMEOUT_S:-500}
 deadline=$(($(date +%s) + limit))
 left() { echo $((deadline - $(date +%s))); }
 
 if [ "$cpu" = 1 ]; then sizes=(--width 32 --height 20 --seconds 1 --frames 1,1); else sizes=(--width 320 --height 180 --seconds 3 --frames 4,8); fi
-(cd apps/enhance/python && timeout -k 5 "$(left)" "$py" -m reactor_enhance.bench --package-root "$B/node_modules" --models medium,thick "${sizes[@]}") \
+# The model packages: hoisted in the bundle, under the app in a checkout.
+pkgs=$B/node_modules
+[ -d "$B/apps/enhance/node_modules/@upscalerjs" ] && pkgs=$B/apps/enhance/node_modules
+(cd apps/enhance/python && timeout -k 5 "$(left)" "$py" -m reactor_enhance.bench --package-root "$pkgs" --models medium,thick "${sizes[@]}") \
   >> "$out/enhance-torch.jsonl" 2>> "$out/enhance-torch.err" || echo '{"bench":"error.enhance.torch.model"}' >> "$out/enhance-torch.jsonl"
 
 IFS=, read -r -a models <<< "${TORCH_MODELS:-medium,thick}"
@@ -83,9 +87,10 @@ for enc in "${encodings[@]}"; do
   done
 done
 # What the runs left behind: Python ranks and shared-memory segments (none expected).
+sleep 2
 {
-  echo "python ranks left: $(pgrep -fc reactor_worker || true)"
-  echo "reactor- segments in /dev/shm: $(ls /dev/shm 2>/dev/null | grep -c '^reactor-' || true)"
+  echo "python ranks left: $(pgrep -fc 'reactor_worker._rank' || true)"
+  echo "new reactor- segments left in /dev/shm: $(comm -13 <(echo "$shm_before") <(ls /dev/shm 2>/dev/null | grep '^reactor-' | sort) | tr '\n' ' ')"
 } >> "$out/enhance-torch-env.txt"
 cat "$out/enhance-torch-env.txt" "$out/enhance-torch.jsonl"
 exit $rc

@@ -5,12 +5,13 @@
  * the result, optionally side by side with the input.
  */
 import 'reflect-metadata';
+import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { plainToInstance } from 'class-transformer';
 import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, Min, ValidateIf, validateSync } from 'class-validator';
 import { parse as parseYaml } from 'yaml';
-import { DistributedRunner, SelfHealingRunner, detectGpuCount, pythonWorker } from '@reactor/distributed';
+import { DistributedRunner, SelfHealingRunner, detectGpuCount, pythonInterpreter, pythonWorker } from '@reactor/distributed';
 import {
   type AppReadiness,
   type AppRequirements,
@@ -307,7 +308,8 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
     const torch = backendFramework(cfg.backend, process.env) === 'torch';
     const gpuRanks = !torch && plan.devices === 'auto' && planBackends(cfg.backend, process.env, 'gpu:0').order.includes('webgpu');
     if (gpuRanks) checks.push(await webgpuCheck());
-    checks.push(expectation(plan, gpuRanks));
+    if (torch) checks.push(await torchCheck(pythonInterpreter(cfg.python, process.env), plan.devices === 'auto' && context.gpuCount > 0));
+    checks.push(torch ? torchExpectation(plan, context.gpuCount > 0) : expectation(plan, gpuRanks));
     return { shmBytes: outBytes * (plan.worldSize + 1), worldSize: plan.worldSize, usesGpu: plan.devices === 'auto', checks };
   }
 
@@ -500,6 +502,49 @@ async function webgpuCheck(): Promise<RequirementCheck> {
   } catch (err) {
     return { name: 'webgpu', status: 'fail', detail: `WebGPU failed to initialise: ${(err as Error).message}`, fix };
   }
+}
+
+/**
+ * Frames per second delivered at 1280x720 with `backend: torch` on one H200 (whole serving path,
+ * JPEG, docs/benchmarks.md): medium at 4 frames a step, thick at 8. Absent: not measured.
+ */
+export const H200_TORCH_FPS_720P: Readonly<Partial<Record<ModelName, number>>> = {};
+
+/** The torch check: does the interpreter import NumPy and torch, and (GPU ranks) does torch see CUDA? */
+async function torchCheck(python: string, gpu: boolean): Promise<RequirementCheck> {
+  const probe =
+    'import json, sys, numpy, torch; c = torch.cuda.is_available(); ' +
+    'print(json.dumps({"python": sys.version.split()[0], "numpy": numpy.__version__, "torch": torch.__version__, ' +
+    '"cuda": torch.version.cuda, "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if c else []}))';
+  const fix = `install NumPy and PyTorch for ${python} (Debian: apt-get install python3-numpy python3-torch; GPU hosts: a CUDA build of torch), or set python: (app config) / REACTOR_PYTHON to an interpreter that has them`;
+  const got = await new Promise<{ out: string; err: string; failed: boolean }>((res) =>
+    execFile(python, ['-c', probe], { timeout: 120_000 }, (e, out, err) => res({ out: String(out), err: String(err), failed: e !== null })),
+  );
+  if (got.failed) {
+    const why = got.err.trim().split('\n').pop() ?? 'it did not run';
+    return { name: 'torch', status: 'fail', detail: `${python} cannot run the PyTorch backend: ${why}`, fix };
+  }
+  const v = JSON.parse(got.out.trim().split('\n').pop() ?? '{}') as { python: string; numpy: string; torch: string; cuda: string | null; devices: string[] };
+  const detail = `${python}: Python ${v.python}, NumPy ${v.numpy}, torch ${v.torch}${v.cuda ? ` (CUDA ${v.cuda})` : ' (CPU build)'}; CUDA devices: ${v.devices.join(', ') || 'none'}`;
+  if (gpu && v.devices.length === 0)
+    return { name: 'torch', status: 'fail', detail, fix: 'a CUDA build of torch and the NVIDIA driver are needed for GPU ranks; or set devices: cpu' };
+  return { name: 'torch', status: 'ok', detail };
+}
+
+/** What frame rate to expect from the PyTorch backend, from the measured H200 figures (or the CPU advice). */
+function torchExpectation(plan: EnhancePlan, gpus: boolean): RequirementCheck {
+  if (!gpus || plan.devices === 'cpu') {
+    const detail = `ESRGAN ${plan.model} at ${plan.outputWidth}x${plan.outputHeight} on ${plan.worldSize} CPU rank(s) (torch, float32): a check of the path, not real time`;
+    return { name: 'enhance', status: 'warn', detail, fix: 'run on a GPU machine for real time (torch float16 on CUDA)' };
+  }
+  const pixels = (plan.outputWidth * plan.outputHeight) / (1280 * 720);
+  const one = H200_TORCH_FPS_720P[plan.model];
+  if (one === undefined) {
+    return { name: 'enhance', status: 'ok', detail: `ESRGAN ${plan.model} on ${plan.worldSize} GPU(s) with torch: not measured on H200s yet` };
+  }
+  const fps = one / pixels;
+  const detail = `ESRGAN ${plan.model} at ${plan.outputWidth}x${plan.outputHeight} with torch: expect ~${Math.round(fps)} fps on one H200 (measured at 1280x720, one rank)`;
+  return fps >= 30 ? { name: 'enhance', status: 'ok', detail } : { name: 'enhance', status: 'warn', detail, fix: 'pick a lighter model (set_model)' };
 }
 
 /** What frame rate to expect with the plan, from the measured H200 figures (or the CPU advice). */
