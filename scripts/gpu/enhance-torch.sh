@@ -80,7 +80,7 @@ for enc in "${encodings[@]}"; do
     t=$(left)
     [ "$t" -gt 20 ] || { echo "{\"bench\":\"error.enhance.timeout\",\"model\":\"$m\",\"encoding\":\"$enc\"}" >> "$out/enhance-torch.jsonl"; rc=124; break 2; }
     echo "[enhance-torch] $m, $frames frames a step, $enc (${t} s left)" >> "$out/enhance-torch.err"
-    ENHANCE_BACKEND=torch ENHANCE_MODELS=$m ENHANCE_WORLD_SIZES=1 ENHANCE_FRAMES=$frames ENHANCE_ENCODING=$enc ENHANCE_CRASH=$crash \
+    ENHANCE_FIRST_FRAME_S=${ENHANCE_FIRST_FRAME_S:-90} ENHANCE_BACKEND=torch ENHANCE_MODELS=$m ENHANCE_WORLD_SIZES=1 ENHANCE_FRAMES=$frames ENHANCE_ENCODING=$enc ENHANCE_CRASH=$crash \
       timeout -k 10 "$t" "${nodecmd[@]}" scripts/gpu/enhance.mjs >> "$out/enhance-torch.jsonl" 2>> "$out/enhance-torch.err"
     r=$?
     [ $r -ne 0 ] && { echo "{\"bench\":\"error.enhance.run\",\"model\":\"$m\",\"encoding\":\"$enc\",\"rc\":$r}" >> "$out/enhance-torch.jsonl"; rc=$r; }

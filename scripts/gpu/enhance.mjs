@@ -20,6 +20,7 @@
 //   ENHANCE_PIPELINE           auto (on for GPU ranks) | on | off: pipelined steps
 //   ENHANCE_BACKEND            the app's backend (default webgpu, wasm with ENHANCE_CPU=1); torch: Python ranks
 //   ENHANCE_PYTHON             the interpreter of torch ranks (the app's `python` key; default REACTOR_PYTHON / python3)
+//   ENHANCE_FIRST_FRAME_S      how long a model may take to its first frame (180: tfjs compiles shaders)
 //   ENHANCE_CRASH=1            after the models of a one-rank server: SIGKILL a rank mid-step, time until the
 //                              client is told, what is left behind (processes, /dev/shm), and that frames resume
 import { execFile, spawn } from 'node:child_process';
@@ -54,6 +55,7 @@ const PIPELINE = env.ENHANCE_PIPELINE ?? 'auto';
 const BACKEND = env.ENHANCE_BACKEND ?? (cpu ? 'wasm' : 'webgpu');
 const PYTHON = env.ENHANCE_PYTHON;
 const CRASH = env.ENHANCE_CRASH === '1';
+const FIRST_S = Number(env.ENHANCE_FIRST_FRAME_S ?? 180);
 const emit = (o) => process.stdout.write(`${JSON.stringify(o)}\n`);
 const note = (m) => process.stderr.write(`[enhance ${new Date().toISOString().slice(11, 19)}] ${m}\n`);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -190,7 +192,8 @@ async function crashRank(server, client, model) {
     const end0 = performance.now() + 60_000;
     while (frames < start + 10 && performance.now() < end0) await sleep(20);
     const ranks = descendants(server.pid).filter((p) => /reactor_worker|child-main/.test(cmdline(p)));
-    const segments = shmSegments();
+    // This server's runners' segments (named after the server's pid), not other processes'.
+    const segments = shmSegments().filter((n) => n.startsWith(`reactor-${server.pid}.`));
     if (ranks.length === 0) throw new Error('no rank process found under reactor run');
     // Mid-step: wait for a frame to arrive, then kill half a step period later.
     const f = frames;
@@ -234,7 +237,7 @@ async function crashRank(server, client, model) {
 }
 
 /** Switches the running app to `model` and measures what the client receives. */
-async function measureModel(client, model, worldSize, split) {
+async function measureModel(client, model, worldSize, split, server) {
   let info = null;
   let frames = 0;
   let bytes = 0;
@@ -266,7 +269,7 @@ async function measureModel(client, model, worldSize, split) {
         await sleep(20);
       }
     };
-    const problem = await Promise.race([until(() => info !== null, 180_000, 'enhance_info').then(() => null), unavailable]);
+    const problem = await Promise.race([until(() => info !== null, FIRST_S * 1000, 'enhance_info').then(() => null), unavailable]);
     if (problem) throw new Error(`model_unavailable: ${problem.reason}`);
     const firstMs = performance.now() - t0;
     await sleep(WARMUP * 1000);
@@ -348,11 +351,11 @@ for (const worldSize of WORLD_SIZES) {
       try {
         for (const model of MODELS) {
           try {
-            const fps = await measureModel(client, model, worldSize, split);
+            const fps = await measureModel(client, model, worldSize, split, server);
             results[`${model}/${worldSize}/${split}`] = fps;
             note(`${model} ${worldSize} rank(s) ${split}: ${fps.toFixed(1)} fps`);
           } catch (e) {
-            emit({ bench: 'error.enhance.fps', model, worldSize, split, message: String(e?.stack ?? e) });
+            emit({ bench: 'error.enhance.fps', model, worldSize, split, message: String(e?.stack ?? e), stderrTail: server.stderr().slice(-3000) });
           }
         }
         if (CRASH && worldSize === 1) {
