@@ -506,9 +506,10 @@ async function webgpuCheck(): Promise<RequirementCheck> {
 
 /**
  * Frames per second delivered at 1280x720 with `backend: torch` on one H200 (whole serving path,
- * JPEG, docs/benchmarks.md): medium at 4 frames a step, thick at 8. Absent: not measured.
+ * JPEG, docs/benchmarks.md, 2026-12-01): medium at 4 frames a step (bound by the JPEG stage, the
+ * GPU 36 % busy), thick at 8 (GPU-bound, 100 % busy). Absent: not measured.
  */
-export const H200_TORCH_FPS_720P: Readonly<Partial<Record<ModelName, number>>> = {};
+export const H200_TORCH_FPS_720P: Readonly<Partial<Record<ModelName, number>>> = { medium: 88.8, thick: 155.3 };
 
 /** The torch check: does the interpreter import NumPy and torch, and (GPU ranks) does torch see CUDA? */
 async function torchCheck(python: string, gpu: boolean): Promise<RequirementCheck> {
