@@ -12,7 +12,7 @@ import { describe, expect, it } from 'vitest';
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const packages = ['log', 'client', 'runtime', 'server', 'agones', 'router', 'cli', 'distributed']
   .map((p) => join(root, 'packages', p))
-  .concat(join(root, 'apps/video'), join(root, 'apps/camera'));
+  .concat(join(root, 'apps/video'), join(root, 'apps/camera'), join(root, 'apps/seed-video'));
 
 /** Which workspace packages each may import: the layers, lowest first. */
 const allowed: Record<string, string[]> = {
@@ -26,6 +26,7 @@ const allowed: Record<string, string[]> = {
   '@reactor/cli': ['@reactor/log', '@reactor/runtime', '@reactor/server', '@reactor/router', '@reactor/distributed', '@reactor/agones'],
   '@reactor/app-video': ['@reactor/log', '@reactor/runtime', '@reactor/distributed', '@reactor/client'],
   '@reactor/app-camera': ['@reactor/runtime', '@reactor/distributed'],
+  '@reactor/app-seed-video': ['@reactor/runtime', '@reactor/distributed'],
 };
 
 function sourceFiles(dir: string): string[] {

@@ -26,7 +26,12 @@ function walkThrough(): string[] {
 }
 
 // The nested pnpm runs in a project of its own: none of this workspace's pnpm/npm settings.
-const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(npm_|PNPM_|VITEST|NODE_OPTIONS$)/i.test(k) && k !== 'TEST' && k !== 'NODE_ENV'));
+// The python template's ranks need a Python with NumPy and torch: REACTOR_PYTHON, as the
+// template's README says (Debian's here and on CI; the python3 first on PATH may lack them).
+const env = {
+  ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(npm_|PNPM_|VITEST|NODE_OPTIONS$)/i.test(k) && k !== 'TEST' && k !== 'NODE_ENV')),
+  REACTOR_PYTHON: process.env.REACTOR_PYTHON ?? '/usr/bin/python3',
+};
 
 function run(cmd: string, args: string[], cwd: string): Promise<{ code: number; out: string }> {
   return new Promise((done) => {
@@ -96,6 +101,8 @@ describe('your first app, from an empty folder (docs/first-app.md)', () => {
     ['video', 128, 'main_video'],
     // Before any camera publishes, the camera app streams its "waiting for camera" card.
     ['camera', 320, 'processed'],
+    // Its model half is Python (worker/app_worker.py, torch), on Python ranks.
+    ['python', 64, 'main_video'],
   ] as const)(
     '%s: reactor init, install, its tests pass, it starts and streams',
     async (template, width, trackName) => {

@@ -4,8 +4,8 @@
  */
 import { pathToFileURL } from 'node:url';
 import { existsSync } from 'node:fs';
-import { resolve, sep } from 'node:path';
-import { detectGpuCount } from '@reactor/distributed';
+import { delimiter, resolve, sep } from 'node:path';
+import { PYTHON_ENV, PYTHON_PATH_ENV, PYTHON_WORKER_ENV, detectGpuCount } from '@reactor/distributed';
 import type { Logger } from '@reactor/log';
 import { AppHost, ReactorError, WEIGHTS_PATH_ENV, type AppRequirements, type AppStatics, type ReactorApp } from '@reactor/runtime';
 import { describeApp } from '@reactor/runtime/internal';
@@ -59,6 +59,7 @@ export function parsePort(v: string | number | undefined, fallback: number): num
  * @throws ReactorError `app_import_failed`: the module is missing, fails to import, or lacks the export; `stale_build`.
  */
 export async function importApp(m: Manifest, options: { logger?: Logger; onStale?: 'warn' | 'refuse'; query?: string } = {}): Promise<ReactorAppClass> {
+  applyPythonSettings(m);
   if (!existsSync(m.runtime.module)) {
     throw new ReactorError(
       CliErrorCode.AppImportFailed,
@@ -85,6 +86,23 @@ export async function importApp(m: Manifest, options: { logger?: Logger; onStale
     );
   }
   return cls as ReactorAppClass;
+}
+
+/**
+ * `runtime.python` becomes the environment a Python worker reads (`REACTOR_PYTHON`,
+ * `REACTOR_PYTHON_PATH`, `REACTOR_PYTHON_WORKER`), before the app is imported. A variable
+ * already set wins over the manifest (`REACTOR_PYTHON=/usr/bin/python3 reactor run`); the
+ * manifest's folders come before those already in `REACTOR_PYTHON_PATH`.
+ */
+export function applyPythonSettings(m: Manifest, env: NodeJS.ProcessEnv = process.env): void {
+  const py = m.runtime.python;
+  if (!py) return;
+  if (py.interpreter !== undefined && !env[PYTHON_ENV]) env[PYTHON_ENV] = py.interpreter;
+  if (py.worker !== undefined && !env[PYTHON_WORKER_ENV]) env[PYTHON_WORKER_ENV] = py.worker;
+  if (py.path.length > 0) {
+    const existing = (env[PYTHON_PATH_ENV] ?? '').split(delimiter).filter(Boolean);
+    env[PYTHON_PATH_ENV] = [...py.path.filter((p) => !existing.includes(p)), ...existing].join(delimiter);
+  }
 }
 
 /** A list flag, split and checked; `undefined` when the flag was not given. @internal */

@@ -2,8 +2,11 @@
  * `reactor doctor`: checks the machine against what the app needs, before any weights load.
  * Each check says what it found and, when it fails, how to fix it.
  */
+import { execFile } from 'node:child_process';
 import { statfsSync, existsSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { promisify } from 'node:util';
+import { PYTHON_ENV, findExecutable, pythonInterpreter } from '@reactor/distributed';
 import type { AppRequirements, RequirementCheck } from '@reactor/runtime';
 import { MANIFEST_FILE, type Manifest } from './manifest.js';
 
@@ -85,7 +88,139 @@ export async function runDoctor(manifest: Manifest, requirements: AppRequirement
   } else if (ws !== undefined) {
     checks.push({ name: 'world size', status: 'ok', detail: `${ws} rank(s)${requirements.usesGpu ? ' on GPUs' : ' on CPU'}` });
   }
+  if (manifest.runtime.python) checks.push(...(await checkPython(process.env, manifest.runtime.python.torch, gpuCount)));
   checks.push(...(requirements.checks ?? []));
   checks.push(await checkPort(host, port));
+  return checks;
+}
+
+/** What the interpreter of a Python worker has, as its probe prints it. */
+interface PythonProbe {
+  version: string;
+  executable: string;
+  numpy: string | null;
+  numpyError?: string;
+  torch?: string | null;
+  torchError?: string;
+  cuda?: boolean;
+  cudaDevices?: number;
+  nccl?: boolean;
+  gloo?: boolean;
+}
+
+/** Run by the interpreter: prints one JSON line of what it has (torch only when asked). */
+const PYTHON_PROBE = `
+import json, sys
+out = {"version": sys.version.split()[0], "executable": sys.executable, "numpy": None}
+try:
+    import numpy
+    out["numpy"] = numpy.__version__
+except Exception as e:
+    out["numpyError"] = f"{type(e).__name__}: {e}"
+if "--torch" in sys.argv:
+    out["torch"] = None
+    try:
+        import torch
+        out["torch"] = torch.__version__
+        out["cuda"] = bool(torch.cuda.is_available())
+        out["cudaDevices"] = torch.cuda.device_count() if out["cuda"] else 0
+        import torch.distributed as dist
+        out["nccl"] = bool(dist.is_available() and dist.is_nccl_available())
+        out["gloo"] = bool(dist.is_available() and dist.is_gloo_available())
+    except Exception as e:
+        out["torchError"] = f"{type(e).__name__}: {e}"
+print(json.dumps(out))
+`;
+
+/**
+ * The checks of a Python worker's interpreter (`runtime.python` in reactor.yaml): the
+ * interpreter, NumPy, and with `torch` torch itself, CUDA devices and NCCL (GPU ranks) or gloo
+ * (CPU ranks). The interpreter is the one the runner would use (`REACTOR_PYTHON`, else `python3`).
+ */
+export async function checkPython(env: NodeJS.ProcessEnv, torch: boolean, gpuCount: number): Promise<DoctorCheck[]> {
+  const named = pythonInterpreter(undefined, env);
+  const path = findExecutable(named, env);
+  const pick = `set ${PYTHON_ENV}=/path/to/python3 (or runtime.python.interpreter in ${MANIFEST_FILE}) to a Python that has it`;
+  if (!path) {
+    return [
+      {
+        name: 'python',
+        status: 'fail',
+        detail: `the Python interpreter "${named}" was not found${named.includes('/') ? '' : ' on PATH'}`,
+        fix: `install Python 3 with NumPy${torch ? ' and torch' : ''} (Debian: apt-get install python3-numpy${torch ? ' python3-torch' : ''}), or ${pick}`,
+      },
+    ];
+  }
+  let probe: PythonProbe;
+  try {
+    const { stdout } = await promisify(execFile)(path, ['-c', PYTHON_PROBE, ...(torch ? ['--torch'] : [])], { env, timeout: 120_000 });
+    probe = JSON.parse(stdout.trim().split('\n').pop() ?? '') as PythonProbe;
+  } catch (err) {
+    return [
+      {
+        name: 'python',
+        status: 'fail',
+        detail: `${path} did not run a Python probe: ${(err as Error).message.split('\n')[0]}`,
+        fix: `point ${PYTHON_ENV} at a Python 3 interpreter`,
+      },
+    ];
+  }
+  const checks: DoctorCheck[] = [
+    { name: 'python', status: 'ok', detail: `Python ${probe.version} (${probe.executable}${named !== path ? `, from "${named}"` : ''})` },
+  ];
+  checks.push(
+    probe.numpy
+      ? { name: 'numpy', status: 'ok', detail: `NumPy ${probe.numpy}` }
+      : {
+          name: 'numpy',
+          status: 'fail',
+          detail: `NumPy is not installed for ${probe.executable} (${probe.numpyError ?? 'import failed'}); Python ranks need it`,
+          fix: `apt-get install python3-numpy (Debian) or pip install numpy, or ${pick}`,
+        },
+  );
+  if (!torch) return checks;
+  if (!probe.torch) {
+    checks.push({
+      name: 'torch',
+      status: 'fail',
+      detail: `torch is not installed for ${probe.executable} (${probe.torchError ?? 'import failed'})`,
+      fix: `apt-get install python3-torch (Debian, CPU) or pip install torch, or ${pick}; runtime.python.torch: false if the worker does not use torch`,
+    });
+    return checks;
+  }
+  checks.push({ name: 'torch', status: 'ok', detail: `torch ${probe.torch}` });
+  if (gpuCount > 0) {
+    checks.push(
+      probe.cuda && (probe.cudaDevices ?? 0) > 0
+        ? { name: 'cuda', status: 'ok', detail: `torch sees ${probe.cudaDevices} CUDA device(s) (each rank gets one through CUDA_VISIBLE_DEVICES)` }
+        : {
+            name: 'cuda',
+            status: 'fail',
+            detail: `${gpuCount} GPU(s) visible but torch ${probe.torch} has no CUDA (a CPU build, or a driver it cannot use)`,
+            fix: "install a CUDA build of torch matching the driver (nvidia-smi shows the driver's CUDA version)",
+          },
+    );
+    checks.push(
+      probe.nccl
+        ? { name: 'nccl', status: 'ok', detail: 'torch.distributed has NCCL (GPU ranks use it)' }
+        : {
+            name: 'nccl',
+            status: 'fail',
+            detail: `torch ${probe.torch} has no NCCL: GPU ranks cannot run collectives`,
+            fix: 'install a torch build with NCCL (the CUDA wheels from pytorch.org have it)',
+          },
+    );
+  } else {
+    checks.push(
+      probe.gloo
+        ? { name: 'gloo', status: 'ok', detail: 'no GPU: CPU ranks use torch.distributed with gloo' }
+        : {
+            name: 'gloo',
+            status: 'fail',
+            detail: `torch ${probe.torch} has no gloo: CPU ranks cannot run collectives`,
+            fix: 'install a torch build with distributed support',
+          },
+    );
+  }
   return checks;
 }

@@ -14,7 +14,7 @@ import { CliErrorCode } from './errors.js';
 import { typesName } from './types-command.js';
 
 /** The templates `reactor init --template` knows. */
-export const INIT_TEMPLATES = ['minimal', 'video', 'camera'] as const;
+export const INIT_TEMPLATES = ['minimal', 'video', 'camera', 'python'] as const;
 export type InitTemplate = (typeof INIT_TEMPLATES)[number];
 
 /** The framework packages a generated project depends on (none of them is on the npm registry). */
@@ -199,7 +199,12 @@ const SCRIPTS = {
   types: 'tsc -p tsconfig.build.json && reactor types > src/app-types.ts',
 };
 
-function manifestText(modelName: string, cls: string, gpus: number): string {
+/** Files of `templates/common` a template does without (the Python template's model half is Python). */
+const COMMON_SKIPPED: Partial<Record<InitTemplate, string[]>> = { python: ['src/worker.ts'] };
+
+function manifestText(modelName: string, cls: string, gpus: number, template: InitTemplate): string {
+  const python =
+    template === 'python' ? ['  # The Python of the worker (worker/app_worker.py); REACTOR_PYTHON overrides it.', '  python:', '    interpreter: python3'] : [];
   return [
     '# What `reactor run` serves (paths are relative to this file).',
     'model:',
@@ -211,6 +216,7 @@ function manifestText(modelName: string, cls: string, gpus: number): string {
     'runtime:',
     `  import: dist/index.js:${cls}App`,
     '  config: config.yaml',
+    ...python,
     'server:',
     '  host: 127.0.0.1',
     '  port: 8080',
@@ -270,7 +276,8 @@ export async function initProject(o: InitOptions): Promise<InitResult> {
     const vars = { APP_NAME: name, APP_CLASS: cls, TYPES_NAME: typesName(name), TEMPLATE: template, INSTALL: install };
     copyTemplate('common', staging, vars);
     copyTemplate(template, staging, vars);
-    writeFileSync(join(staging, 'reactor.yaml'), manifestText(modelName, cls, gpus));
+    for (const skipped of COMMON_SKIPPED[template] ?? []) rmSync(join(staging, skipped));
+    writeFileSync(join(staging, 'reactor.yaml'), manifestText(modelName, cls, gpus, template));
     const buildBase = workspace ? '../../tsconfig.base.json' : './tsconfig.json';
     writeFileSync(
       join(staging, 'tsconfig.build.json'),

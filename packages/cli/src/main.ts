@@ -40,7 +40,7 @@ common(cli.command('doctor', 'Check this machine for the app before loading any 
   .action((o: CliOptions) => doctorCommand(o, logger));
 cli
   .command('init [dir]', 'Write a new app project into <dir> (an app under apps/ inside this workspace)')
-  .option('--template <name>', 'minimal | video | camera (default: minimal)')
+  .option('--template <name>', 'minimal | video | camera | python (default: minimal)')
   .option('--gpus <n>', 'GPUs the app declares in reactor.yaml (default: 1)')
   .option('--name <name>', 'npm package name (default: the folder name)')
   .action((dir: string | undefined, o: { template?: string; gpus?: string; name?: string }) => initCommand(dir, o));

@@ -63,6 +63,23 @@ class ModelSection {
   @IsOptional() @ValidateNested() @Type(() => Resources) resources?: Resources;
 }
 
+/** `runtime.python`: the Python of a Python worker (`pythonWorker()` in the app); see docs/runner.md. */
+class PythonSection {
+  /** The interpreter (`python3` by default); `REACTOR_PYTHON` overrides it. */
+  @IsOptional() @IsString() @MinLength(1) interpreter?: string;
+  /** Folders added to the ranks' import path, relative to reactor.yaml. */
+  @IsOptional() @IsArray() @IsString({ each: true }) path?: string[];
+  /** The worker `pythonWorker()` runs when the app names none: `module:Class`. */
+  @IsOptional()
+  @IsString()
+  @Matches(/^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$/, {
+    message: 'must look like "video_worker:VideoWorker" (module:Class)',
+  })
+  worker?: string;
+  /** `reactor doctor` also checks torch, CUDA and NCCL (default true). */
+  @IsOptional() @IsBoolean() torch?: boolean;
+}
+
 class RuntimeSection {
   /** `<module path relative to reactor.yaml>:<export name>`, e.g. `apps/video/dist/app.js:VideoApp`. */
   @IsString() @Matches(/^[^:]+:[A-Za-z_$][\w$]*$/, { message: 'must look like "path/to/module.js:ExportName"' }) import!: string;
@@ -70,7 +87,12 @@ class RuntimeSection {
   @IsOptional() @IsString() weights_path?: string;
   /** How long a session outlives its last client, ms (`AppHost`'s `gracePeriodMs`, default 60000). */
   @IsOptional() @IsInt() @Min(0) @Max(3_600_000) session_grace_ms?: number;
+  /** The Python of a Python worker (see {@link PythonSection}). */
+  @IsOptional() @ValidateNested() @Type(() => PythonSection) python?: PythonSection;
 }
+
+/** The keys of `runtime.python`. */
+const PYTHON_KEYS = ['interpreter', 'path', 'worker', 'torch'];
 
 /** One rung of `server.video.tiers`. */
 class VideoTierSection {
@@ -135,7 +157,15 @@ export interface Manifest {
   root: string;
   /** `name` and `version` when the manifest gives them (the app's `@reactorApp` ones otherwise). */
   model: { name?: string; version?: string; description?: string; gpu: { type?: string; count: number } };
-  runtime: { module: string; exportName: string; config?: string; weightsPath?: string; sessionGraceMs?: number };
+  runtime: {
+    module: string;
+    exportName: string;
+    config?: string;
+    weightsPath?: string;
+    sessionGraceMs?: number;
+    /** `runtime.python`, its paths absolute. */
+    python?: { interpreter?: string; path: string[]; worker?: string; torch: boolean };
+  };
   server: {
     host?: string;
     port?: number;
@@ -204,6 +234,11 @@ export function loadManifest(file: string): Manifest {
   if (typeof agonesRaw === 'object' && agonesRaw !== null && !Array.isArray(agonesRaw)) {
     for (const key of Object.keys(agonesRaw)) if (!AGONES_KEYS.includes(key)) problems.push(`agones.${key}: unknown key (allowed: ${AGONES_KEYS.join(', ')})`);
   }
+  const pythonRaw = (r['runtime'] as Record<string, unknown> | undefined)?.['python'];
+  if (typeof pythonRaw === 'object' && pythonRaw !== null && !Array.isArray(pythonRaw)) {
+    for (const key of Object.keys(pythonRaw))
+      if (!PYTHON_KEYS.includes(key)) problems.push(`runtime.python.${key}: unknown key (allowed: ${PYTHON_KEYS.join(', ')})`);
+  }
   const server = doc.server;
   if (Array.isArray(server?.allowed_hosts) && server.allowed_hosts.every((h) => typeof h === 'string')) {
     problems.push(...listProblems(server.allowed_hosts, hostProblem, (i) => `server.allowed_hosts[${i}]`));
@@ -261,6 +296,14 @@ export function loadManifest(file: string): Manifest {
       ...(doc.runtime.config !== undefined && { config: resolve(root, doc.runtime.config) }),
       ...(doc.runtime.weights_path !== undefined && { weightsPath: resolve(root, doc.runtime.weights_path) }),
       ...(doc.runtime.session_grace_ms !== undefined && { sessionGraceMs: doc.runtime.session_grace_ms }),
+      ...(doc.runtime.python !== undefined && {
+        python: {
+          ...(doc.runtime.python.interpreter !== undefined && { interpreter: doc.runtime.python.interpreter }),
+          path: (doc.runtime.python.path ?? []).map((p) => resolve(root, p)),
+          ...(doc.runtime.python.worker !== undefined && { worker: doc.runtime.python.worker }),
+          torch: doc.runtime.python.torch ?? true,
+        },
+      }),
     },
     server: {
       ...(server?.host !== undefined && { host: server.host }),

@@ -134,7 +134,7 @@ describe('reactor init', { timeout: 120_000 }, () => {
     const before = readdirSync(scratch).sort();
     const r = await reactor(['init', 'cam', '--template', 'webcam']);
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain('unknown template "webcam"; pick one of: minimal, video, camera [init_unknown_template]');
+    expect(r.stderr).toContain('unknown template "webcam"; pick one of: minimal, video, camera, python [init_unknown_template]');
     expect(readdirSync(scratch).sort()).toEqual(before);
   });
 

@@ -2,13 +2,10 @@
 // "Python workers"). The ranks are real Python processes (REACTOR_PYTHON, default
 // /usr/bin/python3 here: the Python with Debian's NumPy and torch). One 2-rank runner serves
 // the tests that leave it healthy; the tests that break it come last.
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CallAbortedError, DistributedRunner, PythonWorkerError, RankDesyncError, pythonWorker } from '../src/index.js';
 import { captureLogger, expectNothingLeft } from './helpers.js';
-
-export const PY = process.env.REACTOR_PYTHON ?? '/usr/bin/python3';
-export const FIXTURES = fileURLToPath(new URL('./fixtures/python/', import.meta.url));
+import { FIXTURES, PY } from './python-helpers.js';
 
 class RolloutExhausted extends Error {}
 
@@ -54,8 +51,15 @@ describe('DistributedRunner with a Python worker (2 ranks)', () => {
     const r = await runner.generate({ frames: Uint8Array.from([1, 2, 250]) });
     expect(r.dtype).toBe('uint8');
     expect(r.writeable).toBe(true);
+    expect(r.view).toBe(true);
     expect(r.doubled).toBeInstanceOf(Float32Array);
     expect([...r.doubled]).toEqual([2, 4, 500]);
+  });
+
+  it('a CPU torch tensor in a result arrives as a typed array of its dtype', async () => {
+    const r = await runner.generate({ tensor: true });
+    expect(r.t).toBeInstanceOf(Float32Array);
+    expect([...r.t]).toEqual([0, 1.5, 3, 4.5]);
   });
 
   it('a dataclass result travels as a plain object', async () => {
@@ -100,6 +104,7 @@ describe('DistributedRunner with a Python worker (2 ranks)', () => {
       ['noncontiguous', /result\.frames is a non-contiguous array[\s\S]*np\.ascontiguousarray/],
       ['bool', /result\.mask is a bool array[\s\S]*astype\(np\.uint8\)/],
       ['nan', /result\.score is nan/],
+      ['device', /result\.frames is a torch tensor on meta: only CPU memory can travel\. Send frames\.cpu\(\)/],
     ];
     for (const [bad, re] of cases) {
       const err = await runner.generate({ bad }).catch((e: unknown) => e as any);
@@ -158,6 +163,28 @@ describe('DistributedRunner with a Python worker (2 ranks)', () => {
   });
 });
 
+describe('a Python worker on the file shared-memory backend', () => {
+  it('reads inputs and writes results in the file layout (no size header) as well', async () => {
+    const runner = new DistributedRunner(pythonWorker('echo_worker:EchoWorker', { path: [FIXTURES], interpreter: PY }), {
+      worldSize: 1,
+      shm: 'file',
+      logger: captureLogger(),
+    });
+    try {
+      await runner.start();
+      expect(runner.shmBackend).toBe('file');
+      const r = await runner.generate({ frames: Uint8Array.from([3, 4]) });
+      expect([...r.doubled]).toEqual([6, 8]);
+      const big = await runner.generate({ payloadBytes: 2 << 20 });
+      expect(big.frames.byteLength).toBe(2 << 20);
+      expect(big.frames[0]).toBe(2);
+    } finally {
+      await runner.shutdown();
+    }
+    expectNothingLeft(runner);
+  });
+});
+
 describe('a Python worker whose generate() parameter is a dataclass', () => {
   it('gets its input as that class (and refuses fields the class does not declare)', async () => {
     const runner = new DistributedRunner(pythonWorker('echo_worker:TypedWorker', { path: [FIXTURES], interpreter: PY }), {
@@ -167,7 +194,7 @@ describe('a Python worker whose generate() parameter is a dataclass', () => {
     try {
       await runner.start();
       expect(await runner.generate({ prompt: 'a walk', seed: 5 })).toEqual({ cls: 'Step', prompt: 'a walk', seed: 5 });
-      const err = await runner.generate({ prompt: 'a', colour: 'red' }).catch((e: unknown) => e as any);
+      const err: any = await runner.generate({ prompt: 'a', colour: 'red' }).catch((e: unknown) => e);
       expect(err.name).toBe('TypeError');
       expect(err.message).toMatch(/input has field colour that Step does not declare \(it declares prompt, seed\)/);
       expect(runner.healthy).toBe(true);

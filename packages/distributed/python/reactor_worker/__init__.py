@@ -192,7 +192,7 @@ _COLLECTIVES = (
 _collective_hook: Any = None
 
 
-def init_distributed(backend: Optional[str] = None, timeout_s: Optional[float] = None) -> str:
+def init_distributed(backend: Optional[str] = None, timeout_s: Optional[float] = None, blocking_wait: bool = False) -> str:
     """Initializes ``torch.distributed`` for this rank and returns the backend used.
 
     Uses the environment the runner set (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``,
@@ -200,6 +200,11 @@ def init_distributed(backend: Optional[str] = None, timeout_s: Optional[float] =
     (CPU ranks). Idempotent. Collectives called through ``torch.distributed`` afterwards are
     published as the ``collective`` phase of the rank's progress block, so a stall inside one is
     named as such.
+
+    NCCL collectives return before the GPU has done them, so a hung one shows where the rank
+    next waits for the GPU; ``blocking_wait=True`` (``TORCH_NCCL_BLOCKING_WAIT=1``) makes every
+    collective wait in the call itself, where the stall detector names it (at some cost in
+    overlap; see docs/runner.md).
     """
     import datetime
 
@@ -215,6 +220,9 @@ def init_distributed(backend: Optional[str] = None, timeout_s: Optional[float] =
         backend = "nccl" if cuda and dist.is_nccl_available() else "gloo"
     if backend == "nccl":
         torch.cuda.set_device(0)
+        if blocking_wait:
+            os.environ["TORCH_NCCL_BLOCKING_WAIT"] = "1"
+            os.environ["NCCL_BLOCKING_WAIT"] = "1"
     kwargs: dict = {}
     if timeout_s is not None:
         kwargs["timeout"] = datetime.timedelta(seconds=timeout_s)

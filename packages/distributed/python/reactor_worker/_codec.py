@@ -15,7 +15,7 @@ import hashlib
 import json
 import math
 from pathlib import PurePath
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Optional
 
 import numpy as np
 
@@ -231,10 +231,6 @@ def digest(value: Any) -> str:
     for a in enc.arrays:
         h.update(a.data)
     return h.hexdigest()[:16]
-
-
-def pieces(enc: Encoded) -> List[Tuple[np.ndarray, int]]:
-    return list(zip(enc.arrays, enc.offsets))
 
 
 def payload_of(enc: Encoded, ref: Optional[dict]) -> dict:

@@ -13,6 +13,7 @@ parent as a clear ``python_environment`` error instead of a crash.
 from __future__ import annotations
 
 import dataclasses
+import faulthandler
 import importlib
 import inspect
 import json
@@ -28,7 +29,7 @@ from pathlib import PurePath
 from typing import Any, Dict, Optional
 
 import reactor_worker
-from reactor_worker import DistributedWorker, InjectedFaultError, PythonWorkerError, UnsendableValueError
+from reactor_worker import DistributedWorker, InjectedFaultError, PythonWorkerError
 
 PROTOCOL_VERSION = 3
 FAULT_CRASH_EXIT_CODE = 86
@@ -331,6 +332,11 @@ class RankLoop:
             self.progress.set_phase("idle")
             self.chan.send({"t": "loaded"})
         except Exception as e:  # noqa: BLE001 - every load failure goes to the parent
+            # The traceback also goes to this rank's stderr, which the parent logs with { rank }:
+            # whoever reads the log sees where load() failed, whatever the app does with the error.
+            sys.stderr.write(f"load() failed on rank {self.rank}:\n")
+            traceback.print_exc(file=sys.stderr)
+            sys.stderr.flush()
             self.chan.send({"t": "loadFailed", "error": wire_error(e)})
 
     def find_class(self, module: str, name: str) -> type:
@@ -451,6 +457,9 @@ def _flush() -> None:
 
 
 def main(argv: list) -> None:
+    # A crash (SIGSEGV, SIGABRT...) prints the main thread's Python stack to stderr: the crash
+    # report's stderr tail shows where it happened.
+    faulthandler.enable(all_threads=False)
     prefix = next((a.split("=", 1)[1] for a in argv if a.startswith("--reactor-runner=")), None)
     rank_text = next((a.split("=", 1)[1] for a in argv if a.startswith("--rank=")), None)
     fd_text = os.environ.pop("NODE_CHANNEL_FD", None)

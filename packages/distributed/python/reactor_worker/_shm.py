@@ -13,6 +13,7 @@ import os
 import struct
 import sys
 import threading
+import time
 from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
@@ -25,6 +26,7 @@ INITIAL_SEGMENT_BYTES = 1 << 20
 PAGE = 4096
 PROGRESS_PHASES = ["idle", "loading", "generate", "reset", "collective"]
 PROGRESS_TICK_S = 0.1
+_COLLECTIVE = 4
 #: Bytes before the data of a ``native`` block (shm-typed-array's size_t header).
 NATIVE_HEADER = 8
 
@@ -211,10 +213,13 @@ class SegmentWriter:
 class ProgressPublisher:
     """This rank's progress block: ``u32`` counter, ``u32`` phase (``progress.ts``).
 
-    The counter advances every 100 ms while the main thread moves: a ticker thread samples the
-    main thread's innermost frame and instruction, so a rank stopped (SIGSTOP), blocked in one
-    native call (a collective waiting for a peer, a sleep, a lock), or deadlocked stops
-    advancing it, as a TypeScript rank whose event loop is blocked does.
+    The counter advances every 100 ms while the main thread makes progress: a ticker thread
+    checks whether the main thread's innermost Python frame moved, or its CPU clock advanced
+    (it computes: Python bytecode, or a long native call such as a matmul). A rank stopped
+    (SIGSTOP), blocked (a sleep, a lock, a peer it waits for), or deadlocked stops advancing it,
+    as a TypeScript rank whose event loop is blocked does. Inside a ``torch.distributed``
+    collective (labelled by :func:`reactor_worker.init_distributed`) only the frame counts, so a
+    rank spin-waiting in one is still named, in phase ``collective``.
     """
 
     def __init__(self, prefix: str, rank: int) -> None:
@@ -228,6 +233,12 @@ class ProgressPublisher:
         self.keepalive = False
         self._main = threading.main_thread().ident
         self._last: Any = None
+        try:
+            self._clock: Optional[int] = time.pthread_getcpuclockid(self._main)  # type: ignore[arg-type]
+            self._cpu = time.clock_gettime(self._clock)
+        except (AttributeError, OSError):
+            self._clock = None
+            self._cpu = 0.0
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._publish()
@@ -246,7 +257,16 @@ class ProgressPublisher:
         while not self._stop.wait(PROGRESS_TICK_S):
             watchdog()
             s = self._sample()
-            if self.keepalive or s != self._last:
+            computing = False
+            if self._clock is not None:
+                try:
+                    cpu = time.clock_gettime(self._clock)
+                except OSError:
+                    cpu = self._cpu
+                # At least a fifth of the tick on the CPU: computing, not waiting.
+                computing = cpu - self._cpu >= PROGRESS_TICK_S / 5 and self.phase != _COLLECTIVE
+                self._cpu = cpu
+            if self.keepalive or computing or s != self._last:
                 self._last = s
                 with self._lock:
                     self.counter = (self.counter + 1) & 0xFFFFFFFF

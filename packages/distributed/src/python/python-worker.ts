@@ -171,7 +171,7 @@ export function resolvePythonWorker(spec: PythonWorkerSpec, env: NodeJS.ProcessE
 
 /** The command line of a Python rank. */
 export function pythonRankCommand(w: ResolvedPythonWorker, prefix: string, rank: number): { file: string; args: string[] } {
-  return { file: w.interpreterPath, args: ['-X', 'faulthandler', '-m', 'reactor_worker._rank', `--reactor-runner=${prefix}`, `--rank=${rank}`] };
+  return { file: w.interpreterPath, args: ['-m', 'reactor_worker._rank', `--reactor-runner=${prefix}`, `--rank=${rank}`] };
 }
 
 /** The environment additions of a Python rank. */
