@@ -251,8 +251,12 @@ async function measureModel(client, model, worldSize, split, server) {
   // The app's step time (its `generate`: the runner call, all ranks plus the gather) as the
   // server reports it: with the delivered fps it tells how much of a step is outside the runner.
   let stepMs = [];
+  // Frames the server dropped for this client (slow client: encoded faster than sent, or more
+  // still encoding than it keeps), cumulative: read at the window's start and end.
+  let dropped = 0;
   const offStats = client.on('stats', (st) => {
     if (st.steps > 0) stepMs.push(st.stepMs);
+    dropped = st.dropped;
   });
   const unavailable = new Promise((res) =>
     client.on('message', (m) => {
@@ -276,6 +280,7 @@ async function measureModel(client, model, worldSize, split, server) {
     frames = 0;
     bytes = 0;
     stepMs = [];
+    const droppedAtStart = dropped;
     const samples = [];
     const start = performance.now();
     const end = start + SECONDS * 1000;
@@ -308,6 +313,7 @@ async function measureModel(client, model, worldSize, split, server) {
       firstFrameAfterSwitchMs: r2(firstMs),
       stepMsMean: stepMs.length ? r2(stepMs.reduce((a, x) => a + x, 0) / stepMs.length) : null,
       stepPeriodMs: got ? r2((seconds * 1000 * FRAMES) / got) : null,
+      framesDroppedForClient: dropped - droppedAtStart,
       ranks: info.ranks,
       gpus: [...gpus].map(([index, s]) => ({
         index,
