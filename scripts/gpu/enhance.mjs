@@ -113,6 +113,11 @@ async function startServer(worldSize, split) {
       clearTimeout(timer);
       rej(new Error(`reactor run exited ${c}:\n${err.slice(-2000)}`));
     });
+  }).catch((e) => {
+    // A server that never came up leaves neither a process nor its config folder behind.
+    child.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+    throw e;
   });
   const stop = async () => {
     if (child.exitCode === null && child.signalCode === null) {
