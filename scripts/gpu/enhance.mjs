@@ -17,9 +17,14 @@
 //   ENHANCE_SECONDS            measured window per model (12)
 //   ENHANCE_WARMUP_SECONDS     after the first frame of a model, before the window (3)
 //   ENHANCE_ENCODING           jpeg (what a browser gets) or rgb
-//   ENHANCE_PIPELINE           auto (on for webgpu ranks) | on | off: pipelined steps
+//   ENHANCE_PIPELINE           auto (on for GPU ranks) | on | off: pipelined steps
+//   ENHANCE_BACKEND            the app's backend (default webgpu, wasm with ENHANCE_CPU=1); torch: Python ranks
+//   ENHANCE_PYTHON             the interpreter of torch ranks (the app's `python` key; default REACTOR_PYTHON / python3)
+//   ENHANCE_FIRST_FRAME_S      how long a model may take to its first frame (180: tfjs compiles shaders)
+//   ENHANCE_CRASH=1            after the models of a one-rank server: SIGKILL a rank mid-step, time until the
+//                              client is told, what is left behind (processes, /dev/shm), and that frames resume
 import { execFile, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { createRequire } from 'node:module';
@@ -47,6 +52,10 @@ const SECONDS = Number(env.ENHANCE_SECONDS ?? (cpu ? 3 : 12));
 const WARMUP = Number(env.ENHANCE_WARMUP_SECONDS ?? (cpu ? 1 : 3));
 const ENCODING = env.ENHANCE_ENCODING ?? 'jpeg';
 const PIPELINE = env.ENHANCE_PIPELINE ?? 'auto';
+const BACKEND = env.ENHANCE_BACKEND ?? (cpu ? 'wasm' : 'webgpu');
+const PYTHON = env.ENHANCE_PYTHON;
+const CRASH = env.ENHANCE_CRASH === '1';
+const FIRST_S = Number(env.ENHANCE_FIRST_FRAME_S ?? 180);
 const emit = (o) => process.stdout.write(`${JSON.stringify(o)}\n`);
 const note = (m) => process.stderr.write(`[enhance ${new Date().toISOString().slice(11, 19)}] ${m}\n`);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -72,10 +81,10 @@ function smi() {
 async function startServer(worldSize, split) {
   const dir = mkdtempSync(join(tmpdir(), 'enhance-gpu-'));
   const devices = cpu ? 'cpu' : 'auto';
-  const backend = cpu ? 'wasm' : 'webgpu';
   writeFileSync(
     join(dir, 'config.yaml'),
-    `model: ${MODELS[0]}\noutputWidth: ${WIDTH}\noutputHeight: ${HEIGHT}\nframesPerStep: ${FRAMES}\nsplit: ${split}\nworldSize: ${worldSize}\ndevices: ${devices}\nbackend: ${backend}\ncallTimeoutMs: 120000\npipeline: ${PIPELINE}\n`,
+    `model: ${MODELS[0]}\noutputWidth: ${WIDTH}\noutputHeight: ${HEIGHT}\nframesPerStep: ${FRAMES}\nsplit: ${split}\nworldSize: ${worldSize}\ndevices: ${devices}\nbackend: ${BACKEND}\ncallTimeoutMs: 120000\npipeline: ${PIPELINE}\n` +
+      (PYTHON ? `python: ${PYTHON}\n` : ''),
   );
   writeFileSync(
     join(dir, 'reactor.yaml'),
@@ -87,7 +96,7 @@ async function startServer(worldSize, split) {
   let err = '';
   child.stderr.on('data', (d) => {
     err += d;
-    for (const line of String(d).split('\n')) if (/rank 0 of|weights ESRGAN|error|Error|not used/.test(line)) note(`server: ${line.slice(0, 400)}`);
+    for (const line of String(d).split('\n')) if (/rank 0 of|weights ESRGAN|error|Error|not used|Traceback/.test(line)) note(`server: ${line.slice(0, 400)}`);
   });
   const url = await new Promise((res, rej) => {
     let out = '';
@@ -104,6 +113,11 @@ async function startServer(worldSize, split) {
       clearTimeout(timer);
       rej(new Error(`reactor run exited ${c}:\n${err.slice(-2000)}`));
     });
+  }).catch((e) => {
+    // A server that never came up leaves neither a process nor its config folder behind.
+    child.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+    throw e;
   });
   const stop = async () => {
     if (child.exitCode === null && child.signalCode === null) {
@@ -114,11 +128,121 @@ async function startServer(worldSize, split) {
     rmSync(dir, { recursive: true, force: true });
   };
   process.once('exit', () => child.kill('SIGKILL'));
-  return { url, stop, stderr: () => err };
+  return { url, stop, stderr: () => err, pid: child.pid };
+}
+
+/** Pids of `pid`'s descendants (from /proc), children first. */
+function descendants(pid) {
+  const kids = new Map();
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      kids.set(ppid, [...(kids.get(ppid) ?? []), Number(d)]);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const out = [];
+  const walk = (p) => {
+    for (const c of kids.get(p) ?? []) {
+      out.push(c);
+      walk(c);
+    }
+  };
+  walk(pid);
+  return out;
+}
+const alive = (pid) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+const cmdline = (pid) => {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
+  } catch {
+    return '';
+  }
+};
+const shmSegments = () => {
+  try {
+    return readdirSync('/dev/shm').filter((f) => f.startsWith('reactor-'));
+  } catch {
+    return [];
+  }
+};
+
+/**
+ * A rank of the serving runner SIGKILLed while steps run: how long until the client is told
+ * (a session error, or the app's `runner_restarting` message), which processes and /dev/shm
+ * segments of the killed runner are left 2 s later, and whether frames come again.
+ */
+async function crashRank(server, client, model) {
+  let frames = 0;
+  const offFrame = client.on('frame', () => frames++);
+  const told = [];
+  const offSession = client.on('session', (s) => {
+    if (s.error) told.push({ what: 'session_error', at: performance.now(), detail: s.error });
+  });
+  const offMsg = client.on('message', (m) => {
+    if (m.name === 'runner_restarting') told.push({ what: 'runner_restarting', at: performance.now(), detail: m.data });
+  });
+  try {
+    const start = frames;
+    const end0 = performance.now() + 60_000;
+    while (frames < start + 10 && performance.now() < end0) await sleep(20);
+    const ranks = descendants(server.pid).filter((p) => /reactor_worker|child-main/.test(cmdline(p)));
+    // This server's runners' segments (named after the server's pid), not other processes'.
+    const segments = shmSegments().filter((n) => n.startsWith(`reactor-${server.pid}.`));
+    if (ranks.length === 0) throw new Error('no rank process found under reactor run');
+    // Mid-step: wait for a frame to arrive, then kill half a step period later.
+    const f = frames;
+    while (frames === f) await sleep(1);
+    await sleep(5);
+    const victim = ranks[0];
+    const t0 = performance.now();
+    process.kill(victim, 'SIGKILL');
+    const end = t0 + 10_000;
+    while (told.length === 0 && performance.now() < end) await sleep(2);
+    await sleep(2000);
+    const left = ranks.filter(alive);
+    const leftSegments = shmSegments().filter((s) => segments.includes(s));
+    // The session ended with the error: a new client gets a new session on the rebuilt runner.
+    const again = await connect(server.url, { WebSocket, reconnect: false });
+    let more = 0;
+    again.on('frame', () => more++);
+    const t1 = performance.now();
+    while (more < 10 && performance.now() - t1 < 120_000) await sleep(20);
+    again.close();
+    emit({
+      bench: 'enhance.crash',
+      backend: BACKEND,
+      model,
+      killed: { pid: victim, cmd: cmdline(victim).slice(0, 200) || '(gone)' },
+      rankPids: ranks,
+      toldAfterMs: told.length ? r2(told[0].at - t0) : null,
+      toldBy: told.map((t) => ({ what: t.what, afterMs: r2(t.at - t0), detail: JSON.stringify(t.detail).slice(0, 300) })),
+      targetMs: 200,
+      ranksLeftAfter2s: left,
+      shmSegmentsBefore: segments.length,
+      shmSegmentsLeftAfter2s: leftSegments,
+      newSessionFrames: more,
+      tenFramesAgainAfterKillMs: more >= 10 ? r2(performance.now() - t0) : null,
+    });
+  } finally {
+    offFrame();
+    offSession();
+    offMsg();
+  }
 }
 
 /** Switches the running app to `model` and measures what the client receives. */
-async function measureModel(client, model, worldSize, split) {
+async function measureModel(client, model, worldSize, split, server) {
   let info = null;
   let frames = 0;
   let bytes = 0;
@@ -132,8 +256,12 @@ async function measureModel(client, model, worldSize, split) {
   // The app's step time (its `generate`: the runner call, all ranks plus the gather) as the
   // server reports it: with the delivered fps it tells how much of a step is outside the runner.
   let stepMs = [];
+  // Frames the server dropped for this client (slow client: encoded faster than sent, or more
+  // still encoding than it keeps), cumulative: read at the window's start and end.
+  let dropped = 0;
   const offStats = client.on('stats', (st) => {
     if (st.steps > 0) stepMs.push(st.stepMs);
+    dropped = st.dropped;
   });
   const unavailable = new Promise((res) =>
     client.on('message', (m) => {
@@ -150,13 +278,14 @@ async function measureModel(client, model, worldSize, split) {
         await sleep(20);
       }
     };
-    const problem = await Promise.race([until(() => info !== null, 180_000, 'enhance_info').then(() => null), unavailable]);
+    const problem = await Promise.race([until(() => info !== null, FIRST_S * 1000, 'enhance_info').then(() => null), unavailable]);
     if (problem) throw new Error(`model_unavailable: ${problem.reason}`);
     const firstMs = performance.now() - t0;
     await sleep(WARMUP * 1000);
     frames = 0;
     bytes = 0;
     stepMs = [];
+    const droppedAtStart = dropped;
     const samples = [];
     const start = performance.now();
     const end = start + SECONDS * 1000;
@@ -180,6 +309,7 @@ async function measureModel(client, model, worldSize, split) {
       scale: info.scale,
       framesPerStep: FRAMES,
       pipeline: PIPELINE,
+      backend: BACKEND,
       encoding: ENCODING,
       seconds: r2(seconds),
       framesDelivered: got,
@@ -188,6 +318,7 @@ async function measureModel(client, model, worldSize, split) {
       firstFrameAfterSwitchMs: r2(firstMs),
       stepMsMean: stepMs.length ? r2(stepMs.reduce((a, x) => a + x, 0) / stepMs.length) : null,
       stepPeriodMs: got ? r2((seconds * 1000 * FRAMES) / got) : null,
+      framesDroppedForClient: dropped - droppedAtStart,
       ranks: info.ranks,
       gpus: [...gpus].map(([index, s]) => ({
         index,
@@ -231,11 +362,18 @@ for (const worldSize of WORLD_SIZES) {
       try {
         for (const model of MODELS) {
           try {
-            const fps = await measureModel(client, model, worldSize, split);
+            const fps = await measureModel(client, model, worldSize, split, server);
             results[`${model}/${worldSize}/${split}`] = fps;
             note(`${model} ${worldSize} rank(s) ${split}: ${fps.toFixed(1)} fps`);
           } catch (e) {
-            emit({ bench: 'error.enhance.fps', model, worldSize, split, message: String(e?.stack ?? e) });
+            emit({ bench: 'error.enhance.fps', model, worldSize, split, message: String(e?.stack ?? e), stderrTail: server.stderr().slice(-3000) });
+          }
+        }
+        if (CRASH && worldSize === 1) {
+          try {
+            await crashRank(server, client, MODELS[MODELS.length - 1]);
+          } catch (e) {
+            emit({ bench: 'error.enhance.crash', message: String(e?.stack ?? e) });
           }
         }
       } finally {

@@ -5,11 +5,13 @@
  * the result, optionally side by side with the input.
  */
 import 'reflect-metadata';
+import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { plainToInstance } from 'class-transformer';
 import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, Min, ValidateIf, validateSync } from 'class-validator';
 import { parse as parseYaml } from 'yaml';
-import { DistributedRunner, SelfHealingRunner, detectGpuCount } from '@reactor/distributed';
+import { DistributedRunner, SelfHealingRunner, detectGpuCount, pythonInterpreter, pythonWorker } from '@reactor/distributed';
 import {
   type AppReadiness,
   type AppRequirements,
@@ -35,13 +37,30 @@ import {
   TrackPayload,
   Video,
 } from '@reactor/runtime';
-import { planBackends, requestGpuAdapter } from './backend.js';
-import { EnhanceErrorCode, WeightsCorruptError, WeightsMissingError } from './errors.js';
+import { backendFramework, planBackends, requestGpuAdapter } from './backend.js';
+import { PUBLISHED_SHA256 } from './checksums.js';
+import { EnhanceErrorCode, InputInvalidError, WeightsCorruptError, WeightsMissingError } from './errors.js';
 import { EnhanceWorker, type EnhanceInput, type EnhanceLoadArgs, type EnhanceResult, type RankReport } from './enhance-worker.js';
 import { SCALES } from './layers.js';
 import { SPLITS, type Split } from './partition.js';
 import { resizeRgb, sceneFrames } from './source.js';
-import { MODEL_FACTS, MODEL_NAMES, type ModelName } from './weights.js';
+import { MODEL_FACTS, MODEL_NAMES, type ModelName, modelPackageDir } from './weights.js';
+
+/** The enhance app's Python package (`reactor_enhance`: the PyTorch backend), on the Python ranks' import path. */
+export const TORCH_PYTHON_DIR = fileURLToPath(new URL('../python/', import.meta.url));
+/** The Python worker of `backend: torch`. */
+export const TORCH_WORKER = 'reactor_enhance.worker:EnhanceTorchWorker';
+
+/** `load()` arguments of the Python worker (`EnhanceTorchWorker.load`). */
+export interface EnhanceTorchLoadArgs {
+  model: ModelName;
+  scale: number;
+  /** Each model's package folder, resolved here as the tfjs backend resolves it. */
+  package_dirs: Record<string, string>;
+  /** The published files' SHA-256s (`src/checksums.ts`): one table for both backends. */
+  published_sha256: Readonly<Record<string, string>>;
+  warmup?: { n: number; width: number; height: number };
+}
 
 /**
  * Frames per second delivered at 1280x720 output through the whole serving path, measured on
@@ -130,8 +149,14 @@ export class EnhanceConfig {
   /** `auto`: one rank per GPU declared in the manifest (capped by those present), or 2 CPU ranks. */
   @ValidateIf((c: EnhanceConfig) => c.worldSize !== 'auto') @IsInt() @Min(1) @Max(64) worldSize: number | 'auto' = 'auto';
   @IsIn(['auto', 'cpu']) devices: 'auto' | 'cpu' = 'auto';
-  /** `auto` | `webgpu` | `wasm` | `cpu` | an order such as `webgpu,wasm` (`REACTOR_BACKEND` overrides). */
+  /**
+   * `auto` | `webgpu` | `wasm` | `cpu` | an order such as `webgpu,wasm` (tfjs in TypeScript
+   * ranks), or `torch` (PyTorch in Python ranks: CUDA float16 on GPUs, float32 on CPU).
+   * `REACTOR_BACKEND` overrides.
+   */
   @IsString() backend = 'auto';
+  /** The Python interpreter of `backend: torch` (default: `REACTOR_PYTHON`, else `python3`); it needs NumPy and torch. */
+  @IsOptional() @IsString() python?: string;
   @IsInt() @Min(100) callTimeoutMs = 60_000;
   @IsOptional() @IsInt() @Min(1) startTimeoutMs?: number;
   /**
@@ -161,6 +186,7 @@ const CONFIG_KEYS = [
   'callTimeoutMs',
   'startTimeoutMs',
   'pipeline',
+  'python',
 ];
 
 /** Reads and validates the app config; every problem is named by its key. */
@@ -250,7 +276,7 @@ const RADIUS: Readonly<Record<ModelName, number>> = { slim: 10, medium: 18, thic
 })
 export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceResult, EnhanceInfo | ModelUnavailable | RunnerRestarting, EnhanceInputTracks> {
   /** The runner, rebuilt when it breaks between calls (a rank that died). */
-  private readonly runners = new SelfHealingRunner<EnhanceInput, EnhanceResult, EnhanceLoadArgs>({
+  private readonly runners = new SelfHealingRunner<EnhanceInput, EnhanceResult, EnhanceLoadArgs | EnhanceTorchLoadArgs>({
     name: 'the enhance runner',
     logger: this.logger,
     create: () => this.createRunner(),
@@ -279,9 +305,11 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
     const plan = planEnhance(cfg, context.gpuCount, context.manifestGpuCount);
     const outBytes = plan.outputWidth * plan.outputHeight * 3 * Math.max(...Object.values(plan.framesPerStep)) * 2;
     const checks: RequirementCheck[] = [];
-    const gpuRanks = plan.devices === 'auto' && planBackends(cfg.backend, process.env, 'gpu:0').order.includes('webgpu');
+    const torch = backendFramework(cfg.backend, process.env) === 'torch';
+    const gpuRanks = !torch && plan.devices === 'auto' && planBackends(cfg.backend, process.env, 'gpu:0').order.includes('webgpu');
     if (gpuRanks) checks.push(await webgpuCheck());
-    checks.push(expectation(plan, gpuRanks));
+    if (torch) checks.push(await torchCheck(pythonInterpreter(cfg.python, process.env), plan.devices === 'auto' && context.gpuCount > 0));
+    checks.push(torch ? torchExpectation(plan, context.gpuCount > 0) : expectation(plan, gpuRanks));
     return { shmBytes: outBytes * (plan.worldSize + 1), worldSize: plan.worldSize, usesGpu: plan.devices === 'auto', checks };
   }
 
@@ -291,23 +319,43 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
     await this.runners.start();
   }
 
-  private createRunner(): DistributedRunner<EnhanceInput, EnhanceResult, EnhanceLoadArgs> {
+  private createRunner(): DistributedRunner<EnhanceInput, EnhanceResult, EnhanceLoadArgs | EnhanceTorchLoadArgs> {
     const plan = planEnhance(this.config, detectGpuCount(), this.manifestGpuCount);
     this.plan = plan;
     this.logger.info(`${plan.note}; starting the runner`);
     const scale = 4;
-    return new DistributedRunner(EnhanceWorker, {
+    const common = {
       logger: this.logger,
       worldSize: plan.worldSize,
       devices: plan.devices,
       callTimeoutMs: this.config.callTimeoutMs,
       ...(this.config.startTimeoutMs !== undefined && { startTimeoutMs: this.config.startTimeoutMs }),
-      loadArgs: {
-        model: plan.model,
-        scale,
-        backend: this.config.backend,
-        warmup: { n: 1, width: Math.floor(plan.outputWidth / scale), height: Math.ceil(Math.floor(plan.outputHeight / scale) / plan.worldSize) },
-      },
+    };
+    const warmup = { n: 1, width: Math.floor(plan.outputWidth / scale), height: Math.ceil(Math.floor(plan.outputHeight / scale) / plan.worldSize) };
+    if (backendFramework(this.config.backend, process.env) === 'torch') {
+      // The model packages are found here, where Node finds them (the tfjs backend's rule), and
+      // handed to the Python ranks with the published hashes: one lookup, one table.
+      const packageDirs: Record<string, string> = {};
+      for (const m of MODEL_NAMES) {
+        try {
+          packageDirs[m] = modelPackageDir(m);
+        } catch {
+          // Not installed: the Python rank names the model as missing when it is chosen.
+        }
+      }
+      const worker = pythonWorker<EnhanceInput, EnhanceResult, EnhanceTorchLoadArgs>(TORCH_WORKER, {
+        path: [TORCH_PYTHON_DIR],
+        ...(this.config.python !== undefined && { interpreter: this.config.python }),
+        errors: { WeightsMissingError, WeightsCorruptError, InputInvalidError },
+      });
+      return new DistributedRunner(worker, {
+        ...common,
+        loadArgs: { model: plan.model, scale, package_dirs: packageDirs, published_sha256: PUBLISHED_SHA256, warmup },
+      });
+    }
+    return new DistributedRunner(EnhanceWorker, {
+      ...common,
+      loadArgs: { model: plan.model, scale, backend: this.config.backend, warmup },
     });
   }
 
@@ -345,7 +393,8 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
     this.source = this.lastCamera ? 'camera' : 'scene';
     const split = chooseSplit(this.config.split, height, RADIUS[model], this.runners.runner!.worldSize, n);
     const pipeline =
-      this.config.pipeline === 'on' || (this.config.pipeline === 'auto' && this.ranks.length > 0 && this.ranks.every((r) => r.backend === 'webgpu'));
+      this.config.pipeline === 'on' ||
+      (this.config.pipeline === 'auto' && this.ranks.length > 0 && this.ranks.every((r) => r.backend === 'webgpu' || r.backend === 'torch-cuda'));
     return { frames, n, width, height, model, scale, split, sideBySide: this.state.sideBySide, pipeline };
   }
 
@@ -453,6 +502,50 @@ async function webgpuCheck(): Promise<RequirementCheck> {
   } catch (err) {
     return { name: 'webgpu', status: 'fail', detail: `WebGPU failed to initialise: ${(err as Error).message}`, fix };
   }
+}
+
+/**
+ * Frames per second delivered at 1280x720 with `backend: torch` on one H200 (whole serving path,
+ * JPEG, docs/benchmarks.md, 2026-12-01): medium at 4 frames a step (bound by the JPEG stage, the
+ * GPU 36 % busy), thick at 8 (GPU-bound, 100 % busy). Absent: not measured.
+ */
+export const H200_TORCH_FPS_720P: Readonly<Partial<Record<ModelName, number>>> = { medium: 88.8, thick: 155.3 };
+
+/** The torch check: does the interpreter import NumPy and torch, and (GPU ranks) does torch see CUDA? */
+async function torchCheck(python: string, gpu: boolean): Promise<RequirementCheck> {
+  const probe =
+    'import json, sys, numpy, torch; c = torch.cuda.is_available(); ' +
+    'print(json.dumps({"python": sys.version.split()[0], "numpy": numpy.__version__, "torch": torch.__version__, ' +
+    '"cuda": torch.version.cuda, "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if c else []}))';
+  const fix = `install NumPy and PyTorch for ${python} (Debian: apt-get install python3-numpy python3-torch; GPU hosts: a CUDA build of torch), or set python: (app config) / REACTOR_PYTHON to an interpreter that has them`;
+  const got = await new Promise<{ out: string; err: string; failed: boolean }>((res) =>
+    execFile(python, ['-c', probe], { timeout: 120_000 }, (e, out, err) => res({ out: String(out), err: String(err), failed: e !== null })),
+  );
+  if (got.failed) {
+    const why = got.err.trim().split('\n').pop() ?? 'it did not run';
+    return { name: 'torch', status: 'fail', detail: `${python} cannot run the PyTorch backend: ${why}`, fix };
+  }
+  const v = JSON.parse(got.out.trim().split('\n').pop() ?? '{}') as { python: string; numpy: string; torch: string; cuda: string | null; devices: string[] };
+  const detail = `${python}: Python ${v.python}, NumPy ${v.numpy}, torch ${v.torch}${v.cuda ? ` (CUDA ${v.cuda})` : ' (CPU build)'}; CUDA devices: ${v.devices.join(', ') || 'none'}`;
+  if (gpu && v.devices.length === 0)
+    return { name: 'torch', status: 'fail', detail, fix: 'a CUDA build of torch and the NVIDIA driver are needed for GPU ranks; or set devices: cpu' };
+  return { name: 'torch', status: 'ok', detail };
+}
+
+/** What frame rate to expect from the PyTorch backend, from the measured H200 figures (or the CPU advice). */
+function torchExpectation(plan: EnhancePlan, gpus: boolean): RequirementCheck {
+  if (!gpus || plan.devices === 'cpu') {
+    const detail = `ESRGAN ${plan.model} at ${plan.outputWidth}x${plan.outputHeight} on ${plan.worldSize} CPU rank(s) (torch, float32): a check of the path, not real time`;
+    return { name: 'enhance', status: 'warn', detail, fix: 'run on a GPU machine for real time (torch float16 on CUDA)' };
+  }
+  const pixels = (plan.outputWidth * plan.outputHeight) / (1280 * 720);
+  const one = H200_TORCH_FPS_720P[plan.model];
+  if (one === undefined) {
+    return { name: 'enhance', status: 'ok', detail: `ESRGAN ${plan.model} on ${plan.worldSize} GPU(s) with torch: not measured on H200s yet` };
+  }
+  const fps = one / pixels;
+  const detail = `ESRGAN ${plan.model} at ${plan.outputWidth}x${plan.outputHeight} with torch: expect ~${Math.round(fps)} fps on one H200 (measured at 1280x720, one rank)`;
+  return fps >= 30 ? { name: 'enhance', status: 'ok', detail } : { name: 'enhance', status: 'warn', detail, fix: 'pick a lighter model (set_model)' };
 }
 
 /** What frame rate to expect with the plan, from the measured H200 figures (or the CPU advice). */

@@ -17,6 +17,34 @@ const BACKEND_NAMES: readonly BackendName[] = ['webgpu', 'wasm', 'cpu'];
 /** Environment variable that overrides the configured backend order. */
 export const BACKEND_ENV = 'REACTOR_BACKEND';
 
+/** What runs the model: tfjs in TypeScript ranks (webgpu, wasm, cpu), or PyTorch in Python ranks. */
+export type Framework = 'tfjs' | 'torch';
+
+/**
+ * Which framework the preference names: `torch` (alone) runs Python ranks with the PyTorch
+ * backend (`apps/enhance/python/reactor_enhance`); anything else is a tfjs order
+ * ({@link planBackends}). `REACTOR_BACKEND` overrides the option, as for tfjs.
+ * @throws BackendConfigError (`enhance_backend_config`) for `torch` inside an order (`torch,wasm`)
+ */
+export function backendFramework(option: string | undefined, env: Readonly<Record<string, string | undefined>>): Framework {
+  const fromEnv = env[BACKEND_ENV];
+  const [requested, source] =
+    fromEnv !== undefined && fromEnv.trim() !== '' ? [fromEnv, BACKEND_ENV] : [option ?? 'auto', option === undefined ? 'default' : 'backend (app config)'];
+  const parts = requested
+    .trim()
+    .toLowerCase()
+    .split(',')
+    .map((x) => x.trim());
+  if (!parts.includes('torch')) return 'tfjs';
+  if (parts.length > 1) {
+    throw new BackendConfigError(
+      `${source} is ${JSON.stringify(requested)}: "torch" runs the model in Python ranks and cannot be part of a tfjs order. ` +
+        'Use "torch" alone, or a tfjs order such as "webgpu,wasm".',
+    );
+  }
+  return 'torch';
+}
+
 /** The backends to try, in order, and where the preference came from. */
 export interface BackendPlan {
   order: BackendName[];

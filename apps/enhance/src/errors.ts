@@ -86,7 +86,8 @@ export class BackendConfigError extends EnhanceError {
   static forValue(source: string, value: string): BackendConfigError {
     return new BackendConfigError(
       `${source} is ${JSON.stringify(value)}, which is not a backend preference. Use "auto" (webgpu, then wasm, then cpu), ` +
-        'one of "webgpu", "wasm", "cpu", or a comma-separated order such as "webgpu,wasm".',
+        'one of "webgpu", "wasm", "cpu", a comma-separated order such as "webgpu,wasm", ' +
+        'or "torch" (PyTorch in Python ranks).',
     );
   }
 }

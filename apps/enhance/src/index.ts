@@ -16,6 +16,10 @@ export {
   planEnhance,
   chooseSplit,
   H200_FPS_720P,
+  H200_TORCH_FPS_720P,
+  TORCH_WORKER,
+  TORCH_PYTHON_DIR,
+  type EnhanceTorchLoadArgs,
   type EnhancePlan,
 } from './app.js';
 export { EnhanceWorker, type EnhanceInput, type EnhanceLoadArgs, type EnhanceResult, type RankReport } from './enhance-worker.js';
@@ -44,5 +48,5 @@ export {
 export { rowTile, frameShare, SPLITS, type Split, type RowTile } from './partition.js';
 export { Upscaler, type RgbFrames } from './upscaler.js';
 export { sceneFrames, resizeRgb } from './source.js';
-export { planBackends, type BackendName } from './backend.js';
+export { planBackends, backendFramework, type BackendName, type Framework } from './backend.js';
 export { writeFloat16Copy, float16Bits } from './quantize.js';

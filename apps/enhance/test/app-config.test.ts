@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import type { AppStatics } from '@reactor/runtime';
 import { afterAll, describe, expect, it } from 'vitest';
 import { EnhanceApp, EnhanceConfig, EnhanceConfigError, chooseSplit, loadEnhanceConfig, planEnhance } from '../src/app.js';
+import { backendFramework } from '../src/backend.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'enhance-config-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -94,5 +95,25 @@ describe('EnhanceApp.requirements', () => {
   it('with backend: wasm on a GPU machine: no WebGPU probe and the CPU advice', async () => {
     const r = await EnhanceApp.requirements({ configPath: config('backend: wasm\n'), manifestGpuCount: 2, gpuCount: 2 });
     expect(r.checks!.map((c) => c.name)).toEqual(['enhance']);
+  });
+
+  it('with backend: torch: probes the interpreter (NumPy, torch, CUDA), no WebGPU probe; a missing interpreter fails with the fix', async () => {
+    const ok = await EnhanceApp.requirements({ configPath: config('backend: torch\npython: /usr/bin/python3\n'), manifestGpuCount: 2, gpuCount: 0 });
+    expect(ok.checks!.map((c) => c.name)).toEqual(['torch', 'enhance']);
+    expect(ok.checks![0]).toMatchObject({
+      status: 'ok',
+      detail: expect.stringMatching(/^\/usr\/bin\/python3: Python 3\.\d+\.\d+, NumPy .*, torch .*; CUDA devices: none$/),
+    });
+    const bad = await EnhanceApp.requirements({ configPath: config('backend: torch\npython: /nonexistent/python3\n'), manifestGpuCount: 2, gpuCount: 0 });
+    expect(bad.checks![0]).toMatchObject({ name: 'torch', status: 'fail', fix: expect.stringContaining('install NumPy and PyTorch for /nonexistent/python3') });
+    const noTorch = await EnhanceApp.requirements({ configPath: config('backend: torch\npython: /usr/bin/false\n'), manifestGpuCount: 2, gpuCount: 0 });
+    expect(noTorch.checks![0]).toMatchObject({ name: 'torch', status: 'fail' });
+  }, 60_000);
+
+  it('REACTOR_BACKEND=torch overrides the config; torch inside an order is refused', () => {
+    expect(backendFramework('webgpu', { REACTOR_BACKEND: 'torch' })).toBe('torch');
+    expect(backendFramework('torch', {})).toBe('torch');
+    expect(backendFramework('auto', {})).toBe('tfjs');
+    expect(() => backendFramework('torch,wasm', {})).toThrow(/"torch" runs the model in Python ranks and cannot be part of a tfjs order/);
   });
 });
