@@ -963,7 +963,8 @@ export class AppHost implements AppHostApi {
         `no session is running${this.status.state === 'loading' ? ' yet: the app is still loading' : ''}; try again once the session status is streaming`,
       );
     }
-    let params = msg.params ?? {};
+    // Absent params mean none; `null` is not absent (the docs say an object or nothing) and is refused below.
+    let params = msg.params === undefined ? {} : msg.params;
     if (typeof params !== 'object' || params === null || Array.isArray(params)) {
       return {
         type: 'error',
