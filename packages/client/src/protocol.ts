@@ -242,6 +242,14 @@ export interface UploadRequest {
   mimeType?: string;
   /** The uploading client's `clientId` (from `welcome`), so the app's `@fileUploaded` hook knows who sent it. */
   clientId?: string;
+  /**
+   * The command the file is for (wire name): the server holds it to that command's upload
+   * field (`x-reactor-upload` `maxBytes`, `mimeTypes`) before and while the bytes stream.
+   * Without it, to what the app's upload fields take together.
+   */
+  command?: string;
+  /** The command's upload parameter the file is for, when it has several (needs `command`). */
+  field?: string;
 }
 
 /** `POST /uploads` answer (201). */

@@ -251,7 +251,7 @@ async function sendWithUploads(client: ReactorClient, name: string, params: Reco
   for (const [k, v] of Object.entries(params)) {
     if (v instanceof File) {
       out.textContent = `uploading ${v.name} (${formatBytes(v.size)})...`;
-      resolved[k] = await client.upload(v);
+      resolved[k] = await client.upload(v, { command: name, field: k });
     } else {
       resolved[k] = v;
     }
