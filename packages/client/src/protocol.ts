@@ -95,6 +95,12 @@ export interface SessionStatus {
   /** Why the last session ended with an error, or why loading failed. */
   error?: ErrorBody;
   /**
+   * While `streaming`: why the app is not stepping now, so no frame comes (its `processInput`
+   * refused with an `ApplicationError`: `paused`, `the video runner could not be restarted: ...`,
+   * an input track nobody publishes). Absent once steps run again.
+   */
+  refused?: string;
+  /**
    * The instance that serves this session, when the server runs as one of many (scale-out: the
    * Agones GameServer name, once the instance knows it). Absent for a lone server.
    */

@@ -249,7 +249,13 @@ export class AppHost implements AppHostApi {
     if (!s) return { state: 'ready', clients, ...(this.lastSessionError ? { error: this.lastSessionError } : {}) };
     const phase = s.lifecycle.state;
     const state = phase === 'starting' || phase === 'waiting' ? 'waiting' : phase === 'ended' ? 'closing' : phase;
-    return { state, sessionId: s.id, clients, ...(s.error ? { error: s.error } : {}) };
+    return {
+      state,
+      sessionId: s.id,
+      clients,
+      ...(s.error ? { error: s.error } : {}),
+      ...(state === 'streaming' && s.lastRefusal !== undefined ? { refused: s.lastRefusal } : {}),
+    };
   }
 
   /**
@@ -856,11 +862,14 @@ export class AppHost implements AppHostApi {
     } catch (err) {
       // A model that reads a closed (or silent) input track is waiting for a publisher, not broken.
       if (isInputUnavailable(err)) return this.refuse(session, err.message);
-      if (session.stepInterrupt?.signal.aborted && err === session.stepInterrupt.signal.reason) return this.refuse(session, (err as Error).message);
+      if (session.stepInterrupt?.signal.aborted && err === session.stepInterrupt.signal.reason) return this.refuse(session, (err as Error).message, false);
       error = err ?? new Error('generate() threw a nullish value');
       this.counters.modelErrors++;
     }
-    session.lastRefusal = undefined;
+    if (session.lastRefusal !== undefined) {
+      session.lastRefusal = undefined;
+      this.publishStatus();
+    }
     const elapsedMs = performance.now() - t0;
     session.steps++;
     session.windowSteps++;
@@ -879,11 +888,17 @@ export class AppHost implements AppHostApi {
   }
 
   /** Counts a refused step and logs its reason once (until a step runs or the reason changes). */
-  private refuse(session: Session, reason: string): 'refused' {
+  /**
+   * A refused step: logged, and (unless `tell` is false: a step that gave way to a command) the
+   * reason goes into the session status (`refused`) while it lasts, so clients can say why no
+   * frame comes (`paused`, a runner that could not be rebuilt, a track with no publisher).
+   */
+  private refuse(session: Session, reason: string, tell = true): 'refused' {
     this.counters.refusedSteps++;
-    if (session.lastRefusal !== reason) {
+    if (tell && session.lastRefusal !== reason) {
       session.lastRefusal = reason;
       this.logger.info(`step refused: ${reason}`);
+      this.publishStatus();
     }
     return 'refused';
   }
