@@ -98,7 +98,10 @@ describe('SelfHealingRunner', () => {
       // Far from the 60 s call deadline (the stall event comes after stallMs, 300 ms).
       expect(performance.now() - t0).toBeLessThan(20_000);
       expect(r.rebuilding).toBeDefined();
+      // Readiness still names the stalled rank while its runner is being replaced.
+      expect(r.stalledRanks).toMatchObject([{ rank: 1, phase: 'generate' }]);
       await r.rebuilding;
+      expect(r.stalledRanks).toEqual([]);
       expect(r.runner).not.toBe(first);
       expect(await r.generate({ value: 3 })).toMatchObject({ rank: 0 });
       await eventually(() => !alive(pid), 20_000, 'the stopped rank killed');

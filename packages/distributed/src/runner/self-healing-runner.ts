@@ -47,6 +47,8 @@ export class SelfHealingRunner<TInput = unknown, TResult = unknown, TArgs = unkn
   #problem: string | undefined;
   /** True while `generate()` waits for the runner: a failure then is the step's to report. */
   #inCall = false;
+  /** The stall that failed the last call, kept until the runner that had it is replaced. */
+  #stalls: StallInfo[] = [];
 
   constructor(private readonly options: SelfHealingRunnerOptions<TInput, TResult, TArgs>) {}
 
@@ -58,6 +60,14 @@ export class SelfHealingRunner<TInput = unknown, TResult = unknown, TArgs = unkn
   /** The rebuild in flight, if any (never rejects). */
   get rebuilding(): Promise<void> | undefined {
     return this.#rebuilding;
+  }
+
+  /**
+   * Ranks stuck in a call: the current runner's, or those that failed the last call while the
+   * runner that has them is being replaced (for readiness: a stalled rank is not a passing state).
+   */
+  get stalledRanks(): StallInfo[] {
+    return this.#stalls.length > 0 ? [...this.#stalls] : (this.#runner?.stalledRanks ?? []);
   }
 
   /** Why the last rebuild failed (cleared by the next one that succeeds). */
@@ -91,7 +101,8 @@ export class SelfHealingRunner<TInput = unknown, TResult = unknown, TArgs = unkn
       // Settled by the rebuild's shutdown once the stall has failed the call.
       call.catch(() => undefined);
       const stalled = new Promise<never>((_, reject) => {
-        onStall = (info) =>
+        onStall = (info) => {
+          this.#stalls = [info];
           reject(
             new WorkerStalledError(
               'generate()',
@@ -101,6 +112,7 @@ export class SelfHealingRunner<TInput = unknown, TResult = unknown, TArgs = unkn
               `The call failed at once and ${this.options.name} is being rebuilt (raise the runner's stallMs, or set failOnStall: false, if a step legitimately blocks that long).`,
             ),
           );
+        };
         runner.on('stall', onStall);
       });
       try {
@@ -140,6 +152,7 @@ export class SelfHealingRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     this.#rebuilding ??= (async () => {
       try {
         await this.#runner?.shutdown();
+        this.#stalls = [];
         this.options.onRebuild?.();
         await this.start();
         this.#problem = undefined;
