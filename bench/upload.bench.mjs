@@ -7,13 +7,23 @@
 //                      and the process's RSS growth over its idle RSS during the uploads, against
 //                      the session quota (target: >= 200 MB/s, growth <= 2x the quota)
 //
-// Client and server share this process (the harsher setting on a small machine). Run after
-// `pnpm build`: node bench/upload.bench.mjs
+//   upload.memory      the RSS of a server in its own process (sampled from /proc every 10 ms)
+//                      over its idle RSS: while one 512 MiB upload is stored, and while six
+//                      32 MiB uploads that its one upload field (maxBytes 20 MB, like the sample
+//                      app's set_image) cannot take are tried: announced without naming a field,
+//                      PUT when the announcement is taken, then named by a command
+//                      (target: growth <= 64 MiB each)
+//
+// Client and server share this process for upload.throughput (the harsher setting on a small
+// machine). Run after `pnpm build`: node bench/upload.bench.mjs
+// (`node bench/upload.bench.mjs memory` runs upload.memory alone).
+import { spawn } from 'node:child_process';
 import { createServer, request } from 'node:http';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ApplicationError, ReactorApp, reactorApp } from '../packages/runtime/dist/index.js';
+import { fileURLToPath } from 'node:url';
+import { ApplicationError, ReactorApp, UploadField, event, reactorApp } from '../packages/runtime/dist/index.js';
 import { serve } from '../packages/server/dist/index.js';
 import { WebSocket } from '../packages/server/node_modules/ws/wrapper.mjs';
 
@@ -35,13 +45,50 @@ reactorApp({ name: 'upload-bench' })(BenchApp);
 const quiet = { debug() {}, info() {}, warn() {}, error() {}, child: () => quiet };
 const r2 = (x) => Math.round(x * 100) / 100;
 
+// upload.memory's apps: one upload field without a size limit (the 512 MiB file), or one of 20 MB.
+function fieldApp(name, maxBytes) {
+  class Params {}
+  UploadField(maxBytes === undefined ? {} : { maxBytes })(Params.prototype, 'image');
+  class App extends ReactorApp {
+    processInput() {
+      throw new ApplicationError('no model: uploads only');
+    }
+    generate() {
+      return null;
+    }
+    take(p) {
+      return p.image.size;
+    }
+  }
+  event({ name: 'set_image', params: Params })(App.prototype, 'take', Object.getOwnPropertyDescriptor(App.prototype, 'take'));
+  reactorApp({ name })(App);
+  return App;
+}
+
+// A child process: `--serve open|image <dir>` serves one of those apps and prints its URL.
+if (process.argv[2] === '--serve') {
+  const app = process.argv[3] === 'open' ? fieldApp('upload-open') : fieldApp('upload-image', 20_000_000);
+  const srv = await serve(app, {
+    port: 0,
+    gracePeriodMs: 0,
+    logger: quiet,
+    maxUploadBytes: 600 * 1024 * 1024,
+    uploadQuotaBytes: 700 * 1024 * 1024,
+    uploadDir: process.argv[4],
+  });
+  await srv.loaded;
+  console.log(srv.url);
+  process.on('SIGTERM', () => void srv.close().then(() => process.exit(0)));
+  await new Promise(() => undefined);
+}
+
 // The body: a PNG signature, then filler; one buffer reused for every chunk.
 const body = Buffer.alloc(CHUNK, 7);
 body.set([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 
-function put(url) {
+function put(url, size = SIZE) {
   return new Promise((resolve, reject) => {
-    const req = request(url, { method: 'PUT', headers: { 'content-length': String(SIZE) } });
+    const req = request(url, { method: 'PUT', headers: { 'content-length': String(size) } });
     req.on('response', (res) => {
       let text = '';
       res.on('data', (d) => (text += d));
@@ -50,8 +97,8 @@ function put(url) {
     req.on('error', reject);
     let sent = 0;
     const pump = () => {
-      while (sent < SIZE) {
-        const n = Math.min(CHUNK, SIZE - sent);
+      while (sent < size) {
+        const n = Math.min(CHUNK, size - sent);
         sent += n;
         if (!req.write(n === CHUNK ? body : body.subarray(0, n))) return void req.once('drain', pump);
       }
@@ -59,6 +106,105 @@ function put(url) {
     };
     pump();
   });
+}
+
+const MIB = 1024 * 1024;
+
+/** The RSS of process `pid`, bytes (VmRSS in /proc). */
+function rssOf(pid) {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) * 1024 : 0;
+}
+
+/** Starts a `--serve` child; resolves with its URL, pid and a stop(). */
+async function child(kind, dir) {
+  const proc = spawn(process.execPath, [fileURLToPath(import.meta.url), '--serve', kind, dir], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const url = await new Promise((resolve, reject) => {
+    proc.stdout.once('data', (d) => resolve(String(d).trim()));
+    proc.once('exit', (code) => reject(new Error(`the ${kind} server exited with ${code}`)));
+  });
+  const stop = () =>
+    new Promise((resolve) => {
+      proc.once('exit', resolve);
+      proc.kill('SIGTERM');
+    });
+  return { url, pid: proc.pid, stop };
+}
+
+/** Runs `work` against a fresh server; the peak RSS growth over its idle RSS (after it loaded and a client joined), MiB. */
+async function measure(kind, work) {
+  const dir = mkdtempSync(join(tmpdir(), 'upload-mem-'));
+  const srv = await child(kind, dir);
+  const ws = new WebSocket(srv.url.replace(/^http/, 'ws') + '/ws');
+  await new Promise((resolve) => ws.on('message', (d) => JSON.parse(String(d)).type === 'welcome' && resolve()));
+  await new Promise((r) => setTimeout(r, 500));
+  const idle = rssOf(srv.pid);
+  let peak = idle;
+  const sampler = setInterval(() => (peak = Math.max(peak, rssOf(srv.pid))), 10);
+  const out = await work(srv.url, ws);
+  await new Promise((r) => setTimeout(r, 200));
+  clearInterval(sampler);
+  peak = Math.max(peak, rssOf(srv.pid));
+  ws.close();
+  await srv.stop();
+  rmSync(dir, { recursive: true, force: true });
+  return { idleMiB: r2(idle / MIB), growthMiB: r2((peak - idle) / MIB), ...out };
+}
+
+/** One upload: announce `size` bytes (no field named), PUT them when taken; the HTTP statuses and the upload id. */
+async function tryUpload(url, size, name) {
+  const ann = await fetch(`${url}/uploads`, { method: 'POST', body: JSON.stringify({ name, size }) });
+  const ticket = await ann.json();
+  if (ann.status !== 201) return { post: ann.status, code: ticket.error?.code };
+  const info = await put(`${url}${ticket.url}`, size);
+  return { post: 201, put: 200, uploadId: info.uploadId };
+}
+
+/** A command naming an upload; resolves with its answer's code (`ok` for a reply). */
+function command(ws, id, uploadId) {
+  return new Promise((resolve) => {
+    const on = (d) => {
+      const m = JSON.parse(String(d));
+      if ((m.type === 'reply' || m.type === 'error') && m.id === id) {
+        ws.off('message', on);
+        resolve(m.type === 'reply' ? 'ok' : m.code);
+      }
+    };
+    ws.on('message', on);
+    ws.send(JSON.stringify({ type: 'command', id, name: 'set_image', params: { image: { uploadId } } }));
+  });
+}
+
+if (process.argv[2] === 'memory' || process.argv[2] === undefined) {
+  const stored = await measure('open', async (url) => {
+    const t0 = performance.now();
+    const r = await tryUpload(url, 512 * MIB, 'big.png');
+    if (r.put !== 200) throw new Error(`the 512 MiB upload was refused: ${JSON.stringify(r)}`);
+    return { mbPerS: r2((512 * MIB) / 1e6 / ((performance.now() - t0) / 1000)) };
+  });
+  const refused = await measure('image', async (url, ws) => {
+    const outcomes = [];
+    for (let i = 0; i < 6; i++) {
+      const r = await tryUpload(url, 32 * MIB, `too-big-${i}.png`);
+      outcomes.push(r.uploadId === undefined ? `POST ${r.post} ${r.code}` : `stored, command ${await command(ws, `c${i}`, r.uploadId)}`);
+    }
+    return { outcomes: [...new Set(outcomes)] };
+  });
+  console.log(
+    JSON.stringify({
+      bench: 'upload.memory',
+      storedMiB: 512,
+      storedGrowthMiB: stored.growthMiB,
+      storedMbPerS: stored.mbPerS,
+      refusedUploads: 6,
+      refusedMiBEach: 32,
+      refusedGrowthMiB: refused.growthMiB,
+      refusedOutcome: refused.outcomes.join('; '),
+      idleRssMiB: stored.idleMiB,
+      targetGrowthMiB: 64,
+    }),
+  );
+  if (process.argv[2] === 'memory') process.exit(0);
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'upload-bench-'));

@@ -177,6 +177,11 @@ describe('Node SDK: publish, upload, audio', () => {
     await expect(c.upload(new TextEncoder().encode('not a picture at all'), { name: 'x.png', type: 'image/png' })).rejects.toMatchObject({
       code: 'upload_type_not_allowed',
     });
+    // Naming the command: a file over its field's maxBytes (1 MB) is refused before its bytes are sent.
+    await expect(c.upload(new Uint8Array(1_000_001), { name: 'huge.png', type: 'image/png', command: 'set_tint' })).rejects.toMatchObject({
+      code: 'upload_too_large',
+      message: expect.stringContaining('set_tint.tint takes files of at most 1000000 bytes'),
+    });
     stop.abort();
   });
 

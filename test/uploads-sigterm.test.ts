@@ -33,7 +33,69 @@ function filesUnder(dir: string): string[] {
 
 const uploadFolders = (tmp: string): string[] => readdirSync(tmp).filter((e) => e.startsWith('reactor-uploads-'));
 
+/** Starts `reactor run` on the workspace; resolves with the child and its base URL once the viewer line is out. */
+async function run(dir: string, tmp: string): Promise<{ child: ReturnType<typeof spawn>; url: string; stderr: () => string }> {
+  const child = spawn(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml')], {
+    cwd: dir,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, TMPDIR: tmp },
+  });
+  cleanups.push(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  const base = await new Promise<string>((res, rej) => {
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /Viewer: (\S+)/.exec(out);
+      if (m) res(m[1]!);
+    });
+    child.once('exit', (code) => rej(new Error(`reactor run exited with ${code}:\n${stderr}`)));
+  });
+  return { child, url: base.replace(/\/$/, ''), stderr: () => stderr };
+}
+
 describe('uploads under reactor run', () => {
+  it("SIGKILL with a stored upload: the next reactor run removes the dead server's folder, with the user's file, when it starts", async () => {
+    const dir = sampleWorkspace({
+      prefix: 'reactor-upl-kill-',
+      config: 'width: 32\nheight: 32\nframesPerChunk: 4\nrolloutChunks: 1000\nworldSize: 1\ndevices: cpu\nbackend: wasm\n',
+      server: '{ port: 0 }',
+    });
+    const tmp = join(dir, 'tmp');
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    mkdirSync(tmp);
+    const first = await run(dir, tmp);
+    const client = await connect(first.url, { WebSocket, reconnect: false });
+    cleanups.push(() => client.close());
+    await new Promise<void>((res) => (client.session.state === 'streaming' ? res() : client.on('session', (s) => s.state === 'streaming' && res())));
+    const png = Buffer.alloc(10_000, 3);
+    png.set([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+    await client.upload(new Uint8Array(png), { name: 'mine.png' });
+    expect(uploadFolders(tmp).flatMap((f) => filesUnder(join(tmp, f)))).toHaveLength(1);
+    const ranks = descendants(first.child.pid!);
+    first.child.kill('SIGKILL');
+    await once(first.child, 'exit');
+    client.close();
+    for (const pid of ranks) {
+      try {
+        process.kill(pid, 'SIGKILL'); // the ranks of the killed server (it could not stop them)
+      } catch {
+        // already gone
+      }
+    }
+    for (const pid of ranks) await expect.poll(() => alive(pid), { timeout: 10_000 }).toBe(false);
+    // The killed server could not clean up: its folder and the user's file are still there.
+    expect(uploadFolders(tmp)).toHaveLength(1);
+    // A new server, with no client and no upload yet: the folder is gone once it listens.
+    const second = await run(dir, tmp);
+    expect(uploadFolders(tmp), second.stderr()).toEqual([]);
+    second.child.kill('SIGTERM');
+    await once(second.child, 'exit');
+  });
+
   it('SIGTERM mid-upload: the process exits 0, with no upload folder and no process left behind', async () => {
     const dir = sampleWorkspace({
       prefix: 'reactor-upl-run-',
@@ -69,7 +131,8 @@ describe('uploads under reactor run', () => {
 
     // A 10 MB upload, announced by this client; half of it sent, then the server is stopped.
     const size = 10_000_000;
-    const post = await fetch(`${url}/uploads`, { method: 'POST', body: JSON.stringify({ name: 'clip.mp4', size, clientId: client.clientId }) });
+    // A picture (the sample app's one upload field takes images): a file no field takes is refused from its first bytes.
+    const post = await fetch(`${url}/uploads`, { method: 'POST', body: JSON.stringify({ name: 'big.png', size, clientId: client.clientId }) });
     expect(post.status).toBe(201);
     const ticket = (await post.json()) as UploadTicket;
     const put = request(`${url}${ticket.url}`, { method: 'PUT', headers: { 'content-length': String(size) } });
@@ -78,7 +141,7 @@ describe('uploads under reactor run', () => {
       put.on('error', (e) => res(`error ${e.message}`));
     });
     const chunk = Buffer.alloc(1_000_000, 1);
-    chunk.set([0, 0, 0, 0x20, ...Buffer.from('ftypisom')]);
+    chunk.set([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
     put.write(chunk);
     for (let i = 1; i < 5; i++) put.write(Buffer.alloc(1_000_000, i));
     // Wait until the server has stored some of it in the session's folder.

@@ -360,16 +360,17 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
   }
 
   override readiness(): AppReadiness {
-    if (this.runners.rebuilding) return { code: ReadinessCode.RunnerRestarting, message: 'the enhance runner is restarting' };
-    const runner = this.runners.runner;
-    if (!runner?.healthy) return { code: ReadinessCode.RunnerUnhealthy, message: this.runners.problem ?? 'the enhance runner is not running' };
-    const stalled = runner.stalledRanks;
+    // A stalled rank first: it stays named while the runner that has it is being replaced.
+    const stalled = this.runners.stalledRanks;
     if (stalled.length > 0) {
       return stalled.map((s) => ({
         code: ReadinessCode.RankStalled,
         message: `rank ${s.rank} has made no progress for ${(s.sinceMs / 1000).toFixed(1)} s (${s.phase})`,
       }));
     }
+    if (this.runners.rebuilding) return { code: ReadinessCode.RunnerRestarting, message: 'the enhance runner is restarting' };
+    const runner = this.runners.runner;
+    if (!runner?.healthy) return { code: ReadinessCode.RunnerUnhealthy, message: this.runners.problem ?? 'the enhance runner is not running' };
     return true;
   }
 

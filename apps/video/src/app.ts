@@ -266,19 +266,22 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult, Ba
     });
   }
 
-  /** Not ready while the runner restarts, is broken, or has a rank stuck in a call. */
+  /**
+   * Not ready while a rank is stuck in a call (named first: while the runner that has it is being
+   * replaced too, a stalled rank is not a passing state), the runner restarts, or is broken.
+   */
   override readiness(): AppReadiness {
-    if (this.runners.rebuilding) return { code: ReadinessCode.RunnerRestarting, message: 'the video runner is restarting' };
-    const runner = this.runners.runner;
-    if (!runner) return { code: ReadinessCode.RunnerUnhealthy, message: 'the video runner is not running' };
-    if (!runner.healthy) return { code: ReadinessCode.RunnerUnhealthy, message: this.runners.problem ?? 'the video runner is unusable' };
-    const stalled = runner.stalledRanks;
+    const stalled = this.runners.stalledRanks;
     if (stalled.length > 0) {
       return stalled.map((s) => ({
         code: ReadinessCode.RankStalled,
         message: `rank ${s.rank} has made no progress for ${(s.sinceMs / 1000).toFixed(1)} s (${s.phase})`,
       }));
     }
+    if (this.runners.rebuilding) return { code: ReadinessCode.RunnerRestarting, message: 'the video runner is restarting' };
+    const runner = this.runners.runner;
+    if (!runner) return { code: ReadinessCode.RunnerUnhealthy, message: 'the video runner is not running' };
+    if (!runner.healthy) return { code: ReadinessCode.RunnerUnhealthy, message: this.runners.problem ?? 'the video runner is unusable' };
     return true;
   }
 

@@ -142,6 +142,13 @@ export interface UploadOptions {
   name?: string;
   /** The type the client believes it is (`image/png`); the server checks the bytes. Default: the `Blob`'s type. */
   type?: string;
+  /**
+   * The command the file is for (its wire name) and, when it has several, its upload parameter:
+   * the server then holds the file to that field's `maxBytes` and types before and while the
+   * bytes stream (`upload_too_large`, `upload_type_not_allowed`) instead of at the command.
+   */
+  command?: string;
+  field?: string;
   signal?: AbortSignal;
 }
 
@@ -512,7 +519,14 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
     const type = options.type ?? (isBlob && (data as BlobLike).type ? (data as BlobLike).type : undefined);
     const base = this.#httpBase();
     const auth: Record<string, string> = this.#token === undefined ? {} : { authorization: `Bearer ${this.#token}` };
-    const announce = { name, size, ...(type ? { mimeType: type } : {}), ...(this.clientId ? { clientId: this.clientId } : {}) };
+    const announce = {
+      name,
+      size,
+      ...(type ? { mimeType: type } : {}),
+      ...(this.clientId ? { clientId: this.clientId } : {}),
+      ...(options.command !== undefined ? { command: options.command } : {}),
+      ...(options.field !== undefined ? { field: options.field } : {}),
+    };
     const ticket = (await this.#http(`upload of "${name}"`, `${base}/uploads`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', ...auth },

@@ -95,6 +95,12 @@ export interface SessionStatus {
   /** Why the last session ended with an error, or why loading failed. */
   error?: ErrorBody;
   /**
+   * While `streaming`: why the app is not stepping now, so no frame comes (its `processInput`
+   * refused with an `ApplicationError`: `paused`, `the video runner could not be restarted: ...`,
+   * an input track nobody publishes). Absent once steps run again.
+   */
+  refused?: string;
+  /**
    * The instance that serves this session, when the server runs as one of many (scale-out: the
    * Agones GameServer name, once the instance knows it). Absent for a lone server.
    */
@@ -242,6 +248,14 @@ export interface UploadRequest {
   mimeType?: string;
   /** The uploading client's `clientId` (from `welcome`), so the app's `@fileUploaded` hook knows who sent it. */
   clientId?: string;
+  /**
+   * The command the file is for (wire name): the server holds it to that command's upload
+   * field (`x-reactor-upload` `maxBytes`, `mimeTypes`) before and while the bytes stream.
+   * Without it, to what the app's upload fields take together.
+   */
+  command?: string;
+  /** The command's upload parameter the file is for, when it has several (needs `command`). */
+  field?: string;
 }
 
 /** `POST /uploads` answer (201). */

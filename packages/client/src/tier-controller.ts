@@ -1,8 +1,9 @@
 /**
  * Chooses a connection's rung on the server's quality ladder (`welcome.video.tiers`) from what
- * the client itself measures: frames received against the server's frame rate, frames the server
- * dropped for it (`stats.dropped`), and how late frames arrive (queueing delay over the lowest
- * seen). Down fast on sustained loss, up slowly after a stable period, with a growing hold after a
+ * really went wrong: frames the server dropped for this client (`stats.dropped`: over TCP a frame
+ * is never lost on the way, a link too slow for the tier makes the server drop them) and how
+ * late frames arrive (queueing delay over the lowest seen). Frames received against the server's
+ * frame rate are not loss: a model slower than real time plays bursts with gaps between them. Down fast on sustained loss, up slowly after a stable period, with a growing hold after a
  * failed step up so it never flaps. Pure logic: no DOM, no socket; tested in Node.
  */
 import type { VideoTierSchema } from './protocol.js';
@@ -13,7 +14,7 @@ export interface TierControllerOptions {
   windowMs?: number;
   /** Bad windows in a row that move down one tier (default 2). */
   downAfterWindows?: number;
-  /** Share of the server's frames missing in a window (not received, or dropped for this client) that makes it bad (default 0.1). */
+  /** Share of a window's frames the server dropped for this client that makes it bad (default 0.1). */
   lossRatio?: number;
   /** Median queueing delay over the lowest seen that makes a window bad (default 400). */
   latenessMs?: number;
@@ -42,7 +43,7 @@ export interface TierWindow {
   bitrate: number;
   /** Frames per second received. */
   fps: number;
-  /** Share of the server's frames missing (0..1), when the server's rate is known. */
+  /** Share of the window's frames the server dropped for this client (0..1): dropped / (received + dropped). */
   loss: number;
   /** Median queueing delay over the lowest seen, ms. */
   latenessMs: number;
@@ -85,7 +86,6 @@ export class TierController {
   #bytes = 0;
   #frames = 0;
   #delays: number[] = [];
-  #serverFps = 0;
   #dropped: number | undefined;
   #droppedAtStart: number | undefined;
   #baselines: number[] = [];
@@ -146,9 +146,8 @@ export class TierController {
     this.#delays.push(receivedAt - ptsMs);
   }
 
-  /** A `stats` message: the server's playout rate and this client's dropped frames so far. */
+  /** A `stats` message: this client's dropped frames so far (`fps` is taken for compatibility; it does not count as loss). */
   stats(s: { fps: number; dropped: number }): void {
-    this.#serverFps = s.fps;
     this.#dropped = s.dropped;
     this.#droppedAtStart ??= s.dropped;
   }
@@ -225,14 +224,14 @@ export class TierController {
     }
     const baseline = this.#baselines.length ? Math.min(...this.#baselines) : 0;
     const latenessMs = median === undefined ? 0 : median - baseline;
-    const expected = this.#serverFps * seconds;
-    // Below a few frames a window says nothing about loss (a paused stream, a slow model).
-    const missing = expected >= 5 ? Math.max(0, 1 - frames / expected) : 0;
-    const droppedShare = dropped > 0 ? dropped / (frames + dropped) : 0;
-    const loss = Math.max(missing, droppedShare);
+    // Loss is what the server dropped for this client, not frames received against its rate: a
+    // model slower than real time plays bursts (8 frames, then a second of nothing), and a
+    // window in a gap would read as 100 % loss.
+    const loss = dropped > 0 ? dropped / (frames + dropped) : 0;
     const fps = frames / seconds;
     let verdict: TierWindow['verdict'];
-    if (now < this.#settleUntil || (frames === 0 && dropped === 0 && expected < 5)) verdict = 'none';
+    // A window with no frame and no drop says nothing (a paused stream, a gap between bursts).
+    if (now < this.#settleUntil || (frames === 0 && dropped === 0)) verdict = 'none';
     else verdict = loss > this.#o.lossRatio || latenessMs > this.#o.latenessMs ? 'bad' : 'good';
     return { bitrate, fps, loss, latenessMs, verdict };
   }

@@ -128,6 +128,27 @@ describe('TierController', () => {
     expect(ctl.lastWindow?.verdict).toBe('none');
   });
 
+  it('stays on the top tier for a model slower than real time: bursts of 8 frames with 1 s gaps, nothing dropped (stats.fps as the server measures it, or the app fps)', () => {
+    for (const reportedFps of [6, 24]) {
+      clockNow = 0;
+      const ctl = new TierController(TIERS, undefined, { now });
+      const decisions: TierDecision[] = [];
+      // Each step: 8 frames played at 24 fps (333 ms), then the next step takes another second.
+      for (let t = 0, step = 0; t < 30_000; step++) {
+        for (let i = 0; i < 8; i++, t += 1000 / 24) ctl.frame(12_000, t + 5, t);
+        t += 1000;
+        ctl.stats({ fps: reportedFps, dropped: 0 });
+        for (let tick = t - 1333; tick <= t; tick += 250) {
+          clockNow = tick;
+          const d = ctl.tick(tick);
+          if (d) decisions.push(d);
+        }
+      }
+      expect(decisions, `stats.fps ${reportedFps}`).toEqual([]);
+      expect(ctl.tier).toBe('full');
+    }
+  });
+
   it('checks its arguments, naming the option', () => {
     expect(() => new TierController([])).toThrowErrorMatchingInlineSnapshot(`[RangeError: tiers must name at least one tier (welcome.video.tiers)]`);
     expect(() => new TierController(TIERS, 'tiny')).toThrowErrorMatchingInlineSnapshot(

@@ -253,13 +253,16 @@ export class WorkerStalledError extends DistributedError {
   readonly stallTimeoutMs: number;
   readonly operation: string;
 
-  constructor(operation: string, ranks: number[], phases: string[], stallTimeoutMs: number) {
+  /** @param next what happens now and how to avoid it (default: the runner is unusable, raise `stallTimeoutMs`). */
+  constructor(operation: string, ranks: number[], phases: string[], stallTimeoutMs: number, next?: string) {
     const list = ranks.map((r, i) => `rank ${r} (in ${phases[i]})`).join(', ');
     super(
       DistributedErrorCode.WorkerStalled,
-      `${operation} stalled: ${list} made no progress for ${stallTimeoutMs} ms and ${ranks.length > 1 ? 'were' : 'was'} killed ` +
-        `(a stopped process, or synchronous code that blocks its event loop). The runner is unusable: shut it down and construct ` +
-        `a new DistributedRunner (raise options.stallTimeoutMs if a step legitimately blocks that long).`,
+      next !== undefined
+        ? `${operation} stalled: ${list} made no progress for ${stallTimeoutMs} ms (a stopped process, or synchronous code that blocks its event loop). ${next}`
+        : `${operation} stalled: ${list} made no progress for ${stallTimeoutMs} ms and ${ranks.length > 1 ? 'were' : 'was'} killed ` +
+            `(a stopped process, or synchronous code that blocks its event loop). The runner is unusable: shut it down and construct ` +
+            `a new DistributedRunner (raise options.stallTimeoutMs if a step legitimately blocks that long).`,
     );
     this.ranks = ranks;
     this.phases = phases;

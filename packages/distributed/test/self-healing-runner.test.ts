@@ -2,7 +2,8 @@
 // calls gets a new runner at once (the app is told why), a failure during a call is the caller's,
 // and a rebuild that fails is kept for readiness and refused steps.
 import { afterEach, describe, expect, it } from 'vitest';
-import { DistributedRunner, SelfHealingRunner, WorkerCrashedError } from '../src/index.js';
+import { DistributedRunner, SelfHealingRunner, WorkerCrashedError, WorkerStalledError } from '../src/index.js';
+import { alive } from '../src/internal.js';
 import { eventually, expectNothingLeft, fixture, quiet } from './helpers.js';
 
 const { EchoWorker } = await fixture('echo');
@@ -62,6 +63,51 @@ describe('SelfHealingRunner', () => {
     await r.healIfBroken();
     expect(r.runner).not.toBe(first);
     expect(r.runner!.healthy).toBe(true);
+  });
+
+  it('fails a call at the stall event when a rank stops (SIGSTOP), naming the rank, long before the call deadline, and builds a new runner', async () => {
+    let builds = 0;
+    const r = new SelfHealingRunner<any, any, any>({
+      name: 'the echo runner',
+      logger: quiet,
+      create: () =>
+        new DistributedRunner(EchoWorker, {
+          worldSize: 2,
+          devices: 'cpu',
+          logger: quiet,
+          stallMs: 300,
+          callTimeoutMs: 60_000,
+          // Rank 1 stops itself (SIGSTOP) in its second call: the first runner's only.
+          faults: ++builds === 1 ? [{ rank: 1, call: 2, kind: 'stall' }] : [],
+          loadArgs: {},
+        }),
+    });
+    made.push(r);
+    await r.start();
+    const first = r.runner!;
+    const pid = first.pids[1]!;
+    try {
+      expect(await r.generate({ value: 1 })).toMatchObject({ rank: 0 });
+      const t0 = performance.now();
+      const err = await r.generate({ value: 2 }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(WorkerStalledError);
+      expect(err).toMatchObject({ code: 'worker_stalled', ranks: [1], phases: ['generate'] });
+      expect((err as Error).message).toMatch(
+        /^generate\(\) stalled: rank 1 \(in generate\) made no progress for \d+ ms \(a stopped process, or synchronous code that blocks its event loop\)\. The call failed at once and the echo runner is being rebuilt/,
+      );
+      // Far from the 60 s call deadline (the stall event comes after stallMs, 300 ms).
+      expect(performance.now() - t0).toBeLessThan(20_000);
+      expect(r.rebuilding).toBeDefined();
+      // Readiness still names the stalled rank while its runner is being replaced.
+      expect(r.stalledRanks).toMatchObject([{ rank: 1, phase: 'generate' }]);
+      await r.rebuilding;
+      expect(r.stalledRanks).toEqual([]);
+      expect(r.runner).not.toBe(first);
+      expect(await r.generate({ value: 3 })).toMatchObject({ rank: 0 });
+      await eventually(() => !alive(pid), 20_000, 'the stopped rank killed');
+    } finally {
+      if (alive(pid)) process.kill(pid, 'SIGKILL');
+    }
   });
 
   it('keeps why a rebuild failed for readiness and refused steps, and the next heal tries again', async () => {

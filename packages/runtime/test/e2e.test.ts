@@ -248,9 +248,11 @@ describe('AppHost end to end (in process)', () => {
       ...f(4, 5),
       'state', // paused
       'reply:a2',
-      ...f(6, 7),
+      'session:streaming', // the next step is refused: its reason in the status (refused: paused)
+      ...f(6, 7), // the media of the step before, played out
       'state', // unpaused
       'reply:a3',
+      'session:streaming', // steps run again: the status drops the reason
       'flush', // recoverable model error: the app flushed...
       'message:notice', // ...and told everyone
       'frame:main_video#8', // first frame of step 6; the rest is cut by reset:
@@ -266,8 +268,10 @@ describe('AppHost end to end (in process)', () => {
       'error:b4:invalid_params',
       ...f(4, 5),
       'state',
+      'session:streaming', // refused: paused
       ...f(6, 7),
       'state',
+      'session:streaming', // stepping again
       'flush',
       'message:notice',
       'frame:main_video#8',

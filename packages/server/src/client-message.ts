@@ -84,7 +84,8 @@ export function parseClientMessage(text: string): ParsedClientMessage {
     return malformed(`a ${kind} message needs a "track": the name of a track in schema.tracks`, id);
   }
   const allowed = ENVELOPES[kind];
-  const extra = Object.keys(m).filter((k) => k !== 'type' && !(k in allowed));
+  // Own keys only: `k in allowed` would let `constructor`, `toString`, `__proto__` ... through.
+  const extra = Object.keys(m).filter((k) => k !== 'type' && !Object.hasOwn(allowed, k));
   if (extra.length > 0) {
     const shown = extra
       .slice(0, 5)

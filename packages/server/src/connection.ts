@@ -345,6 +345,7 @@ export class ClientConnection implements ClientSink, BudgetHolder, VideoSubscrib
   }
 
   frame(frame: OutputFrame): void {
+    this.#ctx.metrics.frameEmitted(frame);
     if (this.#closed || this.#paused.has(frame.trackIndex)) return;
     const { seq, track, trackIndex } = frame;
     const v = this.#video.get(trackIndex);
@@ -632,12 +633,17 @@ export class ClientConnection implements ClientSink, BudgetHolder, VideoSubscrib
    * inbound message takes one, and they come back at `commandRate` per second. A command that
    * waits for its reply keeps its place in the bucket, so at most `commandBurst` commands of a
    * connection ever wait at once, however long a step or handler takes.
+   *
+   * A message that arrives while the connection owes no answer costs nothing: its client waited
+   * for every reply, so it cannot be flooding (it is paced by the server's own answers). Only
+   * messages sent ahead of the answers to earlier ones draw on the bucket.
    */
   #takeToken(): boolean {
     const { commandRate, commandBurst } = this.#ctx.options;
     const now = performance.now();
     this.#tokens = Math.min(commandBurst - this.#pending, this.#tokens + ((now - this.#tokensAt) / 1000) * commandRate);
     this.#tokensAt = now;
+    if (this.#unanswered === 0) return true;
     if (this.#tokens < 1) return false;
     this.#tokens -= 1;
     return true;
@@ -711,7 +717,7 @@ export class ClientConnection implements ClientSink, BudgetHolder, VideoSubscrib
       const { commandRate, commandBurst } = this.#ctx.options;
       this.#error(
         ServerErrorCode.RateLimited,
-        `more than ${commandRate} messages per second on this connection (burst ${commandBurst}; commands still waiting for their reply count against it); wait for replies and retry (the connection stays open)`,
+        `more than ${commandRate} messages per second on this connection sent ahead of the answers to earlier ones (burst ${commandBurst}; commands still waiting for their reply count against it); wait for each reply before sending the next, or slow down (the connection stays open)`,
         peekId(data, isBinary),
       );
       return;

@@ -36,7 +36,6 @@ export class FrameEncoder {
       // unhandled rejection; the callers that do await still see the error.
       p.catch(() => undefined);
       this.#cache.set(frame, p);
-      this.#metrics.framesEmitted.inc({ track: frame.track });
     }
     return p;
   }

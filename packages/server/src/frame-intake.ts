@@ -349,6 +349,7 @@ function checkAudio(f: DecodedFrame, t: TrackSchema): Refusal | undefined {
     message: `${what} (track "${t.name}"); the header's width is the sample count and its height 1 (mono)`,
   });
   if (f.height !== 1) return lie(`the header says ${f.height} channels`);
+  if (f.width === 0) return lie('an audio chunk of 0 samples: the host has nothing to play from it');
   if (!Number.isFinite(f.ptsMs)) return lie(`the header's presentation time is ${f.ptsMs}, not a finite number`);
   if (f.payload.byteLength % 2 !== 0) return lie(`a PCM payload of ${f.payload.byteLength} bytes, an odd length for 16-bit samples`);
   if (f.payload.byteLength / 2 !== f.width) return lie(`a PCM payload of ${f.payload.byteLength / 2} samples, but the header says ${f.width}`);

@@ -32,6 +32,17 @@ export class ServerMetrics {
     labelNames: ['track'],
     registers: [this.registry],
   });
+  /** Frames already counted in {@link framesEmitted} (weak: a frame is forgotten with its last client). */
+  readonly #emitted = new WeakSet<object>();
+  /**
+   * Counts a played-out frame once, whatever the number of clients and whatever they receive
+   * (JPEG, H.264, VP8, raw RGB).
+   */
+  frameEmitted(frame: { readonly track: string }): void {
+    if (this.#emitted.has(frame)) return;
+    this.#emitted.add(frame);
+    this.framesEmitted.inc({ track: frame.track });
+  }
   readonly framesSent = new Counter({
     name: 'reactor_frames_sent_total',
     help: 'Frames written to client sockets (one per client per frame).',

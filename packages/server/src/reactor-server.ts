@@ -208,6 +208,13 @@ export class ReactorServer {
         this.#log.error(`video.codec ${this.options.video.codec} is not available, streaming JPEG only: ${reason}`);
       }
     }
+    // Upload folders a killed server left (with its users' files) go before this one takes any.
+    try {
+      const swept = (await this.host.uploads?.sweep?.()) ?? 0;
+      if (swept > 0) this.#log.info(`removed ${swept} upload folder(s) left by a server that is gone`);
+    } catch (err) {
+      this.#log.warn(`could not sweep the upload folders left by earlier servers: ${(err as Error).message}`);
+    }
     await new Promise<void>((resolve, reject) => {
       const onError = (err: Error): void => reject(err);
       this.#http.once('error', onError);

@@ -202,6 +202,7 @@ export class TrackEncoder {
   /** A key frame is due on the next frame, whatever the interval (new encoder, flush). */
   #due = false;
   #lastForcedAt = -Infinity;
+  /** Frames handed to the encoder since the last key frame was asked of it (counted when the frame is handed over, not when its chunk is out: hand-offs overlap). */
   #sinceKey = 0;
   #lastTimestamp = -1;
   #framesEncoded = 0;
@@ -296,7 +297,6 @@ export class TrackEncoder {
     this.#o.metrics.videoFramesEncoded.inc(this.#labels);
     this.#o.metrics.videoEncodeSeconds.observe(this.#labels, (performance.now() - start) / 1000);
     if (!chunk) return null;
-    this.#sinceKey = chunk.key ? 0 : this.#sinceKey + 1;
     const header = encodeFrameHeader({
       encoding: this.codec === 'h264' ? FrameEncoding.H264 : FrameEncoding.Vp8,
       track: frame.trackIndex,
@@ -322,12 +322,15 @@ export class TrackEncoder {
       this.#lastForcedAt = now;
       this.#keyFramesForced++;
       this.#o.metrics.keyFramesForced.inc(this.#labels);
+      this.#sinceKey = 0;
       return true;
     }
     if (this.#sinceKey + 1 >= this.#o.options.keyFrameInterval) {
       this.#wanted = false;
+      this.#sinceKey = 0;
       return true;
     }
+    this.#sinceKey++;
     return false;
   }
 

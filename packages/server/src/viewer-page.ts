@@ -30,6 +30,11 @@ main { display:grid; grid-template-columns: minmax(0,1fr) 340px; gap:18px; paddi
 @media (max-width: 900px) { main { grid-template-columns: 1fr; } }
 .stage { background:#000; border:1px solid var(--line); border-radius:10px; overflow:hidden; display:flex; align-items:center; justify-content:center; aspect-ratio: 1 / 1; max-height: calc(100vh - 170px); }
 .stage canvas { width:100%; height:100%; object-fit:contain; image-rendering:auto; display:block; }
+.stage { position:relative; }
+.stage-card { position:absolute; left:12px; right:12px; bottom:12px; max-height:calc(100% - 24px); overflow:auto; background:color-mix(in srgb, var(--panel) 92%, transparent); border:1px solid var(--line); border-radius:8px; padding:10px 12px; font-size:13px; white-space:pre-wrap; overflow-wrap:anywhere; }
+.stage-card.warn { border-color:color-mix(in srgb, var(--warn) 50%, transparent); }
+.stage-card.err { border-color:color-mix(in srgb, var(--err) 50%, transparent); color:var(--err); }
+.stage-card[hidden] { display:none; }
 .stats { display:flex; flex-wrap:wrap; gap:16px; margin-top:10px; color:var(--muted); font-size:12px; font-variant-numeric: tabular-nums; }
 .stats b { color:var(--text); font-weight:600; }
 .stats select { background:#0c0e12; color:var(--text); border:1px solid var(--line); border-radius:4px; font:inherit; padding:0 4px; }
@@ -123,7 +128,7 @@ export function renderViewerPage(o: ViewerPageOptions): string {
 </header>
 <main>
   <div>
-    <div class="stage"><canvas id="stream" width="512" height="512" aria-label="live stream"></canvas></div>
+    <div class="stage"><canvas id="stream" width="512" height="512" aria-label="live stream"></canvas><div class="stage-card" id="stage-card" role="status" hidden></div></div>
     <div class="stats">
       <span>fps <b id="fps">0</b></span>
       <span>dropped <b id="dropped">0</b></span>

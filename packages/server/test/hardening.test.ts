@@ -238,6 +238,30 @@ describe('server hardening', () => {
     expect((await get(proxied.port, '/schema', evil)).status).toBe(403);
   });
 
+  it('rate-limits messages sent ahead of their answers with an error reply; the connection stays and recovers; another connection has its own budget', async () => {
+    const { app: SlowApp, release } = slowApp();
+    const server = await start({ commandRate: 5, commandBurst: 5 }, SlowApp);
+    const c = await new RawClient(server.wsUrl).open();
+    const other = await new RawClient(server.wsUrl).open();
+    cleanups.push(
+      () => c.close(),
+      () => other.close(),
+    );
+    // The first command is still running: the 12 behind it are sent ahead of its answer.
+    c.send({ type: 'command', id: 'held', name: 'slow' });
+    for (let i = 0; i < 12; i++) c.send({ type: 'command', id: `n${i}`, name: 'set_n', params: { n: i } });
+    await until(async () => /reactor_command_results_total\{code="rate_limited"\} \d+/.test(await server.metrics.registry.metrics()), 5000, 'refusals');
+    release();
+    await until(() => c.texts.filter((m) => (m.type === 'reply' || m.type === 'error') && m.id?.startsWith('n')).length === 12, 5000, '12 answers');
+    const limited = c.texts.filter((m) => m.type === 'error' && m.code === 'rate_limited');
+    expect(limited.length).toBeGreaterThanOrEqual(6);
+    expect(limited[0]).toMatchObject({ message: expect.stringContaining('5 messages per second') });
+    expect(await other.command('o', 'set_n', { n: 2 })).toEqual({ type: 'reply', id: 'o' });
+    // Once its answers are out, the connection is served again (a client awaiting each reply is never limited).
+    for (let i = 0; i < 20; i++) expect(await c.command(`later${i}`, 'set_n', { n: 1 })).toMatchObject({ type: 'reply' });
+    expect(c.closeCode).toBeUndefined();
+  });
+
   it(`answers rate_limited once commandBurst (${MAX_PENDING_COMMANDS}) commands of a connection wait behind a long handler, in arrival order after the waiting ones`, async () => {
     const { app: SlowApp, release } = slowApp();
     const server = await start({ commandBurst: MAX_PENDING_COMMANDS }, SlowApp);

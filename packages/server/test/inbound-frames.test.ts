@@ -196,8 +196,10 @@ describe('server: inbound frames', () => {
       c.ws.send(wireFrame({ track: TRACK.mic, encoding: PcmS16le, width: 2, height: 1 }, new Uint8Array(5)));
       c.ws.send(wireFrame({ track: TRACK.mic, encoding: PcmS16le, width: 3, height: 1 }, pcm([1, 2])));
       c.ws.send(wireFrame({ track: TRACK.mic, encoding: PcmS16le, width: 2, height: 2 }, pcm([1, 2])));
+      // A chunk of zero samples: refused at intake (it used to reach the host, which dropped it without a word).
+      c.ws.send(wireFrame({ track: TRACK.mic, encoding: PcmS16le, width: 0, height: 1 }, new Uint8Array(0)));
       await until(async () => (await metric(server, 'reactor_input_frames_dropped_total', { track: 'webcam', reason: 'frame_header_mismatch' })) === 3);
-      await until(async () => (await metric(server, 'reactor_input_frames_dropped_total', { track: 'mic', reason: 'frame_header_mismatch' })) === 3);
+      await until(async () => (await metric(server, 'reactor_input_frames_dropped_total', { track: 'mic', reason: 'frame_header_mismatch' })) === 4);
       expect(host.pushed).toEqual([]);
       await stillWorks(server, host, c);
     });

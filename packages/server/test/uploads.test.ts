@@ -197,6 +197,33 @@ describe('uploads: bad input', () => {
     await stillHealthy(s);
   });
 
+  it("holds an upload that names its field (command, field) to the field's maxBytes at POST and its types from the first bytes (the client's upload() and the viewer name it)", async () => {
+    const s = await start({ maxUploadBytes: 10_000_000, uploadQuotaBytes: 20_000_000 });
+    // set_picture's field takes at most PICTURE_MAX_BYTES (1 MB): a 2 MB file is refused before a byte is sent.
+    const big = await announce(s, { name: 'big.png', size: 2_000_000, command: 'set_picture' });
+    expect(big).toEqual({
+      status: 413,
+      json: {
+        error: {
+          code: 'upload_too_large',
+          message: "the file is 2000000 bytes; set_picture.picture takes files of at most 1000000 bytes (the schema's x-reactor-upload maxBytes)",
+        },
+      },
+    });
+    // set_image.image takes PNG or JPEG: a PDF is refused once its first bytes are read, and nothing is kept.
+    const pdf = Buffer.concat([Buffer.from('%PDF-1.7\n'), Buffer.alloc(300_000, 32)]);
+    const r = await announce(s, { name: 'doc.png', size: pdf.length, command: 'set_image', field: 'image' });
+    expect(r.status).toBe(201);
+    const answer = await put(s, (r.json as UploadTicket).url, split(pdf, 16_384));
+    expect([answer.status, answer.json?.error?.code]).toEqual([415, 'upload_type_not_allowed']);
+    expect(answer.json?.error?.message).toBe(
+      'the bytes are application/pdf (read from the file itself); set_image.image takes image/png, image/jpeg; nothing more was read',
+    );
+    const unknown = await announce(s, { name: 'x.png', size: 10, command: 'set_prompt' });
+    expect([unknown.status, (unknown.json as { error: { code: string } }).error.code]).toEqual([400, 'upload_invalid_request']);
+    await stillHealthy(s);
+  });
+
   it('stops reading a body that streams past the per-file limit (413) or past its announced size (400), and keeps nothing', async () => {
     const s = await start({ maxUploadBytes: 100_000 });
     const t = await ticket(s, 'a.png', 100_000);

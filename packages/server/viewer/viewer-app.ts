@@ -57,10 +57,23 @@ function el<K extends keyof HTMLElementTagNameMap>(
   return e;
 }
 
-function badge(id: string, text: string, tone: '' | 'ok' | 'warn' | 'err'): void {
+function badge(id: string, text: string, tone: '' | 'ok' | 'warn' | 'err', title = text): void {
   const b = $(id);
   b.textContent = text;
+  b.title = title;
   b.className = `badge ${tone}`;
+}
+
+/**
+ * The card over the stream: why no frame comes (the app refuses its steps: paused, a runner that
+ * could not be rebuilt) or the session's error, in full (a badge is one short line). Hidden
+ * while frames flow; the last frame drawn stays under it.
+ */
+function stageCard(text: string | undefined, tone: 'warn' | 'err' = 'warn'): void {
+  const card = $('stage-card');
+  card.hidden = text === undefined;
+  card.textContent = text ?? '';
+  card.className = `stage-card ${tone}`;
 }
 
 // ---- drawing -------------------------------------------------------------------------------
@@ -251,7 +264,7 @@ async function sendWithUploads(client: ReactorClient, name: string, params: Reco
   for (const [k, v] of Object.entries(params)) {
     if (v instanceof File) {
       out.textContent = `uploading ${v.name} (${formatBytes(v.size)})...`;
-      resolved[k] = await client.upload(v);
+      resolved[k] = await client.upload(v, { command: name, field: k });
     } else {
       resolved[k] = v;
     }
@@ -747,12 +760,19 @@ async function main(): Promise<void> {
   badge('connection', 'connected', 'ok');
   const session = (): void => {
     const s = client.session;
-    badge(
-      'session',
-      `session: ${s.state} · ${s.clients} client${s.clients === 1 ? '' : 's'}`,
-      s.state === 'failed' ? 'err' : s.state === 'streaming' ? 'ok' : 'warn',
-    );
-    if (s.error) badge('session', `session: ${s.state} · ${s.error.code}: ${s.error.message}`, 'err');
+    const clients = `${s.clients} client${s.clients === 1 ? '' : 's'}`;
+    if (s.error) {
+      // The badge names the code; the card carries the whole message (a badge cuts long text off).
+      badge('session', `session: ${s.state} · ${s.error.code}`, 'err', `${s.error.code}: ${s.error.message}`);
+      stageCard(`${s.state === 'failed' ? 'The app failed to load' : 'The last session ended with an error'}: ${s.error.code}: ${s.error.message}`, 'err');
+    } else if (s.state === 'streaming' && s.refused !== undefined) {
+      // A session that streams no frame: the app refuses its steps (paused, a broken runner, ...).
+      badge('session', `session: not stepping · ${clients}`, 'warn', `the app is not producing frames: ${s.refused}`);
+      stageCard(`No frames: the app is not stepping (${s.refused}).`);
+    } else {
+      badge('session', `session: ${s.state} · ${clients}`, s.state === 'failed' ? 'err' : s.state === 'streaming' ? 'ok' : 'warn');
+      stageCard(undefined);
+    }
   };
   session();
   client.on('welcome', () => {

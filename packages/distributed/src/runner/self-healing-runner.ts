@@ -1,5 +1,6 @@
 import type { Logger } from '@reactor/log';
-import type { CallOptions, DistributedRunner } from './distributed-runner.js';
+import { WorkerStalledError } from '../errors.js';
+import type { CallOptions, DistributedRunner, StallInfo } from './distributed-runner.js';
 
 /** Options of a {@link SelfHealingRunner}. */
 export interface SelfHealingRunnerOptions<TInput, TResult, TArgs> {
@@ -12,6 +13,14 @@ export interface SelfHealingRunnerOptions<TInput, TResult, TArgs> {
   onRestarting?: (reason: string) => void;
   /** Before a rebuild's new runner starts: forget what the old ranks reported. */
   onRebuild?: () => void;
+  /**
+   * A rank that makes no progress for the runner's `stallMs` (default 5 s) during `generate()`
+   * fails the call at once with a `WorkerStalledError` naming it, and a new runner is built, so
+   * the session hears of it within seconds rather than at the call's deadline (`callTimeoutMs`,
+   * 30 s). Default true; set false (or raise the runner's `stallMs`) for a model whose steps
+   * legitimately block a rank's event loop longer.
+   */
+  failOnStall?: boolean;
 }
 
 /**
@@ -38,6 +47,8 @@ export class SelfHealingRunner<TInput = unknown, TResult = unknown, TArgs = unkn
   #problem: string | undefined;
   /** True while `generate()` waits for the runner: a failure then is the step's to report. */
   #inCall = false;
+  /** The stall that failed the last call, kept until the runner that had it is replaced. */
+  #stalls: StallInfo[] = [];
 
   constructor(private readonly options: SelfHealingRunnerOptions<TInput, TResult, TArgs>) {}
 
@@ -49,6 +60,14 @@ export class SelfHealingRunner<TInput = unknown, TResult = unknown, TArgs = unkn
   /** The rebuild in flight, if any (never rejects). */
   get rebuilding(): Promise<void> | undefined {
     return this.#rebuilding;
+  }
+
+  /**
+   * Ranks stuck in a call: the current runner's, or those that failed the last call while the
+   * runner that has them is being replaced (for readiness: a stalled rank is not a passing state).
+   */
+  get stalledRanks(): StallInfo[] {
+    return this.#stalls.length > 0 ? [...this.#stalls] : (this.#runner?.stalledRanks ?? []);
   }
 
   /** Why the last rebuild failed (cleared by the next one that succeeds). */
@@ -67,12 +86,47 @@ export class SelfHealingRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     await runner.start();
   }
 
-  /** The current runner's `generate()`; a runner that breaks meanwhile is not rebuilt behind the caller's back. */
+  /**
+   * The current runner's `generate()`; a runner that breaks meanwhile is not rebuilt behind the
+   * caller's back, except for a stalled rank (see {@link SelfHealingRunnerOptions.failOnStall}):
+   * the call fails at the `stall` event and a new runner is built at once.
+   */
   async generate(input: TInput, options?: CallOptions): Promise<TResult> {
+    const runner = this.#runner!;
     this.#inCall = true;
+    let onStall: ((info: StallInfo) => void) | undefined;
     try {
-      return await this.#runner!.generate(input, options);
+      const call = runner.generate(input, options);
+      if (this.options.failOnStall === false) return await call;
+      // Settled by the rebuild's shutdown once the stall has failed the call.
+      call.catch(() => undefined);
+      const stalled = new Promise<never>((_, reject) => {
+        onStall = (info) => {
+          this.#stalls = [info];
+          reject(
+            new WorkerStalledError(
+              'generate()',
+              [info.rank],
+              [info.phase],
+              info.sinceMs,
+              `The call failed at once and ${this.options.name} is being rebuilt (raise the runner's stallMs, or set failOnStall: false, if a step legitimately blocks that long).`,
+            ),
+          );
+        };
+        runner.on('stall', onStall);
+      });
+      try {
+        return await Promise.race([call, stalled]);
+      } catch (err) {
+        if (err instanceof WorkerStalledError && runner === this.#runner) {
+          this.options.logger.warn({ err }, `${this.options.name} has a stalled rank; building a new one`);
+          this.#inCall = false;
+          void this.rebuild();
+        }
+        throw err;
+      }
     } finally {
+      if (onStall) runner.off('stall', onStall);
       this.#inCall = false;
     }
   }
@@ -98,6 +152,7 @@ export class SelfHealingRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     this.#rebuilding ??= (async () => {
       try {
         await this.#runner?.shutdown();
+        this.#stalls = [];
         this.options.onRebuild?.();
         await this.start();
         this.#problem = undefined;

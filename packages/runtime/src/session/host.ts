@@ -59,7 +59,16 @@ import type {
 import type { FieldSpec } from '../state/field-set.js';
 import { mimeMatches } from '../upload/sniff.js';
 import type { UploadedFile } from '../upload/uploaded-file.js';
-import { type ResolvedUploadOptions, UnresolvedUpload, type UploadOptions, UploadStore, resolveUploadOptions } from '../upload/upload-store.js';
+import {
+  type ResolvedUploadOptions,
+  UnresolvedUpload,
+  type UploadFieldLimit,
+  type UploadOptions,
+  UploadStore,
+  type UploadTarget,
+  resolveUploadOptions,
+  sweepOrphanUploadFolders,
+} from '../upload/upload-store.js';
 
 /** Default grace period before a session without clients ends (60 s). */
 export const DEFAULT_GRACE_PERIOD_MS = 60_000;
@@ -191,6 +200,7 @@ export class AppHost implements AppHostApi {
     },
     announce: (request) => this.announceUpload(request),
     write: (uploadId, body, options) => this.writeUpload(uploadId, body, options),
+    sweep: () => sweepOrphanUploadFolders(this.uploadOptions.dir),
   };
 
   /**
@@ -239,7 +249,13 @@ export class AppHost implements AppHostApi {
     if (!s) return { state: 'ready', clients, ...(this.lastSessionError ? { error: this.lastSessionError } : {}) };
     const phase = s.lifecycle.state;
     const state = phase === 'starting' || phase === 'waiting' ? 'waiting' : phase === 'ended' ? 'closing' : phase;
-    return { state, sessionId: s.id, clients, ...(s.error ? { error: s.error } : {}) };
+    return {
+      state,
+      sessionId: s.id,
+      clients,
+      ...(s.error ? { error: s.error } : {}),
+      ...(state === 'streaming' && s.lastRefusal !== undefined ? { refused: s.lastRefusal } : {}),
+    };
   }
 
   /**
@@ -846,11 +862,14 @@ export class AppHost implements AppHostApi {
     } catch (err) {
       // A model that reads a closed (or silent) input track is waiting for a publisher, not broken.
       if (isInputUnavailable(err)) return this.refuse(session, err.message);
-      if (session.stepInterrupt?.signal.aborted && err === session.stepInterrupt.signal.reason) return this.refuse(session, (err as Error).message);
+      if (session.stepInterrupt?.signal.aborted && err === session.stepInterrupt.signal.reason) return this.refuse(session, (err as Error).message, false);
       error = err ?? new Error('generate() threw a nullish value');
       this.counters.modelErrors++;
     }
-    session.lastRefusal = undefined;
+    if (session.lastRefusal !== undefined) {
+      session.lastRefusal = undefined;
+      this.publishStatus();
+    }
     const elapsedMs = performance.now() - t0;
     session.steps++;
     session.windowSteps++;
@@ -869,11 +888,17 @@ export class AppHost implements AppHostApi {
   }
 
   /** Counts a refused step and logs its reason once (until a step runs or the reason changes). */
-  private refuse(session: Session, reason: string): 'refused' {
+  /**
+   * A refused step: logged, and (unless `tell` is false: a step that gave way to a command) the
+   * reason goes into the session status (`refused`) while it lasts, so clients can say why no
+   * frame comes (`paused`, a runner that could not be rebuilt, a track with no publisher).
+   */
+  private refuse(session: Session, reason: string, tell = true): 'refused' {
     this.counters.refusedSteps++;
-    if (session.lastRefusal !== reason) {
+    if (tell && session.lastRefusal !== reason) {
       session.lastRefusal = reason;
       this.logger.info(`step refused: ${reason}`);
+      this.publishStatus();
     }
     return 'refused';
   }
@@ -963,7 +988,8 @@ export class AppHost implements AppHostApi {
         `no session is running${this.status.state === 'loading' ? ' yet: the app is still loading' : ''}; try again once the session status is streaming`,
       );
     }
-    let params = msg.params ?? {};
+    // Absent params mean none; `null` is not absent (the docs say an object or nothing) and is refused below.
+    let params = msg.params === undefined ? {} : msg.params;
     if (typeof params !== 'object' || params === null || Array.isArray(params)) {
       return {
         type: 'error',
@@ -1068,7 +1094,45 @@ export class AppHost implements AppHostApi {
       () => this.uploadOptions,
       (file, clientId) => this.fileStored(session, file, clientId),
     );
-    return session.uploads.announce(request);
+    return session.uploads.announce(request, (target) => this.uploadLimit(target));
+  }
+
+  /**
+   * What an announced file must fit: the upload field its announcement names (`command`, and
+   * `field` when the command has several), else every upload field of the app together (the
+   * largest `maxBytes` when each declares one, the union of their types when each declares
+   * them). An app with a `@fileUploaded` hook takes any upload the server takes when none is named.
+   * @throws UploadError `upload_invalid_request` for a command or field the app does not have.
+   */
+  private uploadLimit(target: UploadTarget): UploadFieldLimit | undefined {
+    const bad = (why: string): UploadError => new UploadError(RuntimeErrorCode.UploadInvalidRequest, why);
+    const all = [...this.def.commands.keys()].flatMap((c) => this.uploadFieldsOf(c).map((field) => ({ command: c, field })));
+    const list = (fs: ReadonlyArray<{ command: string; field: FieldSpec }>): string => fs.map((f) => `${f.command}.${f.field.wire}`).join(', ');
+    let fields = all;
+    let what: string;
+    if (target.command !== undefined) {
+      const shown = JSON.stringify(target.command.slice(0, 64));
+      if (!this.def.commands.has(target.command)) throw bad(`no command ${shown}; the upload fields of this app: ${list(all) || '(none)'}`);
+      fields = all.filter((f) => f.command === target.command);
+      if (fields.length === 0) throw bad(`command ${shown} takes no file; the upload fields of this app: ${list(all) || '(none)'}`);
+      if (target.field !== undefined) {
+        const own = fields;
+        fields = own.filter((f) => f.field.wire === target.field);
+        if (fields.length === 0)
+          throw bad(`command ${shown} has no upload field ${JSON.stringify(target.field.slice(0, 64))}; its upload fields: ${list(own)}`);
+      }
+      what = fields.length === 1 ? list(fields) : `each of ${list(fields)}`;
+    } else {
+      if (all.length === 0 || this.def.hooks.fileUploaded.length > 0) return undefined;
+      what = all.length === 1 ? list(all) : `any upload field of this app (${list(all)})`;
+    }
+    const sizes = fields.map((f) => f.field.upload!.maxBytes);
+    const types = fields.map((f) => f.field.upload!.mimeTypes);
+    return {
+      maxBytes: sizes.every((b) => b !== undefined) ? Math.max(...(sizes as number[])) : undefined,
+      mimeTypes: types.every((t) => t !== undefined) ? [...new Set(types.flat() as string[])] : undefined,
+      what,
+    };
   }
 
   /** `uploads.write()`: an upload of the current session. */

@@ -153,7 +153,10 @@ export interface UploadsApi {
    */
   configure(options: UploadOptions): void;
   /**
-   * Announces a file (`POST /uploads` body, checked here) for the current session.
+   * Announces a file (`POST /uploads` body, checked here) for the current session. A body that
+   * names the upload field it is for (`command`, `field`) is held to that field's `maxBytes` and
+   * types here and while its bytes stream in; one that names none, to what the app's upload
+   * fields take together.
    * @throws UploadError `upload_no_session`, `upload_invalid_request`, `upload_too_large`, `upload_quota_exceeded`.
    */
   announce(request: unknown): UploadTicket;
@@ -164,6 +167,12 @@ export interface UploadsApi {
    *   `upload_length_mismatch`, `upload_type_not_allowed`.
    */
   write(uploadId: string, body: AsyncIterable<Uint8Array>, options?: { contentLength?: number }): Promise<UploadInfo>;
+  /**
+   * Removes the upload folders (and the files in them) that processes now gone left in the
+   * configured parent folder: a server killed with SIGKILL. The server calls it when it starts.
+   * Resolves with the number of folders removed.
+   */
+  sweep?(): Promise<number>;
 }
 
 /** The host's surface for transports. */

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { UploadTicket } from '@reactor/client';
 import { HostOptionError, RuntimeErrorCode, UploadError } from '../errors/errors.js';
-import { SNIFF_BYTES, UPLOAD_MIME_TYPES, sniffMimeType } from './sniff.js';
+import { SNIFF_BYTES, UPLOAD_MIME_TYPES, mimeMatches, sniffMimeType } from './sniff.js';
 import { type ImageDecoder, UploadedFile } from './uploaded-file.js';
 
 /** Default largest upload, bytes (50 MiB). */
@@ -91,10 +91,30 @@ interface Waiter {
   reject(err: UnresolvedUpload): void;
 }
 
+/**
+ * What the upload fields an announcement may be for take, checked on the announced size and on
+ * the first bytes: an upload no field could use is refused before it is stored.
+ */
+export interface UploadFieldLimit {
+  /** Largest file, bytes (none: only the server's `maxFileBytes`). */
+  readonly maxBytes: number | undefined;
+  /** Accepted types, `image/*` for a family (none: every type the server takes). */
+  readonly mimeTypes: readonly string[] | undefined;
+  /** The field(s), for messages: `set_image.image`, or `any upload field of this app (a.b, c.d)`. */
+  readonly what: string;
+}
+
+/** An announcement's `command` / `field` (both optional): which upload field the file is for. */
+export interface UploadTarget {
+  readonly command: string | undefined;
+  readonly field: string | undefined;
+}
+
 interface Entry {
   readonly id: string;
   readonly name: string;
   readonly size: number;
+  readonly limit: UploadFieldLimit | undefined;
   readonly clientId: string | undefined;
   state: 'announced' | 'writing' | 'stored';
   expiry: NodeJS.Timeout | undefined;
@@ -132,21 +152,35 @@ const swept = new Set<string>();
 async function sweepOrphans(parent: string): Promise<void> {
   if (swept.has(parent)) return;
   swept.add(parent);
+  await sweepOrphanUploadFolders(parent);
+}
+
+/**
+ * Removes the upload folders under `parent` (default `os.tmpdir()`) whose owning process is gone,
+ * with the files in them: a server killed with SIGKILL leaves its users' files behind. The
+ * server calls it when it starts; a store calls it once per parent folder before its first
+ * folder. Resolves with the number of folders removed.
+ */
+export async function sweepOrphanUploadFolders(parent: string = tmpdir()): Promise<number> {
   let names: string[];
   try {
     names = await readdir(parent);
   } catch {
-    return;
+    return 0;
   }
-  await Promise.all(
+  const removed = await Promise.all(
     names.map(async (name) => {
       const m = /^reactor-uploads-(\d+)-/.exec(name);
-      if (!m) return;
+      if (!m) return false;
       const pid = Number(m[1]);
-      if (pid === process.pid || processAlive(pid)) return;
-      await rm(join(parent, name), { recursive: true, force: true }).catch(() => undefined);
+      if (pid === process.pid || processAlive(pid)) return false;
+      return rm(join(parent, name), { recursive: true, force: true }).then(
+        () => true,
+        () => false,
+      );
     }),
   );
+  return removed.filter(Boolean).length;
 }
 
 function processAlive(pid: number): boolean {
@@ -159,7 +193,7 @@ function processAlive(pid: number): boolean {
   }
 }
 
-const ANNOUNCE_KEYS = ['name', 'size', 'mimeType', 'clientId'];
+const ANNOUNCE_KEYS = ['name', 'size', 'mimeType', 'clientId', 'command', 'field'];
 
 /** One session's uploads. */
 export class UploadStore {
@@ -187,12 +221,19 @@ export class UploadStore {
    * Checks an announcement (`POST /uploads` body) and reserves its size against the quota.
    * @throws UploadError `upload_invalid_request`, `upload_too_large`, `upload_quota_exceeded`, `upload_no_session` (closed).
    */
-  announce(request: unknown): UploadTicket {
+  announce(request: unknown, limitOf?: (target: UploadTarget) => UploadFieldLimit | undefined): UploadTicket {
     if (this.#closed) throw new UploadError(RuntimeErrorCode.UploadNoSession, 'the session is ending; upload to the next one');
-    const { name, size, clientId } = checkAnnouncement(request);
+    const { name, size, clientId, command, field } = checkAnnouncement(request);
     const o = this.#options();
     if (size > o.maxFileBytes) {
       throw new UploadError(RuntimeErrorCode.UploadTooLarge, `the file is ${size} bytes; this server takes at most ${o.maxFileBytes} bytes per upload`);
+    }
+    const limit = limitOf?.({ command, field });
+    if (limit?.maxBytes !== undefined && size > limit.maxBytes) {
+      throw new UploadError(
+        RuntimeErrorCode.UploadTooLarge,
+        `the file is ${size} bytes; ${limit.what} takes files of at most ${limit.maxBytes} bytes (the schema's x-reactor-upload maxBytes)`,
+      );
     }
     if (this.#used + size > o.quotaBytes) {
       throw new UploadError(
@@ -201,7 +242,7 @@ export class UploadStore {
       );
     }
     const id = randomUUID();
-    const entry: Entry = { id, name, size, clientId, state: 'announced', expiry: undefined, file: undefined, waiters: [] };
+    const entry: Entry = { id, name, size, limit, clientId, state: 'announced', expiry: undefined, file: undefined, waiters: [] };
     entry.expiry = setTimeout(() => {
       if (entry.state !== 'announced' || this.#entries.get(id) !== entry) return;
       this.#forget(entry, `upload ${id} expired: its bytes were not sent within ${o.expiryMs} ms of the announcement`);
@@ -264,7 +305,6 @@ export class UploadStore {
       let mimeType: string | undefined;
       let head: Uint8Array = new Uint8Array(0);
       const it = body[Symbol.asyncIterator]();
-      const aborted = abortPromise(this.#abort.signal);
       // Chunks are written in batches of about WRITE_BATCH_BYTES, one writev each: a write per
       // 64 KiB network chunk cost more than half the loopback throughput.
       let batch: Uint8Array[] = [];
@@ -284,14 +324,14 @@ export class UploadStore {
       };
       try {
         for (;;) {
-          const next = await Promise.race([it.next(), aborted]);
+          const next = await untilAborted(it.next(), this.#abort.signal);
           if (next === ABORTED || this.#closed) throw notFound(entry.id, 'its session ended while the bytes arrived');
           if (next.done) break;
           const chunk = next.value;
           if (written + chunk.byteLength > entry.size) throw tooMany(written + chunk.byteLength);
           if (mimeType === undefined && head.byteLength < SNIFF_BYTES) {
             head = concat(head, chunk.subarray(0, SNIFF_BYTES - head.byteLength));
-            if (head.byteLength >= SNIFF_BYTES) mimeType = this.#sniff(head);
+            if (head.byteLength >= SNIFF_BYTES) mimeType = this.#sniff(head, entry.limit);
           }
           batch.push(chunk);
           batchBytes += chunk.byteLength;
@@ -316,7 +356,7 @@ export class UploadStore {
           `the body ended after ${written} of the ${entry.size} bytes announced; resend the whole file`,
         );
       }
-      mimeType ??= this.#sniff(head);
+      mimeType ??= this.#sniff(head, entry.limit);
       await handle.close();
       handle = undefined;
       if (this.#closed) throw notFound(entry.id, 'its session ended while the bytes arrived');
@@ -343,12 +383,18 @@ export class UploadStore {
     }
   }
 
-  #sniff(head: Uint8Array): string {
+  #sniff(head: Uint8Array, limit: UploadFieldLimit | undefined): string {
     const type = sniffMimeType(head);
     if (type === undefined) {
       throw new UploadError(
         RuntimeErrorCode.UploadTypeNotAllowed,
         `the bytes are not of a type this server accepts (read from the file itself, not its Content-Type); accepted: ${UPLOAD_MIME_TYPES.join(', ')}`,
+      );
+    }
+    if (limit?.mimeTypes !== undefined && !mimeMatches(type, limit.mimeTypes)) {
+      throw new UploadError(
+        RuntimeErrorCode.UploadTypeNotAllowed,
+        `the bytes are ${type} (read from the file itself); ${limit.what} takes ${limit.mimeTypes.join(', ')}; nothing more was read`,
       );
     }
     return type;
@@ -426,10 +472,27 @@ export class UploadStore {
 
 const ABORTED = Symbol('aborted');
 
-function abortPromise(signal: AbortSignal): Promise<typeof ABORTED> {
-  return new Promise((resolve) => {
-    if (signal.aborted) resolve(ABORTED);
-    else signal.addEventListener('abort', () => resolve(ABORTED), { once: true });
+/**
+ * `step`, or {@link ABORTED} once `signal` aborts, whichever comes first. The abort listener is
+ * removed as soon as `step` settles: racing every chunk against one long-lived promise (the
+ * former `Promise.race([it.next(), aborted])`) left a reaction per chunk on that promise, each
+ * holding its chunk, so a store kept every byte of every body in memory until it closed.
+ */
+function untilAborted<T>(step: Promise<T>, signal: AbortSignal): Promise<T | typeof ABORTED> {
+  if (signal.aborted) return Promise.resolve(ABORTED);
+  return new Promise((resolve, reject) => {
+    const onAbort = (): void => resolve(ABORTED);
+    signal.addEventListener('abort', onAbort, { once: true });
+    step.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err instanceof Error ? err : new Error(String(err)));
+      },
+    );
   });
 }
 
@@ -454,17 +517,23 @@ function codePoints(s: string): number {
 }
 
 /** Checks the shape of a `POST /uploads` body. */
-function checkAnnouncement(request: unknown): { name: string; size: number; clientId: string | undefined } {
+function checkAnnouncement(request: unknown): {
+  name: string;
+  size: number;
+  clientId: string | undefined;
+  command: string | undefined;
+  field: string | undefined;
+} {
   const bad = (why: string): UploadError =>
     new UploadError(
       RuntimeErrorCode.UploadInvalidRequest,
-      `${why}; announce a file as {"name": "<display name>", "size": <exact byte count>, "mimeType"?: "<type>", "clientId"?: "<your clientId>"}`,
+      `${why}; announce a file as {"name": "<display name>", "size": <exact byte count>, "mimeType"?: "<type>", "clientId"?: "<your clientId>", "command"?: "<command it is for>", "field"?: "<its upload parameter>"}`,
     );
   if (typeof request !== 'object' || request === null || Array.isArray(request)) throw bad('the announcement is not a JSON object');
   const r = request as Record<string, unknown>;
   const extra = Object.keys(r).filter((k) => !ANNOUNCE_KEYS.includes(k));
   if (extra.length > 0) throw bad(`unknown key ${JSON.stringify(extra[0]!.slice(0, 40))}`);
-  const { name, size, mimeType, clientId } = r;
+  const { name, size, mimeType, clientId, command, field } = r;
   if (typeof name !== 'string' || name.length === 0 || codePoints(name) > MAX_UPLOAD_NAME_LENGTH) {
     throw bad(`"name" must be a non-empty string of at most ${MAX_UPLOAD_NAME_LENGTH} characters`);
   }
@@ -472,5 +541,10 @@ function checkAnnouncement(request: unknown): { name: string; size: number; clie
   if (mimeType !== undefined && (typeof mimeType !== 'string' || mimeType.length > 255)) throw bad('"mimeType" must be a string');
   if (clientId !== undefined && (typeof clientId !== 'string' || clientId.length > 64))
     throw bad('"clientId" must be the clientId string from the welcome message');
-  return { name, size, clientId };
+  if (command !== undefined && (typeof command !== 'string' || command === '' || command.length > 200))
+    throw bad('"command" must be the wire name of the command the file is for');
+  if (field !== undefined && (typeof field !== 'string' || field === '' || field.length > 200))
+    throw bad('"field" must be the wire name of the upload parameter the file is for');
+  if (field !== undefined && command === undefined) throw bad('"field" needs "command": the command whose parameter it is');
+  return { name, size, clientId, command, field };
 }

@@ -96,6 +96,9 @@ async function setup(): Promise<{
   const ha = host.connect(a);
   const hb = host.connect(b);
   await a.waitForMessage((m) => m.type === 'session' && m.session.state === 'streaming');
+  // The first refused step goes into the status (`refused`) once: wait for it, so it is not mistaken for a broadcast.
+  await a.waitForMessage((m) => m.type === 'session' && m.session.refused === 'idle');
+  await b.waitForMessage((m) => m.type === 'session' && m.session.refused === 'idle');
   return { host, a, b, ha, hb, logger };
 }
 

@@ -31,7 +31,7 @@ function statusLog(h: AppHost): { states: string[]; until: (state: string, count
   const states: string[] = [];
   const waiters: Array<{ state: string; count: number; resolve: () => void }> = [];
   h.onStatus((s: SessionStatus) => {
-    states.push(`${s.state}/${s.clients}${s.error ? `!${s.error.code}` : ''}`);
+    states.push(`${s.state}/${s.clients}${s.error ? `!${s.error.code}` : ''}${s.refused !== undefined ? `~${s.refused}` : ''}`);
     for (const w of [...waiters]) {
       if (states.filter((x) => x.startsWith(`${w.state}/`)).length >= w.count) {
         waiters.splice(waiters.indexOf(w), 1);
@@ -98,13 +98,24 @@ describe('sessions', () => {
     await host.load();
     const sink = new RecordingSink();
     const h = host.connect(sink);
-    await st.until('streaming');
+    // The app refuses every step: the first refusal goes into the status (`refused`) once.
+    await st.until('streaming', 2);
     h.disconnect();
     await st.until('ready', 2);
     const id = h.id;
-    expect(st.states).toEqual(['loading/0', 'ready/0', 'waiting/1', 'streaming/1', 'streaming/0', 'orphaned/0', 'closing/0', 'ready/0']);
+    expect(st.states).toEqual([
+      'loading/0',
+      'ready/0',
+      'waiting/1',
+      'streaming/1',
+      'streaming/1~idle',
+      'streaming/0~idle',
+      'orphaned/0',
+      'closing/0',
+      'ready/0',
+    ]);
     expect(log).toEqual(['sessionStarted:forest', 'sessionStarted#2', `connected:${id}`, `disconnected:${id}`, 'sessionEnded:forest']);
-    expect(sink.summary()).toEqual(['welcome:waiting', 'session:streaming']);
+    expect(sink.summary()).toEqual(['welcome:waiting', 'session:streaming', 'session:streaming']);
   });
 
   it('outlive their last client for the grace period: a client that rejoins finds the same session and state', async () => {
