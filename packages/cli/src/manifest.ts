@@ -26,7 +26,7 @@ import {
 } from 'class-validator';
 import { parse as parseYaml } from 'yaml';
 import { ReactorError } from '@reactor/runtime';
-import { VIDEO_CODECS, resolveVideoOptions, type VideoOptions } from '@reactor/server';
+import { MAX_CLIP_SECONDS, VIDEO_CODECS, resolveVideoOptions, type RecordingOptions, type VideoOptions } from '@reactor/server';
 import { CliErrorCode } from './errors.js';
 // Constants only: the @reactor/agones entry loads no gRPC until an agent connects.
 import { MAX_ALLOCATION_TIMEOUT_MS, MAX_HEALTH_INTERVAL_MS, MIN_HEALTH_INTERVAL_MS } from '@reactor/agones';
@@ -107,6 +107,35 @@ class ServerSection {
   @IsOptional() @ValidateNested() @Type(() => VideoSection) video?: VideoSection;
 }
 
+/** `recording:`: clips and session recordings (see `ServerOptions.recording`, docs/protocol.md "Clips and recordings"). */
+class RecordingSection {
+  /** Folder of recordings and clip files, relative to reactor.yaml (default `recordings`). */
+  @IsOptional() @IsString() @MinLength(1) dir?: string;
+  @IsOptional() @IsBoolean() clips?: boolean;
+  @IsOptional() @IsNumber() @Min(1) @Max(MAX_CLIP_SECONDS) clip_seconds?: number;
+  @IsOptional() @IsInt() @Min(65_536) clip_max_bytes?: number;
+  @IsOptional() @IsNumber() @Min(1) @Max(30 * 86_400) clip_expiry_s?: number;
+  @IsOptional() @IsBoolean() record?: boolean;
+  @IsOptional() @IsInt() @Min(65_536) max_bytes?: number;
+  @IsOptional() @IsNumber() @Min(1) @Max(7 * 86_400) max_duration_s?: number;
+  @IsOptional() @IsNumber() @Min(1) @Max(3650 * 86_400) retention_s?: number;
+  @IsOptional() @IsInt() @Min(0) min_free_bytes?: number;
+}
+
+/** The keys of the `recording:` section. */
+const RECORDING_KEYS = [
+  'dir',
+  'clips',
+  'clip_seconds',
+  'clip_max_bytes',
+  'clip_expiry_s',
+  'record',
+  'max_bytes',
+  'max_duration_s',
+  'retention_s',
+  'min_free_bytes',
+];
+
 /** `agones:`: run as an Agones GameServer (see docs/scale-out.md); `reactor run --agones` turns it on too. */
 class AgonesSection {
   @IsOptional() @IsBoolean() enabled?: boolean;
@@ -120,10 +149,11 @@ class ManifestDocument {
   @IsDefined() @ValidateNested() @Type(() => RuntimeSection) runtime!: RuntimeSection;
   @IsOptional() @ValidateNested() @Type(() => ServerSection) server?: ServerSection;
   @IsOptional() @ValidateNested() @Type(() => AgonesSection) agones?: AgonesSection;
+  @IsOptional() @ValidateNested() @Type(() => RecordingSection) recording?: RecordingSection;
 }
 
 /** The manifest's top-level sections. */
-const SECTIONS = ['model', 'runtime', 'server', 'agones'];
+const SECTIONS = ['model', 'runtime', 'server', 'agones', 'recording'];
 /** The keys of the `agones:` section. */
 const AGONES_KEYS = ['enabled', 'on_session_end', 'health_interval_ms', 'allocation_timeout_ms'];
 
@@ -148,6 +178,8 @@ export interface Manifest {
     /** `server.video`, as `ServerOptions.video` takes it. */
     video?: VideoOptions;
   };
+  /** The `recording:` section as `ServerOptions.recording` takes it (`dir` absolute); absent: no clips, no recordings. */
+  recording?: RecordingOptions;
   /** The `agones:` section (absent keys: the integration's defaults). */
   agones: { enabled: boolean; onSessionEnd?: 'ready' | 'shutdown'; healthIntervalMs?: number; allocationTimeoutMs?: number };
 }
@@ -203,6 +235,20 @@ export function loadManifest(file: string): Manifest {
   const agonesRaw = r['agones'];
   if (typeof agonesRaw === 'object' && agonesRaw !== null && !Array.isArray(agonesRaw)) {
     for (const key of Object.keys(agonesRaw)) if (!AGONES_KEYS.includes(key)) problems.push(`agones.${key}: unknown key (allowed: ${AGONES_KEYS.join(', ')})`);
+  }
+  const recRaw = r['recording'];
+  if (recRaw !== undefined && recRaw !== null) {
+    if (typeof recRaw !== 'object' || Array.isArray(recRaw)) {
+      const i = problems.findIndex((p) => p.startsWith('recording: nested property'));
+      problems.splice(
+        i < 0 ? problems.length : i,
+        i < 0 ? 0 : 1,
+        `recording: must be a mapping such as { clip_seconds: 30 } (keys: ${RECORDING_KEYS.join(', ')})`,
+      );
+    } else {
+      for (const key of Object.keys(recRaw))
+        if (!RECORDING_KEYS.includes(key)) problems.push(`recording.${key}: unknown key (allowed: ${RECORDING_KEYS.join(', ')})`);
+    }
   }
   const server = doc.server;
   if (Array.isArray(server?.allowed_hosts) && server.allowed_hosts.every((h) => typeof h === 'string')) {
@@ -273,6 +319,7 @@ export function loadManifest(file: string): Manifest {
       ...(server?.upload_quota_bytes !== undefined && { uploadQuotaBytes: server.upload_quota_bytes }),
       ...(video !== undefined && { video }),
     },
+    ...(recRaw !== undefined && recRaw !== null && { recording: recordingOptions(doc.recording ?? {}, root) }),
     agones: {
       enabled: doc.agones?.enabled ?? false,
       ...(doc.agones?.on_session_end !== undefined && { onSessionEnd: doc.agones.on_session_end }),
@@ -280,4 +327,20 @@ export function loadManifest(file: string): Manifest {
       ...(doc.agones?.allocation_timeout_ms !== undefined && { allocationTimeoutMs: doc.agones.allocation_timeout_ms }),
     },
   };
+}
+
+/** `recording:` (snake_case, seconds) as `ServerOptions.recording` (camelCase, ms), `dir` resolved against reactor.yaml's folder. */
+function recordingOptions(r: RecordingSection, root: string): RecordingOptions {
+  const ms = (s: number | undefined): number | undefined => (s === undefined ? undefined : Math.round(s * 1000));
+  const o: RecordingOptions = { dir: resolve(root, r.dir ?? 'recordings') };
+  if (r.clips !== undefined) o.clips = r.clips;
+  if (r.clip_seconds !== undefined) o.clipSeconds = r.clip_seconds;
+  if (r.clip_max_bytes !== undefined) o.clipMaxBytes = r.clip_max_bytes;
+  if (r.clip_expiry_s !== undefined) o.clipExpiryMs = ms(r.clip_expiry_s)!;
+  if (r.record !== undefined) o.record = r.record;
+  if (r.max_bytes !== undefined) o.maxBytes = r.max_bytes;
+  if (r.max_duration_s !== undefined) o.maxDurationMs = ms(r.max_duration_s)!;
+  if (r.retention_s !== undefined) o.retentionMs = ms(r.retention_s)!;
+  if (r.min_free_bytes !== undefined) o.minFreeBytes = r.min_free_bytes;
+  return o;
 }
