@@ -25,11 +25,14 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-function startCli(dir: string): { child: ChildProcess; url: Promise<string> } {
-  const child = spawn(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml'), '--token', TOKEN], {
-    cwd: dir,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+/** `reactor run --manifest` in `dir`; with `tmpfsBytes`, inside a private mount namespace where `dir/rec` is a tmpfs of that size. */
+function startCli(dir: string, tmpfsBytes?: number): { child: ChildProcess; url: Promise<string> } {
+  const args = [cli, 'run', '--manifest', join(dir, 'reactor.yaml'), '--token', TOKEN];
+  const mount = `mkdir -p rec && mount -t tmpfs -o size=${tmpfsBytes} tmpfs rec && exec "$0" "$@"`;
+  const child =
+    tmpfsBytes === undefined
+      ? spawn(process.execPath, args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] })
+      : spawn('unshare', ['-m', 'sh', '-c', mount, process.execPath, ...args], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
   let err = '';
   child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
   const url = new Promise<string>((res, rej) => {
@@ -176,5 +179,48 @@ describe('clips and recordings (reactor run with a recording: section)', () => {
     expect(Number(rv.nb_read_frames)).toBeGreaterThan(4 * FPS);
     const decode = spawnSync('ffmpeg', ['-v', 'error', '-i', join(dir, 'rec', rec[0]!), '-f', 'null', '-'], { encoding: 'utf8' });
     expect(decode.status).toBe(0);
+  }, 60_000);
+
+  it('on a nearly full disk (a 1 MiB tmpfs) stops the recording with disk_full, refuses a new one and a clip with disk_full, and the stream goes on', async () => {
+    const dir = sampleWorkspace({
+      prefix: 'reactor-diskfull-',
+      name: 'diskfull-test',
+      config: 'width: 256\nheight: 192\nframesPerChunk: 4\nworldSize: 1\ndevices: cpu\nbackend: wasm\n',
+      server: '{ port: 0, encoding: jpeg }',
+      extra: ['recording:', '  dir: rec', '  min_free_bytes: 700000'],
+    });
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const { url } = startCli(dir, 1024 * 1024);
+    const base = await url;
+    const client = await connect(base, { WebSocket, token: TOKEN, reconnect: false });
+    cleanups.push(() => client.close());
+    let frames = 0;
+    client.on('frame', () => frames++);
+    await sleep(1500);
+    const rec = await client.recording('start');
+    expect(rec.state).toBe('recording');
+    const list = async (): Promise<Array<{ name: string; state: string; bytes: number }>> =>
+      ((await (await fetch(`${base}/recordings?token=${TOKEN}`)).json()) as { recordings: Array<{ name: string; state: string; bytes: number }> }).recordings;
+    const end = Date.now() + 30_000;
+    let state = 'recording';
+    while (state === 'recording' && Date.now() < end) {
+      await sleep(250);
+      state = (await list()).find((r) => r.name === rec.name)!.state;
+    }
+    expect(state).toBe('disk_full');
+    const again = await client.recording('start').then(
+      () => undefined,
+      (e: { code: string; message: string }) => e,
+    );
+    expect(again?.code).toBe('disk_full');
+    expect(again?.message).toMatch(/below recording\.min_free_bytes \(700000\)/);
+    const clip = await client.clip({ seconds: 2 }).then(
+      () => undefined,
+      (e: { code: string }) => e,
+    );
+    expect(clip?.code).toBe('disk_full');
+    const before = frames;
+    await sleep(1000);
+    expect(frames).toBeGreaterThan(before + 10);
   }, 60_000);
 });

@@ -75,13 +75,16 @@ export class FragmentedMp4Writer {
   /**
    * @param file where the bytes go (at their positions)
    * @param withAudio whether an audio track is made (its config comes with its first packet)
-   * @param onWrite called with each write's byte count after it completed
+   * @param onWrite called with the file's size after each write completed
    */
-  constructor(file: FileHandle, withAudio: boolean, onWrite: (bytes: number) => void, fragmentS = 1) {
+  constructor(file: FileHandle, withAudio: boolean, onWrite: (size: number) => void, fragmentS = 1) {
+    let size = 0;
     const writable = new WritableStream<{ type: 'write'; data: Uint8Array; position: number }>({
       write: async (chunk) => {
         await file.write(chunk.data, 0, chunk.data.byteLength, chunk.position);
-        onWrite(chunk.data.byteLength);
+        // The muxer writes each byte once, but may go back to patch a header: the size is the furthest end.
+        size = Math.max(size, chunk.position + chunk.data.byteLength);
+        onWrite(size);
       },
     });
     this.#output = new Output({

@@ -63,8 +63,8 @@ export class SessionRecorder {
     this.#limits = limits;
     this.#log = log;
     this.#onStop = onStop;
-    this.#writer = new FragmentedMp4Writer(file, withAudio, (n) => {
-      this.#bytes += n;
+    this.#writer = new FragmentedMp4Writer(file, withAudio, (size) => {
+      this.#bytes = size;
     });
   }
 
