@@ -60,7 +60,9 @@ async function failure(p: Promise<unknown>): Promise<ReactorClientError> {
 }
 
 function probe(file: string): { video?: { frames: number; duration: number }; audio?: { duration: number } } {
-  const r = spawnSync('ffprobe', ['-v', 'error', '-count_frames', '-show_entries', 'stream=codec_type,duration,nb_read_frames', '-of', 'json', file], { encoding: 'utf8' });
+  const r = spawnSync('ffprobe', ['-v', 'error', '-count_frames', '-show_entries', 'stream=codec_type,duration,nb_read_frames', '-of', 'json', file], {
+    encoding: 'utf8',
+  });
   expect(r.status, r.stderr).toBe(0);
   const streams = (JSON.parse(r.stdout) as { streams: Array<{ codec_type: string; duration?: string; nb_read_frames?: string }> }).streams;
   const v = streams.find((s) => s.codec_type === 'video');
@@ -148,7 +150,11 @@ describe('clips', () => {
     const part = await fetch(url, { headers: { authorization: `Bearer ${token}`, range: 'bytes=0-7' } });
     expect(part.status).toBe(206);
     expect(part.headers.get('content-range')).toMatch(/^bytes 0-7\/\d+$/);
-    expect(Buffer.from(await part.arrayBuffer()).subarray(4, 8).toString()).toBe('ftyp');
+    expect(
+      Buffer.from(await part.arrayBuffer())
+        .subarray(4, 8)
+        .toString(),
+    ).toBe('ftyp');
     expect((await fetch(`${server.url}/clips/AAAAAAAAAAAAAAAAAAAAAAAA.mp4`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(404);
   });
 
