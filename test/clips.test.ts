@@ -124,7 +124,9 @@ describe('clips and recordings (reactor run with a recording: section)', () => {
     expect(a.codec_name).toBe('aac');
     const vDur = Number(v.duration);
     expect(Math.abs(vDur - clip.durationS)).toBeLessThan(0.05);
-    expect(Number(v.nb_read_frames)).toBe(Math.round(clip.durationS * FPS));
+    expect(Number(v.nb_read_frames)).toBe(clip.frames);
+    // Every frame of the span is there (the model keeps up at this size; a late one would only stretch a frame's duration).
+    expect(clip.frames).toBeGreaterThanOrEqual(Math.floor(clip.durationS * FPS * 0.9));
     // A/V start together (within one AAC frame, 1024 samples at 48 kHz = 21 ms, plus a frame).
     expect(Math.abs(Number(v.start_time) - Number(a.start_time))).toBeLessThan(0.06);
     expect(Math.abs(Number(a.duration) - vDur)).toBeLessThan(0.15);
@@ -159,6 +161,24 @@ describe('clips and recordings (reactor run with a recording: section)', () => {
     expect(played.frames).toBeGreaterThan(10);
     expect(played.audioBytes).toBeGreaterThan(0);
     expect(played.time).toBeGreaterThan(0.5);
+
+    // The viewer: its clip button answers a playable clip, its list shows the recording being written.
+    const viewer = await browser.newPage();
+    await viewer.goto(`${base}/?token=${TOKEN}`);
+    await viewer.waitForFunction(() => (window as unknown as { reactorViewer: { framesDrawn: number } }).reactorViewer.framesDrawn > 0);
+    await viewer.selectOption('#clip-seconds', '10');
+    await viewer.click('#clip-button');
+    await viewer.waitForSelector('#clip-preview');
+    const preview = await viewer.evaluate(async () => {
+      const v = document.getElementById('clip-preview') as HTMLVideoElement;
+      if (v.readyState < 1) await new Promise((r) => (v.onloadedmetadata = r));
+      return { duration: v.duration, link: document.querySelector<HTMLAnchorElement>('#clip-out a')!.href };
+    });
+    expect(preview.duration).toBeGreaterThan(5);
+    expect(preview.link).toMatch(/\/clips\/[\w-]{24}\.mp4/);
+    await viewer.waitForSelector('#recordings li a');
+    expect(await viewer.textContent('#recordings')).toMatch(/_.*\.mp4 · recording · /);
+    expect(await viewer.textContent('#record-button')).toBe('Stop recording');
 
     // The listing shows the session's recording being written; then the server is killed.
     const listed = (await (await fetch(`${base}/recordings?token=${TOKEN}`)).json()) as { recordings: Array<{ name: string; state: string; bytes: number }> };

@@ -213,6 +213,8 @@ export interface ClipResult {
   expiresAt: string;
   /** Duration of the clip's video, seconds (it starts on a key frame, so it may be longer than asked by up to one key-frame interval). */
   durationS: number;
+  /** Video frames in the file. */
+  frames: number;
   bytes: number;
   /** Codecs in the file, e.g. `['avc1.42c01f', 'mp4a.40.2']`. */
   codecs: string[];

@@ -168,8 +168,16 @@ export class MediaRing {
    * plays with it. `undefined` when the ring holds no frame.
    */
   slice(seconds: number): RingSlice | undefined {
-    const n = this.#video.length;
+    let n = this.#video.length;
     if (n === 0) return undefined;
+    // The audio encoder hands its packets out a little later than the video's: a clip ends where
+    // both have arrived (when the audio is live, i.e. within a second of the video), so its sound lasts to its end.
+    const lastAudio = this.#audio.at(this.#audio.length - 1);
+    const videoEnd = this.#video.at(n - 1)!.ptsUs + this.#frameUs;
+    const audioEnd = lastAudio ? lastAudio.ptsUs + lastAudio.durationUs : undefined;
+    if (audioEnd !== undefined && audioEnd < videoEnd && videoEnd - audioEnd < 1e6) {
+      while (n > 1 && this.#video.at(n - 1)!.ptsUs + this.#frameUs > audioEnd + this.#frameUs / 2) n--;
+    }
     const last = this.#video.at(n - 1)!;
     const target = last.ptsUs + this.#frameUs - seconds * 1e6;
     const same = (c: VideoStreamConfig): boolean => c.codec === last.config.codec && c.width === last.config.width && c.height === last.config.height;
@@ -184,7 +192,7 @@ export class MediaRing {
       }
     }
     if (start < 0) return undefined;
-    const video = this.#video.slice(start);
+    const video = this.#video.slice(start).slice(0, n - start);
     const from = video[0]!.ptsUs;
     const to = last.ptsUs + this.#frameUs;
     const audio: AudioUnit[] = [];
