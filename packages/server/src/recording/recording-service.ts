@@ -323,6 +323,7 @@ export class RecordingService implements VideoSubscriber {
       url: `/clips/${saved.id}.mp4`,
       expiresAt: new Date(saved.expiresAt).toISOString(),
       durationS: Math.round(durationS * 1000) / 1000,
+      frames: v.length,
       bytes: bytes.byteLength,
       codecs,
     };
