@@ -34,12 +34,13 @@ if (process.argv[2] === '--serve') {
   const frames = [];
   for (let f = 0; f < FPS; f++) {
     const rgb = new Uint8Array(W * H * 3);
-    for (let y = 0; y < H; y++) for (let x = 0; x < W; x++) {
-      const p = (y * W + x) * 3;
-      rgb[p] = (x + f * 8) & 255;
-      rgb[p + 1] = (y * 2 + f * 4) & 255;
-      rgb[p + 2] = ((x ^ y) + f * 16) & 255;
-    }
+    for (let y = 0; y < H; y++)
+      for (let x = 0; x < W; x++) {
+        const p = (y * W + x) * 3;
+        rgb[p] = (x + f * 8) & 255;
+        rgb[p + 1] = (y * 2 + f * 4) & 255;
+        rgb[p + 2] = ((x ^ y) + f * 16) & 255;
+      }
     frames.push(rgb);
   }
   class BenchOutput extends Output {}

@@ -90,12 +90,16 @@ extra: 1
   });
 
   it('refuses the old build: section, which nothing ever read', () => {
-    expect(() => loadManifest(write(`${good}build: { command: make }\n`))).toThrow('build: unknown section (allowed: model, runtime, server, agones, recording)');
+    expect(() => loadManifest(write(`${good}build: { command: make }\n`))).toThrow(
+      'build: unknown section (allowed: model, runtime, server, agones, recording)',
+    );
   });
 
   it('reads recording: (seconds to ms, dir against the manifest folder) and rejects unknown keys and bad values', () => {
     const base = 'runtime: { import: app.js:App }\n';
-    const file = write(`${base}recording:\n  dir: out/rec\n  clip_seconds: 45\n  clip_expiry_s: 3600\n  record: true\n  max_duration_s: 1.5\n  retention_s: 86400\n  min_free_bytes: 0\n`);
+    const file = write(
+      `${base}recording:\n  dir: out/rec\n  clip_seconds: 45\n  clip_expiry_s: 3600\n  record: true\n  max_duration_s: 1.5\n  retention_s: 86400\n  min_free_bytes: 0\n`,
+    );
     expect(loadManifest(file).recording).toEqual({
       dir: join(dirname(file), 'out/rec'),
       clipSeconds: 45,
