@@ -4,7 +4,7 @@
  * `GET /clips/<id>.mp4` and `GET /recordings`. ffprobe checks the files.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -222,6 +222,22 @@ describe('recordings', () => {
     await more(c, 'frame', 5);
     // A cap stops that recording only: a new one can start.
     expect((await c.recording('start')).state).toBe('recording');
+  });
+
+  it('records every session with record: true, and a server that closes (SIGTERM) writes its last fragment first', async () => {
+    const dir = tempDir();
+    const server = await start({ dir, minFreeBytes: 0, record: true });
+    const c = await client(server);
+    await sleep(2000);
+    c.close();
+    await server.close();
+    const names = readdirSync(dir).filter((n) => n.endsWith('.mp4'));
+    expect(names).toHaveLength(1);
+    const info = JSON.parse(readFileSync(join(dir, names[0]!.replace(/\.mp4$/, '.json')), 'utf8')) as { state: string; durationS: number };
+    expect(info.state).toBe('stopped');
+    const p = probe(join(dir, names[0]!));
+    expect(p.video!.duration).toBeGreaterThan(1.2);
+    expect(Math.abs(p.video!.duration - info.durationS)).toBeLessThan(0.1);
   });
 
   it('deletes recordings past recording.retention_s', async () => {

@@ -88,6 +88,7 @@ export class RecordingService implements VideoSubscriber {
   #autoRecorded = -1;
   #recorder: SessionRecorder | undefined;
   #opening: Promise<SessionRecorder> | undefined;
+  readonly #stops = new Set<Promise<void>>();
   /** Stopped recordings of this process, by file name. */
   readonly #done = new Map<string, RecordingInfo>();
   readonly #busy = new WeakSet<object>();
@@ -166,7 +167,13 @@ export class RecordingService implements VideoSubscriber {
     this.#audioFailed = false;
     const r = this.#recorder;
     this.#recorder = undefined;
-    if (r) void r.stop('stopped');
+    if (r) this.#track(r.stop('stopped'));
+  }
+
+  /** Keeps a recording's stop until it is done (close() waits for every one: SIGTERM loses no last fragment). */
+  #track(p: Promise<void>): void {
+    this.#stops.add(p);
+    void p.finally(() => this.#stops.delete(p));
   }
 
   #onFrame(frame: OutputFrame): void {
@@ -366,7 +373,7 @@ export class RecordingService implements VideoSubscriber {
       const r = await this.#opening;
       if (gen !== this.#generation || this.#closed) {
         // The session changed while the file opened: that recording is of nothing.
-        void r.stop('stopped');
+        this.#track(r.stop('stopped'));
         throw fail(ServerErrorCode.NoSession, 'the session ended while its recording started');
       }
       this.#recorder = r;
@@ -511,6 +518,7 @@ export class RecordingService implements VideoSubscriber {
     for (const t of this.#tracks.values()) t.encoder?.remove(this);
     this.#audio?.close();
     if (this.#opening) await this.#opening.catch(() => undefined);
-    await this.#recorder?.stop('stopped');
+    if (this.#recorder) this.#track(this.#recorder.stop('stopped'));
+    await Promise.all([...this.#stops]);
   }
 }
