@@ -9,6 +9,9 @@
 //                  in percent of one core and the extra memory against the ring's bytes.
 //   clips.latency  time from sending `clip` (30 s of 720p) to the reply with its URL, and to
 //                  the whole MP4 downloaded, p50 and max of CLIP_BENCH_CLIPS clips.
+//   clips.mux      the muxing alone, in this process: a ring of 30 s of 720p30 (real H.264
+//                  access units, a 60-frame group of pictures replayed, and AAC-sized packets)
+//                  sliced and muxed into an MP4, 10 times: the first (cold) and the median.
 //
 // Each server runs in a child process (this file with --serve on|off), serving a synthetic
 // 720p30 app (30 pre-made moving frames, a 48 kHz tone) with video.codec h264; one Node viewer
@@ -144,6 +147,50 @@ if (process.argv[2] === '--serve') {
       await new Promise((r) => (child.exitCode !== null ? r() : child.once('exit', r)));
       rmSync(dir, { recursive: true, force: true });
     }
+  }
+
+  {
+    const { webCodecsEncoderFactory } = await import('../packages/server/dist/index.js');
+    const { MediaRing } = await import('../packages/server/dist/recording/media-ring.js');
+    const { muxClip } = await import('../packages/server/dist/recording/mp4.js');
+    // The native encoder's callbacks do not keep the event loop alive.
+    const keep = setInterval(() => {}, 1000);
+    const enc = await webCodecsEncoderFactory({ codec: 'h264', width: W, height: H, bitrate: 4_000_000, framerate: FPS });
+    const rgb = new Uint8Array(W * H * 3);
+    const gop = [];
+    for (let i = 0; i < 60; i++) {
+      for (let p = 0; p < rgb.length; p += 3) rgb[p] = (p / 3 + i * 7) % 256;
+      gop.push(await enc.encode(rgb, Math.round((i * 1e6) / FPS), i === 0));
+    }
+    enc.close();
+    const ring = new MediaRing(30, 64 * 2 ** 20);
+    const config = { codec: 'avc1.42c01f', width: W, height: H };
+    let a = 0;
+    for (let i = 0; i < 30 * FPS; i++) {
+      const src = gop[i % 60];
+      const ptsUs = Math.round((i * 1e6) / FPS);
+      ring.pushVideo({ data: src.data.slice(), key: src.key, ptsUs, config });
+      for (; a <= ptsUs; a += 1024e6 / 48_000) ring.pushAudio({ data: new Uint8Array(300), ptsUs: Math.round(a), durationUs: 21_333 });
+    }
+    const audio = { codec: 'mp4a.40.2', sampleRate: 48_000, numberOfChannels: 1, description: new Uint8Array([0x11, 0x88]) };
+    const times = [];
+    let bytes = 0;
+    for (let k = 0; k < 10; k++) {
+      const t = performance.now();
+      bytes = (await muxClip(ring.slice(30), audio)).byteLength;
+      times.push(performance.now() - t);
+    }
+    clearInterval(keep);
+    emit({
+      bench: 'clips.mux',
+      seconds: 30,
+      size: `${W}x${H}`,
+      frames: ring.frames,
+      mib: r1(bytes / 2 ** 20),
+      firstMs: Math.round(times[0]),
+      p50Ms: Math.round(median(times)),
+      loadAvg1m: r1(loadavg()[0]),
+    });
   }
 
   for (const codec of CODECS) {
