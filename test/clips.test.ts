@@ -17,8 +17,9 @@ import { sampleWorkspace } from './fixtures/sample-workspace.js';
 const repo = resolve(import.meta.dirname, '..');
 const cli = join(repo, 'packages/cli/dist/main.js');
 const TOKEN = 'clip-test-token-0123456789';
-/** The server's default key-frame interval (60 frames), in seconds of the sample app's video. */
-const KEY_FRAME_INTERVAL_S = 60 / FPS;
+/** The manifest's `server.video.key_frame_interval` (frames), in seconds of the sample app's video. */
+const KEY_FRAME_INTERVAL = 24;
+const KEY_FRAME_INTERVAL_S = KEY_FRAME_INTERVAL / FPS;
 
 const cleanups: Array<() => unknown> = [];
 afterEach(async () => {
@@ -84,7 +85,7 @@ describe('clips and recordings (reactor run with a recording: section)', () => {
       prefix: 'reactor-clips-',
       name: 'clips-test',
       config: 'width: 128\nheight: 96\nframesPerChunk: 4\nworldSize: 1\ndevices: cpu\nbackend: wasm\n',
-      server: '{ port: 0, encoding: jpeg }',
+      server: `{ port: 0, encoding: jpeg, video: { key_frame_interval: ${KEY_FRAME_INTERVAL} } }`,
       extra: ['recording:', '  dir: rec', '  clip_seconds: 10', '  record: true', '  min_free_bytes: 0'],
     });
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));

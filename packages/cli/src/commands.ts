@@ -193,6 +193,7 @@ export async function serveApp(
       ...(m.server.encoding !== undefined && { encoding: m.server.encoding }),
       ...(m.server.maxUploadBytes !== undefined && { maxUploadBytes: m.server.maxUploadBytes }),
       ...(m.server.uploadQuotaBytes !== undefined && { uploadQuotaBytes: m.server.uploadQuotaBytes }),
+      ...(m.server.video !== undefined && { video: m.server.video }),
       ...(m.recording !== undefined && { recording: m.recording }),
       ...(m.runtime.weightsPath !== undefined && { weightsPath: m.runtime.weightsPath }),
       ...(m.runtime.sessionGraceMs !== undefined && { gracePeriodMs: m.runtime.sessionGraceMs }),
