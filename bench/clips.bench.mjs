@@ -153,6 +153,7 @@ if (process.argv[2] === '--serve') {
     const { webCodecsEncoderFactory } = await import('../packages/server/dist/index.js');
     const { MediaRing } = await import('../packages/server/dist/recording/media-ring.js');
     const { muxClip } = await import('../packages/server/dist/recording/mp4.js');
+    const { annexBToAvcc, avcDecoderConfigurationRecord } = await import('../packages/server/dist/recording/avc.js');
     // The native encoder's callbacks do not keep the event loop alive.
     const keep = setInterval(() => {}, 1000);
     const enc = await webCodecsEncoderFactory({ codec: 'h264', width: W, height: H, bitrate: 4_000_000, framerate: FPS });
@@ -163,11 +164,13 @@ if (process.argv[2] === '--serve') {
       gop.push(await enc.encode(rgb, Math.round((i * 1e6) / FPS), i === 0));
     }
     enc.close();
+    // As the server's ring holds them: length-prefixed, with the stream's avcC.
+    const units = gop.map((c) => ({ ...annexBToAvcc(c.data), key: c.key }));
     const ring = new MediaRing(30, 64 * 2 ** 20);
-    const config = { codec: 'avc1.42c01f', width: W, height: H };
+    const config = { codec: 'avc1.42c01f', width: W, height: H, description: avcDecoderConfigurationRecord(units[0].sps, units[0].pps) };
     let a = 0;
     for (let i = 0; i < 30 * FPS; i++) {
-      const src = gop[i % 60];
+      const src = units[i % 60];
       const ptsUs = Math.round((i * 1e6) / FPS);
       ring.pushVideo({ data: src.data.slice(), key: src.key, ptsUs, config });
       for (; a <= ptsUs; a += 1024e6 / 48_000) ring.pushAudio({ data: new Uint8Array(300), ptsUs: Math.round(a), durationUs: 21_333 });

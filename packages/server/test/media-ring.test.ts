@@ -32,7 +32,7 @@ describe('MediaRing', () => {
     const gop = await encodeGop();
     expect(gop[0]!.key).toBe(true);
     const ring = new MediaRing(30, 64 * 1024 * 1024);
-    const config = { codec: 'avc1.42c01f', width: W, height: H };
+    const config = { codec: 'avc1.42c01f', width: W, height: H, description: new Uint8Array(0) };
     const samples: number[] = [];
     const frames = 10 * 60 * FPS;
     const aacUs = (1024 * 1e6) / 48_000;
@@ -66,7 +66,7 @@ describe('MediaRing', () => {
     const gop = await encodeGop();
     const cap = 2 * 1024 * 1024;
     const ring = new MediaRing(300, cap);
-    const config = { codec: 'avc1.42c01f', width: W, height: H };
+    const config = { codec: 'avc1.42c01f', width: W, height: H, description: new Uint8Array(0) };
     let max = 0;
     for (let i = 0; i < 5 * 60 * FPS; i++) {
       const src = gop[i % GOP]!;
@@ -80,8 +80,8 @@ describe('MediaRing', () => {
 
   it('starts a clip at a change of stream size, and drops delta frames that no key frame precedes', () => {
     const ring = new MediaRing(30, 1 << 20);
-    const a = { codec: 'avc1.42c01f', width: 64, height: 48 };
-    const b = { codec: 'avc1.42c01f', width: 128, height: 96 };
+    const a = { codec: 'avc1.42c01f', width: 64, height: 48, description: new Uint8Array(0) };
+    const b = { codec: 'avc1.42c01f', width: 128, height: 96, description: new Uint8Array(0) };
     ring.pushVideo({ data: new Uint8Array(10), key: false, ptsUs: 0, config: a });
     expect(ring.frames).toBe(0);
     for (let i = 0; i < 10; i++) ring.pushVideo({ data: new Uint8Array(10), key: i % 5 === 0, ptsUs: i * 33_333, config: i < 5 ? a : b });

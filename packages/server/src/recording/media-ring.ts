@@ -5,7 +5,7 @@
  * starts on a key frame and a clip of it decodes from its first frame.
  */
 
-/** One encoded video frame (an Annex B access unit). */
+/** One encoded video frame (an H.264 access unit, length-prefixed: see `avc.ts`). */
 export interface VideoUnit {
   readonly data: Uint8Array;
   readonly key: boolean;
@@ -21,6 +21,16 @@ export interface VideoStreamConfig {
   readonly codec: string;
   readonly width: number;
   readonly height: number;
+  /** The `avcC` record the units decode with. */
+  readonly description: Uint8Array;
+}
+
+/** Whether two stream configurations are the same (a clip never spans two). */
+export function sameConfig(a: VideoStreamConfig, b: VideoStreamConfig): boolean {
+  if (a === b) return true;
+  if (a.codec !== b.codec || a.width !== b.width || a.height !== b.height || a.description.length !== b.description.length) return false;
+  for (let i = 0; i < a.description.length; i++) if (a.description[i] !== b.description[i]) return false;
+  return true;
 }
 
 /** One encoded audio packet (raw AAC). */
@@ -180,7 +190,7 @@ export class MediaRing {
     }
     const last = this.#video.at(n - 1)!;
     const target = last.ptsUs + this.#frameUs - seconds * 1e6;
-    const same = (c: VideoStreamConfig): boolean => c.codec === last.config.codec && c.width === last.config.width && c.height === last.config.height;
+    const same = (c: VideoStreamConfig): boolean => sameConfig(c, last.config);
     let start = -1;
     for (let i = n - 1; i >= 0; i--) {
       const u = this.#video.at(i)!;

@@ -16,8 +16,9 @@ export interface AudioStreamConfig {
   readonly description: Uint8Array;
 }
 
-function videoMeta(c: VideoStreamConfig): { decoderConfig: { codec: string; codedWidth: number; codedHeight: number } } {
-  return { decoderConfig: { codec: c.codec, codedWidth: c.width, codedHeight: c.height } };
+/** With a `description` (avcC), mediabunny takes the packets as length-prefixed, as the ring holds them. */
+function videoMeta(c: VideoStreamConfig): { decoderConfig: { codec: string; codedWidth: number; codedHeight: number; description: Uint8Array } } {
+  return { decoderConfig: { codec: c.codec, codedWidth: c.width, codedHeight: c.height, description: c.description } };
 }
 
 function audioMeta(c: AudioStreamConfig): { decoderConfig: { codec: string; sampleRate: number; numberOfChannels: number; description: Uint8Array } } {

@@ -21,7 +21,8 @@ import type { TrackEncoder, VideoStreams, VideoSubscriber } from '../video-strea
 import { AacEncoder } from './audio-encoder.js';
 import { ClipDiskFullError, ClipStore } from './clip-store.js';
 import { isDiskFull, sendFile } from './files.js';
-import { MediaRing, type AudioUnit, type VideoUnit } from './media-ring.js';
+import { annexBToAvcc, avcDecoderConfigurationRecord } from './avc.js';
+import { MediaRing, sameConfig, type AudioUnit, type VideoStreamConfig, type VideoUnit } from './media-ring.js';
 import { muxClip, type AudioStreamConfig } from './mp4.js';
 import { RecorderDiskFullError, SessionRecorder } from './recorder.js';
 import type { ResolvedRecordingOptions } from './recording-options.js';
@@ -43,6 +44,8 @@ interface VideoTrackState {
   readonly name: string;
   readonly ring: MediaRing;
   encoder: TrackEncoder | undefined;
+  /** The stream parameters of the last key frame (its avcC). */
+  config: VideoStreamConfig | undefined;
   /** The encoder failed in this session: no more tries until the next. */
   failed: boolean;
 }
@@ -106,7 +109,14 @@ export class RecordingService implements VideoSubscriber {
     this.#store = new ClipStore(options.dir, options.clipExpiryMs, options.minFreeBytes);
     host.schema.tracks.forEach((t, index) => {
       if (t.direction === 'out' && t.kind === 'video') {
-        this.#tracks.set(index, { index, name: t.name, ring: new MediaRing(options.clipSeconds, options.clipMaxBytes), encoder: undefined, failed: false });
+        this.#tracks.set(index, {
+          index,
+          name: t.name,
+          ring: new MediaRing(options.clipSeconds, options.clipMaxBytes),
+          encoder: undefined,
+          config: undefined,
+          failed: false,
+        });
       }
     });
     this.#audioIndex = host.schema.tracks.findIndex((t) => t.direction === 'out' && t.kind === 'audio');
@@ -160,6 +170,7 @@ export class RecordingService implements VideoSubscriber {
     this.#generation++;
     for (const t of this.#tracks.values()) {
       t.ring.clear();
+      t.config = undefined;
       t.failed = false;
     }
     this.#audio?.close();
@@ -194,12 +205,17 @@ export class RecordingService implements VideoSubscriber {
     t.encoder.encode(frame).then(
       (cf) => {
         if (!cf || gen !== this.#generation) return;
-        const u: VideoUnit = {
-          data: cf.bytes.subarray(cf.payloadOffset),
-          key: cf.key,
-          ptsUs,
-          config: { codec: cf.config.codecString ?? 'avc1.42E01F', width: cf.config.width, height: cf.config.height },
-        };
+        const avcc = annexBToAvcc(cf.bytes.subarray(cf.payloadOffset));
+        if (!avcc) return;
+        const codec = cf.config.codecString ?? 'avc1.42E01F';
+        const { width, height } = cf.config;
+        if (avcc.sps && avcc.pps) {
+          const next = { codec, width, height, description: avcDecoderConfigurationRecord(avcc.sps, avcc.pps) };
+          if (!t.config || !sameConfig(t.config, next)) t.config = next;
+        }
+        // A frame before the stream's first parameter sets cannot be decoded: skipped.
+        if (!t.config || t.config.width !== width || t.config.height !== height) return;
+        const u: VideoUnit = { data: avcc.data, key: cf.key, ptsUs, config: t.config };
         if (this.options.clips) t.ring.pushVideo(u);
         if (t === this.#firstTrack()) this.#recorder?.video(u);
       },
