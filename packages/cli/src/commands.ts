@@ -218,6 +218,7 @@ export async function serveApp(
       allowedHosts: s.allowedHosts,
       allowedOrigins: s.allowedOrigins,
       ...(o.insecure === true && { insecure: true }),
+      ...(m.recording !== undefined && { recording: m.recording }),
       ...(m.runtime.weightsPath !== undefined && { weightsPath: m.runtime.weightsPath }),
       ...(m.runtime.sessionGraceMs !== undefined && { gracePeriodMs: m.runtime.sessionGraceMs }),
       ...(cfg !== undefined && { configPath: cfg }),

@@ -27,7 +27,7 @@ import {
 } from 'class-validator';
 import { parse as parseYaml } from 'yaml';
 import { ReactorError } from '@reactor/runtime';
-import { VIDEO_CODECS, resolveServerOptions, type ServerOptions, type VideoOptions } from '@reactor/server';
+import { MAX_CLIP_SECONDS, VIDEO_CODECS, resolveServerOptions, type RecordingOptions, type ServerOptions, type VideoOptions } from '@reactor/server';
 import { CliErrorCode } from './errors.js';
 // Constants only: the @reactor/agones entry loads no gRPC until an agent connects.
 import { MAX_ALLOCATION_TIMEOUT_MS, MAX_HEALTH_INTERVAL_MS, MIN_HEALTH_INTERVAL_MS } from '@reactor/agones';
@@ -181,6 +181,22 @@ export const SERVER_OPTION_KEYS = {
 /** The `ServerOptions` that `server:` may set. */
 export type ManifestServerOptions = Pick<ServerOptions, (typeof SERVER_OPTION_KEYS)[keyof typeof SERVER_OPTION_KEYS]>;
 
+/** `recording:`: clips and session recordings (see `ServerOptions.recording`, docs/protocol.md "Clips and recordings"). */
+class RecordingSection {
+  /** Folder of recordings and clip files, relative to reactor.yaml (default `recordings`). */
+  @IsOptional() @IsString() @MinLength(1) dir?: string;
+  @IsOptional() @IsBoolean() clips?: boolean;
+  @IsOptional() @IsNumber() @Min(1) @Max(MAX_CLIP_SECONDS) clip_seconds?: number;
+  @IsOptional() @IsInt() @Min(65_536) clip_max_bytes?: number;
+  @IsOptional() @IsNumber() @Min(1) @Max(30 * 86_400) clip_expiry_s?: number;
+  @IsOptional() @IsBoolean() record?: boolean;
+  @IsOptional() @IsInt() @Min(65_536) max_bytes?: number;
+  @IsOptional() @IsNumber() @Min(1) @Max(7 * 86_400) max_duration_s?: number;
+  @IsOptional() @IsNumber() @Min(1) @Max(3650 * 86_400) retention_s?: number;
+  @IsOptional() @IsInt() @Min(0) min_free_bytes?: number;
+}
+
+
 /** `agones:`: run as an Agones GameServer (see docs/scale-out.md); `reactor run --agones` turns it on too. */
 class AgonesSection {
   @IsOptional() @IsBoolean() enabled?: boolean;
@@ -194,6 +210,7 @@ class ManifestDocument {
   @IsDefined() @ValidateNested() @Type(() => RuntimeSection) runtime!: RuntimeSection;
   @IsOptional() @ValidateNested() @Type(() => ServerSection) server?: ServerSection;
   @IsOptional() @ValidateNested() @Type(() => AgonesSection) agones?: AgonesSection;
+  @IsOptional() @ValidateNested() @Type(() => RecordingSection) recording?: RecordingSection;
 }
 
 /** A validated manifest with every path resolved to an absolute one. */
@@ -215,6 +232,8 @@ export interface Manifest {
   };
   /** `server:`, as `serve()` takes it (`upload_dir` resolved against {@link Manifest.root}). */
   server: ManifestServerOptions;
+  /** The `recording:` section as `ServerOptions.recording` takes it (`dir` absolute); absent: no clips, no recordings. */
+  recording?: RecordingOptions;
   /** The `agones:` section (absent keys: the integration's defaults). */
   agones: { enabled: boolean; onSessionEnd?: 'ready' | 'shutdown'; healthIntervalMs?: number; allocationTimeoutMs?: number };
 }
@@ -277,6 +296,7 @@ export function loadManifest(file: string): Manifest {
   // forbidNonWhitelisted: a key no section declares is refused at every level (`server: { prot: 1 }`).
   const problems = flatten(validateSync(doc, { forbidUnknownValues: false, whitelist: true, forbidNonWhitelisted: true }));
   const root = dirname(path);
+  const recRaw = (raw as Record<string, unknown>)['recording'];
   const server = doc.server;
   if (Array.isArray(server?.allowed_hosts) && server.allowed_hosts.every((h) => typeof h === 'string')) {
     problems.push(...listProblems(server.allowed_hosts, hostProblem, (i) => `server.allowed_hosts[${i}]`));
@@ -335,6 +355,7 @@ export function loadManifest(file: string): Manifest {
       }),
     },
     server: serverOptions,
+    ...(recRaw !== undefined && recRaw !== null && { recording: recordingOptions(doc.recording ?? {}, root) }),
     agones: {
       enabled: doc.agones?.enabled ?? false,
       ...(doc.agones?.on_session_end !== undefined && { onSessionEnd: doc.agones.on_session_end }),
@@ -373,4 +394,20 @@ function serverProblem(message: string): string {
     const key = manifestKey[name] ?? name;
     return sub === undefined ? `server.${key}` : `server.${key}.${VIDEO_OPTION_KEYS[sub] ?? sub}`;
   });
+}
+
+/** `recording:` (snake_case, seconds) as `ServerOptions.recording` (camelCase, ms), `dir` resolved against reactor.yaml's folder. */
+function recordingOptions(r: RecordingSection, root: string): RecordingOptions {
+  const ms = (s: number | undefined): number | undefined => (s === undefined ? undefined : Math.round(s * 1000));
+  const o: RecordingOptions = { dir: resolve(root, r.dir ?? 'recordings') };
+  if (r.clips !== undefined) o.clips = r.clips;
+  if (r.clip_seconds !== undefined) o.clipSeconds = r.clip_seconds;
+  if (r.clip_max_bytes !== undefined) o.clipMaxBytes = r.clip_max_bytes;
+  if (r.clip_expiry_s !== undefined) o.clipExpiryMs = ms(r.clip_expiry_s)!;
+  if (r.record !== undefined) o.record = r.record;
+  if (r.max_bytes !== undefined) o.maxBytes = r.max_bytes;
+  if (r.max_duration_s !== undefined) o.maxDurationMs = ms(r.max_duration_s)!;
+  if (r.retention_s !== undefined) o.retentionMs = ms(r.retention_s)!;
+  if (r.min_free_bytes !== undefined) o.minFreeBytes = r.min_free_bytes;
+  return o;
 }

@@ -1,6 +1,6 @@
 import { mkdtempSync, writeFileSync, mkdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { findManifest, loadManifest, ManifestError } from '../src/manifest.js';
 
@@ -90,7 +90,40 @@ extra: 1
   });
 
   it('refuses the old build: section, which nothing ever read', () => {
-    expect(() => loadManifest(write(`${good}build: { command: make }\n`))).toThrow('build: unknown section (allowed: model, runtime, server, agones)');
+    expect(() => loadManifest(write(`${good}build: { command: make }\n`))).toThrow(
+      'build: unknown section (allowed: model, runtime, server, agones, recording)',
+    );
+  });
+
+  it('reads recording: (seconds to ms, dir against the manifest folder) and rejects unknown keys and bad values', () => {
+    const base = 'runtime: { import: app.js:App }\n';
+    const file = write(
+      `${base}recording:\n  dir: out/rec\n  clip_seconds: 45\n  clip_expiry_s: 3600\n  record: true\n  max_duration_s: 1.5\n  retention_s: 86400\n  min_free_bytes: 0\n`,
+    );
+    expect(loadManifest(file).recording).toEqual({
+      dir: join(dirname(file), 'out/rec'),
+      clipSeconds: 45,
+      clipExpiryMs: 3_600_000,
+      record: true,
+      maxDurationMs: 1500,
+      retentionMs: 86_400_000,
+      minFreeBytes: 0,
+    });
+    const empty = write(`${base}recording: {}\n`);
+    expect(loadManifest(empty).recording).toEqual({ dir: join(dirname(empty), 'recordings') });
+    expect(loadManifest(write(base)).recording).toBeUndefined();
+    let err: unknown;
+    try {
+      loadManifest(write(`${base}recording:\n  clip_seconds: 600\n  record: yes please\n  keep: forever\n`));
+    } catch (e) {
+      err = e;
+    }
+    expect((err as ManifestError).problems).toEqual([
+      'recording.clip_seconds: must not be greater than 300',
+      'recording.record: must be a boolean value',
+      'recording.keep: unknown key (allowed: dir, clips, clip_seconds, clip_max_bytes, clip_expiry_s, record, max_bytes, max_duration_s, retention_s, min_free_bytes)',
+    ]);
+    expect(() => loadManifest(write(`${base}recording: 30\n`))).toThrow('recording: must be a mapping such as { clip_seconds: 30 }');
   });
 
   it('reads server.video (codec, tiers, key_frame_interval, framerate) and names each bad value', () => {

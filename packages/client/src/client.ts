@@ -9,6 +9,8 @@ import { requestSession, type AllocationRetryOptions, type SessionRoute } from '
 import { ClientErrorCode, CommandFailedError, CommandTimeoutError, ConnectionError, ProtocolMismatchError, ReactorClientError } from './errors.js';
 import { Publication, isMediaTrack, type PublishOptions, type PublishSource, type PublishTransport } from './publication.js';
 import {
+  type ClipResult,
+  type RecordingInfo,
   FrameEncoding,
   PROTOCOL_VERSION,
   WireErrorCode,
@@ -486,6 +488,52 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
     )) as VideoSelection;
     this.#video = tier === undefined ? { codec } : { codec, tier };
     return result;
+  }
+
+  /**
+   * Takes a clip: the last `seconds` of the session's video (and its audio) as an MP4 that plays
+   * in browsers, made from what the server already encoded (its clip ring). Resolves with the
+   * file's absolute URL (carrying the client's token, so it downloads under the server's access
+   * rules), its expiry, duration and size. The clip starts on a key frame, so it may be up to one
+   * key-frame interval longer than asked.
+   * @throws {ReactorClientError} `clips_disabled` (the server keeps no ring: `recording:` in
+   *   reactor.yaml), `clip_unavailable` (no video yet, or none at all), `clip_busy`, `clip_failed`,
+   *   `disk_full`, `invalid_params`.
+   * @example
+   * const { url } = await client.clip({ seconds: 10 });
+   * video.src = url;
+   */
+  async clip(options: { seconds?: number; track?: string } & SendOptions = {}): Promise<ClipResult> {
+    const { seconds, track, ...send } = options;
+    const result = (await this.#request(
+      'clip',
+      (id) => ({ type: 'clip', id, ...(seconds !== undefined && { seconds }), ...(track !== undefined && { track }) }),
+      (code, message) => new ReactorClientError(code, `clip failed (${code}): ${message}`),
+      send,
+    )) as ClipResult;
+    return { ...result, url: this.#downloadUrl(result.url) };
+  }
+
+  /**
+   * Starts (`'start'`) or stops (`'stop'`) recording the session into the server's recording
+   * folder, as fragmented MP4 written as it streams. Resolves with the recording's description.
+   * @throws {ReactorClientError} `recording_disabled`, `recording_state` (already recording / not
+   *   recording), `disk_full`, `clip_unavailable` (no video to record).
+   */
+  async recording(action: 'start' | 'stop', options: SendOptions = {}): Promise<RecordingInfo> {
+    return (await this.#request(
+      `recording ${action}`,
+      (id) => ({ type: 'recording', id, action }),
+      (code, message) => new ReactorClientError(code, `recording ${action} failed (${code}): ${message}`),
+      options,
+    )) as RecordingInfo;
+  }
+
+  /** A server path as an absolute URL carrying the client's token (`?token=`), for downloads. */
+  #downloadUrl(path: string): string {
+    const u = new URL(path.replace(/^\/+/, ''), `${this.#httpBase()}/`);
+    if (this.#token !== undefined) u.searchParams.set('token', this.#token);
+    return u.href;
   }
 
   /**

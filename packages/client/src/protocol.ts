@@ -190,11 +190,79 @@ export interface RequestKeyFrameMessage {
   track: string;
 }
 
+/**
+ * Asks for a clip: the last `seconds` of the session's outbound video (and audio) as an MP4.
+ * Reply: `reply` with a {@link ClipResult} (its `url` downloads under the server's access rules
+ * until `expiresAt`). Needs `recording.clips` on the server (`clips_disabled` otherwise).
+ */
+export interface ClipMessage {
+  type: 'clip';
+  id: string;
+  /** Seconds to keep, 1 to the server's ring length (`recording.clip_seconds`, default 30); default: the whole ring. */
+  seconds?: number;
+  /** Outbound video track name; default: the first. */
+  track?: string;
+}
+
+/** Starts or stops recording the session to the server's recording folder. Reply: `reply` with a {@link RecordingInfo}. */
+export interface RecordingMessage {
+  type: 'recording';
+  id: string;
+  action: 'start' | 'stop';
+}
+
+/** What a `clip` answers: where the MP4 is, and what it holds. */
+export interface ClipResult {
+  /** Path of the MP4 on the server (`/clips/<unguessable id>.mp4`); `Client.clip()` makes it absolute. */
+  url: string;
+  /** When the URL stops answering (ISO 8601). */
+  expiresAt: string;
+  /** Duration of the clip's video, seconds (it starts on a key frame, so it may be longer than asked by up to one key-frame interval). */
+  durationS: number;
+  /** Video frames in the file. */
+  frames: number;
+  bytes: number;
+  /** Codecs in the file, e.g. `['avc1.42c01f', 'mp4a.40.2']`. */
+  codecs: string[];
+}
+
+/** A recording, as `recording` replies and `GET /recordings` lists it. */
+export interface RecordingInfo {
+  /** File name in the recording folder (`GET /recordings/<name>` downloads it). */
+  name: string;
+  sessionId: string;
+  /** `recording` while it is written; `stopped` when done; or why it stopped early (`max_bytes`, `max_duration`, `disk_full`, `write_failed`); `interrupted`: the server died while writing it (it plays up to its last fragment). */
+  state: 'recording' | 'stopped' | 'max_bytes' | 'max_duration' | 'disk_full' | 'write_failed' | 'interrupted';
+  startedAt: string;
+  bytes: number;
+  durationS: number;
+  /** When retention deletes it (ISO 8601). */
+  deleteAt: string;
+}
+
 export type ClientMessage =
-  CommandMessage | PublishMessage | UnpublishMessage | PauseTrackMessage | ResumeTrackMessage | SelectVideoMessage | RequestKeyFrameMessage;
+  | CommandMessage
+  | PublishMessage
+  | UnpublishMessage
+  | PauseTrackMessage
+  | ResumeTrackMessage
+  | SelectVideoMessage
+  | RequestKeyFrameMessage
+  | ClipMessage
+  | RecordingMessage;
 
 /** The client message types (`type` values) a server accepts. */
-export const CLIENT_MESSAGE_TYPES = ['command', 'publish', 'unpublish', 'pause_track', 'resume_track', 'select_video', 'request_key_frame'] as const;
+export const CLIENT_MESSAGE_TYPES = [
+  'command',
+  'publish',
+  'unpublish',
+  'pause_track',
+  'resume_track',
+  'select_video',
+  'request_key_frame',
+  'clip',
+  'recording',
+] as const;
 
 // ---- video codecs -----------------------------------------------------------------------
 
@@ -436,6 +504,20 @@ export const WireErrorCode = {
   UnknownTier: 'unknown_tier',
   /** The server's video encoder failed; it switched this track to `jpeg` (a `video_config` follows). */
   EncoderFailed: 'encoder_failed',
+  /** `clip`/`recording`: the server keeps no clip ring / no recording folder (set `recording:` in reactor.yaml). */
+  ClipsDisabled: 'clips_disabled',
+  /** `clip`: the app streams no video, or no key frame has been played yet in this session. */
+  ClipUnavailable: 'clip_unavailable',
+  /** `clip`: this connection's previous clip is still being made. */
+  ClipBusy: 'clip_busy',
+  /** `clip`: the MP4 could not be made or stored (the message says why: disk full, write error). */
+  ClipFailed: 'clip_failed',
+  /** `recording`: the server has no recording folder configured (`recording.dir`). */
+  RecordingDisabled: 'recording_disabled',
+  /** `recording start` while this session is already recorded, or `stop` while it is not. */
+  RecordingState: 'recording_state',
+  /** `recording start`: the recording folder's disk has less free space than `recording.min_free_bytes`. */
+  DiskFull: 'disk_full',
 } as const;
 export type WireErrorCode = (typeof WireErrorCode)[keyof typeof WireErrorCode];
 
@@ -482,6 +564,8 @@ export const HttpErrorCode = {
   UploadInvalidRequest: 'upload_invalid_request',
   /** 500: the server failed to answer; its log has the details. */
   InternalError: 'internal_error',
+  /** 410 from `GET /clips/{id}.mp4`: the clip's URL expired (`recording.clip_expiry_s`) and its file is deleted; ask for a new clip. */
+  ClipExpired: 'clip_expired',
   /** 429 from a session router's `POST /sessions`: every instance of the fleet holds a session; retry after `Retry-After` seconds. */
   NoFreeInstance: 'no_free_instance',
   /** 404 from a session router's `GET /sessions/{id}`: no instance holds that session (it ended, or never existed). */

@@ -3,7 +3,7 @@
  * transport is `@reactor/server`, the `reactor` command `@reactor/cli`. See `docs/runtime.md`.
  */
 export { ReactorApp } from './app/reactor-app.js';
-export type { OutputControl, AppReadiness, AppNotReadyReason } from './app/reactor-app.js';
+export type { OutputControl, ClipOptions, AppReadiness, AppNotReadyReason } from './app/reactor-app.js';
 export type { AppOptions } from './app/app-options.js';
 export { StepOutcome } from './app/step-outcome.js';
 export { getWeightsPath, WEIGHTS_PATH_ENV } from './app/weights.js';
@@ -72,6 +72,7 @@ export type {
   ClientSink,
   OutputFrame,
   OutputAudio,
+  MediaListener,
   InboundFrame,
   Readiness,
   NotReadyReason,

@@ -25,6 +25,8 @@ const ENVELOPES: Readonly<Record<ClientMessage['type'], Readonly<Record<string, 
   resume_track: { id: true, track: true },
   select_video: { id: true, codec: true, tier: false },
   request_key_frame: { track: true },
+  clip: { id: true, seconds: false, track: false },
+  recording: { id: true, action: true },
 };
 
 /**
@@ -80,7 +82,18 @@ export function parseClientMessage(text: string): ParsedClientMessage {
   if (kind === 'select_video' && (typeof m['codec'] !== 'string' || (m['tier'] !== undefined && typeof m['tier'] !== 'string'))) {
     return malformed('a select_video message needs a "codec" (one of welcome.video.codecs) and optionally a "tier" (a name from welcome.video.tiers)', id);
   }
-  if (kind !== 'command' && kind !== 'select_video' && (typeof m['track'] !== 'string' || m['track'] === '')) {
+  if (kind === 'clip') {
+    if (m['seconds'] !== undefined && (typeof m['seconds'] !== 'number' || !Number.isFinite(m['seconds']))) {
+      return malformed('a clip message takes an optional "seconds": a number of seconds to keep', id);
+    }
+    if (m['track'] !== undefined && (typeof m['track'] !== 'string' || m['track'] === '')) {
+      return malformed('a clip message takes an optional "track": the name of an outbound video track', id);
+    }
+  }
+  if (kind === 'recording' && m['action'] !== 'start' && m['action'] !== 'stop') {
+    return malformed('a recording message needs an "action": "start" or "stop"', id);
+  }
+  if (kind !== 'command' && kind !== 'select_video' && kind !== 'clip' && kind !== 'recording' && (typeof m['track'] !== 'string' || m['track'] === '')) {
     return malformed(`a ${kind} message needs a "track": the name of a track in schema.tracks`, id);
   }
   const allowed = ENVELOPES[kind];
@@ -107,6 +120,13 @@ export function parseClientMessage(text: string): ParsedClientMessage {
     if (m['tier'] !== undefined) message.tier = m['tier'] as string;
     return { ok: true, message };
   }
+  if (kind === 'clip') {
+    const message: ClientMessage = { type: kind, id };
+    if (m['seconds'] !== undefined) message.seconds = m['seconds'] as number;
+    if (m['track'] !== undefined) message.track = m['track'] as string;
+    return { ok: true, message };
+  }
+  if (kind === 'recording') return { ok: true, message: { type: kind, id, action: m['action'] as 'start' | 'stop' } };
   return { ok: true, message: { type: kind, id, track: m['track'] as string } };
 }
 

@@ -52,6 +52,7 @@ import type { DropReason, ServerMetrics } from './metrics.js';
 import type { ResolvedServerOptions } from './options.js';
 import type { BudgetHolder, SendBudget } from './send-budget.js';
 import type { CodedFrame, TrackEncoder, VideoStreams, VideoSubscriber } from './video-streams.js';
+import { recordingDisabled, type RecordingService } from './recording/recording-service.js';
 
 /** Frames (and audio chunks) written to a socket whose write callback has not fired yet. */
 export const MAX_FRAMES_IN_FLIGHT = 2;
@@ -151,6 +152,8 @@ export interface ConnectionContext {
   budget: SendBudget;
   /** The shared video encoders. */
   video: VideoStreams;
+  /** Clips and recordings; `undefined`: not configured (`clips_disabled`). */
+  recording: RecordingService | undefined;
   /** Sees every stats message (the server derives step metrics from them). */
   onStats(msg: StatsMessage): void;
   /** The instance name to put in `welcome.session` / `session` messages (`ReactorServer.instance`). */
@@ -748,6 +751,9 @@ export class ClientConnection implements ClientSink, BudgetHolder, VideoSubscrib
         return this.#selectVideo(msg);
       case 'request_key_frame':
         return this.#requestKeyFrame(msg);
+      case 'clip':
+      case 'recording':
+        return this.#answerInOrder(msg.id, () => this.#ctx.recording?.answer(msg, this) ?? recordingDisabled(msg));
     }
   }
 

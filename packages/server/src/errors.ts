@@ -43,5 +43,15 @@ export const ServerErrorCode = {
   UnsupportedCodec: WireErrorCode.UnsupportedCodec,
   UnknownTier: WireErrorCode.UnknownTier,
   EncoderFailed: WireErrorCode.EncoderFailed,
+  ClipsDisabled: WireErrorCode.ClipsDisabled,
+  ClipUnavailable: WireErrorCode.ClipUnavailable,
+  ClipBusy: WireErrorCode.ClipBusy,
+  ClipFailed: WireErrorCode.ClipFailed,
+  RecordingDisabled: WireErrorCode.RecordingDisabled,
+  RecordingState: WireErrorCode.RecordingState,
+  DiskFull: WireErrorCode.DiskFull,
+  ClipExpired: HttpErrorCode.ClipExpired,
+  InvalidParams: WireErrorCode.InvalidParams,
+  NoSession: WireErrorCode.NoSession,
 } as const;
 export type ServerErrorCode = (typeof ServerErrorCode)[keyof typeof ServerErrorCode];

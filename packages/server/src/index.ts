@@ -14,6 +14,8 @@ export {
   DEFAULT_KEY_FRAME_INTERVAL,
 } from './options.js';
 export type { ServerOptions, ResolvedServerOptions, VideoOptions } from './options.js';
+export { MAX_CLIP_SECONDS, resolveRecordingOptions } from './recording/recording-options.js';
+export type { RecordingOptions, ResolvedRecordingOptions } from './recording/recording-options.js';
 export { webCodecsEncoderFactory } from './video-encoder.js';
 export type { VideoEncoderFactory, CodedVideoEncoder, CodedEncoderConfig, CodedChunk, CodedVideoCodec } from './video-encoder.js';
 export type { ResolvedVideoOptions, VideoEncoderInfo, KeyFrameReason } from './video-streams.js';

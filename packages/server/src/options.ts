@@ -8,6 +8,7 @@ import { LOOPBACK_HOSTS, isLoopbackHost } from './auth.js';
 import { DEFAULT_MAX_UPLOAD_BYTES, DEFAULT_UPLOAD_EXPIRY_MS, DEFAULT_UPLOAD_QUOTA_BYTES, DEFAULT_UPLOAD_WAIT_MS } from '@reactor/runtime';
 import { webCodecsEncoderFactory, type VideoEncoderFactory } from './video-encoder.js';
 import type { ResolvedVideoOptions } from './video-streams.js';
+import { resolveRecordingOptions, type RecordingOptions, type ResolvedRecordingOptions } from './recording/recording-options.js';
 
 /** The codecs `video.codec` accepts. */
 export const VIDEO_CODECS: readonly VideoCodecName[] = ['jpeg', 'h264', 'vp8'];
@@ -148,11 +149,20 @@ export interface ServerOptions {
   uploadDir?: string;
   /** Where diagnostics go (default: `consoleLogger()` of `@reactor/log`); the server logs with `child({ component: 'server' })`. */
   logger?: Logger;
+  /**
+   * Clips (the last N seconds on demand) and session recordings, as fragmented MP4 (reactor.yaml
+   * `recording:`). Absent: neither (`clip` answers `clips_disabled`). See {@link RecordingOptions}.
+   */
+  recording?: RecordingOptions;
 }
 
 /** Options with defaults applied. */
-export type ResolvedServerOptions = Required<Omit<ServerOptions, 'token' | 'allowedOrigins' | 'allowedHosts' | 'maxFrameBytes' | 'uploadDir' | 'video'>> & {
+export type ResolvedServerOptions = Required<
+  Omit<ServerOptions, 'token' | 'allowedOrigins' | 'allowedHosts' | 'maxFrameBytes' | 'uploadDir' | 'video' | 'recording'>
+> & {
   video: ResolvedVideoOptions;
+  /** `undefined`: no clips, no recordings. */
+  recording: ResolvedRecordingOptions | undefined;
   /** `undefined`: derived from the app's inbound tracks (see {@link ServerOptions.maxFrameBytes}). */
   maxFrameBytes: number | undefined;
   token: string | undefined;
@@ -191,6 +201,7 @@ export function resolveServerOptions(o: ServerOptions = {}): ResolvedServerOptio
     encoding: o.encoding ?? 'jpeg',
     jpegQuality: o.jpegQuality ?? 80,
     video: resolveVideoOptions(o.video),
+    recording: o.recording === undefined ? undefined : resolveRecordingOptions(o.recording),
     maxMessageBytes: o.maxMessageBytes ?? 64 * 1024,
     maxFrameBytes: o.maxFrameBytes,
     commandRate: o.commandRate ?? 50,

@@ -6,9 +6,18 @@
 import { STATUS_CODES, createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
-import type { SessionStatus, StatsMessage, TrackSchema } from '@reactor/client';
+import type { ClipResult, SessionStatus, StatsMessage, TrackSchema } from '@reactor/client';
 import type { Logger } from '@reactor/log';
-import { type AppHostApi, type NotReadyReason, type Readiness, ReadinessCode, UPLOAD_PATH, UploadError } from '@reactor/runtime';
+import {
+  type AppHostApi,
+  type ClipOptions,
+  type MediaListener,
+  type NotReadyReason,
+  type Readiness,
+  ReadinessCode,
+  UPLOAD_PATH,
+  UploadError,
+} from '@reactor/runtime';
 import { TOKEN_COOKIE, checkAccess } from './auth.js';
 import { ServerErrorCode } from './errors.js';
 import { ClientConnection, type ConnectionInfo } from './connection.js';
@@ -20,6 +29,7 @@ import { resolveServerOptions, type ResolvedServerOptions, type ServerOptions } 
 import { SendBudget } from './send-budget.js';
 import { loadWebCodecs, webCodecsEncoderFactory } from './video-encoder.js';
 import { VideoStreams, type VideoEncoderInfo } from './video-streams.js';
+import { RecordingService } from './recording/recording-service.js';
 import { ViewerAssets, ViewerNotBuiltError } from './static-assets.js';
 import { renderViewerPage, viewerSecurityHeaders } from './viewer-page.js';
 
@@ -65,6 +75,10 @@ export interface ServableHost extends AppHostApi {
   readonly counters?: { readonly steps: number };
   /** A status listener (`AppHost.onStatus`): the server closes its video encoders when a session ends. */
   onStatus?(listener: (status: SessionStatus) => void): (() => void) | void;
+  /** The playout tap (`AppHost.onMedia`): the clip ring and recordings read it. */
+  onMedia?(listener: MediaListener): () => void;
+  /** Where `this.output.clip()` goes (`AppHost.setClipper`). */
+  setClipper?(clipper: ((options: ClipOptions) => Promise<ClipResult>) | undefined): void;
 }
 
 /** Health as `GET /health` reports it. */
@@ -103,6 +117,8 @@ export class ReactorServer {
   readonly #assets = new ViewerAssets();
   readonly #budget: SendBudget;
   readonly #video: VideoStreams;
+  /** Clips and recordings (`options.recording`), when configured. */
+  readonly #recording: RecordingService | undefined;
   #offStatus: (() => void) | undefined;
   #heartbeat: ReturnType<typeof setInterval> | undefined;
   #closing: Promise<void> | undefined;
@@ -130,6 +146,7 @@ export class ReactorServer {
     this.#maxFrameBytes = inbound.length === 0 ? 0 : (this.options.maxFrameBytes ?? Math.max(...inbound.map(frameBytesFor)));
     this.#budget = new SendBudget(this.options.maxTotalBufferedBytes);
     this.#video = new VideoStreams(this.options.video, host, this.metrics, this.#log);
+    if (this.options.recording) this.#recording = new RecordingService(this.options.recording, host, this.#video, this.#log, this.metrics.registry);
     this.metrics.setVideoClients(() => [...this.#connections].flatMap((c) => c.videoSelection ?? []));
     let session: string | undefined;
     const offStatus = host.onStatus?.((s) => {
@@ -215,6 +232,7 @@ export class ReactorServer {
     } catch (err) {
       this.#log.warn(`could not sweep the upload folders left by earlier servers: ${(err as Error).message}`);
     }
+    await this.#recording?.start();
     await new Promise<void>((resolve, reject) => {
       const onError = (err: Error): void => reject(err);
       this.#http.once('error', onError);
@@ -326,6 +344,7 @@ export class ReactorServer {
     await Promise.race([Promise.all(gone), new Promise((r) => (timer = setTimeout(r, CLOSE_GRACE_MS)))]);
     clearTimeout(timer);
     for (const c of this.#connections) c.terminate();
+    await this.#recording?.close();
     this.#http.closeAllConnections();
     this.#video.close();
     await httpClosed;
@@ -392,6 +411,7 @@ export class ReactorServer {
       default:
         break;
     }
+    if (this.#recording && (await this.#recording.serve(req, res, url.pathname))) return;
     if (url.pathname.startsWith('/viewer/')) {
       try {
         const asset = await this.#assets.get(url.pathname.slice('/viewer/'.length));
@@ -520,6 +540,7 @@ export class ReactorServer {
         logger: this.#log,
         budget: this.#budget,
         video: this.#video,
+        recording: this.#recording,
         onStats: (m) => this.#onStats(m),
         instance: () => this.#instance,
       },

@@ -39,6 +39,8 @@ export interface ResolvedVideoOptions {
 export interface CodedFrame {
   /** The complete binary wire message (header + access unit). */
   bytes: Buffer;
+  /** Where the access unit starts in `bytes` (after the wire header). */
+  payloadOffset: number;
   key: boolean;
   /** What the client must have been told (`video_config`) before this frame. */
   config: VideoConfigMessage;
@@ -310,7 +312,7 @@ export class TrackEncoder {
     const bytes = Buffer.allocUnsafe(header.byteLength + chunk.data.byteLength);
     bytes.set(header, 0);
     bytes.set(chunk.data, header.byteLength);
-    return { bytes, key: chunk.key, config: this.#configOf(native, await native.encoder) };
+    return { bytes, payloadOffset: header.byteLength, key: chunk.key, config: this.#configOf(native, await native.encoder) };
   }
 
   /** Whether the next frame is a key frame (and counts a forced one). */

@@ -72,6 +72,10 @@ button.secondary { background:transparent; color:var(--text); border:1px solid v
 #messages li:first-child { border-top:none; }
 #messages .name { color:var(--accent); }
 .empty { color:var(--muted); font-size:12px; }
+#clips .row { display:flex; gap:6px; align-items:center; flex-wrap:wrap; }
+#clip-preview { width:100%; margin-top:6px; border-radius:6px; background:#000; }
+#recordings { font-size:12px; margin:6px 0 0; padding:0; list-style:none; max-height:160px; overflow:auto; }
+#recordings li { padding:3px 0; border-top:1px solid var(--line); overflow-wrap:anywhere; }
 `;
 
 /** The page's one inline script: the import map (its hash is allowed by the CSP). */
@@ -94,6 +98,8 @@ export function viewerSecurityHeaders(allowedOrigins: readonly string[] | undefi
     `style-src 'self' ${sha256(CSS)}`,
     "img-src 'self' data: blob:",
     "connect-src 'self'",
+    // The clip preview plays a clip's MP4 from this server.
+    "media-src 'self'",
     "base-uri 'none'",
     "form-action 'none'",
     `frame-ancestors ${ancestors}`,
@@ -144,6 +150,15 @@ export function renderViewerPage(o: ViewerPageOptions): string {
   </div>
   <aside>
     <section class="panel"><h2>Controls</h2><div id="controls"><p class="empty">Waiting for the schema...</p></div></section>
+    <section class="panel" id="clips"><h2>Clips &amp; recordings</h2>
+      <div class="row">
+        <button id="clip-button" title="an MP4 of the last seconds of the stream">Clip</button>
+        <select id="clip-seconds" aria-label="clip length"><option value="10">last 10 s</option><option value="30" selected>last 30 s</option><option value="60">last 60 s</option><option value="300">last 5 min</option></select>
+        <button class="secondary" id="record-button">Start recording</button>
+      </div>
+      <div class="result" id="clip-out"></div>
+      <ul id="recordings"><li class="empty">No recordings.</li></ul>
+    </section>
     <section class="panel"><h2>Messages</h2><ul id="messages"><li class="empty">No messages yet.</li></ul></section>
   </aside>
 </main>

@@ -7,6 +7,8 @@ import {
   FrameEncoding,
   ReactorClient,
   type ClientAudio,
+  type ClipResult,
+  type RecordingInfo,
   type ClientFrame,
   type CommandSchema,
   type JsonSchema,
@@ -42,6 +44,10 @@ const viewer = {
   videoSelectedAt: undefined as number | undefined,
   /** Every decoded picture drawn: seq, `performance.now()` at arrival and at decode, its encoding. */
   decodeLog: [] as { seq: number; receivedAt: number; decodedAt: number; encoding: number; key: boolean }[],
+  /** Clips this page took (`client.clip()` answers). */
+  clips: [] as ClipResult[],
+  /** The last `GET /recordings` listing. */
+  recordings: [] as RecordingInfo[],
   /** Loads the SDK's browser entry (`AudioPlayer`, `cameraFrames`, `microphoneChunks`). */
   browser: (): Promise<BrowserModule> => loadBrowser(),
 };
@@ -799,7 +805,81 @@ async function main(): Promise<void> {
     else if (s.state === 'reconnecting') badge('connection', `reconnecting (attempt ${s.attempt}, ${((s.delayMs ?? 0) / 1000).toFixed(1)} s)`, 'warn');
     else if (s.state === 'closed') badge('connection', 'disconnected', 'err');
   });
+  buildClips(client);
   startVideo(client, welcome?.video).catch((err: unknown) => logMessage('video', `coded video unavailable, JPEG instead: ${errorText(err)}`));
+}
+
+/** A duration as `m:ss`. */
+function clock(s: number): string {
+  return `${Math.floor(s / 60)}:${String(Math.floor(s % 60)).padStart(2, '0')}`;
+}
+
+/** Fills the recordings list from `GET /recordings` (the viewer's cookie carries the token). */
+async function refreshRecordings(): Promise<void> {
+  const list = $('recordings');
+  let recordings: RecordingInfo[];
+  try {
+    const res = await fetch('/recordings', { cache: 'no-store' });
+    if (res.status === 404) {
+      list.replaceChildren(el('li', { className: 'empty' }, 'This server keeps no recordings (no recording: section).'));
+      return;
+    }
+    recordings = ((await res.json()) as { recordings: RecordingInfo[] }).recordings;
+  } catch {
+    return;
+  }
+  viewer.recordings = recordings;
+  const recording = recordings.some((r) => r.state === 'recording');
+  $('record-button').textContent = recording ? 'Stop recording' : 'Start recording';
+  if (recordings.length === 0) return void list.replaceChildren(el('li', { className: 'empty' }, 'No recordings.'));
+  list.replaceChildren(
+    ...recordings.map((r) =>
+      el(
+        'li',
+        {},
+        el('a', { href: `/recordings/${encodeURIComponent(r.name)}`, target: '_blank', rel: 'noopener' }, r.name),
+        ` · ${r.state} · ${clock(r.durationS)} · ${formatBytes(r.bytes)}`,
+      ),
+    ),
+  );
+}
+
+/** The clip button, the record button and the recordings list. */
+function buildClips(client: ReactorClient): void {
+  const out = $('clip-out');
+  $('clip-button').addEventListener('click', () => {
+    const seconds = Number($<HTMLSelectElement>('clip-seconds').value);
+    out.className = 'result';
+    out.textContent = 'making the clip...';
+    client.clip({ seconds }).then(
+      (c) => {
+        viewer.clips.push(c);
+        out.className = 'result ok';
+        const expires = new Date(c.expiresAt).toLocaleString();
+        out.replaceChildren(
+          el('a', { href: c.url, download: `clip-${Date.now()}.mp4` }, `Download clip (${c.durationS.toFixed(1)} s, ${formatBytes(c.bytes)})`),
+          ` · until ${expires}`,
+          el('video', { id: 'clip-preview', src: c.url, controls: true, muted: true }),
+        );
+      },
+      (err: unknown) => {
+        out.className = 'result err';
+        out.textContent = errorText(err);
+      },
+    );
+  });
+  $('record-button').addEventListener('click', () => {
+    const stop = viewer.recordings.some((r) => r.state === 'recording');
+    client.recording(stop ? 'stop' : 'start').then(
+      () => refreshRecordings(),
+      (err: unknown) => {
+        out.className = 'result err';
+        out.textContent = errorText(err);
+      },
+    );
+  });
+  void refreshRecordings();
+  setInterval(() => void refreshRecordings(), 5000);
 }
 
 void main();

@@ -1,5 +1,6 @@
 import { type Logger, silentLogger } from '@reactor/log';
-import { InvalidOutputError, NoSessionError } from '../errors/errors.js';
+import type { ClipResult } from '@reactor/client';
+import { InvalidOutputError, NoSessionError, ReactorError, RuntimeErrorCode } from '../errors/errors.js';
 import type { Input as InboundTracks, InputBuffers } from '../input/input.js';
 import type { InputBuffer } from '../input/input-buffer.js';
 import type { LoadContext } from './contract.js';
@@ -13,6 +14,8 @@ export interface AppBinding {
   state(): InputState | undefined;
   send(message: object): void;
   flush(): void;
+  /** `this.output.clip()`: the transport's clip ring, when it keeps one. */
+  clip(options: ClipOptions): Promise<ClipResult>;
   broadcastState(): void;
   readonly weightsPath: string | undefined;
   readonly logger: Logger;
@@ -63,6 +66,24 @@ export interface OutputControl {
    * dropped too) and tells clients to cut (`flush` message). Call it on every reset.
    */
   flush(): void;
+  /**
+   * Takes a clip of the last `seconds` of this session's output (an MP4 of the encoded video
+   * and audio the server keeps in its clip ring), as a client's `clip` message does.
+   * @throws ReactorError `clips_disabled` (no ring: set `recording:` in reactor.yaml), and the
+   *   server's `clip_unavailable`, `clip_failed` codes.
+   * @example
+   * const { url } = await this.output.clip({ seconds: 10 });
+   * this.send({ type: 'highlight', url });
+   */
+  clip(options?: ClipOptions): Promise<ClipResult>;
+}
+
+/** Options of {@link OutputControl.clip}. */
+export interface ClipOptions {
+  /** Seconds to keep (default: the whole ring). */
+  seconds?: number;
+  /** Outbound video track name (default: the first). */
+  track?: string;
 }
 
 /**
@@ -125,7 +146,15 @@ export abstract class ReactorApp<
 
   /** Playout control (`this.output.flush()`). */
   get output(): OutputControl {
-    return { flush: () => this[APP_BINDING]?.flush() };
+    return {
+      flush: () => this[APP_BINDING]?.flush(),
+      clip: (options = {}) => {
+        const b = this[APP_BINDING];
+        if (!b)
+          return Promise.reject(new ReactorError(RuntimeErrorCode.ClipsDisabled, 'this app runs outside a host, so there is no clip ring to take a clip from'));
+        return b.clip(options);
+      },
+    };
   }
 
   /**

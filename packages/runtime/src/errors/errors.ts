@@ -56,6 +56,8 @@ export const RuntimeErrorCode = {
   NotAnImage: 'not_an_image',
   /** `UploadedFile.image()` in a host that has no image decoder (the server provides one; an in-process host needs `uploads.configure({ decodeImage })`). */
   NoImageDecoder: 'no_image_decoder',
+  /** `this.output.clip()` in a host that keeps no clip ring (no server, or no `recording:` clips configured). */
+  ClipsDisabled: 'clips_disabled',
 } as const;
 export type RuntimeErrorCode = (typeof RuntimeErrorCode)[keyof typeof RuntimeErrorCode];
 

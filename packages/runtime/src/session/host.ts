@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import {
   type AppSchema,
+  type ClipResult,
   type CommandMessage,
   type ErrorBody,
   type ErrorMessage,
@@ -13,7 +14,7 @@ import {
 } from '@reactor/client';
 import { consoleLogger, type Logger } from '@reactor/log';
 import type { LoadContext } from '../app/contract.js';
-import { APP_BINDING, type AppBinding, type AppReadiness, type ReactorApp } from '../app/reactor-app.js';
+import { APP_BINDING, type AppBinding, type AppReadiness, type ClipOptions, type ReactorApp } from '../app/reactor-app.js';
 import { type AppDefinition, type CommandSpec, describeApp, type InputTrackSpec } from '../app/registry.js';
 import { StepOutcome } from '../app/step-outcome.js';
 import { hostContext, type HostContext } from '../app/weights.js';
@@ -26,6 +27,7 @@ import {
   HostClosedError,
   HostOptionError,
   MessageNotDeclaredError,
+  ReactorError,
   RuntimeErrorCode,
   UploadError,
 } from '../errors/errors.js';
@@ -50,6 +52,7 @@ import type {
   ClientInfo,
   ClientSink,
   InboundFrame,
+  MediaListener,
   NotReadyReason,
   OutputAudio,
   OutputFrame,
@@ -171,6 +174,9 @@ export class AppHost implements AppHostApi {
   private readonly clients = new Map<string, HostClient>();
   private readonly statusListeners = new Set<(status: SessionStatus) => void>();
   private readonly stepListeners = new Set<(step: { elapsedMs: number; failed: boolean }) => void>();
+  /** Taps on every played-out frame and audio chunk (the server's clip ring and recorder). */
+  private readonly mediaListeners = new Set<MediaListener>();
+  private clipper: ((options: ClipOptions) => Promise<ClipResult>) | undefined;
   /** The app's `load()` while it runs and after (`close()` waits for it before `unload()`). */
   private loading: Promise<void> | undefined;
   private loadError: ErrorBody | undefined;
@@ -231,6 +237,12 @@ export class AppHost implements AppHostApi {
       state: () => this.session?.state,
       send: (message) => this.broadcastMessage(message),
       flush: () => this.flush(),
+      clip: (options) =>
+        this.clipper
+          ? this.clipper(options)
+          : Promise.reject(
+              new ReactorError(RuntimeErrorCode.ClipsDisabled, 'this host keeps no clip ring: serve the app with `recording:` clips set in reactor.yaml'),
+            ),
       broadcastState: () => this.broadcastState(),
       weightsPath: this.ctx.weightsPath,
       logger: this.ctx.logger,
@@ -322,6 +334,21 @@ export class AppHost implements AppHostApi {
   onStep(listener: (step: { elapsedMs: number; failed: boolean }) => void): () => void {
     this.stepListeners.add(listener);
     return () => this.stepListeners.delete(listener);
+  }
+
+  /**
+   * Calls `listener` with every frame and audio chunk as it is played out, after the clients'
+   * sinks (same objects: read-only); returns the unsubscribe function. For transports that keep
+   * what was streamed (the server's clip ring and recorder).
+   */
+  onMedia(listener: MediaListener): () => void {
+    this.mediaListeners.add(listener);
+    return () => this.mediaListeners.delete(listener);
+  }
+
+  /** Sets what `this.output.clip()` calls (the server's clip ring); `undefined` removes it. */
+  setClipper(clipper: ((options: ClipOptions) => Promise<ClipResult>) | undefined): void {
+    this.clipper = clipper;
   }
 
   /**
@@ -1258,6 +1285,7 @@ export class AppHost implements AppHostApi {
         });
       }
     }
+    for (const l of this.mediaListeners) this.safe(l, () => l.frame(frame));
   }
 
   private emitAudio(session: Session, chunk: OutputAudio): void {
@@ -1271,6 +1299,7 @@ export class AppHost implements AppHostApi {
         });
       }
     }
+    for (const l of this.mediaListeners) this.safe(l, () => l.audio(chunk));
   }
 
   // ---- plumbing ---------------------------------------------------------------------------

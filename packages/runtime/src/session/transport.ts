@@ -50,6 +50,12 @@ export interface OutputAudio {
   readonly pcm: Int16Array;
 }
 
+/** What `AppHost.onMedia` calls with every played-out frame and audio chunk (must not block or throw). */
+export interface MediaListener {
+  frame(frame: OutputFrame): void;
+  audio(chunk: OutputAudio): void;
+}
+
 /**
  * A decoded inbound frame as a transport hands it to the host: video as RGB24, audio as mono
  * PCM at the track's sample rate. The transport has already checked it against the track's

@@ -1,0 +1,162 @@
+/**
+ * MP4 files from already-encoded packets, through `mediabunny` (a pure-TypeScript muxer): a
+ * clip as one progressive MP4 (`moov` first), and a recording as fragmented MP4 written as it
+ * streams, so a killed server leaves a file that plays up to its last complete fragment.
+ */
+import type { FileHandle } from 'node:fs/promises';
+import { BufferTarget, EncodedAudioPacketSource, EncodedPacket, EncodedVideoPacketSource, Mp4OutputFormat, Output, StreamTarget } from 'mediabunny';
+import type { AudioUnit, RingSlice, VideoStreamConfig, VideoUnit } from './media-ring.js';
+
+/** What a decoder needs to know of an AAC stream (the encoder's `decoderConfig`). */
+export interface AudioStreamConfig {
+  readonly codec: string;
+  readonly sampleRate: number;
+  readonly numberOfChannels: number;
+  /** AudioSpecificConfig. */
+  readonly description: Uint8Array;
+}
+
+/** With a `description` (avcC), mediabunny takes the packets as length-prefixed, as the ring holds them. */
+function videoMeta(c: VideoStreamConfig): { decoderConfig: { codec: string; codedWidth: number; codedHeight: number; description: Uint8Array } } {
+  return { decoderConfig: { codec: c.codec, codedWidth: c.width, codedHeight: c.height, description: c.description } };
+}
+
+function audioMeta(c: AudioStreamConfig): { decoderConfig: { codec: string; sampleRate: number; numberOfChannels: number; description: Uint8Array } } {
+  return { decoderConfig: { codec: c.codec, sampleRate: c.sampleRate, numberOfChannels: c.numberOfChannels, description: c.description } };
+}
+
+/**
+ * A progressive MP4 of a ring slice, timestamps rebased to its first frame. `moov` first
+ * (`fastStart: 'in-memory'`): a browser knows the duration and can seek before the last byte.
+ */
+export async function muxClip(slice: RingSlice, audio: AudioStreamConfig | undefined): Promise<Uint8Array> {
+  const target = new BufferTarget();
+  const output = new Output({ format: new Mp4OutputFormat({ fastStart: 'in-memory' }), target });
+  const vs = new EncodedVideoPacketSource('avc');
+  output.addVideoTrack(vs, { frameRate: Math.max(1, Math.round(1e6 / slice.frameUs)) });
+  const as = audio && slice.audio.length > 0 ? new EncodedAudioPacketSource('aac') : undefined;
+  if (as) output.addAudioTrack(as);
+  await output.start();
+  const t0 = slice.video[0]!.ptsUs;
+  const v = slice.video;
+  let ai = 0;
+  for (let i = 0; i < v.length; i++) {
+    const u = v[i]!;
+    const dur = i + 1 < v.length ? v[i + 1]!.ptsUs - u.ptsUs : slice.frameUs;
+    // Audio is interleaved by time (the muxer wants packets in order within each track; interleaving keeps its buffers small).
+    while (as && ai < slice.audio.length && slice.audio[ai]!.ptsUs <= u.ptsUs) await addAudio(as, slice.audio[ai]!, t0, ai++ === 0 ? audio : undefined);
+    await vs.add(new EncodedPacket(u.data, u.key ? 'key' : 'delta', (u.ptsUs - t0) / 1e6, dur / 1e6), i === 0 ? videoMeta(u.config) : undefined);
+  }
+  while (as && ai < slice.audio.length) await addAudio(as, slice.audio[ai]!, t0, ai++ === 0 ? audio : undefined);
+  await output.finalize();
+  return new Uint8Array(target.buffer!);
+}
+
+function addAudio(as: EncodedAudioPacketSource, a: AudioUnit, t0: number, first: AudioStreamConfig | undefined): Promise<void> {
+  return as.add(new EncodedPacket(a.data, 'key', (a.ptsUs - t0) / 1e6, a.durationUs / 1e6), first ? audioMeta(first) : undefined);
+}
+
+/**
+ * A fragmented MP4 written to an open file as packets arrive: `ftyp`+`moov`, then one
+ * `moof`+`mdat` per group of pictures (mediabunny starts each fragment on a key frame, at
+ * least `fragmentS` long). Writes go through `write`, which may throw (disk full): the
+ * error rejects the next `addVideo`/`addAudio`.
+ */
+export class FragmentedMp4Writer {
+  readonly #output: Output;
+  readonly #video: EncodedVideoPacketSource;
+  readonly #audio: EncodedAudioPacketSource | undefined;
+  #videoConfig: VideoStreamConfig | undefined;
+  #audioConfig: AudioStreamConfig | undefined;
+  #t0: number | undefined;
+  #pendingVideo: VideoUnit | undefined;
+  #started: Promise<void>;
+  #frameUs = 33_333;
+
+  /**
+   * @param file where the bytes go (at their positions)
+   * @param withAudio whether an audio track is made (its config comes with its first packet)
+   * @param onWrite called with the file's size after each write completed
+   */
+  constructor(file: FileHandle, withAudio: boolean, onWrite: (size: number) => void, fragmentS = 1) {
+    let size = 0;
+    const writable = new WritableStream<{ type: 'write'; data: Uint8Array; position: number }>({
+      write: async (chunk) => {
+        await file.write(chunk.data, 0, chunk.data.byteLength, chunk.position);
+        // The muxer writes each byte once, but may go back to patch a header: the size is the furthest end.
+        size = Math.max(size, chunk.position + chunk.data.byteLength);
+        onWrite(size);
+      },
+    });
+    this.#output = new Output({
+      format: new Mp4OutputFormat({ fastStart: 'fragmented', minimumFragmentDuration: fragmentS }),
+      target: new StreamTarget(writable),
+    });
+    this.#video = new EncodedVideoPacketSource('avc');
+    this.#output.addVideoTrack(this.#video);
+    if (withAudio) {
+      this.#audio = new EncodedAudioPacketSource('aac');
+      this.#output.addAudioTrack(this.#audio);
+    }
+    this.#started = this.#output.start();
+  }
+
+  /** µs of the first frame (the file's zero), once one was added. */
+  get startUs(): number | undefined {
+    return this.#t0;
+  }
+
+  /**
+   * Adds a frame (the first must be a key frame: earlier ones are skipped). Frames are held
+   * one behind, so each gets its real duration.
+   */
+  async addVideo(u: VideoUnit): Promise<void> {
+    await this.#started;
+    if (this.#t0 === undefined) {
+      if (!u.key) return;
+      this.#t0 = u.ptsUs;
+    }
+    const prev = this.#pendingVideo;
+    this.#pendingVideo = u;
+    if (prev) {
+      if (u.ptsUs > prev.ptsUs) this.#frameUs = u.ptsUs - prev.ptsUs;
+      await this.#addVideoNow(prev, u.ptsUs - prev.ptsUs);
+    }
+  }
+
+  async #addVideoNow(u: VideoUnit, durUs: number): Promise<void> {
+    const first = this.#videoConfig === undefined;
+    this.#videoConfig ??= u.config;
+    await this.#video.add(
+      new EncodedPacket(u.data, u.key ? 'key' : 'delta', (u.ptsUs - this.#t0!) / 1e6, Math.max(1, durUs) / 1e6),
+      first ? videoMeta(u.config) : undefined,
+    );
+  }
+
+  /** Adds an audio packet (those before the first frame are skipped). */
+  async addAudio(a: AudioUnit, config: AudioStreamConfig): Promise<void> {
+    await this.#started;
+    if (!this.#audio || this.#t0 === undefined || a.ptsUs < this.#t0) return;
+    const first = this.#audioConfig === undefined;
+    this.#audioConfig ??= config;
+    await this.#audio.add(new EncodedPacket(a.data, 'key', (a.ptsUs - this.#t0) / 1e6, a.durationUs / 1e6), first ? audioMeta(config) : undefined);
+  }
+
+  /** Writes the last frame and the last fragment (and the index). The file stays open: the caller closes it. */
+  async finish(): Promise<void> {
+    await this.#started;
+    const last = this.#pendingVideo;
+    this.#pendingVideo = undefined;
+    if (last) await this.#addVideoNow(last, this.#frameUs);
+    if (this.#t0 === undefined) {
+      await this.#output.cancel();
+      return;
+    }
+    await this.#output.finalize();
+  }
+
+  /** Gives up (after a write error): nothing more is written. */
+  async abort(): Promise<void> {
+    await this.#output.cancel().catch(() => undefined);
+  }
+}

@@ -1,0 +1,193 @@
+/**
+ * One recording: a session's video (and audio) written to `<dir>/<name>.mp4` as fragmented MP4
+ * while it streams, with a `<name>.json` beside it that describes it (rewritten when it stops).
+ * It stops by itself at `maxBytes` or `maxDurationMs`, when the disk's free space falls under
+ * `minFreeBytes` (checked at most once a second while writing) or a write fails; what was
+ * written before stays a playable file.
+ */
+import { open, writeFile, type FileHandle } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { RecordingInfo } from '@reactor/client';
+import type { Logger } from '@reactor/log';
+import { freeBytes, isDiskFull } from './files.js';
+import type { AudioUnit, VideoUnit } from './media-ring.js';
+import { FragmentedMp4Writer, type AudioStreamConfig } from './mp4.js';
+
+/** The limits a recording runs under. */
+export interface RecorderLimits {
+  maxBytes: number;
+  maxDurationMs: number;
+  minFreeBytes: number;
+  retentionMs: number;
+}
+
+/** How often the free space is checked while writing, ms. */
+const DISK_CHECK_INTERVAL_MS = 1000;
+
+export class SessionRecorder {
+  readonly name: string;
+  readonly sessionId: string;
+  readonly path: string;
+  readonly startedAt: Date;
+  state: RecordingInfo['state'] = 'recording';
+  #bytes = 0;
+  #lastPtsUs: number | undefined;
+  readonly #dir: string;
+  readonly #file: FileHandle;
+  readonly #writer: FragmentedMp4Writer;
+  readonly #limits: RecorderLimits;
+  readonly #log: Logger;
+  readonly #onStop: (r: SessionRecorder) => void;
+  #chain: Promise<void> = Promise.resolve();
+  #lastDiskCheck = 0;
+  #stopping: Promise<void> | undefined;
+  /** A write failed: nothing more is written. */
+  #broken = false;
+
+  private constructor(
+    dir: string,
+    name: string,
+    sessionId: string,
+    file: FileHandle,
+    withAudio: boolean,
+    limits: RecorderLimits,
+    log: Logger,
+    onStop: (r: SessionRecorder) => void,
+  ) {
+    this.#dir = dir;
+    this.name = name;
+    this.sessionId = sessionId;
+    this.path = join(dir, name);
+    this.startedAt = new Date();
+    this.#file = file;
+    this.#limits = limits;
+    this.#log = log;
+    this.#onStop = onStop;
+    this.#writer = new FragmentedMp4Writer(file, withAudio, (size) => {
+      this.#bytes = size;
+    });
+  }
+
+  /**
+   * Opens a new recording file after checking the free space.
+   * @throws RecorderDiskFullError when the disk has less than `minFreeBytes` free.
+   */
+  static async open(
+    dir: string,
+    sessionId: string,
+    withAudio: boolean,
+    limits: RecorderLimits,
+    log: Logger,
+    onStop: (r: SessionRecorder) => void,
+  ): Promise<SessionRecorder> {
+    const free = await freeBytes(dir);
+    if (free < limits.minFreeBytes) {
+      throw new RecorderDiskFullError(
+        `the disk of ${dir} has ${free} bytes free, below recording.min_free_bytes (${limits.minFreeBytes}); free some space or lower the setting`,
+      );
+    }
+    const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+    const name = `${stamp}_${sessionId.replace(/[^\w-]/g, '_').slice(0, 64)}.mp4`;
+    const file = await open(join(dir, name), 'wx');
+    const r = new SessionRecorder(dir, name, sessionId, file, withAudio, limits, log, onStop);
+    await r.#writeInfo();
+    return r;
+  }
+
+  get bytes(): number {
+    return this.#bytes;
+  }
+
+  get durationS(): number {
+    const t0 = this.#writer.startUs;
+    return t0 === undefined || this.#lastPtsUs === undefined ? 0 : (this.#lastPtsUs - t0) / 1e6;
+  }
+
+  info(): RecordingInfo {
+    return {
+      name: this.name,
+      sessionId: this.sessionId,
+      state: this.state,
+      startedAt: this.startedAt.toISOString(),
+      bytes: this.#bytes,
+      durationS: Math.round(this.durationS * 1000) / 1000,
+      deleteAt: new Date(this.startedAt.getTime() + this.#limits.retentionMs).toISOString(),
+    };
+  }
+
+  video(u: VideoUnit): void {
+    if (this.state !== 'recording') return;
+    const t0 = this.#writer.startUs;
+    if (t0 !== undefined && (u.ptsUs - t0) / 1000 >= this.#limits.maxDurationMs) return void this.stop('max_duration');
+    if (this.#bytes >= this.#limits.maxBytes) return void this.stop('max_bytes');
+    this.#lastPtsUs = u.ptsUs;
+    this.#enqueue(() => this.#writer.addVideo(u));
+    const now = performance.now();
+    if (now - this.#lastDiskCheck >= DISK_CHECK_INTERVAL_MS) {
+      this.#lastDiskCheck = now;
+      freeBytes(this.#dir).then(
+        (free) => {
+          if (free < this.#limits.minFreeBytes && this.state === 'recording') {
+            this.#log.warn(`recording ${this.name} stopped: the disk has ${free} bytes free, below recording.min_free_bytes (${this.#limits.minFreeBytes})`);
+            void this.stop('disk_full');
+          }
+        },
+        () => undefined,
+      );
+    }
+  }
+
+  audio(a: AudioUnit, config: AudioStreamConfig): void {
+    if (this.state !== 'recording') return;
+    this.#enqueue(() => this.#writer.addAudio(a, config));
+  }
+
+  #enqueue(fn: () => Promise<void>): void {
+    this.#chain = this.#chain.then(async () => {
+      if (this.#broken) return;
+      try {
+        await fn();
+      } catch (err) {
+        this.#fail(err);
+      }
+    });
+  }
+
+  #fail(err: unknown): void {
+    if (this.#broken) return;
+    this.#broken = true;
+    this.state = isDiskFull(err) ? 'disk_full' : 'write_failed';
+    this.#log.error(`recording ${this.name} stopped (${this.state}): ${(err as Error)?.message ?? String(err)}; what was written before plays`);
+    this.#stopping ??= this.#close(false);
+  }
+
+  /** Stops: writes the last fragment, closes the file, rewrites the description. Idempotent. */
+  stop(reason: Exclude<RecordingInfo['state'], 'recording'> = 'stopped'): Promise<void> {
+    if (this.#stopping) return this.#stopping;
+    this.state = reason;
+    this.#stopping = this.#close(true);
+    return this.#stopping;
+  }
+
+  async #close(finish: boolean): Promise<void> {
+    // Writes queued before the stop go first.
+    await this.#chain;
+    try {
+      if (finish && !this.#broken) await this.#writer.finish();
+      else await this.#writer.abort();
+    } catch (err) {
+      this.state = isDiskFull(err) ? 'disk_full' : 'write_failed';
+      this.#log.error(`recording ${this.name}: its last fragment could not be written: ${(err as Error)?.message ?? String(err)}`);
+    }
+    await this.#file.close().catch(() => undefined);
+    await this.#writeInfo().catch(() => undefined);
+    this.#onStop(this);
+  }
+
+  async #writeInfo(): Promise<void> {
+    await writeFile(join(this.#dir, this.name.replace(/\.mp4$/, '.json')), JSON.stringify(this.info()) + '\n');
+  }
+}
+
+/** The disk lacks the free space a recording needs. */
+export class RecorderDiskFullError extends Error {}

@@ -1,0 +1,540 @@
+/**
+ * Clips and recordings of a server's sessions (`ServerOptions.recording`, reactor.yaml
+ * `recording:`). It taps the host's playout (`AppHost.onMedia`): each outbound video track is
+ * encoded to H.264 by the server's shared encoder of that track at the ladder's first tier (the
+ * same encoder H.264 viewers of that tier use, so with such viewers the ring costs no extra
+ * encoding; with JPEG viewers it is one more encode per frame: docs/benchmarks.md), and the
+ * first outbound audio track to AAC, once. Each video track keeps a {@link MediaRing}; a clip
+ * muxes a slice of it into an MP4 file served at an unguessable, expiring URL; a recording
+ * writes the same units to a fragmented MP4 file as they come.
+ */
+import { mkdir, readdir, readFile, rm, stat } from 'node:fs/promises';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { join } from 'node:path';
+import { Gauge, type Registry } from 'prom-client';
+import type { ClipMessage, ClipResult, ErrorMessage, RecordingInfo, RecordingMessage, ReplyMessage, SessionStatus } from '@reactor/client';
+import type { Logger } from '@reactor/log';
+import { ReactorError, type ClipOptions, type MediaListener, type OutputAudio, type OutputFrame } from '@reactor/runtime';
+import { ServerErrorCode } from '../errors.js';
+import { loadWebCodecs } from '../video-encoder.js';
+import type { TrackEncoder, VideoStreams, VideoSubscriber } from '../video-streams.js';
+import { AacEncoder } from './audio-encoder.js';
+import { ClipDiskFullError, ClipStore } from './clip-store.js';
+import { isDiskFull, sendFile } from './files.js';
+import { annexBToAvcc, avcDecoderConfigurationRecord } from './avc.js';
+import { MediaRing, sameConfig, type AudioUnit, type VideoStreamConfig, type VideoUnit } from './media-ring.js';
+import { muxClip, type AudioStreamConfig } from './mp4.js';
+import { RecorderDiskFullError, SessionRecorder } from './recorder.js';
+import type { ResolvedRecordingOptions } from './recording-options.js';
+
+/** What the service needs of the host: the schema, its status, and the playout tap. */
+export interface RecordableHost {
+  readonly schema: { readonly tracks: readonly { name: string; kind: string; direction: string }[] };
+  readonly status: SessionStatus;
+  onMedia?(listener: MediaListener): () => void;
+  onStatus?(listener: (status: SessionStatus) => void): (() => void) | void;
+  setClipper?(clipper: ((options: ClipOptions) => Promise<ClipResult>) | undefined): void;
+}
+
+/** Largest number of retention sweeps' worth of time between two sweeps, ms. */
+const MAX_SWEEP_INTERVAL_MS = 60_000;
+
+interface VideoTrackState {
+  readonly index: number;
+  readonly name: string;
+  readonly ring: MediaRing;
+  encoder: TrackEncoder | undefined;
+  /** The stream parameters of the last key frame (its avcC). */
+  config: VideoStreamConfig | undefined;
+  /** The encoder failed in this session: no more tries until the next. */
+  failed: boolean;
+}
+
+/** The answer to `clip`/`recording` on a server without `options.recording`. */
+export function recordingDisabled(msg: ClipMessage | RecordingMessage): ErrorMessage {
+  return msg.type === 'clip'
+    ? {
+        type: 'error',
+        id: msg.id,
+        code: ServerErrorCode.ClipsDisabled,
+        message: 'this server keeps no clip ring; add a `recording:` section to reactor.yaml (or `recording` to serve() options) to take clips',
+      }
+    : {
+        type: 'error',
+        id: msg.id,
+        code: ServerErrorCode.RecordingDisabled,
+        message: 'this server records nothing; add a `recording:` section to reactor.yaml (or `recording` to serve() options) to record sessions',
+      };
+}
+
+/** A failure with a wire code (answered as `error`, thrown to app code as `ReactorError`). */
+function fail(code: ServerErrorCode, message: string): ReactorError {
+  return new ReactorError(code, message);
+}
+
+export class RecordingService implements VideoSubscriber {
+  readonly options: ResolvedRecordingOptions;
+  readonly #host: RecordableHost;
+  readonly #video: VideoStreams;
+  readonly #log: Logger;
+  readonly #store: ClipStore;
+  readonly #tracks = new Map<number, VideoTrackState>();
+  readonly #audioIndex: number;
+  #audio: AacEncoder | undefined;
+  #audioFailed = false;
+  #wc: unknown;
+  #unavailable: string | undefined;
+  #session: string | undefined;
+  /** Bumped at every session change: units of an older generation arriving late are dropped. */
+  #generation = 0;
+  /** The generation `record: true` started a recording for. */
+  #autoRecorded = -1;
+  #recorder: SessionRecorder | undefined;
+  #opening: Promise<SessionRecorder> | undefined;
+  readonly #stops = new Set<Promise<void>>();
+  /** Stopped recordings of this process, by file name. */
+  readonly #done = new Map<string, RecordingInfo>();
+  readonly #busy = new WeakSet<object>();
+  #clipQueue: Promise<unknown> = Promise.resolve();
+  #offMedia: (() => void) | undefined;
+  #offStatus: (() => void) | undefined;
+  #sweeper: ReturnType<typeof setInterval> | undefined;
+  #closed = false;
+
+  constructor(options: ResolvedRecordingOptions, host: RecordableHost, video: VideoStreams, log: Logger, registry: Registry) {
+    this.options = options;
+    this.#host = host;
+    this.#video = video;
+    this.#log = log.child ? log.child({ component: 'recording' }) : log;
+    this.#store = new ClipStore(options.dir, options.clipExpiryMs, options.minFreeBytes);
+    host.schema.tracks.forEach((t, index) => {
+      if (t.direction === 'out' && t.kind === 'video') {
+        this.#tracks.set(index, {
+          index,
+          name: t.name,
+          ring: new MediaRing(options.clipSeconds, options.clipMaxBytes),
+          encoder: undefined,
+          config: undefined,
+          failed: false,
+        });
+      }
+    });
+    this.#audioIndex = host.schema.tracks.findIndex((t) => t.direction === 'out' && t.kind === 'audio');
+    const rings = (): number => this.ringBytes;
+    new Gauge({
+      name: 'reactor_clip_ring_bytes',
+      help: 'Bytes held by the clip rings (encoded video and audio of the last recording.clip_seconds), all tracks together.',
+      registers: [registry],
+      collect() {
+        this.set(rings());
+      },
+    });
+  }
+
+  /** Bytes held by every ring now. */
+  get ringBytes(): number {
+    let n = 0;
+    for (const t of this.#tracks.values()) n += t.ring.bytes;
+    return n;
+  }
+
+  /** Loads the codecs, makes the folder, taps the host, starts the retention sweeps. */
+  async start(): Promise<void> {
+    await mkdir(this.options.dir, { recursive: true });
+    try {
+      this.#wc = await loadWebCodecs();
+    } catch (err) {
+      this.#unavailable = (err as Error).message;
+      this.#log.error(`clips and recordings are unavailable: ${this.#unavailable}`);
+    }
+    if (!this.#host.onMedia) {
+      this.#unavailable ??= 'this host does not expose its playout (onMedia)';
+    } else {
+      this.#offMedia = this.#host.onMedia({ frame: (f) => this.#onFrame(f), audio: (a) => this.#onAudio(a) });
+    }
+    const off = this.#host.onStatus?.((s) => this.#onStatus(s));
+    if (typeof off === 'function') this.#offStatus = off;
+    this.#session = this.#host.status.sessionId;
+    this.#host.setClipper?.((o) => this.clip(o, undefined));
+    const every = Math.max(250, Math.min(MAX_SWEEP_INTERVAL_MS, Math.min(this.options.retentionMs, this.options.clipExpiryMs) / 4));
+    this.#sweeper = setInterval(() => void this.sweep(), every);
+    this.#sweeper.unref();
+    await this.sweep();
+  }
+
+  // ---- the feed ---------------------------------------------------------------------------
+
+  #onStatus(s: SessionStatus): void {
+    if (s.sessionId === this.#session) return;
+    this.#session = s.sessionId;
+    this.#generation++;
+    for (const t of this.#tracks.values()) {
+      t.ring.clear();
+      t.config = undefined;
+      t.failed = false;
+    }
+    this.#audio?.close();
+    this.#audio = undefined;
+    this.#audioFailed = false;
+    const r = this.#recorder;
+    this.#recorder = undefined;
+    if (r) this.#track(r.stop('stopped'));
+  }
+
+  /** Keeps a recording's stop until it is done (close() waits for every one: SIGTERM loses no last fragment). */
+  #track(p: Promise<void>): void {
+    this.#stops.add(p);
+    void p.finally(() => this.#stops.delete(p));
+  }
+
+  #onFrame(frame: OutputFrame): void {
+    if (this.#closed || this.#unavailable) return;
+    const t = this.#tracks.get(frame.trackIndex);
+    if (!t || t.failed) return;
+    if (!t.encoder || t.encoder.closed) {
+      const tier = this.#video.options.tiers[0]!;
+      t.encoder = this.#video.subscribe(t.index, 'h264', tier, this);
+    }
+    const gen = this.#generation;
+    const ptsUs = Math.round(frame.ptsMs * 1000);
+    // `record: true`: each session is recorded once from its first frame (a cap that stops it does not start another).
+    if (this.options.record && this.#autoRecorded !== gen && frame.trackIndex === this.#firstTrack()?.index) {
+      this.#autoRecorded = gen;
+      void this.#startRecording().catch(() => undefined);
+    }
+    t.encoder.encode(frame).then(
+      (cf) => {
+        if (!cf || gen !== this.#generation) return;
+        const avcc = annexBToAvcc(cf.bytes.subarray(cf.payloadOffset));
+        if (!avcc) return;
+        const codec = cf.config.codecString ?? 'avc1.42E01F';
+        const { width, height } = cf.config;
+        if (avcc.sps && avcc.pps) {
+          const next = { codec, width, height, description: avcDecoderConfigurationRecord(avcc.sps, avcc.pps) };
+          if (!t.config || !sameConfig(t.config, next)) t.config = next;
+        }
+        // A frame before the stream's first parameter sets cannot be decoded: skipped.
+        if (!t.config || t.config.width !== width || t.config.height !== height) return;
+        const u: VideoUnit = { data: avcc.data, key: cf.key, ptsUs, config: t.config };
+        if (this.options.clips) t.ring.pushVideo(u);
+        if (t === this.#firstTrack()) this.#recorder?.video(u);
+      },
+      () => undefined,
+    );
+  }
+
+  #onAudio(chunk: OutputAudio): void {
+    if (this.#closed || this.#unavailable || chunk.trackIndex !== this.#audioIndex || this.#audioFailed) return;
+    if (!this.#audio) {
+      const gen = this.#generation;
+      try {
+        this.#audio = new AacEncoder(
+          this.#wc,
+          chunk.sampleRate,
+          (u, config) => {
+            if (gen === this.#generation) this.#audioUnit(u, config);
+          },
+          (err) => {
+            this.#audioFailed = true;
+            this.#log.error(`the AAC encoder of track "${chunk.track}" failed: ${err.message}; clips and recordings of this session have no sound`);
+          },
+        );
+      } catch (err) {
+        this.#audioFailed = true;
+        this.#log.error(`no AAC encoder for track "${chunk.track}" (${chunk.sampleRate} Hz): ${(err as Error).message}; clips and recordings have no sound`);
+        return;
+      }
+    }
+    this.#audio.encode(chunk.pcm, Math.round(chunk.ptsMs * 1000));
+  }
+
+  #audioUnit(u: AudioUnit, config: AudioStreamConfig): void {
+    if (this.options.clips) for (const t of this.#tracks.values()) t.ring.pushAudio(u);
+    this.#recorder?.audio(u, config);
+  }
+
+  #firstTrack(): VideoTrackState | undefined {
+    return this.#tracks.values().next().value;
+  }
+
+  /** The shared encoder failed (its clients move to JPEG): the ring of that track stops until the next session. */
+  encoderFailed(encoder: TrackEncoder, err: Error): void {
+    for (const t of this.#tracks.values()) {
+      if (t.encoder === encoder) {
+        t.encoder = undefined;
+        t.failed = true;
+        this.#log.error(`the clip ring of track "${t.name}" stopped: its H.264 encoder failed (${err.message})`);
+      }
+    }
+  }
+
+  // ---- clips ------------------------------------------------------------------------------
+
+  /**
+   * A clip of the last `seconds` of a video track.
+   * @param owner who asks (a connection): one clip at a time each (`clip_busy`)
+   * @throws ReactorError `clips_disabled`, `invalid_params`, `clip_unavailable`, `clip_busy`, `disk_full`, `clip_failed`
+   */
+  async clip(options: ClipOptions, owner: object | undefined): Promise<ClipResult> {
+    if (!this.options.clips)
+      throw fail(ServerErrorCode.ClipsDisabled, 'this server keeps no clip ring (recording.clips is false); set it to true in reactor.yaml');
+    if (this.#unavailable) throw fail(ServerErrorCode.ClipUnavailable, `clips are unavailable on this server: ${this.#unavailable}`);
+    const max = this.options.clipSeconds;
+    const seconds = options.seconds ?? max;
+    if (typeof seconds !== 'number' || !Number.isFinite(seconds) || seconds <= 0 || seconds > max) {
+      throw fail(
+        ServerErrorCode.InvalidParams,
+        `clip seconds must be a number above 0 and at most ${max} (recording.clip_seconds), got ${JSON.stringify(options.seconds)}`,
+      );
+    }
+    if (this.#tracks.size === 0) {
+      const tracks = this.#host.schema.tracks.filter((t) => t.direction === 'out').map((t) => `"${t.name}" (${t.kind})`);
+      throw fail(ServerErrorCode.ClipUnavailable, `this app streams no video track to clip (its outbound tracks: ${tracks.join(', ') || 'none'})`);
+    }
+    const t = options.track === undefined ? this.#firstTrack()! : [...this.#tracks.values()].find((x) => x.name === options.track);
+    if (!t) {
+      throw fail(
+        ServerErrorCode.UnknownTrack,
+        `no outbound video track ${JSON.stringify(options.track)}; clip one of ${[...this.#tracks.values()].map((x) => `"${x.name}"`).join(', ')}`,
+      );
+    }
+    if (owner && this.#busy.has(owner)) throw fail(ServerErrorCode.ClipBusy, 'your previous clip is still being made; ask again once it has answered');
+    const slice = t.ring.slice(seconds);
+    if (!slice) {
+      throw fail(
+        ServerErrorCode.ClipUnavailable,
+        t.failed
+          ? `the H.264 encoder of track "${t.name}" failed in this session, so its clip ring is empty`
+          : `track "${t.name}" has no key frame in its clip ring yet (no session streams, or it just started); ask again in a moment`,
+      );
+    }
+    if (owner) this.#busy.add(owner);
+    // Clips are made one at a time (each takes a share of one core for a moment); others wait their turn.
+    const made = this.#clipQueue.then(() => this.#makeClip(slice));
+    this.#clipQueue = made.catch(() => undefined);
+    try {
+      return await made;
+    } finally {
+      if (owner) this.#busy.delete(owner);
+    }
+  }
+
+  async #makeClip(slice: NonNullable<ReturnType<MediaRing['slice']>>): Promise<ClipResult> {
+    const audio = this.#audio?.config;
+    let bytes: Uint8Array;
+    try {
+      bytes = await muxClip(slice, audio);
+    } catch (err) {
+      throw fail(ServerErrorCode.ClipFailed, `the clip could not be muxed: ${(err as Error).message}`);
+    }
+    let saved;
+    try {
+      saved = await this.#store.save(bytes);
+    } catch (err) {
+      if (err instanceof ClipDiskFullError || isDiskFull(err)) {
+        throw fail(
+          ServerErrorCode.DiskFull,
+          `the clip could not be stored: ${err instanceof ClipDiskFullError ? err.message : `the disk of ${this.#store.dir} is full`}; free some space`,
+        );
+      }
+      throw fail(ServerErrorCode.ClipFailed, `the clip could not be stored in ${this.#store.dir}: ${(err as Error).message}`);
+    }
+    const v = slice.video;
+    const durationS = (v[v.length - 1]!.ptsUs - v[0]!.ptsUs + slice.frameUs) / 1e6;
+    const codecs = [v[0]!.config.codec, ...(audio && slice.audio.length > 0 ? [audio.codec] : [])];
+    return {
+      url: `/clips/${saved.id}.mp4`,
+      expiresAt: new Date(saved.expiresAt).toISOString(),
+      durationS: Math.round(durationS * 1000) / 1000,
+      frames: v.length,
+      bytes: bytes.byteLength,
+      codecs,
+    };
+  }
+
+  // ---- recordings -------------------------------------------------------------------------
+
+  /** Starts recording the current session. @throws ReactorError `recording_state`, `clip_unavailable`, `disk_full` */
+  async startRecording(): Promise<RecordingInfo> {
+    if (this.#recorder || this.#opening)
+      throw fail(ServerErrorCode.RecordingState, `this session is already being recorded (${this.#recorder?.name ?? 'starting'}); stop it first`);
+    if (this.#unavailable) throw fail(ServerErrorCode.ClipUnavailable, `recording is unavailable on this server: ${this.#unavailable}`);
+    if (this.#tracks.size === 0) throw fail(ServerErrorCode.ClipUnavailable, 'this app streams no video track to record');
+    const session = this.#host.status.sessionId;
+    if (session === undefined) throw fail(ServerErrorCode.NoSession, 'no session is running to record');
+    return (await this.#startRecording()).info();
+  }
+
+  async #startRecording(): Promise<SessionRecorder> {
+    const session = this.#host.status.sessionId ?? 'session';
+    const gen = this.#generation;
+    this.#opening = SessionRecorder.open(
+      this.options.dir,
+      session,
+      this.#audioIndex >= 0 && this.#wc !== undefined,
+      {
+        maxBytes: this.options.maxBytes,
+        maxDurationMs: this.options.maxDurationMs,
+        minFreeBytes: this.options.minFreeBytes,
+        retentionMs: this.options.retentionMs,
+      },
+      this.#log,
+      (r) => {
+        if (this.#recorder === r) this.#recorder = undefined;
+        this.#done.set(r.name, r.info());
+        this.#log.info(`recording ${r.name} ${r.state}: ${r.bytes} bytes, ${r.durationS.toFixed(1)} s`);
+      },
+    );
+    try {
+      const r = await this.#opening;
+      if (gen !== this.#generation || this.#closed) {
+        // The session changed while the file opened: that recording is of nothing.
+        this.#track(r.stop('stopped'));
+        throw fail(ServerErrorCode.NoSession, 'the session ended while its recording started');
+      }
+      this.#recorder = r;
+      // It starts at the next key frame: ask for one now rather than wait for the interval.
+      this.#firstTrack()?.encoder?.requestKeyFrame('request');
+      this.#log.info(`recording session ${session} to ${r.path}`);
+      return r;
+    } catch (err) {
+      if (err instanceof RecorderDiskFullError) {
+        this.#log.error(`recording not started: ${err.message}`);
+        throw fail(ServerErrorCode.DiskFull, err.message);
+      }
+      throw err;
+    } finally {
+      this.#opening = undefined;
+    }
+  }
+
+  /** Stops the current recording. @throws ReactorError `recording_state` */
+  async stopRecording(): Promise<RecordingInfo> {
+    if (this.#opening) await this.#opening.catch(() => undefined);
+    const r = this.#recorder;
+    if (!r) throw fail(ServerErrorCode.RecordingState, 'this session is not being recorded; start a recording first');
+    this.#recorder = undefined;
+    await r.stop('stopped');
+    return r.info();
+  }
+
+  /** Every recording in the folder, newest first: this process's (live ones included) and earlier runs' (`interrupted` when a run died while writing). */
+  async list(): Promise<RecordingInfo[]> {
+    const names = await readdir(this.options.dir).catch(() => [] as string[]);
+    const out: RecordingInfo[] = [];
+    for (const name of names) {
+      if (!name.endsWith('.mp4')) continue;
+      if (this.#recorder?.name === name) {
+        out.push(this.#recorder.info());
+        continue;
+      }
+      const done = this.#done.get(name);
+      if (done) {
+        out.push(done);
+        continue;
+      }
+      const s = await stat(join(this.options.dir, name)).catch(() => undefined);
+      if (!s) continue;
+      let info: Partial<RecordingInfo> = {};
+      try {
+        info = JSON.parse(await readFile(join(this.options.dir, name.replace(/\.mp4$/, '.json')), 'utf8')) as RecordingInfo;
+      } catch {
+        // No description beside it: what the file itself says.
+      }
+      const startedAt = info.startedAt ?? s.mtime.toISOString();
+      out.push({
+        name,
+        sessionId: info.sessionId ?? '',
+        state: info.state === 'recording' ? 'interrupted' : (info.state ?? 'stopped'),
+        startedAt,
+        bytes: s.size,
+        durationS: info.durationS ?? 0,
+        deleteAt: new Date(Date.parse(startedAt) + this.options.retentionMs).toISOString(),
+      });
+    }
+    return out.sort((a, b) => b.startedAt.localeCompare(a.startedAt));
+  }
+
+  /** Deletes expired clips and recordings past their retention. */
+  async sweep(): Promise<void> {
+    await this.#store.sweep().catch(() => undefined);
+    const now = Date.now();
+    for (const r of await this.list()) {
+      if (r.state === 'recording' || Date.parse(r.deleteAt) > now) continue;
+      await rm(join(this.options.dir, r.name), { force: true });
+      await rm(join(this.options.dir, r.name.replace(/\.mp4$/, '.json')), { force: true });
+      this.#done.delete(r.name);
+      this.#log.info(`recording ${r.name} deleted (older than recording.retention_s)`);
+    }
+  }
+
+  // ---- the doors --------------------------------------------------------------------------
+
+  /** The answer to a `clip` or `recording` message of a connection. */
+  async answer(msg: ClipMessage | RecordingMessage, owner: object): Promise<ReplyMessage | ErrorMessage> {
+    try {
+      let result: unknown;
+      if (msg.type === 'clip')
+        result = await this.clip({ ...(msg.seconds !== undefined && { seconds: msg.seconds }), ...(msg.track !== undefined && { track: msg.track }) }, owner);
+      else result = msg.action === 'start' ? await this.startRecording() : await this.stopRecording();
+      return { type: 'reply', id: msg.id, result };
+    } catch (err) {
+      if (err instanceof ReactorError) return { type: 'error', id: msg.id, code: err.code, message: err.message };
+      this.#log.error(`${msg.type} failed: ${(err as Error)?.stack ?? String(err)}`);
+      return { type: 'error', id: msg.id, code: ServerErrorCode.ClipFailed, message: `the ${msg.type} failed: ${(err as Error)?.message ?? String(err)}` };
+    }
+  }
+
+  /**
+   * `GET /clips/<id>.mp4`, `GET /recordings` (the listing), `GET /recordings/<name>` (a file);
+   * the caller has checked access. Returns false for any other path.
+   */
+  async serve(req: IncomingMessage, res: ServerResponse, pathname: string): Promise<boolean> {
+    const json = (status: number, body: unknown): true => {
+      res.statusCode = status;
+      res.setHeader('Content-Type', 'application/json; charset=utf-8');
+      res.setHeader('Cache-Control', 'no-store');
+      res.end(JSON.stringify(body));
+      return true;
+    };
+    const clip = /^\/clips\/([A-Za-z0-9_-]{1,64})\.mp4$/.exec(pathname);
+    if (clip) {
+      const c = this.#store.get(clip[1]!);
+      if (c === 'expired')
+        return json(410, {
+          error: { code: ServerErrorCode.ClipExpired, message: 'this clip expired and was deleted (recording.clip_expiry_s); ask for a new clip' },
+        });
+      if (!c)
+        return json(404, {
+          error: { code: ServerErrorCode.NotFound, message: 'no clip at this URL: clip URLs are the ones `clip` answers, and a restarted server forgets them' },
+        });
+      sendFile(req, res, c.path, c.bytes, `clip-${clip[1]!.slice(0, 8)}.mp4`);
+      return true;
+    }
+    if (pathname === '/recordings') return json(200, { recordings: await this.list() });
+    const rec = /^\/recordings\/([\w.-]{1,200}\.mp4)$/.exec(pathname);
+    if (rec && !rec[1]!.startsWith('.')) {
+      const path = join(this.options.dir, rec[1]!);
+      const s = await stat(path).catch(() => undefined);
+      if (!s?.isFile()) return json(404, { error: { code: ServerErrorCode.NotFound, message: `no recording ${rec[1]}; GET /recordings lists them` } });
+      sendFile(req, res, path, s.size, rec[1]!);
+      return true;
+    }
+    return false;
+  }
+
+  /** Stops the recording (its last fragment is written) and the taps. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    if (this.#sweeper) clearInterval(this.#sweeper);
+    this.#offMedia?.();
+    this.#offStatus?.();
+    this.#host.setClipper?.(undefined);
+    for (const t of this.#tracks.values()) t.encoder?.remove(this);
+    this.#audio?.close();
+    if (this.#opening) await this.#opening.catch(() => undefined);
+    if (this.#recorder) this.#track(this.#recorder.stop('stopped'));
+    await Promise.all([...this.#stops]);
+  }
+}

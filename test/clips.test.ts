@@ -1,0 +1,247 @@
+/**
+ * Clips and recordings through the documented doors: `reactor run --manifest` with a
+ * `recording:` section, as a child process serving the sample app (picture and soundtrack), a
+ * Node client that asks `clip({ seconds })`, `ffprobe` on the file, Debian's Chromium playing it
+ * in a `<video>`, and a SIGKILL of the server while it records.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
+import { connect } from '@reactor/client';
+import { VIDEO_FPS as FPS } from '@reactor/app-video';
+import { launchWithFakeMedia } from './fixtures/chromium.js';
+import { sampleWorkspace } from './fixtures/sample-workspace.js';
+
+const repo = resolve(import.meta.dirname, '..');
+const cli = join(repo, 'packages/cli/dist/main.js');
+const TOKEN = 'clip-test-token-0123456789';
+/** The manifest's `server.video.key_frame_interval` (frames), in seconds of the sample app's video. */
+const KEY_FRAME_INTERVAL = 24;
+const KEY_FRAME_INTERVAL_S = KEY_FRAME_INTERVAL / FPS;
+
+const cleanups: Array<() => unknown> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+/** `reactor run --manifest` in `dir`; with `tmpfsBytes`, inside a private mount namespace where `dir/rec` is a tmpfs of that size. */
+function startCli(dir: string, tmpfsBytes?: number): { child: ChildProcess; url: Promise<string> } {
+  const args = [cli, 'run', '--manifest', join(dir, 'reactor.yaml'), '--token', TOKEN];
+  const mount = `mkdir -p rec && mount -t tmpfs -o size=${tmpfsBytes} tmpfs rec && exec "$0" "$@"`;
+  const child =
+    tmpfsBytes === undefined
+      ? spawn(process.execPath, args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] })
+      : spawn('unshare', ['-m', 'sh', '-c', mount, process.execPath, ...args], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+  let err = '';
+  child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+  const url = new Promise<string>((res, rej) => {
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /Viewer: (\S+)/.exec(out);
+      if (m) res(new URL(m[1]!).origin);
+    });
+    child.once('exit', (code) => rej(new Error(`reactor run exited with ${code} before printing the viewer URL:\n${err}`)));
+  });
+  cleanups.push(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+  return { child, url };
+}
+
+interface Probe {
+  streams: Array<{ codec_type: string; codec_name: string; start_time: string; duration?: string; nb_read_frames?: string; width?: number }>;
+  format: { duration: string };
+}
+
+function ffprobe(file: string): Probe {
+  const r = spawnSync(
+    'ffprobe',
+    [
+      '-v',
+      'error',
+      '-count_frames',
+      '-show_entries',
+      'stream=codec_type,codec_name,start_time,duration,nb_read_frames,width:format=duration',
+      '-of',
+      'json',
+      file,
+    ],
+    {
+      encoding: 'utf8',
+    },
+  );
+  expect(r.status, r.stderr).toBe(0);
+  return JSON.parse(r.stdout) as Probe;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+describe('clips and recordings (reactor run with a recording: section)', () => {
+  it('answers clip({ seconds }) with an expiring, token-guarded MP4 that ffprobe and Chromium agree on, and a SIGKILLed recording plays up to its last fragment', async () => {
+    const dir = sampleWorkspace({
+      prefix: 'reactor-clips-',
+      name: 'clips-test',
+      config: 'width: 128\nheight: 96\nframesPerChunk: 4\nworldSize: 1\ndevices: cpu\nbackend: wasm\n',
+      server: `{ port: 0, encoding: jpeg, video: { key_frame_interval: ${KEY_FRAME_INTERVAL} } }`,
+      extra: ['recording:', '  dir: rec', '  clip_seconds: 10', '  record: true', '  min_free_bytes: 0'],
+    });
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const { child, url } = startCli(dir);
+    const base = await url;
+    const client = await connect(base, { WebSocket, token: TOKEN, reconnect: false });
+    cleanups.push(() => client.close());
+    let frames = 0;
+    client.on('frame', () => frames++);
+    await sleep(5500);
+
+    const asked = 3;
+    const clip = await client.clip({ seconds: asked });
+    expect(clip.url).toMatch(new RegExp(`^${base}/clips/[A-Za-z0-9_-]{24}\\.mp4\\?token=`));
+    expect(Date.parse(clip.expiresAt) - Date.now()).toBeGreaterThan(23 * 3600_000);
+    expect(clip.codecs).toEqual([expect.stringMatching(/^avc1\./), 'mp4a.40.2']);
+    expect(clip.durationS).toBeGreaterThanOrEqual(asked);
+    expect(clip.durationS).toBeLessThanOrEqual(asked + KEY_FRAME_INTERVAL_S + 0.1);
+
+    // Access rules: the same URL without the token is refused.
+    const bare = new URL(clip.url);
+    bare.search = '';
+    expect((await fetch(bare)).status).toBe(401);
+    const res = await fetch(clip.url);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('video/mp4');
+    const bytes = new Uint8Array(await res.arrayBuffer());
+    expect(bytes.byteLength).toBe(clip.bytes);
+    const file = join(dir, 'clip.mp4');
+    writeFileSync(file, bytes);
+
+    const p = ffprobe(file);
+    const v = p.streams.find((s) => s.codec_type === 'video')!;
+    const a = p.streams.find((s) => s.codec_type === 'audio')!;
+    expect(v.codec_name).toBe('h264');
+    expect(v.width).toBe(128);
+    expect(a.codec_name).toBe('aac');
+    const vDur = Number(v.duration);
+    expect(Math.abs(vDur - clip.durationS)).toBeLessThan(0.05);
+    expect(Number(v.nb_read_frames)).toBe(clip.frames);
+    // The ring kept the span's frames (at least 3 in 4 of the nominal rate: a model slowed by a loaded machine plays fewer, each one longer).
+    expect(clip.frames).toBeGreaterThanOrEqual(Math.floor(clip.durationS * FPS * 0.75));
+    // A/V start together (within one AAC frame, 1024 samples at 48 kHz = 21 ms, plus a frame).
+    expect(Math.abs(Number(v.start_time) - Number(a.start_time))).toBeLessThan(0.06);
+    expect(Math.abs(Number(a.duration) - vDur)).toBeLessThan(0.15);
+
+    // Chromium plays it: its duration, decoded frames and decoded audio.
+    const browser = await launchWithFakeMedia();
+    cleanups.push(() => browser.close());
+    const page = await browser.newPage();
+    await page.goto(`${base}/health/live`);
+    const played = await page.evaluate(async (src) => {
+      const video = document.createElement('video');
+      video.muted = false;
+      video.src = src;
+      document.body.append(video);
+      await new Promise<void>((res, rej) => {
+        video.onloadedmetadata = () => res();
+        video.onerror = () => rej(new Error(`video error ${video.error?.code}: ${video.error?.message}`));
+      });
+      await video.play();
+      await new Promise((r) => setTimeout(r, 1500));
+      const q = video.getVideoPlaybackQuality();
+      return {
+        duration: video.duration,
+        frames: q.totalVideoFrames,
+        audioBytes: (video as HTMLVideoElement & { webkitAudioDecodedByteCount: number }).webkitAudioDecodedByteCount,
+        width: video.videoWidth,
+        time: video.currentTime,
+      };
+    }, clip.url);
+    expect(Math.abs(played.duration - clip.durationS)).toBeLessThan(0.1);
+    expect(played.width).toBe(128);
+    expect(played.frames).toBeGreaterThan(10);
+    expect(played.audioBytes).toBeGreaterThan(0);
+    expect(played.time).toBeGreaterThan(0.5);
+
+    // The viewer: its clip button answers a playable clip, its list shows the recording being written.
+    const viewer = await browser.newPage();
+    await viewer.goto(`${base}/?token=${TOKEN}`);
+    await viewer.waitForFunction(() => (window as unknown as { reactorViewer: { framesDrawn: number } }).reactorViewer.framesDrawn > 0);
+    await viewer.selectOption('#clip-seconds', '10');
+    await viewer.click('#clip-button');
+    await viewer.waitForSelector('#clip-preview');
+    const preview = await viewer.evaluate(async () => {
+      const v = document.getElementById('clip-preview') as HTMLVideoElement;
+      if (v.readyState < 1) await new Promise((r) => (v.onloadedmetadata = r));
+      return { duration: v.duration, link: document.querySelector<HTMLAnchorElement>('#clip-out a')!.href };
+    });
+    expect(preview.duration).toBeGreaterThan(5);
+    expect(preview.link).toMatch(/\/clips\/[\w-]{24}\.mp4/);
+    await viewer.waitForSelector('#recordings li a');
+    expect(await viewer.textContent('#recordings')).toMatch(/_.*\.mp4 · recording · /);
+    expect(await viewer.textContent('#record-button')).toBe('Stop recording');
+
+    // The listing shows the session's recording being written; then the server is killed.
+    const listed = (await (await fetch(`${base}/recordings?token=${TOKEN}`)).json()) as { recordings: Array<{ name: string; state: string; bytes: number }> };
+    expect(listed.recordings).toHaveLength(1);
+    expect(listed.recordings[0]!.state).toBe('recording');
+    const framesBefore = frames;
+    await sleep(2500);
+    expect(frames).toBeGreaterThan(framesBefore); // the stream went on while clipping
+    child.kill('SIGKILL');
+    await new Promise((r) => child.once('exit', r));
+    const rec = readdirSync(join(dir, 'rec')).filter((n) => n.endsWith('.mp4'));
+    expect(rec).toHaveLength(1);
+    const rp = ffprobe(join(dir, 'rec', rec[0]!));
+    const rv = rp.streams.find((s) => s.codec_type === 'video')!;
+    expect(rv.codec_name).toBe('h264');
+    expect(rp.streams.some((s) => s.codec_type === 'audio' && s.codec_name === 'aac')).toBe(true);
+    // About 8 s were streamed; complete fragments of all but the last group of pictures are in it.
+    expect(Number(rv.nb_read_frames)).toBeGreaterThan(4 * FPS);
+    const decode = spawnSync('ffmpeg', ['-v', 'error', '-i', join(dir, 'rec', rec[0]!), '-f', 'null', '-'], { encoding: 'utf8' });
+    expect(decode.status).toBe(0);
+  }, 60_000);
+
+  it('on a nearly full disk (a 1 MiB tmpfs) stops the recording with disk_full, refuses a new one and a clip with disk_full, and the stream goes on', async () => {
+    const dir = sampleWorkspace({
+      prefix: 'reactor-diskfull-',
+      name: 'diskfull-test',
+      config: 'width: 256\nheight: 192\nframesPerChunk: 4\nworldSize: 1\ndevices: cpu\nbackend: wasm\n',
+      server: '{ port: 0, encoding: jpeg }',
+      extra: ['recording:', '  dir: rec', '  min_free_bytes: 700000'],
+    });
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const { url } = startCli(dir, 1024 * 1024);
+    const base = await url;
+    const client = await connect(base, { WebSocket, token: TOKEN, reconnect: false });
+    cleanups.push(() => client.close());
+    let frames = 0;
+    client.on('frame', () => frames++);
+    await sleep(1500);
+    const rec = await client.recording('start');
+    expect(rec.state).toBe('recording');
+    const list = async (): Promise<Array<{ name: string; state: string; bytes: number }>> =>
+      ((await (await fetch(`${base}/recordings?token=${TOKEN}`)).json()) as { recordings: Array<{ name: string; state: string; bytes: number }> }).recordings;
+    const end = Date.now() + 30_000;
+    let state = 'recording';
+    while (state === 'recording' && Date.now() < end) {
+      await sleep(250);
+      state = (await list()).find((r) => r.name === rec.name)!.state;
+    }
+    expect(state).toBe('disk_full');
+    const again = await client.recording('start').then(
+      () => undefined,
+      (e: { code: string; message: string }) => e,
+    );
+    expect(again?.code).toBe('disk_full');
+    expect(again?.message).toMatch(/below recording\.min_free_bytes \(700000\)/);
+    const clip = await client.clip({ seconds: 2 }).then(
+      () => undefined,
+      (e: { code: string }) => e,
+    );
+    expect(clip?.code).toBe('disk_full');
+    const before = frames;
+    await sleep(1000);
+    expect(frames).toBeGreaterThan(before + 10);
+  }, 60_000);
+});
