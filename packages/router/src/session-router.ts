@@ -107,8 +107,11 @@ export class SessionRouter {
       onConflict: () => this.metrics.conflicts.inc(),
       apiTimeoutMs: this.options.apiTimeoutMs,
       resyncMs: this.options.resyncMs,
-      onStateChange: (_name, _from, to) => {
+      onStateChange: (name, _from, to) => {
         if (to === 'Unhealthy') this.metrics.unhealthy.inc();
+        // Agones gave up on it (or its GameServer is gone): its viewers are told now, whatever TCP says.
+        if (to === 'Unhealthy' || to === 'Shutdown' || to === undefined)
+          this.#cutRelays(name, to === undefined ? 'its GameServer was deleted' : `Agones marked it ${to}`);
       },
       logger: this.#log,
     });
@@ -356,6 +359,11 @@ export class SessionRouter {
     this.#breaker.set(instance.name, { until: performance.now() + this.options.breakerOpenMs, why, address: `${instance.address}:${instance.port}` });
     // Every socket still relayed to it goes the same way: its viewers are told now, not when TCP gives up.
     for (const cut of this.#relaysTo.get(instance.name) ?? []) cut(why);
+  }
+
+  /** Cuts every socket relayed to an instance (its viewers get `instance_unreachable` with `why`). */
+  #cutRelays(name: string, why: string): void {
+    for (const cut of this.#relaysTo.get(name) ?? []) cut(why);
   }
 
   /** A relay's success closes the instance's circuit. */

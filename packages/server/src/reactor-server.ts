@@ -61,6 +61,8 @@ export interface ServableHost extends AppHostApi {
   onStep?(listener: (step: StepSample) => void): (() => void) | void;
   /** A status listener (`AppHost.onStatus`): scale-out integrations follow sessions through it. */
   onStatus?(listener: (status: SessionStatus) => void): (() => void) | void;
+  /** Ends the running session now (`AppHost.endCurrentSession`): a release by the session router, a drain's deadline. */
+  endCurrentSession?(reason: string): Promise<boolean>;
   /** Cumulative counters (`AppHost.counters`): `steps` feeds `reactor_steps_total`. */
   readonly counters?: { readonly steps: number };
   /** A status listener (`AppHost.onStatus`): the server closes its video encoders when a session ends. */

@@ -385,6 +385,20 @@ export class AppHost implements AppHostApi {
     return this.closing;
   }
 
+  /**
+   * Ends the running session now, as its last viewer leaving would (end hooks run, the runner
+   * stays loaded), and closes its clients with `reason`: a session router's `DELETE /sessions`,
+   * or a drain's deadline. Resolves false when no session runs.
+   */
+  async endCurrentSession(reason: string): Promise<boolean> {
+    const s = this.session;
+    if (!s || s.over) return false;
+    await this.behindStep(async () => {
+      if (this.session === s && !s.over) await this.endSession(s, undefined, reason);
+    });
+    return true;
+  }
+
   private async closeOnce(): Promise<void> {
     this.stateBeforeClose = this.lifecycle.state;
     this.lifecycle.to('closing');
