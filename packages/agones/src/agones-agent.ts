@@ -148,11 +148,11 @@ export class AgonesAgent {
     const limit = this.options.drainTimeoutMs;
     this.#log.info(`draining: the running session may go on for up to ${limit} ms (agones.drainTimeoutMs)`);
     await new Promise<void>((resolve) => {
-      let off: (() => void) | void;
+      const sub: { off?: (() => void) | void } = {};
       const done = (): void => {
         clearTimeout(timer);
         clearInterval(poll);
-        if (typeof off === 'function') off();
+        if (typeof sub.off === 'function') sub.off();
         resolve();
       };
       const timer = setTimeout(() => {
@@ -160,7 +160,7 @@ export class AgonesAgent {
         done();
       }, limit);
       // A status listener, and a poll in case the host has none.
-      off = host.onStatus?.((st) => st.sessionId === undefined && done());
+      sub.off = host.onStatus?.((st) => st.sessionId === undefined && done());
       const poll = setInterval(() => host.status.sessionId === undefined && done(), 250);
       poll.unref();
     });
