@@ -21,7 +21,7 @@ import { SendBudget } from './send-budget.js';
 import { loadWebCodecs, webCodecsEncoderFactory } from './video-encoder.js';
 import { VideoStreams, type VideoEncoderInfo } from './video-streams.js';
 import { ViewerAssets, ViewerNotBuiltError } from './static-assets.js';
-import { renderViewerPage, viewerSecurityHeaders } from './viewer-page.js';
+import { renderViewerPage, viewerBasePath, viewerSecurityHeaders } from './viewer-page.js';
 
 /** How long `close()` waits for clients to acknowledge the close frame before cutting them. */
 export const CLOSE_GRACE_MS = 2000;
@@ -376,9 +376,11 @@ export class ReactorServer {
           // Lets the page's module scripts and its socket carry the token without putting it in every URL.
           res.setHeader('Set-Cookie', `${TOKEN_COOKIE}=${encodeURIComponent(token)}; HttpOnly; SameSite=Strict; Path=/`);
         }
-        const html = renderViewerPage({ title: this.host.schema.app.name, wsPath: this.options.path });
+        // Behind a session router the page lives under /s/{instance}: its scripts and socket are asked for there.
+        const basePath = viewerBasePath(req.headers['x-forwarded-prefix']);
+        const html = renderViewerPage({ title: this.host.schema.app.name, wsPath: this.options.path, basePath });
         res.setHeader('Cache-Control', 'no-store');
-        for (const [name, value] of Object.entries(viewerSecurityHeaders(this.options.allowedOrigins))) res.setHeader(name, value);
+        for (const [name, value] of Object.entries(viewerSecurityHeaders(this.options.allowedOrigins, basePath))) res.setHeader(name, value);
         return send(res, 200, 'text/html; charset=utf-8', html);
       }
       case '/schema':
