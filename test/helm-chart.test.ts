@@ -26,6 +26,7 @@ import { StatefulSet } from 'kubernetes-models/apps/v1/StatefulSet';
 import { Role } from 'kubernetes-models/rbac.authorization.k8s.io/v1/Role';
 import { RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/RoleBinding';
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
+import { Ingress } from 'kubernetes-models/networking.k8s.io/v1/Ingress';
 import { PodTemplateSpec } from 'kubernetes-models/v1/PodTemplateSpec';
 import { RouterMetrics } from '@reactor/router';
 import { FakeAgonesCluster } from './fixtures/agones/cluster.js';
@@ -51,6 +52,7 @@ const CORE: Record<string, new (data: any) => { validate(): void }> = {
   'rbac.authorization.k8s.io/v1 Role': Role,
   'rbac.authorization.k8s.io/v1 RoleBinding': RoleBinding,
   'v1 ConfigMap': ConfigMap,
+  'networking.k8s.io/v1 Ingress': Ingress,
 };
 const CRD_SCHEMAS: Record<string, string> = {
   'monitoring.coreos.com/v1 PrometheusRule': 'monitoring.coreos.com_v1_PrometheusRule.schema.json',
@@ -315,6 +317,34 @@ describe('deploy/helm/reactor', () => {
       expect(dash.panels.length).toBeGreaterThanOrEqual(5);
       const names = await exported();
       for (const p of dash.panels) for (const t of p.targets) for (const n of metricsOf(t.expr)) expect(names.has(n), `${p.title} uses ${n}`).toBe(true);
+    });
+  });
+
+  describe('the router behind an Ingress with TLS (issue 30)', () => {
+    it('renders a valid Ingress to the router Service, with the cert-manager annotation and the TLS secret', () => {
+      const objs = render(
+        {
+          'router.ingress.enabled': true,
+          'router.ingress.host': 'play.example.com',
+          'router.ingress.className': 'nginx',
+          'router.ingress.annotations.cert-manager\\.io/cluster-issuer': 'letsencrypt',
+        },
+        ['ci/agones-values.yaml'],
+      );
+      const ing = find(objs, 'Ingress');
+      expect(problems(ing)).toEqual([]);
+      expect(ing.metadata).toMatchObject({ annotations: { 'cert-manager.io/cluster-issuer': 'letsencrypt' } });
+      expect(ing.spec).toEqual({
+        ingressClassName: 'nginx',
+        tls: [{ hosts: ['play.example.com'], secretName: 'reactor-router-tls' }],
+        rules: [
+          {
+            host: 'play.example.com',
+            http: { paths: [{ path: '/', pathType: 'Prefix', backend: { service: { name: 'rx-reactor-router', port: { name: 'http' } } } }] },
+          },
+        ],
+      });
+      expect(render({}, ['ci/agones-values.yaml']).some((o) => o.kind === 'Ingress')).toBe(false);
     });
   });
 

@@ -77,6 +77,7 @@ export class GameServerCache {
 
   stop(): void {
     this.#stopped = true;
+    this.#generation++;
     clearTimeout(this.#retry);
     clearInterval(this.#resync);
     this.#watchAbort?.abort();
@@ -162,10 +163,12 @@ export class GameServerCache {
   }
 
   #startWatch(): void {
-    this.#watchAbort?.abort();
-    this.#watchAbort = undefined;
-    if (this.#stopped) return;
+    // The generation first: the old watch's end (its abort may report synchronously) is then ignored.
     const generation = ++this.#generation;
+    const old = this.#watchAbort;
+    this.#watchAbort = undefined;
+    old?.abort();
+    if (this.#stopped) return;
     this.watches++;
     void this.#watch
       .watch(
