@@ -169,6 +169,8 @@ async function post(url) {
     for (const a of ok) perInstance.set(a.body.instance, (perInstance.get(a.body.instance) ?? 0) + 1);
     for (const n of perInstance.values()) if (n > 1) doubles += n - 1;
     for (const gs of cluster.servers.values()) cluster.setState(gs.name, 'Ready');
+    // The next burst meets 10 Ready instances as the router knows them (its cache follows the watch).
+    while (router.registry.instances().filter((i) => i.state === 'Ready').length < 10) await new Promise((r) => setTimeout(r, 5));
   }
   console.log(
     JSON.stringify({

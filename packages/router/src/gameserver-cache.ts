@@ -55,6 +55,8 @@ export class GameServerCache {
   #generation = 0;
   #firstSync: Promise<void>;
   #resolveFirst!: () => void;
+  /** Bumped on every change the cache takes in (a watch event, a LIST, the router's own allocation). */
+  changes = 0;
   /** LISTs and watch (re)starts made, for tests and metrics. */
   lists = 0;
   watches = 0;
@@ -110,6 +112,7 @@ export class GameServerCache {
   learn(instance: Instance): void {
     const known = this.#objects.get(instance.name);
     this.#objects.set(instance.name, { ...known, ...instance, version: known?.version ?? 0, learntAt: Date.now() } as Learnt);
+    this.changes++;
   }
 
   async #relist(): Promise<void> {
@@ -142,6 +145,7 @@ export class GameServerCache {
     for (const [name, i] of next) if (this.#objects.get(name)?.state !== i.state) this.#o.onStateChange?.(name, this.#objects.get(name)?.state, i.state);
     for (const [name, i] of this.#objects) if (!next.has(name)) this.#o.onStateChange?.(name, i.state, undefined);
     this.#objects = next;
+    this.changes++;
     this.#version = res.metadata?.resourceVersion ?? '';
     this.#synced = true;
     this.#recovered();
@@ -196,6 +200,7 @@ export class GameServerCache {
     if (phase === 'BOOKMARK') return;
     const i = toInstance(obj);
     if (!i) return;
+    this.changes++;
     const before = this.#objects.get(i.name)?.state;
     if (phase === 'DELETED') this.#objects.delete(i.name);
     else this.#objects.set(i.name, this.#merge(i, Number(rv ?? 0)));

@@ -92,6 +92,10 @@ export class SessionRouter {
   readonly #breaker = new Map<string, { until: number; why: string; address: string }>();
   #port = 0;
   #closing: Promise<void> | undefined;
+  /** POST /sessions waiting for their GameServerAllocation now. */
+  #allocating = 0;
+  /** The cache's change count when an allocation last met UnAllocated (nothing free, as far as Agones knew). */
+  #fullAt = -1;
   #readyCheck: { at: number; result: Promise<string | undefined> } | undefined;
 
   /** @throws {RangeError | TypeError} for a bad option (see {@link resolveRouterOptions}). */
@@ -239,6 +243,23 @@ export class SessionRouter {
       this.metrics.allocations.inc({ result });
       this.metrics.allocationSeconds.observe({ result }, (performance.now() - started) / 1000);
     };
+    // The cache says how many instances are free: more allocations in flight than that could only
+    // meet UnAllocated; answer those now. One more may ask the API when the cache changed since
+    // the last UnAllocated (an instance Ready a moment ago that the watch has not brought yet).
+    const free = this.#freeInstances();
+    const limit = free === undefined ? Infinity : free + (this.#fullAt === this.registry.cache.changes ? 0 : 1);
+    if (this.#allocating >= limit) {
+      done('no_free_instance');
+      this.metrics.noFreeInstance.inc();
+      return this.#sendError(
+        res,
+        429,
+        RouterErrorCode.NoFreeInstance,
+        `no free instance: every instance of fleet "${this.options.fleet}" (namespace "${this.options.namespace}") holds a session or is being allocated; retry after ${this.options.retryAfterS} s`,
+        this.options.retryAfterS,
+      );
+    }
+    this.#allocating++;
     let outcome;
     try {
       for (let dead = 0; ; dead++) {
@@ -263,8 +284,11 @@ export class SessionRouter {
       done(e.code === RouterErrorCode.AllocationConflict ? 'conflict' : e.code === RouterErrorCode.InstanceUnreachable ? 'unreachable' : 'error');
       this.#log.warn(`POST /sessions failed: ${e.message}`);
       return this.#sendError(res, 503, e.code, e.message, this.options.retryAfterS);
+    } finally {
+      this.#allocating--;
     }
     if (!outcome.allocated) {
+      this.#fullAt = this.registry.cache.changes;
       done('no_free_instance');
       this.metrics.noFreeInstance.inc();
       return this.#sendError(
@@ -339,6 +363,12 @@ export class SessionRouter {
     this.metrics.releases.inc({ result: 'released' });
     this.#log.info(`session ${sessionId} released on instance ${instance.name} (DELETE /sessions)`);
     sendJson(res, 202, { sessionId, instance: instance.name, released: true });
+  }
+
+  /** Ready instances the cache knows that may be handed out (not draining, circuit closed); undefined while the cache is not current. */
+  #freeInstances(): number | undefined {
+    if (!this.registry.cache.synced || this.registry.cache.lastError !== undefined) return undefined;
+    return this.registry.instances().filter((i) => i.state === 'Ready' && !i.draining && !this.#openCircuit(i)).length;
   }
 
   /** The breaker's entry for an instance while its circuit is open (it failed lately at the same address), else undefined. */
