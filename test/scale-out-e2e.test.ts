@@ -303,6 +303,27 @@ describe.skipIf(unavailable !== undefined)(`scale-out end to end: ${INSTANCES} i
     expect(joiner.session.sessionId).toBe(a.session.sessionId);
   }, 60_000);
 
+  it('DELETE /sessions/:id releases a session: one allocated but never joined, and one running (its viewer told why); both instances Ready again', async () => {
+    const del = (id: string): Promise<Response> => fetch(`${routerUrl}/sessions/${id}`, { method: 'DELETE', headers: { authorization: `Bearer ${TOKEN}` } });
+    // Allocated by POST, nobody joins: released at once instead of after allocation_timeout_ms (60 s).
+    const held = (await (await fetch(`${routerUrl}/sessions`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` } })).json()) as {
+      sessionId: string;
+      instance: string;
+    };
+    expect(cluster.get(held.instance).state).toBe('Allocated');
+    expect((await del(held.sessionId)).status).toBe(202);
+    await until(() => cluster.get(held.instance).state === 'Ready', `${held.instance} Ready after DELETE`, 10_000);
+    // A running session: its viewer gets the reason, the instance goes back to the fleet.
+    const v = await open('new');
+    await firstFrame(v);
+    const closed = closedAt(v);
+    expect((await del(v.route!.sessionId)).status).toBe(202);
+    expect((await closed).reason).toContain('the session was released (DELETE /sessions)');
+    await until(() => cluster.get(v.route!.instance).state === 'Ready', `${v.route!.instance} Ready after DELETE`, 10_000);
+    expect(cluster.get(v.route!.instance).labels['agones.dev/sdk-reactor-session'] ?? '').toBe('');
+    expect((await del(v.route!.sessionId)).status).toBe(404);
+  }, 60_000);
+
   it('kill -9 of an idle instance: the one user Agones still hands it to is moved to another at once; nobody after', async () => {
     // Agones allocates the first Ready server: make the killed one that.
     const idle = instances.find((i) => cluster.get(i.name).state === 'Ready')!;
