@@ -97,4 +97,52 @@ describe('readiness codes through the server (sample app)', () => {
     );
     expect(await metric(server, 'reactor_not_ready{reason="rank_stalled"}')).toBeNaN();
   }, 60_000);
+
+  it('an idle rank that freezes (SIGSTOP, no session) makes /health/ready 503 rank_stalled within ~5 s, and ready again on SIGCONT (issue 30)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'readiness-idle-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const config = join(dir, 'config.yaml');
+    writeFileSync(config, 'width: 32\nheight: 32\nframesPerChunk: 2\nworldSize: 2\ndevices: cpu\nbackend: wasm\n');
+    const server = await serve(VideoApp, { port: 0, gracePeriodMs: 0, statsIntervalMs: 0, logger: quiet, configPath: config, weightsPath: weights });
+    cleanups.push(() => server.close());
+    await server.loaded;
+    expect((await probe(`${server.url}/health/ready`)).status).toBe(200);
+    const ranks = rankProcesses();
+    expect(ranks).toHaveLength(2);
+    // Nobody connected: no call runs. Freeze rank 1 from outside, as a hung GPU driver or a debugger would.
+    process.kill(ranks[1]!, 'SIGSTOP');
+    cleanups.push(() => process.kill(ranks[1]!, 'SIGCONT'));
+    const t = performance.now();
+    const stalled = await until(
+      () => probe(`${server.url}/health/ready`),
+      (r) => r.status === 503,
+      'readiness to drop',
+      15_000,
+    );
+    const took = performance.now() - t;
+    expect(took).toBeLessThan(5000 + 1500); // the runner's stallMs (5 s) and a check tick
+    expect(stalled.body.reasons).toEqual([{ code: 'rank_stalled', message: expect.stringMatching(/^rank \d has made no progress for \d+\.\d s \(idle\)$/) }]);
+    process.kill(ranks[1]!, 'SIGCONT');
+    await until(
+      () => probe(`${server.url}/health/ready`),
+      (r) => r.status === 200,
+      'readiness to come back',
+    );
+  }, 60_000);
 });
+
+/** The rank processes (child-main) this test process started, by pid order. */
+function rankProcesses(): number[] {
+  const out: number[] = [];
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (Number(fields[1]) === process.pid && readFileSync(`/proc/${d}/cmdline`, 'utf8').includes('child-main')) out.push(Number(d));
+    } catch {
+      // gone while we looked
+    }
+  }
+  return out.sort((a, b) => a - b);
+}

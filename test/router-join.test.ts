@@ -20,6 +20,8 @@ import { SESSION_LABEL } from '@reactor/router';
 import { FakeAgonesCluster } from './fixtures/agones/cluster.js';
 import { MockKubeApi } from './fixtures/agones/kube-api.js';
 import { sampleWorkspace } from './fixtures/sample-workspace.js';
+import { chromium } from 'playwright-core';
+import { chromiumPath } from './fixtures/chromium.js';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(repo, 'packages/cli/dist/main.js');
@@ -170,6 +172,35 @@ describe('connect(routerUrl, { session }) through reactor route', { timeout: 120
       }),
     ).rejects.toMatchObject({ code: 'no_free_instance' });
     expect(cluster.unallocated - n).toBe(2);
+  });
+
+  it('serves the viewer page under the router prefix: in Chromium it loads its scripts and socket under /s/{instance} and plays', async () => {
+    const held = cluster.list({}, 'Allocated')[0]!;
+    const browser = await chromium.launch({
+      executablePath: chromiumPath,
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+        '--no-first-run',
+      ],
+    });
+    cleanups.push(() => browser.close());
+    const page = await browser.newPage();
+    const failed: string[] = [];
+    page.on('response', (r) => r.status() >= 400 && failed.push(`${r.status()} ${r.url()}`));
+    await page.goto(`${router.url}/s/${held.name}/?token=${TOKEN}`);
+    await page.waitForFunction(() => (window as unknown as { reactorViewer?: { framesDrawn: number } }).reactorViewer!.framesDrawn > 5, null, {
+      timeout: 30_000,
+    });
+    await expect.poll(() => page.textContent('#connection')).toBe('connected');
+    expect(failed).toEqual([]);
+    // Everything it asked for went through the prefix (nothing at the router's root).
+    const html = await page.content();
+    expect(html).toContain(`src="/s/${held.name}/viewer/app.js"`);
   });
 
   it('answers unknown_session for a session no instance holds, and unauthorized for a wrong token', async () => {

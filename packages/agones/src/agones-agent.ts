@@ -10,7 +10,8 @@
  * | a session starts | `Allocate()` and `SetLabel('reactor-session', id)`, unless the router allocated it (it labelled it then) |
  * | the session ends | `SetLabel('reactor-session', '')` and `Ready()` (model warm), or `Shutdown()` |
  * | allocated by the router, no session within `allocationTimeoutMs` | `Ready()` |
- * | SIGTERM | the server's drain (pings go on), then `Shutdown()` |
+ * | the router's `DELETE /sessions/{id}` (the annotation `reactor.dev/release-session` = the id) | the session ends; `Ready()` |
+ * | SIGTERM | leaves the pool first: `SetLabel('reactor-draining', deadline)` (the router's allocations exclude it) and, idle, `Shutdown()` at once; a running session goes on up to `drainTimeoutMs`; then the server closes (pings go on meanwhile) and `Shutdown()` |
  *
  * SDK failures never reach the server: they are logged (once per outage) and retried on the
  * next tick with a fresh SDK client.
@@ -29,6 +30,10 @@ import { officialAgonesSdk, type AgonesSdk, type GameServerView } from './sdk.js
 export const SESSION_LABEL = 'reactor-session';
 /** {@link SESSION_LABEL} as it appears on the GameServer. */
 const SESSION_LABEL_KEY = `agones.dev/sdk-${SESSION_LABEL}`;
+/** The SDK label a draining instance sets (value: the drain's deadline, Unix seconds); the router's allocations exclude it. */
+export const DRAINING_LABEL = 'reactor-draining';
+/** The annotation the session router's `DELETE /sessions/{id}` sets: the instance ends that session and returns to the fleet. */
+export const RELEASE_ANNOTATION = 'reactor.dev/release-session';
 
 /**
  * Readiness reasons that pass on their own: the instance is not ready but still healthy, so the
@@ -39,7 +44,7 @@ export const TRANSIENT_READINESS_CODES: ReadonlySet<string> = new Set(['loading'
 /** The server the agent follows: `ReactorServer` is one. */
 export interface AgonesServer {
   health(): HealthReport;
-  readonly host: Pick<ServableHost, 'status' | 'onStatus'>;
+  readonly host: Pick<ServableHost, 'status' | 'onStatus' | 'endCurrentSession'>;
   /** Set to the GameServer name once known (it then appears in the session descriptor). */
   instance: string | undefined;
   readonly options?: { readonly logger: Logger };
@@ -84,6 +89,10 @@ export class AgonesAgent {
   #outage: string | undefined;
   #healthy = true;
   #pings = 0;
+  /** The release request (session id) already acted on. */
+  #released: string | undefined;
+  /** Leaving the pool (the draining label, `Shutdown()` when idle), once SIGTERM came. */
+  #leaving: Promise<void> | undefined;
 
   constructor(server: AgonesServer, options: AgonesOptions = {}) {
     this.#server = server;
@@ -114,10 +123,63 @@ export class AgonesAgent {
     return this;
   }
 
-  /** The server begins its drain (SIGTERM): no more state changes, pings go on until {@link shutdown}. */
+  /**
+   * The server begins its drain (SIGTERM): no more state changes, pings go on until
+   * {@link shutdown}; and the instance leaves the pool at once (the draining label, which the
+   * router's allocations exclude, and `Shutdown()` when no session runs), because Agones keeps a
+   * terminating pod's GameServer Ready and allocatable until then.
+   */
   drain(): void {
     if (this.#phase === 'running' || this.#phase === 'new') this.#phase = 'draining';
     this.#clearAllocationTimer();
+    this.#leaving ??= this.#leavePool();
+  }
+
+  /**
+   * After {@link drain}: resolves when no session runs any more (it ended, or the instance was
+   * idle), or after `drainTimeoutMs`; the caller then closes the server (viewers still there get
+   * the close frame with the reason). Never rejects.
+   */
+  async drainSessions(): Promise<void> {
+    this.drain();
+    await this.#leaving;
+    const host = this.#server.host;
+    if (host.status.sessionId === undefined) return;
+    const limit = this.options.drainTimeoutMs;
+    this.#log.info(`draining: the running session may go on for up to ${limit} ms (agones.drainTimeoutMs)`);
+    await new Promise<void>((resolve) => {
+      const sub: { off?: (() => void) | void } = {};
+      const done = (): void => {
+        clearTimeout(timer);
+        clearInterval(poll);
+        if (typeof sub.off === 'function') sub.off();
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        this.#log.warn(`drain deadline (${limit} ms) reached with the session still running: closing its viewers`);
+        done();
+      }, limit);
+      // A status listener, and a poll in case the host has none.
+      sub.off = host.onStatus?.((st) => st.sessionId === undefined && done());
+      const poll = setInterval(() => host.status.sessionId === undefined && done(), 250);
+      poll.unref();
+    });
+  }
+
+  async #leavePool(): Promise<void> {
+    try {
+      const sdk = await this.#connect();
+      const deadline = Math.ceil((Date.now() + this.options.drainTimeoutMs) / 1000);
+      await this.#call('SetLabel()', () => sdk.setLabel(DRAINING_LABEL, String(deadline)));
+      if (this.#server.host.status.sessionId === undefined) {
+        // Idle (or allocated to a client that has not arrived): nothing to finish, leave now.
+        await this.#call('Shutdown()', () => sdk.shutdown());
+        this.#told = 'shutdown';
+        this.#log.info('SIGTERM while idle: Shutdown() at once, so no new session is sent here');
+      } else this.#log.info('SIGTERM during a session: labelled draining, no new session is sent here');
+    } catch (err) {
+      this.#fail('leaving the pool', err);
+    }
   }
 
   /**
@@ -127,6 +189,7 @@ export class AgonesAgent {
   async shutdown(): Promise<void> {
     if (this.#phase === 'stopped') return;
     this.drain();
+    await this.#leaving;
     try {
       const sdk = await this.#connect();
       await this.#call('Shutdown()', () => sdk.shutdown());
@@ -204,9 +267,17 @@ export class AgonesAgent {
     if (this.#phase !== 'running' || this.#told === 'shutdown') return;
     const status: SessionStatus = this.#server.host.status;
     const session = status.sessionId;
+    const release = this.#gs?.annotations?.[RELEASE_ANNOTATION];
     if (session !== undefined) {
       this.#allocatedSince = undefined;
       this.#clearAllocationTimer();
+      if (this.#labelled === session && release === session && this.#released !== release) {
+        // The router's DELETE /sessions/{id}: end it; its end returns the instance to the fleet below.
+        this.#released = release;
+        this.#log.info(`session ${session} released by the session router (DELETE /sessions): ending it`);
+        await this.#server.host.endCurrentSession?.('the session was released (DELETE /sessions)');
+        return;
+      }
       if (this.#labelled === session) return;
       const gs = await this.#call('GetGameServer()', () => sdk.getGameServer());
       this.#gs = gs;
@@ -252,6 +323,18 @@ export class AgonesAgent {
     }
     if (this.#gs?.state === 'Allocated' && this.#told !== 'nothing') {
       // Allocated by the router for a session whose first client has not arrived yet.
+      const waitingFor = this.#gs.labels[SESSION_LABEL_KEY];
+      if (waitingFor && release === waitingFor && this.#released !== release) {
+        this.#released = release;
+        await this.#call('SetLabel()', () => sdk.setLabel(SESSION_LABEL, ''));
+        await this.#call('Ready()', () => sdk.ready());
+        this.#allocatedSince = undefined;
+        this.#clearAllocationTimer();
+        this.#told = 'ready';
+        this.#gs = { ...this.#gs, state: 'Ready' };
+        this.#log.info(`session ${waitingFor} released by the session router before anyone joined: Ready() again`);
+        return;
+      }
       const now = Date.now();
       if (this.#allocatedSince === undefined) {
         this.#allocatedSince = now;

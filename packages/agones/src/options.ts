@@ -17,6 +17,8 @@ export const DEFAULT_ALLOCATION_TIMEOUT_MS = 60_000;
 export const MAX_ALLOCATION_TIMEOUT_MS = 60_000;
 /** How long one SDK call may take before it counts as failed, ms. */
 export const DEFAULT_CALL_TIMEOUT_MS = 5000;
+/** After SIGTERM, how long a running session may go on before its viewers are closed, ms (the chart's agones.drainSeconds). */
+export const DEFAULT_DRAIN_TIMEOUT_MS = 60_000;
 
 /** What the instance tells Agones when its session ends. */
 export type SessionEndAction = 'ready' | 'shutdown';
@@ -37,6 +39,12 @@ export interface AgonesOptions {
   allocationTimeoutMs?: number;
   /** How long one SDK call may take before it counts as failed and is retried, ms (default 5000). */
   callTimeoutMs?: number;
+  /**
+   * After SIGTERM the instance leaves the pool at once and lets a running session go on for up
+   * to this long before closing its viewers, ms (default 60000; keep it below the pod's
+   * `terminationGracePeriodSeconds`).
+   */
+  drainTimeoutMs?: number;
   /** Where progress and SDK failures are logged (default: the server's logger). */
   logger?: Logger;
   /** Makes the SDK client (default: the official `@google-cloud/agones-sdk`, loaded on first use). Tests and other transports. */
@@ -49,6 +57,7 @@ export interface ResolvedAgonesOptions {
   healthIntervalMs: number;
   allocationTimeoutMs: number;
   callTimeoutMs: number;
+  drainTimeoutMs: number;
   logger: Logger;
   sdk: (() => AgonesSdk | Promise<AgonesSdk>) | undefined;
 }
@@ -85,6 +94,7 @@ export function resolveAgonesOptions(options: AgonesOptions = {}, fallbackLogger
     healthIntervalMs: intIn(options.healthIntervalMs, 'healthIntervalMs', MIN_HEALTH_INTERVAL_MS, MAX_HEALTH_INTERVAL_MS, DEFAULT_HEALTH_INTERVAL_MS),
     allocationTimeoutMs: intIn(options.allocationTimeoutMs, 'allocationTimeoutMs', 1, MAX_ALLOCATION_TIMEOUT_MS, DEFAULT_ALLOCATION_TIMEOUT_MS),
     callTimeoutMs: intIn(options.callTimeoutMs, 'callTimeoutMs', 1, 60_000, DEFAULT_CALL_TIMEOUT_MS),
+    drainTimeoutMs: intIn(options.drainTimeoutMs, 'drainTimeoutMs', 0, 24 * 3600_000, DEFAULT_DRAIN_TIMEOUT_MS),
     logger: options.logger ?? fallbackLogger ?? consoleLogger(),
     sdk: options.sdk,
   };

@@ -13,6 +13,8 @@ export interface GameServerView {
   state: string;
   /** `metadata.labels` (SDK-set ones carry the `agones.dev/sdk-` prefix). */
   labels: Record<string, string>;
+  /** `metadata.annotations` (the session router's release request among them). */
+  annotations: Record<string, string>;
 }
 
 /** The SDK calls the integration makes; every promise rejects when the sidecar fails or does not answer. */
@@ -46,12 +48,17 @@ interface OfficialSdk {
 }
 
 interface OfficialGameServer {
-  objectMeta?: { name?: string; labelsMap?: Array<[string, string]> };
+  objectMeta?: { name?: string; labelsMap?: Array<[string, string]>; annotationsMap?: Array<[string, string]> };
   status?: { state?: string };
 }
 
 function view(gs: OfficialGameServer): GameServerView {
-  return { name: gs.objectMeta?.name ?? '', state: gs.status?.state ?? '', labels: Object.fromEntries(gs.objectMeta?.labelsMap ?? []) };
+  return {
+    name: gs.objectMeta?.name ?? '',
+    state: gs.status?.state ?? '',
+    labels: Object.fromEntries(gs.objectMeta?.labelsMap ?? []),
+    annotations: Object.fromEntries(gs.objectMeta?.annotationsMap ?? []),
+  };
 }
 
 function asError(err: unknown): Error {

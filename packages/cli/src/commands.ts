@@ -181,8 +181,18 @@ export function serveSettings(o: CliOptions, m: Manifest): ServeSettings {
         'or pass --insecure if every machine on this network is trusted',
     );
   }
+  if ((o.agones === true || m.agones.enabled) && port === AGONES_SIDECAR_HEALTH_PORT) {
+    throw new ReactorError(
+      CliErrorCode.CliUsage,
+      `port ${port} is the Agones SDK sidecar's health port in every GameServer pod (the sidecar or this server would fail to listen, or the sidecar's liveness probe would reach this server): ` +
+        `pass --port 8000 (the chart's app.port) or set another server.port in ${m.file}`,
+    );
+  }
   return { host, port, token, allowedHosts, allowedOrigins, exposed };
 }
+
+/** The Agones SDK sidecar's health port in every GameServer pod (`--health-port`'s default; Agones' controller hard-codes it in the probes it adds). */
+const AGONES_SIDECAR_HEALTH_PORT = 8080;
 
 /**
  * Serves an imported app (first, so /health says "loading"), then waits for its `load()`.
@@ -263,15 +273,17 @@ function rankOf(err: unknown): number | undefined {
 }
 
 /**
- * What the signal handlers close: the server, and with Agones the drain first (pings go on, so
- * Agones does not kill the pod mid-drain), then `Shutdown()`.
+ * What the signal handlers close: the server, and with Agones the drain first: the instance
+ * leaves the pool at once (no new session is sent to it), a running session goes on up to the
+ * drain deadline (pings go on, so Agones does not kill the pod mid-drain), then the server
+ * closes and `Shutdown()`.
  */
 function closingFor(server: ReactorServer, agones: AgonesAgent | undefined): Parameters<typeof installShutdownHandlers>[0] {
   if (!agones) return server;
   return {
     options: server.options,
     close: async () => {
-      agones.drain();
+      await agones.drainSessions();
       await server.close();
       await agones.shutdown();
     },
@@ -285,8 +297,18 @@ function closingFor(server: ReactorServer, agones: AgonesAgent | undefined): Par
 async function startAgonesFor(server: ReactorServer, m: Manifest, logger: Logger): Promise<AgonesAgent> {
   const { startAgones } = await import('@reactor/agones');
   const { onSessionEnd, healthIntervalMs, allocationTimeoutMs } = m.agones;
+  // The chart sets it from agones.drainSeconds (below the pod's terminationGracePeriodSeconds).
+  const drainEnv = process.env['REACTOR_DRAIN_TIMEOUT_MS'];
+  const drainTimeoutMs = drainEnv !== undefined && drainEnv !== '' ? Number(drainEnv) : undefined;
+  if (drainTimeoutMs !== undefined && (!Number.isInteger(drainTimeoutMs) || drainTimeoutMs < 0)) {
+    throw new ReactorError(
+      CliErrorCode.CliUsage,
+      `REACTOR_DRAIN_TIMEOUT_MS must be a whole number of milliseconds (0 or more), got ${JSON.stringify(drainEnv)}`,
+    );
+  }
   const agent = startAgones(server, {
     logger,
+    ...(drainTimeoutMs !== undefined && { drainTimeoutMs }),
     ...(onSessionEnd !== undefined && { onSessionEnd }),
     ...(healthIntervalMs !== undefined && { healthIntervalMs }),
     ...(allocationTimeoutMs !== undefined && { allocationTimeoutMs }),

@@ -234,7 +234,7 @@ export class ClientConnection implements ClientSink, BudgetHolder, VideoSubscrib
   }
 
   /** Registers with the host (which sends the welcome through this sink). */
-  attach(info: { remoteAddress?: string; userAgent?: string }): void {
+  attach(info: { remoteAddress?: string; userAgent?: string; sessionId?: string }): void {
     const handle = this.#ctx.host.connect(this, info);
     this.#handle = handle;
     const tracks = this.#ctx.host.schema.tracks;

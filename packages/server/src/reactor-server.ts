@@ -31,7 +31,7 @@ import { loadWebCodecs, webCodecsEncoderFactory } from './video-encoder.js';
 import { VideoStreams, type VideoEncoderInfo } from './video-streams.js';
 import { RecordingService } from './recording/recording-service.js';
 import { ViewerAssets, ViewerNotBuiltError } from './static-assets.js';
-import { renderViewerPage, viewerSecurityHeaders } from './viewer-page.js';
+import { renderViewerPage, viewerBasePath, viewerSecurityHeaders } from './viewer-page.js';
 
 /** How long `close()` waits for clients to acknowledge the close frame before cutting them. */
 export const CLOSE_GRACE_MS = 2000;
@@ -71,6 +71,8 @@ export interface ServableHost extends AppHostApi {
   onStep?(listener: (step: StepSample) => void): (() => void) | void;
   /** A status listener (`AppHost.onStatus`): scale-out integrations follow sessions through it. */
   onStatus?(listener: (status: SessionStatus) => void): (() => void) | void;
+  /** Ends the running session now (`AppHost.endCurrentSession`): a release by the session router, a drain's deadline. */
+  endCurrentSession?(reason: string): Promise<boolean>;
   /** Cumulative counters (`AppHost.counters`): `steps` feeds `reactor_steps_total`. */
   readonly counters?: { readonly steps: number };
   /** A status listener (`AppHost.onStatus`): the server closes its video encoders when a session ends. */
@@ -98,6 +100,9 @@ export interface HealthReport {
   /** The instance name ({@link ReactorServer.instance}), when set. */
   instance?: string;
 }
+
+/** The header a session router (`reactor route`) sets on a relayed socket: the id the session takes if this socket starts it. */
+export const SESSION_ID_HEADER = 'x-reactor-session-id';
 
 /** A running server. Create it with `serve()` or {@link serveHost}. */
 export class ReactorServer {
@@ -397,9 +402,11 @@ export class ReactorServer {
           // Lets the page's module scripts and its socket carry the token without putting it in every URL.
           res.setHeader('Set-Cookie', `${TOKEN_COOKIE}=${encodeURIComponent(token)}; HttpOnly; SameSite=Strict; Path=/`);
         }
-        const html = renderViewerPage({ title: this.host.schema.app.name, wsPath: this.options.path });
+        // Behind a session router the page lives under /s/{instance}: its scripts and socket are asked for there.
+        const basePath = viewerBasePath(req.headers['x-forwarded-prefix']);
+        const html = renderViewerPage({ title: this.host.schema.app.name, wsPath: this.options.path, basePath });
         res.setHeader('Cache-Control', 'no-store');
-        for (const [name, value] of Object.entries(viewerSecurityHeaders(this.options.allowedOrigins))) res.setHeader(name, value);
+        for (const [name, value] of Object.entries(viewerSecurityHeaders(this.options.allowedOrigins, basePath))) res.setHeader(name, value);
         return send(res, 200, 'text/html; charset=utf-8', html);
       }
       case '/schema':
@@ -552,9 +559,12 @@ export class ReactorServer {
     this.#connections.add(conn);
     this.metrics.clients.set(this.#connections.size);
     try {
-      const info: { remoteAddress?: string; userAgent?: string } = {};
+      const info: { remoteAddress?: string; userAgent?: string; sessionId?: string } = {};
       if (req.socket.remoteAddress) info.remoteAddress = req.socket.remoteAddress;
       if (req.headers['user-agent']) info.userAgent = req.headers['user-agent'];
+      // A session router's id for the session (one id end to end); the host ignores one that is not label-safe.
+      const chosen = req.headers[SESSION_ID_HEADER];
+      if (typeof chosen === 'string' && chosen !== '') info.sessionId = chosen;
       conn.attach(info);
     } catch (err) {
       this.#log.error(`the app refused a client: ${(err as Error).stack ?? String(err)}`);

@@ -11,6 +11,18 @@ export interface ViewerPageOptions {
   title: string;
   /** The server's WebSocket path. */
   wsPath: string;
+  /**
+   * The path the page is reached under, when a proxy serves it below a prefix (a session
+   * router's `/s/{instance}`, from `X-Forwarded-Prefix`): its scripts, modules and socket are
+   * asked for under it. Default: none (the server's root).
+   */
+  basePath?: string;
+}
+
+/** A safe `X-Forwarded-Prefix`: `/`-separated path segments of URL-safe characters, no trailing slash; anything else is ignored (''). */
+export function viewerBasePath(header: string | string[] | undefined): string {
+  const v = (Array.isArray(header) ? header[0] : header)?.trim().replace(/\/+$/, '') ?? '';
+  return /^(\/[A-Za-z0-9._~%-]+)*$/.test(v) ? v : '';
 }
 
 const CSS = `
@@ -78,8 +90,8 @@ button.secondary { background:transparent; color:var(--text); border:1px solid v
 #recordings li { padding:3px 0; border-top:1px solid var(--line); overflow-wrap:anywhere; }
 `;
 
-/** The page's one inline script: the import map (its hash is allowed by the CSP). */
-const IMPORT_MAP = '{"imports":{"@reactor/client":"/viewer/client/index.js"}}';
+/** The page's one inline script: the import map (its hash is allowed by the CSP), for the page's base path. */
+const importMap = (basePath = ''): string => JSON.stringify({ imports: { '@reactor/client': `${basePath}/viewer/client/index.js` } });
 
 const sha256 = (text: string): string => `'sha256-${createHash('sha256').update(text).digest('base64')}'`;
 
@@ -90,11 +102,11 @@ const sha256 = (text: string): string => `'sha256-${createHash('sha256').update(
  * other pages' frames, against clickjacking); `Referrer-Policy: no-referrer`, since the page's
  * URL may carry `?token=`.
  */
-export function viewerSecurityHeaders(allowedOrigins: readonly string[] | undefined): Record<string, string> {
+export function viewerSecurityHeaders(allowedOrigins: readonly string[] | undefined, basePath = ''): Record<string, string> {
   const ancestors = allowedOrigins?.includes('*') ? '*' : ["'self'", ...(allowedOrigins ?? [])].join(' ');
   const csp = [
     "default-src 'none'",
-    `script-src 'self' ${sha256(IMPORT_MAP)}`,
+    `script-src 'self' ${sha256(importMap(basePath))}`,
     `style-src 'self' ${sha256(CSS)}`,
     "img-src 'self' data: blob:",
     "connect-src 'self'",
@@ -114,7 +126,8 @@ function escapeHtml(s: string): string {
 /** Renders the viewer page. */
 export function renderViewerPage(o: ViewerPageOptions): string {
   const title = escapeHtml(o.title);
-  const config = JSON.stringify({ wsPath: o.wsPath }).replace(/</g, '\\u003c');
+  const base = o.basePath ?? '';
+  const config = JSON.stringify({ wsPath: `${base}${o.wsPath}` }).replace(/</g, '\\u003c');
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -122,7 +135,7 @@ export function renderViewerPage(o: ViewerPageOptions): string {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${title} · Reactor</title>
 <style>${CSS}</style>
-<script type="importmap">${IMPORT_MAP}</script>
+<script type="importmap">${importMap(base)}</script>
 <script id="reactor-config" type="application/json">${config}</script>
 </head>
 <body>
@@ -162,7 +175,7 @@ export function renderViewerPage(o: ViewerPageOptions): string {
     <section class="panel"><h2>Messages</h2><ul id="messages"><li class="empty">No messages yet.</li></ul></section>
   </aside>
 </main>
-<script type="module" src="/viewer/app.js"></script>
+<script type="module" src="${escapeHtml(base)}/viewer/app.js"></script>
 </body>
 </html>
 `;

@@ -327,6 +327,60 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     transition('DistributedRunner', RUNNER_TRANSITIONS, from, next.name);
     this.state = next;
     if (next.name === 'unusable' && (from === 'ready' || from === 'busy')) this.emit('unhealthy', next.cause as Error);
+    if (next.name === 'ready') this.startIdleWatch();
+    else this.stopIdleWatch();
+  }
+
+  // ---- idle watch: ranks without a call are checked too ----------------------------------------
+
+  /** Reads every rank's progress block while no call runs, so a frozen idle rank shows in `stalledRanks` within `stallMs`. */
+  private idleTimer: NodeJS.Timeout | null = null;
+
+  private startIdleWatch(): void {
+    if (this.idleTimer) return;
+    const now = performance.now();
+    for (const w of this.watches) {
+      w.counter = w.reader.read()?.counter ?? w.counter;
+      w.lastChange = now;
+    }
+    this.idleTimer = setInterval(() => this.checkIdle(), Math.max(10, Math.min(250, this.opts.stallMs / 4)));
+    this.idleTimer.unref();
+  }
+
+  private stopIdleWatch(): void {
+    if (this.idleTimer) clearInterval(this.idleTimer);
+    this.idleTimer = null;
+  }
+
+  /** The idle counterpart of {@link checkProgress}: a rank's event loop advances its block every 100 ms even with nothing to do. */
+  private checkIdle(): void {
+    if (this.state.name !== 'ready') return;
+    const now = performance.now();
+    for (const [rank, w] of this.watches.entries()) {
+      const reading = w.reader.read();
+      if (reading === null) continue;
+      if (reading.counter !== w.counter) {
+        w.counter = reading.counter;
+        w.lastChange = now;
+        if (w.stalled) {
+          w.stalled = false;
+          this.logger.info(`Rank ${rank} makes progress again after a stall (idle).`);
+          this.emit('stallCleared', rank);
+        }
+        continue;
+      }
+      const since = now - w.lastChange;
+      if (!w.stalled && since >= this.opts.stallMs) {
+        w.stalled = true;
+        const info: StallInfo = { rank, phase: reading.phase, sinceMs: Math.round(since) };
+        this.logger
+          .child({ rank })
+          .warn(
+            `Rank ${rank} (pid ${this.procs[rank]?.pid}) made no progress for ${info.sinceMs} ms while idle: stopped, blocked in synchronous code, or deadlocked.`,
+          );
+        this.emit('stall', info);
+      }
+    }
   }
 
   /** Where the runner is in its life (`new`, `starting`, `ready`, `busy`, `unusable`, `shutdown`). */
@@ -339,9 +393,9 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     return this.state.name === 'ready' || this.state.name === 'busy';
   }
 
-  /** Ranks that made no progress for `stallMs` during the call in flight (empty otherwise): for readiness checks. */
+  /** Ranks that made no progress for `stallMs`, during the call in flight or while idle: for readiness checks. */
   get stalledRanks(): StallInfo[] {
-    if (this.state.name !== 'busy') return [];
+    if (this.state.name !== 'busy' && this.state.name !== 'ready') return [];
     const now = performance.now();
     return this.watches.flatMap((w, rank) => (w.stalled ? [{ rank, phase: w.reader.read()?.phase ?? 'idle', sinceMs: Math.round(now - w.lastChange) }] : []));
   }
