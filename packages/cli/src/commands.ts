@@ -9,7 +9,8 @@ import { detectGpuCount } from '@reactor/distributed';
 import type { Logger } from '@reactor/log';
 import { AppHost, ReactorError, WEIGHTS_PATH_ENV, type AppRequirements, type AppStatics, type ReactorApp } from '@reactor/runtime';
 import { describeApp } from '@reactor/runtime/internal';
-import { installShutdownHandlers, isLoopbackHost, serve, type ReactorServer } from '@reactor/server';
+import { installShutdownHandlers, isLoopbackHost, serve, type ReactorServer, type TokenAuthOptions } from '@reactor/server';
+import { authOptions } from './token-command.js';
 import type { AgonesAgent } from '@reactor/agones';
 import { findManifest, loadManifest, ManifestError, MANIFEST_FILE, type Manifest } from './manifest.js';
 import { runDoctor } from './doctor.js';
@@ -130,6 +131,8 @@ export interface ServeSettings {
   host: string;
   port: number;
   token: string | undefined;
+  /** Signed token keys (`REACTOR_AUTH_*`, `server.auth`). */
+  auth: TokenAuthOptions | undefined;
   allowedHosts: string[] | undefined;
   allowedOrigins: string[] | undefined;
   /** A non-loopback host without a token (allowed with --insecure only). */
@@ -146,7 +149,8 @@ export function serveSettings(o: CliOptions, m: Manifest): ServeSettings {
   const host = o.host ?? m.server.host ?? '127.0.0.1';
   const allowedHosts = listFlag(o.allowedHost, '--allowed-host', hostProblem) ?? m.server.allowedHosts;
   const allowedOrigins = listFlag(o.allowedOrigin, '--allowed-origin', originProblem) ?? m.server.allowedOrigins;
-  const exposed = !isLoopbackHost(host) && token === undefined;
+  const auth = authOptions(m);
+  const exposed = !isLoopbackHost(host) && token === undefined && auth === undefined;
   if (exposed && o.insecure !== true) {
     throw new ReactorError(
       CliErrorCode.InsecureBind,
@@ -155,7 +159,7 @@ export function serveSettings(o: CliOptions, m: Manifest): ServeSettings {
         'or pass --insecure if every machine on this network is trusted',
     );
   }
-  return { host, port, token, allowedHosts, allowedOrigins, exposed };
+  return { host, port, token, auth, allowedHosts, allowedOrigins, exposed };
 }
 
 /**
@@ -187,6 +191,11 @@ export async function serveApp(
       port: s.port,
       logger,
       ...(s.token !== undefined && { token: s.token }),
+      ...(s.auth !== undefined && { auth: s.auth }),
+      ...(m.server.singleController !== undefined && { singleController: m.server.singleController }),
+      ...(m.server.resumeGraceMs !== undefined && { resumeGraceMs: m.server.resumeGraceMs }),
+      ...(m.server.idleTimeoutMs !== undefined && { idleTimeoutMs: m.server.idleTimeoutMs }),
+      ...(m.server.maxSessionMs !== undefined && { maxSessionMs: m.server.maxSessionMs }),
       ...(o.insecure === true && { insecure: true }),
       ...(s.allowedHosts !== undefined && { allowedHosts: s.allowedHosts }),
       ...(s.allowedOrigins !== undefined && { allowedOrigins: s.allowedOrigins }),

@@ -13,6 +13,7 @@ import { typesCommand, type TypesOptions } from './types-command.js';
 import { devCommand, type DevOptions } from './dev.js';
 import { deployCommand, type DeployOptions } from './deploy-command.js';
 import type { RouteOptions } from './route-command.js';
+import { tokenCommand, type TokenOptions } from './token-command.js';
 
 // Progress and log lines go to stderr; stdout carries only results (the viewer URL, the schema, doctor's report).
 const toStderr = (...args: unknown[]) => console.error(...args);
@@ -61,6 +62,18 @@ cli
   .option('--manifest <file>', 'reactor.yaml to read (default: ./reactor.yaml or the nearest parent)')
   .option('--image-root <dir>', 'where the bundle lies inside the image (default: /opt/reactor)')
   .action((target: string | undefined, o: DeployOptions) => deployCommand(target, o, logger));
+cli
+  .command('token', 'Mint a signed session token with the key of REACTOR_AUTH_* or server.auth, and print it')
+  .option('--manifest <file>', 'reactor.yaml to read (default: ./reactor.yaml or the nearest parent)')
+  .option('--role <role>', "controller (default), spectator, or the app's own role")
+  .option('--session <id>', 'the session id or instance name it is for (default *: any)')
+  .option('--ttl <duration>', 'lifetime: seconds or 90s, 15m, 1h (default 1h, at most 6h)')
+  .option('--not-before <duration>', 'valid only from this long on (default: at once)')
+  .option('--publish <tracks>', 'inbound tracks it may publish: comma-separated, * or none (default: * for a controller, none otherwise)')
+  .option('--upload-bytes <n>', "bytes it may upload (default: the server's limits for a controller, 0 otherwise)")
+  .option('--max-session <duration>', 'the longest session it may hold (default: no limit)')
+  .option('--subject <id>', 'who holds it (the sub claim)')
+  .action((o: TokenOptions) => tokenCommand(o, logger));
 cli
   .command('route', 'Route sessions to a fleet of instances on Kubernetes with Agones (POST /sessions, GET /sessions/:id, /s/:instance/...)')
   .option('--kubeconfig <file>', 'kubeconfig to reach the Kubernetes API (default: in a pod its service account, else $KUBECONFIG or ~/.kube/config)')

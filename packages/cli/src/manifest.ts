@@ -90,6 +90,46 @@ class VideoSection {
 /** The keys `server.video` takes. */
 const VIDEO_KEYS = ['codec', 'tiers', 'key_frame_interval', 'framerate'];
 
+/**
+ * `server.auth`: signed session tokens (see docs/security.md). Keys may also come from the
+ * environment (`REACTOR_AUTH_SECRET`, `REACTOR_AUTH_PUBLIC_KEY`, `REACTOR_AUTH_PRIVATE_KEY`,
+ * `REACTOR_AUTH_JWKS_URL`), which wins over the manifest.
+ */
+class AuthSection {
+  /** HMAC secret (HS256); prefer `REACTOR_AUTH_SECRET` over writing it here. */
+  @IsOptional() @IsString() @MinLength(32, { message: 'must be at least 32 characters (openssl rand -base64 32)' }) secret?: string;
+  /** Ed25519 public key file (PEM), relative to reactor.yaml: checks EdDSA tokens. */
+  @IsOptional() @IsString() @MinLength(1) public_key?: string;
+  /** Ed25519 private key file (PEM), relative to reactor.yaml: `reactor token` signs with it (the server never reads it). */
+  @IsOptional() @IsString() @MinLength(1) private_key?: string;
+  /** A platform's JWKS (http(s) URL): checks the tokens it mints. */
+  @IsOptional() @IsString() @Matches(/^https?:\/\//, { message: 'must be an http(s):// URL' }) jwks_url?: string;
+  @IsOptional() @IsString() @MinLength(1) issuer?: string;
+  @IsOptional() @IsString() @MinLength(1) audience?: string;
+  /** Longest token lifetime accepted, seconds (at most 21600, 6 h). */
+  @IsOptional() @IsInt() @Min(1) @Max(21_600) max_ttl_s?: number;
+}
+
+/** The keys `server.auth` takes. */
+const AUTH_KEYS = ['secret', 'public_key', 'private_key', 'jwks_url', 'issuer', 'audience', 'max_ttl_s'];
+/** The keys `server` takes. */
+const SERVER_KEYS = [
+  'host',
+  'port',
+  'token',
+  'encoding',
+  'allowed_hosts',
+  'allowed_origins',
+  'max_upload_bytes',
+  'upload_quota_bytes',
+  'video',
+  'auth',
+  'single_controller',
+  'resume_grace_ms',
+  'idle_timeout_ms',
+  'max_session_ms',
+];
+
 class ServerSection {
   @IsOptional() @IsString() host?: string;
   @IsOptional() @IsInt() @Min(0) @Max(65535) port?: number;
@@ -105,6 +145,16 @@ class ServerSection {
   @IsOptional() @IsInt() @Min(1) upload_quota_bytes?: number;
   /** Coded video for clients that select it (default codec `jpeg`: JPEG only). */
   @IsOptional() @ValidateNested() @Type(() => VideoSection) video?: VideoSection;
+  /** Signed session tokens. */
+  @IsOptional() @ValidateNested() @Type(() => AuthSection) auth?: AuthSection;
+  /** One controller at a time, with hand-over (`request_control` / `release_control`). */
+  @IsOptional() @IsBoolean() single_controller?: boolean;
+  /** How long a dropped client may resume its identity, ms (default 30000; 0: never). */
+  @IsOptional() @IsInt() @Min(0) @Max(3_600_000) resume_grace_ms?: number;
+  /** End the session after this long without input from any client, ms. */
+  @IsOptional() @IsInt() @Min(1) @Max(86_400_000) idle_timeout_ms?: number;
+  /** The longest a session may last, ms. */
+  @IsOptional() @IsInt() @Min(1) @Max(7 * 86_400_000) max_session_ms?: number;
 }
 
 /** `agones:`: run as an Agones GameServer (see docs/scale-out.md); `reactor run --agones` turns it on too. */
@@ -147,6 +197,20 @@ export interface Manifest {
     uploadQuotaBytes?: number;
     /** `server.video`, as `ServerOptions.video` takes it. */
     video?: VideoOptions;
+    /** `server.auth`, key files resolved to absolute paths. */
+    auth?: {
+      secret?: string;
+      publicKey?: string;
+      privateKey?: string;
+      jwksUrl?: string;
+      issuer?: string;
+      audience?: string;
+      maxTtlS?: number;
+    };
+    singleController?: boolean;
+    resumeGraceMs?: number;
+    idleTimeoutMs?: number;
+    maxSessionMs?: number;
   };
   /** The `agones:` section (absent keys: the integration's defaults). */
   agones: { enabled: boolean; onSessionEnd?: 'ready' | 'shutdown'; healthIntervalMs?: number; allocationTimeoutMs?: number };
@@ -203,6 +267,14 @@ export function loadManifest(file: string): Manifest {
   const agonesRaw = r['agones'];
   if (typeof agonesRaw === 'object' && agonesRaw !== null && !Array.isArray(agonesRaw)) {
     for (const key of Object.keys(agonesRaw)) if (!AGONES_KEYS.includes(key)) problems.push(`agones.${key}: unknown key (allowed: ${AGONES_KEYS.join(', ')})`);
+  }
+  const serverRaw = r['server'];
+  if (typeof serverRaw === 'object' && serverRaw !== null && !Array.isArray(serverRaw)) {
+    for (const key of Object.keys(serverRaw)) if (!SERVER_KEYS.includes(key)) problems.push(`server.${key}: unknown key (allowed: ${SERVER_KEYS.join(', ')})`);
+    const authRaw = (serverRaw as Record<string, unknown>)['auth'];
+    if (typeof authRaw === 'object' && authRaw !== null && !Array.isArray(authRaw)) {
+      for (const key of Object.keys(authRaw)) if (!AUTH_KEYS.includes(key)) problems.push(`server.auth.${key}: unknown key (allowed: ${AUTH_KEYS.join(', ')})`);
+    }
   }
   const server = doc.server;
   if (Array.isArray(server?.allowed_hosts) && server.allowed_hosts.every((h) => typeof h === 'string')) {
@@ -272,6 +344,21 @@ export function loadManifest(file: string): Manifest {
       ...(server?.max_upload_bytes !== undefined && { maxUploadBytes: server.max_upload_bytes }),
       ...(server?.upload_quota_bytes !== undefined && { uploadQuotaBytes: server.upload_quota_bytes }),
       ...(video !== undefined && { video }),
+      ...(server?.auth !== undefined && {
+        auth: {
+          ...(server.auth.secret !== undefined && { secret: server.auth.secret }),
+          ...(server.auth.public_key !== undefined && { publicKey: resolve(root, server.auth.public_key) }),
+          ...(server.auth.private_key !== undefined && { privateKey: resolve(root, server.auth.private_key) }),
+          ...(server.auth.jwks_url !== undefined && { jwksUrl: server.auth.jwks_url }),
+          ...(server.auth.issuer !== undefined && { issuer: server.auth.issuer }),
+          ...(server.auth.audience !== undefined && { audience: server.auth.audience }),
+          ...(server.auth.max_ttl_s !== undefined && { maxTtlS: server.auth.max_ttl_s }),
+        },
+      }),
+      ...(server?.single_controller !== undefined && { singleController: server.single_controller }),
+      ...(server?.resume_grace_ms !== undefined && { resumeGraceMs: server.resume_grace_ms }),
+      ...(server?.idle_timeout_ms !== undefined && { idleTimeoutMs: server.idle_timeout_ms }),
+      ...(server?.max_session_ms !== undefined && { maxSessionMs: server.max_session_ms }),
     },
     agones: {
       enabled: doc.agones?.enabled ?? false,

@@ -25,6 +25,8 @@ const ENVELOPES: Readonly<Record<ClientMessage['type'], Readonly<Record<string, 
   resume_track: { id: true, track: true },
   select_video: { id: true, codec: true, tier: false },
   request_key_frame: { track: true },
+  request_control: { id: true },
+  release_control: { id: true },
 };
 
 /**
@@ -80,7 +82,13 @@ export function parseClientMessage(text: string): ParsedClientMessage {
   if (kind === 'select_video' && (typeof m['codec'] !== 'string' || (m['tier'] !== undefined && typeof m['tier'] !== 'string'))) {
     return malformed('a select_video message needs a "codec" (one of welcome.video.codecs) and optionally a "tier" (a name from welcome.video.tiers)', id);
   }
-  if (kind !== 'command' && kind !== 'select_video' && (typeof m['track'] !== 'string' || m['track'] === '')) {
+  if (
+    kind !== 'command' &&
+    kind !== 'select_video' &&
+    kind !== 'request_control' &&
+    kind !== 'release_control' &&
+    (typeof m['track'] !== 'string' || m['track'] === '')
+  ) {
     return malformed(`a ${kind} message needs a "track": the name of a track in schema.tracks`, id);
   }
   const allowed = ENVELOPES[kind];
@@ -106,6 +114,7 @@ export function parseClientMessage(text: string): ParsedClientMessage {
     if (m['tier'] !== undefined) message.tier = m['tier'] as string;
     return { ok: true, message };
   }
+  if (kind === 'request_control' || kind === 'release_control') return { ok: true, message: { type: kind, id } };
   return { ok: true, message: { type: kind, id, track: m['track'] as string } };
 }
 
