@@ -20,6 +20,9 @@ export const AUTH_ENV = {
   jwksUrl: 'REACTOR_AUTH_JWKS_URL',
 } as const;
 
+/** An environment variable, empty counting as unset. */
+const fromEnv = (env: NodeJS.ProcessEnv, name: string): string | undefined => (env[name] === '' ? undefined : env[name]);
+
 /** A PEM key given as its text or as a file path (relative paths from the current folder). */
 function pem(value: string, where: string): string {
   if (value.trimStart().startsWith('-----BEGIN')) return value;
@@ -38,13 +41,13 @@ function pem(value: string, where: string): string {
  */
 export function authOptions(m: Manifest, env: NodeJS.ProcessEnv = process.env): TokenAuthOptions | undefined {
   const a = m.server.auth ?? {};
-  const secret = env[AUTH_ENV.secret] ?? a.secret;
-  const pub = env[AUTH_ENV.publicKey] ?? a.publicKey;
-  const jwksUrl = env[AUTH_ENV.jwksUrl] ?? a.jwksUrl;
+  const secret = fromEnv(env, AUTH_ENV.secret) ?? a.secret;
+  const pub = fromEnv(env, AUTH_ENV.publicKey) ?? a.publicKey;
+  const jwksUrl = fromEnv(env, AUTH_ENV.jwksUrl) ?? a.jwksUrl;
   if (secret === undefined && pub === undefined && jwksUrl === undefined) return undefined;
   const options: TokenAuthOptions = {
     ...(secret !== undefined && { secret }),
-    ...(pub !== undefined && { publicKey: pem(pub, env[AUTH_ENV.publicKey] !== undefined ? AUTH_ENV.publicKey : 'server.auth.public_key') }),
+    ...(pub !== undefined && { publicKey: pem(pub, fromEnv(env, AUTH_ENV.publicKey) !== undefined ? AUTH_ENV.publicKey : 'server.auth.public_key') }),
     ...(jwksUrl !== undefined && { jwksUrl }),
     ...(a.issuer !== undefined && { issuer: a.issuer }),
     ...(a.audience !== undefined && { audience: a.audience }),
@@ -53,7 +56,7 @@ export function authOptions(m: Manifest, env: NodeJS.ProcessEnv = process.env): 
   try {
     new TokenVerifier(options);
   } catch (err) {
-    const where = env[AUTH_ENV.secret] !== undefined ? `${AUTH_ENV.secret} / server.auth` : `server.auth in ${m.file}`;
+    const where = fromEnv(env, AUTH_ENV.secret) !== undefined ? `${AUTH_ENV.secret} / server.auth` : `server.auth in ${m.file}`;
     throw new ReactorError(CliErrorCode.AuthInvalid, `${where}: ${(err as Error).message.replace(/options\.auth\./g, '')}`, { cause: err });
   }
   return options;
@@ -94,9 +97,9 @@ export function durationS(value: string | number, flag: string): number {
  * @throws ReactorError `token_no_key` when there is none; `auth_invalid` for a missing key file.
  */
 export function signingKey(m: Manifest, env: NodeJS.ProcessEnv = process.env): SigningKey {
-  const priv = env[AUTH_ENV.privateKey] ?? m.server.auth?.privateKey;
-  if (priv !== undefined) return { privateKey: pem(priv, env[AUTH_ENV.privateKey] !== undefined ? AUTH_ENV.privateKey : 'server.auth.private_key') };
-  const secret = env[AUTH_ENV.secret] ?? m.server.auth?.secret;
+  const priv = fromEnv(env, AUTH_ENV.privateKey) ?? m.server.auth?.privateKey;
+  if (priv !== undefined) return { privateKey: pem(priv, fromEnv(env, AUTH_ENV.privateKey) !== undefined ? AUTH_ENV.privateKey : 'server.auth.private_key') };
+  const secret = fromEnv(env, AUTH_ENV.secret) ?? m.server.auth?.secret;
   if (secret !== undefined) return { secret };
   throw new ReactorError(
     CliErrorCode.TokenNoKey,

@@ -384,13 +384,13 @@ export class ReactorServer {
     if (s.limitMs !== undefined && now - s.startedAt >= s.limitMs) {
       return this.#endSession(CloseCode.SessionTimeLimit, {
         code: ServerErrorCode.SessionTimeLimit,
-        message: `session_time_limit: the session reached its longest time, ${Math.round(s.limitMs / 1000)} s`,
+        message: `session_time_limit: the session reached its longest time, ${s.limitMs / 1000} s`,
       });
     }
     if (idle !== undefined && now - s.lastActivity >= idle) {
       return this.#endSession(CloseCode.IdleTimeout, {
         code: ServerErrorCode.IdleTimeout,
-        message: `idle_timeout: no command, publication or frame for ${Math.round(idle / 1000)} s`,
+        message: `idle_timeout: no command, publication or frame for ${idle / 1000} s`,
       });
     }
     this.#armLimits();

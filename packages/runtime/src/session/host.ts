@@ -479,7 +479,7 @@ export class AppHost implements AppHostApi {
     if (roles.includes(client.role) && (client.role !== 'controller' || this.steers(client))) return undefined;
     // A controller without control may still do what a spectator may.
     if (client.role === 'controller' && roles.includes('spectator')) return undefined;
-    if (client.role === 'controller') {
+    if (client.role === 'controller' && roles.includes('controller')) {
       const holder = client.session?.controller;
       return errorReply(
         id,
@@ -505,10 +505,14 @@ export class AppHost implements AppHostApi {
     for (const c of session.members) if (c.connected) this.safe(c.sink, () => c.sink.message(msg));
   }
 
-  /** Control passes to the first client waiting for it (or to nobody). */
-  private handOver(session: Session): void {
+  /**
+   * Control passes to the first client waiting for it; when its holder left (not released it)
+   * and nobody waits, to the controller of the session that joined first; else to nobody.
+   */
+  private handOver(session: Session, holderLeft = false): void {
     let next = session.controlQueue.shift();
     while (next && !(next.connected && next.session === session)) next = session.controlQueue.shift();
+    if (!next && holderLeft) next = [...session.members].find((c) => c.connected && c.role === 'controller');
     session.controller = next;
     if (next) this.logger.info({ client: next.id }, `control passes to client ${next.id}`);
   }
@@ -613,10 +617,6 @@ export class AppHost implements AppHostApi {
             `publish "${track}": your role "${client.role}" may not publish; it takes a controller's token (or one whose pub claim lists the track)`,
           );
     }
-    if (this.singleController && client.role === 'controller' && !this.steers(client)) {
-      const refused = this.roleError(client, id, ['controller'], `publish "${track}"`);
-      if (refused) return refused;
-    }
     const session = client.session;
     if (!session || session.over || !client.lifecycle.is('joining', 'joined')) {
       return errorReply(id, WireErrorCode.NoSession, 'no session is running; publish once the session status is streaming');
@@ -629,6 +629,10 @@ export class AppHost implements AppHostApi {
         WireErrorCode.PublishRefused,
         `track "${track}" is taken for this session: ${who}; it is free again when its publisher unpublishes or leaves`,
       );
+    }
+    if (this.singleController && client.role === 'controller' && !this.steers(client)) {
+      const refused = this.roleError(client, id, ['controller'], `publish "${track}"`);
+      if (refused) return refused;
     }
     session.publishers.set(track, client);
     this.buffers.get(track)!.reset();
@@ -725,7 +729,7 @@ export class AppHost implements AppHostApi {
     if (s && this.singleController) {
       const queued = s.controlQueue.indexOf(client);
       if (queued >= 0) s.controlQueue.splice(queued, 1);
-      if (s.controller === client) this.handOver(s);
+      if (s.controller === client) this.handOver(s, true);
       if (queued >= 0 || s.controller !== client) this.publishControl(s);
     }
     if (client.lifecycle.is('joined') && s && !s.lifecycle.is('ended')) {
