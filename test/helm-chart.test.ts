@@ -25,7 +25,10 @@ import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
 import { StatefulSet } from 'kubernetes-models/apps/v1/StatefulSet';
 import { Role } from 'kubernetes-models/rbac.authorization.k8s.io/v1/Role';
 import { RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/RoleBinding';
+import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { PodTemplateSpec } from 'kubernetes-models/v1/PodTemplateSpec';
+import { RouterMetrics } from '@reactor/router';
+import { FakeAgonesCluster } from './fixtures/agones/cluster.js';
 import { Secret } from 'kubernetes-models/v1/Secret';
 import { Service } from 'kubernetes-models/v1/Service';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
@@ -47,8 +50,10 @@ const CORE: Record<string, new (data: any) => { validate(): void }> = {
   'v1 ServiceAccount': ServiceAccount,
   'rbac.authorization.k8s.io/v1 Role': Role,
   'rbac.authorization.k8s.io/v1 RoleBinding': RoleBinding,
+  'v1 ConfigMap': ConfigMap,
 };
 const CRD_SCHEMAS: Record<string, string> = {
+  'monitoring.coreos.com/v1 PrometheusRule': 'monitoring.coreos.com_v1_PrometheusRule.schema.json',
   'agones.dev/v1 Fleet': 'agones.dev_v1_Fleet.schema.json',
   'autoscaling.agones.dev/v1 FleetAutoscaler': 'autoscaling.agones.dev_v1_FleetAutoscaler.schema.json',
   'monitoring.coreos.com/v1 ServiceMonitor': 'monitoring.coreos.com_v1_ServiceMonitor.schema.json',
@@ -180,16 +185,22 @@ describe('deploy/helm/reactor', () => {
       expect(gs.eviction).toEqual({ safe: 'OnUpgrade' });
       expect(gs.health).toEqual({ disabled: false, initialDelaySeconds: 10, periodSeconds: 5, failureThreshold: 3 });
       expect(gs.container).toBe('reactor');
-      expect(gs.ports).toEqual([{ name: 'default', portPolicy: 'Dynamic', containerPort: 8080, protocol: 'TCP' }]);
+      // Never 8080: the Agones SDK sidecar's health server listens there in every GameServer pod.
+      expect(gs.ports).toEqual([{ name: 'default', portPolicy: 'Dynamic', containerPort: 8000, protocol: 'TCP' }]);
       expect(gs.template.spec.terminationGracePeriodSeconds).toBeGreaterThanOrEqual(60);
       expect(gs.template.metadata.annotations).toMatchObject({ 'reactor.dev/gpu-type': 'NVIDIA_H200', 'reactor.dev/gpu-count': '2' });
       const c = instanceContainer(objs);
-      expect(c.args).toEqual(['run', '--agones', '--manifest', '/opt/reactor/reactor.yaml', '--host', '0.0.0.0', '--port', '8080']);
-      expect(c.resources.limits['nvidia.com/gpu']).toBe(2);
-      expect(c.resources.requests['nvidia.com/gpu']).toBe(2);
-      expect(c.livenessProbe.httpGet).toEqual({ path: '/health/live', port: 'http' });
-      expect(c.startupProbe.httpGet).toEqual({ path: '/health/live', port: 'http' });
-      expect(c.readinessProbe.httpGet).toEqual({ path: '/health/ready', port: 'http' });
+      expect(c.args).toEqual(['run', '--agones', '--manifest', '/opt/reactor/reactor.yaml', '--host', '0.0.0.0', '--port', '8000']);
+      // A quantity as a string, as Agones' schema of the pod template has it.
+      expect(c.resources.limits['nvidia.com/gpu']).toBe('2');
+      expect(c.resources.requests['nvidia.com/gpu']).toBe('2');
+      // No liveness (or startup) probe of its own: Agones then injects its /gshealthz probe and acts on missed Health() pings.
+      expect(c.livenessProbe).toBeUndefined();
+      expect(c.startupProbe).toBeUndefined();
+      expect(c.readinessProbe.httpGet).toEqual({ path: '/health/ready', port: 8000 });
+      // The Fleet's ports[] declares the container port (Agones adds it to the container): not a second time here.
+      expect(c.ports).toBeUndefined();
+      expect(c.env.find((e) => e.name === 'REACTOR_DRAIN_TIMEOUT_MS')?.value).toBe('60000');
       expect(c.env.find((e) => e.name === 'REACTOR_TOKEN')?.valueFrom).toEqual({ secretKeyRef: { name: 'rx-reactor-token', key: 'token' } });
       expect(c.volumeMounts).toContainEqual({ name: 'shm', mountPath: '/dev/shm' });
       const autoscaler = find(objs, 'FleetAutoscaler');
@@ -200,11 +211,11 @@ describe('deploy/helm/reactor', () => {
       });
     });
 
-    it('lets the router create allocations and read game servers, nothing more, in its own namespace', () => {
+    it('lets the router create allocations, read and watch game servers and patch them (DELETE /sessions), nothing more, in its own namespace', () => {
       const objs = render({}, ['ci/agones-values.yaml']);
       expect(find(objs, 'Role').rules).toEqual([
         { apiGroups: ['allocation.agones.dev'], resources: ['gameserverallocations'], verbs: ['create'] },
-        { apiGroups: ['agones.dev'], resources: ['gameservers'], verbs: ['get', 'list', 'watch'] },
+        { apiGroups: ['agones.dev'], resources: ['gameservers'], verbs: ['get', 'list', 'watch', 'patch'] },
       ]);
       const binding = find(objs, 'RoleBinding');
       expect(binding.subjects).toEqual([{ kind: 'ServiceAccount', name: 'rx-reactor-router', namespace: 'games' }]);
@@ -260,6 +271,73 @@ describe('deploy/helm/reactor', () => {
     });
   });
 
+  describe('alerts and the dashboard (issue 30)', () => {
+    /** Metric names a PromQL expression uses (identifiers followed by `{` or `[`, and bare ones inside rate()/increase()/max()). */
+    const metricsOf = (expr: string): string[] => [...expr.matchAll(/\b([a-z_][a-z0-9_]*)(?=\{|\[)/g)].map((m) => m[1]!).filter((n) => !['by'].includes(n));
+    const exported = async (): Promise<Set<string>> => {
+      const names = new Set<string>();
+      for (const m of await new RouterMetrics().registry.getMetricsAsJSON()) {
+        names.add(m.name);
+        if (m.type === ('histogram' as never)) for (const s of ['_bucket', '_sum', '_count']) names.add(m.name + s);
+      }
+      return names;
+    };
+
+    it('renders a valid PrometheusRule (no Ready instance, 429 rate, allocation p99, Unhealthy churn) on metrics the router exports', async () => {
+      const objs = render({ 'alerts.enabled': true, 'alerts.labels.release': 'kps' }, ['ci/agones-values.yaml']);
+      const rule = find(objs, 'PrometheusRule');
+      expect(problems(rule)).toEqual([]);
+      expect(rule.metadata.labels!['release']).toBe('kps');
+      const rules = rule.spec.groups.flatMap((g: { rules: Array<{ alert: string; expr: string }> }) => g.rules);
+      expect(rules.map((r: { alert: string }) => r.alert)).toEqual([
+        'ReactorNoReadyInstance',
+        'ReactorSessionsRefused',
+        'ReactorAllocationSlow',
+        'ReactorUnhealthyChurn',
+      ]);
+      const names = await exported();
+      for (const r of rules) {
+        const used = metricsOf(r.expr);
+        expect(used.length, r.expr).toBeGreaterThan(0);
+        for (const n of used) expect(names.has(n), `${r.alert} uses ${n}, which the router does not export`).toBe(true);
+        expect(r.expr).toContain('namespace="games"');
+      }
+      expect(render({}, ['ci/agones-values.yaml']).some((o) => o.kind === 'PrometheusRule')).toBe(false);
+    });
+
+    it('renders the dashboard JSON in a ConfigMap for Grafana, every panel on metrics the router exports', async () => {
+      const objs = render({ 'dashboard.enabled': true }, ['ci/agones-values.yaml']);
+      const cm = find(objs, 'ConfigMap');
+      expect(problems(cm)).toEqual([]);
+      expect(cm.metadata.labels!['grafana_dashboard']).toBe('1');
+      const dash = JSON.parse((cm as any).data['reactor.json']) as { uid: string; panels: Array<{ title: string; targets: Array<{ expr: string }> }> };
+      expect(dash.uid).toBe('reactor-fleet');
+      expect(dash.panels.length).toBeGreaterThanOrEqual(5);
+      const names = await exported();
+      for (const p of dash.panels) for (const t of p.targets) for (const n of metricsOf(t.expr)) expect(names.has(n), `${p.title} uses ${n}`).toBe(true);
+    });
+  });
+
+  describe("Agones' health check on the rendered chart (issue 30)", () => {
+    it('lets Agones act on missed Health() pings: the fake controller, like Agones, ignores a container with its own liveness probe', async () => {
+      const container = (variant: Record<string, string | number | boolean>) => instanceContainer(render(variant, ['ci/agones-values.yaml']));
+      const cluster = new FakeAgonesCluster({ healthPeriodMs: 50, healthFailureThreshold: 2, healthInitialDelayMs: 0 });
+      // The chart as rendered: no probe, so Agones' ping-based health is on.
+      cluster.addServer('as-rendered', '127.0.0.1', 8000, {}, { containerLivenessProbe: container({}).livenessProbe !== undefined });
+      // What the chart did before issue 30: a liveness probe of its own, and Agones' health never acts.
+      cluster.addServer('with-own-probe', '127.0.0.1', 8000, {}, { containerLivenessProbe: true });
+      for (const n of ['as-rendered', 'with-own-probe']) cluster.setState(n, 'Ready');
+      const stop = cluster.startHealthChecks();
+      try {
+        await new Promise((r) => setTimeout(r, 400));
+        expect(cluster.get('as-rendered').state).toBe('Unhealthy');
+        expect(cluster.get('with-own-probe').state).toBe('Ready');
+      } finally {
+        stop();
+      }
+    });
+  });
+
   describe('bad values', () => {
     const refused = (values: Record<string, string | number | boolean>, files: string[] = ['ci/agones-values.yaml']): string => {
       const r = runHelm(['template', 'rx', chart, ...files.flatMap((f) => ['-f', join(chart, f)]), ...setArgs(values)]);
@@ -281,6 +359,8 @@ describe('deploy/helm/reactor', () => {
         'terminationGracePeriodSeconds (30) is below sessionGraceSeconds (60): Kubernetes would SIGKILL an instance before its session',
       );
       expect(refused({ 'agones.autoscaler.bufferSize': 30 })).toContain('agones.autoscaler.bufferSize (30) is above maxReplicas (20)');
+      expect(refused({ 'app.port': 8080 })).toContain("app.port is 8080: in a GameServer pod the Agones SDK sidecar's health server listens on :8080");
+      expect(refused({ 'agones.drainSeconds': 90 })).toContain('agones.drainSeconds (90) is not below terminationGracePeriodSeconds (90)');
     });
   });
 
@@ -294,7 +374,7 @@ describe('deploy/helm/reactor', () => {
       const broken = structuredClone(fleet);
       delete broken.spec.template.spec.helth;
       broken.spec.template.spec.eviction.safe = 'OnUpgrade';
-      broken.spec.template.spec.template.spec.containers[0].ports[0].containerPort = 'http';
+      broken.spec.template.spec.template.spec.containers[0].ports = [{ containerPort: 'http' }];
       expect(problems(broken).join('\n')).toContain('containerPort must be integer');
       const router = structuredClone(find(objs, 'Deployment'));
       router.spec.replicas = 'two';
@@ -334,10 +414,12 @@ describe('reactor deploy values', { timeout: 90_000 }, () => {
 
   it("prints the workspace reactor.yaml's GPUs, name and port, and helm renders them into the Fleet", () => {
     const r = deployValues('values', '--manifest', join(repo, 'reactor.yaml'));
-    expect(r.stderr).toBe('');
+    // The workspace's reactor.yaml serves on 8080 locally; in a GameServer pod that is the sidecar's port.
+    expect(r.stderr).toContain('server.port is 8080 in');
+    expect(r.stderr).toContain("the Agones SDK sidecar's health port (the two would clash); app.port is 8000");
     expect(r.status).toBe(0);
     expect(parseYaml(r.stdout)).toEqual({
-      app: { name: 'reactor-video', manifest: '/opt/reactor/reactor.yaml', port: 8080 },
+      app: { name: 'reactor-video', manifest: '/opt/reactor/reactor.yaml', port: 8000 },
       gpu: { count: 2, type: 'NVIDIA_H200' },
     });
     const file = join(temp(), 'values.reactor.yaml');
@@ -345,7 +427,7 @@ describe('reactor deploy values', { timeout: 90_000 }, () => {
     const objs = render({ 'auth.token': TOKEN }, [file]);
     expect(objs.flatMap(problems)).toEqual([]);
     const c = instanceContainer(objs);
-    expect(c.resources.limits['nvidia.com/gpu']).toBe(2);
+    expect(c.resources.limits['nvidia.com/gpu']).toBe('2');
     expect(find(objs, 'Fleet').metadata.labels!['reactor.dev/app']).toBe('reactor-video');
   });
 
@@ -365,7 +447,7 @@ describe('reactor deploy values', { timeout: 90_000 }, () => {
     const r = deployValues('values', '--manifest', join(app, 'reactor.yaml'), '--image-root', '/srv/bundle');
     expect(r.status).toBe(0);
     expect(parseYaml(r.stdout)).toEqual({
-      app: { name: 'reactor-video', manifest: '/srv/bundle/apps/mine/reactor.yaml', port: 8080 },
+      app: { name: 'reactor-video', manifest: '/srv/bundle/apps/mine/reactor.yaml', port: 8000 },
       gpu: { count: 0 },
       auth: { allowedOrigins: ['https://app.example'] },
       sessionGraceSeconds: 121,

@@ -44,7 +44,18 @@ async function setup(
   const { kubeConfig, namespace } = loadKubeConfig({ file: api.writeKubeconfig(), env: {} });
   const router = await route({ kubeConfig, namespace, fleet: cluster.fleet, port: 0, logger: silentLogger, ...options });
   cleanups.push(() => router.close());
+  // The router has listed the fleet; its watch is open too before a test injects failures.
+  await until(() => api.counts.watches > 0, 'the router watching GameServers');
   return { cluster, api, router };
+}
+
+/** Polls `cond` every 10 ms (the router's cache follows the API through its watch, a few ms behind). */
+async function until(cond: () => boolean | Promise<boolean>, what: string, ms = 5000): Promise<void> {
+  const end = performance.now() + ms;
+  while (!(await cond())) {
+    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
 }
 
 async function post(router: SessionRouter, path = '/sessions', headers: Record<string, string> = {}): Promise<{ status: number; body: any; headers: Headers }> {
@@ -68,8 +79,15 @@ async function get(
   return { status: res.status, body, headers: res.headers, text };
 }
 
-/** A raw WebSocket upgrade through the router: the status line and body the router (or the instance) answered. */
-function rawUpgrade(router: SessionRouter, path: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
+/**
+ * A raw WebSocket upgrade through the router: the status line and body the router (or the
+ * instance) answered; for a socket the router accepted only to close it, the close code and reason.
+ */
+function rawUpgrade(
+  router: SessionRouter,
+  path: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: string; closeCode?: number; closeReason?: string }> {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(`${router.url.replace('http', 'ws')}${path}`, { headers });
     ws.on('unexpected-response', (_req, res: IncomingMessage) => {
@@ -77,9 +95,18 @@ function rawUpgrade(router: SessionRouter, path: string, headers: Record<string,
       res.on('data', (d: Buffer) => (body += d.toString()));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
     });
+    let opened = false;
     ws.on('open', () => {
-      ws.close();
-      resolve({ status: 101, body: '' });
+      opened = true;
+      setTimeout(() => {
+        if (ws.readyState === ws.OPEN) {
+          ws.close();
+          resolve({ status: 101, body: '' });
+        }
+      }, 100);
+    });
+    ws.on('close', (code: number, reason: Buffer) => {
+      if (opened) resolve({ status: 101, body: '', closeCode: code, closeReason: reason.toString() });
     });
     ws.on('error', (err) => {
       if (!/Unexpected server response/.test(err.message)) reject(err);
@@ -195,6 +222,8 @@ describe('SessionRouter', () => {
       expect(found.body).toEqual(made);
       // The session ended: the instance is Ready again (Agones keeps the label; the router must not route to it).
       cluster.setState(made.instance, 'Ready');
+      // The router's cache hears of it through its watch (no API call per lookup).
+      await until(async () => (await get(router, `/sessions/${made.sessionId}`)).status === 404, 'the lookup to follow the watch');
       const gone = await get(router, `/sessions/${made.sessionId}`);
       expect(gone.status).toBe(404);
       expect(gone.body.error.code).toBe('unknown_session');
@@ -205,6 +234,7 @@ describe('SessionRouter', () => {
       const { cluster, router } = await setup(2);
       cluster.setState('reactor-1', 'Allocated');
       cluster.setSdkLabel('reactor-1', 'reactor-session', 'self-made-1');
+      await until(() => router.registry.instances().some((i) => i.sessionId === 'self-made-1'), 'the watch to bring the label');
       const found = await get(router, '/sessions/self-made-1');
       expect(found.status).toBe(200);
       expect(found.body.instance).toBe('reactor-1');
@@ -237,14 +267,17 @@ describe('SessionRouter', () => {
         message: expect.stringMatching(/no instance "reactor-1" holds a session .*\(it is Ready\)/),
       });
       expect((await get(router, '/s/nope/schema')).body.error.code).toBe('unknown_instance');
-      expect((await rawUpgrade(router, '/s/reactor-1/ws')).status).toBe(404);
+      // A browser cannot read a refused upgrade's status: the router accepts and closes with the code as the reason.
+      const notHeld = await rawUpgrade(router, '/s/reactor-1/ws');
+      expect(notHeld.closeCode).toBe(4404);
+      expect(notHeld.closeReason).toMatch(/^unknown_instance: no instance "reactor-1" holds a session/);
       const { instance } = (await post(router)).body;
       const dead = await get(router, `/s/${instance}/schema`);
       expect(dead.status).toBe(502);
       expect(dead.body.error.code).toBe('instance_unreachable');
       const ws = await rawUpgrade(router, `/s/${instance}/ws`);
-      expect(ws.status).toBe(502);
-      expect(JSON.parse(ws.body).error.code).toBe('instance_unreachable');
+      expect(ws.closeCode).toBe(4502);
+      expect(ws.closeReason).toMatch(/^instance_unreachable: instance reactor-\d does not answer/);
     });
 
     it('relays HTTP (method, path, query, body) and WebSocket messages both ways to the allocated instance', async () => {
@@ -368,20 +401,132 @@ describe('SessionRouter', () => {
   });
 
   describe('health', () => {
-    it('is live always and ready while the Kubernetes API answers', async () => {
+    it('is live always, and ready while its GameServer cache follows the Kubernetes API', async () => {
       const { api, router } = await setup(1, { readyCacheMs: 0 });
       expect((await get(router, '/health/live')).body).toEqual({ status: 'live' });
       expect((await get(router, '/health/ready')).body).toEqual({ ready: true, fleet: 'reactor', namespace: 'default' });
-      api.failNext(503);
+      // The watch ends and the API refuses the router's LIST and watch from then on.
+      api.failNext(503, 1000);
+      api.dropWatches();
+      await until(async () => (await get(router, '/health/ready')).status === 503, 'readiness to fail');
       const down = await get(router, '/health/ready');
-      expect(down.status).toBe(503);
       expect(down.body.error.code).toBe('not_ready');
-      expect(down.body.error.message).toMatch(/listing GameServers failed: the Kubernetes API answered 503/);
-      expect((await get(router, '/health/ready')).status).toBe(200);
+      expect(down.body.error.message).toMatch(/(listing|watching) GameServers failed: the Kubernetes API answered 503/);
+      api.failNext(503, 0);
+      await until(async () => (await get(router, '/health/ready')).status === 200, 'readiness to recover', 10_000);
       await api.close();
+      await until(async () => (await get(router, '/health')).status === 503, 'readiness to fail with the API gone', 10_000);
       const gone = await get(router, '/health');
-      expect(gone.status).toBe(503);
       expect(gone.body.error.message).toMatch(/cannot reach the Kubernetes API/);
     });
+  });
+});
+
+describe('SessionRouter on a real cluster (issue 30)', () => {
+  it('answers lookups and relays from its GameServer cache: no API call per request, and a resync after a missed event', async () => {
+    const http: Server = createServer((_req, res) => res.end('ok'));
+    await new Promise<void>((r) => http.listen(0, '127.0.0.1', () => r()));
+    cleanups.push(() => new Promise<void>((r) => (http.closeAllConnections(), http.close(() => r()))));
+    const port = (http.address() as AddressInfo).port;
+    const { api, cluster, router } = await setup(3, { resyncMs: 300 }, () => ({ address: '127.0.0.1', port }));
+    const made = (await post(router)).body;
+    const before = { ...api.counts };
+    for (let i = 0; i < 20; i++) {
+      expect((await get(router, `/sessions/${made.sessionId}`)).status).toBe(200);
+      expect((await fetch(`${router.url}/s/${made.instance}/schema`)).status).toBe(200);
+    }
+    expect(api.counts.gets).toBe(before.gets);
+    expect(api.counts.lists - before.lists).toBeLessThanOrEqual(1); // at most one resync meanwhile, never one per request
+    // A change the watch never delivers (the watch is cut and the event lost) shows after the resync.
+    api.hang = true;
+    api.dropWatches();
+    cluster.setState(made.instance, 'Ready');
+    api.hang = false;
+    await until(async () => (await get(router, `/sessions/${made.sessionId}`)).status === 404, 'the resync to bring the change', 5000);
+  });
+
+  it('gives up on a Kubernetes API that does not answer after apiTimeoutMs (503 registry_unavailable), then serves again', async () => {
+    const { api, router } = await setup(2, { apiTimeoutMs: 300 });
+    api.hang = true;
+    const t = performance.now();
+    const a = await post(router);
+    expect(performance.now() - t).toBeLessThan(2000);
+    expect(a.status).toBe(503);
+    expect(a.body.error.code).toBe('registry_unavailable');
+    expect(a.body.error.message).toMatch(/creating a GameServerAllocation failed: .*no answer from the Kubernetes API within 300 ms/);
+    api.hang = false;
+    expect((await post(router)).status).toBe(201);
+  });
+
+  it('DELETE /sessions/:id asks the instance to end the session (an annotation on its GameServer), 404 for an unknown one', async () => {
+    const { api, cluster, router } = await setup(2);
+    const made = (await post(router)).body;
+    const res = await fetch(`${router.url}/sessions/${made.sessionId}`, { method: 'DELETE' });
+    expect(res.status).toBe(202);
+    expect(await res.json()).toEqual({ sessionId: made.sessionId, instance: made.instance, released: true });
+    expect(api.counts.patches).toBe(1);
+    expect(cluster.get(made.instance).annotations['reactor.dev/release-session']).toBe(made.sessionId);
+    const unknown = await fetch(`${router.url}/sessions/0b6f6a6e-0000-4000-8000-000000000000`, { method: 'DELETE' });
+    expect(unknown.status).toBe(404);
+    expect(((await unknown.json()) as any).error.code).toBe('unknown_session');
+  });
+
+  it('never allocates an instance that is draining (its SDK label), and skips one whose circuit is open', async () => {
+    const closed = createNetServer();
+    await new Promise<void>((r) => closed.listen(0, '127.0.0.1', () => r()));
+    const deadPort = (closed.address() as AddressInfo).port;
+    await new Promise<void>((r) => closed.close(() => r()));
+    const { cluster, router } = await setup(3, {}, () => ({ address: '127.0.0.1', port: deadPort }));
+    cluster.setSdkLabel('reactor-0', 'reactor-draining', '1');
+    const a = (await post(router)).body;
+    expect(a.instance).not.toBe('reactor-0');
+    // Its pod does not answer: the relay fails and opens its circuit.
+    expect((await get(router, `/s/${a.instance}/schema`)).status).toBe(502);
+    expect((await get(router, `/sessions/${a.sessionId}`)).body.error.code).toBe('instance_unreachable');
+    // Agones would hand it out again once Ready (its pings have not timed out yet): the router allocates past it.
+    cluster.setState(a.instance, 'Ready');
+    await until(() => router.registry.instances().find((i) => i.name === a.instance)?.state === 'Ready', 'the watch');
+    const others = cluster.list({}, 'Ready').filter((g) => g.name !== a.instance && g.name !== 'reactor-0');
+    const b = (await post(router)).body;
+    expect(b.instance).toBe(others[0]!.name);
+    expect(b.instance).not.toBe(a.instance);
+    expect(await router.metrics.registry.getSingleMetricAsString('reactor_router_dead_allocations_total')).toMatch(/ 1$/m);
+  });
+
+  it('closes a relayed socket whose instance falls silent (the router pings it) with instance_unreachable, and opens its circuit', async () => {
+    // An instance that accepts and upgrades, then stops answering anything (a silent drop: no FIN, no RST).
+    const http: Server = createServer();
+    const wss = new WebSocketServer({ server: http, path: '/ws', autoPong: false });
+    let silent = false;
+    wss.on('connection', (ws) => {
+      const t = setInterval(() => !silent && ws.send('frame'), 20);
+      ws.on('close', () => clearInterval(t));
+    });
+    await new Promise<void>((r) => http.listen(0, '127.0.0.1', () => r()));
+    cleanups.push(() => new Promise<void>((r) => (wss.close(), http.closeAllConnections(), http.close(() => r()))));
+    const port = (http.address() as AddressInfo).port;
+    const { router } = await setup(1, { relayPingIntervalMs: 200, relayPingTimeoutMs: 300, relayConnectTimeoutMs: 300 }, () => ({
+      address: '127.0.0.1',
+      port,
+    }));
+    const { instance } = (await post(router)).body;
+    const ws = new WebSocket(`${router.url.replace('http', 'ws')}/s/${instance}/ws`);
+    let frames = 0;
+    ws.on('message', () => frames++);
+    await new Promise((r) => ws.once('open', r));
+    await until(() => frames > 5, 'frames through the relay');
+    const closed = new Promise<{ code: number; reason: string; at: number }>((r) =>
+      ws.once('close', (code, reason) => r({ code, reason: reason.toString(), at: performance.now() })),
+    );
+    const t = performance.now();
+    silent = true;
+    const c = await closed;
+    expect(c.code).toBe(4502);
+    expect(c.reason).toMatch(/^instance_unreachable: instance reactor-0 stopped answering \(no answer to a ping within 300 ms\)/);
+    // Told within the ping interval + timeout (+ a tick), not when TCP gives up.
+    expect(c.at - t).toBeLessThan(200 + 300 + 500);
+    // The circuit is open: a joiner is told at once, and the instance is handed to nobody.
+    const { sessionId } = router.registry.instances().find((i) => i.name === instance)!;
+    expect((await get(router, `/sessions/${sessionId}`)).body.error.code).toBe('instance_unreachable');
   });
 });

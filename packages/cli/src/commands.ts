@@ -159,8 +159,18 @@ export function serveSettings(o: CliOptions, m: Manifest): ServeSettings {
         'or pass --insecure if every machine on this network is trusted',
     );
   }
+  if ((o.agones === true || m.agones.enabled) && port === AGONES_SIDECAR_HEALTH_PORT) {
+    throw new ReactorError(
+      CliErrorCode.CliUsage,
+      `port ${port} is the Agones SDK sidecar's health port in every GameServer pod (the sidecar or this server would fail to listen, or the sidecar's liveness probe would reach this server): ` +
+        `pass --port 8000 (the chart's app.port) or set another server.port in ${m.file}`,
+    );
+  }
   return { host, port, token, auth, allowedHosts, allowedOrigins, exposed };
 }
+
+/** The Agones SDK sidecar's health port in every GameServer pod (`--health-port`'s default; Agones' controller hard-codes it in the probes it adds). */
+const AGONES_SIDECAR_HEALTH_PORT = 8080;
 
 /**
  * Serves an imported app (first, so /health says "loading"), then waits for its `load()`.

@@ -15,8 +15,10 @@ import type { Manifest } from './manifest.js';
 
 /** Where the image built by deploy/docker/Dockerfile unpacks the bundle. */
 export const IMAGE_ROOT = '/opt/reactor';
-/** The port an instance listens on when `server.port` is absent or 0 (a pod needs a fixed one). */
-export const DEFAULT_POD_PORT = 8080;
+/** The port an instance listens on when `server.port` is absent or 0 (a pod needs a fixed one), or 8080. */
+export const DEFAULT_POD_PORT = 8000;
+/** The Agones SDK sidecar's health port in every GameServer pod (its `--health-port`; the controller's probes hard-code it): never the instance's. */
+export const AGONES_SIDECAR_HEALTH_PORT = 8080;
 
 /** Flags of `reactor deploy values`. */
 export interface DeployOptions {
@@ -56,7 +58,7 @@ function workspaceRoot(from: string): string {
  */
 export function chartValues(m: Manifest, appName: string, imageRoot = IMAGE_ROOT): ManifestChartValues {
   const inBundle = relative(workspaceRoot(m.root), m.file).split(sep).join('/');
-  const port = m.server.port === undefined || m.server.port === 0 ? DEFAULT_POD_PORT : m.server.port;
+  const port = m.server.port === undefined || m.server.port === 0 || m.server.port === AGONES_SIDECAR_HEALTH_PORT ? DEFAULT_POD_PORT : m.server.port;
   return {
     app: { name: m.model.name ?? appName, manifest: posix.join(imageRoot, inBundle), port },
     gpu: { count: m.model.gpu.count, ...(m.model.gpu.type !== undefined && { type: m.model.gpu.type }) },
@@ -92,6 +94,11 @@ export async function deployCommand(what: string | undefined, o: DeployOptions, 
     );
   }
   if (m.server.port === 0) logger.warn(`server.port is 0 in ${m.file}; a pod needs a fixed port: app.port is ${DEFAULT_POD_PORT}`);
+  if (m.server.port === AGONES_SIDECAR_HEALTH_PORT) {
+    logger.warn(
+      `server.port is ${AGONES_SIDECAR_HEALTH_PORT} in ${m.file}: in a GameServer pod that is the Agones SDK sidecar's health port (the two would clash); app.port is ${DEFAULT_POD_PORT}`,
+    );
+  }
   const doc = new Document(values);
   doc.commentBefore = ` Helm values from ${m.file} (reactor deploy values).\n Use: helm install <release> deploy/helm/reactor -f <this file> --set auth.existingSecret=<secret>`;
   process.stdout.write(doc.toString());

@@ -6,11 +6,20 @@
 import type { AppTypes, CommandArgs, CommandName, MessageData, MessageName, UntypedApp } from './app-types.js';
 import { TypedEmitter } from './emitter.js';
 import { requestSession, type AllocationRetryOptions, type SessionRoute } from './session-route.js';
-import { ClientErrorCode, CommandFailedError, CommandTimeoutError, ConnectionError, ProtocolMismatchError, ReactorClientError } from './errors.js';
+import {
+  ClientErrorCode,
+  CommandFailedError,
+  CommandTimeoutError,
+  ConnectionError,
+  ProtocolMismatchError,
+  ReactorClientError,
+  SessionRouteError,
+} from './errors.js';
 import { Publication, isMediaTrack, type PublishOptions, type PublishSource, type PublishTransport } from './publication.js';
 import {
   CloseCode,
   FrameEncoding,
+  HttpErrorCode,
   PROTOCOL_VERSION,
   WireErrorCode,
   decodeFrame,
@@ -250,16 +259,48 @@ export async function connect<T extends AppTypes = UntypedApp>(url: string, opti
     await client.ready;
     return client;
   }
-  const route = await requestSession(url, {
-    session: options.session,
-    ...(options.token !== undefined ? { token: options.token } : {}),
-    ...(options.signal ? { signal: options.signal } : {}),
-    ...(options.allocationRetry ? { allocationRetry: options.allocationRetry } : {}),
-  });
-  const client = new ReactorClient<T>(route.url, options);
-  client.route = route;
-  await client.ready;
-  return client;
+  for (let attempt = 1; ; attempt++) {
+    const route = await requestSession(url, {
+      session: options.session,
+      ...(options.token !== undefined ? { token: options.token } : {}),
+      ...(options.signal ? { signal: options.signal } : {}),
+      ...(options.allocationRetry ? { allocationRetry: options.allocationRetry } : {}),
+    });
+    const client = new ReactorClient<T>(route.url, options);
+    client.route = route;
+    try {
+      await client.ready;
+      return client;
+    } catch (err) {
+      client.close();
+      const code = (err as { code?: string }).code;
+      if (code !== HttpErrorCode.InstanceUnreachable && code !== HttpErrorCode.UnknownInstance) throw err;
+      // The instance died between the router's answer and the socket: a new session asks for another one;
+      // a joiner's session is lost with its instance.
+      if (options.session !== 'new' || attempt >= NEW_INSTANCE_ATTEMPTS) {
+        throw new SessionRouteError(
+          code,
+          options.session === 'new'
+            ? `${attempt} instances in a row were unreachable: ${(err as Error).message}`
+            : `session ${options.session} is lost: ${(err as Error).message}; start a new one with session: 'new'`,
+          502,
+          undefined,
+        );
+      }
+    }
+  }
+}
+
+/** Instances `connect(router, { session: 'new' })` tries when the one it was given turns out unreachable. */
+const NEW_INSTANCE_ATTEMPTS = 3;
+
+/** Close codes of a session router that accepted a socket only to refuse it (`@reactor/router`'s RouterCloseCode). */
+const ROUTER_CLOSE_CODES: Record<number, HttpErrorCode> = { 4404: HttpErrorCode.UnknownInstance, 4502: HttpErrorCode.InstanceUnreachable };
+
+/** The router's refusal a close carries (code 4404/4502, reason `<code>: ...`), if it is one. */
+function routerRefusal(code: number, reason: string): { code: HttpErrorCode } | undefined {
+  const known = ROUTER_CLOSE_CODES[code];
+  return known !== undefined && reason.startsWith(`${known}:`) ? { code: known } : undefined;
 }
 
 /** Turns `http(s)://host[/base]` into `ws(s)://host[/base]/ws`, and adds the token. */
@@ -731,6 +772,12 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
       ws.addEventListener('close', (ev: { code: number; reason: string }) => {
         signal?.removeEventListener('abort', onAbort);
         if (!welcomed) {
+          const routed = routerRefusal(ev.code, ev.reason);
+          if (routed) {
+            // The session router accepted the socket only to say why it cannot relay it (not a token problem).
+            reject(new ConnectionError(routed.code, `cannot connect to ${redact(this.#wsUrl)}: the session router says ${ev.reason}`));
+            return;
+          }
           const why = lastError || `closed with code ${ev.code}${ev.reason ? ` (${ev.reason})` : ''}`;
           reject(
             new ConnectionError(
@@ -920,7 +967,8 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
       new ConnectionError(ClientErrorCode.ConnectionLost, `the connection dropped (code ${code}${reason ? `, ${reason}` : ''}) before the reply arrived`),
     );
     if (this.#closedByUser) return;
-    if (!this.#reconnect) {
+    // The router found the instance gone: reconnecting to it cannot help; the session is lost.
+    if (!this.#reconnect || routerRefusal(code, reason)) {
       this.#setState({ state: 'closed', reason: `closed by the server (code ${code}${reason ? `, ${reason}` : ''})` });
       return;
     }

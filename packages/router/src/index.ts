@@ -3,11 +3,13 @@
  * (`reactor route`): `POST /sessions` allocates an instance, `GET /sessions/{id}` finds the one
  * that holds a session, `/s/{instance}/...` relays to it. See docs/scale-out.md.
  */
-export { SessionRouter, route, INSTANCE_PATH_PREFIX } from './session-router.js';
+export { SessionRouter, route, INSTANCE_PATH_PREFIX, SESSION_ID_HEADER } from './session-router.js';
 export type { SessionAnswer } from './session-router.js';
 export { resolveRouterOptions, DEFAULT_ROUTER_PORT } from './options.js';
 export type { RouterOptions, ResolvedRouterOptions } from './options.js';
-export { AgonesRegistry, FLEET_LABEL, SESSION_LABEL, SESSION_ID_PATTERN } from './registry.js';
+export { AgonesRegistry, FLEET_LABEL, SESSION_LABEL, SESSION_ID_PATTERN, DRAINING_LABEL, RELEASE_ANNOTATION } from './registry.js';
+export { GameServerCache } from './gameserver-cache.js';
+export { RouterCloseCode } from './ws-relay.js';
 export type { Instance, RegistryOptions, AllocationOutcome } from './registry.js';
 export { loadKubeConfig } from './kube-config.js';
 export type { KubeConfigSource, LoadedKubeConfig } from './kube-config.js';

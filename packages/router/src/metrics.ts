@@ -1,9 +1,15 @@
 /** Prometheus metrics of one router (a registry per router, so several never collide). */
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /** The metrics a router keeps; `registry.metrics()` renders them for `GET /metrics`. */
 export class RouterMetrics {
   readonly registry = new Registry();
+
+  constructor() {
+    // process_cpu_seconds_total and friends: what the relay costs (docs/scale-out.md, "Video around the router").
+    collectDefaultMetrics({ register: this.registry });
+  }
+
   readonly allocations = new Counter({
     name: 'reactor_router_allocations_total',
     help: 'POST /sessions by outcome: allocated (201), no_free_instance (429), conflict (503 after the retries), error (the Kubernetes API failed).',
@@ -42,6 +48,46 @@ export class RouterMetrics {
   readonly openSockets = new Gauge({
     name: 'reactor_router_proxied_websockets',
     help: 'WebSocket connections the router is relaying now.',
+    registers: [this.registry],
+  });
+  readonly releases = new Counter({
+    name: 'reactor_router_releases_total',
+    help: 'DELETE /sessions/{id} by outcome: released, not_found, error.',
+    labelNames: ['result'],
+    registers: [this.registry],
+  });
+  readonly deadAllocations = new Counter({
+    name: 'reactor_router_dead_allocations_total',
+    help: 'Allocations Agones answered with an instance whose circuit was open (it failed a relay lately); the router allocated again.',
+    registers: [this.registry],
+  });
+  readonly breakerTrips = new Counter({
+    name: 'reactor_router_breaker_trips_total',
+    help: 'Instances whose circuit opened: a relayed connection was refused or timed out, or a ping went unanswered.',
+    registers: [this.registry],
+  });
+  readonly relaysCut = new Counter({
+    name: 'reactor_router_relays_cut_total',
+    help: 'Relayed WebSockets the router closed with instance_unreachable because their instance stopped answering.',
+    registers: [this.registry],
+  });
+  /** Set by the router: the fleet's GameServers by state, from its cache, at each scrape. */
+  instancesByState: () => Map<string, number> = () => new Map();
+  readonly instances = new Gauge({
+    name: 'reactor_router_instances',
+    help: "The fleet's GameServers by state (Ready, Allocated, Unhealthy, ...), as the router's cache holds them; Ready ones carrying the draining label count as draining.",
+    labelNames: ['state'],
+    registers: [this.registry],
+    collect: () => {
+      this.instances.reset();
+      // The usual states at 0 too, so an alert on "no Ready instance" sees a 0, not a missing series.
+      for (const state of ['Ready', 'Allocated', 'Unhealthy', 'draining']) this.instances.set({ state }, 0);
+      for (const [state, n] of this.instancesByState()) this.instances.set({ state }, n);
+    },
+  });
+  readonly unhealthy = new Counter({
+    name: 'reactor_router_instances_unhealthy_total',
+    help: 'GameServers the router saw become Unhealthy (Agones missed their Health() pings, or their container failed).',
     registers: [this.registry],
   });
   readonly rejected = new Counter({

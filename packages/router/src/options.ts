@@ -48,6 +48,20 @@ export interface RouterOptions {
   readyCacheMs?: number;
   /** Time a client has to send its request headers, ms (default 10000). */
   headersTimeoutMs?: number;
+  /** Longest wait for one Kubernetes API call (allocation, LIST, GET, PATCH), ms (default 5000). */
+  apiTimeoutMs?: number;
+  /** A full LIST of the fleet's GameServers this often, ms; the watch keeps the cache current between (default 30000). */
+  resyncMs?: number;
+  /** Longest wait for an instance's pod to accept a relayed connection, ms (default 3000). */
+  relayConnectTimeoutMs?: number;
+  /** A relayed socket whose instance sent nothing this long gets a WebSocket ping from the router, ms (default 5000). */
+  relayPingIntervalMs?: number;
+  /** No byte from the instance this long after that ping: the instance is gone; the viewer is told (`instance_unreachable`), ms (default 5000). */
+  relayPingTimeoutMs?: number;
+  /** A relayed HTTP request whose socket is idle this long is cut, ms (default 60000). */
+  relayIdleTimeoutMs?: number;
+  /** After a failed connection or ping, the instance counts as unreachable this long (the circuit is open), ms (default 30000). */
+  breakerOpenMs?: number;
   /** Where diagnostics go (default `consoleLogger()`); the router logs with `child({ component: 'router' })`. */
   logger?: Logger;
 }
@@ -71,6 +85,13 @@ export interface ResolvedRouterOptions {
   conflictBackoffMs: number;
   readyCacheMs: number;
   headersTimeoutMs: number;
+  apiTimeoutMs: number;
+  resyncMs: number;
+  relayConnectTimeoutMs: number;
+  relayPingIntervalMs: number;
+  relayPingTimeoutMs: number;
+  relayIdleTimeoutMs: number;
+  breakerOpenMs: number;
   logger: Logger;
 }
 
@@ -108,6 +129,13 @@ export function resolveRouterOptions(o: RouterOptions): ResolvedRouterOptions {
     conflictBackoffMs: o.conflictBackoffMs ?? 10,
     readyCacheMs: o.readyCacheMs ?? 2000,
     headersTimeoutMs: o.headersTimeoutMs ?? 10_000,
+    apiTimeoutMs: o.apiTimeoutMs ?? 5000,
+    resyncMs: o.resyncMs ?? 30_000,
+    relayConnectTimeoutMs: o.relayConnectTimeoutMs ?? 3000,
+    relayPingIntervalMs: o.relayPingIntervalMs ?? 5000,
+    relayPingTimeoutMs: o.relayPingTimeoutMs ?? 5000,
+    relayIdleTimeoutMs: o.relayIdleTimeoutMs ?? 60_000,
+    breakerOpenMs: o.breakerOpenMs ?? 30_000,
     logger: o.logger ?? consoleLogger(),
   };
   for (const key of ['namespace', 'fleet'] as const) {
@@ -150,5 +178,12 @@ export function resolveRouterOptions(o: RouterOptions): ResolvedRouterOptions {
   int('conflictBackoffMs', r.conflictBackoffMs, 1, 10_000);
   int('readyCacheMs', r.readyCacheMs, 0, 600_000);
   int('headersTimeoutMs', r.headersTimeoutMs, 100, 600_000);
+  int('apiTimeoutMs', r.apiTimeoutMs, 10, 120_000);
+  int('resyncMs', r.resyncMs, 100, 3_600_000);
+  int('relayConnectTimeoutMs', r.relayConnectTimeoutMs, 10, 120_000);
+  int('relayPingIntervalMs', r.relayPingIntervalMs, 10, 600_000);
+  int('relayPingTimeoutMs', r.relayPingTimeoutMs, 10, 600_000);
+  int('relayIdleTimeoutMs', r.relayIdleTimeoutMs, 100, 3_600_000);
+  int('breakerOpenMs', r.breakerOpenMs, 0, 3_600_000);
   return r;
 }

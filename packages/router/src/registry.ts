@@ -2,39 +2,21 @@
  * The router's one registry: Agones objects in the Kubernetes API. An allocation is a
  * `GameServerAllocation` (Agones moves one Ready GameServer of the fleet to Allocated,
  * atomically, and labels it with the session id); a session is found again as the Allocated
- * GameServer carrying that label. The router keeps no state of its own.
+ * GameServer carrying that label. Lookups read a {@link GameServerCache} (list + watch) kept
+ * from the API, not the API itself; the router keeps no state the API does not hold.
  */
-import { ApiException, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { ApiException, CustomObjectsApi, PatchStrategy, setHeaderOptions, type KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from '@reactor/log';
 import { RouterError, RouterErrorCode } from './errors.js';
+import { GameServerCache, withTimeout } from './gameserver-cache.js';
+import { DRAINING_LABEL, FLEET_LABEL, RELEASE_ANNOTATION, SESSION_LABEL, firstPort, toInstance, type GameServerObject, type Instance } from './instance.js';
 
-/** The label Agones puts on every GameServer of a fleet. */
-export const FLEET_LABEL = 'agones.dev/fleet';
-/**
- * The label that names the session an instance holds. The router sets it in the allocation;
- * an instance allocated without the router sets the same one through the Agones SDK
- * (`SetLabel('reactor-session', id)`: Agones prefixes SDK labels with `agones.dev/sdk-`).
- */
-export const SESSION_LABEL = 'agones.dev/sdk-reactor-session';
-/** A session id is a Kubernetes label value: 1-63 characters, alphanumerics, `-`, `_`, `.`, alphanumeric at both ends. */
-export const SESSION_ID_PATTERN = /^[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+export { DRAINING_LABEL, FLEET_LABEL, RELEASE_ANNOTATION, SESSION_ID_PATTERN, SESSION_LABEL } from './instance.js';
+export type { Instance } from './instance.js';
 
 const AGONES_GROUP = 'agones.dev';
 const ALLOCATION_GROUP = 'allocation.agones.dev';
 const VERSION = 'v1';
-
-/** One GameServer as the router needs it. */
-export interface Instance {
-  /** The GameServer's name (also the `/s/{instance}` path segment). */
-  name: string;
-  /** `status.state`: `Ready`, `Allocated`, `Shutdown`, ... */
-  state: string;
-  /** The pod's address and the instance's port (the GameServer's first port). */
-  address: string;
-  port: number;
-  /** The session it holds (its {@link SESSION_LABEL}), if any. */
-  sessionId: string | undefined;
-}
 
 /** Options of {@link AgonesRegistry}. */
 export interface RegistryOptions {
@@ -46,25 +28,46 @@ export interface RegistryOptions {
   conflictBackoffMs: number;
   /** Called on every conflict met (retried or not), for the metrics. */
   onConflict?: () => void;
+  /** Called on every GameServer state change the cache sees. */
+  onStateChange?: (name: string, from: string | undefined, to: string | undefined) => void;
+  /** Longest wait for one Kubernetes API call, ms. */
+  apiTimeoutMs: number;
+  /** A full LIST of the fleet's GameServers this often, ms (the watch keeps the cache current between). */
+  resyncMs: number;
   logger: Logger;
 }
 
 /** What one allocation came to. */
 export type AllocationOutcome = { allocated: true; instance: Instance; conflicts: number } | { allocated: false; conflicts: number };
 
-interface GameServerObject {
-  metadata?: { name?: string; labels?: Record<string, string> };
-  status?: { state?: string; address?: string; ports?: Array<{ name?: string; port?: number }> };
-}
-
 /** The Kubernetes calls of the router, with their failures mapped to {@link RouterError}s. */
 export class AgonesRegistry {
   readonly #api: CustomObjectsApi;
   readonly #o: RegistryOptions;
+  /** The fleet's GameServers as last listed and watched. */
+  readonly cache: GameServerCache;
 
   constructor(kubeConfig: KubeConfig, options: RegistryOptions) {
     this.#api = kubeConfig.makeApiClient(CustomObjectsApi);
     this.#o = options;
+    this.cache = new GameServerCache(kubeConfig, this.#api, {
+      namespace: options.namespace,
+      labelSelector: `${FLEET_LABEL}=${options.fleet}`,
+      timeoutMs: options.apiTimeoutMs,
+      resyncMs: options.resyncMs,
+      describe: (what, err) => this.#failure(what, err).message,
+      ...(options.onStateChange ? { onStateChange: options.onStateChange } : {}),
+      logger: options.logger,
+    });
+  }
+
+  /** Starts the cache; resolves once it first listed the fleet (it keeps retrying until then). */
+  start(): Promise<void> {
+    return this.cache.start();
+  }
+
+  stop(): void {
+    this.cache.stop();
   }
 
   /**
@@ -77,25 +80,33 @@ export class AgonesRegistry {
       apiVersion: `${ALLOCATION_GROUP}/${VERSION}`,
       kind: 'GameServerAllocation',
       spec: {
-        selectors: [{ matchLabels: { [FLEET_LABEL]: this.#o.fleet }, gameServerState: 'Ready' }],
+        // A draining instance (SIGTERM: pod deleted, evicted, node drained) is still Ready until it shuts down: never hand it out.
+        selectors: [
+          { matchLabels: { [FLEET_LABEL]: this.#o.fleet }, matchExpressions: [{ key: DRAINING_LABEL, operator: 'DoesNotExist' }], gameServerState: 'Ready' },
+        ],
         metadata: { labels: { [SESSION_LABEL]: sessionId } },
       },
     };
     for (let attempt = 0; ; attempt++) {
       let conflict: string;
       try {
-        const res = (await this.#api.createNamespacedCustomObject({
-          group: ALLOCATION_GROUP,
-          version: VERSION,
-          namespace: this.#o.namespace,
-          plural: 'gameserverallocations',
-          body,
-        })) as { status?: { state?: string; gameServerName?: string; address?: string; ports?: Array<{ name?: string; port?: number }> } };
+        const res = (await withTimeout(
+          this.#api.createNamespacedCustomObject({
+            group: ALLOCATION_GROUP,
+            version: VERSION,
+            namespace: this.#o.namespace,
+            plural: 'gameserverallocations',
+            body,
+          }),
+          this.#o.apiTimeoutMs,
+          'creating a GameServerAllocation',
+        )) as { status?: { state?: string; gameServerName?: string; address?: string; ports?: Array<{ name?: string; port?: number }> } };
         const s = res.status ?? {};
         if (s.state === 'Allocated') {
           if (!s.gameServerName || !s.address)
             throw new RouterError(RouterErrorCode.RegistryUnavailable, `the allocation answer names no GameServer or address: ${JSON.stringify(s)}`);
           const instance: Instance = { name: s.gameServerName, state: 'Allocated', address: s.address, port: firstPort(s.ports), sessionId };
+          this.cache.learn(instance);
           return { allocated: true, instance, conflicts: attempt };
         }
         if (s.state === 'UnAllocated') return { allocated: false, conflicts: attempt };
@@ -120,30 +131,34 @@ export class AgonesRegistry {
   }
 
   /**
-   * The Allocated GameServer of the fleet that holds a session, or `undefined`.
-   * @throws {RouterError} `registry_unavailable`.
+   * The Allocated GameServer of the fleet that holds a session, or `undefined`: from the cache
+   * (a LIST, with its timeout, only while the cache has not synced yet).
+   * @throws {RouterError} `registry_unavailable` when the cache has never synced and the API fails.
    */
   async findSession(sessionId: string): Promise<Instance | undefined> {
-    const found = (await this.#list(`${FLEET_LABEL}=${this.#o.fleet},${SESSION_LABEL}=${sessionId}`)).filter((i) => i.state === 'Allocated');
+    const all = this.cache.synced ? this.cache.list() : await this.#list(`${FLEET_LABEL}=${this.#o.fleet},${SESSION_LABEL}=${sessionId}`);
+    const found = all.filter((i) => i.state === 'Allocated' && i.sessionId === sessionId);
     if (found.length > 1)
       this.#o.logger.warn(`session ${sessionId} is on ${found.length} instances (${found.map((i) => i.name).join(', ')}); routing to ${found[0]!.name}`);
     return found[0];
   }
 
   /**
-   * A GameServer of the fleet by name, or `undefined` when there is none (or it belongs to another fleet).
+   * A GameServer of the fleet by name, or `undefined` when there is none (or it belongs to
+   * another fleet): from the cache; one GET (with its timeout) when the cache does not have it
+   * Allocated yet (another router allocated it a moment ago, before the watch told this one).
    * @throws {RouterError} `registry_unavailable`.
    */
   async getInstance(name: string): Promise<Instance | undefined> {
+    const cached = this.cache.get(name);
+    if (cached && cached.state !== 'Ready') return cached;
     let obj: GameServerObject;
     try {
-      obj = (await this.#api.getNamespacedCustomObject({
-        group: AGONES_GROUP,
-        version: VERSION,
-        namespace: this.#o.namespace,
-        plural: 'gameservers',
-        name,
-      })) as GameServerObject;
+      obj = (await withTimeout(
+        this.#api.getNamespacedCustomObject({ group: AGONES_GROUP, version: VERSION, namespace: this.#o.namespace, plural: 'gameservers', name }),
+        this.#o.apiTimeoutMs,
+        `reading GameServer ${name}`,
+      )) as GameServerObject;
     } catch (err) {
       if (err instanceof ApiException && err.code === 404) return undefined;
       throw this.#failure(`reading GameServer ${name}`, err);
@@ -153,29 +168,60 @@ export class AgonesRegistry {
   }
 
   /**
-   * One cheap call that proves the API answers and the router may read GameServers (readiness).
+   * Asks the instance holding `sessionId` to end it and go back to Ready: a merge patch of the
+   * {@link RELEASE_ANNOTATION} on its GameServer, which the instance sees through the SDK's watch.
+   * @returns the instance, or `undefined` when no instance holds the session.
    * @throws {RouterError} `registry_unavailable`.
    */
-  async check(): Promise<void> {
+  async release(sessionId: string): Promise<Instance | undefined> {
+    const instance = await this.findSession(sessionId);
+    if (!instance) return undefined;
     try {
-      await this.#api.listNamespacedCustomObject({ group: AGONES_GROUP, version: VERSION, namespace: this.#o.namespace, plural: 'gameservers', limit: 1 });
+      await withTimeout(
+        this.#api.patchNamespacedCustomObject(
+          {
+            group: AGONES_GROUP,
+            version: VERSION,
+            namespace: this.#o.namespace,
+            plural: 'gameservers',
+            name: instance.name,
+            body: { metadata: { annotations: { [RELEASE_ANNOTATION]: sessionId } } },
+          },
+          setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+        ),
+        this.#o.apiTimeoutMs,
+        `patching GameServer ${instance.name}`,
+      );
     } catch (err) {
-      throw this.#failure('listing GameServers', err);
+      if (err instanceof ApiException && err.code === 404) return undefined;
+      throw this.#failure(`patching GameServer ${instance.name}`, err);
     }
+    return instance;
+  }
+
+  /**
+   * Whether the router can serve: the cache has listed the fleet and its last LIST or watch
+   * succeeded (readiness). Makes no API call.
+   * @throws {RouterError} `registry_unavailable` with the cache's last failure.
+   */
+  async check(): Promise<void> {
+    const problem = this.cache.lastError ?? (this.cache.synced ? undefined : 'the GameServer cache has not listed the fleet yet');
+    if (problem !== undefined) throw new RouterError(RouterErrorCode.RegistryUnavailable, problem);
+  }
+
+  /** The fleet's GameServers as the cache holds them. */
+  instances(): Instance[] {
+    return this.cache.list();
   }
 
   async #list(labelSelector: string): Promise<Instance[]> {
     let res: { items?: GameServerObject[] };
     try {
-      res = (await this.#api.listNamespacedCustomObject({
-        group: AGONES_GROUP,
-        version: VERSION,
-        namespace: this.#o.namespace,
-        plural: 'gameservers',
-        labelSelector,
-      })) as {
-        items?: GameServerObject[];
-      };
+      res = (await withTimeout(
+        this.#api.listNamespacedCustomObject({ group: AGONES_GROUP, version: VERSION, namespace: this.#o.namespace, plural: 'gameservers', labelSelector }),
+        this.#o.apiTimeoutMs,
+        'listing GameServers',
+      )) as { items?: GameServerObject[] };
     } catch (err) {
       throw this.#failure('listing GameServers', err);
     }
@@ -186,34 +232,19 @@ export class AgonesRegistry {
   #failure(what: string, err: unknown): RouterError {
     if (err instanceof RouterError) return err;
     const where = `namespace "${this.#o.namespace}"`;
-    if (err instanceof ApiException) {
+    // The watch fails with a plain Error carrying `statusCode`; the API client with an ApiException.
+    const status = err instanceof ApiException ? err.code : (err as { statusCode?: unknown } | null)?.statusCode;
+    if (typeof status === 'number') {
       const hint =
-        err.code === 401 || err.code === 403
-          ? `: the router's service account may not do this; grant it get/list on gameservers.agones.dev and create on gameserverallocations.allocation.agones.dev in ${where}`
-          : err.code === 404
+        status === 401 || status === 403
+          ? `: the router's service account may not do this; grant it get/list/watch/patch on gameservers.agones.dev and create on gameserverallocations.allocation.agones.dev in ${where}`
+          : status === 404
             ? `: is Agones installed (its CRDs) and the namespace right (${where})?`
             : '';
-      return new RouterError(RouterErrorCode.RegistryUnavailable, `${what} failed: the Kubernetes API answered ${err.code}${hint}`, { cause: err });
+      return new RouterError(RouterErrorCode.RegistryUnavailable, `${what} failed: the Kubernetes API answered ${status}${hint}`, { cause: err });
     }
     return new RouterError(RouterErrorCode.RegistryUnavailable, `${what} failed: cannot reach the Kubernetes API: ${(err as Error)?.message ?? String(err)}`, {
       cause: err,
     });
   }
-}
-
-function toInstance(obj: GameServerObject): Instance | undefined {
-  const name = obj.metadata?.name;
-  if (!name) return undefined;
-  return {
-    name,
-    state: obj.status?.state ?? 'Unknown',
-    address: obj.status?.address ?? '',
-    port: firstPort(obj.status?.ports),
-    sessionId: obj.metadata?.labels?.[SESSION_LABEL],
-  };
-}
-
-/** The GameServer's port named `default` (the Agones default name), else its first. */
-function firstPort(ports: Array<{ name?: string; port?: number }> = []): number {
-  return (ports.find((p) => p.name === 'default') ?? ports[0])?.port ?? 0;
 }

@@ -1,9 +1,11 @@
 /**
  * The stateless session router: `POST /sessions` allocates an instance of the fleet through
- * Agones, `GET /sessions/{id}` finds the instance that holds a session, and `/s/{instance}/...`
- * relays HTTP requests and WebSocket connections to that instance's pod. Every answer comes
- * from the Kubernetes API at the time of the request: any number of routers can run side by
- * side and one can be replaced at any time.
+ * Agones, `GET /sessions/{id}` finds the instance that holds a session, `DELETE /sessions/{id}`
+ * releases it, and `/s/{instance}/...` relays HTTP requests and WebSocket connections to that
+ * instance's pod. Lookups read a cache of the fleet's GameServers kept by list + watch (see
+ * `gameserver-cache.ts`); allocations are Agones' own. What the router holds beyond the API is
+ * only what it saw itself: which instances failed to answer lately (the circuit breaker). Any
+ * number of routers can run side by side and one can be replaced at any time.
  */
 import { randomUUID } from 'node:crypto';
 import {
@@ -24,6 +26,12 @@ import { RouterError, RouterErrorCode } from './errors.js';
 import { RouterMetrics } from './metrics.js';
 import { resolveRouterOptions, type ResolvedRouterOptions, type RouterOptions } from './options.js';
 import { AgonesRegistry, SESSION_ID_PATTERN, type Instance } from './registry.js';
+import { FrameBoundaries, RouterCloseCode, acceptAndClose, clientPingFrame, headEnd, serverCloseFrame } from './ws-relay.js';
+
+/** The header that carries the router's session id to the instance: its session takes that id (one id end to end). */
+export const SESSION_ID_HEADER = 'x-reactor-session-id';
+/** Allocations in a row that may land on instances the breaker knows unreachable before the router gives up (503). */
+const MAX_DEAD_ALLOCATIONS = 3;
 
 /** Path prefix of the routes relayed to an instance: `/s/{instance}/ws`, `/s/{instance}/schema`, ... */
 export const INSTANCE_PATH_PREFIX = '/s/';
@@ -78,6 +86,10 @@ export class SessionRouter {
   readonly #policy: AccessPolicy;
   readonly #agent = new Agent({ keepAlive: true, maxSockets: 256 });
   readonly #relays = new Set<Duplex>();
+  /** The relayed sockets of each instance, by the function that cuts one (when the instance is found gone). */
+  readonly #relaysTo = new Map<string, Set<(why: string) => void>>();
+  /** Instances that failed a relayed connection or ping lately: name -> until when (`performance.now()`) and why. */
+  readonly #breaker = new Map<string, { until: number; why: string; address: string }>();
   #port = 0;
   #closing: Promise<void> | undefined;
   #readyCheck: { at: number; result: Promise<string | undefined> } | undefined;
@@ -93,8 +105,21 @@ export class SessionRouter {
       conflictRetries: this.options.conflictRetries,
       conflictBackoffMs: this.options.conflictBackoffMs,
       onConflict: () => this.metrics.conflicts.inc(),
+      apiTimeoutMs: this.options.apiTimeoutMs,
+      resyncMs: this.options.resyncMs,
+      onStateChange: (_name, _from, to) => {
+        if (to === 'Unhealthy') this.metrics.unhealthy.inc();
+      },
       logger: this.#log,
     });
+    this.metrics.instancesByState = () => {
+      const counts = new Map<string, number>();
+      for (const i of this.registry.instances()) {
+        const state = i.draining && i.state === 'Ready' ? 'draining' : i.state;
+        counts.set(state, (counts.get(state) ?? 0) + 1);
+      }
+      return counts;
+    };
     this.#http = createServer({ headersTimeout: this.options.headersTimeoutMs, requestTimeout: 0 }, (req, res) => {
       this.#onRequest(req, res).catch((err: unknown) => this.#internalError(res, err));
     });
@@ -114,7 +139,16 @@ export class SessionRouter {
    * Starts listening.
    * @throws {RouterError} never; the listen error (`EADDRINUSE`, ...) as Node raises it.
    */
-  listen(): Promise<this> {
+  async listen(): Promise<this> {
+    await this.#bind();
+    // Serve once the fleet is known (lookups from memory), or after one API timeout (lookups then fall back to the API).
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([this.registry.start(), new Promise((r) => (timer = setTimeout(r, this.options.apiTimeoutMs)))]);
+    clearTimeout(timer);
+    return this;
+  }
+
+  #bind(): Promise<this> {
     return new Promise((resolve, reject) => {
       const onError = (err: Error): void => reject(err);
       this.#http.once('error', onError);
@@ -141,6 +175,7 @@ export class SessionRouter {
   /** Stops accepting, cuts the relayed sockets (clients reconnect through another router) and closes. Idempotent. */
   close(): Promise<void> {
     this.#closing ??= new Promise<void>((resolve) => {
+      this.registry.stop();
       this.#http.close(() => resolve());
       for (const s of this.#relays) s.destroy();
       this.#http.closeAllConnections();
@@ -174,7 +209,8 @@ export class SessionRouter {
     const lookup = /^\/sessions\/([^/]+)$/.exec(path);
     if (lookup) {
       req.resume();
-      if (req.method !== 'GET' && req.method !== 'HEAD') return this.#methodNotAllowed(res, 'GET, HEAD');
+      if (req.method === 'DELETE') return this.#onRelease(res, safeDecode(lookup[1]!));
+      if (req.method !== 'GET' && req.method !== 'HEAD') return this.#methodNotAllowed(res, 'GET, HEAD, DELETE');
       return this.#onLookup(req, res, safeDecode(lookup[1]!));
     }
     req.resume();
@@ -188,7 +224,7 @@ export class SessionRouter {
       res,
       404,
       RouterErrorCode.NotFound,
-      `no route ${path}; the router answers POST /sessions, GET /sessions/{id}, /s/{instance}/..., /health, /health/live, /health/ready and /metrics`,
+      `no route ${path}; the router answers POST /sessions, GET and DELETE /sessions/{id}, /s/{instance}/..., /health, /health/live, /health/ready and /metrics`,
     );
   }
 
@@ -202,10 +238,26 @@ export class SessionRouter {
     };
     let outcome;
     try {
-      outcome = await this.registry.allocate(sessionId);
+      for (let dead = 0; ; dead++) {
+        outcome = await this.registry.allocate(sessionId);
+        if (!outcome.allocated) break;
+        const open = this.#openCircuit(outcome.instance);
+        if (!open) break;
+        // Agones still counts it Ready (its pings have not timed out yet), but it did not answer this router lately.
+        this.metrics.deadAllocations.inc();
+        this.#log.warn(
+          `allocation gave instance ${outcome.instance.name}, which did not answer lately (${open.why}); it stays Allocated to nobody, allocating again`,
+        );
+        if (dead + 1 >= MAX_DEAD_ALLOCATIONS) {
+          throw new RouterError(
+            RouterErrorCode.InstanceUnreachable,
+            `the last ${MAX_DEAD_ALLOCATIONS} instances allocated did not answer lately (${open.why}); retry after ${this.options.retryAfterS} s`,
+          );
+        }
+      }
     } catch (err) {
       const e = asRouterError(err);
-      done(e.code === RouterErrorCode.AllocationConflict ? 'conflict' : 'error');
+      done(e.code === RouterErrorCode.AllocationConflict ? 'conflict' : e.code === RouterErrorCode.InstanceUnreachable ? 'unreachable' : 'error');
       this.#log.warn(`POST /sessions failed: ${e.message}`);
       return this.#sendError(res, 503, e.code, e.message, this.options.retryAfterS);
     }
@@ -250,8 +302,65 @@ export class SessionRouter {
         `no instance holds session ${sessionId}: it ended, or never existed; start a new one with POST /sessions`,
       );
     }
+    const open = this.#openCircuit(instance);
+    if (open) {
+      this.metrics.lookups.inc({ result: 'unreachable' });
+      return this.#sendError(
+        res,
+        502,
+        RouterErrorCode.InstanceUnreachable,
+        `instance ${instance.name}, which holds session ${sessionId}, does not answer (${open.why}): the session is lost; start a new one with POST /sessions`,
+      );
+    }
     this.metrics.lookups.inc({ result: 'found' });
     sendJson(res, 200, this.#answer(req, sessionId, instance));
+  }
+
+  /** `DELETE /sessions/{id}`: asks the instance to end the session and return to the fleet (202), or 404. */
+  async #onRelease(res: ServerResponse, sessionId: string | undefined): Promise<void> {
+    if (sessionId === undefined || !SESSION_ID_PATTERN.test(sessionId)) {
+      return this.#sendError(res, 404, RouterErrorCode.UnknownSession, `${JSON.stringify(sessionId ?? '')} is not a session id (the router's ids are UUIDs)`);
+    }
+    let instance: Instance | undefined;
+    try {
+      instance = await this.registry.release(sessionId);
+    } catch (err) {
+      this.metrics.releases.inc({ result: 'error' });
+      const e = asRouterError(err);
+      return this.#sendError(res, 503, e.code, e.message, this.options.retryAfterS);
+    }
+    if (!instance) {
+      this.metrics.releases.inc({ result: 'not_found' });
+      return this.#sendError(res, 404, RouterErrorCode.UnknownSession, `no instance holds session ${sessionId}: it ended already, or never existed`);
+    }
+    this.metrics.releases.inc({ result: 'released' });
+    this.#log.info(`session ${sessionId} released on instance ${instance.name} (DELETE /sessions)`);
+    sendJson(res, 202, { sessionId, instance: instance.name, released: true });
+  }
+
+  /** The breaker's entry for an instance while its circuit is open (it failed lately at the same address), else undefined. */
+  #openCircuit(instance: Instance): { why: string } | undefined {
+    const e = this.#breaker.get(instance.name);
+    if (!e) return undefined;
+    if (performance.now() > e.until || e.address !== `${instance.address}:${instance.port}`) {
+      this.#breaker.delete(instance.name);
+      return undefined;
+    }
+    return e;
+  }
+
+  /** Opens an instance's circuit: for `breakerOpenMs` it is given to nobody and its relays answer `instance_unreachable` at once. */
+  #trip(instance: Instance, why: string): void {
+    if (this.options.breakerOpenMs === 0) return;
+    if (!this.#breaker.has(instance.name)) this.metrics.breakerTrips.inc();
+    this.#breaker.set(instance.name, { until: performance.now() + this.options.breakerOpenMs, why, address: `${instance.address}:${instance.port}` });
+    // Every socket still relayed to it goes the same way: its viewers are told now, not when TCP gives up.
+    for (const cut of this.#relaysTo.get(instance.name) ?? []) cut(why);
+  }
+
+  /** A relay's success closes the instance's circuit. */
+  #reset(instance: Instance): void {
+    this.#breaker.delete(instance.name);
   }
 
   #answer(req: IncomingMessage, sessionId: string, instance: Instance): SessionAnswer {
@@ -299,7 +408,7 @@ export class SessionRouter {
       );
     }
     this.#cors(req, res);
-    res.setHeader('Access-Control-Allow-Methods', 'GET, HEAD, POST, PUT');
+    res.setHeader('Access-Control-Allow-Methods', 'GET, HEAD, POST, PUT, DELETE');
     res.setHeader('Access-Control-Allow-Headers', 'Authorization, Content-Type');
     res.setHeader('Access-Control-Max-Age', '600');
     res.statusCode = 204;
@@ -332,6 +441,13 @@ export class SessionRouter {
         `no instance "${name}" holds a session in fleet "${this.options.fleet}"${instance ? ` (it is ${instance.state})` : ''}: its session ended, or it never had one; start a new one with POST /sessions`,
       );
     }
+    const open = this.#openCircuit(instance);
+    if (open) {
+      throw new RouterError(
+        RouterErrorCode.InstanceUnreachable,
+        `instance ${name} does not answer (${open.why}): its session is lost; start a new one with POST /sessions`,
+      );
+    }
     return { instance, rest: m[2] ?? '/' };
   }
 
@@ -343,8 +459,9 @@ export class SessionRouter {
     } catch (err) {
       req.resume();
       const e = asRouterError(err);
-      this.metrics.proxied.inc({ kind: 'http', result: e.code === RouterErrorCode.UnknownInstance ? 'unknown_instance' : 'error' });
-      return this.#sendError(res, e.code === RouterErrorCode.UnknownInstance ? 404 : 503, e.code, e.message);
+      const status = e.code === RouterErrorCode.UnknownInstance ? 404 : e.code === RouterErrorCode.InstanceUnreachable ? 502 : 503;
+      this.metrics.proxied.inc({ kind: 'http', result: status === 404 ? 'unknown_instance' : status === 502 ? 'unreachable' : 'error' });
+      return this.#sendError(res, status, e.code, e.message);
     }
     const { instance, rest } = target;
     const upstream = httpRequest({
@@ -352,10 +469,23 @@ export class SessionRouter {
       port: instance.port,
       method: req.method,
       path: rest + url.search,
-      headers: forwardedHeaders(req, instance, this.#publicBase(req), url.pathname.slice(0, url.pathname.length - rest.length)),
+      headers: this.#forwardedHeaders(req, instance, url.pathname.slice(0, url.pathname.length - rest.length)),
       agent: this.#agent,
     });
+    // A pod that is gone without a reset (its node lost, a silent drop) never answers the SYN: give up after relayConnectTimeoutMs.
+    const connectTimer = setTimeout(
+      () => upstream.destroy(new Error(`no connection within ${this.options.relayConnectTimeoutMs} ms (relayConnectTimeoutMs)`)),
+      this.options.relayConnectTimeoutMs,
+    );
+    upstream.on('socket', (sock: Socket) => {
+      if (!sock.connecting) clearTimeout(connectTimer);
+      else sock.once('connect', () => clearTimeout(connectTimer));
+      sock.setTimeout(this.options.relayIdleTimeoutMs);
+    });
+    upstream.on('timeout', () => upstream.destroy(new Error(`no byte for ${this.options.relayIdleTimeoutMs} ms (relayIdleTimeoutMs)`)));
     upstream.on('response', (answer) => {
+      clearTimeout(connectTimer);
+      this.#reset(instance);
       this.metrics.proxied.inc({ kind: 'http', result: 'ok' });
       const headers: Record<string, string | string[]> = {};
       for (const [k, v] of Object.entries(answer.headers)) if (v !== undefined && !HOP_BY_HOP.has(k)) headers[k] = v;
@@ -363,26 +493,35 @@ export class SessionRouter {
       answer.pipe(res);
     });
     upstream.on('error', (err) => {
+      clearTimeout(connectTimer);
       if (res.headersSent) {
         res.destroy();
         return;
       }
       this.metrics.proxied.inc({ kind: 'http', result: 'unreachable' });
       this.#log.warn(`instance ${instance.name} (${instance.address}:${instance.port}) unreachable: ${err.message}`);
+      this.#trip(instance, err.message);
       this.#sendError(
         res,
         502,
         RouterErrorCode.InstanceUnreachable,
-        `instance ${instance.name} did not answer: ${err.message}; its pod may be gone (try GET /sessions/{id} again)`,
+        `instance ${instance.name} did not answer: ${err.message}; its pod may be gone: start a new session with POST /sessions`,
       );
     });
     res.on('close', () => {
+      clearTimeout(connectTimer);
       if (!res.writableFinished) upstream.destroy();
     });
     req.pipe(upstream);
   }
 
-  /** Relays a WebSocket upgrade on `/s/{instance}/...` to the instance's pod, byte for byte. */
+  /**
+   * Relays a WebSocket upgrade on `/s/{instance}/...` to the instance's pod, byte for byte, with
+   * a connect timeout and the router's own pings: when the instance sent nothing for
+   * `relayPingIntervalMs` the router puts a ping between two of the client's frames, and when no
+   * byte follows within `relayPingTimeoutMs` it closes the viewer's socket with
+   * `instance_unreachable` (and opens the instance's circuit) instead of letting it freeze.
+   */
   async #onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
     socket.on('error', () => socket.destroy());
     const url = parseTarget(req.url);
@@ -396,48 +535,153 @@ export class SessionRouter {
     if (!url.pathname.startsWith(INSTANCE_PATH_PREFIX)) {
       return writeHttpError(socket, 404, RouterErrorCode.NotFound, `the router relays WebSockets at /s/{instance}/ws, not ${url.pathname}`);
     }
+    const key = req.headers['sec-websocket-key'];
+    /** Refuses the socket in a way a browser page can read: accepted, then closed with the code and message as its reason. */
+    const refuse = (status: number, code: RouterErrorCode, message: string): void => {
+      const closeCode = code === RouterErrorCode.UnknownInstance ? RouterCloseCode.UnknownInstance : RouterCloseCode.InstanceUnreachable;
+      if (status === 503 || !acceptAndClose(socket, typeof key === 'string' ? key : undefined, closeCode, `${code}: ${message}`)) {
+        writeHttpError(socket, status, code, message);
+      }
+    };
     let target;
     try {
       target = await this.#target(url.pathname);
     } catch (err) {
       const e = asRouterError(err);
-      const unknown = e.code === RouterErrorCode.UnknownInstance;
-      this.metrics.proxied.inc({ kind: 'ws', result: unknown ? 'unknown_instance' : 'error' });
-      return writeHttpError(socket, unknown ? 404 : 503, e.code, e.message);
+      const status = e.code === RouterErrorCode.UnknownInstance ? 404 : e.code === RouterErrorCode.InstanceUnreachable ? 502 : 503;
+      this.metrics.proxied.inc({ kind: 'ws', result: status === 404 ? 'unknown_instance' : status === 502 ? 'unreachable' : 'error' });
+      return refuse(status, e.code, e.message);
     }
     const { instance, rest } = target;
     const upstream: Socket = netConnect({ host: instance.address, port: instance.port });
     let connected = false;
+    let upgraded = false;
+    let ended = false;
     upstream.setNoDelay(true);
-    upstream.once('connect', () => {
-      connected = true;
-      this.metrics.proxied.inc({ kind: 'ws', result: 'ok' });
-      this.metrics.openSockets.inc();
-      const headers = forwardedHeaders(req, instance, this.#publicBase(req), url.pathname.slice(0, url.pathname.length - rest.length));
-      const lines = [`${req.method ?? 'GET'} ${rest}${url.search} HTTP/1.1`, 'Connection: Upgrade', `Upgrade: ${req.headers.upgrade ?? 'websocket'}`];
-      for (const [k, v] of Object.entries(headers)) for (const one of Array.isArray(v) ? v : [v]) lines.push(`${k}: ${one}`);
-      upstream.write(`${lines.join('\r\n')}\r\n\r\n`);
-      if (head.length > 0) upstream.write(head);
-      socket.pipe(upstream);
-      upstream.pipe(socket);
-    });
-    this.#relays.add(socket);
-    let counted = true;
+    const fromClient = new FrameBoundaries();
+    const fromInstance = new FrameBoundaries();
+    let responseHead: Buffer | undefined = Buffer.alloc(0);
+    let lastFromInstance = performance.now();
+    let pingSentAt: number | undefined;
+    let pingPending = false;
+    const connectTimer = setTimeout(() => {
+      upstream.destroy(new Error(`no connection within ${this.options.relayConnectTimeoutMs} ms (relayConnectTimeoutMs)`));
+    }, this.options.relayConnectTimeoutMs);
     const end = (): void => {
+      if (ended) return;
+      ended = true;
+      clearTimeout(connectTimer);
+      clearInterval(pinger);
       this.#relays.delete(socket);
-      if (connected && counted) {
-        counted = false;
-        this.metrics.openSockets.dec();
-      }
+      const set = this.#relaysTo.get(instance.name);
+      set?.delete(cut);
+      if (set?.size === 0) this.#relaysTo.delete(instance.name);
+      if (connected) this.metrics.openSockets.dec();
       upstream.destroy();
       socket.destroy();
     };
+    /** The instance is gone: the viewer gets a close frame that says so (if the instance was between frames), then the socket ends. */
+    const cut = (why: string): void => {
+      if (ended) return;
+      if (upgraded && fromInstance.atBoundary) {
+        socket.end(
+          serverCloseFrame(RouterCloseCode.InstanceUnreachable, `${RouterErrorCode.InstanceUnreachable}: instance ${instance.name} stopped answering (${why})`),
+        );
+      }
+      this.metrics.relaysCut.inc();
+      upstream.destroy();
+      setTimeout(end, 200).unref();
+    };
+    const pinger = setInterval(
+      () => {
+        if (!upgraded || ended) return;
+        const now = performance.now();
+        if (pingSentAt !== undefined) {
+          if (now - pingSentAt > this.options.relayPingTimeoutMs) {
+            const why = `no answer to a ping within ${this.options.relayPingTimeoutMs} ms`;
+            this.#log.warn(`instance ${instance.name} (${instance.address}:${instance.port}): ${why}; closing its relayed sockets`);
+            this.#trip(instance, why);
+            cut(why);
+          }
+          return;
+        }
+        if (now - lastFromInstance < this.options.relayPingIntervalMs) return;
+        pingSentAt = now;
+        if (fromClient.atBoundary) upstream.write(clientPingFrame());
+        else pingPending = true;
+      },
+      Math.max(5, Math.min(this.options.relayPingIntervalMs, this.options.relayPingTimeoutMs) / 4),
+    );
+    pinger.unref();
+    this.#relays.add(socket);
+    let set = this.#relaysTo.get(instance.name);
+    if (!set) this.#relaysTo.set(instance.name, (set = new Set()));
+    set.add(cut);
+
+    upstream.once('connect', () => {
+      clearTimeout(connectTimer);
+      connected = true;
+      this.metrics.proxied.inc({ kind: 'ws', result: 'ok' });
+      this.metrics.openSockets.inc();
+      const headers = this.#forwardedHeaders(req, instance, url.pathname.slice(0, url.pathname.length - rest.length));
+      const lines = [`${req.method ?? 'GET'} ${rest}${url.search} HTTP/1.1`, 'Connection: Upgrade', `Upgrade: ${req.headers.upgrade ?? 'websocket'}`];
+      for (const [k, v] of Object.entries(headers)) for (const one of Array.isArray(v) ? v : [v]) lines.push(`${k}: ${one}`);
+      upstream.write(`${lines.join('\r\n')}\r\n\r\n`);
+      if (head.length > 0) {
+        fromClient.push(head);
+        upstream.write(head);
+      }
+      socket.on('data', (chunk: Buffer) => {
+        const ends = fromClient.push(chunk);
+        let out = chunk;
+        if (pingPending && ends.length > 0) {
+          // Put the ping right after the first frame that ends in this chunk.
+          pingPending = false;
+          const at = ends[0]!;
+          upstream.write(chunk.subarray(0, at));
+          upstream.write(clientPingFrame());
+          out = chunk.subarray(at);
+        }
+        if (out.length > 0 && !upstream.write(out)) socket.pause();
+      });
+      upstream.on('drain', () => socket.resume());
+      socket.on('drain', () => upstream.resume());
+      upstream.on('data', (chunk: Buffer) => {
+        lastFromInstance = performance.now();
+        pingSentAt = undefined;
+        let frames = chunk;
+        if (responseHead !== undefined) {
+          // The instance's answer to the upgrade first; frames follow a 101 only.
+          responseHead = Buffer.concat([responseHead, chunk]);
+          const at = headEnd(responseHead);
+          if (at < 0) {
+            if (!socket.write(chunk)) upstream.pause();
+            return;
+          }
+          upgraded = responseHead.subarray(0, 12).toString('latin1').startsWith('HTTP/1.1 101');
+          if (upgraded) this.#reset(instance);
+          frames = responseHead.subarray(at);
+          responseHead = undefined;
+        }
+        if (upgraded && frames.length > 0) fromInstance.push(frames);
+        if (!socket.write(chunk)) upstream.pause();
+      });
+    });
     upstream.on('error', (err) => {
       if (!connected) {
+        clearTimeout(connectTimer);
         this.metrics.proxied.inc({ kind: 'ws', result: 'unreachable' });
         this.#log.warn(`instance ${instance.name} (${instance.address}:${instance.port}) unreachable: ${err.message}`);
-        writeHttpError(socket, 502, RouterErrorCode.InstanceUnreachable, `instance ${instance.name} did not accept the connection: ${err.message}`);
+        this.#trip(instance, err.message);
+        ended = true;
+        clearInterval(pinger);
         this.#relays.delete(socket);
+        this.#relaysTo.get(instance.name)?.delete(cut);
+        refuse(
+          502,
+          RouterErrorCode.InstanceUnreachable,
+          `instance ${instance.name} did not accept the connection: ${err.message}; start a new session with POST /sessions`,
+        );
         return;
       }
       end();
@@ -446,6 +690,14 @@ export class SessionRouter {
       if (connected) end();
     });
     socket.on('close', end);
+  }
+
+  /** The headers of a relayed request, with the session id of the instance (the router's id becomes the session's). */
+  #forwardedHeaders(req: IncomingMessage, instance: Instance, prefix: string): Record<string, string | string[]> {
+    const out = forwardedHeaders(req, instance, this.#publicBase(req), prefix);
+    delete out[SESSION_ID_HEADER];
+    if (instance.sessionId) out[SESSION_ID_HEADER] = instance.sessionId;
+    return out;
   }
 
   #methodNotAllowed(res: ServerResponse, allow: string): void {

@@ -252,7 +252,7 @@ export class ClientConnection implements ClientSink, BudgetHolder, VideoSubscrib
    * Registers with the host (which sends the welcome through this sink), with the role and tracks
    * of its grant. `resumeFailed`: the client asked to resume and could not (its welcome says so).
    */
-  attach(info: { remoteAddress?: string; userAgent?: string }, resumeFailed = false): void {
+  attach(info: { remoteAddress?: string; userAgent?: string; sessionId?: string }, resumeFailed = false): void {
     this.#resumeFailed = resumeFailed;
     const handle = this.#ctx.host.connect(this, { ...info, role: this.grant.role, publish: this.grant.publish });
     this.#bind(handle);

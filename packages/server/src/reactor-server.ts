@@ -107,6 +107,9 @@ export interface HealthReport {
   instance?: string;
 }
 
+/** The header a session router (`reactor route`) sets on a relayed socket: the id the session takes if this socket starts it. */
+export const SESSION_ID_HEADER = 'x-reactor-session-id';
+
 /** A running server. Create it with `serve()` or {@link serveHost}. */
 export class ReactorServer {
   /** The app host this server serves. */
@@ -733,9 +736,12 @@ export class ReactorServer {
       }
       if (resume !== undefined) this.metrics.resumes.inc({ result: 'new_identity' });
       this.#applyGrantLimit(grant);
-      const info: { remoteAddress?: string; userAgent?: string } = {};
+      const info: { remoteAddress?: string; userAgent?: string; sessionId?: string } = {};
       if (req.socket.remoteAddress) info.remoteAddress = req.socket.remoteAddress;
       if (req.headers['user-agent']) info.userAgent = req.headers['user-agent'];
+      // A session router's id for the session (one id end to end); the host ignores one that is not label-safe.
+      const chosen = req.headers[SESSION_ID_HEADER];
+      if (typeof chosen === 'string' && chosen !== '') info.sessionId = chosen;
       conn.attach(info, resume !== undefined);
     } catch (err) {
       this.#log.error(`the app refused a client: ${(err as Error).stack ?? String(err)}`);

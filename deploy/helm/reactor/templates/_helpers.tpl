@@ -54,6 +54,12 @@ app.kubernetes.io/component: router
 {{- if lt (int .Values.terminationGracePeriodSeconds) (int .Values.sessionGraceSeconds) -}}
 {{- fail (printf "terminationGracePeriodSeconds (%d) is below sessionGraceSeconds (%d): Kubernetes would SIGKILL an instance before its session's grace period is over; raise terminationGracePeriodSeconds" (int .Values.terminationGracePeriodSeconds) (int .Values.sessionGraceSeconds)) -}}
 {{- end -}}
+{{- if and .Values.agones.enabled (eq (int .Values.app.port) 8080) -}}
+{{- fail "app.port is 8080: in a GameServer pod the Agones SDK sidecar's health server listens on :8080 (Agones' probes hard-code it), so the two would clash; use another port (the default is 8000)" -}}
+{{- end -}}
+{{- if and .Values.agones.enabled (ge (int .Values.agones.drainSeconds) (int .Values.terminationGracePeriodSeconds)) -}}
+{{- fail (printf "agones.drainSeconds (%d) is not below terminationGracePeriodSeconds (%d): Kubernetes would SIGKILL a draining instance before its session's deadline; lower drainSeconds or raise terminationGracePeriodSeconds" (int .Values.agones.drainSeconds) (int .Values.terminationGracePeriodSeconds)) -}}
+{{- end -}}
 {{- if and .Values.agones.enabled .Values.agones.autoscaler.enabled (gt (int .Values.agones.autoscaler.minReplicas) (int .Values.agones.autoscaler.maxReplicas)) -}}
 {{- fail (printf "agones.autoscaler.minReplicas (%d) is above maxReplicas (%d)" (int .Values.agones.autoscaler.minReplicas) (int .Values.agones.autoscaler.maxReplicas)) -}}
 {{- end -}}
@@ -91,10 +97,13 @@ args:
   {{- range $v.app.extraArgs }}
   - {{ . | quote }}
   {{- end }}
+{{- if not .agones }}
+{{- /* Under Agones the Fleet's ports[] declares the container port (Agones adds it to the container): not twice. */}}
 ports:
   - name: http
     containerPort: {{ $v.app.port }}
     protocol: TCP
+{{- end }}
 env:
   - name: REACTOR_TOKEN
     valueFrom:
@@ -103,9 +112,16 @@ env:
         key: {{ $v.auth.secretKey }}
   - name: NVIDIA_DRIVER_CAPABILITIES
     value: {{ $v.gpu.driverCapabilities | quote }}
+  {{- if .agones }}
+  # The drain's deadline for a running session after SIGTERM (agones.drainSeconds).
+  - name: REACTOR_DRAIN_TIMEOUT_MS
+    value: {{ mul (int $v.agones.drainSeconds) 1000 | quote }}
+  {{- end }}
   {{- with $v.app.env }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
+{{- if not .agones }}
+{{- /* Under Agones no liveness (nor startup) probe: Agones then injects its own /gshealthz probe and acts on missed Health() pings. */}}
 startupProbe:
   httpGet:
     path: /health/live
@@ -120,10 +136,11 @@ livenessProbe:
   periodSeconds: {{ $v.probes.liveness.periodSeconds }}
   timeoutSeconds: {{ $v.probes.liveness.timeoutSeconds }}
   failureThreshold: {{ $v.probes.liveness.failureThreshold }}
+{{- end }}
 readinessProbe:
   httpGet:
     path: /health/ready
-    port: http
+    port: {{ if .agones }}{{ $v.app.port }}{{ else }}http{{ end }}
   periodSeconds: {{ $v.probes.readiness.periodSeconds }}
   timeoutSeconds: {{ $v.probes.readiness.timeoutSeconds }}
   failureThreshold: {{ $v.probes.readiness.failureThreshold }}
@@ -131,10 +148,11 @@ resources:
   {{- $res := deepCopy $v.resources }}
   {{- if gt (int $v.gpu.count) 0 }}
   {{- $limits := $res.limits | default dict }}
-  {{- $_ := set $limits $v.gpu.resourceName (int $v.gpu.count) }}
+  {{- /* A quantity: quoted, as Agones' schema of the pod template has it. */}}
+  {{- $_ := set $limits $v.gpu.resourceName (printf "%d" (int $v.gpu.count)) }}
   {{- $_ := set $res "limits" $limits }}
   {{- $requests := $res.requests | default dict }}
-  {{- $_ := set $requests $v.gpu.resourceName (int $v.gpu.count) }}
+  {{- $_ := set $requests $v.gpu.resourceName (printf "%d" (int $v.gpu.count)) }}
   {{- $_ := set $res "requests" $requests }}
   {{- end }}
   {{- toYaml $res | nindent 2 }}

@@ -57,6 +57,7 @@ import type {
   Readiness,
   UploadsApi,
 } from './transport.js';
+import { CHOSEN_SESSION_ID } from './transport.js';
 import type { FieldSpec } from '../state/field-set.js';
 import { mimeMatches } from '../upload/sniff.js';
 import type { UploadedFile } from '../upload/uploaded-file.js';
@@ -377,7 +378,7 @@ export class AppHost implements AppHostApi {
     if (s && !s.over) {
       this.join(s, client);
     } else if (!s && this.lifecycle.is('ready')) {
-      this.join(this.createSession(), client);
+      this.join(this.createSession(info.sessionId), client);
     }
     // Otherwise it waits (`waiting`) until a session can take it: startSessionIfWaiting().
     this.publishStatus(client);
@@ -778,7 +779,8 @@ export class AppHost implements AppHostApi {
 
   // ---- sessions ---------------------------------------------------------------------------
 
-  private createSession(): Session {
+  /** A new session; `chosenId` (a session router's id, see `ClientInfo.sessionId`) when it is label-safe. */
+  private createSession(chosenId?: string): Session {
     const state = this.def.state.createDefaults();
     const playout = new Playout(
       this.def.tracks,
@@ -787,7 +789,7 @@ export class AppHost implements AppHostApi {
       (frame) => this.emitFrame(session, frame),
       (chunk) => this.emitAudio(session, chunk),
     );
-    const session: Session = new Session(state, playout);
+    const session: Session = new Session(state, playout, chosenId !== undefined && CHOSEN_SESSION_ID.test(chosenId) ? chosenId : undefined);
     this.session = session;
     this.lastSessionError = undefined;
     this.counters.sessions++;
@@ -805,7 +807,7 @@ export class AppHost implements AppHostApi {
     if (!this.lifecycle.is('ready') || this.session) return;
     const waiting = [...this.clients.values()].filter((c) => c.lifecycle.is('waiting'));
     if (waiting.length === 0) return;
-    const s = this.createSession();
+    const s = this.createSession(waiting.find((c) => c.info.sessionId !== undefined)?.info.sessionId);
     for (const c of waiting) this.join(s, c);
     this.publishStatus();
     // Their welcome carried no state: they get it as soon as they are in the session.

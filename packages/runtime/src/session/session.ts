@@ -8,7 +8,7 @@ import { Lifecycle, SESSION_TRANSITIONS, type SessionState } from './lifecycle.j
 
 /** One session of the host: its state, its clients, its playout and its timers. */
 export class Session {
-  readonly id = randomUUID();
+  readonly id: string;
   readonly startedAt = performance.now();
   readonly lifecycle = new Lifecycle<SessionState>('session', 'starting', SESSION_TRANSITIONS);
   /** Why it ended, when it ended with an error. */
@@ -38,10 +38,14 @@ export class Session {
   controller: HostClient | undefined;
   readonly controlQueue: HostClient[] = [];
 
+  /** `id`: the session's id, when someone outside chose it (a session router's); a new UUID otherwise. */
   constructor(
     readonly state: InputState,
     readonly playout: Playout,
-  ) {}
+    id?: string,
+  ) {
+    this.id = id ?? randomUUID();
+  }
 
   /** Whether it is past its start and before its end: `streaming` or `orphaned` or `waiting`. */
   get live(): boolean {

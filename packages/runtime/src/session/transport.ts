@@ -97,7 +97,16 @@ export interface ClientInfo {
   role?: string;
   /** Inbound tracks it may publish (its token's `pub`); default: `*` for a controller, none for any other role. */
   publish?: '*' | readonly string[];
+  /**
+   * The id the session takes if this client starts it: a session router's id for the session
+   * (`X-Reactor-Session-Id` on the socket), so that the id a viewer sees is the router's.
+   * Ignored when a session runs already. Label-safe (1-63 of `[A-Za-z0-9_.-]`) or ignored.
+   */
+  sessionId?: string;
 }
+
+/** What a {@link ClientInfo.sessionId} must look like (a Kubernetes label value). */
+export const CHOSEN_SESSION_ID = /^[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
 
 /** A connected client as the transport holds it. */
 export interface ClientHandle {
