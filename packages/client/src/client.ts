@@ -5,7 +5,7 @@
  */
 import type { AppTypes, CommandArgs, CommandName, MessageData, MessageName, UntypedApp } from './app-types.js';
 import { TypedEmitter } from './emitter.js';
-import { requestSession, type AllocationRetryOptions, type SessionRoute } from './session-route.js';
+import { requestSession, type AllocationRetryOptions, type QueuePlace, type SessionRoute } from './session-route.js';
 import {
   ClientErrorCode,
   CommandFailedError,
@@ -97,6 +97,12 @@ export interface ConnectOptions {
   session?: 'new' | string;
   /** With `session: 'new'`: keep asking while no instance is free (429), waiting `Retry-After` between requests (default: fail at once). */
   allocationRetry?: AllocationRetryOptions;
+  /** With `session: 'new'`: wait in the router's line up to this many seconds when no instance is free (see `requestSession`). */
+  waitS?: number;
+  /** The place in the router's line, at once and on every change. */
+  onQueue?: (place: QueuePlace) => void;
+  /** Through a router that mints instance tokens: the role to ask for (default `controller`). */
+  role?: 'controller' | 'spectator';
 }
 
 /** Options of one {@link ReactorClient.send} call. */
@@ -265,8 +271,12 @@ export async function connect<T extends AppTypes = UntypedApp>(url: string, opti
       ...(options.token !== undefined ? { token: options.token } : {}),
       ...(options.signal ? { signal: options.signal } : {}),
       ...(options.allocationRetry ? { allocationRetry: options.allocationRetry } : {}),
+      ...(options.waitS !== undefined ? { waitS: options.waitS } : {}),
+      ...(options.onQueue ? { onQueue: options.onQueue } : {}),
+      ...(options.role ? { role: options.role } : {}),
     });
-    const client = new ReactorClient<T>(route.url, options);
+    // A router that mints instance tokens: the instance takes that token, never the router's key.
+    const client = new ReactorClient<T>(route.url, route.token !== undefined ? { ...options, token: route.token } : options);
     client.route = route;
     try {
       await client.ready;

@@ -78,7 +78,7 @@ export type {
   BlobLike,
 } from './client.js';
 export { requestSession } from './session-route.js';
-export type { SessionRoute, AllocationRetryOptions, RequestSessionOptions } from './session-route.js';
+export type { SessionRoute, AllocationRetryOptions, RequestSessionOptions, QueuePlace } from './session-route.js';
 export { Publication } from './publication.js';
 export type {
   PublishSource,

@@ -569,6 +569,12 @@ export const HttpErrorCode = {
   RegistryUnavailable: 'registry_unavailable',
   /** 502 from a session router: the instance's pod did not accept the proxied connection. */
   InstanceUnreachable: 'instance_unreachable',
+  /** 429 from a session router's `POST /sessions?wait=`: the waiting line is full (`queueMaxLength`); retry after `Retry-After`. */
+  QueueFull: 'queue_full',
+  /** A session router's waiting line: the request waited its whole `wait` (or the router's `queueMaxWaitS`) without an instance; the stream's last line. */
+  QueueTimeout: 'queue_timeout',
+  /** 400 from a session router's `POST /sessions?wait=`: `wait` is not a whole number of seconds from 1 to the router's `queueMaxWaitS`. */
+  BadWait: 'bad_wait',
   /** 401: the token's `exp` is past; get a new one. */
   TokenExpired: 'token_expired',
   /** 401: the token's `nbf` is in the future (or the clocks disagree). */
