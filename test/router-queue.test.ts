@@ -287,3 +287,75 @@ describe('router: API key and instance tokens', () => {
     }
   });
 });
+
+describe('reactor route with --api-key and REACTOR_AUTH_SECRET', () => {
+  it('serves the queue and mints instance tokens, as a user starts it', async () => {
+    const { spawn } = await import('node:child_process');
+    const { CLI } = await import('./fixtures/camera-run.js');
+    const cluster = new FakeAgonesCluster();
+    cluster.addServer('reactor-0', '10.0.0.1', 7000);
+    cluster.setState('reactor-0', 'Ready');
+    const api = await new MockKubeApi(cluster).start();
+    cleanups.push(() => api.close());
+    const child = spawn(
+      process.execPath,
+      [
+        CLI,
+        'route',
+        '--kubeconfig',
+        api.writeKubeconfig(),
+        '--port',
+        '0',
+        '--api-key',
+        'backend-api-key-0123456789',
+        '--queue-max-wait',
+        '5',
+        '--instance-token-ttl',
+        '120',
+      ],
+      {
+        env: { ...process.env, REACTOR_AUTH_SECRET: 'router-and-instances-share-this-secret-0123' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    cleanups.push(() => {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    });
+    const url = await new Promise<string>((res, rej) => {
+      let out = '';
+      let err = '';
+      child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+      child.stdout!.on('data', (d: Buffer) => {
+        out += d.toString();
+        const m = /Router: (\S+)/.exec(out);
+        if (m) res(m[1]!);
+      });
+      child.once('exit', (code) => rej(new Error(`reactor route exited with ${code}: ${err}`)));
+    });
+    const key = { authorization: 'Bearer backend-api-key-0123456789' };
+    expect((await fetch(`${url}/sessions`, { method: 'POST' })).status).toBe(401);
+    const first = (await (await fetch(`${url}/sessions`, { method: 'POST', headers: key })).json()) as { token: string; instance: string };
+    const claims = decodeJwt(first.token);
+    expect(claims).toMatchObject({ sid: 'reactor-0', role: 'controller' });
+    expect(claims.exp! - claims.iat!).toBe(120);
+    expect((await fetch(`${url}/sessions?wait=6`, { method: 'POST', headers: key })).status).toBe(400);
+    const abort = new AbortController();
+    const waiting = await fetch(`${url}/sessions?wait=5&role=spectator`, { method: 'POST', headers: key, signal: abort.signal });
+    expect(waiting.status).toBe(202);
+    expect(waiting.headers.get('content-type')).toMatch(/^application\/x-ndjson/);
+    const reader = waiting.body!.getReader();
+    const firstLine = new TextDecoder().decode((await reader.read()).value);
+    expect(JSON.parse(firstLine)).toEqual({ state: 'queued', position: 1, estimateS: null });
+    cluster.setState('reactor-0', 'Ready');
+    let rest = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      rest += new TextDecoder().decode(value);
+    }
+    const allocated = JSON.parse(rest.trim().split('\n').at(-1)!) as { state: string; token: string };
+    expect(allocated.state).toBe('allocated');
+    expect(decodeJwt(allocated.token)).toMatchObject({ role: 'spectator', sid: 'reactor-0' });
+    child.kill('SIGTERM');
+  });
+});

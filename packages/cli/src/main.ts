@@ -88,6 +88,16 @@ cli
   .option('--insecure', 'route on a non-loopback --host without a token (refused otherwise)')
   .option('--public-url <url>', "the router's URL as clients reach it, for the instance URLs it answers (default: from each request's Host)")
   .option('--retry-after <s>', 'seconds a 429 (no free instance) asks clients to wait (default 2)')
+  .option(
+    '--api-key <key>',
+    "your backend's key for POST/GET/DELETE /sessions and /metrics (also REACTOR_ROUTER_API_KEY); browsers get instance tokens instead",
+  )
+  .option('--queue-max-wait <s>', 'the longest POST /sessions?wait=<s> may ask, seconds (default 120)')
+  .option('--queue-max-length <n>', 'most requests waiting at once (default 1000)')
+  .option(
+    '--instance-token-ttl <s>',
+    'lifetime of the instance tokens the router mints with REACTOR_AUTH_SECRET / REACTOR_AUTH_PRIVATE_KEY, seconds (default 600)',
+  )
   // Loaded on use: the Kubernetes client is heavy, and `reactor run` never needs it.
   .action(async (o: RouteOptions) => (await import('./route-command.js')).routeCommand(o, logger));
 cli.help();
