@@ -10,7 +10,7 @@
  * `mst` (the longest session it may hold, seconds). The header carries `kid`, a fingerprint of
  * the signing key, so that a token of another key is told apart from a tampered one.
  */
-import { createHash, createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
+import { createHash, createPrivateKey, createPublicKey, webcrypto, type KeyObject } from 'node:crypto';
 import { SignJWT, createRemoteJWKSet, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { ServerErrorCode } from './errors.js';
 
@@ -20,6 +20,8 @@ export const DEFAULT_TOKEN_TTL_S = 3600;
 export const MAX_TOKEN_TTL_S = 6 * 3600;
 /** Clock skew tolerated between the minter and the server, seconds. */
 export const TOKEN_CLOCK_TOLERANCE_S = 5;
+/** Tokens whose signature and claims were checked, kept so that the next request with the same token skips the signature (its time window and session are checked again). */
+export const VERIFIED_TOKEN_CACHE_SIZE = 10_000;
 /** The built-in roles. */
 export const ROLES = ['controller', 'spectator'] as const;
 /** A role name: `controller`, `spectator`, or an app's own snake_case role. */
@@ -246,10 +248,14 @@ export function looksLikeJwt(token: string): boolean {
  */
 export class TokenVerifier {
   readonly options: Readonly<TokenAuthOptions>;
-  readonly #hmac: { kid: string; key: Uint8Array } | undefined;
-  readonly #ed = new Map<string, KeyObject>();
+  /** The HMAC key, imported once (jose would import raw bytes again for every token). */
+  readonly #hmac: { kid: string; key: Promise<webcrypto.CryptoKey> } | undefined;
+  /** Ed25519 public keys by kid, imported once as WebCrypto keys. */
+  readonly #ed = new Map<string, Promise<webcrypto.CryptoKey>>();
   readonly #jwks: JWTVerifyGetKey | undefined;
   readonly #maxTtlS: number;
+  /** Verified tokens -> their payload (insertion order: the oldest is dropped first). */
+  readonly #verified = new Map<string, JWTPayload>();
 
   constructor(options: TokenAuthOptions) {
     if (options === null || typeof options !== 'object') throw new TypeError('options.auth must be an object { secret } | { publicKey } | { jwksUrl }');
@@ -259,11 +265,15 @@ export class TokenVerifier {
     }
     if (secret !== undefined) {
       checkSecret(secret, 'options.auth.secret');
-      this.#hmac = { kid: fingerprint('hs256:', secret), key: new TextEncoder().encode(secret) };
+      const key = webcrypto.subtle.importKey('raw', new TextEncoder().encode(secret), { name: 'HMAC', hash: 'SHA-256' }, false, ['verify']);
+      key.catch(() => undefined);
+      this.#hmac = { kid: fingerprint('hs256:', secret), key };
     }
     for (const pem of publicKey === undefined ? [] : typeof publicKey === 'string' ? [publicKey] : publicKey) {
       const key = ed25519Public(pem, 'options.auth.publicKey');
-      this.#ed.set(spkiKid(key), key);
+      const imported = webcrypto.subtle.importKey('spki', key.export({ type: 'spki', format: 'der' }), { name: 'Ed25519' }, false, ['verify']);
+      imported.catch(() => undefined);
+      this.#ed.set(spkiKid(key), imported);
     }
     if (jwksUrl !== undefined) {
       let url: URL;
@@ -290,6 +300,13 @@ export class TokenVerifier {
    */
   async verify(token: string, sessions: readonly string[]): Promise<TokenCheck> {
     const refuse = (code: TokenErrorCode, message: string, status: 401 | 403 = 401): TokenCheck => ({ ok: false, status, code, message });
+    const seen = this.#verified.get(token);
+    if (seen !== undefined) {
+      // The signature held before (the same bytes): only the time window can have changed.
+      if (Date.now() / 1000 < seen.exp! + TOKEN_CLOCK_TOLERANCE_S) return this.#grant(seen, sessions, refuse);
+      this.#verified.delete(token);
+      return refuse(ServerErrorCode.TokenExpired, 'the token has expired; get a new one (tokens live at most 6 h)');
+    }
     let header: ReturnType<typeof decodeProtectedHeader>;
     try {
       header = decodeProtectedHeader(token);
@@ -298,16 +315,16 @@ export class TokenVerifier {
     }
     const alg = header.alg;
     const kid = header.kid;
-    let key: Uint8Array | KeyObject | JWTVerifyGetKey | undefined;
+    let key: webcrypto.CryptoKey | KeyObject | JWTVerifyGetKey | undefined;
     if (alg === 'HS256' && this.#hmac) {
       if (kid !== undefined && kid !== this.#hmac.kid)
         return refuse(
           ServerErrorCode.TokenWrongKey,
           `the token was signed with another key (kid ${JSON.stringify(String(kid).slice(0, 32))}); mint it with this server's secret`,
         );
-      key = this.#hmac.key;
+      key = await this.#hmac.key;
     } else if (alg === 'EdDSA' && kid !== undefined && this.#ed.has(kid)) {
-      key = this.#ed.get(kid)!;
+      key = await this.#ed.get(kid)!;
     } else if (this.#jwks && alg !== undefined && ['EdDSA', 'ES256', 'RS256'].includes(alg)) {
       key = this.#jwks;
     } else if (alg === 'EdDSA' && this.#ed.size > 0) {
@@ -335,6 +352,8 @@ export class TokenVerifier {
       };
       const result = typeof key === 'function' ? await jwtVerify(token, key, options) : await jwtVerify(token, key, options);
       payload = result.payload;
+      if (this.#verified.size >= VERIFIED_TOKEN_CACHE_SIZE) this.#verified.delete(this.#verified.keys().next().value!);
+      this.#verified.set(token, payload);
     } catch (err) {
       if (err instanceof joseErrors.JWTExpired) return refuse(ServerErrorCode.TokenExpired, 'the token has expired; get a new one (tokens live at most 6 h)');
       if (err instanceof joseErrors.JWTClaimValidationFailed && err.claim === 'nbf') {
