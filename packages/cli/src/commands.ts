@@ -9,7 +9,8 @@ import { PYTHON_ENV, PYTHON_PATH_ENV, PYTHON_WORKER_ENV, detectGpuCount } from '
 import type { Logger } from '@reactor/log';
 import { AppHost, ReactorError, WEIGHTS_PATH_ENV, type AppRequirements, type AppStatics, type ReactorApp } from '@reactor/runtime';
 import { describeApp } from '@reactor/runtime/internal';
-import { installShutdownHandlers, isLoopbackHost, serve, type ReactorServer } from '@reactor/server';
+import { installShutdownHandlers, isLoopbackHost, serve, type ReactorServer, type TokenAuthOptions } from '@reactor/server';
+import { authOptions } from './token-command.js';
 import type { AgonesAgent } from '@reactor/agones';
 import { findManifest, loadManifest, ManifestError, MANIFEST_FILE, type Manifest } from './manifest.js';
 import { runDoctor } from './doctor.js';
@@ -148,6 +149,8 @@ export interface ServeSettings {
   host: string;
   port: number;
   token: string | undefined;
+  /** Signed token keys (`REACTOR_AUTH_*`, `server.auth`). */
+  auth: TokenAuthOptions | undefined;
   allowedHosts: string[] | undefined;
   allowedOrigins: string[] | undefined;
   /** A non-loopback host without a token (allowed with --insecure only). */
@@ -172,7 +175,8 @@ export function serveSettings(o: CliOptions, m: Manifest): ServeSettings {
   const host = o.host ?? m.server.host ?? '127.0.0.1';
   const allowedHosts = listFlag(o.allowedHost, '--allowed-host', hostProblem) ?? m.server.allowedHosts;
   const allowedOrigins = listFlag(o.allowedOrigin, '--allowed-origin', originProblem) ?? m.server.allowedOrigins;
-  const exposed = !isLoopbackHost(host) && token === undefined;
+  const auth = authOptions(m);
+  const exposed = !isLoopbackHost(host) && token === undefined && auth === undefined;
   if (exposed && o.insecure !== true) {
     throw new ReactorError(
       CliErrorCode.InsecureBind,
@@ -188,7 +192,7 @@ export function serveSettings(o: CliOptions, m: Manifest): ServeSettings {
         `pass --port 8000 (the chart's app.port) or set another server.port in ${m.file}`,
     );
   }
-  return { host, port, token, allowedHosts, allowedOrigins, exposed };
+  return { host, port, token, auth, allowedHosts, allowedOrigins, exposed };
 }
 
 /** The Agones SDK sidecar's health port in every GameServer pod (`--health-port`'s default; Agones' controller hard-codes it in the probes it adds). */
@@ -216,17 +220,20 @@ export async function serveApp(
   const cfg = configPath(o, m);
   logger.info(`loading the app${cfg ? ` with config ${cfg}` : ''}${m.runtime.weightsPath ? `, weights ${m.runtime.weightsPath}` : ''}`);
   const started = performance.now();
+  // `server.auth` as written (key file paths) becomes `s.auth` (PEM read, REACTOR_AUTH_* applied).
+  const { auth: _writtenAuth, ...serverKeys } = m.server;
   let server: ReactorServer;
   try {
     server = await serve(App, {
       // Every `server:` key of the manifest (one table, manifest.ts SERVER_OPTION_KEYS), then what the flags decided.
-      ...m.server,
+      ...serverKeys,
       host: s.host,
       port: s.port,
       logger,
       token: s.token,
       allowedHosts: s.allowedHosts,
       allowedOrigins: s.allowedOrigins,
+      ...(s.auth !== undefined && { auth: s.auth }),
       ...(o.insecure === true && { insecure: true }),
       ...(m.recording !== undefined && { recording: m.recording }),
       ...(m.runtime.weightsPath !== undefined && { weightsPath: m.runtime.weightsPath }),

@@ -30,5 +30,9 @@ export const CliErrorCode = {
   InitFailed: 'init_failed',
   /** `reactor types --url`: the server cannot be reached or does not answer `GET /schema`. */
   SchemaUnavailable: 'schema_unavailable',
+  /** A token key (`REACTOR_AUTH_*`, `server.auth`) is missing or unusable: a short secret, a key file that is not there or not Ed25519. */
+  AuthInvalid: 'auth_invalid',
+  /** `reactor token`: no key to sign with (`REACTOR_AUTH_SECRET`, `REACTOR_AUTH_PRIVATE_KEY`, or `server.auth`). */
+  TokenNoKey: 'token_no_key',
 } as const;
 export type CliErrorCode = (typeof CliErrorCode)[keyof typeof CliErrorCode];

@@ -17,5 +17,7 @@ export { devCommand } from './dev.js';
 export { deployCommand, chartValues, IMAGE_ROOT, DEFAULT_POD_PORT } from './deploy-command.js';
 export type { DeployOptions, ManifestChartValues } from './deploy-command.js';
 export { routeCommand } from './route-command.js';
+export { tokenCommand, authOptions, signingKey, durationS, AUTH_ENV } from './token-command.js';
+export type { TokenOptions } from './token-command.js';
 export type { RouteOptions } from './route-command.js';
 export type { DevOptions } from './dev.js';

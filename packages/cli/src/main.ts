@@ -13,6 +13,7 @@ import { typesCommand, type TypesOptions } from './types-command.js';
 import { devCommand, type DevOptions } from './dev.js';
 import { deployCommand, type DeployOptions } from './deploy-command.js';
 import type { RouteOptions } from './route-command.js';
+import { tokenCommand, type TokenOptions } from './token-command.js';
 
 // Progress and log lines go to stderr; stdout carries only results (the viewer URL, the schema, doctor's report).
 const toStderr = (...args: unknown[]) => console.error(...args);
@@ -62,6 +63,18 @@ cli
   .option('--image-root <dir>', 'where the bundle lies inside the image (default: /opt/reactor)')
   .action((target: string | undefined, o: DeployOptions) => deployCommand(target, o, logger));
 cli
+  .command('token', 'Mint a signed session token with the key of REACTOR_AUTH_* or server.auth, and print it')
+  .option('--manifest <file>', 'reactor.yaml to read (default: ./reactor.yaml or the nearest parent)')
+  .option('--role <role>', "controller (default), spectator, or the app's own role")
+  .option('--session <id>', 'the session id or instance name it is for (default *: any)')
+  .option('--ttl <duration>', 'lifetime: seconds or 90s, 15m, 1h (default 1h, at most 6h)')
+  .option('--not-before <duration>', 'valid only from this long on (default: at once)')
+  .option('--publish <tracks>', 'inbound tracks it may publish: comma-separated, * or none (default: * for a controller, none otherwise)')
+  .option('--upload-bytes <n>', "bytes it may upload (default: the server's limits for a controller, 0 otherwise)")
+  .option('--max-session <duration>', 'the longest session it may hold (default: no limit)')
+  .option('--subject <id>', 'who holds it (the sub claim)')
+  .action((o: TokenOptions) => tokenCommand(o, logger));
+cli
   .command('route', 'Route sessions to a fleet of instances on Kubernetes with Agones (POST /sessions, GET /sessions/:id, /s/:instance/...)')
   .option('--kubeconfig <file>', 'kubeconfig to reach the Kubernetes API (default: in a pod its service account, else $KUBECONFIG or ~/.kube/config)')
   .option('--in-cluster', "use the pod's service account even when a kubeconfig exists")
@@ -75,6 +88,16 @@ cli
   .option('--insecure', 'route on a non-loopback --host without a token (refused otherwise)')
   .option('--public-url <url>', "the router's URL as clients reach it, for the instance URLs it answers (default: from each request's Host)")
   .option('--retry-after <s>', 'seconds a 429 (no free instance) asks clients to wait (default 2)')
+  .option(
+    '--api-key <key>',
+    "your backend's key for POST/GET/DELETE /sessions and /metrics (also REACTOR_ROUTER_API_KEY); browsers get instance tokens instead",
+  )
+  .option('--queue-max-wait <s>', 'the longest POST /sessions?wait=<s> may ask, seconds (default 120)')
+  .option('--queue-max-length <n>', 'most requests waiting at once (default 1000)')
+  .option(
+    '--instance-token-ttl <s>',
+    'lifetime of the instance tokens the router mints with REACTOR_AUTH_SECRET / REACTOR_AUTH_PRIVATE_KEY, seconds (default 600)',
+  )
   // Loaded on use: the Kubernetes client is heavy, and `reactor run` never needs it.
   .action(async (o: RouteOptions) => (await import('./route-command.js')).routeCommand(o, logger));
 cli.help();

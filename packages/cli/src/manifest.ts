@@ -27,7 +27,7 @@ import {
 } from 'class-validator';
 import { parse as parseYaml } from 'yaml';
 import { ReactorError } from '@reactor/runtime';
-import { MAX_CLIP_SECONDS, VIDEO_CODECS, resolveServerOptions, type RecordingOptions, type ServerOptions, type VideoOptions } from '@reactor/server';
+import { MAX_CLIP_SECONDS, VIDEO_CODECS, resolveServerOptions, type RecordingOptions, type ServeOptions, type VideoOptions } from '@reactor/server';
 import { CliErrorCode } from './errors.js';
 // Constants only: the @reactor/agones entry loads no gRPC until an agent connects.
 import { MAX_ALLOCATION_TIMEOUT_MS, MAX_HEALTH_INTERVAL_MS, MIN_HEALTH_INTERVAL_MS } from '@reactor/agones';
@@ -92,7 +92,6 @@ class RuntimeSection {
   @IsOptional() @ValidateNested() @Type(() => PythonSection) python?: PythonSection;
 }
 
-
 /** One rung of `server.video.tiers`. */
 class VideoTierSection {
   @IsString() @Matches(/^[A-Za-z0-9_-]{1,32}$/, { message: 'must be 1-32 letters, digits, "_" or "-"' }) name!: string;
@@ -106,6 +105,26 @@ class VideoSection {
   @IsOptional() @IsArray() @ValidateNested({ each: true }) @Type(() => VideoTierSection) tiers?: VideoTierSection[];
   @IsOptional() @IsInt() @Min(1) @Max(100_000) key_frame_interval?: number;
   @IsOptional() @IsInt() @Min(1) @Max(1000) framerate?: number;
+}
+
+/**
+ * `server.auth`: signed session tokens (see docs/security.md). Keys may also come from the
+ * environment (`REACTOR_AUTH_SECRET`, `REACTOR_AUTH_PUBLIC_KEY`, `REACTOR_AUTH_PRIVATE_KEY`,
+ * `REACTOR_AUTH_JWKS_URL`), which wins over the manifest.
+ */
+class AuthSection {
+  /** HMAC secret (HS256); prefer `REACTOR_AUTH_SECRET` over writing it here. */
+  @IsOptional() @IsString() @MinLength(32, { message: 'must be at least 32 characters (openssl rand -base64 32)' }) secret?: string;
+  /** Ed25519 public key file (PEM), relative to reactor.yaml: checks EdDSA tokens. */
+  @IsOptional() @IsString() @MinLength(1) public_key?: string;
+  /** Ed25519 private key file (PEM), relative to reactor.yaml: `reactor token` signs with it (the server never reads it). */
+  @IsOptional() @IsString() @MinLength(1) private_key?: string;
+  /** A platform's JWKS (http(s) URL): checks the tokens it mints. */
+  @IsOptional() @IsString() @Matches(/^https?:\/\//, { message: 'must be an http(s):// URL' }) jwks_url?: string;
+  @IsOptional() @IsString() @MinLength(1) issuer?: string;
+  @IsOptional() @IsString() @MinLength(1) audience?: string;
+  /** Longest token lifetime accepted, seconds (at most 21600, 6 h). */
+  @IsOptional() @IsInt() @Min(1) @Max(21_600) max_ttl_s?: number;
 }
 
 /**
@@ -144,6 +163,16 @@ class ServerSection {
   @IsOptional() @IsInt() headers_timeout_ms?: number;
   /** Coded video for clients that select it (default codec `jpeg`: JPEG only). */
   @IsOptional() @ValidateNested() @Type(() => VideoSection) video?: VideoSection;
+  /** Signed session tokens. */
+  @IsOptional() @ValidateNested() @Type(() => AuthSection) auth?: AuthSection;
+  /** One controller at a time, with hand-over (`request_control` / `release_control`). */
+  @IsOptional() @IsBoolean() single_controller?: boolean;
+  /** How long a dropped client may resume its identity, ms (default 30000; 0: never). */
+  @IsOptional() @IsInt() @Min(0) @Max(3_600_000) resume_grace_ms?: number;
+  /** End the session after this long without input from any client, ms. */
+  @IsOptional() @IsInt() @Min(1) @Max(86_400_000) idle_timeout_ms?: number;
+  /** The longest a session may last, ms. */
+  @IsOptional() @IsInt() @Min(1) @Max(7 * 86_400_000) max_session_ms?: number;
 }
 
 /**
@@ -176,10 +205,32 @@ export const SERVER_OPTION_KEYS = {
   read_pause_timeout_ms: 'readPauseTimeoutMs',
   headers_timeout_ms: 'headersTimeoutMs',
   video: 'video',
-} as const satisfies { [K in keyof Required<ServerSection>]: keyof ServerOptions };
+  auth: 'auth',
+  single_controller: 'singleController',
+  resume_grace_ms: 'resumeGraceMs',
+  idle_timeout_ms: 'idleTimeoutMs',
+  max_session_ms: 'maxSessionMs',
+} as const satisfies { [K in keyof Required<ServerSection>]: keyof ServeOptions };
 
 /** The `ServerOptions` that `server:` may set. */
-export type ManifestServerOptions = Pick<ServerOptions, (typeof SERVER_OPTION_KEYS)[keyof typeof SERVER_OPTION_KEYS]>;
+export type ManifestServerOptions = Omit<Pick<ServeOptions, (typeof SERVER_OPTION_KEYS)[keyof typeof SERVER_OPTION_KEYS]>, 'auth'> & {
+  /**
+   * `server.auth` as written, key files resolved to absolute paths: `reactor run` turns it (and
+   * the `REACTOR_AUTH_*` environment, which wins) into `ServerOptions.auth` (`authOptions()`).
+   */
+  auth?: ManifestAuth;
+};
+
+/** `server.auth` in camelCase, key files absolute (their PEM is read by `authOptions()`). */
+export interface ManifestAuth {
+  secret?: string;
+  publicKey?: string;
+  privateKey?: string;
+  jwksUrl?: string;
+  issuer?: string;
+  audience?: string;
+  maxTtlS?: number;
+}
 
 /** `recording:`: clips and session recordings (see `ServerOptions.recording`, docs/protocol.md "Clips and recordings"). */
 class RecordingSection {
@@ -195,7 +246,6 @@ class RecordingSection {
   @IsOptional() @IsNumber() @Min(1) @Max(3650 * 86_400) retention_s?: number;
   @IsOptional() @IsInt() @Min(0) min_free_bytes?: number;
 }
-
 
 /** `agones:`: run as an Agones GameServer (see docs/scale-out.md); `reactor run --agones` turns it on too. */
 class AgonesSection {
@@ -321,7 +371,9 @@ export function loadManifest(file: string): Manifest {
   // What the field checks cannot see (a range, an empty ladder, a name used twice): the server's own validation.
   if (problems.length === 0) {
     try {
-      resolveServerOptions({ ...serverOptions, insecure: true });
+      // `auth` is checked when `reactor run` reads its key files (authOptions()).
+      const { auth: _auth, ...checked } = serverOptions;
+      resolveServerOptions({ ...checked, insecure: true });
     } catch (err) {
       problems.push(serverProblem((err as Error).message));
     }
@@ -381,6 +433,18 @@ function toServerOptions(server: ServerSection, root: string): ManifestServerOpt
       ...(v.key_frame_interval !== undefined && { keyFrameInterval: v.key_frame_interval }),
       ...(v.framerate !== undefined && { framerate: v.framerate }),
     } satisfies VideoOptions;
+  }
+  if (server.auth !== undefined) {
+    const a = server.auth;
+    out['auth'] = {
+      ...(a.secret !== undefined && { secret: a.secret }),
+      ...(a.public_key !== undefined && { publicKey: resolve(root, a.public_key) }),
+      ...(a.private_key !== undefined && { privateKey: resolve(root, a.private_key) }),
+      ...(a.jwks_url !== undefined && { jwksUrl: a.jwks_url }),
+      ...(a.issuer !== undefined && { issuer: a.issuer }),
+      ...(a.audience !== undefined && { audience: a.audience }),
+      ...(a.max_ttl_s !== undefined && { maxTtlS: a.max_ttl_s }),
+    } satisfies ManifestAuth;
   }
   return out as ManifestServerOptions;
 }

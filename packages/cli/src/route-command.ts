@@ -9,6 +9,17 @@ import { installShutdownHandlers, isLoopbackHost } from '@reactor/server';
 import { listFlag, parsePort } from './commands.js';
 import { CliErrorCode } from './errors.js';
 import { hostProblem, originProblem } from './exposure.js';
+import { existsSync, readFileSync } from 'node:fs';
+import type { SigningKey } from '@reactor/server';
+import { AUTH_ENV } from './token-command.js';
+
+/** A PEM key given as its text or as a file path. */
+function readPem(value: string): string {
+  if (value.trimStart().startsWith('-----BEGIN')) return value;
+  if (!existsSync(value))
+    throw new ReactorError(CliErrorCode.AuthInvalid, `${AUTH_ENV.privateKey}: ${value} does not exist; give the PEM file of the Ed25519 key`);
+  return readFileSync(value, 'utf8');
+}
 
 /** The flags of `reactor route`, as the bin parses them. */
 export interface RouteOptions {
@@ -24,6 +35,14 @@ export interface RouteOptions {
   insecure?: boolean;
   publicUrl?: string;
   retryAfter?: string | number;
+  /** `--api-key` (also `REACTOR_ROUTER_API_KEY`): what your backend presents on POST /sessions. */
+  apiKey?: string;
+  /** `--queue-max-wait`: the longest `?wait=` a request may ask, seconds. */
+  queueMaxWait?: string | number;
+  /** `--queue-max-length`: most requests waiting at once. */
+  queueMaxLength?: string | number;
+  /** `--instance-token-ttl`: lifetime of the instance tokens, seconds. */
+  instanceTokenTtl?: string | number;
 }
 
 function positiveInt(v: string | number | undefined, flag: string, fallback: number): number {
@@ -42,7 +61,12 @@ export async function routeCommand(o: RouteOptions, logger: Logger, env: Record<
   const fleet = o.fleet ?? env['REACTOR_FLEET'] ?? 'reactor';
   const allowedHosts = listFlag(o.allowedHost, '--allowed-host', hostProblem);
   const allowedOrigins = listFlag(o.allowedOrigin, '--allowed-origin', originProblem);
-  const exposed = !isLoopbackHost(host) && token === undefined;
+  const apiKey = o.apiKey ?? (env['REACTOR_ROUTER_API_KEY'] || undefined);
+  // The instance tokens are signed with the instances' key (they check them with the same secret or the public key).
+  const privateKey = env[AUTH_ENV.privateKey] || undefined;
+  const secret = env[AUTH_ENV.secret] || undefined;
+  const tokenKey: SigningKey | undefined = privateKey !== undefined ? { privateKey: readPem(privateKey) } : secret !== undefined ? { secret } : undefined;
+  const exposed = !isLoopbackHost(host) && token === undefined && apiKey === undefined;
   if (exposed && o.insecure !== true) {
     throw new ReactorError(
       CliErrorCode.InsecureBind,
@@ -70,6 +94,11 @@ export async function routeCommand(o: RouteOptions, logger: Logger, env: Record<
       ...(allowedHosts !== undefined && { allowedHosts }),
       ...(allowedOrigins !== undefined && { allowedOrigins }),
       ...(o.publicUrl !== undefined && { publicUrl: o.publicUrl }),
+      ...(apiKey !== undefined && { apiKey }),
+      ...(tokenKey !== undefined && { tokenKey }),
+      ...(o.queueMaxWait !== undefined && { queueMaxWaitS: positiveInt(o.queueMaxWait, '--queue-max-wait', 120) }),
+      ...(o.queueMaxLength !== undefined && { queueMaxLength: Number(o.queueMaxLength) }),
+      ...(o.instanceTokenTtl !== undefined && { instanceTokenTtlS: Number(o.instanceTokenTtl) }),
     });
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;

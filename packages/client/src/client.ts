@@ -5,7 +5,7 @@
  */
 import type { AppTypes, CommandArgs, CommandName, MessageData, MessageName, UntypedApp } from './app-types.js';
 import { TypedEmitter } from './emitter.js';
-import { requestSession, type AllocationRetryOptions, type SessionRoute } from './session-route.js';
+import { requestSession, type AllocationRetryOptions, type QueuePlace, type SessionRoute } from './session-route.js';
 import {
   ClientErrorCode,
   CommandFailedError,
@@ -19,6 +19,7 @@ import { Publication, isMediaTrack, type PublishOptions, type PublishSource, typ
 import {
   type ClipResult,
   type RecordingInfo,
+  CloseCode,
   FrameEncoding,
   HttpErrorCode,
   PROTOCOL_VERSION,
@@ -43,6 +44,7 @@ import {
   type VideoOffer,
   type VideoSelection,
   type WelcomeMessage,
+  type ControlStatus,
 } from './protocol.js';
 
 /** The subset of the WHATWG `WebSocket` this client uses (browsers, `ws`, Node 22+). */
@@ -81,6 +83,12 @@ export interface ConnectOptions {
   WebSocket?: WebSocketConstructor;
   /** Reconnect with back-off after the connection drops (default `true`). `false` disables it. */
   reconnect?: boolean | ReconnectOptions;
+  /**
+   * On a reconnect, take this client's identity back with the welcome's resume secret (default
+   * `true`): within the server's grace it keeps its id, role, publications and uploads (a `resumed`
+   * event); after it, it starts over as a new client (a `new_identity` event; publish again).
+   */
+  resume?: boolean;
   /** Default reply timeout of {@link ReactorClient.send}, ms (default 30000; 0 = none). */
   commandTimeoutMs?: number;
   /**
@@ -91,6 +99,12 @@ export interface ConnectOptions {
   session?: 'new' | string;
   /** With `session: 'new'`: keep asking while no instance is free (429), waiting `Retry-After` between requests (default: fail at once). */
   allocationRetry?: AllocationRetryOptions;
+  /** With `session: 'new'`: wait in the router's line up to this many seconds when no instance is free (see `requestSession`). */
+  waitS?: number;
+  /** The place in the router's line, at once and on every change. */
+  onQueue?: (place: QueuePlace) => void;
+  /** Through a router that mints instance tokens: the role to ask for (default `controller`). */
+  role?: 'controller' | 'spectator';
 }
 
 /** Options of one {@link ReactorClient.send} call. */
@@ -194,8 +208,24 @@ export interface ReactorClientEvents {
    */
   video_config: VideoConfigMessage;
   status: ConnectionStatus;
+  /** The connection dropped; the client tries again after `delayMs` (as the `status` event with state `reconnecting`). */
+  reconnecting: ConnectionStatus;
+  /** The connection came back within the server's grace: same `clientId`, role and publications (they carry on); the state follows. */
+  resumed: ResumeEvent;
+  /** The connection came back too late to resume (or the server lost the client): a new `clientId`, the publications ended. */
+  new_identity: ResumeEvent;
+  /** Single-controller mode: who steers now. */
+  control: ControlStatus;
   /** A server error not tied to a command, or an undecodable message. */
   error: Error;
+}
+
+/** A `resumed` or `new_identity` event. */
+export interface ResumeEvent {
+  clientId: string;
+  previousClientId: string;
+  /** From the drop to the welcome, ms. */
+  downMs: number;
 }
 
 interface Pending {
@@ -250,8 +280,12 @@ export async function connect<T extends AppTypes = UntypedApp>(url: string, opti
       ...(options.token !== undefined ? { token: options.token } : {}),
       ...(options.signal ? { signal: options.signal } : {}),
       ...(options.allocationRetry ? { allocationRetry: options.allocationRetry } : {}),
+      ...(options.waitS !== undefined ? { waitS: options.waitS } : {}),
+      ...(options.onQueue ? { onQueue: options.onQueue } : {}),
+      ...(options.role ? { role: options.role } : {}),
     });
-    const client = new ReactorClient<T>(route.url, options);
+    // A router that mints instance tokens: the instance takes that token, never the router's key.
+    const client = new ReactorClient<T>(route.url, route.token !== undefined ? { ...options, token: route.token } : options);
     client.route = route;
     try {
       await client.ready;
@@ -341,6 +375,15 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
   /** The last `selectVideo()` that succeeded, sent again after a re-join. */
   #video: { codec: VideoCodecName; tier?: string } | undefined;
   readonly #publications = new Map<string, Publication>();
+  readonly #resume: boolean;
+  /** The last welcome's resume secret. */
+  #resumeSecret: { secret: string; graceMs: number } | undefined;
+  /** When the connection dropped with a resume secret in hand (performance.now()). */
+  #droppedAt: number | undefined;
+  /** This client's role, from the welcome (`controller` without a token). */
+  role = 'controller';
+  /** Single-controller mode: who steers (from the welcome and `control` messages). */
+  control: ControlStatus | undefined;
 
   /** Prefer {@link connect}; the constructor starts connecting at once. */
   constructor(url: string, options: ConnectOptions = {}) {
@@ -362,6 +405,7 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
             ...(r === true ? {} : r),
           };
     this.#commandTimeoutMs = options.commandTimeoutMs ?? 30_000;
+    this.#resume = options.resume ?? true;
     this.#signal = options.signal;
     this.ready = this.#open(options.signal).then(() => {
       this.#signal?.addEventListener('abort', this.#onAbort, { once: true });
@@ -753,7 +797,7 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
       if (signal?.aborted) return reject(signal.reason);
       let ws: WebSocketLike;
       try {
-        ws = new this.#WebSocket(this.#wsUrl);
+        ws = new this.#WebSocket(this.#socketUrl());
       } catch (err) {
         return reject(new ConnectionError(ClientErrorCode.ConnectionFailed, `cannot open ${redact(this.#wsUrl)}: ${(err as Error).message}`, { cause: err }));
       }
@@ -820,7 +864,45 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
     });
   }
 
+  /** The socket URL, with the resume secret while a dropped connection may still be resumed. */
+  #socketUrl(): string {
+    if (this.#droppedAt === undefined || !this.#resumeSecret) return this.#wsUrl;
+    const u = new URL(this.#wsUrl);
+    u.searchParams.set('resume', this.#resumeSecret.secret);
+    return u.toString();
+  }
+
+  /** Single-controller mode: asks to steer; resolves `{ controller: true }` or `{ controller: false, position }`. */
+  requestControl(options: SendOptions = {}): Promise<{ controller: boolean; position?: number }> {
+    return this.#request(
+      'request_control',
+      (id) => ({ type: 'request_control', id }),
+      (code, message) => new ReactorClientError(code, `request_control failed (${code}): ${message}`),
+      options,
+    ) as Promise<{
+      controller: boolean;
+      position?: number;
+    }>;
+  }
+
+  /** Single-controller mode: gives control up (to the first client waiting, if any). */
+  async releaseControl(options: SendOptions = {}): Promise<void> {
+    await this.#request(
+      'release_control',
+      (id) => ({ type: 'release_control', id }),
+      (code, message) => new ReactorClientError(code, `release_control failed (${code}): ${message}`),
+      options,
+    );
+  }
+
   #onWelcome(msg: WelcomeMessage): void {
+    const previous = this.clientId;
+    const droppedAt = this.#droppedAt;
+    this.#droppedAt = undefined;
+    this.#resumeSecret = this.#resume ? msg.resume : undefined;
+    this.role = msg.role ?? 'controller';
+    this.control = msg.control;
+    if (droppedAt !== undefined && msg.resumed !== true) this.#endPublications('connection_lost');
     this.schema = msg.schema;
     this.state = msg.state;
     this.session = msg.session;
@@ -831,6 +913,10 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
     this.emit('welcome', msg);
     this.emit('state', msg.state);
     this.emit('session', msg.session);
+    if (droppedAt !== undefined) {
+      const event: ResumeEvent = { clientId: msg.clientId, previousClientId: previous, downMs: performance.now() - droppedAt };
+      this.emit(msg.resumed === true ? 'resumed' : 'new_identity', event);
+    }
     // A re-join starts as JPEG: ask again for what this client had selected.
     const video = this.#video;
     if (video) this.selectVideo(video.codec, video.tier).catch((err: Error) => this.emit('error', err));
@@ -920,6 +1006,10 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
       case 'welcome':
         this.#onWelcome(msg);
         return;
+      case 'control':
+        this.control = { controller: msg.controller, queue: msg.queue };
+        this.emit('control', this.control);
+        return;
       default:
         // A newer server may add message types; ignoring them keeps old clients working.
         return;
@@ -933,7 +1023,18 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
   }
 
   #onClose(code: number, reason: string): void {
-    this.#endPublications('connection_lost');
+    // A drop that may be resumed keeps the publications: they skip frames until the socket is back.
+    const resumable = this.#resumeSecret !== undefined && this.#reconnect !== undefined && !this.#closedByUser && code !== 1000 && code !== 1008;
+    if (resumable) this.#droppedAt ??= performance.now();
+    else this.#endPublications('connection_lost');
+    if (code === CloseCode.SessionTimeLimit || code === CloseCode.IdleTimeout) {
+      // The session ended for good (a limit): reconnecting would only start another.
+      this.#droppedAt = undefined;
+      this.#endPublications('connection_lost');
+      this.#rejectPending(new ConnectionError(ClientErrorCode.ConnectionLost, `the session ended (${reason}) before the reply arrived`));
+      if (!this.#closedByUser) this.#setState({ state: 'closed', reason });
+      return;
+    }
     this.#rejectPending(
       new ConnectionError(ClientErrorCode.ConnectionLost, `the connection dropped (code ${code}${reason ? `, ${reason}` : ''}) before the reply arrived`),
     );
@@ -955,6 +1056,7 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
     const base = Math.min(r.maxDelayMs, r.initialDelayMs * r.factor ** (attempt - 1));
     const delayMs = Math.round(base * (0.75 + Math.random() * 0.5));
     this.#setState({ state: 'reconnecting', attempt, delayMs, reason });
+    this.emit('reconnecting', { state: 'reconnecting', attempt, delayMs, reason });
     this.#retryTimer = setTimeout(() => {
       this.#retryTimer = undefined;
       if (this.#closedByUser) return;

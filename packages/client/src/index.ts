@@ -6,6 +6,7 @@ export {
   CLIENT_MESSAGE_TYPES,
   KEY_FRAME_MIN_INTERVAL_MS,
   WireErrorCode,
+  CloseCode,
   HttpErrorCode,
   FrameDecodeError,
   encodeFrameHeader,
@@ -48,6 +49,10 @@ export type {
   CommandMessage,
   ClientMessage,
   WelcomeMessage,
+  ControlStatus,
+  ControlMessage,
+  RequestControlMessage,
+  ReleaseControlMessage,
   ReplyMessage,
   ErrorMessage,
   AppMessage,
@@ -68,6 +73,7 @@ export type {
   SendOptions,
   ConnectionState,
   ConnectionStatus,
+  ResumeEvent,
   ClientFrame,
   ReactorClientEvents,
   IterateOptions,
@@ -76,7 +82,7 @@ export type {
   BlobLike,
 } from './client.js';
 export { requestSession } from './session-route.js';
-export type { SessionRoute, AllocationRetryOptions, RequestSessionOptions } from './session-route.js';
+export type { SessionRoute, AllocationRetryOptions, RequestSessionOptions, QueuePlace } from './session-route.js';
 export { Publication } from './publication.js';
 export type {
   PublishSource,

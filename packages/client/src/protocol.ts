@@ -24,6 +24,8 @@ export interface CommandSchema {
   field?: string;
   /** JSON Schema of the `params` object (`type: object`, `additionalProperties: false`). */
   params: JsonSchema;
+  /** Roles whose clients may send it; absent: `controller` only. */
+  roles?: string[];
 }
 
 /** A message type the app may send (broadcast or to one client). */
@@ -240,6 +242,22 @@ export interface RecordingInfo {
   deleteAt: string;
 }
 
+/**
+ * Single-controller mode: asks to steer. Answered at once: `{ controller: true }` when control was
+ * free (now yours), else `{ controller: false, position }` (your place in the queue); a `control`
+ * message follows every change.
+ */
+export interface RequestControlMessage {
+  type: 'request_control';
+  id: string;
+}
+
+/** Single-controller mode: gives control up (to the first client waiting for it, if any). */
+export interface ReleaseControlMessage {
+  type: 'release_control';
+  id: string;
+}
+
 export type ClientMessage =
   | CommandMessage
   | PublishMessage
@@ -249,7 +267,9 @@ export type ClientMessage =
   | SelectVideoMessage
   | RequestKeyFrameMessage
   | ClipMessage
-  | RecordingMessage;
+  | RecordingMessage
+  | RequestControlMessage
+  | ReleaseControlMessage;
 
 /** The client message types (`type` values) a server accepts. */
 export const CLIENT_MESSAGE_TYPES = [
@@ -262,6 +282,8 @@ export const CLIENT_MESSAGE_TYPES = [
   'request_key_frame',
   'clip',
   'recording',
+  'request_control',
+  'release_control',
 ] as const;
 
 // ---- video codecs -----------------------------------------------------------------------
@@ -356,6 +378,34 @@ export interface WelcomeMessage {
   session: SessionStatus;
   /** The codecs and tiers this server streams (see `select_video`); absent: JPEG only. */
   video?: VideoOffer;
+  /** This client's role (`controller`, `spectator`, or the app's own), from its token; `controller` without one. */
+  role?: string;
+  /** Single-controller mode: who steers now (see `control`). */
+  control?: ControlStatus;
+  /**
+   * The secret that lets this client take its identity back after a dropped connection: reconnect
+   * with `?resume=<secret>` within `graceMs`. Keep it like the token; it changes with every welcome.
+   */
+  resume?: { secret: string; graceMs: number };
+  /**
+   * Present when the client asked to resume: `true` when it kept its identity (same `clientId`,
+   * role, publications, uploads), `false` when the grace had run out or the secret was unknown
+   * (a new identity: publish again).
+   */
+  resumed?: boolean;
+}
+
+/** Who steers a single-controller session. */
+export interface ControlStatus {
+  /** The client holding control; `null`: nobody (the next `request_control` takes it). */
+  controller: string | null;
+  /** Clients waiting for control, first first. */
+  queue: string[];
+}
+
+/** Single-controller mode: control changed hands (or the queue changed). Sent to every client of the session. */
+export interface ControlMessage extends ControlStatus {
+  type: 'control';
 }
 
 /**
@@ -461,7 +511,20 @@ export type ServerMessage =
   | StatsMessage
   | FlushMessage
   | TrackReleasedMessage
-  | VideoConfigMessage;
+  | VideoConfigMessage
+  | ControlMessage;
+
+/**
+ * WebSocket close codes of a session limit: the session ended for good, so the client does not
+ * reconnect (the close's reason starts with the matching `WireErrorCode`).
+ */
+export const CloseCode = {
+  /** The session reached its longest time (the token's `mst`, or the server's `maxSessionMs`). */
+  SessionTimeLimit: 4001,
+  /** No command, publication or frame from any client for the server's `idleTimeoutMs`. */
+  IdleTimeout: 4002,
+} as const;
+export type CloseCode = (typeof CloseCode)[keyof typeof CloseCode];
 
 /**
  * Error codes the framework itself sends in `error` messages on the WebSocket; apps add their
@@ -518,6 +581,18 @@ export const WireErrorCode = {
   RecordingState: 'recording_state',
   /** `recording start`: the recording folder's disk has less free space than `recording.min_free_bytes`. */
   DiskFull: 'disk_full',
+  /** A command, publication or control request the client's role may not make (a spectator's command, or a command whose `roles` leave its role out). */
+  ForbiddenRole: 'forbidden_role',
+  /** `publish`: the client's token does not list this track (its `pub` claim). */
+  PublishNotGranted: 'publish_not_granted',
+  /** Single-controller mode: another client holds control; send `request_control` and wait for a `control` message naming you. */
+  NotController: 'not_controller',
+  /** `release_control` from a client that does not hold control. */
+  NotHoldingControl: 'not_holding_control',
+  /** Close reason: the session reached the longest time the token allows (`mst`), or the server's `maxSessionMs`. */
+  SessionTimeLimit: 'session_time_limit',
+  /** Close reason: no command, publication or frame from any controller for the idle timeout. */
+  IdleTimeout: 'idle_timeout',
 } as const;
 export type WireErrorCode = (typeof WireErrorCode)[keyof typeof WireErrorCode];
 
@@ -578,6 +653,32 @@ export const HttpErrorCode = {
   RegistryUnavailable: 'registry_unavailable',
   /** 502 from a session router: the instance's pod did not accept the proxied connection. */
   InstanceUnreachable: 'instance_unreachable',
+  /** 429 from a session router's `POST /sessions?wait=`: the waiting line is full (`queueMaxLength`); retry after `Retry-After`. */
+  QueueFull: 'queue_full',
+  /** A session router's waiting line: the request waited its whole `wait` (or the router's `queueMaxWaitS`) without an instance; the stream's last line. */
+  QueueTimeout: 'queue_timeout',
+  /** 400 from a session router's `POST /sessions?wait=`: `wait` is not a whole number of seconds from 1 to the router's `queueMaxWaitS`. */
+  BadWait: 'bad_wait',
+  /** 401: the token's `exp` is past; get a new one. */
+  TokenExpired: 'token_expired',
+  /** 401: the token's `nbf` is in the future (or the clocks disagree). */
+  TokenNotYetValid: 'token_not_yet_valid',
+  /** 401: the token is signed with a key this server does not know (another secret, another key pair, a key the JWKS lacks). */
+  TokenWrongKey: 'token_wrong_key',
+  /** 401: the token names this server's key but its signature does not match its content: it was changed after signing. */
+  TokenTampered: 'token_tampered',
+  /** 401: the token's `alg` is not one this server takes (`none`, or another algorithm than its keys'). */
+  TokenAlgNotAllowed: 'token_alg_not_allowed',
+  /** 403: the token is for another session or instance (`sid`). */
+  TokenWrongSession: 'token_wrong_session',
+  /** 401: the credential looks like a JWT but cannot be read. */
+  TokenMalformed: 'token_malformed',
+  /** 401: a claim is wrong: a lifetime over the cap, a bad role, `iss`/`aud` other than the server requires. */
+  TokenInvalidClaims: 'token_invalid_claims',
+  /** 403 from `POST /uploads`: the token grants no uploads (a spectator's, or `upl: 0`). */
+  UploadNotAllowed: 'upload_not_allowed',
+  /** 413 from `POST /uploads`: the file would pass the bytes the token grants (`upl`). */
+  UploadGrantExceeded: 'upload_grant_exceeded',
 } as const;
 export type HttpErrorCode = (typeof HttpErrorCode)[keyof typeof HttpErrorCode];
 

@@ -13,6 +13,16 @@ export interface SessionRoute {
   instance: string;
   /** The instance's base URL through the router (its socket is `{url}/ws`). */
   url: string;
+  /** A short-lived token for this instance, when the router mints them (`connect()` uses it for the instance). */
+  token?: string;
+}
+
+/** A place in a router's waiting line (`wait`). */
+export interface QueuePlace {
+  /** 1: next. */
+  position: number;
+  /** Estimated seconds until an instance is free; `null` until the router has seen the line move. */
+  estimateS: number | null;
 }
 
 /** Retries of `session: 'new'` while every instance is busy (429). */
@@ -32,6 +42,15 @@ export interface RequestSessionOptions {
   signal?: AbortSignal;
   /** With `session: 'new'`: keep asking while no instance is free, waiting `Retry-After` between requests. */
   allocationRetry?: AllocationRetryOptions;
+  /**
+   * With `session: 'new'`: when no instance is free, wait in the router's line up to this many
+   * seconds (`POST /sessions?wait=`), first come first served; abort `signal` to leave it.
+   */
+  waitS?: number;
+  /** Called with the place in the line at once and whenever it changes. */
+  onQueue?: (place: QueuePlace) => void;
+  /** The role to ask an instance token for (`controller` or `spectator`; routers that mint tokens). */
+  role?: 'controller' | 'spectator';
 }
 
 /**
@@ -66,7 +85,11 @@ export async function requestSession(routerUrl: string, options: RequestSessionO
 /** One request to the router. */
 async function askRouter(base: string, options: RequestSessionOptions): Promise<SessionRoute> {
   const isNew = options.session === 'new';
-  const target = isNew ? `${base}/sessions` : `${base}/sessions/${encodeURIComponent(options.session)}`;
+  const query = new URLSearchParams();
+  if (isNew && options.waitS !== undefined) query.set('wait', String(options.waitS));
+  if (options.role !== undefined) query.set('role', options.role);
+  const q = query.size > 0 ? `?${query.toString()}` : '';
+  const target = `${isNew ? `${base}/sessions` : `${base}/sessions/${encodeURIComponent(options.session)}`}${q}`;
   const headers: Record<string, string> = { accept: 'application/json' };
   if (options.token !== undefined) headers['authorization'] = `Bearer ${options.token}`;
   let res: Response;
@@ -76,6 +99,7 @@ async function askRouter(base: string, options: RequestSessionOptions): Promise<
     if ((err as Error).name === 'AbortError') throw err;
     throw new ConnectionError(ClientErrorCode.ConnectionFailed, `cannot reach the session router at ${base}: ${(err as Error).message}`, { cause: err });
   }
+  if (res.status === 202 && res.body) return followQueue(res.body, options, base);
   const text = await res.text();
   let body: unknown;
   try {
@@ -101,7 +125,43 @@ async function askRouter(base: string, options: RequestSessionOptions): Promise<
       `${target} did not answer a session (HTTP ${res.status}): is ${base} a Reactor session router?`,
     );
   }
-  return { sessionId: route.sessionId, instance: route.instance, url: route.url };
+  return { sessionId: route.sessionId, instance: route.instance, url: route.url, ...(typeof route.token === 'string' && { token: route.token }) };
+}
+
+/** Reads a 202 wait (one JSON object per line) until `allocated`, `timeout` or `failed`. */
+async function followQueue(body: ReadableStream<Uint8Array>, options: RequestSessionOptions, base: string): Promise<SessionRoute> {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  let buffered = '';
+  let lastPosition = -1;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffered += decoder.decode(value, { stream: true });
+    let nl: number;
+    while ((nl = buffered.indexOf('\n')) >= 0) {
+      const text = buffered.slice(0, nl).trim();
+      buffered = buffered.slice(nl + 1);
+      if (!text) continue;
+      const line = JSON.parse(text) as {
+        state: string;
+        position?: number;
+        estimateS?: number | null;
+        error?: { code: string; message: string };
+      } & Partial<SessionRoute>;
+      if (line.state === 'queued' && typeof line.position === 'number') {
+        if (line.position !== lastPosition) options.onQueue?.({ position: line.position, estimateS: line.estimateS ?? null });
+        lastPosition = line.position;
+      } else if (line.state === 'allocated' && typeof line.url === 'string' && typeof line.sessionId === 'string' && typeof line.instance === 'string') {
+        void reader.cancel().catch(() => undefined);
+        return { sessionId: line.sessionId, instance: line.instance, url: line.url, ...(typeof line.token === 'string' && { token: line.token }) };
+      } else if (line.error) {
+        void reader.cancel().catch(() => undefined);
+        throw new SessionRouteError(line.error.code, `the session router gave no instance (${line.error.code}): ${line.error.message}`, 202, undefined);
+      }
+    }
+  }
+  throw new ConnectionError(ClientErrorCode.ConnectionFailed, `the session router at ${base} ended the wait without an answer`);
 }
 
 /** The router's base URL (`ws(s)://` accepted too), without a trailing slash or query. */

@@ -165,7 +165,11 @@ describe('DistributedRunner with a Python worker (2 ranks)', () => {
 
 describe('a Python worker on the file shared-memory backend', () => {
   it('reads inputs and writes results in the file layout (no size header) as well', async () => {
-    const runner = new DistributedRunner(pythonWorker('echo_worker:EchoWorker', { path: [FIXTURES], interpreter: PY }), {
+    const echo = pythonWorker<Record<string, unknown>, { doubled: Uint8Array; frames: Uint8Array }>('echo_worker:EchoWorker', {
+      path: [FIXTURES],
+      interpreter: PY,
+    });
+    const runner = new DistributedRunner(echo, {
       worldSize: 1,
       shm: 'file',
       logger: captureLogger(),

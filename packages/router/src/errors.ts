@@ -27,6 +27,17 @@ export const RouterErrorCode = {
   HostNotAllowed: HttpErrorCode.HostNotAllowed,
   NotReady: HttpErrorCode.NotReady,
   InternalError: HttpErrorCode.InternalError,
+  QueueFull: HttpErrorCode.QueueFull,
+  QueueTimeout: HttpErrorCode.QueueTimeout,
+  BadWait: HttpErrorCode.BadWait,
+  TokenExpired: HttpErrorCode.TokenExpired,
+  TokenNotYetValid: HttpErrorCode.TokenNotYetValid,
+  TokenWrongKey: HttpErrorCode.TokenWrongKey,
+  TokenTampered: HttpErrorCode.TokenTampered,
+  TokenAlgNotAllowed: HttpErrorCode.TokenAlgNotAllowed,
+  TokenWrongSession: HttpErrorCode.TokenWrongSession,
+  TokenMalformed: HttpErrorCode.TokenMalformed,
+  TokenInvalidClaims: HttpErrorCode.TokenInvalidClaims,
   /** At start: no usable Kubernetes configuration (no kubeconfig file, not in a cluster, or the file does not parse). */
   KubeConfigInvalid: 'kube_config_invalid',
 } as const;

@@ -96,4 +96,26 @@ export class RouterMetrics {
     labelNames: ['reason'],
     registers: [this.registry],
   });
+
+  /** Set by the router: the waiting line's length and its oldest wait, ms, at each scrape. */
+  queueState: () => { length: number; oldestWaitMs: number } = () => ({ length: 0, oldestWaitMs: 0 });
+  readonly queueLength: Gauge = new Gauge({
+    name: 'reactor_router_queue_length',
+    help: 'Requests of POST /sessions?wait= waiting for a free instance now (an autoscaler scales the fleet up on it).',
+    registers: [this.registry],
+    collect: (): void => this.queueLength.set(this.queueState().length),
+  });
+  readonly queueOldestWait: Gauge = new Gauge({
+    name: 'reactor_router_queue_oldest_wait_seconds',
+    help: 'How long the first request in the waiting line has waited, seconds (0 when none waits).',
+    registers: [this.registry],
+    collect: (): void => this.queueOldestWait.set(this.queueState().oldestWaitMs / 1000),
+  });
+  readonly queueWait = new Histogram({
+    name: 'reactor_router_queue_wait_seconds',
+    help: 'Time requests spent in the waiting line, by how it ended (allocated, timeout, cancelled, closed), seconds.',
+    labelNames: ['result'],
+    buckets: [0.1, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300],
+    registers: [this.registry],
+  });
 }

@@ -2,9 +2,14 @@
  * Options of the session router, with their defaults and eager validation (a bad option
  * throws before anything listens, naming the option and the value).
  */
+import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { consoleLogger, type Logger } from '@reactor/log';
-import { LOOPBACK_HOSTS, isLoopbackHost } from '@reactor/server/internal';
+import { LOOPBACK_HOSTS, isLoopbackHost, TokenMinter, TokenVerifier, type SigningKey } from '@reactor/server/internal';
+import { DEFAULT_QUEUE_MAX_LENGTH, DEFAULT_QUEUE_MAX_WAIT_MS, DEFAULT_QUEUE_POLL_MS } from './session-queue.js';
+
+/** Default lifetime of the token the router hands the browser for its instance, seconds (10 min). */
+export const DEFAULT_INSTANCE_TOKEN_TTL_S = 600;
 
 /** Default port of `reactor route` (one off `reactor run`'s 8080, so both run on one machine). */
 export const DEFAULT_ROUTER_PORT = 8090;
@@ -62,6 +67,28 @@ export interface RouterOptions {
   relayIdleTimeoutMs?: number;
   /** After a failed connection or ping, the instance counts as unreachable this long (the circuit is open), ms (default 30000). */
   breakerOpenMs?: number;
+  /**
+   * The caller's key (your backend's): with it, `POST /sessions`, `GET` and `DELETE
+   * /sessions/{id}` and `/metrics` take `Authorization: Bearer <apiKey>` (not `token`), and the
+   * browser never needs it: the answer carries a short-lived `token` for its instance (see
+   * `tokenKey`). At least 16 characters.
+   */
+  apiKey?: string;
+  /**
+   * The key the router signs instance tokens with (an HMAC `secret`, or an Ed25519 `privateKey`):
+   * every allocation answer carries `token`, valid `instanceTokenTtlS` for that instance only
+   * (`sid` = the GameServer name). Instances check it with the same secret or the public key.
+   * With it, relayed routes (`/s/{instance}/...`) take such a token (checked by the router too).
+   */
+  tokenKey?: SigningKey;
+  /** Lifetime of the instance token, seconds (default 600, at most 21600). */
+  instanceTokenTtlS?: number;
+  /** Longest `wait` a `POST /sessions?wait=<s>` may ask for, seconds (default 120). */
+  queueMaxWaitS?: number;
+  /** Most requests waiting at once (default 1000); more are answered 429 `queue_full`. */
+  queueMaxLength?: number;
+  /** While requests wait, look for a free instance this often besides the watch's Ready events, ms (default 1000). */
+  queuePollMs?: number;
   /** Where diagnostics go (default `consoleLogger()`); the router logs with `child({ component: 'router' })`. */
   logger?: Logger;
 }
@@ -92,7 +119,23 @@ export interface ResolvedRouterOptions {
   relayPingTimeoutMs: number;
   relayIdleTimeoutMs: number;
   breakerOpenMs: number;
+  apiKey: string | undefined;
+  /** Mints instance tokens (from `tokenKey`). */
+  minter: TokenMinter | undefined;
+  /** Checks the instance tokens on relayed routes (the same key). */
+  verifier: TokenVerifier | undefined;
+  instanceTokenTtlS: number;
+  queueMaxWaitS: number;
+  queueMaxLength: number;
+  queuePollMs: number;
   logger: Logger;
+}
+
+/** The PEM public key of an Ed25519 private key (PEM text or a KeyObject). */
+function publicPem(key: string | KeyObject): string {
+  return createPublicKey(typeof key === 'string' ? createPrivateKey(key) : key)
+    .export({ type: 'spki', format: 'pem' })
+    .toString();
 }
 
 function int(name: string, v: unknown, min: number, max: number): void {
@@ -136,8 +179,26 @@ export function resolveRouterOptions(o: RouterOptions): ResolvedRouterOptions {
     relayPingTimeoutMs: o.relayPingTimeoutMs ?? 5000,
     relayIdleTimeoutMs: o.relayIdleTimeoutMs ?? 60_000,
     breakerOpenMs: o.breakerOpenMs ?? 30_000,
+    apiKey: o.apiKey,
+    minter: undefined,
+    verifier: undefined,
+    instanceTokenTtlS: o.instanceTokenTtlS ?? DEFAULT_INSTANCE_TOKEN_TTL_S,
+    queueMaxWaitS: o.queueMaxWaitS ?? DEFAULT_QUEUE_MAX_WAIT_MS / 1000,
+    queueMaxLength: o.queueMaxLength ?? DEFAULT_QUEUE_MAX_LENGTH,
+    queuePollMs: o.queuePollMs ?? DEFAULT_QUEUE_POLL_MS,
     logger: o.logger ?? consoleLogger(),
   };
+  if (r.apiKey !== undefined && (typeof r.apiKey !== 'string' || r.apiKey.length < 16)) {
+    throw new TypeError('options.apiKey must be a string of at least 16 characters (your backend presents it as "Authorization: Bearer <apiKey>")');
+  }
+  if (o.tokenKey !== undefined) {
+    r.minter = new TokenMinter(o.tokenKey);
+    r.verifier = new TokenVerifier('secret' in o.tokenKey ? { secret: o.tokenKey.secret } : { publicKey: publicPem(o.tokenKey.privateKey) });
+  }
+  int('instanceTokenTtlS', r.instanceTokenTtlS, 1, 21_600);
+  int('queueMaxWaitS', r.queueMaxWaitS, 1, 3600);
+  int('queueMaxLength', r.queueMaxLength, 0, 1_000_000);
+  int('queuePollMs', r.queuePollMs, 10, 60_000);
   for (const key of ['namespace', 'fleet'] as const) {
     if (typeof r[key] !== 'string' || !DNS_NAME.test(r[key])) {
       throw new RangeError(`options.${key} must be a Kubernetes name (lower-case letters, digits, "-" and "."), got ${JSON.stringify(r[key])}`);
@@ -149,7 +210,7 @@ export function resolveRouterOptions(o: RouterOptions): ResolvedRouterOptions {
     throw new TypeError('options.token must be a non-empty string when given; leave it out to disable access control');
   }
   if (typeof r.insecure !== 'boolean') throw new TypeError(`options.insecure must be a boolean, got ${JSON.stringify(r.insecure)}`);
-  if (!isLoopbackHost(r.host) && r.token === undefined && !r.insecure) {
+  if (!isLoopbackHost(r.host) && r.token === undefined && r.apiKey === undefined && !r.insecure) {
     throw new RangeError(
       `options.host is ${JSON.stringify(r.host)}, not a loopback address, and no options.token is set: anyone who can reach it could allocate every instance. ` +
         'Set options.token, bind 127.0.0.1, or pass insecure: true on a network you trust.',

@@ -21,7 +21,8 @@ import {
 import { connect as netConnect, type AddressInfo, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '@reactor/log';
-import { checkAccess, hostAllowed, originAllowed, type AccessPolicy } from '@reactor/server/internal';
+import { authorize, checkAccess, hostAllowed, originAllowed, type AccessDenial, type AccessPolicy } from '@reactor/server/internal';
+import { SessionQueue, type QueueOutcome } from './session-queue.js';
 import { RouterError, RouterErrorCode } from './errors.js';
 import { RouterMetrics } from './metrics.js';
 import { resolveRouterOptions, type ResolvedRouterOptions, type RouterOptions } from './options.js';
@@ -45,7 +46,23 @@ export interface SessionAnswer {
   url: string;
   /** The same, as a path on the router (`/s/{instance}`). */
   path: string;
+  /**
+   * With `tokenKey`: a short-lived token for this instance only (`sid` = the instance), to hand
+   * the browser (`connect(url, { token })`); the router's `apiKey` never leaves your backend.
+   */
+  token?: string;
+  /** When `token` expires, ms since the epoch. */
+  tokenExpiresAt?: number;
 }
+
+/** One line of a `POST /sessions?wait=` stream (202, `application/x-ndjson`). */
+export type QueueLine =
+  | { state: 'queued'; position: number; estimateS: number | null }
+  | ({ state: 'allocated' } & SessionAnswer)
+  | { state: 'timeout' | 'failed'; error: { code: RouterErrorCode; message: string } };
+
+/** While a request waits, a line at least this often, ms (keeps idle-cutting proxies from closing the stream). */
+export const QUEUE_HEARTBEAT_MS = 10_000;
 
 /** The body of every error answer. */
 interface ErrorAnswer {
@@ -90,6 +107,7 @@ export class SessionRouter {
   readonly #relaysTo = new Map<string, Set<(why: string) => void>>();
   /** Instances that failed a relayed connection or ping lately: name -> until when (`performance.now()`) and why. */
   readonly #breaker = new Map<string, { until: number; why: string; address: string }>();
+  readonly #queue: SessionQueue;
   #port = 0;
   #closing: Promise<void> | undefined;
   /** POST /sessions waiting for their GameServerAllocation now. */
@@ -116,9 +134,18 @@ export class SessionRouter {
         // Agones gave up on it (or its GameServer is gone): its viewers are told now, whatever TCP says.
         if (to === 'Unhealthy' || to === 'Shutdown' || to === undefined)
           this.#cutRelays(name, to === undefined ? 'its GameServer was deleted' : `Agones marked it ${to}`);
+        // An instance came back to the fleet: the first waiting request gets it.
+        if (to === 'Ready') this.#queue?.kick();
       },
       logger: this.#log,
     });
+    this.#queue = new SessionQueue((sessionId) => this.#allocateOnce(sessionId), {
+      maxLength: this.options.queueMaxLength,
+      pollMs: this.options.queuePollMs,
+      onDone: (o) => this.metrics.queueWait.observe({ result: o.kind }, o.waitedMs / 1000),
+      onError: (err) => this.#log.warn(`allocating for the waiting line failed (tried again at the next Ready or poll): ${asRouterError(err).message}`),
+    });
+    this.metrics.queueState = () => ({ length: this.#queue.length, oldestWaitMs: this.#queue.oldestWaitMs() });
     this.metrics.instancesByState = () => {
       const counts = new Map<string, number>();
       for (const i of this.registry.instances()) {
@@ -182,6 +209,7 @@ export class SessionRouter {
   /** Stops accepting, cuts the relayed sockets (clients reconnect through another router) and closes. Idempotent. */
   close(): Promise<void> {
     this.#closing ??= new Promise<void>((resolve) => {
+      this.#queue.close();
       this.registry.stop();
       this.#http.close(() => resolve());
       for (const s of this.#relays) s.destroy();
@@ -199,10 +227,10 @@ export class SessionRouter {
     if (path === '/health/live') return sendJson(res, 200, { status: 'live' });
     if (path === '/health/ready' || path === '/health') return this.#onReady(res);
     if (req.method === 'OPTIONS') return this.#onPreflight(req, res);
-    const denial = checkAccess(req, url, this.#policy);
+    const denial = await this.#access(req, url);
     if (denial) {
       this.metrics.rejected.inc({ reason: denial.reason });
-      if (denial.status === 401) res.setHeader('WWW-Authenticate', 'Bearer');
+      if (denial.status === 401) res.setHeader('WWW-Authenticate', denial.reason === 'token' ? 'Bearer error="invalid_token"' : 'Bearer');
       req.resume();
       return this.#sendError(res, denial.status, denial.code as RouterErrorCode, denial.message);
     }
@@ -235,8 +263,146 @@ export class SessionRouter {
     );
   }
 
-  /** `POST /sessions`: one GameServerAllocation; 201 with the instance, or 429 when none is Ready. */
+  /**
+   * Who may use a route: relayed routes (`/s/{instance}/...`) take the static token or, with
+   * `tokenKey`, an instance token for that instance (checked as the instance checks it); the
+   * router's own routes take the `apiKey` when one is set (else the static token).
+   */
+  async #access(req: IncomingMessage, url: URL): Promise<AccessDenial | undefined> {
+    const relay = url.pathname.startsWith(INSTANCE_PATH_PREFIX);
+    const o = this.options;
+    if (relay && o.verifier) {
+      const name = safeDecode(/^\/s\/([^/]+)/.exec(url.pathname)?.[1] ?? '') ?? '';
+      const auth = await authorize(req, url, { ...this.#policy, verifier: o.verifier }, () => [name]);
+      return auth.ok ? undefined : auth.denial;
+    }
+    if (relay && o.apiKey !== undefined && o.token === undefined) {
+      // The instance checks its own token; the router's key is not for browsers.
+      return checkAccess(req, url, { ...this.#policy, token: undefined });
+    }
+    if (!relay && o.apiKey !== undefined) {
+      const withKey = checkAccess(req, url, { ...this.#policy, token: o.apiKey });
+      if (!withKey || o.token === undefined) {
+        return withKey && withKey.code === RouterErrorCode.Unauthorized
+          ? {
+              ...withKey,
+              message:
+                'missing or wrong API key: your backend calls the router with "Authorization: Bearer <apiKey>"; browsers get an instance token from its answer instead',
+            }
+          : withKey;
+      }
+    }
+    return checkAccess(req, url, this.#policy);
+  }
+
+  /** One allocation for `sessionId`, skipping instances the breaker knows unreachable; `undefined` when none is free. @throws {RouterError} */
+  async #allocateOnce(sessionId: string): Promise<Instance | undefined> {
+    for (let dead = 0; ; dead++) {
+      const outcome = await this.registry.allocate(sessionId);
+      if (!outcome.allocated) return undefined;
+      const open = this.#openCircuit(outcome.instance);
+      if (!open) return outcome.instance;
+      // Agones still counts it Ready (its pings have not timed out yet), but it did not answer this router lately.
+      this.metrics.deadAllocations.inc();
+      this.#log.warn(
+        `allocation gave instance ${outcome.instance.name}, which did not answer lately (${open.why}); it stays Allocated to nobody, allocating again`,
+      );
+      if (dead + 1 >= MAX_DEAD_ALLOCATIONS) {
+        throw new RouterError(
+          RouterErrorCode.InstanceUnreachable,
+          `the last ${MAX_DEAD_ALLOCATIONS} instances allocated did not answer lately (${open.why}); retry after ${this.options.retryAfterS} s`,
+        );
+      }
+    }
+  }
+
+  /**
+   * `POST /sessions?wait=<s>`: no instance free now, so the request takes its place in the line
+   * and the answer (202) streams one JSON line per change, NDJSON: `queued` with its position and
+   * estimate, then `allocated` (the 201 body) or `timeout`. Closing the request leaves the line.
+   */
+  #wait(req: IncomingMessage, res: ServerResponse, waitS: number, role: string): void {
+    const sessionId = randomUUID();
+    res.statusCode = 202;
+    res.setHeader('Content-Type', 'application/x-ndjson; charset=utf-8');
+    res.setHeader('Cache-Control', 'no-store');
+    // Proxies that buffer answers (nginx) would hold the position lines back.
+    res.setHeader('X-Accel-Buffering', 'no');
+    res.flushHeaders();
+    let last = '';
+    const line = (l: QueueLine): void => {
+      last = JSON.stringify(l);
+      if (!res.writableEnded) res.write(`${last}\n`);
+    };
+    const ticket = this.#queue.enqueue(sessionId, waitS * 1000, (p) => line({ state: 'queued', position: p.position, estimateS: p.estimateS }));
+    const beat = setInterval(() => {
+      if (last && !res.writableEnded) res.write(`${last}\n`);
+    }, QUEUE_HEARTBEAT_MS);
+    beat.unref();
+    res.on('close', () => {
+      clearInterval(beat);
+      if (!res.writableFinished) ticket.cancel();
+    });
+    void ticket.outcome.then(async (o: QueueOutcome) => {
+      clearInterval(beat);
+      if (o.kind === 'allocated') {
+        this.metrics.allocations.inc({ result: 'allocated' });
+        this.#log.info(`session ${o.sessionId} allocated instance ${o.instance.name} after ${Math.round(o.waitedMs)} ms in the line`);
+        try {
+          line({ state: 'allocated', ...(await this.#answer(req, o.sessionId, o.instance, role)) });
+        } catch (err) {
+          line({
+            state: 'failed',
+            error: { code: RouterErrorCode.InternalError, message: `the instance token could not be minted: ${(err as Error).message}` },
+          });
+        }
+      } else if (o.kind === 'timeout') {
+        this.metrics.allocations.inc({ result: 'queue_timeout' });
+        line({
+          state: 'timeout',
+          error: { code: RouterErrorCode.QueueTimeout, message: `no instance became free within ${waitS} s; try again later (the fleet may be scaling up)` },
+        });
+      } else if (o.kind === 'closed') {
+        line({ state: 'failed', error: { code: RouterErrorCode.NotReady, message: 'the router is shutting down; ask again (another router takes it)' } });
+      }
+      res.end();
+    });
+  }
+
+  /** `POST /sessions`: one GameServerAllocation; 201 with the instance, or 429 when none is Ready (or, with `?wait=`, a place in the line). */
   async #onAllocate(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = parseTarget(req.url)!;
+    const role = roleParam(url);
+    if (role === undefined) return this.#sendError(res, 400, RouterErrorCode.BadRequest, 'role must be controller or spectator');
+    const waitParam = url.searchParams.get('wait');
+    let waitS: number | undefined;
+    if (waitParam !== null) {
+      waitS = /^\d+$/.test(waitParam) ? Number(waitParam) : NaN;
+      if (!(waitS >= 1 && waitS <= this.options.queueMaxWaitS)) {
+        return this.#sendError(
+          res,
+          400,
+          RouterErrorCode.BadWait,
+          `wait must be a whole number of seconds from 1 to ${this.options.queueMaxWaitS} (queueMaxWaitS), got ${JSON.stringify(waitParam.slice(0, 20))}`,
+        );
+      }
+    }
+    // Requests already wait: a new one takes its place behind them, never an instance before them.
+    if (this.#queue.length > 0) {
+      if (waitS === undefined) {
+        this.metrics.allocations.inc({ result: 'no_free_instance' });
+        this.metrics.noFreeInstance.inc();
+        return this.#sendError(
+          res,
+          429,
+          RouterErrorCode.NoFreeInstance,
+          `no free instance: ${this.#queue.length} request(s) wait for one; ask with ?wait=<seconds> to take a place in the line, or retry after ${this.options.retryAfterS} s`,
+          this.options.retryAfterS,
+        );
+      }
+      if (this.#queue.full) return this.#queueFull(res);
+      return this.#wait(req, res, waitS, role);
+    }
     const started = performance.now();
     const sessionId = randomUUID();
     const done = (result: string): void => {
@@ -287,6 +453,10 @@ export class SessionRouter {
     } finally {
       this.#allocating--;
     }
+    if (!outcome.allocated && waitS !== undefined) {
+      if (this.#queue.full) return this.#queueFull(res);
+      return this.#wait(req, res, waitS, role);
+    }
     if (!outcome.allocated) {
       this.#fullAt = this.registry.cache.changes;
       done('no_free_instance');
@@ -303,7 +473,18 @@ export class SessionRouter {
     const { instance } = outcome;
     this.#log.info(`session ${sessionId} allocated instance ${instance.name} (${instance.address}:${instance.port})`);
     res.setHeader('Location', `/sessions/${sessionId}`);
-    sendJson(res, 201, this.#answer(req, sessionId, instance));
+    sendJson(res, 201, await this.#answer(req, sessionId, instance, role));
+  }
+
+  #queueFull(res: ServerResponse): void {
+    this.metrics.allocations.inc({ result: 'queue_full' });
+    return this.#sendError(
+      res,
+      429,
+      RouterErrorCode.QueueFull,
+      `the waiting line is full (${this.options.queueMaxLength} requests, queueMaxLength); retry after ${this.options.retryAfterS} s`,
+      this.options.retryAfterS,
+    );
   }
 
   /** `GET /sessions/{id}`: the Allocated instance labelled with the session, or 404. */
@@ -340,7 +521,9 @@ export class SessionRouter {
       );
     }
     this.metrics.lookups.inc({ result: 'found' });
-    sendJson(res, 200, this.#answer(req, sessionId, instance));
+    const role = roleParam(parseTarget(req.url)!);
+    if (role === undefined) return this.#sendError(res, 400, RouterErrorCode.BadRequest, 'role must be controller or spectator');
+    sendJson(res, 200, await this.#answer(req, sessionId, instance, role));
   }
 
   /** `DELETE /sessions/{id}`: asks the instance to end the session and return to the fleet (202), or 404. */
@@ -401,9 +584,16 @@ export class SessionRouter {
     this.#breaker.delete(instance.name);
   }
 
-  #answer(req: IncomingMessage, sessionId: string, instance: Instance): SessionAnswer {
+  async #answer(req: IncomingMessage, sessionId: string, instance: Instance, role = 'controller'): Promise<SessionAnswer> {
     const path = `${INSTANCE_PATH_PREFIX}${encodeURIComponent(instance.name)}`;
-    return { sessionId, instance: instance.name, url: `${this.#publicBase(req)}${path}`, path };
+    const answer: SessionAnswer = { sessionId, instance: instance.name, url: `${this.#publicBase(req)}${path}`, path };
+    const minter = this.options.minter;
+    if (minter) {
+      const ttlS = this.options.instanceTokenTtlS;
+      answer.token = await minter.mint({ session: instance.name, role, ttlS, subject: sessionId });
+      answer.tokenExpiresAt = Date.now() + ttlS * 1000;
+    }
+    return answer;
   }
 
   /** The router's URL as the client reached it: `publicUrl`, else the request's scheme and `Host`. */
@@ -565,7 +755,7 @@ export class SessionRouter {
     const url = parseTarget(req.url);
     if (!url) return writeHttpError(socket, 400, RouterErrorCode.BadRequest, `cannot parse the request target ${JSON.stringify(req.url)}`);
     if (this.#closing) return writeHttpError(socket, 503, RouterErrorCode.NotReady, 'the router is shutting down; connect again');
-    const denial = checkAccess(req, url, this.#policy);
+    const denial = await this.#access(req, url);
     if (denial) {
       this.metrics.rejected.inc({ reason: denial.reason });
       return writeHttpError(socket, denial.status, denial.code as RouterErrorCode, denial.message);
@@ -809,6 +999,12 @@ function parseTarget(target: string | undefined): URL | null {
   } catch {
     return null;
   }
+}
+
+/** The `role` of a session request (default `controller`); `undefined` for another value. */
+function roleParam(url: URL): string | undefined {
+  const role = url.searchParams.get('role') ?? 'controller';
+  return role === 'controller' || role === 'spectator' ? role : undefined;
 }
 
 function sendJson(res: ServerResponse, status: number, body: unknown): void {

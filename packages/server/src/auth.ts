@@ -5,6 +5,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { ServerErrorCode } from './errors.js';
+import { FULL_GRANT, looksLikeJwt, type Grant, type TokenVerifier } from './tokens.js';
 
 /** Loopback host names: the default `allowedHosts` of a server bound to loopback. */
 export const LOOPBACK_HOSTS = ['localhost', '127.0.0.1', '[::1]'];
@@ -20,6 +21,8 @@ export interface AccessPolicy {
   /** `undefined`: any host. */
   allowedHosts: string[] | undefined;
   allowedOrigins: string[] | undefined;
+  /** Checks signed session tokens (`ServerOptions.auth`); with it, a JWT is accepted besides the static token. */
+  verifier?: TokenVerifier | undefined;
 }
 
 /** Why a request was refused: the HTTP answer and the `reactor_connections_rejected_total` reason. */
@@ -28,7 +31,56 @@ export interface AccessDenial {
   code: ServerErrorCode;
   message: string;
   /** Label of the rejection metric. */
-  reason: 'host' | 'unauthorized' | 'origin';
+  reason: 'host' | 'unauthorized' | 'origin' | 'token';
+}
+
+/** The outcome of {@link authorize}: what the caller may do, or why it is refused. */
+export type Authorization = { ok: true; grant: Grant } | { ok: false; denial: AccessDenial };
+
+/**
+ * {@link checkAccess} with signed tokens: Host, then the credential (the static token, or a JWT
+ * checked by `policy.verifier`, whose refusal carries its own code), then Origin.
+ * @param sessions what a token's `sid` may name here (the current session id, the instance name)
+ */
+export async function authorize(req: IncomingMessage, url: URL, policy: AccessPolicy, sessions: () => readonly string[]): Promise<Authorization> {
+  const verifier = policy.verifier;
+  if (!verifier) {
+    const denial = checkAccess(req, url, policy);
+    return denial ? { ok: false, denial } : { ok: true, grant: FULL_GRANT };
+  }
+  const hostOnly = checkAccess(req, url, { ...policy, token: undefined, allowedOrigins: ['*'] });
+  if (hostOnly) return { ok: false, denial: hostOnly };
+  const presented = presentedToken(req, url);
+  let grant: Grant;
+  if (presented !== undefined && policy.token !== undefined && tokenMatches(policy.token, presented)) {
+    grant = FULL_GRANT;
+  } else if (presented !== undefined && looksLikeJwt(presented)) {
+    const check = await verifier.verify(presented, sessions());
+    if (!check.ok) return { ok: false, denial: { status: check.status, code: check.code, message: check.message, reason: 'token' } };
+    grant = check.grant;
+  } else {
+    return {
+      ok: false,
+      denial: {
+        status: 401,
+        code: ServerErrorCode.Unauthorized,
+        reason: 'unauthorized',
+        message: `${presented === undefined ? 'missing' : 'wrong'} access token: present a session token (mint one with "reactor token") as ?token=... or an "Authorization: Bearer ..." header`,
+      },
+    };
+  }
+  if (!originAllowed(req, policy.allowedOrigins)) {
+    return {
+      ok: false,
+      denial: {
+        status: 403,
+        code: ServerErrorCode.OriginNotAllowed,
+        reason: 'origin',
+        message: `origin ${JSON.stringify(req.headers.origin)} may not use this server; add it to allowedOrigins`,
+      },
+    };
+  }
+  return { ok: true, grant };
 }
 
 /**

@@ -27,6 +27,8 @@ const ENVELOPES: Readonly<Record<ClientMessage['type'], Readonly<Record<string, 
   request_key_frame: { track: true },
   clip: { id: true, seconds: false, track: false },
   recording: { id: true, action: true },
+  request_control: { id: true },
+  release_control: { id: true },
 };
 
 /**
@@ -93,7 +95,15 @@ export function parseClientMessage(text: string): ParsedClientMessage {
   if (kind === 'recording' && m['action'] !== 'start' && m['action'] !== 'stop') {
     return malformed('a recording message needs an "action": "start" or "stop"', id);
   }
-  if (kind !== 'command' && kind !== 'select_video' && kind !== 'clip' && kind !== 'recording' && (typeof m['track'] !== 'string' || m['track'] === '')) {
+  if (
+    kind !== 'command' &&
+    kind !== 'select_video' &&
+    kind !== 'clip' &&
+    kind !== 'recording' &&
+    kind !== 'request_control' &&
+    kind !== 'release_control' &&
+    (typeof m['track'] !== 'string' || m['track'] === '')
+  ) {
     return malformed(`a ${kind} message needs a "track": the name of a track in schema.tracks`, id);
   }
   const allowed = ENVELOPES[kind];
@@ -127,6 +137,7 @@ export function parseClientMessage(text: string): ParsedClientMessage {
     return { ok: true, message };
   }
   if (kind === 'recording') return { ok: true, message: { type: kind, id, action: m['action'] as 'start' | 'stop' } };
+  if (kind === 'request_control' || kind === 'release_control') return { ok: true, message: { type: kind, id } };
   return { ok: true, message: { type: kind, id, track: m['track'] as string } };
 }
 

@@ -24,6 +24,7 @@
  * (`awaiting_key`) until the next key frame, which is asked for at once; a flush and
  * `request_key_frame` do the same.
  */
+import { randomBytes } from 'node:crypto';
 import type { WebSocket, RawData } from 'ws';
 import type {
   CommandMessage,
@@ -43,6 +44,7 @@ import type {
 } from '@reactor/client';
 import type { Logger } from '@reactor/log';
 import type { AppHostApi, ClientHandle, ClientSink, OutputAudio, OutputFrame } from '@reactor/runtime';
+import type { Grant } from './tokens.js';
 import { parseClientMessage, validId } from './client-message.js';
 import { ServerErrorCode } from './errors.js';
 import type { FrameDecoder } from './frame-decoder.js';
@@ -158,6 +160,13 @@ export interface ConnectionContext {
   onStats(msg: StatsMessage): void;
   /** The instance name to put in `welcome.session` / `session` messages (`ReactorServer.instance`). */
   instance(): string | undefined;
+  /** A client did something (a command, a publication, a frame): the idle timeout starts over. */
+  activity(): void;
+  /**
+   * The socket is gone: the server disconnects the client from the host, or, when the connection
+   * dropped without a close handshake, holds its identity for the resume grace.
+   */
+  gone(conn: ClientConnection, handle: ClientHandle, dropped: boolean): void;
 }
 
 /** A connected WebSocket client (see the module comment for the frame policy). */
@@ -216,11 +225,20 @@ export class ClientConnection implements ClientSink, BudgetHolder, VideoSubscrib
   #videoBytes = 0;
   #videoBytesSince = performance.now();
   readonly #onClosed: (c: ClientConnection) => void;
+  /** What this client's credential grants (role, tracks, uploads, longest session). */
+  readonly grant: Grant;
+  /** The secret a new connection presents (`?resume=`) to take this client's identity back after a drop. */
+  readonly resumeSecret = randomBytes(24).toString('base64url');
+  /** The client asked to resume and this connection did not get the identity back: its welcome says `resumed: false`. */
+  #resumeFailed = false;
+  /** The server closed the socket itself (a limit, a refusal, shutdown): the client is not held for resume. */
+  #closedByServer = false;
   #resolveClosed!: () => void;
   /** Resolves once the socket has closed and the host has been told. */
   readonly closed = new Promise<void>((resolve) => (this.#resolveClosed = resolve));
 
-  constructor(ws: WebSocket, ctx: ConnectionContext, onClosed: (c: ClientConnection) => void) {
+  constructor(ws: WebSocket, ctx: ConnectionContext, onClosed: (c: ClientConnection) => void, grant: Grant) {
+    this.grant = grant;
     this.#ws = ws;
     this.#ctx = ctx;
     this.#tokens = ctx.options.commandBurst;
@@ -230,12 +248,26 @@ export class ClientConnection implements ClientSink, BudgetHolder, VideoSubscrib
     ws.on('pong', () => (this.alive = true));
     // `ws` reports protocol violations (too-big message -> 1009) here and then closes the socket.
     ws.on('error', (err) => ctx.logger.warn({ client: this.id }, `client ${this.id}: ${err.message}`));
-    ws.on('close', () => this.#teardown());
+    ws.on('close', (code: number) => this.#teardown(code));
   }
 
-  /** Registers with the host (which sends the welcome through this sink). */
-  attach(info: { remoteAddress?: string; userAgent?: string; sessionId?: string }): void {
-    const handle = this.#ctx.host.connect(this, info);
+  /**
+   * Registers with the host (which sends the welcome through this sink), with the role and tracks
+   * of its grant. `resumeFailed`: the client asked to resume and could not (its welcome says so).
+   */
+  attach(info: { remoteAddress?: string; userAgent?: string; sessionId?: string }, resumeFailed = false): void {
+    this.#resumeFailed = resumeFailed;
+    const handle = this.#ctx.host.connect(this, { ...info, role: this.grant.role, publish: this.grant.publish });
+    this.#bind(handle);
+  }
+
+  /** Takes over a dropped client's identity (it resumed): the host sends this sink a welcome with `resumed: true`. */
+  adopt(handle: ClientHandle): void {
+    this.#bind(handle);
+    handle.rebind(this);
+  }
+
+  #bind(handle: ClientHandle): void {
     this.#handle = handle;
     const tracks = this.#ctx.host.schema.tracks;
     if (tracks.some((t) => t.direction === 'in')) {
@@ -326,6 +358,9 @@ export class ClientConnection implements ClientSink, BudgetHolder, VideoSubscrib
     if (msg.type === 'welcome') {
       const offer = this.#ctx.video.offer();
       if (offer) msg = { ...msg, video: offer };
+      const graceMs = this.#ctx.options.resumeGraceMs;
+      if (graceMs > 0) msg = { ...msg, resume: { secret: this.resumeSecret, graceMs } };
+      if (this.#resumeFailed && msg.resumed === undefined) msg = { ...msg, resumed: false };
     }
     if (msg.type === 'flush') {
       // Frames after the cut may refer to frames dropped here: every coded track waits for the key frame the flush forces.
@@ -407,9 +442,10 @@ export class ClientConnection implements ClientSink, BudgetHolder, VideoSubscrib
     void this.#pump();
   }
 
-  close(reason: string): void {
+  close(reason: string, code = 1001): void {
     if (this.#closed) return;
-    this.#ws.close(1001, truncateReason(reason));
+    this.#closedByServer = true;
+    this.#ws.close(code, truncateReason(reason));
   }
 
   // ---- outbound --------------------------------------------------------------------------
@@ -711,6 +747,7 @@ export class ClientConnection implements ClientSink, BudgetHolder, VideoSubscrib
       this.#ws.close(1009, truncateReason(`${isBinary ? 'frame' : 'message'} of ${size} bytes is over the limit of ${limit}`));
       return;
     }
+    this.#ctx.activity();
     // Frames of inbound tracks have their own per-track rate limit (the track's maxFps), not the command bucket.
     if (isBinary && this.#frames) {
       this.#frames.receive(data, performance.now());
@@ -754,6 +791,10 @@ export class ClientConnection implements ClientSink, BudgetHolder, VideoSubscrib
       case 'clip':
       case 'recording':
         return this.#answerInOrder(msg.id, () => this.#ctx.recording?.answer(msg, this) ?? recordingDisabled(msg));
+      case 'request_control':
+        return this.#answerInOrder(msg.id, () => this.#handle!.requestControl(msg.id));
+      case 'release_control':
+        return this.#answerInOrder(msg.id, () => this.#handle!.releaseControl(msg.id));
     }
   }
 
@@ -929,7 +970,7 @@ export class ClientConnection implements ClientSink, BudgetHolder, VideoSubscrib
       });
   }
 
-  #teardown(): void {
+  #teardown(code?: number): void {
     if (this.#closed) return;
     this.#closed = true;
     this.#ctx.budget.remove(this);
@@ -944,7 +985,8 @@ export class ClientConnection implements ClientSink, BudgetHolder, VideoSubscrib
     this.#queuedAudio = 0;
     for (const v of this.#video.values()) v.encoder?.remove(this);
     this.#video.clear();
-    this.#handle?.disconnect();
+    // 1006: the socket went without a close frame (a dropped network, a killed proxy, a missed heartbeat).
+    if (this.#handle) this.#ctx.gone(this, this.#handle, code === 1006 && !this.#closedByServer && !this.#cut && !this.#evicted);
     this.#onClosed(this);
     this.#resolveClosed();
   }

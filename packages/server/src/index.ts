@@ -30,4 +30,17 @@ export type { FrameIntakeInfo, InputDropReason } from './frame-intake.js';
 export { installShutdownHandlers, SHUTDOWN_SIGNALS } from './shutdown.js';
 export type { ShutdownOptions } from './shutdown.js';
 export { serve } from './serve.js';
+export {
+  TokenMinter,
+  TokenVerifier,
+  mintToken,
+  mayPublish,
+  DEFAULT_TOKEN_TTL_S,
+  MAX_TOKEN_TTL_S,
+  TOKEN_CLOCK_TOLERANCE_S,
+  ROLES,
+  FULL_GRANT,
+} from './tokens.js';
+export type { Grant, Role, SigningKey, TokenAuthOptions, TokenCheck, TokenErrorCode, TokenRequest } from './tokens.js';
+export { DEFAULT_RESUME_GRACE_MS } from './options.js';
 export type { ServeOptions } from './serve.js';

@@ -5,6 +5,10 @@
  * @packageDocumentation
  */
 /** @internal The server's access rules (Host, token, Origin), reused by `@reactor/router` so both answer the same way. */
-export { checkAccess, presentedToken, tokenMatches, originAllowed, hostAllowed, TOKEN_COOKIE, LOOPBACK_HOSTS, isLoopbackHost } from './auth.js';
+export { authorize, checkAccess, presentedToken, tokenMatches, originAllowed, hostAllowed, TOKEN_COOKIE, LOOPBACK_HOSTS, isLoopbackHost } from './auth.js';
 /** @internal */
-export type { AccessPolicy, AccessDenial } from './auth.js';
+export type { AccessPolicy, AccessDenial, Authorization } from './auth.js';
+/** @internal Signed tokens, for the router (it mints instance tokens and checks its callers'). */
+export { TokenMinter, TokenVerifier, FULL_GRANT, looksLikeJwt } from './tokens.js';
+/** @internal */
+export type { Grant, TokenAuthOptions, TokenRequest, SigningKey } from './tokens.js';

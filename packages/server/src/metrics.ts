@@ -90,6 +90,12 @@ export class ServerMetrics {
     labelNames: ['reason'],
     registers: [this.registry],
   });
+  readonly resumes = new Counter({
+    name: 'reactor_resumes_total',
+    help: 'Reconnections that asked to resume: `resumed` (identity kept) or `new_identity` (grace over or secret unknown).',
+    labelNames: ['result'],
+    registers: [this.registry],
+  });
   readonly uploads = new Counter({
     name: 'reactor_uploads_total',
     help: 'Upload requests by outcome: announced, stored, or the error code that refused them (upload_too_large, upload_type_not_allowed, ...).',

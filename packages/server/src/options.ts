@@ -9,6 +9,10 @@ import { DEFAULT_MAX_UPLOAD_BYTES, DEFAULT_UPLOAD_EXPIRY_MS, DEFAULT_UPLOAD_QUOT
 import { webCodecsEncoderFactory, type VideoEncoderFactory } from './video-encoder.js';
 import type { ResolvedVideoOptions } from './video-streams.js';
 import { resolveRecordingOptions, type RecordingOptions, type ResolvedRecordingOptions } from './recording/recording-options.js';
+import { TokenVerifier, type TokenAuthOptions } from './tokens.js';
+
+/** Default time a dropped client may come back and resume its identity, ms (30 s, as the original's recoverable disconnect). */
+export const DEFAULT_RESUME_GRACE_MS = 30_000;
 
 /** The codecs `video.codec` accepts. */
 export const VIDEO_CODECS: readonly VideoCodecName[] = ['jpeg', 'h264', 'vp8'];
@@ -58,6 +62,29 @@ export interface ServerOptions {
    * `?token=...`, `Authorization: Bearer ...`, or the cookie the viewer page sets.
    */
   token?: string;
+  /**
+   * Signed session tokens (JWTs): the keys that check them (an HMAC `secret`, an Ed25519
+   * `publicKey`, a platform's `jwksUrl`). A valid token grants what its claims say (role,
+   * session, tracks, upload bytes, longest session); a refused one is answered with its own code
+   * (`token_expired`, `token_wrong_key`, ...). The static `token` keeps working beside it, as a
+   * controller with every right. See docs/security.md.
+   */
+  auth?: TokenAuthOptions;
+  /**
+   * How long a client whose connection dropped may come back with its resume secret and keep its
+   * identity (role, publications, uploads), ms (default 30000; 0: no resume).
+   */
+  resumeGraceMs?: number;
+  /**
+   * End the session after this long without a command, publication or inbound frame from any
+   * client, ms (default: never). Clients see the close with reason `idle_timeout`.
+   */
+  idleTimeoutMs?: number;
+  /**
+   * The longest a session may last, ms (default: no limit; a token's `mst` claim may shorten it
+   * for its holder's session). Clients see the close with reason `session_time_limit`.
+   */
+  maxSessionMs?: number;
   /**
    * Origins (`scheme://host[:port]`) whose pages may connect. Default: only the server's own
    * origin (and clients that send no `Origin`, such as Node). `['*']` allows every origin.
@@ -158,8 +185,15 @@ export interface ServerOptions {
 
 /** Options with defaults applied. */
 export type ResolvedServerOptions = Required<
-  Omit<ServerOptions, 'token' | 'allowedOrigins' | 'allowedHosts' | 'maxFrameBytes' | 'uploadDir' | 'video' | 'recording'>
+  Omit<
+    ServerOptions,
+    'token' | 'allowedOrigins' | 'allowedHosts' | 'maxFrameBytes' | 'uploadDir' | 'video' | 'recording' | 'auth' | 'idleTimeoutMs' | 'maxSessionMs'
+  >
 > & {
+  /** The token checker of `auth`; undefined without it. */
+  verifier: TokenVerifier | undefined;
+  idleTimeoutMs: number | undefined;
+  maxSessionMs: number | undefined;
   video: ResolvedVideoOptions;
   /** `undefined`: no clips, no recordings. */
   recording: ResolvedRecordingOptions | undefined;
@@ -195,6 +229,10 @@ export function resolveServerOptions(o: ServerOptions = {}): ResolvedServerOptio
     host: o.host ?? '127.0.0.1',
     port: o.port ?? 8080,
     token: o.token,
+    verifier: o.auth === undefined ? undefined : new TokenVerifier(o.auth),
+    resumeGraceMs: o.resumeGraceMs ?? DEFAULT_RESUME_GRACE_MS,
+    idleTimeoutMs: o.idleTimeoutMs,
+    maxSessionMs: o.maxSessionMs,
     allowedOrigins: o.allowedOrigins,
     allowedHosts: undefined,
     insecure: o.insecure ?? false,
@@ -227,7 +265,10 @@ export function resolveServerOptions(o: ServerOptions = {}): ResolvedServerOptio
     throw new TypeError('options.token must be a non-empty string when given; leave it out to disable access control');
   }
   if (typeof r.insecure !== 'boolean') throw new TypeError(`options.insecure must be a boolean, got ${JSON.stringify(r.insecure)}`);
-  if (!isLoopbackHost(r.host) && r.token === undefined && !r.insecure) {
+  int('resumeGraceMs', r.resumeGraceMs, 0, 3_600_000);
+  if (r.idleTimeoutMs !== undefined) int('idleTimeoutMs', r.idleTimeoutMs, 1, 86_400_000);
+  if (r.maxSessionMs !== undefined) int('maxSessionMs', r.maxSessionMs, 1, 7 * 86_400_000);
+  if (!isLoopbackHost(r.host) && r.token === undefined && r.verifier === undefined && !r.insecure) {
     throw new RangeError(
       `options.host is ${JSON.stringify(r.host)}, not a loopback address, and no options.token is set: anyone who can reach it could watch and control the stream. ` +
         'Set options.token, bind 127.0.0.1, or pass insecure: true on a network you trust.',

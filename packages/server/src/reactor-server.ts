@@ -6,10 +6,12 @@
 import { STATUS_CODES, createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
-import type { ClipResult, SessionStatus, StatsMessage, TrackSchema } from '@reactor/client';
+import { CloseCode, type ClipResult, type ErrorBody, type SessionStatus, type StatsMessage, type TrackSchema } from '@reactor/client';
 import type { Logger } from '@reactor/log';
 import {
   type AppHostApi,
+  type ClientHandle,
+  type ClientSink,
   type ClipOptions,
   type MediaListener,
   type NotReadyReason,
@@ -18,7 +20,8 @@ import {
   UPLOAD_PATH,
   UploadError,
 } from '@reactor/runtime';
-import { TOKEN_COOKIE, checkAccess } from './auth.js';
+import { TOKEN_COOKIE, authorize, type AccessDenial, type AccessPolicy } from './auth.js';
+import type { Grant } from './tokens.js';
 import { ServerErrorCode } from './errors.js';
 import { ClientConnection, type ConnectionInfo } from './connection.js';
 import { FrameDecoder } from './frame-decoder.js';
@@ -71,8 +74,11 @@ export interface ServableHost extends AppHostApi {
   onStep?(listener: (step: StepSample) => void): (() => void) | void;
   /** A status listener (`AppHost.onStatus`): scale-out integrations follow sessions through it. */
   onStatus?(listener: (status: SessionStatus) => void): (() => void) | void;
-  /** Ends the running session now (`AppHost.endCurrentSession`): a release by the session router, a drain's deadline. */
-  endCurrentSession?(reason: string): Promise<boolean>;
+  /**
+   * Ends the running session now (`AppHost.endCurrentSession`): with a text, a release by the
+   * session router or a drain's deadline; with an error, a session limit.
+   */
+  endCurrentSession?(reason: string | ErrorBody): Promise<boolean>;
   /** Cumulative counters (`AppHost.counters`): `steps` feeds `reactor_steps_total`. */
   readonly counters?: { readonly steps: number };
   /** A status listener (`AppHost.onStatus`): the server closes its video encoders when a session ends. */
@@ -82,6 +88,16 @@ export interface ServableHost extends AppHostApi {
   /** Where `this.output.clip()` goes (`AppHost.setClipper`). */
   setClipper?(clipper: ((options: ClipOptions) => Promise<ClipResult>) | undefined): void;
 }
+
+/** A client whose connection dropped, held for the resume grace. */
+interface Suspended {
+  readonly handle: ClientHandle;
+  readonly grant: Grant;
+  readonly timer: ReturnType<typeof setTimeout>;
+}
+
+/** Where a suspended client's messages and frames go until it resumes: nowhere. */
+const NOWHERE: ClientSink = { message: () => undefined, frame: () => undefined, audio: () => undefined, close: () => undefined };
 
 /** Health as `GET /health` reports it. */
 export interface HealthReport {
@@ -131,6 +147,13 @@ export class ReactorServer {
   #port = 0;
   #statsSteps = 0;
   #instance: string | undefined;
+  /** Dropped clients held for resume, by resume secret. */
+  readonly #suspended = new Map<string, Suspended>();
+  /** Bytes announced for upload per token (`grant.tokenId`), against its `upl` grant. */
+  readonly #uploadedBy = new Map<string, number>();
+  /** The current session (for the session limits): its id, when it started, its time limit. */
+  #session: { id: string; startedAt: number; limitMs: number | undefined; lastActivity: number } | undefined;
+  #limitTimer: ReturnType<typeof setTimeout> | undefined;
   /**
    * Settles when the app has loaded (`serve()` loads it after listening); rejects with the
    * load error. Already resolved for {@link serveHost}.
@@ -156,7 +179,10 @@ export class ReactorServer {
     let session: string | undefined;
     const offStatus = host.onStatus?.((s) => {
       // The session ended (or another began): its encoders' references are gone with it.
-      if (s.sessionId !== session) this.#video.endSession();
+      if (s.sessionId !== session) {
+        this.#video.endSession();
+        this.#sessionChanged(s.sessionId);
+      }
       session = s.sessionId;
     });
     if (typeof offStatus === 'function') this.#offStatus = offStatus;
@@ -312,6 +338,124 @@ export class ReactorServer {
     return report;
   }
 
+  /** The access rules of every route and the upgrade. */
+  get #policy(): AccessPolicy {
+    const o = this.options;
+    return { token: o.token, allowedHosts: o.allowedHosts, allowedOrigins: o.allowedOrigins, verifier: o.verifier };
+  }
+
+  /** What a token's `sid` may name on this server: the current session's id and the instance name. */
+  #sessionKeys = (): string[] => {
+    const keys: string[] = [];
+    const id = this.host.status.sessionId;
+    if (id !== undefined) keys.push(id);
+    if (this.#instance !== undefined) keys.push(this.#instance);
+    return keys;
+  };
+
+  #refuse(res: ServerResponse, denial: AccessDenial): void {
+    this.metrics.rejected.inc({ reason: denial.reason });
+    if (denial.status === 401) res.setHeader('WWW-Authenticate', denial.reason === 'token' ? 'Bearer error="invalid_token"' : 'Bearer');
+    sendJson(res, denial.status, { error: { code: denial.code, message: denial.message } });
+  }
+
+  // ---- session limits ---------------------------------------------------------------------
+
+  /** A new session began (or the last ended): its limits start over. */
+  #sessionChanged(id: string | undefined): void {
+    clearTimeout(this.#limitTimer);
+    this.#limitTimer = undefined;
+    if (id === undefined) {
+      this.#session = undefined;
+      return;
+    }
+    const now = performance.now();
+    this.#session = { id, startedAt: now, limitMs: this.options.maxSessionMs, lastActivity: now };
+    // Clients already connected (they waited for the session) bring their tokens' limits.
+    for (const c of this.#connections) this.#applyGrantLimit(c.grant);
+    this.#armLimits();
+  }
+
+  /** A client of the session holds a token with a longest session time: the session may not outlast it. */
+  #applyGrantLimit(grant: Grant): void {
+    const s = this.#session;
+    if (!s || grant.maxSessionMs === undefined) return;
+    if (s.limitMs === undefined || grant.maxSessionMs < s.limitMs) {
+      s.limitMs = grant.maxSessionMs;
+      this.#armLimits();
+    }
+  }
+
+  /** Arms one timer for the nearer of the session's deadline and its idle timeout. */
+  #armLimits(): void {
+    clearTimeout(this.#limitTimer);
+    this.#limitTimer = undefined;
+    const s = this.#session;
+    if (!s || this.#closing) return;
+    const now = performance.now();
+    const idle = this.options.idleTimeoutMs;
+    const dueAt = Math.min(s.limitMs === undefined ? Infinity : s.startedAt + s.limitMs, idle === undefined ? Infinity : s.lastActivity + idle);
+    if (dueAt === Infinity) return;
+    this.#limitTimer = setTimeout(() => this.#checkLimits(), Math.max(0, dueAt - now) + 1);
+    this.#limitTimer.unref();
+  }
+
+  #checkLimits(): void {
+    const s = this.#session;
+    if (!s || this.#closing) return;
+    const now = performance.now();
+    const idle = this.options.idleTimeoutMs;
+    if (s.limitMs !== undefined && now - s.startedAt >= s.limitMs) {
+      return this.#endSession(CloseCode.SessionTimeLimit, {
+        code: ServerErrorCode.SessionTimeLimit,
+        message: `session_time_limit: the session reached its longest time, ${s.limitMs / 1000} s`,
+      });
+    }
+    if (idle !== undefined && now - s.lastActivity >= idle) {
+      return this.#endSession(CloseCode.IdleTimeout, {
+        code: ServerErrorCode.IdleTimeout,
+        message: `idle_timeout: no command, publication or frame for ${idle / 1000} s`,
+      });
+    }
+    this.#armLimits();
+  }
+
+  /** Ends the session for a limit: every client is closed with `code` and the reason (no resume), then the host ends the session. */
+  #endSession(code: number, error: ErrorBody): void {
+    this.#log.info(`ending session ${this.#session?.id ?? ''}: ${error.message}`);
+    this.#session = undefined;
+    for (const c of this.#connections) c.close(error.message, code);
+    for (const [secret, s] of this.#suspended) {
+      clearTimeout(s.timer);
+      this.#suspended.delete(secret);
+      s.handle.disconnect();
+    }
+    this.host.endCurrentSession?.(error).catch((err: Error) => this.#log.error(`ending the session failed: ${err.stack ?? err.message}`));
+  }
+
+  // ---- resume -------------------------------------------------------------------------------
+
+  /** A connection closed: the client leaves, or, dropped without a close frame, is held for `resumeGraceMs`. */
+  #gone(conn: ClientConnection, handle: ClientHandle, dropped: boolean): void {
+    const graceMs = this.options.resumeGraceMs;
+    if (!dropped || graceMs === 0 || this.#closing) return handle.disconnect();
+    handle.rebind(NOWHERE);
+    const timer = setTimeout(() => {
+      if (this.#suspended.get(conn.resumeSecret)?.handle !== handle) return;
+      this.#suspended.delete(conn.resumeSecret);
+      this.#log.info({ client: handle.id }, `client ${handle.id} did not come back within ${graceMs} ms; it leaves`);
+      handle.disconnect();
+    }, graceMs);
+    timer.unref();
+    this.#suspended.set(conn.resumeSecret, { handle, grant: conn.grant, timer });
+    this.#log.info({ client: handle.id }, `client ${handle.id} dropped; held ${graceMs} ms for resume`);
+  }
+
+  /** Clients held for resume now (their ids). */
+  suspendedClients(): string[] {
+    return [...this.#suspended.values()].map((s) => s.handle.id);
+  }
+
   /** The host's readiness; a host that throws is not ready (and says why). */
   #readiness(): Readiness {
     if (this.#closing) return { ready: false, reasons: [{ code: ReadinessCode.Closing, message: 'the server is shutting down' }] };
@@ -335,6 +479,12 @@ export class ReactorServer {
 
   async #close(): Promise<void> {
     if (this.#heartbeat) clearInterval(this.#heartbeat);
+    clearTimeout(this.#limitTimer);
+    for (const s of this.#suspended.values()) {
+      clearTimeout(s.timer);
+      s.handle.disconnect();
+    }
+    this.#suspended.clear();
     this.#offStep?.();
     this.#offStatus?.();
     const httpClosed = new Promise<void>((resolve) => this.#http.close(() => resolve()));
@@ -388,17 +538,13 @@ export class ReactorServer {
       const error = { code: ServerErrorCode.NotReady, message: `not ready: ${h.reasons.map((x) => x.message).join('; ')}` };
       return sendJson(res, 503, url.pathname === '/health' ? { ...h, error } : { ready: false, reasons: h.reasons, error });
     }
-    const denied = checkAccess(req, url, this.options);
-    if (denied) {
-      this.metrics.rejected.inc({ reason: denied.reason });
-      if (denied.status === 401) res.setHeader('WWW-Authenticate', 'Bearer');
-      return sendJson(res, denied.status, { error: { code: denied.code, message: denied.message } });
-    }
+    const auth = await authorize(req, url, this.#policy, this.#sessionKeys);
+    if (!auth.ok) return this.#refuse(res, auth.denial);
     switch (url.pathname) {
       case '/':
       case '/index.html': {
         const token = url.searchParams.get('token');
-        if (this.options.token !== undefined && token !== null) {
+        if ((this.options.token !== undefined || this.options.verifier !== undefined) && token !== null) {
           // Lets the page's module scripts and its socket carry the token without putting it in every URL.
           res.setHeader('Set-Cookie', `${TOKEN_COOKIE}=${encodeURIComponent(token)}; HttpOnly; SameSite=Strict; Path=/`);
         }
@@ -457,12 +603,20 @@ export class ReactorServer {
         },
       });
     }
-    const denied = checkAccess(req, url, this.options);
-    if (denied) {
-      this.metrics.rejected.inc({ reason: denied.reason });
-      if (denied.status === 401) res.setHeader('WWW-Authenticate', 'Bearer');
+    const auth = await authorize(req, url, this.#policy, this.#sessionKeys);
+    if (!auth.ok) {
       this.#refuseBody(req, res);
-      return sendJson(res, denied.status, { error: { code: denied.code, message: denied.message } });
+      return this.#refuse(res, auth.denial);
+    }
+    const grant = auth.grant;
+    if (grant.uploadBytes === 0) {
+      this.#refuseBody(req, res);
+      return sendJson(res, 403, {
+        error: {
+          code: ServerErrorCode.UploadNotAllowed,
+          message: `your token grants no uploads (role "${grant.role}"); uploading takes a controller's token, or one whose upl claim allows bytes`,
+        },
+      });
     }
     const uploads = this.host.uploads;
     if (!uploads) {
@@ -481,7 +635,22 @@ export class ReactorServer {
             `the announcement is not JSON; send {"name": "<display name>", "size": <exact byte count>} (at most ${MAX_UPLOAD_REQUEST_BYTES} bytes)`,
           );
         }
+        const size = (request as { size?: unknown } | null)?.size;
+        if (grant.uploadBytes !== undefined && grant.tokenId !== undefined && typeof size === 'number') {
+          const used = this.#uploadedBy.get(grant.tokenId) ?? 0;
+          if (used + size > grant.uploadBytes) {
+            return sendJson(res, 413, {
+              error: {
+                code: ServerErrorCode.UploadGrantExceeded,
+                message: `this upload of ${size} bytes would pass what your token grants (${grant.uploadBytes} bytes, ${used} already announced); ask for a token with a larger upl`,
+              },
+            });
+          }
+        }
         const ticket = uploads.announce(request);
+        if (grant.uploadBytes !== undefined && grant.tokenId !== undefined && typeof size === 'number') {
+          this.#uploadedBy.set(grant.tokenId, (this.#uploadedBy.get(grant.tokenId) ?? 0) + size);
+        }
         this.metrics.uploads.inc({ outcome: 'announced' });
         return sendJson(res, 201, ticket);
       }
@@ -526,15 +695,33 @@ export class ReactorServer {
     if (!url) return writeHttpError(socket, 400, ServerErrorCode.BadRequest, `cannot parse the request target ${JSON.stringify(req.url)}`);
     if (this.#closing) return writeHttpError(socket, 503, ServerErrorCode.ServerClosing, 'the server is shutting down');
     if (url.pathname !== this.options.path) return writeHttpError(socket, 404, ServerErrorCode.NotFound, `the WebSocket is at ${this.options.path}`);
-    const denied = checkAccess(req, url, this.options);
-    if (denied) {
-      this.metrics.rejected.inc({ reason: denied.reason });
-      return writeHttpError(socket, denied.status, denied.code, denied.message);
+    const resume = url.searchParams.get('resume') ?? undefined;
+    const upgrade = (grant: Grant): void => {
+      if (socket.destroyed) return;
+      if (this.#closing) return writeHttpError(socket, 503, ServerErrorCode.ServerClosing, 'the server is shutting down');
+      this.#wss.handleUpgrade(req, socket, head, (ws) => this.#onConnection(ws, req, grant, resume));
+    };
+    const policy = this.#policy;
+    if (!policy.verifier) {
+      // No signed tokens: the check is synchronous, as before.
+      void authorize(req, url, policy, this.#sessionKeys).then((auth) => (auth.ok ? upgrade(auth.grant) : this.#refuseUpgrade(socket, auth.denial)));
+      return;
     }
-    this.#wss.handleUpgrade(req, socket, head, (ws) => this.#onConnection(ws, req));
+    authorize(req, url, policy, this.#sessionKeys).then(
+      (auth) => (auth.ok ? upgrade(auth.grant) : this.#refuseUpgrade(socket, auth.denial)),
+      (err: Error) => {
+        this.#log.error(`checking a token failed: ${err.stack ?? err.message}`);
+        writeHttpError(socket, 503, ServerErrorCode.InternalError, `the token could not be checked now (${err.message}); retry`);
+      },
+    );
   }
 
-  #onConnection(ws: WebSocket, req: IncomingMessage): void {
+  #refuseUpgrade(socket: Duplex, denial: AccessDenial): void {
+    this.metrics.rejected.inc({ reason: denial.reason });
+    writeHttpError(socket, denial.status, denial.code, denial.message);
+  }
+
+  #onConnection(ws: WebSocket, req: IncomingMessage, grant: Grant, resume: string | undefined): void {
     const conn = new ClientConnection(
       ws,
       {
@@ -550,22 +737,38 @@ export class ReactorServer {
         recording: this.#recording,
         onStats: (m) => this.#onStats(m),
         instance: () => this.#instance,
+        activity: () => {
+          if (this.#session) this.#session.lastActivity = performance.now();
+        },
+        gone: (c, handle, dropped) => this.#gone(c, handle, dropped),
       },
       (c) => {
         this.#connections.delete(c);
         this.metrics.clients.set(this.#connections.size);
       },
+      grant,
     );
     this.#connections.add(conn);
     this.metrics.clients.set(this.#connections.size);
     try {
+      const held = resume === undefined ? undefined : this.#suspended.get(resume);
+      if (held) {
+        clearTimeout(held.timer);
+        this.#suspended.delete(resume!);
+        this.#log.info({ client: held.handle.id }, `client ${held.handle.id} resumed`);
+        this.metrics.resumes.inc({ result: 'resumed' });
+        conn.adopt(held.handle);
+        return;
+      }
+      if (resume !== undefined) this.metrics.resumes.inc({ result: 'new_identity' });
+      this.#applyGrantLimit(grant);
       const info: { remoteAddress?: string; userAgent?: string; sessionId?: string } = {};
       if (req.socket.remoteAddress) info.remoteAddress = req.socket.remoteAddress;
       if (req.headers['user-agent']) info.userAgent = req.headers['user-agent'];
       // A session router's id for the session (one id end to end); the host ignores one that is not label-safe.
       const chosen = req.headers[SESSION_ID_HEADER];
       if (typeof chosen === 'string' && chosen !== '') info.sessionId = chosen;
-      conn.attach(info);
+      conn.attach(info, resume !== undefined);
     } catch (err) {
       this.#log.error(`the app refused a client: ${(err as Error).stack ?? String(err)}`);
       ws.close(1011, 'the app could not register this client; see the server log');

@@ -14,7 +14,7 @@ export interface ServeOptions extends ServerOptions, Omit<AppHostOptions, 'logge
 
 const LOAD_KEYS = ['configPath', 'manifestGpuCount'];
 
-const HOST_KEYS = ['gracePeriodMs', 'weightsPath', 'refusalBackoffMs', 'statsIntervalMs'] as const;
+const HOST_KEYS = ['gracePeriodMs', 'weightsPath', 'refusalBackoffMs', 'statsIntervalMs', 'singleController'] as const;
 
 /**
  * Serves an app class: registers it (whole-class checks throw here), starts listening, then

@@ -286,7 +286,8 @@ describe('server: inbound frames', () => {
   });
 
   it('drops frames still decoding when their publisher leaves, without errors or leaks', async () => {
-    const { server, host } = await start({ webcamMaxFps: 1000 });
+    // No resume grace: a terminated publisher leaves at once (test/resume.test.ts covers the held case).
+    const { server, host } = await start({ webcamMaxFps: 1000, resumeGraceMs: 0 });
     const c = new RawClient(server.wsUrl);
     cleanups.push(() => c.close());
     await c.open();

@@ -50,6 +50,9 @@ export class RecordingHost implements ServableHost {
       },
       disconnect: () => h.disconnect(),
       reportDropped: (n) => h.reportDropped(n),
+      rebind: (s) => h.rebind(s),
+      requestControl: (id) => h.requestControl(id),
+      releaseControl: (id) => h.releaseControl(id),
     };
   }
 }

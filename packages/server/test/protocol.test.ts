@@ -193,7 +193,14 @@ describe('server: bad input', () => {
   });
 
   it('survives clients that vanish mid-frame (TCP reset while a large frame is being written)', async () => {
-    const server = await serve(patternApp({ width: 256, height: 256, fps: 30 }), { port: 0, gracePeriodMs: 0, logger: quiet, encoding: 'rgb' });
+    // No resume grace: a reset client leaves at once (held clients are test/resume.test.ts's).
+    const server = await serve(patternApp({ width: 256, height: 256, fps: 30 }), {
+      port: 0,
+      gracePeriodMs: 0,
+      logger: quiet,
+      encoding: 'rgb',
+      resumeGraceMs: 0,
+    });
     cleanups.push(() => server.close());
     await server.loaded;
     const other = await new RawClient(server.wsUrl).open();

@@ -24,7 +24,26 @@ export interface CommandSpec {
   /** Event: the method and its params. */
   readonly method?: string;
   readonly params?: FieldSet;
+  /** Roles whose clients may send it (default `['controller']`). */
+  readonly roles: readonly string[];
   readonly schema: CommandSchema;
+}
+
+/** Roles that may send a command whose declaration names none. */
+export const DEFAULT_COMMAND_ROLES: readonly string[] = Object.freeze(['controller']);
+
+/** A command's `roles` option, checked: a non-empty list of snake_case role names (undefined: the default). */
+function checkRoles(roles: unknown, appName: string, member: string): readonly string[] | undefined {
+  if (roles === undefined) return undefined;
+  if (!Array.isArray(roles) || roles.length === 0 || roles.some((r) => typeof r !== 'string' || !/^[a-z][a-z0-9_]{0,31}$/.test(r))) {
+    throw new AppDefinitionError(
+      RuntimeErrorCode.InvalidRoles,
+      appName,
+      member,
+      `roles must be a non-empty list of snake_case role names such as ['controller', 'spectator'], got ${JSON.stringify(roles)}`,
+    );
+  }
+  return Object.freeze([...new Set(roles as string[])]);
 }
 
 /** Default sample rate of audio tracks, both directions (Hz). */
@@ -274,11 +293,13 @@ function compile(appClass: AnyClass): AppDefinition {
   for (const f of state.publicFields) {
     const name = `set_${f.wire}`;
     const params = state.objectSchema([f], [f.wire]);
+    const roles = checkRoles(f.options.roles, appName, f.property);
     commands.set(name, {
       name,
       kind: 'setter',
       field: f,
-      schema: { name, description: f.options.description ?? `Sets ${f.wire}.`, kind: 'setter', field: f.wire, params },
+      roles: roles ?? DEFAULT_COMMAND_ROLES,
+      schema: { name, description: f.options.description ?? `Sets ${f.wire}.`, kind: 'setter', field: f.wire, params, ...(roles && { roles: [...roles] }) },
     });
   }
   const seenEvents = new Map<string, string>();
@@ -317,12 +338,14 @@ function compile(appClass: AnyClass): AppDefinition {
       }
     }
     const paramsSchema: JsonSchema = params ? params.objectSchema() : { type: 'object', properties: {}, additionalProperties: false };
+    const roles = checkRoles(e.options.roles, appName, e.method);
     commands.set(name, {
       name,
       kind: 'event',
       method: e.method,
       params,
-      schema: { name, description: e.options.description ?? '', kind: 'event', params: paramsSchema },
+      roles: roles ?? DEFAULT_COMMAND_ROLES,
+      schema: { name, description: e.options.description ?? '', kind: 'event', params: paramsSchema, ...(roles && { roles: [...roles] }) },
     });
   }
 

@@ -13,6 +13,8 @@ export const RuntimeErrorCode = {
   UnvalidatedField: 'unvalidated_field',
   UndeclaredField: 'undeclared_field',
   InvalidCommandName: 'invalid_command_name',
+  /** A command's `roles` option is not a non-empty list of snake_case role names. */
+  InvalidRoles: 'invalid_roles',
   DuplicateCommand: 'duplicate_command',
   InvalidOutputClass: 'invalid_output_class',
   InvalidInputClass: 'invalid_input_class',

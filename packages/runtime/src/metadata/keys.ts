@@ -27,6 +27,11 @@ export interface InputFieldOptions<T = unknown> {
   description?: string;
   /** Marks the field for content moderation in the published schema (`x-moderate: true`); nothing else. */
   moderate?: boolean;
+  /**
+   * Roles whose clients may run this field's setter (`set_<field>`); default `['controller']`.
+   * A client's role comes from its token (`controller`, `spectator`, or the app's own).
+   */
+  roles?: readonly string[];
 }
 
 /** Options of `@UploadField`: what a file must be for this field or parameter to take it. */
@@ -58,6 +63,12 @@ export interface EventOptions<P extends object = object> {
   description?: string;
   /** Class of the parameters object, its fields declared with `@InputField` + class-validator. */
   params?: new () => P;
+  /**
+   * Roles whose clients may send this command; default `['controller']`. Others get
+   * `forbidden_role`. A client's role comes from its token (`controller`, `spectator`, or the app's own).
+   * @example @event({ roles: ['controller', 'spectator'] }) like() { ... }
+   */
+  roles?: readonly string[];
 }
 
 export interface EventRecord {

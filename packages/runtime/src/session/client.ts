@@ -7,6 +7,8 @@ export interface Client<Message extends object = object> {
   readonly id: string;
   /** What the transport knows about it (remote address, user agent). */
   readonly info: { readonly remoteAddress?: string; readonly userAgent?: string };
+  /** Its role, from its token: `controller`, `spectator`, or the app's own (`controller` without a token). */
+  readonly role: string;
   /**
    * Sends a declared message to this client only (no-op once it has left).
    * @throws MessageNotDeclaredError (`message_not_declared`) for a class not in `@reactorApp({ messages })`.

@@ -14,6 +14,9 @@ export interface ClientOwner {
   publishes(client: HostClient, track: string): boolean;
   pushFrame(client: HostClient, track: string, frame: InboundFrame): boolean;
   countDropped(count: number): void;
+  rebind(client: HostClient, sink: ClientSink): void;
+  requestControl(client: HostClient, id: string): ReplyMessage | ErrorMessage;
+  releaseControl(client: HostClient, id: string): ReplyMessage | ErrorMessage;
 }
 
 /** One connected client: the transport's handle and the app's `Client`. */
@@ -29,12 +32,22 @@ export class HostClient implements Client, ClientHandle {
    */
   uploadChain: Promise<unknown> | undefined;
 
+  /** Where its messages and frames go (a resumed client's new connection replaces it). */
+  sink: ClientSink;
+
   constructor(
     private readonly owner: ClientOwner,
     readonly id: string,
-    readonly sink: ClientSink,
+    sink: ClientSink,
     readonly info: ClientInfo,
-  ) {}
+  ) {
+    this.sink = sink;
+  }
+
+  /** Its role (`controller` when the transport names none). */
+  get role(): string {
+    return this.info.role ?? 'controller';
+  }
 
   /** Still connected: `waiting`, `joining` or `joined`. */
   get connected(): boolean {
@@ -68,6 +81,18 @@ export class HostClient implements Client, ClientHandle {
 
   disconnect(): void {
     this.owner.detach(this);
+  }
+
+  rebind(sink: ClientSink): void {
+    this.owner.rebind(this, sink);
+  }
+
+  requestControl(id: string): ReplyMessage | ErrorMessage {
+    return this.owner.requestControl(this, id);
+  }
+
+  releaseControl(id: string): ReplyMessage | ErrorMessage {
+    return this.owner.releaseControl(this, id);
   }
 
   reportDropped(count: number): void {

@@ -10,6 +10,7 @@ import {
   type SessionStatus,
   type UploadInfo,
   type UploadTicket,
+  type WelcomeMessage,
   WireErrorCode,
 } from '@reactor/client';
 import { consoleLogger, type Logger } from '@reactor/log';
@@ -101,6 +102,12 @@ export interface AppHostOptions {
   statsIntervalMs?: number;
   /** Upload limits, waits, folder and image decoder (see `UploadOptions`; a server sets them through `uploads.configure()`). */
   uploads?: UploadOptions;
+  /**
+   * One controller at a time (default `false`): the first `controller` client of a session steers;
+   * other controllers are refused `not_controller` for what only a controller may do, until they
+   * `requestControl()` and the holder releases control (or leaves).
+   */
+  singleController?: boolean;
 }
 
 /** Cumulative counters of a host, for metrics. */
@@ -167,6 +174,7 @@ export class AppHost implements AppHostApi {
   private readonly gracePeriodMs: number;
   private readonly refusalBackoffMs: number;
   private readonly statsIntervalMs: number;
+  private readonly singleController: boolean;
   private readonly lock = new StepLock();
   private readonly ctx: HostContext;
   private readonly lifecycle = new Lifecycle<HostState>('host', 'created', HOST_TRANSITIONS);
@@ -218,6 +226,10 @@ export class AppHost implements AppHostApi {
     this.gracePeriodMs = nonNegative(options.gracePeriodMs, DEFAULT_GRACE_PERIOD_MS, 'gracePeriodMs');
     this.refusalBackoffMs = nonNegative(options.refusalBackoffMs, DEFAULT_REFUSAL_BACKOFF_MS, 'refusalBackoffMs');
     this.statsIntervalMs = nonNegative(options.statsIntervalMs, DEFAULT_STATS_INTERVAL_MS, 'statsIntervalMs');
+    if (options.singleController !== undefined && typeof options.singleController !== 'boolean') {
+      throw new HostOptionError(`options.singleController must be a boolean, got ${JSON.stringify(options.singleController)}`);
+    }
+    this.singleController = options.singleController ?? false;
     if (options.weightsPath !== undefined && typeof options.weightsPath !== 'string') {
       throw new HostOptionError(`options.weightsPath must be a string, got ${typeof options.weightsPath}`);
     }
@@ -430,14 +442,17 @@ export class AppHost implements AppHostApi {
 
   /**
    * Ends the running session now, as its last viewer leaving would (end hooks run, the runner
-   * stays loaded), and closes its clients with `reason`: a session router's `DELETE /sessions`,
-   * or a drain's deadline. Resolves false when no session runs.
+   * stays loaded), and closes its clients. `reason` is a text (a session router's
+   * `DELETE /sessions`, a drain's deadline: the clients' close reason) or an error (a transport's
+   * session limit, `session_time_limit` / `idle_timeout`: clients see the session status with
+   * the error first). Resolves false when no session runs.
    */
-  async endCurrentSession(reason: string): Promise<boolean> {
+  async endCurrentSession(reason: string | ErrorBody): Promise<boolean> {
     const s = this.session;
     if (!s || s.over) return false;
+    const [error, kick] = typeof reason === 'string' ? [undefined, reason] : [reason, undefined];
     await this.behindStep(async () => {
-      if (this.session === s && !s.over) await this.endSession(s, undefined, reason);
+      if (this.session === s && !s.over) await this.endSession(s, error, kick);
     });
     return true;
   }
@@ -486,13 +501,120 @@ export class AppHost implements AppHostApi {
     countDropped: (count: number) => {
       this.counters.framesDropped += count;
     },
+    rebind: (client: HostClient, sink: ClientSink) => this.rebind(client, sink),
+    requestControl: (client: HostClient, id: string) => this.answer(client, this.requestControl(client, id)),
+    releaseControl: (client: HostClient, id: string) => this.answer(client, this.releaseControl(client, id)),
   };
+
+  // ---- roles and control --------------------------------------------------------------------
+
+  /** A resumed client: its new sink gets a welcome (`resumed: true`) with the current state; everything else carries on. */
+  private rebind(client: HostClient, sink: ClientSink): void {
+    if (!client.connected) {
+      sink.close('this client has left; connect again for a new identity');
+      return;
+    }
+    client.sink = sink;
+    this.safe(sink, () => sink.message({ ...this.welcome(client), resumed: true }));
+  }
+
+  /** Whether `client` steers: any controller, or in single-controller mode the one holding control. */
+  private steers(client: HostClient): boolean {
+    if (client.role !== 'controller') return false;
+    return !this.singleController || client.session?.controller === client;
+  }
+
+  /** The error for a command or publication `client` may not make because of its role, or undefined. */
+  private roleError(client: HostClient, id: string, roles: readonly string[], what: string): ErrorMessage | undefined {
+    if (roles.includes(client.role) && (client.role !== 'controller' || this.steers(client))) return undefined;
+    // A controller without control may still do what a spectator may.
+    if (client.role === 'controller' && roles.includes('spectator')) return undefined;
+    if (client.role === 'controller' && roles.includes('controller')) {
+      const holder = client.session?.controller;
+      return errorReply(
+        id,
+        WireErrorCode.NotController,
+        `${what}: ${holder ? `client ${holder.id} holds control` : 'nobody holds control'} of this session (single-controller mode); send request_control and wait for a control message naming you`,
+      );
+    }
+    return errorReply(
+      id,
+      WireErrorCode.ForbiddenRole,
+      `${what}: your role "${client.role}" may not; it takes ${roles.map((r) => `"${r}"`).join(' or ')} (a token with that role)`,
+    );
+  }
+
+  private controlStatus(session: Session | undefined): { controller: string | null; queue: string[] } {
+    return { controller: session?.controller?.id ?? null, queue: session ? session.controlQueue.map((c) => c.id) : [] };
+  }
+
+  /** Tells every client of the session who steers now. */
+  private publishControl(session: Session): void {
+    if (!this.singleController || this.session !== session) return;
+    const msg: ServerMessage = { type: 'control', ...this.controlStatus(session) };
+    for (const c of session.members) if (c.connected) this.safe(c.sink, () => c.sink.message(msg));
+  }
+
+  /**
+   * Control passes to the first client waiting for it; when its holder left (not released it)
+   * and nobody waits, to the controller of the session that joined first; else to nobody.
+   */
+  private handOver(session: Session, holderLeft = false): void {
+    let next = session.controlQueue.shift();
+    while (next && !(next.connected && next.session === session)) next = session.controlQueue.shift();
+    if (!next && holderLeft) next = [...session.members].find((c) => c.connected && c.role === 'controller');
+    session.controller = next;
+    if (next) this.logger.info({ client: next.id }, `control passes to client ${next.id}`);
+  }
+
+  private requestControl(client: HostClient, id: string): ReplyMessage | ErrorMessage {
+    if (!this.singleController) return { type: 'reply', id, result: { controller: client.role === 'controller', singleController: false } };
+    const session = client.session;
+    if (!session || session.over || !client.lifecycle.is('joining', 'joined'))
+      return errorReply(id, WireErrorCode.NoSession, 'no session is running; ask for control once the session status is streaming');
+    if (client.role !== 'controller')
+      return errorReply(id, WireErrorCode.ForbiddenRole, `request_control: your role "${client.role}" may not steer; it takes a controller's token`);
+    if (session.controller === client) return { type: 'reply', id, result: { controller: true } };
+    if (!session.controller) {
+      session.controller = client;
+      this.publishControl(session);
+      return { type: 'reply', id, result: { controller: true } };
+    }
+    if (!session.controlQueue.includes(client)) session.controlQueue.push(client);
+    this.publishControl(session);
+    return { type: 'reply', id, result: { controller: false, position: session.controlQueue.indexOf(client) + 1 } };
+  }
+
+  private releaseControl(client: HostClient, id: string): ReplyMessage | ErrorMessage {
+    const session = client.session;
+    if (!this.singleController || !session || session.controller !== client) {
+      const queued = session ? session.controlQueue.indexOf(client) : -1;
+      if (queued >= 0) {
+        // Leaves the queue instead.
+        session!.controlQueue.splice(queued, 1);
+        this.publishControl(session!);
+        return { type: 'reply', id, result: { controller: false } };
+      }
+      return errorReply(
+        id,
+        WireErrorCode.NotHoldingControl,
+        `release_control: this client does not hold control${this.singleController ? '' : ' (the server is not in single-controller mode)'}`,
+      );
+    }
+    this.handOver(session);
+    this.publishControl(session);
+    return { type: 'reply', id, result: { controller: false } };
+  }
 
   /** `waiting` -> `joining`: the client is a member; its `@connected` hooks run in their turn. */
   private join(session: Session, client: HostClient): void {
     client.lifecycle.to('joining');
     client.session = session;
     session.members.add(client);
+    if (this.singleController && !session.controller && client.role === 'controller') {
+      session.controller = client;
+      this.publishControl(session);
+    }
     void this.task(async () => {
       if (session.over) return;
       // A client that left before its turn is gone: the app never saw it, so no hook runs.
@@ -531,6 +653,20 @@ export class AppHost implements AppHostApi {
   private publish(client: HostClient, id: string, track: string): ReplyMessage | ErrorMessage {
     const bad = this.inboundTrackError(id, track);
     if (bad) return bad;
+    const grant = client.info.publish ?? (client.role === 'controller' ? '*' : []);
+    if (grant !== '*' && !grant.includes(track)) {
+      return client.role === 'controller'
+        ? errorReply(
+            id,
+            WireErrorCode.PublishNotGranted,
+            `track "${track}" is not among the tracks your token lets you publish (${grant.join(', ') || 'none'}); ask for a token whose pub claim lists it`,
+          )
+        : errorReply(
+            id,
+            WireErrorCode.ForbiddenRole,
+            `publish "${track}": your role "${client.role}" may not publish; it takes a controller's token (or one whose pub claim lists the track)`,
+          );
+    }
     const session = client.session;
     if (!session || session.over || !client.lifecycle.is('joining', 'joined')) {
       return errorReply(id, WireErrorCode.NoSession, 'no session is running; publish once the session status is streaming');
@@ -543,6 +679,10 @@ export class AppHost implements AppHostApi {
         WireErrorCode.PublishRefused,
         `track "${track}" is taken for this session: ${who}; it is free again when its publisher unpublishes or leaves`,
       );
+    }
+    if (this.singleController && client.role === 'controller' && !this.steers(client)) {
+      const refused = this.roleError(client, id, ['controller'], `publish "${track}"`);
+      if (refused) return refused;
     }
     session.publishers.set(track, client);
     this.buffers.get(track)!.reset();
@@ -636,6 +776,12 @@ export class AppHost implements AppHostApi {
     const s = client.session;
     s?.members.delete(client);
     if (s) this.releaseTracks(s, client);
+    if (s && this.singleController) {
+      const queued = s.controlQueue.indexOf(client);
+      if (queued >= 0) s.controlQueue.splice(queued, 1);
+      if (s.controller === client) this.handOver(s, true);
+      if (queued >= 0 || s.controller !== client) this.publishControl(s);
+    }
     if (client.lifecycle.is('joined') && s && !s.lifecycle.is('ended')) {
       client.lifecycle.to('leaving');
       s.leaving.add(client);
@@ -664,7 +810,7 @@ export class AppHost implements AppHostApi {
     for (let next = first(session.leaving); next; next = first(session.leaving)) await this.finishLeaving(session, next);
   }
 
-  private welcome(client: HostClient): ServerMessage {
+  private welcome(client: HostClient): WelcomeMessage {
     const s = this.session;
     return {
       type: 'welcome',
@@ -675,6 +821,8 @@ export class AppHost implements AppHostApi {
       // A client still waiting for a session gets `{}` here and the state when it joins one.
       state: s && !s.over && client.session === s ? this.def.state.snapshot(s.state) : {},
       session: this.status,
+      role: client.role,
+      ...(this.singleController && { control: this.controlStatus(client.session === s ? s : undefined) }),
     };
   }
 
@@ -1023,6 +1171,8 @@ export class AppHost implements AppHostApi {
         `unknown command ${JSON.stringify(shown)}; this app has: ${[...this.def.commands.keys()].join(', ') || '(none)'}`,
       );
     }
+    const refused = this.roleError(client, id, spec.roles, `command ${spec.name}`);
+    if (refused) return refused;
     const session = this.session;
     if (!client.lifecycle.is('joining', 'joined') || !session || session.over || client.session !== session) {
       return errorReply(

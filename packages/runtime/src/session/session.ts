@@ -34,6 +34,9 @@ export class Session {
   uploads: UploadStore | undefined;
   /** The reason of the last refused step, logged once until it changes. */
   lastRefusal: string | undefined;
+  /** Single-controller mode: the client that steers, and those waiting for control (first first). */
+  controller: HostClient | undefined;
+  readonly controlQueue: HostClient[] = [];
 
   /** `id`: the session's id, when someone outside chose it (a session router's); a new UUID otherwise. */
   constructor(

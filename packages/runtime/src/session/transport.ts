@@ -97,6 +97,13 @@ export interface ClientInfo {
   remoteAddress?: string;
   userAgent?: string;
   /**
+   * The client's role, from its token: `controller` (the default) may steer, `spectator` watches
+   * (video, audio, state, messages), an app's own role runs the commands whose `roles` name it.
+   */
+  role?: string;
+  /** Inbound tracks it may publish (its token's `pub`); default: `*` for a controller, none for any other role. */
+  publish?: '*' | readonly string[];
+  /**
    * The id the session takes if this client starts it: a session router's id for the session
    * (`X-Reactor-Session-Id` on the socket), so that the id a viewer sees is the router's.
    * Ignored when a session runs already. Label-safe (1-63 of `[A-Za-z0-9_.-]`) or ignored.
@@ -132,6 +139,16 @@ export interface ClientHandle {
   pushFrame(track: string, frame: InboundFrame): boolean;
   /** The client left (socket closed). Idempotent. */
   disconnect(): void;
+  /**
+   * The same client on a new connection (it resumed after a drop): everything the host says to it
+   * goes to `sink` from now on, starting with a welcome (`resumed: true`, the current state).
+   * Its role, publications and uploads carry on.
+   */
+  rebind(sink: ClientSink): void;
+  /** Single-controller mode: `request_control`; the reply (or error) is sent to the sink and returned. */
+  requestControl(id: string): ReplyMessage | ErrorMessage;
+  /** Single-controller mode: `release_control`; the reply (or error) is sent to the sink and returned. */
+  releaseControl(id: string): ReplyMessage | ErrorMessage;
   /** Frames dropped for this client, as counted by its transport; included in its stats. */
   reportDropped(count: number): void;
 }
