@@ -422,6 +422,8 @@ export const WireErrorCode = {
   UnknownTier: 'unknown_tier',
   /** The server's video encoder failed; it switched this track to `jpeg` (a `video_config` follows). */
   EncoderFailed: 'encoder_failed',
+  /** `reactor dev` reloaded the app and its state class changed: the session started again from the new defaults (no id; the socket stays open). */
+  StateReset: 'state_reset',
 } as const;
 export type WireErrorCode = (typeof WireErrorCode)[keyof typeof WireErrorCode];
 

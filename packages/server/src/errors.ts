@@ -43,5 +43,6 @@ export const ServerErrorCode = {
   UnsupportedCodec: WireErrorCode.UnsupportedCodec,
   UnknownTier: WireErrorCode.UnknownTier,
   EncoderFailed: WireErrorCode.EncoderFailed,
+  StateReset: WireErrorCode.StateReset,
 } as const;
 export type ServerErrorCode = (typeof ServerErrorCode)[keyof typeof ServerErrorCode];

@@ -29,3 +29,5 @@ export { installShutdownHandlers, SHUTDOWN_SIGNALS } from './shutdown.js';
 export type { ShutdownOptions } from './shutdown.js';
 export { serve } from './serve.js';
 export type { ServeOptions } from './serve.js';
+export { HostSwitch, serveSwitchable, sameTracks, hostOptionsOf } from './host-switch.js';
+export type { SwitchableHost, ReplaceOptions, GenerationAwareSink } from './host-switch.js';
