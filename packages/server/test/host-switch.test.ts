@@ -4,12 +4,15 @@
 import 'reflect-metadata';
 import { IsString } from 'class-validator';
 import { describe, expect, it } from 'vitest';
-import type { WelcomeMessage } from '@reactor/client';
+import { FrameEncoding, decodeFrame, type WelcomeMessage } from '@reactor/client';
 import { AppHost, Frames, Input, InputField, InputState, Output, ReactorApp, Video, reactorApp, type InputBuffer } from '@reactor/runtime';
-import { HostSwitch, sameTracks, serveHost } from '../src/index.js';
+import { HostSwitch, sameTracks, serveHost, type ServerOptions } from '../src/index.js';
 import { quiet, useCleanups } from './fixtures/cleanups.js';
 import { RawClient, until } from './fixtures/net.js';
 import { ask } from './input-servers.js';
+
+/** Width and height of the app's frames. */
+const SIDE = 16;
 
 /** Version `v` of a small app: one state field, a camera in, a video out whose every byte is `v`. */
 function versionApp(v: number, failLoad = false): new () => ReactorApp<InputState, InputState, Output> {
@@ -31,8 +34,8 @@ function versionApp(v: number, failLoad = false): new () => ReactorApp<InputStat
     }
 
     generate(): Output {
-      const data = new Uint8Array(8 * 8 * 3).fill(v);
-      return new SwapOutput({ mainVideo: new Frames(data, [1, 8, 8, 3]) });
+      const data = new Uint8Array(SIDE * SIDE * 3).fill(v);
+      return new SwapOutput({ mainVideo: new Frames(data, [1, SIDE, SIDE, 3]) });
     }
   }
   return SwapApp as unknown as new () => ReactorApp<InputState, InputState, Output>;
@@ -40,11 +43,11 @@ function versionApp(v: number, failLoad = false): new () => ReactorApp<InputStat
 
 const cleanups = useCleanups();
 
-async function start(): Promise<{ swap: HostSwitch; url: string }> {
+async function start(options: ServerOptions = {}): Promise<{ swap: HostSwitch; url: string }> {
   const first = new AppHost(versionApp(1), { gracePeriodMs: 0, logger: quiet });
   await first.load();
   const swap = new HostSwitch(first, quiet);
-  const server = await serveHost(swap, { port: 0, logger: quiet, encoding: 'rgb' });
+  const server = await serveHost(swap, { port: 0, logger: quiet, encoding: 'rgb', ...options });
   cleanups.push(() => server.close());
   return { swap, url: server.wsUrl };
 }
@@ -59,7 +62,7 @@ async function client(url: string): Promise<RawClient> {
 function lastFrameValue(c: RawClient): number {
   const b = c.binaries.at(-1)!;
   const v = b[b.length - 1]!;
-  return b.subarray(b.length - 8 * 8 * 3).every((x) => x === v) ? v : -1;
+  return b.subarray(b.length - SIDE * SIDE * 3).every((x) => x === v) ? v : -1;
 }
 
 describe('server: HostSwitch', () => {
@@ -142,4 +145,31 @@ describe('server: HostSwitch', () => {
     await until(() => a.binaries.length > 0 && lastFrameValue(a) === 3, 10_000, 'frames of version 3');
     expect(a.closeCode).toBeUndefined();
   });
+
+  it('restarts coded video at a key frame, after a new video_config, on the new host', async () => {
+    const { swap, url } = await start({ video: { codec: 'h264', keyFrameInterval: 100_000 } });
+    const a = await client(url);
+    a.send({ type: 'select_video', id: 'v', codec: 'h264' });
+    await a.waitFor((m) => m.type === 'reply' && m.id === 'v');
+    const coded = (from: number): ReturnType<typeof decodeFrame>[] =>
+      a.binaries
+        .slice(from)
+        .map((b) => decodeFrame(new Uint8Array(b)))
+        .filter((f) => f.encoding === FrameEncoding.H264);
+    await until(() => coded(0).length >= 10, 20_000, 'H.264 frames of version 1');
+    const texts = a.texts.length;
+    // How many binary messages had arrived when the second welcome did (RawClient's own listener runs first).
+    let binariesAtWelcome = -1;
+    a.ws.on('message', (data, isBinary) => {
+      if (!isBinary && binariesAtWelcome < 0 && (JSON.parse(String(data)) as { type: string }).type === 'welcome') binariesAtWelcome = a.binaries.length;
+    });
+    await swap.replace(new AppHost(versionApp(2), { gracePeriodMs: 0, logger: quiet }), { load: (h) => h.load() });
+    await until(() => binariesAtWelcome >= 0, 5_000, 'the second welcome');
+    await until(() => coded(binariesAtWelcome).length >= 3, 20_000, 'H.264 frames of version 2');
+    // After the new welcome: a video_config again, and the first coded frame is a key frame.
+    const after = a.texts.slice(a.texts.findIndex((m, i) => i >= texts && m.type === 'welcome'));
+    expect(after.some((m) => m.type === 'video_config' && m.codec === 'h264')).toBe(true);
+    expect(coded(binariesAtWelcome)[0]!.key).toBe(true);
+    expect(a.closeCode).toBeUndefined();
+  }, 60_000);
 });
