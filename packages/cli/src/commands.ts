@@ -181,6 +181,7 @@ export async function serveApp(
   s: ServeSettings,
   logger: Logger,
   onServing?: (server: ReactorServer, agones: AgonesAgent | undefined) => void,
+  serveWith: typeof serve = serve,
 ): Promise<{ server: ReactorServer; viewer: URL; agones: AgonesAgent | undefined }> {
   const name = appName(m, App);
   logger.info(`${name} (${m.file})`);
@@ -190,7 +191,7 @@ export async function serveApp(
   const started = performance.now();
   let server: ReactorServer;
   try {
-    server = await serve(App, {
+    server = await serveWith(App, {
       // Every `server:` key of the manifest (one table, manifest.ts SERVER_OPTION_KEYS), then what the flags decided.
       ...m.server,
       host: s.host,
