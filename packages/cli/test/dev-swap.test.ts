@@ -85,7 +85,12 @@ describe('reactor dev keeps the clients connected', () => {
     const viewers = (): string[] => [...out.matchAll(/Viewer: (\S+)/g)].map((m) => m[1]!);
     let closed: string | undefined;
     try {
-      await until(() => viewers().length === 1, 'the first server', 180_000, () => err);
+      await until(
+        () => viewers().length === 1,
+        'the first server',
+        180_000,
+        () => err,
+      );
       const url = viewers()[0]!;
       const socket = new WS(`ws://${new URL(url).host}/ws`);
       const welcomes: Welcome[] = [];
@@ -120,7 +125,12 @@ describe('reactor dev keeps the clients connected', () => {
         .replace("default: 'A sunset over the sea.'", "default: 'A harbour at dawn.'")
         .replace('    const r = outcome.result!;\n', '    const r = outcome.result!;\n    r.frames.fill(201);\n');
       atomicWrite(app, v2);
-      await until(() => welcomes.length === 2, 'a second welcome on the same socket', 180_000, () => err);
+      await until(
+        () => welcomes.length === 2,
+        'a second welcome on the same socket',
+        180_000,
+        () => err,
+      );
       const second = welcomes[1]!;
       expect(second.clientId).not.toBe(welcomes[0]!.clientId);
       expect(second.schema.state.properties['prompt']!.default).toBe('A harbour at dawn.');
@@ -144,7 +154,12 @@ describe('reactor dev keeps the clients connected', () => {
           .replace("import { IsString, MaxLength } from 'class-validator';", "import { IsInt, IsString, MaxLength } from 'class-validator';")
           .replace('  prompt!: string;\n', `  prompt!: string;\n\n${field}`),
       );
-      await until(() => welcomes.length === 3, 'a third welcome on the same socket', 180_000, () => err);
+      await until(
+        () => welcomes.length === 3,
+        'a third welcome on the same socket',
+        180_000,
+        () => err,
+      );
       expect(welcomes[2]!.state).toEqual({ prompt: 'A harbour at dawn.', speed: 1 });
       await until(() => errors.length > 0, 'the state_reset notice', 10_000);
       expect(errors).toHaveLength(1);
