@@ -15,7 +15,8 @@
  * already handed to the old host is answered by the old host; `publish` is refused with
  * `no_session` (publish again once the welcome arrived); frames of inbound tracks are dropped;
  * uploads go to the host current when they are announced and end with its session (a replace
- * ends the old session, and with it the files and the writes in flight).
+ * ends the old session, and with it its files: an upload announced before is `upload_not_found`
+ * on the new host); the server's upload settings (`configure`) are applied to every new host.
  *
  * The server's own limits that follow the schema's tracks (largest inbound frame, video encoders)
  * are fixed when it starts: a new host must declare the same tracks ({@link sameTracks}).

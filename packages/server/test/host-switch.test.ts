@@ -6,7 +6,11 @@ import { IsString } from 'class-validator';
 import { describe, expect, it } from 'vitest';
 import { FrameEncoding, decodeFrame, type WelcomeMessage } from '@reactor/client';
 import { AppHost, Frames, Input, InputField, InputState, Output, ReactorApp, Video, reactorApp, type InputBuffer } from '@reactor/runtime';
-import { HostSwitch, sameTracks, serveHost, type ServerOptions } from '../src/index.js';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { HostSwitch, sameTracks, serveHost, serveSwitchable, type ServerOptions } from '../src/index.js';
+import { UploadApp } from './fixtures/upload-app.js';
 import { quiet, useCleanups } from './fixtures/cleanups.js';
 import { RawClient, until } from './fixtures/net.js';
 import { ask } from './input-servers.js';
@@ -172,4 +176,39 @@ describe('server: HostSwitch', () => {
     expect(coded(binariesAtWelcome)[0]!.key).toBe(true);
     expect(a.closeCode).toBeUndefined();
   }, 60_000);
+
+  it('serveSwitchable: an upload announced on the old host is unknown to the new one (its session ended), and uploads go on to the new host with the same limits', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'host-switch-uploads-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const server = await serveSwitchable(UploadApp, { port: 0, gracePeriodMs: 0, logger: quiet, uploadDir: dir, maxUploadBytes: 1000 });
+    cleanups.push(() => server.close());
+    await server.loaded;
+    const a = await client(server.wsUrl);
+    const clientId = (): string => (a.texts.filter((m) => m.type === 'welcome').at(-1) as WelcomeMessage).clientId;
+    const announce = async (size: number): Promise<{ status: number; json: { uploadId?: string; url?: string; error?: { code: string } } }> => {
+      const res = await fetch(`${server.url}/uploads`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ name: 'a.png', size, clientId: clientId() }),
+      });
+      return { status: res.status, json: (await res.json()) as { uploadId?: string; url?: string; error?: { code: string } } };
+    };
+    const bytes = Buffer.alloc(100, 7);
+    bytes.set([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+    const old = await announce(bytes.length);
+    expect(old.status).toBe(201);
+    const next = new AppHost(UploadApp, { gracePeriodMs: 0, logger: quiet });
+    await server.host.replace(next, { load: (h) => h.load() });
+    await until(() => a.texts.filter((m) => m.type === 'welcome').length === 2, 5_000, 'the second welcome');
+    const late = await fetch(`${server.url}${old.json.url}`, { method: 'PUT', body: bytes });
+    expect(late.status).toBe(404);
+    expect(((await late.json()) as { error: { code: string } }).error.code).toBe('upload_not_found');
+    // The limits the server set (maxUploadBytes, the folder) hold on the new host too.
+    expect(await announce(1001)).toMatchObject({ status: 413, json: { error: { code: 'upload_too_large' } } });
+    const fresh = await announce(bytes.length);
+    expect(fresh.status).toBe(201);
+    const stored = await fetch(`${server.url}${fresh.json.url}`, { method: 'PUT', body: bytes });
+    expect(stored.status).toBe(200);
+    expect(readdirSync(dir).length).toBeGreaterThan(0);
+  });
 });
