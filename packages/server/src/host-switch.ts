@@ -12,8 +12,9 @@
  * `track_released`), and any `notice` is sent to it.
  *
  * While a replace runs, commands wait for the new host (answered by it, in order); a command
- * already handed to the old host is answered by the old host; `publish` is refused with
- * `no_session` (publish again once the welcome arrived); frames of inbound tracks are dropped;
+ * already handed to the old host is run by it to the end (it closes behind it) and answered;
+ * `publish` is refused with `no_session` (publish again once the welcome arrived); frames of
+ * inbound tracks are dropped;
  * uploads go to the host current when they are announced and end with its session (a replace
  * ends the old session, and with it its files: an upload announced before is `upload_not_found`
  * on the new host); the server's upload settings (`configure`) are applied to every new host.

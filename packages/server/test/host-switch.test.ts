@@ -5,7 +5,7 @@ import 'reflect-metadata';
 import { IsString } from 'class-validator';
 import { describe, expect, it } from 'vitest';
 import { FrameEncoding, decodeFrame, type WelcomeMessage } from '@reactor/client';
-import { AppHost, Frames, Input, InputField, InputState, Output, ReactorApp, Video, reactorApp, type InputBuffer } from '@reactor/runtime';
+import { AppHost, Frames, Input, InputField, InputState, Output, ReactorApp, Video, event, reactorApp, type InputBuffer } from '@reactor/runtime';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,7 +19,7 @@ import { ask } from './input-servers.js';
 const SIDE = 16;
 
 /** Version `v` of a small app: one state field, a camera in, a video out whose every byte is `v`. */
-function versionApp(v: number, failLoad = false): new () => ReactorApp<InputState, InputState, Output> {
+function versionApp(v: number, failLoad = false, slow: Promise<void> = Promise.resolve()): new () => ReactorApp<InputState, InputState, Output> {
   class SwapState extends InputState {
     @InputField({ default: `default ${v}` })
     @IsString()
@@ -37,6 +37,12 @@ function versionApp(v: number, failLoad = false): new () => ReactorApp<InputStat
       if (failLoad) throw new Error('load failed on purpose');
     }
 
+    @event({ name: 'slow', description: 'Answers once the test lets it.' })
+    async slow(): Promise<{ version: number }> {
+      await slow;
+      return { version: v };
+    }
+
     generate(): Output {
       const data = new Uint8Array(SIDE * SIDE * 3).fill(v);
       return new SwapOutput({ mainVideo: new Frames(data, [1, SIDE, SIDE, 3]) });
@@ -47,8 +53,8 @@ function versionApp(v: number, failLoad = false): new () => ReactorApp<InputStat
 
 const cleanups = useCleanups();
 
-async function start(options: ServerOptions = {}): Promise<{ swap: HostSwitch; url: string }> {
-  const first = new AppHost(versionApp(1), { gracePeriodMs: 0, logger: quiet });
+async function start(options: ServerOptions = {}, slow?: Promise<void>): Promise<{ swap: HostSwitch; url: string }> {
+  const first = new AppHost(versionApp(1, false, slow), { gracePeriodMs: 0, logger: quiet });
   await first.load();
   const swap = new HostSwitch(first, quiet);
   const server = await serveHost(swap, { port: 0, logger: quiet, encoding: 'rgb', ...options });
@@ -210,5 +216,26 @@ describe('server: HostSwitch', () => {
     const stored = await fetch(`${server.url}${fresh.json.url}`, { method: 'PUT', body: bytes });
     expect(stored.status).toBe(200);
     expect(readdirSync(dir).length).toBeGreaterThan(0);
+  });
+
+  it('lets a command the old host is running finish there and answers it on the same socket', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const { swap, url } = await start({}, gate);
+    const a = await client(url);
+    a.send({ type: 'command', id: 'slow', name: 'slow' });
+    await new Promise((r) => setTimeout(r, 100));
+    const replaced = swap.replace(new AppHost(versionApp(2), { gracePeriodMs: 0, logger: quiet }), { load: (h) => h.load() });
+    setTimeout(release, 100);
+    await replaced;
+    // Run by version 1 (the old host waits for it before it closes), answered on the open socket.
+    expect(await a.waitFor((m) => (m.type === 'reply' || m.type === 'error') && m.id === 'slow')).toEqual({
+      type: 'reply',
+      id: 'slow',
+      result: { version: 1 },
+    });
+    await until(() => a.texts.filter((m) => m.type === 'welcome').length === 2, 5_000, 'the second welcome');
+    expect((await a.command('again', 'slow')).type).toBe('reply');
+    expect(a.closeCode).toBeUndefined();
   });
 });
