@@ -162,6 +162,8 @@ async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostR
       }
       await next.close();
       logger.info('the tracks changed: restarting the server (the clients reconnect)');
+    } else if (current && lastKey !== undefined && key !== lastKey) {
+      logger.info('the manifest or the serving flags changed: restarting the server (the clients reconnect)');
     }
     lastKey = key;
     let carried: CarriedState | undefined;

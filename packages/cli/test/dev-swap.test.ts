@@ -62,7 +62,7 @@ type Welcome = { type: 'welcome'; clientId: string; state: Record<string, unknow
 type Seen = { welcome: number; bytes: Uint8Array };
 
 describe('reactor dev keeps the clients connected', () => {
-  it('swaps the app half under an open socket (state carried, new frames), and on a state class change sends the defaults and state_reset', async () => {
+  it('swaps the app half under an open socket (state carried, new frames), on a state class change sends the defaults and state_reset, and restarts the server for a server: key change', async () => {
     const req = createRequire(join(project, 'package.json'));
     const ws = (await import(pathToFileURL(req.resolve('ws')).href)) as { WebSocket?: unknown; default?: unknown };
     const WS = (ws.WebSocket ?? ws.default) as new (url: string) => {
@@ -171,7 +171,34 @@ describe('reactor dev keeps the clients connected', () => {
       expect(closed).toBeUndefined();
       socket.send(JSON.stringify({ type: 'command', id: 's1', name: 'set_speed', params: { speed: 3 } }));
       await until(() => replies.has('s1'), `the reply to set_speed: ${JSON.stringify(errors)}`, 30_000);
-      socket.close();
+
+      // A server: key changed: the server restarts (its options are fixed at start), so the socket
+      // closes; a client that reconnects finds the session's state carried.
+      const manifest = join(project, 'reactor.yaml');
+      atomicWrite(manifest, `${readFileSync(manifest, 'utf8').trimEnd()}\n  heartbeat_ms: 20000\n`);
+      await until(
+        () => closed !== undefined,
+        'the socket to close at the server restart',
+        180_000,
+        () => err,
+      );
+      expect(closed).toMatch(/^1001 /);
+      await until(
+        () => viewers().length === 4,
+        'the restarted server',
+        180_000,
+        () => err,
+      );
+      expect(err).toContain('the manifest or the serving flags changed: restarting the server (the clients reconnect)');
+      const again = new WS(`ws://${new URL(url).host}/ws`);
+      const state = await new Promise<Record<string, unknown>>((done) =>
+        again.on('message', (d, binary) => {
+          const msg = binary ? undefined : (JSON.parse(d.toString()) as { type: string; state: Record<string, unknown> });
+          if (msg?.type === 'welcome') done(msg.state);
+        }),
+      );
+      again.close();
+      expect(state).toEqual({ prompt: 'A harbour at dawn.', speed: 3 });
     } finally {
       const tree = descendants(child.pid!);
       child.kill('SIGTERM');
