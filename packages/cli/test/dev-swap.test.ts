@@ -2,7 +2,8 @@
 // project's own `ws`, no reconnect logic) stays connected across an atomic save of src/app.ts,
 // gets a new welcome on the same socket with the session's state carried, then frames painted by
 // the new version; when the state class changes it gets the new defaults and a `state_reset`
-// notice, still on the same socket.
+// notice, still on the same socket. A change to the manifest's server: keys restarts the server
+// (the one case the socket closes), and a client that reconnects finds the state carried.
 import { execFile, spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
