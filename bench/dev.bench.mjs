@@ -5,6 +5,9 @@
 // installed from pnpm's store, served by `reactor dev --port 0`; each edit is an atomic save (a
 // temporary file renamed over the source, as vim does). The clock starts at the rename and stops
 // at the first frame a new client gets from the version the edit made. Target: app half <= 1.5 s.
+// A client connected before the first edit stays connected throughout (the app host is swapped
+// under its socket); `keptClient*` is the time from the rename to its first frame after the new
+// version's welcome.
 // `node bench/run.mjs dev`; the built CLI is needed (pnpm build).
 import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -66,22 +69,45 @@ try {
   const viewers = () => [...out.matchAll(/Viewer: (\S+)/g)].map((m) => m[1]);
   await until(() => viewers().length === 1, `the first server:\n${err}`);
   await firstFrame(viewers()[0]);
+  // A client that stays connected through every reload (the app host is swapped under its socket):
+  // the time to its first frame after the new version's welcome is measured too.
+  const kept = new WebSocket(`ws://${new URL(viewers()[0]).host}/ws`);
+  let keptWelcomes = 0;
+  let keptFrames = 0;
+  let keptClosed = false;
+  kept.on('message', (d, binary) => {
+    if (binary) keptFrames++;
+    else if (JSON.parse(d.toString()).type === 'welcome') {
+      keptWelcomes++;
+      keptFrames = 0;
+    }
+  });
+  kept.on('close', () => (keptClosed = true));
+  await until(() => keptWelcomes === 1 && keptFrames > 0, 'the kept client to stream');
+  const keptTimes = { app: [], worker: [] };
 
-  const measure = async (file, edit) => {
+  const measure = async (file, edit, half) => {
     const times = [];
     const original = readFileSync(file, 'utf8');
     for (let i = 1; i <= EDITS; i++) {
       const count = viewers().length;
+      const welcomes = keptWelcomes;
       const t0 = performance.now();
       atomicWrite(file, edit(original, i));
+      await until(() => keptWelcomes === welcomes + 1 && keptFrames > 0, `the kept client's first frame after edit ${i} of ${file}:\n${err.slice(-2000)}`);
+      keptTimes[half].push((performance.now() - t0) / 1000);
       await until(() => viewers().length === count + 1, `the reload after edit ${i} of ${file}:\n${err.slice(-2000)}`);
       await firstFrame(viewers()[count]);
       times.push((performance.now() - t0) / 1000);
     }
     return times;
   };
-  const app = await measure(join(project, 'src/app.ts'), (src, i) => src.replace("default: 'A sunset over the sea.'", `default: 'A sunset, take ${i}.'`));
-  const worker = await measure(join(project, 'src/worker.ts'), (src, i) => `${src}\nexport const benchEdit${i} = ${i};\n`);
+  const app = await measure(
+    join(project, 'src/app.ts'),
+    (src, i) => src.replace("default: 'A sunset over the sea.'", `default: 'A sunset, take ${i}.'`),
+    'app',
+  );
+  const worker = await measure(join(project, 'src/worker.ts'), (src, i) => `${src}\nexport const benchEdit${i} = ${i};\n`, 'worker');
   const builds = [...err.matchAll(/built in ([\d.]+) s/g)].map((m) => Number(m[1]));
   const round = (x) => Math.round(x * 1000) / 1000;
   for (const [half, times] of [
@@ -96,6 +122,9 @@ try {
         p50S: round(p50(times)),
         maxS: round(Math.max(...times)),
         timesS: times.map(round),
+        keptClientP50S: round(p50(keptTimes[half])),
+        keptClientTimesS: keptTimes[half].map(round),
+        keptClientConnected: !keptClosed,
         ...(half === 'app' && { targetS: 1.5, targetMet: p50(times) <= 1.5 }),
       }),
     );

@@ -23,7 +23,10 @@ class CutProxy {
   refusing = false;
   constructor(target: number) {
     this.#server = createServer((down) => {
-      if (this.refusing) return down.destroy();
+      if (this.refusing) {
+        down.destroy();
+        return;
+      }
       const up = netConnect(target, '127.0.0.1');
       const pair: [Socket, Socket] = [down, up];
       this.#pairs.add(pair);

@@ -213,6 +213,7 @@ export async function serveApp(
   s: ServeSettings,
   logger: Logger,
   onServing?: (server: ReactorServer, agones: AgonesAgent | undefined) => void,
+  serveWith: typeof serve = serve,
 ): Promise<{ server: ReactorServer; viewer: URL; agones: AgonesAgent | undefined }> {
   const name = appName(m, App);
   logger.info(`${name} (${m.file})`);
@@ -224,7 +225,7 @@ export async function serveApp(
   const { auth: _writtenAuth, ...serverKeys } = m.server;
   let server: ReactorServer;
   try {
-    server = await serve(App, {
+    server = await serveWith(App, {
       // Every `server:` key of the manifest (one table, manifest.ts SERVER_OPTION_KEYS), then what the flags decided.
       ...serverKeys,
       host: s.host,

@@ -6,23 +6,28 @@
  * whose worker modules, options or `loadArgs` changed starts new ranks instead.
  *
  * Order of a reload: import the new generation first (an import that fails leaves the old
- * version serving), note the live session's state, close the old server (its runner parks),
- * serve the new one, carry the state into a session of it, then stop every parked runner the new
- * version did not take.
+ * version serving), note the live session's state, then, when the manifest and the tracks are
+ * unchanged, swap the app host under the live connections (`HostSwitch.replace` of
+ * `@reactor/server`): the clients are detached, the old app closes (its runner parks), the new
+ * one loads, the state is carried into a session of it, and every client is connected to it on
+ * its open socket (a new welcome with the carried state). Then every parked runner the new
+ * version did not take is stopped. When the manifest or the tracks changed, the old server closes
+ * and a new one listens on the same port: the clients reconnect on their own and join the
+ * carried session within its grace period.
  *
  * The session state is carried when the state class is unchanged (the same fields with the same
  * types and constraints; defaults and descriptions may differ): the new version's session gets
- * the old one's values (through its own `set_<field>` commands, so they are validated again) and
- * the clients, which reconnect on their own, join it within the session grace period. When the
- * class changed, the new session starts from the new defaults (and the log says so). Upload
- * fields are not carried (their files belonged to the old session).
+ * the old one's values (through its own `set_<field>` commands, so they are validated again).
+ * When the class changed, the new session starts from the new defaults, the log says so, and
+ * every connected client gets a `state_reset` error message (no id) saying why. Upload fields
+ * are not carried (their files belonged to the old session).
  */
 import { register } from 'node:module';
 import type { Logger } from '@reactor/log';
 import { consoleLogger, levelFromEnv } from '@reactor/log';
 import { disableRankReuse, enableRankReuse, releaseParkedRunners } from '@reactor/distributed/internal';
-import type { ReactorServer } from '@reactor/server';
-import type { ClientSink } from '@reactor/runtime';
+import { HostSwitch, hostOptionsOf, sameTracks, serveSwitchable, ServerErrorCode, type ReactorServer, type ServeOptions } from '@reactor/server';
+import { AppHost, type AppHostApi, type ClientSink } from '@reactor/runtime';
 import { checkPaths, importApp, manifestFrom, serveApp, serveSettings, type CliOptions } from './commands.js';
 import { GENERATION_PARAM } from './dev-loader.js';
 import type { Manifest } from './manifest.js';
@@ -46,6 +51,9 @@ interface CarriedState {
   values: Record<string, unknown>;
 }
 
+/** A protocol message to a client (`@reactor/client`'s `ServerMessage`). */
+type ServerMessage = Parameters<ClientSink['message']>[0];
+
 const quietSink: ClientSink = { message: () => undefined, frame: () => undefined, close: () => undefined };
 
 /** The state's shape without what may change freely (defaults, descriptions). */
@@ -60,8 +68,7 @@ function stateShape(schema: unknown): unknown {
 }
 
 /** The live session's state (a quiet client joins it for its welcome); undefined without a session. */
-function noteState(server: ReactorServer): CarriedState | undefined {
-  const host = server.host;
+function noteState(host: AppHostApi): CarriedState | undefined {
   if (host.status.sessionId === undefined) return undefined;
   let values: Record<string, unknown> | undefined;
   const handle = host.connect({ ...quietSink, message: (m) => void (m.type === 'welcome' && (values ??= m.state)) });
@@ -69,12 +76,19 @@ function noteState(server: ReactorServer): CarriedState | undefined {
   return values === undefined ? undefined : { schema: host.schema.state, values };
 }
 
-/** Sets the carried values in a new session of the new version, when its state class is the same. */
-async function carryState(server: ReactorServer, carried: CarriedState, logger: Logger): Promise<void> {
-  const host = server.host;
+/**
+ * Sets the carried values in a new session of the new version, when its state class is the same.
+ * Returns the `state_reset` notice for the connected clients when it is not.
+ */
+async function carryState(host: AppHostApi, carried: CarriedState, logger: Logger, rejoin: string): Promise<ServerMessage | undefined> {
   if (JSON.stringify(stateShape(host.schema.state)) !== JSON.stringify(stateShape(carried.schema))) {
     logger.info('the state class changed: the session starts again from its defaults');
-    return;
+    return {
+      type: 'error',
+      code: ServerErrorCode.StateReset,
+      message:
+        'reactor dev reloaded the app and its state class changed (a field was added, removed or retyped, or a constraint changed), so the session started again from the new defaults; the new state is in the welcome',
+    };
   }
   const props = ((carried.schema as { properties?: Record<string, Record<string, unknown>> }).properties ?? {}) as Record<string, Record<string, unknown>>;
   const fields = Object.keys(carried.values).filter((k) => props[k] !== undefined && props[k]['x-reactor-upload'] === undefined);
@@ -87,7 +101,8 @@ async function carryState(server: ReactorServer, carried: CarriedState, logger: 
   } finally {
     handle.disconnect();
   }
-  logger.info(`carried the session state into the new version (${fields.join(', ') || 'no fields'}); clients rejoin it as they reconnect`);
+  logger.info(`carried the session state into the new version (${fields.join(', ') || 'no fields'}); ${rejoin}`);
+  return undefined;
 }
 
 /** The manifest keys whose change means the ranks load again. */
@@ -102,6 +117,11 @@ async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostR
   let current: ReactorServer | undefined;
   let generation = 0;
   let lastModel: string | undefined;
+  /** The manifest and serving settings the current server was started with (a change restarts it). */
+  let lastKey: string | undefined;
+  /** The options `serve` was called with for the current server (the next host is built alike). */
+  let served: ServeOptions | undefined;
+  let viewerHref = '';
   let closing = false;
 
   const load = async (model: boolean): Promise<void> => {
@@ -123,21 +143,48 @@ async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostR
     }
     const reloadModel = model || (lastModel !== undefined && lastModel !== modelKeys(m));
     lastModel = modelKeys(m);
+    // The port is the one the first server got (`o.port` is set to it): not a change.
+    const key = JSON.stringify({ m, settings: { ...settings, port: undefined } });
+    if (current && current.host instanceof HostSwitch && served && key === lastKey) {
+      const swap = current.host;
+      let next: AppHost;
+      try {
+        next = new AppHost(App, hostOptionsOf(served).hostOptions);
+      } catch (err) {
+        const reason = (err as Error).message;
+        logger.error(`${reason}; the previous version keeps serving`);
+        send({ t: 'kept', reason });
+        return;
+      }
+      if (sameTracks(next.schema, swap.schema)) {
+        await swapIn(swap, next, reloadModel);
+        return;
+      }
+      await next.close();
+      logger.info('the tracks changed: restarting the server (the clients reconnect)');
+    } else if (current && lastKey !== undefined && key !== lastKey) {
+      logger.info('the manifest or the serving flags changed: restarting the server (the clients reconnect)');
+    }
+    lastKey = key;
     let carried: CarriedState | undefined;
     if (current) {
       const old = current;
       current = undefined;
-      carried = noteState(old);
+      carried = noteState(old.host instanceof HostSwitch ? old.host.current : old.host);
       await old.close();
     }
     if (reloadModel) await releaseParkedRunners();
     if (closing) return;
     try {
-      const { server, viewer } = await serveApp(o, m, App, settings, logger);
+      const { server, viewer } = await serveApp(o, m, App, settings, logger, undefined, (A, options) => {
+        served = options;
+        return serveSwitchable(A, options);
+      });
       current = server;
       // Keep the port the first server got (with --port 0 as well), so the viewer stays put.
       o.port = new URL(server.url).port;
-      if (carried) await carryState(server, carried, logger);
+      viewerHref = viewer.href;
+      if (carried) await carryState(server.host, carried, logger, 'clients rejoin it as they reconnect');
       await releaseParkedRunners();
       process.stdout.write(`Viewer: ${viewer.href}\n`);
       send({ t: 'serving', viewer: viewer.href, generation });
@@ -147,6 +194,30 @@ async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostR
       logger.error(`${reason}; fix it and save a file to try again`);
       send({ t: 'down', reason });
     }
+  };
+
+  /** The new generation's host takes the place of the old one under the live connections. */
+  const swapIn = async (swap: HostSwitch, next: AppHost, reloadModel: boolean): Promise<void> => {
+    const carried = noteState(swap.current);
+    const { load: context } = hostOptionsOf(served!);
+    const started = performance.now();
+    const { loadError } = await swap.replace(next, {
+      load: async (h) => {
+        if (reloadModel) await releaseParkedRunners();
+        await h.load(context);
+      },
+      prepare: (h) => (carried ? carryState(h, carried, logger, 'the connected clients kept their connection') : undefined),
+    });
+    await releaseParkedRunners();
+    if (loadError !== undefined) {
+      const reason = (loadError as Error).message;
+      logger.error(`${reason}; the server stays up with the failed version; fix it and save a file to try again`);
+      send({ t: 'down', reason });
+      return;
+    }
+    logger.info(`swapped the app under ${swap.status.clients} connected client(s) in ${((performance.now() - started) / 1000).toFixed(2)} s`);
+    process.stdout.write(`Viewer: ${viewerHref}\n`);
+    send({ t: 'serving', viewer: viewerHref, generation });
   };
 
   let cycle = load(false);

@@ -593,6 +593,8 @@ export const WireErrorCode = {
   SessionTimeLimit: 'session_time_limit',
   /** Close reason: no command, publication or frame from any controller for the idle timeout. */
   IdleTimeout: 'idle_timeout',
+  /** `reactor dev` reloaded the app and its state class changed: the session started again from the new defaults (no id; the socket stays open). */
+  StateReset: 'state_reset',
 } as const;
 export type WireErrorCode = (typeof WireErrorCode)[keyof typeof WireErrorCode];
 

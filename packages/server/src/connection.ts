@@ -448,6 +448,30 @@ export class ClientConnection implements ClientSink, BudgetHolder, VideoSubscrib
     this.#ws.close(code, truncateReason(reason));
   }
 
+  /**
+   * The connection moves to a new app host (`HostSwitch.replace`, `reactor dev`): what is queued
+   * belongs to the old one and is dropped (counted as `flush`), and each coded video track sends
+   * a new `video_config` and waits for a key frame, which is asked for at once.
+   */
+  newGeneration(): void {
+    if (this.#closed) return;
+    let frames = 0;
+    let audio = 0;
+    for (let i = this.#queue.length - 1; i >= 0; i--) {
+      if (this.#unqueue(i).audio) audio++;
+      else frames++;
+    }
+    if (frames > 0) this.#ctx.metrics.framesDropped.inc({ reason: 'flush' }, frames);
+    if (audio > 0) this.#ctx.metrics.audioChunksDropped.inc({ reason: 'flush' }, audio);
+    for (const v of this.#video.values()) {
+      v.lastConfig = undefined;
+      if (v.encoder) {
+        v.awaitingKey = true;
+        v.encoder.requestKeyFrame('join');
+      }
+    }
+  }
+
   // ---- outbound --------------------------------------------------------------------------
 
   /** Bytes handed to the socket whose write has not completed. */

@@ -68,5 +68,6 @@ export const ServerErrorCode = {
   NotHoldingControl: WireErrorCode.NotHoldingControl,
   SessionTimeLimit: WireErrorCode.SessionTimeLimit,
   IdleTimeout: WireErrorCode.IdleTimeout,
+  StateReset: WireErrorCode.StateReset,
 } as const;
 export type ServerErrorCode = (typeof ServerErrorCode)[keyof typeof ServerErrorCode];

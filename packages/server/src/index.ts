@@ -44,3 +44,5 @@ export {
 export type { Grant, Role, SigningKey, TokenAuthOptions, TokenCheck, TokenErrorCode, TokenRequest } from './tokens.js';
 export { DEFAULT_RESUME_GRACE_MS } from './options.js';
 export type { ServeOptions } from './serve.js';
+export { HostSwitch, serveSwitchable, sameTracks, hostOptionsOf } from './host-switch.js';
+export type { SwitchableHost, ReplaceOptions, GenerationAwareSink } from './host-switch.js';

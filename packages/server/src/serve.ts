@@ -16,6 +16,24 @@ const LOAD_KEYS = ['configPath', 'manifestGpuCount'];
 
 const HOST_KEYS = ['gracePeriodMs', 'weightsPath', 'refusalBackoffMs', 'statsIntervalMs', 'singleController'] as const;
 
+/** `serve()`'s options split into the host's, the server's and `load()`'s. */
+export function splitServeOptions(options: ServeOptions): {
+  hostOptions: AppHostOptions;
+  serverOptions: ServerOptions;
+  load: { configPath?: string; manifestGpuCount?: number };
+} {
+  const hostOptions: AppHostOptions = {};
+  const serverOptions: ServerOptions = {};
+  for (const [k, v] of Object.entries(options)) {
+    if (v === undefined || LOAD_KEYS.includes(k)) continue;
+    if ((HOST_KEYS as readonly string[]).includes(k)) (hostOptions as Record<string, unknown>)[k] = v;
+    else (serverOptions as Record<string, unknown>)[k] = v;
+  }
+  if (options.logger) hostOptions.logger = options.logger;
+  resolveServerOptions(serverOptions); // a bad server option throws before the app is built
+  return { hostOptions, serverOptions, load: { configPath: options.configPath, manifestGpuCount: options.manifestGpuCount } };
+}
+
 /**
  * Serves an app class: registers it (whole-class checks throw here), starts listening, then
  * loads the app in the background. `/health` says `loading` until `load()` finishes, then
@@ -29,15 +47,7 @@ const HOST_KEYS = ['gracePeriodMs', 'weightsPath', 'refusalBackoffMs', 'statsInt
  * console.log(`open ${server.url}`);
  */
 export async function serve(appClass: new () => ReactorApp<any, any, any, any>, options: ServeOptions = {}): Promise<ReactorServer> {
-  const hostOptions: AppHostOptions = {};
-  const serverOptions: ServerOptions = {};
-  for (const [k, v] of Object.entries(options)) {
-    if (v === undefined || LOAD_KEYS.includes(k)) continue;
-    if ((HOST_KEYS as readonly string[]).includes(k)) (hostOptions as Record<string, unknown>)[k] = v;
-    else (serverOptions as Record<string, unknown>)[k] = v;
-  }
-  if (options.logger) hostOptions.logger = options.logger;
-  resolveServerOptions(serverOptions); // a bad server option throws before the app is built
+  const { hostOptions, serverOptions, load } = splitServeOptions(options);
   const host = new AppHost(appClass, hostOptions);
   const server = new ReactorServer(host, serverOptions);
   try {
@@ -46,7 +56,7 @@ export async function serve(appClass: new () => ReactorApp<any, any, any, any>, 
     await host.close();
     throw err;
   }
-  server.loaded = host.load({ configPath: options.configPath, manifestGpuCount: options.manifestGpuCount });
+  server.loaded = host.load(load);
   // The failure is reported by /health, the session status and the log; callers may await `loaded`.
   server.loaded.catch(() => undefined);
   return server;
