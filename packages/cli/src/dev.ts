@@ -180,7 +180,11 @@ export async function devCommand(o: DevOptions, logger: Logger): Promise<void> {
         logger.info(`changed: ${names.join(', ') || 'src/'}; rebuilding`);
         if (!(await build(files)) || stopping) return;
         const started = performance.now();
-        const reply = await reload({ t: 'reload', model, reason: model ? 'the model half changed (weights, Python worker): reloading the model' : 'reloading the app' });
+        const reply = await reload({
+          t: 'reload',
+          model,
+          reason: model ? 'the model half changed (weights, Python worker): reloading the model' : 'reloading the app',
+        });
         if (reply?.t === 'serving') {
           const now = performance.now();
           logger.info(`reloaded in ${((now - started) / 1000).toFixed(2)} s (${((now - changedAt) / 1000).toFixed(2)} s after the change was seen)`);

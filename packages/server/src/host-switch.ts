@@ -94,22 +94,22 @@ class SwitchClient implements ClientHandle {
     const live = { on: true };
     this.#live = live;
     // Read at each call: `rebind` may hand the client a new connection's sink.
-    const client = this;
+    const current = (): GenerationAwareSink => this.sink;
     const wrapper: ClientSink = {
       message: (m) => {
         if (!live.on) return;
         if ((m.type === 'reply' || m.type === 'error') && m.id?.startsWith(OWN_ID_PREFIX)) return;
         if (m.type === 'track_released') this.published.delete(m.track);
-        client.sink.message(m);
+        current().message(m);
       },
       frame: (f) => {
-        if (live.on) client.sink.frame(f);
+        if (live.on) current().frame(f);
       },
       close: (reason) => {
-        if (live.on) client.sink.close(reason);
+        if (live.on) current().close(reason);
       },
       audio: (c) => {
-        if (live.on) client.sink.audio?.(c);
+        if (live.on) current().audio?.(c);
       },
     };
     this.inner = host.connect(wrapper, this.info);
