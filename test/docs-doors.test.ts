@@ -31,10 +31,12 @@
  * One build is shared (the suite runs after `pnpm build`); nothing binds a fixed port.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { createHash, createPublicKey, generateKeyPairSync } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { jwtVerify } from 'jose';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { parse as parseYaml } from 'yaml';
@@ -205,6 +207,26 @@ function documentedFlagsExist(line: string): void {
   for (const f of m![2]!.matchAll(/--[a-z][a-z-]*/g)) expect(flags, `reactor ${m![1]} --help lists ${f[0]}`).toContain(f[0]);
 }
 
+/** The first binary message (a frame) a client of `url` receives. */
+async function firstFrame(url: URL): Promise<Buffer> {
+  const { ws } = await welcome(url);
+  return new Promise((res) => ws.on('message', (data, binary) => binary && res(data as Buffer)));
+}
+
+/** `VAR=value` prefixes of a documented command line, and the command after them. */
+function envPrefix(line: string): { env: Record<string, string>; command: string } {
+  const env: Record<string, string> = {};
+  let rest = line;
+  for (let m = /^([A-Z_]+)=(\S+)\s+/.exec(rest); m; m = /^([A-Z_]+)=(\S+)\s+/.exec(rest)) {
+    env[m[1]!] = m[2]!;
+    rest = rest.slice(m[0].length);
+  }
+  return { env, command: rest };
+}
+
+/** The Python with NumPy and torch (Debian's, in CI: the pyenv python3 first on PATH has no torch). */
+const PY = process.env['REACTOR_PYTHON'] ?? '/usr/bin/python3';
+
 function filesExist(...paths: string[]): void {
   for (const p of paths) expect(existsSync(join(repo, p)), `${p} exists`).toBe(true);
 }
@@ -354,6 +376,88 @@ const CHECKS: Record<string, Check> = {
       const r = reactor(['deploy', 'values']);
       expect(r.code, r.stderr).toBe(0);
       expect(parseYaml(r.stdout)).toMatchObject({ app: expect.any(Object) });
+    },
+  },
+  'readme-seed-python': {
+    what: "the seed example: reactor doctor with the documented REACTOR_PYTHON passes its Python checks, and reactor run of apps/seed-video's manifest (run as typed, on --port 0) streams frames from Python ranks",
+    run: async (b) => {
+      expect(b.commands[0]).toBe('pnpm install && pnpm build');
+      const doctor = envPrefix(b.commands[1]!);
+      expect(doctor.command).toBe('pnpm reactor doctor --manifest apps/seed-video/reactor.yaml');
+      expect(doctor.env['REACTOR_PYTHON']).toBe('/usr/bin/python3');
+      const d = reactor(['doctor', '--manifest', 'apps/seed-video/reactor.yaml', '--port', '0'], { env: { ...process.env, REACTOR_PYTHON: PY } });
+      expect(d.code, d.stdout + d.stderr).toBe(0);
+      for (const name of ['python', 'numpy', 'torch']) expect(d.stdout).toMatch(new RegExp(`^ok +${name}:`, 'm'));
+      const run = envPrefix(b.commands[2]!);
+      expect(run.command).toBe('pnpm reactor run --manifest apps/seed-video/reactor.yaml');
+      const url = await serve(['reactor', 'run', '--manifest', 'apps/seed-video/reactor.yaml', '--port', '0'], repo, 'pnpm', {
+        ...process.env,
+        REACTOR_PYTHON: PY,
+      });
+      expect((await firstFrame(url)).byteLength).toBeGreaterThan(0);
+    },
+  },
+  'readme-token': {
+    what: 'reactor token as typed (an Ed25519 private key in REACTOR_AUTH_PRIVATE_KEY, in an app workspace) prints a JWT signed by that key: role spectator, 15 minutes',
+    run: async (b) => {
+      const { env, command } = envPrefix(b.commands[0]!);
+      expect(command).toBe('pnpm reactor token --role spectator --ttl 15m');
+      const { privateKey, publicKey } = generateKeyPairSync('ed25519');
+      const dir = workspace({
+        'reactor.yaml': 'runtime:\n  import: dist/index.js:App\n',
+        [env['REACTOR_AUTH_PRIVATE_KEY']!]: privateKey.export({ type: 'pkcs8', format: 'pem' }) as string,
+      });
+      documentedFlagsExist(command);
+      const r = reactor(command.split(' ').slice(2), { cwd: dir, env: { ...process.env, ...env } });
+      expect(r.code, r.stderr).toBe(0);
+      const { payload } = await jwtVerify(r.stdout.trim(), createPublicKey(publicKey.export({ type: 'spki', format: 'pem' })));
+      expect(payload['role']).toBe('spectator');
+      expect(payload.exp! - payload.iat!).toBe(15 * 60);
+    },
+  },
+  'deploy-torch': {
+    what: 'the PyTorch backend on a GPU host needs one (device machines): the script and the Python package it runs exist, and the reactor doctor line names real flags',
+    run: (b) => {
+      filesExist('scripts/gpu/enhance-torch.sh', 'apps/enhance/python/reactor_enhance', 'packages/distributed/python/reactor_worker');
+      const lines = b.commands.filter((l) => /\breactor doctor\b/.test(l));
+      expect(lines).toHaveLength(1);
+      for (const line of lines) documentedFlagsExist(line);
+    },
+  },
+  'runner-python-manifest': {
+    what: 'runtime.python as written: an app whose pythonWorker() names no worker and no path streams from the worker and folder the manifest names (the interpreter through REACTOR_PYTHON, which the block says wins)',
+    run: async (b) => {
+      const doc = parseYaml(b.body) as { runtime: { import: string; python: { path: string[]; worker: string } } };
+      expect(doc.runtime.python.worker).toBe('video_worker:VideoWorker');
+      const url = (p: string): string => JSON.stringify(pathToFileURL(join(repo, p)).href);
+      const app = [
+        `import { Frames, InputState, Output, ReactorApp, reactorApp, Video } from ${url('packages/runtime/dist/index.js')};`,
+        `import { DistributedRunner, pythonWorker } from ${url('packages/distributed/dist/index.js')};`,
+        'class Out extends Output {}',
+        "Video({ width: 64, height: 48 })(Out.prototype, 'mainVideo');",
+        'export class VideoApp extends ReactorApp {',
+        '  async load() {',
+        `    this.runner = new DistributedRunner(pythonWorker(), { worldSize: 1, devices: 'cpu', logger: this.logger, loadArgs: { weights_root: ${JSON.stringify(join(repo, 'apps/seed-video/weights'))} } });`,
+        '    await this.runner.start();',
+        '  }',
+        '  async generate() {',
+        "    const r = await this.runner.generate({ prompt: 'a forest' });",
+        '    return new Out({ mainVideo: new Frames(r.frames, [r.count, r.height, r.width, 3]) });',
+        '  }',
+        '  async unload() { await this.runner.shutdown(); }',
+        '}',
+        "reactorApp({ name: 'python-manifest', version: '0.0.1', state: InputState, output: Out })(VideoApp);",
+        '',
+      ].join('\n');
+      const dir = workspace(
+        { 'reactor.yaml': b.body, [doc.runtime.import.split(':')[0]!]: app },
+        { [doc.runtime.python.path[0]!]: join(repo, 'apps/seed-video/worker') },
+      );
+      const served = await serve(['run', '--manifest', join(dir, 'reactor.yaml'), '--port', '0'], dir, process.execPath, {
+        ...process.env,
+        REACTOR_PYTHON: PY,
+      });
+      expect((await firstFrame(served)).byteLength).toBeGreaterThan(0);
     },
   },
 };
