@@ -415,6 +415,11 @@ export class SessionRouter {
     const free = this.#freeInstances();
     const limit = free === undefined ? Infinity : free + (this.#fullAt === this.registry.cache.changes ? 0 : 1);
     if (this.#allocating >= limit) {
+      // A request that may wait takes its place in the line instead (the queue allocates when one frees up).
+      if (waitS !== undefined) {
+        if (this.#queue.full) return this.#queueFull(res);
+        return this.#wait(req, res, waitS, role);
+      }
       done('no_free_instance');
       this.metrics.noFreeInstance.inc();
       return this.#sendError(
