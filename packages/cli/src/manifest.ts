@@ -302,6 +302,12 @@ function flatten(errors: ValidationError[], prefix = ''): string[] {
       return [`${path}: unknown ${prefix ? 'key' : 'section'} (allowed: ${keysOf(e.target).join(', ')})`];
     }
     if (e.value === undefined && e.constraints) return [`${path}: is required`];
+    // A section (or nested block) written as a scalar or a list: class-validator's own text names no fix.
+    if (e.constraints?.['nestedValidation'] !== undefined) {
+      const section: unknown = e.target ? Reflect.getMetadata('design:type', e.target, e.property) : undefined;
+      const keys = typeof section === 'function' ? keysOf(new (section as new () => object)()) : [];
+      return [`${path}: must be a mapping of its keys (${keys.join(', ')}), got ${JSON.stringify(e.value)}`];
+    }
     const own = Object.values(e.constraints ?? {}).map((m) => `${path}: ${m.replace(new RegExp(`^${e.property} `), '')}`);
     return [...own, ...flatten(e.children ?? [], path)];
   });
@@ -356,16 +362,6 @@ export function loadManifest(file: string): Manifest {
   }
   if (typeof server?.max_upload_bytes === 'number' && typeof server.upload_quota_bytes === 'number' && server.upload_quota_bytes < server.max_upload_bytes) {
     problems.push(`server.upload_quota_bytes: ${server.upload_quota_bytes} is below server.max_upload_bytes (${server.max_upload_bytes}); raise it`);
-  }
-  const rawVideo = (raw as { server?: Record<string, unknown> }).server?.['video'];
-  if (rawVideo !== undefined && (typeof rawVideo !== 'object' || rawVideo === null || Array.isArray(rawVideo))) {
-    // In place of class-validator's "nested property video must be either object or array".
-    const i = problems.findIndex((p) => p.startsWith('server.video: nested property'));
-    problems.splice(
-      i < 0 ? problems.length : i,
-      i < 0 ? 0 : 1,
-      `server.video: must be a mapping such as { codec: h264 } (keys: ${keysOf(new VideoSection()).join(', ')})`,
-    );
   }
   const serverOptions = problems.length === 0 && server ? toServerOptions(server, root) : {};
   // What the field checks cannot see (a range, an empty ladder, a name used twice): the server's own validation.

@@ -70,7 +70,7 @@ extra: 1
     expect(e.code).toBe('manifest_invalid');
     expect(e.problems).toMatchInlineSnapshot(`
       [
-        "extra: unknown section (allowed: model, runtime, server, agones)",
+        "extra: unknown section (allowed: model, runtime, server, agones, recording)",
         "model.name: must be lower-case letters, digits, ".", "_" or "-"",
         "model.version: must be longer than or equal to 1 characters",
         "model.resources.gpu.count: must not be less than 0",
@@ -119,11 +119,13 @@ extra: 1
       err = e;
     }
     expect((err as ManifestError).problems).toEqual([
+      'recording.keep: unknown key (allowed: dir, clips, clip_seconds, clip_max_bytes, clip_expiry_s, record, max_bytes, max_duration_s, retention_s, min_free_bytes)',
       'recording.clip_seconds: must not be greater than 300',
       'recording.record: must be a boolean value',
-      'recording.keep: unknown key (allowed: dir, clips, clip_seconds, clip_max_bytes, clip_expiry_s, record, max_bytes, max_duration_s, retention_s, min_free_bytes)',
     ]);
-    expect(() => loadManifest(write(`${base}recording: 30\n`))).toThrow('recording: must be a mapping such as { clip_seconds: 30 }');
+    expect(() => loadManifest(write(`${base}recording: 30\n`))).toThrow(
+      'recording: must be a mapping of its keys (dir, clips, clip_seconds, clip_max_bytes, clip_expiry_s, record, max_bytes, max_duration_s, retention_s, min_free_bytes), got 30',
+    );
   });
 
   it('reads server.video (codec, tiers, key_frame_interval, framerate) and names each bad value', () => {
@@ -162,9 +164,7 @@ extra: 1
       'server.video.tiers[1].name "a" is used twice; tier names must be unique',
     ]);
     expect(problems('{ video: { tiers: [] } }')).toEqual(['server.video.tiers must be a non-empty array of { name, scale, bitrate }, got []']);
-    expect(problems('{ video: h264 }')).toEqual([
-      'server.video: must be a mapping such as { codec: h264 } (keys: codec, tiers, key_frame_interval, framerate)',
-    ]);
+    expect(problems('{ video: h264 }')).toEqual(['server.video: must be a mapping of its keys (codec, tiers, key_frame_interval, framerate), got "h264"']);
   });
 
   it('reads the upload limits (server.max_upload_bytes, server.upload_quota_bytes) and refuses a quota below the limit', () => {
@@ -197,7 +197,7 @@ extra: 1
     };
     expect(problems(`${base}server: { prot: 8080 }\n`)).toEqual([expect.stringMatching(/^server\.prot: unknown key \(allowed: host, port, token, encoding, /)]);
     expect(problems('runtime: { import: app.js:App, weights: w }\n')).toEqual([
-      'runtime.weights: unknown key (allowed: import, config, weights_path, session_grace_ms)',
+      'runtime.weights: unknown key (allowed: import, config, weights_path, session_grace_ms, python)',
     ]);
     expect(problems(`${base}model: { resources: { gpu: { count: 1, kind: h200 } }, cpu: 2 }\n`)).toEqual([
       'model.cpu: unknown key (allowed: name, version, description, resources)',
