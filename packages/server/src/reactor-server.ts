@@ -550,7 +550,7 @@ export class ReactorServer {
         }
         // Behind a session router the page lives under /s/{instance}: its scripts and socket are asked for there.
         const basePath = viewerBasePath(req.headers['x-forwarded-prefix']);
-        const html = renderViewerPage({ title: this.host.schema.app.name, wsPath: this.options.path, basePath });
+        const html = renderViewerPage({ title: this.host.schema.app.name, wsPath: this.options.path, basePath, recording: this.#recording !== undefined });
         res.setHeader('Cache-Control', 'no-store');
         for (const [name, value] of Object.entries(viewerSecurityHeaders(this.options.allowedOrigins, basePath))) res.setHeader(name, value);
         return send(res, 200, 'text/html; charset=utf-8', html);

@@ -17,6 +17,8 @@ export interface ViewerPageOptions {
    * asked for under it. Default: none (the server's root).
    */
   basePath?: string;
+  /** The server keeps recordings (`recording:`): the page lists them; without, it asks for none. */
+  recording?: boolean;
 }
 
 /** A safe `X-Forwarded-Prefix`: `/`-separated path segments of URL-safe characters, no trailing slash; anything else is ignored (''). */
@@ -127,7 +129,7 @@ function escapeHtml(s: string): string {
 export function renderViewerPage(o: ViewerPageOptions): string {
   const title = escapeHtml(o.title);
   const base = o.basePath ?? '';
-  const config = JSON.stringify({ wsPath: `${base}${o.wsPath}` }).replace(/</g, '\\u003c');
+  const config = JSON.stringify({ wsPath: `${base}${o.wsPath}`, basePath: base, recording: o.recording === true }).replace(/</g, '\\u003c');
   return `<!doctype html>
 <html lang="en">
 <head>

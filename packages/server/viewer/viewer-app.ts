@@ -22,7 +22,7 @@ import type { AudioPlayer, VideoReceiver, VideoReceiverClient } from '@reactor/c
 
 const $ = <T extends HTMLElement>(id: string): T => document.getElementById(id) as T;
 
-const config = JSON.parse($('reactor-config').textContent ?? '{}') as { wsPath: string };
+const config = JSON.parse($('reactor-config').textContent ?? '{}') as { wsPath: string; basePath?: string; recording?: boolean };
 const canvas = $<HTMLCanvasElement>('stream');
 const ctx = canvas.getContext('2d')!;
 const trackSelect = $<HTMLSelectElement>('track');
@@ -819,7 +819,7 @@ async function refreshRecordings(): Promise<void> {
   const list = $('recordings');
   let recordings: RecordingInfo[];
   try {
-    const res = await fetch('/recordings', { cache: 'no-store' });
+    const res = await fetch(`${config.basePath ?? ''}/recordings`, { cache: 'no-store' });
     if (res.status === 404) {
       list.replaceChildren(el('li', { className: 'empty' }, 'This server keeps no recordings (no recording: section).'));
       return;
@@ -837,7 +837,7 @@ async function refreshRecordings(): Promise<void> {
       el(
         'li',
         {},
-        el('a', { href: `/recordings/${encodeURIComponent(r.name)}`, target: '_blank', rel: 'noopener' }, r.name),
+        el('a', { href: `${config.basePath ?? ''}/recordings/${encodeURIComponent(r.name)}`, target: '_blank', rel: 'noopener' }, r.name),
         ` · ${r.state} · ${clock(r.durationS)} · ${formatBytes(r.bytes)}`,
       ),
     ),
@@ -878,6 +878,11 @@ function buildClips(client: ReactorClient): void {
       },
     );
   });
+  if (!config.recording) {
+    // The server keeps no recordings: nothing to list or poll.
+    $('recordings').replaceChildren(el('li', { className: 'empty' }, 'This server keeps no recordings (no recording: section).'));
+    return;
+  }
   void refreshRecordings();
   setInterval(() => void refreshRecordings(), 5000);
 }
