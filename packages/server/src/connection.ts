@@ -54,7 +54,7 @@ import type { DropReason, ServerMetrics } from './metrics.js';
 import type { ResolvedServerOptions } from './options.js';
 import type { BudgetHolder, SendBudget } from './send-budget.js';
 import type { CodedFrame, TrackEncoder, VideoStreams, VideoSubscriber } from './video-streams.js';
-import { recordingDisabled, type RecordingService } from './recording/recording-service.js';
+import { recordingDisabled, type RecordingService } from './recording-service.js';
 
 /** Frames (and audio chunks) written to a socket whose write callback has not fired yet. */
 export const MAX_FRAMES_IN_FLIGHT = 2;

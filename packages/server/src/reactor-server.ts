@@ -32,7 +32,7 @@ import { resolveServerOptions, type ResolvedServerOptions, type ServerOptions } 
 import { SendBudget } from './send-budget.js';
 import { loadWebCodecs, webCodecsEncoderFactory } from './video-encoder.js';
 import { VideoStreams, type VideoEncoderInfo } from './video-streams.js';
-import { RecordingService } from './recording/recording-service.js';
+import { RecordingService } from './recording-service.js';
 import { ViewerAssets, ViewerNotBuiltError } from './static-assets.js';
 import { renderViewerPage, viewerBasePath, viewerSecurityHeaders } from './viewer-page.js';
 
