@@ -492,29 +492,47 @@ export class SessionRouter {
     );
   }
 
-  /** `GET /sessions/{id}`: the Allocated instance labelled with the session, or 404. */
-  async #onLookup(req: IncomingMessage, res: ServerResponse, sessionId: string | undefined): Promise<void> {
+  /**
+   * The instance `find` gives for a session id, for `GET` and `DELETE /sessions/{id}`; undefined
+   * once the refusal is sent: 404 for an id that is no UUID or that no instance holds, 503 when
+   * the API fails. `count` records the outcome (`countBadId`: a malformed id counts as not_found).
+   */
+  async #sessionInstance(
+    res: ServerResponse,
+    sessionId: string | undefined,
+    o: { find: (id: string) => Promise<Instance | undefined>; count: (result: string) => void; countBadId: boolean; missing: string },
+  ): Promise<Instance | undefined> {
     if (sessionId === undefined || !SESSION_ID_PATTERN.test(sessionId)) {
-      this.metrics.lookups.inc({ result: 'not_found' });
-      return this.#sendError(res, 404, RouterErrorCode.UnknownSession, `${JSON.stringify(sessionId ?? '')} is not a session id (the router's ids are UUIDs)`);
+      if (o.countBadId) o.count('not_found');
+      this.#sendError(res, 404, RouterErrorCode.UnknownSession, `${JSON.stringify(sessionId ?? '')} is not a session id (the router's ids are UUIDs)`);
+      return undefined;
     }
     let instance: Instance | undefined;
     try {
-      instance = await this.registry.findSession(sessionId);
+      instance = await o.find(sessionId);
     } catch (err) {
-      this.metrics.lookups.inc({ result: 'error' });
+      o.count('error');
       const e = asRouterError(err);
-      return this.#sendError(res, 503, e.code, e.message, this.options.retryAfterS);
+      this.#sendError(res, 503, e.code, e.message, this.options.retryAfterS);
+      return undefined;
     }
     if (!instance) {
-      this.metrics.lookups.inc({ result: 'not_found' });
-      return this.#sendError(
-        res,
-        404,
-        RouterErrorCode.UnknownSession,
-        `no instance holds session ${sessionId}: it ended, or never existed; start a new one with POST /sessions`,
-      );
+      o.count('not_found');
+      this.#sendError(res, 404, RouterErrorCode.UnknownSession, `no instance holds session ${sessionId}: ${o.missing}`);
+      return undefined;
     }
+    return instance;
+  }
+
+  /** `GET /sessions/{id}`: the Allocated instance labelled with the session, or 404. */
+  async #onLookup(req: IncomingMessage, res: ServerResponse, sessionId: string | undefined): Promise<void> {
+    const instance = await this.#sessionInstance(res, sessionId, {
+      find: (id) => this.registry.findSession(id),
+      count: (result) => this.metrics.lookups.inc({ result }),
+      countBadId: true,
+      missing: 'it ended, or never existed; start a new one with POST /sessions',
+    });
+    if (!instance || sessionId === undefined) return;
     const open = this.#openCircuit(instance);
     if (open) {
       this.metrics.lookups.inc({ result: 'unreachable' });
@@ -533,21 +551,13 @@ export class SessionRouter {
 
   /** `DELETE /sessions/{id}`: asks the instance to end the session and return to the fleet (202), or 404. */
   async #onRelease(res: ServerResponse, sessionId: string | undefined): Promise<void> {
-    if (sessionId === undefined || !SESSION_ID_PATTERN.test(sessionId)) {
-      return this.#sendError(res, 404, RouterErrorCode.UnknownSession, `${JSON.stringify(sessionId ?? '')} is not a session id (the router's ids are UUIDs)`);
-    }
-    let instance: Instance | undefined;
-    try {
-      instance = await this.registry.release(sessionId);
-    } catch (err) {
-      this.metrics.releases.inc({ result: 'error' });
-      const e = asRouterError(err);
-      return this.#sendError(res, 503, e.code, e.message, this.options.retryAfterS);
-    }
-    if (!instance) {
-      this.metrics.releases.inc({ result: 'not_found' });
-      return this.#sendError(res, 404, RouterErrorCode.UnknownSession, `no instance holds session ${sessionId}: it ended already, or never existed`);
-    }
+    const instance = await this.#sessionInstance(res, sessionId, {
+      find: (id) => this.registry.release(id),
+      count: (result) => this.metrics.releases.inc({ result }),
+      countBadId: false,
+      missing: 'it ended already, or never existed',
+    });
+    if (!instance) return;
     this.metrics.releases.inc({ result: 'released' });
     this.#log.info(`session ${sessionId} released on instance ${instance.name} (DELETE /sessions)`);
     sendJson(res, 202, { sessionId, instance: instance.name, released: true });
