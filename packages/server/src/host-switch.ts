@@ -39,7 +39,7 @@ import {
 import { WireErrorCode } from '@reactor/client';
 import type { ServableHost, StepSample } from './reactor-server.js';
 import { ReactorServer } from './reactor-server.js';
-import { splitServeOptions, type ServeOptions } from './serve.js';
+import { listenThenLoad, splitServeOptions, type ServeOptions } from './serve.js';
 
 /** The ids of the publications a switch makes again for a client: their answers are not the client's. */
 const OWN_ID_PREFIX = 'reactor-switch-';
@@ -359,16 +359,7 @@ export async function serveSwitchable(
   const { hostOptions, serverOptions, load } = splitServeOptions(options);
   const host = new AppHost(appClass, hostOptions);
   const hostSwitch = new HostSwitch(host, options.logger);
-  const server = new ReactorServer(hostSwitch, serverOptions) as ReactorServer & { readonly host: HostSwitch };
-  try {
-    await server.listen();
-  } catch (err) {
-    await host.close();
-    throw err;
-  }
-  server.loaded = host.load(load);
-  server.loaded.catch(() => undefined);
-  return server;
+  return listenThenLoad(new ReactorServer(hostSwitch, serverOptions) as ReactorServer & { readonly host: HostSwitch }, host, load);
 }
 
 /** The host options and load context `serveSwitchable` used, to build the next generation's host alike. */

@@ -49,7 +49,16 @@ export function splitServeOptions(options: ServeOptions): {
 export async function serve(appClass: new () => ReactorApp<any, any, any, any>, options: ServeOptions = {}): Promise<ReactorServer> {
   const { hostOptions, serverOptions, load } = splitServeOptions(options);
   const host = new AppHost(appClass, hostOptions);
-  const server = new ReactorServer(host, serverOptions);
+  return listenThenLoad(new ReactorServer(host, serverOptions), host, load);
+}
+
+/**
+ * Binds `server`'s port (closing `host` when that fails), then loads the app in the background:
+ * `server.loaded` settles when `load()` has. The failure is reported by /health, the session
+ * status and the log; callers may await `loaded`.
+ * @internal
+ */
+export async function listenThenLoad<S extends ReactorServer>(server: S, host: AppHost, load: Parameters<AppHost['load']>[0]): Promise<S> {
   try {
     await server.listen();
   } catch (err) {
@@ -57,7 +66,6 @@ export async function serve(appClass: new () => ReactorApp<any, any, any, any>, 
     throw err;
   }
   server.loaded = host.load(load);
-  // The failure is reported by /health, the session status and the log; callers may await `loaded`.
   server.loaded.catch(() => undefined);
   return server;
 }
