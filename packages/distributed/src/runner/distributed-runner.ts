@@ -20,7 +20,7 @@ import {
 } from '../errors.js';
 import { type CallOp, type ChildMessage, PROTOCOL_VERSION, type Payload, type ShmBackendKind, type WireError, expectChildMessage } from '../protocol.js';
 import { encodeValue } from '../shm/codec.js';
-import { type ProgressPhase, ProgressReader } from '../shm/progress.js';
+import { type ProgressPhase, ProgressReader, type ProgressReading } from '../shm/progress.js';
 import {
   INITIAL_SEGMENT_BYTES,
   SegmentReader,
@@ -358,29 +358,39 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     const now = performance.now();
     for (const [rank, w] of this.watches.entries()) {
       const reading = w.reader.read();
-      if (reading === null) continue;
-      if (reading.counter !== w.counter) {
-        w.counter = reading.counter;
-        w.lastChange = now;
-        if (w.stalled) {
-          w.stalled = false;
-          this.logger.info(`Rank ${rank} makes progress again after a stall (idle).`);
-          this.emit('stallCleared', rank);
-        }
-        continue;
-      }
-      const since = now - w.lastChange;
-      if (!w.stalled && since >= this.opts.stallMs) {
-        w.stalled = true;
-        const info: StallInfo = { rank, phase: reading.phase, sinceMs: Math.round(since) };
-        this.logger
-          .child({ rank })
-          .warn(
-            `Rank ${rank} (pid ${this.procs[rank]?.pid}) made no progress for ${info.sinceMs} ms while idle: stopped, blocked in synchronous code, or deadlocked.`,
-          );
-        this.emit('stall', info);
-      }
+      if (reading !== null) this.observeProgress(rank, w, reading, now, undefined);
     }
+  }
+
+  /**
+   * One look at a rank's progress block, idle (`op` undefined) or during a call: a change clears
+   * a reported stall; standing still for `stallMs` reports one (log line, `stall` event).
+   * Returns the ms since the counter last changed (0 when it just did).
+   */
+  private observeProgress(rank: number, w: Watch, reading: ProgressReading, now: number, op: string | undefined): number {
+    if (reading.counter !== w.counter) {
+      w.counter = reading.counter;
+      w.lastChange = now;
+      if (w.stalled) {
+        w.stalled = false;
+        this.logger.info(`Rank ${rank} makes progress again after a stall${op === undefined ? ' (idle)' : ''}.`);
+        this.emit('stallCleared', rank);
+      }
+      return 0;
+    }
+    const since = now - w.lastChange;
+    if (!w.stalled && since >= this.opts.stallMs) {
+      w.stalled = true;
+      const info: StallInfo = { rank, phase: reading.phase, sinceMs: Math.round(since) };
+      const where = op === undefined ? 'while idle' : `in ${reading.phase} during ${op}`;
+      this.logger
+        .child({ rank })
+        .warn(
+          `Rank ${rank} (pid ${this.procs[rank]?.pid}) made no progress for ${info.sinceMs} ms ${where}: stopped, blocked in synchronous code, or deadlocked.`,
+        );
+      this.emit('stall', info);
+    }
+    return since;
   }
 
   /** Where the runner is in its life (`new`, `starting`, `ready`, `busy`, `unusable`, `shutdown`). */
@@ -759,28 +769,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     for (const [rank, w] of this.watches.entries()) {
       const reading = w.reader.read();
       if (reading === null || f.outcomes[rank]) continue;
-      if (reading.counter !== w.counter) {
-        w.counter = reading.counter;
-        w.lastChange = now;
-        if (w.stalled) {
-          w.stalled = false;
-          this.logger.info(`Rank ${rank} makes progress again after a stall.`);
-          this.emit('stallCleared', rank);
-        }
-        continue;
-      }
-      const since = now - w.lastChange;
-      if (!w.stalled && since >= this.opts.stallMs) {
-        w.stalled = true;
-        const info: StallInfo = { rank, phase: reading.phase, sinceMs: Math.round(since) };
-        this.logger
-          .child({ rank })
-          .warn(
-            `Rank ${rank} (pid ${this.procs[rank]?.pid}) made no progress for ${info.sinceMs} ms in ${reading.phase} during ${f.op}: ` +
-              `stopped, blocked in synchronous code, or deadlocked.`,
-          );
-        this.emit('stall', info);
-      }
+      const since = this.observeProgress(rank, w, reading, now, f.op);
       if (this.opts.stallTimeoutMs !== null && since >= this.opts.stallTimeoutMs) overdue.push(rank);
     }
     if (overdue.length > 0) {
