@@ -431,25 +431,9 @@ export class SessionRouter {
       );
     }
     this.#allocating++;
-    let outcome;
+    let instance: Instance | undefined;
     try {
-      for (let dead = 0; ; dead++) {
-        outcome = await this.registry.allocate(sessionId);
-        if (!outcome.allocated) break;
-        const open = this.#openCircuit(outcome.instance);
-        if (!open) break;
-        // Agones still counts it Ready (its pings have not timed out yet), but it did not answer this router lately.
-        this.metrics.deadAllocations.inc();
-        this.#log.warn(
-          `allocation gave instance ${outcome.instance.name}, which did not answer lately (${open.why}); it stays Allocated to nobody, allocating again`,
-        );
-        if (dead + 1 >= MAX_DEAD_ALLOCATIONS) {
-          throw new RouterError(
-            RouterErrorCode.InstanceUnreachable,
-            `the last ${MAX_DEAD_ALLOCATIONS} instances allocated did not answer lately (${open.why}); retry after ${this.options.retryAfterS} s`,
-          );
-        }
-      }
+      instance = await this.#allocateOnce(sessionId);
     } catch (err) {
       const e = asRouterError(err);
       done(e.code === RouterErrorCode.AllocationConflict ? 'conflict' : e.code === RouterErrorCode.InstanceUnreachable ? 'unreachable' : 'error');
@@ -458,11 +442,11 @@ export class SessionRouter {
     } finally {
       this.#allocating--;
     }
-    if (!outcome.allocated && waitS !== undefined) {
+    if (!instance && waitS !== undefined) {
       if (this.#queue.full) return this.#queueFull(res);
       return this.#wait(req, res, waitS, role);
     }
-    if (!outcome.allocated) {
+    if (!instance) {
       this.#fullAt = this.registry.cache.changes;
       done('no_free_instance');
       this.metrics.noFreeInstance.inc();
@@ -475,7 +459,6 @@ export class SessionRouter {
       );
     }
     done('allocated');
-    const { instance } = outcome;
     this.#log.info(`session ${sessionId} allocated instance ${instance.name} (${instance.address}:${instance.port})`);
     res.setHeader('Location', `/sessions/${sessionId}`);
     sendJson(res, 201, await this.#answer(req, sessionId, instance, role));
