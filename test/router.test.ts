@@ -450,6 +450,22 @@ describe('SessionRouter on a real cluster (issue 30)', () => {
     await until(async () => (await get(router, `/sessions/${made.sessionId}`)).status === 404, 'the resync to bring the change', 5000);
   });
 
+  it('sees an instance back to Ready at once when the watch confirmed its allocation before the allocation answer reached the router', async () => {
+    const { cluster, router } = await setup(1);
+    const made = (await post(router)).body;
+    const cache = router.registry.cache;
+    // The watch's Allocated event is in...
+    await until(
+      () => cache.get(made.instance)?.state === 'Allocated' && cache.get(made.instance)?.sessionId === made.sessionId,
+      'the watch to show the allocation',
+    );
+    // ...and the allocation's own answer comes after it (the race, made certain): the router learns what the watch said already.
+    cache.learn(cache.get(made.instance)!);
+    cluster.setState(made.instance, 'Ready');
+    // Well within the 5 s a Ready older than the router's own allocation is ignored for.
+    await until(() => cache.get(made.instance)?.state === 'Ready', 'the Ready that followed the allocation', 1500);
+  });
+
   it('gives up on a Kubernetes API that does not answer after apiTimeoutMs (503 registry_unavailable), then serves again', async () => {
     const { api, router } = await setup(2, { apiTimeoutMs: 300 });
     api.hang = true;

@@ -111,8 +111,11 @@ export class GameServerCache {
    */
   learn(instance: Instance): void {
     const known = this.#objects.get(instance.name);
-    this.#objects.set(instance.name, { ...known, ...instance, version: known?.version ?? 0, learntAt: Date.now() } as Learnt);
     this.changes++;
+    // The watch was faster than the allocation's answer: the event confirming it is in already,
+    // so a Ready that follows is newer, not an old one still on its way (it would be ignored).
+    if (known?.state === instance.state && known.sessionId === instance.sessionId && (known as Learnt).learntAt === undefined) return;
+    this.#objects.set(instance.name, { ...known, ...instance, version: known?.version ?? 0, learntAt: Date.now() } as Learnt);
   }
 
   async #relist(): Promise<void> {
