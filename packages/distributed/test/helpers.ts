@@ -88,10 +88,17 @@ export async function eventually(cond: () => boolean, ms: number, what: string):
   return performance.now() - t0;
 }
 
+/** True while `pid` runs: a zombie (exited, not yet reaped by whoever adopted it) counts as gone. */
 export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
+  } catch {
+    return false;
+  }
+  try {
+    // /proc/<pid>/stat: "pid (comm) S ..."; the state follows the last ')'.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
   } catch {
     return false;
   }

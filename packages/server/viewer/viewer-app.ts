@@ -102,14 +102,21 @@ async function drawLoop(): Promise<void> {
     while (pending) {
       const f = pending;
       pending = undefined;
-      fitCanvas(f.width, f.height);
+      if (f.seq <= viewer.lastSeq) continue;
       let decodedAt = 0;
       if (f.encoding === FrameEncoding.Jpeg) {
         const bitmap = await createImageBitmap(new Blob([f.payload as Uint8Array<ArrayBuffer>], { type: 'image/jpeg' }));
         decodedAt = performance.now();
+        // The receiver may have drawn a newer picture while this one decoded.
+        if (f.seq <= viewer.lastSeq) {
+          bitmap.close();
+          continue;
+        }
+        fitCanvas(f.width, f.height);
         ctx.drawImage(bitmap, 0, 0);
         bitmap.close();
       } else {
+        fitCanvas(f.width, f.height);
         const rgba = new Uint8ClampedArray(f.width * f.height * 4);
         const src = f.payload;
         for (let i = 0, j = 0; i < src.length; i += 3, j += 4) {
@@ -146,6 +153,8 @@ function fitCanvas(w: number, h: number): void {
 /** A picture from the coded-video receiver: drawn at once (the receiver closes it after this returns). */
 function drawVideoFrame(frame: VideoFrame, info: ClientBrowser.DecodedVideoInfo): void {
   if (info.track !== viewer.client?.schema.tracks[selectedTrack]?.name) return;
+  // Until the receiver's selection is answered both it and drawLoop draw JPEG frames: never go back.
+  if (info.seq <= viewer.lastSeq) return;
   fitCanvas(frame.displayWidth, frame.displayHeight);
   ctx.drawImage(frame, 0, 0);
   viewer.framesDrawn++;
@@ -782,6 +791,7 @@ async function main(): Promise<void> {
   };
   session();
   client.on('welcome', () => {
+    viewer.lastSeq = -1; // a new connection may number its frames afresh
     buildControls(client);
     applyState(client.state);
   });
