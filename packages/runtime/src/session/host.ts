@@ -1,12 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import {
-  type AppSchema,
-  type ClipResult,
-  type ErrorBody,
-  type ServerMessage,
-  type SessionStatus,
-  type WelcomeMessage,
-} from '@reactor/client';
+import { type AppSchema, type ClipResult, type ErrorBody, type ServerMessage, type SessionStatus } from '@reactor/client';
 import type { Logger } from '@reactor/log';
 import type { LoadContext } from '../app/contract.js';
 import { APP_BINDING, type AppBinding, type ClipOptions, type ReactorApp } from '../app/reactor-app.js';
@@ -22,6 +15,7 @@ import { errorText, type HostCounters, HostCore } from './host-core.js';
 import { type AppHostOptions, resolveHostOptions } from './host-options.js';
 import { HostUploads } from './host-uploads.js';
 import { InputTracks } from './input-tracks.js';
+import { Members } from './members.js';
 import { HOST_TRANSITIONS, type HostState, Lifecycle } from './lifecycle.js';
 import { Playout } from './playout.js';
 import { Session } from './session.js';
@@ -78,6 +72,7 @@ export class AppHost implements AppHostApi {
   private readonly files: HostUploads;
   private readonly commands: CommandDispatch;
   private readonly steps: StepLoop;
+  private readonly members: Members;
   private readonly lifecycle = new Lifecycle<HostState>('host', 'created', HOST_TRANSITIONS);
   /** Where the host stood when `close()` began (what `status` reports from then on). */
   private stateBeforeClose: HostState = 'created';
@@ -123,6 +118,7 @@ export class AppHost implements AppHostApi {
       (session, error) => this.endSession(session, error, undefined),
       resolved.refusalBackoffMs,
     );
+    this.members = new Members(core, this.control, this.tracks, this.broadcast, status, (session) => this.settle(session));
     const binding: AppBinding = {
       state: () => this.core.session?.state,
       send: (message) => this.broadcast.broadcastMessage(message),
@@ -200,7 +196,6 @@ export class AppHost implements AppHostApi {
     this.clipper = clipper;
   }
 
-
   /**
    * Runs the app's `load(context)` once, with `configPath` and `manifestGpuCount` as given (see
    * `LoadContext`). Status goes loading -> ready (and a session starts if clients are waiting)
@@ -249,20 +244,20 @@ export class AppHost implements AppHostApi {
     const client = new HostClient(this.clientOwner, `c${++clientCounter}-${randomUUID().slice(0, 8)}`, sink, { ...info });
     if (this.lifecycle.is('closing', 'closed')) {
       client.lifecycle.to('gone');
-      sink.message(this.welcome(client, sink));
+      sink.message(this.members.welcome(client, sink));
       sink.close('the app host is closed');
       return client;
     }
     this.clients.set(client.id, client);
     const s = this.session;
     if (s && !s.over) {
-      this.join(s, client);
+      this.members.join(s, client);
     } else if (!s && this.lifecycle.is('ready')) {
-      this.join(this.createSession(info.sessionId), client);
+      this.members.join(this.createSession(info.sessionId), client);
     }
     // Otherwise it waits (`waiting`) until a session can take it: startSessionIfWaiting().
     this.broadcast.publishStatus(client);
-    sink.message(this.welcome(client, sink));
+    sink.message(this.members.welcome(client, sink));
     this.core.notifyChange();
     return client;
   }
@@ -330,7 +325,7 @@ export class AppHost implements AppHostApi {
   private readonly clientOwner: ClientOwner = {
     toAppMessage: (message: object) => this.broadcast.toAppMessage(message),
     dispatch: (client, msg) => this.commands.dispatch(client, msg),
-    detach: (client) => this.detach(client),
+    detach: (client) => this.members.detach(client),
     publish: (client, id, track) => this.tracks.publish(client, id, track),
     unpublish: (client, id, track) => this.tracks.unpublish(client, id, track),
     publishes: (client, track) => this.tracks.publishes(client, track),
@@ -338,97 +333,10 @@ export class AppHost implements AppHostApi {
     countDropped: (count: number) => {
       this.counters.framesDropped += count;
     },
-    rebind: (client, sink) => this.rebind(client, sink),
+    rebind: (client, sink) => this.members.rebind(client, sink),
     requestControl: (client, id) => this.control.requestControl(client, id),
     releaseControl: (client, id) => this.control.releaseControl(client, id),
   };
-
-  /** A resumed client: its new sink gets a welcome (`resumed: true`) with the current state; everything else carries on. */
-  private rebind(client: HostClient, sink: ClientSink): void {
-    if (!client.connected) {
-      sink.close('this client has left; connect again for a new identity');
-      return;
-    }
-    client.sink = sink;
-    this.core.safe(sink, () => sink.message(this.welcome(client, sink, true)));
-  }
-
-
-  /** `waiting` -> `joining`: the client is a member; its `@connected` hooks run in their turn. */
-  private join(session: HostSession, client: HostClient): void {
-    client.lifecycle.to('joining');
-    client.session = session;
-    session.members.add(client);
-    this.control.joined(session, client);
-    void this.core.task(async () => {
-      if (session.over) return;
-      // A client that left before its turn is gone: the app never saw it, so no hook runs.
-      if (client.lifecycle.is('joining')) {
-        client.lifecycle.to('joined');
-        await this.core.runHooks('connected', client);
-      }
-      this.settle(session);
-    });
-  }
-
-  /** A client left (the transport's `disconnect()`). */
-  private detach(client: HostClient): void {
-    if (!client.connected) return;
-    this.clients.delete(client.id);
-    const s = client.session;
-    s?.members.delete(client);
-    if (s) this.tracks.releaseTracks(s, client);
-    if (s) this.control.left(s, client);
-    if (client.lifecycle.is('joined') && s && !s.lifecycle.is('ended')) {
-      client.lifecycle.to('leaving');
-      s.leaving.add(client);
-    } else {
-      client.lifecycle.to('gone');
-    }
-    this.broadcast.publishStatus();
-    this.core.notifyChange();
-    if (!s || s.lifecycle.is('ended')) return;
-    void this.core.task(async () => {
-      await this.finishLeaving(s, client);
-      this.settle(s);
-    });
-  }
-
-  /** `leaving` -> `gone`, running `@disconnected`; a no-op for a client already gone (the session's end ran it). */
-  private async finishLeaving(session: HostSession, client: HostClient): Promise<void> {
-    if (!session.leaving.delete(client)) return;
-    client.lifecycle.to('gone');
-    for (const [track, holder] of [...session.announced]) if (holder === client) await this.tracks.unannounce(session, client, track);
-    await this.core.runHooks('disconnected', client);
-  }
-
-  /** Runs `@disconnected` for every client that left the session, in the order they left. */
-  private async drainLeaving(session: HostSession): Promise<void> {
-    for (let next = first(session.leaving); next; next = first(session.leaving)) await this.finishLeaving(session, next);
-  }
-
-  /**
-   * The welcome for `client` on `sink` (`resumed`: a resumed client's new connection), then the
-   * fields its connection adds ({@link ClientSink.welcomeFields}).
-   */
-  private welcome(client: HostClient, sink: ClientSink, resumed = false): WelcomeMessage {
-    const s = this.session;
-    const welcome: WelcomeMessage = {
-      type: 'welcome',
-      protocol: this.schema.protocol,
-      clientId: client.id,
-      app: this.schema.app,
-      schema: this.schema,
-      // A client still waiting for a session gets `{}` here and the state when it joins one.
-      state: s && !s.over && client.session === s ? this.def.state.snapshot(s.state) : {},
-      session: this.status,
-      role: client.role,
-      ...(this.core.singleController && { control: this.control.controlStatus(client.session === s ? s : undefined) }),
-      ...(resumed && { resumed: true }),
-    };
-    const own = sink.welcomeFields?.(resumed);
-    return own ? { ...welcome, ...own } : welcome;
-  }
 
   // ---- sessions ---------------------------------------------------------------------------
 
@@ -461,7 +369,7 @@ export class AppHost implements AppHostApi {
     const waiting = [...this.clients.values()].filter((c) => c.lifecycle.is('waiting'));
     if (waiting.length === 0) return;
     const s = this.createSession(waiting.find((c) => c.info.sessionId !== undefined)?.info.sessionId);
-    for (const c of waiting) this.join(s, c);
+    for (const c of waiting) this.members.join(s, c);
     this.broadcast.publishStatus();
     // Their welcome carried no state: they get it as soon as they are in the session.
     const msg: ServerMessage = { type: 'state', state: this.def.state.snapshot(s.state) };
@@ -512,7 +420,7 @@ export class AppHost implements AppHostApi {
     this.broadcast.publishStatus();
     this.core.notifyChange();
     this.tracks.releaseAllTracks(session, error ? `the session ended: ${error.message}` : (kickReason ?? 'the session ended'));
-    await this.drainLeaving(session);
+    await this.members.drainLeaving(session);
     const kicked = error !== undefined || kickReason !== undefined ? [...session.members] : [];
     for (const c of kicked) {
       this.clients.delete(c.id);
@@ -523,10 +431,10 @@ export class AppHost implements AppHostApi {
       } else if (c.lifecycle.is('joining')) {
         c.lifecycle.to('gone');
       }
-      await this.finishLeaving(session, c);
+      await this.members.finishLeaving(session, c);
     }
     // Clients that left while those hooks ran.
-    await this.drainLeaving(session);
+    await this.members.drainLeaving(session);
     await this.core.runHooks('sessionEnded');
     // The session's files go with it, after the hooks that may still read them.
     if (session.uploads) {
@@ -552,9 +460,4 @@ export class AppHost implements AppHostApi {
    * buffers close (no frame enters any more; `@trackUnpublished` hooks follow with the clients'
    * `@disconnected`), and the tracks are free for the next session.
    */
-}
-
-function first<T>(set: Set<T>): T | undefined {
-  for (const x of set) return x;
-  return undefined;
 }
