@@ -23,7 +23,52 @@ import type { SessionStatus, ServerMessage } from '@reactor/client';
 import type { LogFields, LogFn, Logger } from '@reactor/log';
 import type { ReactorApp } from './app/reactor-app.js';
 import { AppHost, type AppHostOptions } from './session/host.js';
-import type { ClientSink, OutputAudio, OutputFrame } from './session/transport.js';
+import type { AppHostApi, ClientHandle, ClientInfo, ClientSink, OutputAudio, OutputFrame } from './session/transport.js';
+
+/**
+ * `host.connect(sink, info)` as a transport does it: every answer the handle returns (command,
+ * publish, unpublish, request and release of control) is also written to `sink`, as the server
+ * sends it to its socket (the host itself never writes an answer to the sink). For tests that
+ * check the order of everything a client receives.
+ */
+export function connectAsTransport(host: AppHostApi, sink: ClientSink, info?: ClientInfo): ClientHandle {
+  // Like a socket: once the host closed the client (or it left), no answer goes out any more.
+  let open = true;
+  const handle = host.connect(
+    {
+      message: (msg) => sink.message(msg),
+      frame: (frame) => sink.frame(frame),
+      audio: (chunk) => sink.audio?.(chunk),
+      close: (reason) => {
+        open = false;
+        sink.close(reason);
+      },
+    },
+    info,
+  );
+  const send = <T extends ServerMessage>(answer: T): T => {
+    if (open) sink.message(answer);
+    return answer;
+  };
+  return {
+    get id() {
+      return handle.id;
+    },
+    command: (msg) => handle.command(msg).then(send),
+    publish: (id, track) => send(handle.publish(id, track)),
+    unpublish: (id, track) => send(handle.unpublish(id, track)),
+    publishes: (track) => handle.publishes(track),
+    pushFrame: (track, frame) => handle.pushFrame(track, frame),
+    disconnect: () => {
+      open = false;
+      handle.disconnect();
+    },
+    rebind: (next) => handle.rebind(next),
+    requestControl: (id) => send(handle.requestControl(id)),
+    releaseControl: (id) => send(handle.releaseControl(id)),
+    reportDropped: (count) => handle.reportDropped(count),
+  };
+}
 
 /** How long the wait-for helpers wait by default before they reject, ms. */
 export const DEFAULT_WAIT_MS = 5000;

@@ -20,7 +20,7 @@ import {
   TrackPayload,
   Video,
 } from '../src/index.js';
-import { Gate, RecordingLogger, RecordingSink, rgbFrames, waitForStatus } from '../src/testing.js';
+import { connectAsTransport, Gate, RecordingLogger, RecordingSink, rgbFrames, waitForStatus } from '../src/testing.js';
 
 class DemoState extends InputState {
   @InputField({ default: 'forest', description: 'What the video shows.' })
@@ -129,7 +129,7 @@ describe('AppHost end to end (in process)', () => {
 
     // A joins: a fresh session starts.
     const a = new RecordingSink();
-    const ha = host.connect(a, { remoteAddress: '10.0.0.1' });
+    const ha = connectAsTransport(host, a, { remoteAddress: '10.0.0.1' });
     await a.waitForSession('streaming');
 
     // Step 1: two frames.
@@ -148,7 +148,7 @@ describe('AppHost end to end (in process)', () => {
 
     // B joins the running session and sees the shared state.
     const b = new RecordingSink();
-    const hb = host.connect(b);
+    const hb = connectAsTransport(host, b);
     const welcomeB = b.messages[0]!;
     expect(welcomeB).toMatchObject({ type: 'welcome', state: { prompt: 'sea', paused: false }, session: { state: 'streaming', clients: 2 } });
     await a.waitForMessage((m) => m.type === 'session' && m.session.clients === 2);
@@ -212,7 +212,7 @@ describe('AppHost end to end (in process)', () => {
 
     // A new client starts a new session with fresh state.
     const c = new RecordingSink();
-    const hc = host.connect(c);
+    const hc = connectAsTransport(host, c);
     await c.waitForSession('streaming');
     const s1 = await gate.next();
     expect(s1.input).toEqual({ prompt: 'forest' });

@@ -41,6 +41,7 @@ import type {
   ServerMessage,
   StatsMessage,
   UnpublishMessage,
+  WelcomeMessage,
 } from '@reactor/client';
 import type { Logger } from '@reactor/log';
 import type { AppHostApi, ClientHandle, ClientSink, OutputAudio, OutputFrame } from '@reactor/runtime';
@@ -192,8 +193,6 @@ export class ClientConnection implements ClientSink, BudgetHolder, VideoSubscrib
   #unanswered = 0;
   /** Settles once every answer owed so far has been sent. */
   #answered: Promise<void> = Promise.resolve();
-  /** Ids of this connection's commands whose answer is not sent yet (with their count: ids may repeat). */
-  readonly #idsInFlight = new Map<string, number>();
   #sent = 0;
   #dropped = 0;
   #audioSent = 0;
@@ -342,26 +341,7 @@ export class ClientConnection implements ClientSink, BudgetHolder, VideoSubscrib
 
   message(msg: ServerMessage): void {
     if (this.#closed) return;
-    // A command's answer: sent in arrival order by #onMessage's chain, from the value command() returns.
-    if ((msg.type === 'reply' || msg.type === 'error') && msg.id !== undefined && this.#idsInFlight.has(msg.id)) return;
-    if (msg.type === 'stats') {
-      this.#ctx.onStats(msg);
-      const video = this.videoSelection;
-      if (video) {
-        const now = performance.now();
-        const bitrate = Math.round((this.#videoBytes * 8 * 1000) / Math.max(1, now - this.#videoBytesSince));
-        this.#videoBytes = 0;
-        this.#videoBytesSince = now;
-        msg = { ...msg, video: { codec: video.codec, tier: video.tier, bitrate, keyFrameRequests: video.keyFrameRequests } };
-      }
-    }
-    if (msg.type === 'welcome') {
-      const offer = this.#ctx.video.offer();
-      if (offer) msg = { ...msg, video: offer };
-      const graceMs = this.#ctx.options.resumeGraceMs;
-      if (graceMs > 0) msg = { ...msg, resume: { secret: this.resumeSecret, graceMs } };
-      if (this.#resumeFailed && msg.resumed === undefined) msg = { ...msg, resumed: false };
-    }
+    if (msg.type === 'stats') this.#ctx.onStats(msg);
     if (msg.type === 'flush') {
       // Frames after the cut may refer to frames dropped here: every coded track waits for the key frame the flush forces.
       for (const v of this.#video.values()) if (v.encoder) v.awaitingKey = true;
@@ -380,6 +360,28 @@ export class ClientConnection implements ClientSink, BudgetHolder, VideoSubscrib
       if (audio > 0) this.#ctx.metrics.audioChunksDropped.inc({ reason: 'flush' }, audio);
     }
     this.#sendText(JSON.stringify(msg.type === 'error' ? capError(msg) : withInstance(msg, this.#ctx.instance())));
+  }
+
+  /** The welcome's per-connection fields: the video offer, the resume secret, `resumed: false` when a resume failed. */
+  welcomeFields(resumed: boolean): Pick<WelcomeMessage, 'video' | 'resume' | 'resumed'> {
+    const fields: Pick<WelcomeMessage, 'video' | 'resume' | 'resumed'> = {};
+    const offer = this.#ctx.video.offer();
+    if (offer) fields.video = offer;
+    const graceMs = this.#ctx.options.resumeGraceMs;
+    if (graceMs > 0) fields.resume = { secret: this.resumeSecret, graceMs };
+    if (this.#resumeFailed && !resumed) fields.resumed = false;
+    return fields;
+  }
+
+  /** The stats' per-connection fields: this connection's video (codec, tier, bitrate since the last stats, key frames asked for). */
+  statsFields(): Pick<StatsMessage, 'video'> | undefined {
+    const video = this.videoSelection;
+    if (!video) return undefined;
+    const now = performance.now();
+    const bitrate = Math.round((this.#videoBytes * 8 * 1000) / Math.max(1, now - this.#videoBytesSince));
+    this.#videoBytes = 0;
+    this.#videoBytesSince = now;
+    return { video: { codec: video.codec, tier: video.tier, bitrate, keyFrameRequests: video.keyFrameRequests } };
   }
 
   frame(frame: OutputFrame): void {
@@ -972,13 +974,12 @@ export class ClientConnection implements ClientSink, BudgetHolder, VideoSubscrib
   }
 
   /**
-   * Runs `run` (a host call that answers message `id` through this sink **and** returns the
-   * answer), holding the sink's copy back so the answer is sent here, after the answers owed to
-   * earlier messages: every answer of a connection goes out in arrival order.
+   * Runs `run` (a host call that returns the answer to message `id`; the host never writes it to
+   * this sink) and sends the answer here, after the answers owed to earlier messages: every
+   * answer of a connection goes out in arrival order.
    */
   #answerInOrder(id: string, run: () => Promise<ReplyMessage | ErrorMessage> | ReplyMessage | ErrorMessage): void {
     this.#unanswered++;
-    this.#idsInFlight.set(id, (this.#idsInFlight.get(id) ?? 0) + 1);
     const answer = Promise.resolve(run()).then((result) => {
       this.#ctx.metrics.commands.inc({ code: result.type === 'reply' ? 'ok' : result.code });
       return result;
@@ -987,9 +988,6 @@ export class ClientConnection implements ClientSink, BudgetHolder, VideoSubscrib
       .then(() => answer)
       .then((result) => {
         this.#unanswered--;
-        const n = this.#idsInFlight.get(id) ?? 1;
-        if (n > 1) this.#idsInFlight.set(id, n - 1);
-        else this.#idsInFlight.delete(id);
         if (!this.#closed) this.#sendText(JSON.stringify(result.type === 'error' ? capError(result) : result));
       });
   }

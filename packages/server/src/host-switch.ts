@@ -111,6 +111,8 @@ class SwitchClient implements ClientHandle {
       audio: (c) => {
         if (live.on) current().audio?.(c);
       },
+      welcomeFields: (resumed) => (live.on ? current().welcomeFields?.(resumed) : undefined),
+      statsFields: () => (live.on ? current().statsFields?.() : undefined),
     };
     this.inner = host.connect(wrapper, this.info);
     this.#lastId = this.inner.id;

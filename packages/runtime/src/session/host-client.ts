@@ -4,6 +4,9 @@ import { CLIENT_TRANSITIONS, type ClientState, Lifecycle } from './lifecycle.js'
 import type { Session } from './session.js';
 import type { ClientHandle, ClientInfo, ClientSink, InboundFrame } from './transport.js';
 
+/** A session of the host, whose members are {@link HostClient}s. */
+export type HostSession = Session<HostClient>;
+
 /** What a client needs from its host. */
 export interface ClientOwner {
   toAppMessage(message: object): ServerMessage;
@@ -25,7 +28,7 @@ export class HostClient implements Client, ClientHandle {
   /** Frames its transport dropped (its `stats.dropped`). */
   dropped = 0;
   /** The session it joined (set on `joining`). */
-  session: Session | undefined;
+  session: HostSession | undefined;
   /**
    * While a command of this client waits for its uploads: the chain its later commands queue
    * on, so they still run in arrival order.

@@ -2,21 +2,24 @@ import { randomUUID } from 'node:crypto';
 import type { ErrorBody } from '@reactor/client';
 import type { Playout } from './playout.js';
 import type { InputState } from '../state/input-state.js';
-import type { HostClient } from './host-client.js';
 import type { UploadStore } from '../upload/upload-store.js';
 import { Lifecycle, SESSION_TRANSITIONS, type SessionState } from './lifecycle.js';
 
-/** One session of the host: its state, its clients, its playout and its timers. */
-export class Session {
+/**
+ * One session of the host: its state, its clients, its playout and its timers. `C` is the
+ * host's client type (`HostClient`): this module does not import it, so the two files do not
+ * import each other.
+ */
+export class Session<C = unknown> {
   readonly id: string;
   readonly startedAt = performance.now();
   readonly lifecycle = new Lifecycle<SessionState>('session', 'starting', SESSION_TRANSITIONS);
   /** Why it ended, when it ended with an error. */
   error: ErrorBody | undefined;
   /** Clients in the session (`joining` or `joined`), in join order. */
-  readonly members = new Set<HostClient>();
+  readonly members = new Set<C>();
   /** Clients that left and whose `@disconnected` hooks are queued (`leaving`), in the order they left. */
-  readonly leaving = new Set<HostClient>();
+  readonly leaving = new Set<C>();
   /** The step loop's handle while it runs. */
   loop: object | undefined;
   graceTimer: NodeJS.Timeout | undefined;
@@ -25,9 +28,9 @@ export class Session {
   windowSteps = 0;
   windowModelMs = 0;
   /** Who publishes each inbound track (wire name -> client); the first publisher holds it for the session. */
-  readonly publishers = new Map<string, HostClient>();
+  readonly publishers = new Map<string, C>();
   /** Tracks whose `@trackPublished` hook ran, and for which client (each gets one `@trackUnpublished`). */
-  readonly announced = new Map<string, HostClient>();
+  readonly announced = new Map<string, C>();
   /** Aborts when a command or hook queues behind the running step: a read the step waits in gives way. */
   stepInterrupt: AbortController | undefined;
   /** The session's uploads (created by the first announcement; closed, files and folder deleted, when the session ends). */
@@ -35,8 +38,8 @@ export class Session {
   /** The reason of the last refused step, logged once until it changes. */
   lastRefusal: string | undefined;
   /** Single-controller mode: the client that steers, and those waiting for control (first first). */
-  controller: HostClient | undefined;
-  readonly controlQueue: HostClient[] = [];
+  controller: C | undefined;
+  readonly controlQueue: C[] = [];
 
   /** `id`: the session's id, when someone outside chose it (a session router's); a new UUID otherwise. */
   constructor(

@@ -7,7 +7,18 @@
  * This file is the contract between the app model (issue: runtime) and the server
  * (issue: transport). Change it only together with both sides.
  */
-import type { AppSchema, CommandMessage, ErrorMessage, ReplyMessage, ServerMessage, SessionStatus, UploadInfo, UploadTicket } from '@reactor/client';
+import type {
+  AppSchema,
+  CommandMessage,
+  ErrorMessage,
+  ReplyMessage,
+  ServerMessage,
+  SessionStatus,
+  StatsMessage,
+  UploadInfo,
+  UploadTicket,
+  WelcomeMessage,
+} from '@reactor/client';
 import type { UploadOptions } from '../upload/upload-store.js';
 
 /** One played-out frame of one track, delivered to every sink at its due time. */
@@ -90,6 +101,14 @@ export interface ClientSink {
   audio?(chunk: OutputAudio): void;
   /** The host is closing this client (shutdown). */
   close(reason: string): void;
+  /**
+   * The fields this connection adds to its `welcome` (the server's video offer, resume secret,
+   * `resumed: false`), appended after the host's own in this order; `resumed`: the welcome is
+   * a resumed client's (it carries `resumed: true` already). Called while the host builds it.
+   */
+  welcomeFields?(resumed: boolean): Pick<WelcomeMessage, 'video' | 'resume' | 'resumed'> | undefined;
+  /** The fields this connection adds to its `stats` (the server's video figures), appended after the host's own. */
+  statsFields?(): Pick<StatsMessage, 'video'> | undefined;
 }
 
 /** Optional facts about a client, kept for hooks (`@connected(client)`). */
@@ -119,16 +138,16 @@ export interface ClientHandle {
   readonly id: string;
   /**
    * Runs one command (validated, between steps, in arrival order). The reply or error is
-   * sent to the sink **and** returned. Never rejects.
+   * returned (the transport sends it), never written to the sink. Never rejects.
    */
   command(msg: CommandMessage): Promise<ReplyMessage | ErrorMessage>;
   /**
    * Asks to publish an inbound track for this client (`publish` message). The reply or error
-   * (`publish_refused`, `unknown_track`, `wrong_track_direction`, `no_session`) is sent to the
-   * sink **and** returned.
+   * (`publish_refused`, `unknown_track`, `wrong_track_direction`, `no_session`) is returned,
+   * never written to the sink.
    */
   publish(id: string, track: string): ReplyMessage | ErrorMessage;
-  /** Releases a track this client publishes (`unpublish` message); reply or error sent and returned. */
+  /** Releases a track this client publishes (`unpublish` message); reply or error returned. */
   unpublish(id: string, track: string): ReplyMessage | ErrorMessage;
   /** Whether this client publishes the inbound track now: a transport checks it before decoding a frame. */
   publishes(track: string): boolean;
@@ -145,9 +164,9 @@ export interface ClientHandle {
    * Its role, publications and uploads carry on.
    */
   rebind(sink: ClientSink): void;
-  /** Single-controller mode: `request_control`; the reply (or error) is sent to the sink and returned. */
+  /** Single-controller mode: `request_control`; the reply (or error) is returned. */
   requestControl(id: string): ReplyMessage | ErrorMessage;
-  /** Single-controller mode: `release_control`; the reply (or error) is sent to the sink and returned. */
+  /** Single-controller mode: `release_control`; the reply (or error) is returned. */
   releaseControl(id: string): ReplyMessage | ErrorMessage;
   /** Frames dropped for this client, as counted by its transport; included in its stats. */
   reportDropped(count: number): void;

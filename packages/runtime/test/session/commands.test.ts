@@ -1,7 +1,7 @@
 import { IsIn, IsInt, IsString, Max, MaxLength, Min } from 'class-validator';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AppHost, ApplicationError, type Client, CommandError, event, InputField, InputState, ReactorApp, reactorApp } from '../../src/index.js';
-import { RecordingLogger, RecordingSink, deferred } from '../../src/testing.js';
+import { connectAsTransport, RecordingLogger, RecordingSink, deferred } from '../../src/testing.js';
 
 class State extends InputState {
   @InputField({ default: 'forest' })
@@ -93,8 +93,8 @@ async function setup(): Promise<{
   await host.load();
   const a = new RecordingSink();
   const b = new RecordingSink();
-  const ha = host.connect(a);
-  const hb = host.connect(b);
+  const ha = connectAsTransport(host, a);
+  const hb = connectAsTransport(host, b);
   await a.waitForMessage((m) => m.type === 'session' && m.session.state === 'streaming');
   // The first refused step goes into the status (`refused`) once: wait for it, so it is not mistaken for a broadcast.
   await a.waitForMessage((m) => m.type === 'session' && m.session.refused === 'idle');

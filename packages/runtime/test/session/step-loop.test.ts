@@ -1,7 +1,7 @@
 import { IsBoolean, IsInt } from 'class-validator';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ApplicationError, event, Frames, InputField, InputState, Output, ReactorApp, reactorApp, Video } from '../../src/index.js';
-import { Gate, RecordingLogger, RecordingSink, command as cmd, deferred, rgbFrames, useHosts } from '../../src/testing.js';
+import { connectAsTransport, Gate, RecordingLogger, RecordingSink, command as cmd, deferred, rgbFrames, useHosts } from '../../src/testing.js';
 
 const start = useHosts(afterEach);
 /** A measurement window (time passing is what is measured here, not a synchronisation). */
@@ -194,7 +194,7 @@ describe('step loop', () => {
     const host = start(App);
     await host.load();
     const sink = new RecordingSink();
-    const h = host.connect(sink);
+    const h = connectAsTransport(host, sink);
     await sink.waitForFrames(1);
     await turns(10);
     expect(calls).toBe(2); // step 2's batch waits for room: 1 queued + 2 > 2

@@ -1,0 +1,213 @@
+/**
+ * Command dispatch: one command of one client, checked (name, role, session, params), with its
+ * upload references resolved to stored files, run under the step lock in arrival order. The
+ * answer is returned to the caller (`ClientHandle.command`), never also written to the sink.
+ */
+import { type CommandMessage, type ErrorMessage, type ReplyMessage, type SessionStatus, WireErrorCode } from '@reactor/client';
+import type { CommandSpec } from '../app/registry.js';
+import { CommandError } from '../errors/errors.js';
+import { truncateCodePoints, unknownKey } from '../state/field-errors.js';
+import type { FieldSpec } from '../state/field-set.js';
+import { mimeMatches } from '../upload/sniff.js';
+import type { UploadedFile } from '../upload/uploaded-file.js';
+import { UnresolvedUpload } from '../upload/upload-store.js';
+import { errorReply, invalidParams } from './answers.js';
+import type { Client } from './client.js';
+import type { Control } from './control.js';
+import type { HostClient, HostSession } from './host-client.js';
+import type { HostCore } from './host-core.js';
+import type { HostUploads } from './host-uploads.js';
+
+/** Runs the commands of a host's clients. */
+export class CommandDispatch {
+  constructor(
+    private readonly core: HostCore,
+    private readonly control: Control,
+    private readonly uploads: HostUploads,
+    /** The host's status now (a `no_session` answer says when the app is still loading). */
+    private readonly status: () => SessionStatus,
+    /** Sends the session's state to its clients (a setter changed it). */
+    private readonly broadcastState: () => void,
+  ) {}
+
+  /** Runs one command for `client` under the lock; the answer is returned (the caller sends it). */
+  async dispatch(client: HostClient, msg: CommandMessage): Promise<ReplyMessage | ErrorMessage> {
+    const id = typeof msg?.id === 'string' ? msg.id : '';
+    let answer: ReplyMessage | ErrorMessage;
+    try {
+      const refs = this.uploadRefs(client, msg);
+      if (refs.length === 0 && client.uploadChain === undefined) {
+        answer = await this.core.task(() => this.execute(client, msg, id));
+      } else {
+        // Upload references are resolved outside the lock (a wait for bytes must not hold the
+        // step loop), and the client's later commands queue behind this one: arrival order holds.
+        const run = (client.uploadChain ?? Promise.resolve()).then(async () => {
+          const resolved = await this.resolveUploads(client, refs, id);
+          if (!(resolved instanceof Map)) return resolved;
+          return this.core.task(() => this.execute(client, msg, id, resolved));
+        });
+        const chain = run.catch(() => undefined);
+        client.uploadChain = chain;
+        void chain.then(() => {
+          if (client.uploadChain === chain) client.uploadChain = undefined;
+        });
+        answer = await run;
+      }
+    } catch (err) {
+      this.core.logger.error({ err }, 'command dispatch failed');
+      answer = errorReply(id, WireErrorCode.InternalError, 'the command failed inside the server; the server log has the details');
+    }
+    if (answer.type === 'error') this.core.counters.commandErrors++;
+    this.core.notifyChange();
+    return answer;
+  }
+
+  private async execute(client: HostClient, msg: CommandMessage, id: string, uploads?: Map<string, UploadedFile>): Promise<ReplyMessage | ErrorMessage> {
+    const { def } = this.core;
+    this.core.counters.commands++;
+    const name = msg?.name;
+    const spec = typeof name === 'string' ? def.commands.get(name) : undefined;
+    if (!spec) {
+      const shown = typeof name === 'string' ? truncateCodePoints(name) : name;
+      return errorReply(
+        id,
+        WireErrorCode.UnknownCommand,
+        `unknown command ${JSON.stringify(shown)}; this app has: ${[...def.commands.keys()].join(', ') || '(none)'}`,
+      );
+    }
+    const refused = this.control.roleError(client, id, spec.roles, `command ${spec.name}`);
+    if (refused) return refused;
+    const session = this.core.session;
+    if (!client.lifecycle.is('joining', 'joined') || !session || session.over || client.session !== session) {
+      return errorReply(
+        id,
+        WireErrorCode.NoSession,
+        `no session is running${this.status().state === 'loading' ? ' yet: the app is still loading' : ''}; try again once the session status is streaming`,
+      );
+    }
+    // Absent params mean none; `null` is not absent (the docs say an object or nothing) and is refused below.
+    let params = msg.params === undefined ? {} : msg.params;
+    if (typeof params !== 'object' || params === null || Array.isArray(params)) {
+      return {
+        type: 'error',
+        id,
+        code: WireErrorCode.InvalidParams,
+        message: 'params must be a JSON object',
+        details: [{ field: 'params', constraint: 'isObject', message: 'params must be an object' }],
+      };
+    }
+    if (uploads && uploads.size > 0) params = { ...params, ...Object.fromEntries(uploads) };
+    return spec.kind === 'setter' ? this.runSetter(spec, session, params, id) : this.runEvent(spec, client, params, id);
+  }
+
+  private async runSetter(spec: CommandSpec, session: HostSession, params: Record<string, unknown>, id: string): Promise<ReplyMessage | ErrorMessage> {
+    const field = spec.field!;
+    const details = Object.keys(params)
+      .filter((k) => k !== field.wire)
+      .map(unknownKey);
+    if (!Object.prototype.hasOwnProperty.call(params, field.wire)) {
+      details.push({ field: field.wire, constraint: 'required', message: `${field.wire} is required` });
+    } else {
+      details.push(...(await this.core.def.state.validateField(field, params[field.wire])));
+    }
+    if (details.length > 0) return invalidParams(id, spec.name, details);
+    (session.state as unknown as Record<string, unknown>)[field.property] = params[field.wire];
+    this.broadcastState();
+    return { type: 'reply', id };
+  }
+
+  private async runEvent(spec: CommandSpec, client: HostClient, params: Record<string, unknown>, id: string): Promise<ReplyMessage | ErrorMessage> {
+    const { app, def, logger } = this.core;
+    let value: object = {};
+    if (spec.params) {
+      const v = await spec.params.validatePayload(params);
+      if (!v.ok) return invalidParams(id, spec.name, v.errors);
+      value = v.value;
+    } else {
+      const extra = Object.keys(params);
+      if (extra.length > 0) return invalidParams(id, spec.name, extra.map(unknownKey));
+    }
+    try {
+      const handler = (app as unknown as Record<string, (p: object, c: Client) => unknown>)[spec.method!]!;
+      const result = await handler.call(app, value, client);
+      return result === undefined ? { type: 'reply', id } : { type: 'reply', id, result };
+    } catch (err) {
+      if (err instanceof CommandError) return errorReply(id, err.code, err.message);
+      logger.error({ err }, `command ${spec.name} (${def.appClass.name}.${spec.method}) threw`);
+      return errorReply(id, WireErrorCode.InternalError, `command ${spec.name} failed inside the app; the server log has the details`);
+    }
+  }
+
+  // ---- upload references ----------------------------------------------------------------------
+
+  /**
+   * The well-formed upload references (`{"uploadId": "<string>"}`) in a command for a session
+   * this client is in; anything else is left to validation (`invalid_params`) or to the checks
+   * `execute()` makes first (`unknown_command`, `no_session`).
+   */
+  private uploadRefs(client: HostClient, msg: CommandMessage): Array<{ field: FieldSpec; uploadId: string }> {
+    const fields = this.uploads.uploadFieldsOf(msg?.name);
+    const params = msg?.params;
+    if (fields.length === 0 || typeof params !== 'object' || params === null || Array.isArray(params)) return [];
+    if (!client.session || client.session.over) return [];
+    const refs: Array<{ field: FieldSpec; uploadId: string }> = [];
+    for (const field of fields) {
+      const v = (params as Record<string, unknown>)[field.wire];
+      if (typeof v !== 'object' || v === null || Array.isArray(v)) continue;
+      const keys = Object.keys(v);
+      const uploadId = (v as Record<string, unknown>).uploadId;
+      if (keys.length === 1 && typeof uploadId === 'string') refs.push({ field, uploadId });
+    }
+    return refs;
+  }
+
+  /**
+   * Resolves each reference to its stored file (waiting up to `resolveWaitMs` for bytes still
+   * arriving) and checks it against its field: the files by wire name, or the error answer
+   * (`unresolved_upload`, `upload_rejected`).
+   */
+  private async resolveUploads(
+    client: HostClient,
+    refs: ReadonlyArray<{ field: FieldSpec; uploadId: string }>,
+    id: string,
+  ): Promise<Map<string, UploadedFile> | ErrorMessage> {
+    const files = new Map<string, UploadedFile>();
+    const session = client.session;
+    if (!session || session.over) return files; // execute() answers no_session
+    const waitMs = this.uploads.resolveWaitMs;
+    const results = await Promise.all(
+      refs.map(async ({ field, uploadId }) => {
+        try {
+          if (!session.uploads)
+            throw new UnresolvedUpload(
+              `no upload ${JSON.stringify(uploadId.slice(0, 64))} in this session: upload the file first (POST /uploads, then PUT its bytes)`,
+            );
+          return { field, file: await session.uploads.resolve(uploadId, waitMs) };
+        } catch (err) {
+          return { field, error: (err as Error).message };
+        }
+      }),
+    );
+    for (const r of results) {
+      if (r.error !== undefined) return errorReply(id, WireErrorCode.UnresolvedUpload, `${r.field.wire}: ${r.error}`);
+      const { field, file } = r as { field: FieldSpec; file: UploadedFile };
+      const { maxBytes, mimeTypes } = field.upload!;
+      if (maxBytes !== undefined && file.size > maxBytes) {
+        return errorReply(
+          id,
+          WireErrorCode.UploadRejected,
+          `${field.wire} takes files of at most ${maxBytes} bytes; upload ${JSON.stringify(truncateCodePoints(file.name))} has ${file.size}`,
+        );
+      }
+      if (mimeTypes !== undefined && !mimeMatches(file.mimeType, mimeTypes)) {
+        return errorReply(
+          id,
+          WireErrorCode.UploadRejected,
+          `${field.wire} takes ${mimeTypes.join(', ')}; upload ${JSON.stringify(truncateCodePoints(file.name))} is ${file.mimeType}`,
+        );
+      }
+      files.set(field.wire, file);
+    }
+    return files;
+  }
+}

@@ -1,0 +1,93 @@
+/** The options of an {@link AppHost}, their defaults and their checks. */
+import { consoleLogger, type Logger } from '@reactor/log';
+import { HostOptionError } from '../errors/errors.js';
+import { type ResolvedUploadOptions, type UploadOptions, resolveUploadOptions } from '../upload/upload-store.js';
+
+/** Default grace period before a session without clients ends (60 s). */
+export const DEFAULT_GRACE_PERIOD_MS = 60_000;
+/** Default wait before a refused step (`ApplicationError`) is retried when nothing changes. */
+export const DEFAULT_REFUSAL_BACKOFF_MS = 50;
+/** Default period of `stats` messages. */
+export const DEFAULT_STATS_INTERVAL_MS = 1_000;
+
+/** Options of {@link AppHost}. */
+export interface AppHostOptions {
+  /** How long a session outlives its last client, ms (default 60 000; 0 ends it at once). */
+  gracePeriodMs?: number;
+  /**
+   * The weights folder (the CLI passes the manifest's `runtime.weights_path`, resolved against
+   * the manifest's folder). `REACTOR_WEIGHTS_PATH` overrides it.
+   */
+  weightsPath?: string;
+  /**
+   * Where log lines go (default: `consoleLogger()` of `@reactor/log`). The app logs through
+   * `this.logger`, a child of this one with the app's name (`{ app: 'VideoApp' }`).
+   */
+  logger?: Logger;
+  /** Retry delay after a refused step when nothing changes, ms (default 50). */
+  refusalBackoffMs?: number;
+  /** Period of `stats` messages, ms (default 1000; 0 turns them off). */
+  statsIntervalMs?: number;
+  /** Upload limits, waits, folder and image decoder (see `UploadOptions`; a server sets them through `uploads.configure()`). */
+  uploads?: UploadOptions;
+  /**
+   * One controller at a time (default `false`): the first `controller` client of a session steers;
+   * other controllers are refused `not_controller` for what only a controller may do, until they
+   * `requestControl()` and the holder releases control (or leaves).
+   */
+  singleController?: boolean;
+}
+
+/** {@link AppHostOptions} checked, with their defaults. */
+export interface ResolvedHostOptions {
+  gracePeriodMs: number;
+  refusalBackoffMs: number;
+  statsIntervalMs: number;
+  singleController: boolean;
+  weightsPath: string | undefined;
+  logger: Logger;
+  uploads: ResolvedUploadOptions;
+}
+
+/**
+ * Checks the options and fills in the defaults.
+ * @throws HostOptionError (`invalid_host_option`) for a bad option.
+ */
+export function resolveHostOptions(options: AppHostOptions): ResolvedHostOptions {
+  const gracePeriodMs = nonNegative(options.gracePeriodMs, DEFAULT_GRACE_PERIOD_MS, 'gracePeriodMs');
+  const refusalBackoffMs = nonNegative(options.refusalBackoffMs, DEFAULT_REFUSAL_BACKOFF_MS, 'refusalBackoffMs');
+  const statsIntervalMs = nonNegative(options.statsIntervalMs, DEFAULT_STATS_INTERVAL_MS, 'statsIntervalMs');
+  if (options.singleController !== undefined && typeof options.singleController !== 'boolean') {
+    throw new HostOptionError(`options.singleController must be a boolean, got ${JSON.stringify(options.singleController)}`);
+  }
+  if (options.weightsPath !== undefined && typeof options.weightsPath !== 'string') {
+    throw new HostOptionError(`options.weightsPath must be a string, got ${typeof options.weightsPath}`);
+  }
+  if (options.logger !== undefined && !isLogger(options.logger)) {
+    throw new HostOptionError(
+      'options.logger must be a Logger of @reactor/log (debug, info, warn, error and child methods), e.g. consoleLogger() or silentLogger',
+    );
+  }
+  return {
+    gracePeriodMs,
+    refusalBackoffMs,
+    statsIntervalMs,
+    singleController: options.singleController ?? false,
+    weightsPath: options.weightsPath,
+    logger: options.logger ?? consoleLogger(),
+    uploads: resolveUploadOptions(options.uploads ?? {}),
+  };
+}
+
+function nonNegative(value: number | undefined, fallback: number, name: string): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0)
+    throw new HostOptionError(`options.${name} must be a non-negative number of ms, got ${String(value)}`);
+  return value;
+}
+
+function isLogger(value: unknown): value is Logger {
+  if (value === null || typeof value !== 'object') return false;
+  const v = value as Record<string, unknown>;
+  return ['debug', 'info', 'warn', 'error', 'child'].every((m) => typeof v[m] === 'function');
+}

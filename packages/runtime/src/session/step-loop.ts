@@ -1,0 +1,176 @@
+/**
+ * The step loop of a streaming session: `processInput` -> `generate` -> `processOutput` under
+ * the step lock, one step after another; a refused step waits for a change (or the backoff),
+ * a failed one ends the session; the media of each step goes to playout outside the lock.
+ */
+import type { ErrorBody } from '@reactor/client';
+import { StepOutcome } from '../app/step-outcome.js';
+import { hostContext } from '../app/weights.js';
+import { ApplicationError, BufferClosedError, BufferTimeoutError, RuntimeErrorCode } from '../errors/errors.js';
+import { stepInterrupt } from '../input/input-buffer.js';
+import type { Output } from '../output/output.js';
+import type { Broadcast } from './broadcast.js';
+import type { HostSession } from './host-client.js';
+import { errorText, type HostCore, stepGaveWay } from './host-core.js';
+import { type Chunk, normalizeOutput } from './normalize.js';
+
+/** A host's step loops (one per session while it streams) and their listeners. */
+export class StepLoop {
+  private readonly stepListeners = new Set<(step: { elapsedMs: number; failed: boolean }) => void>();
+  private readonly loops = new Set<Promise<void>>();
+
+  constructor(
+    private readonly core: HostCore,
+    private readonly broadcast: Broadcast,
+    /** Whether the host is `ready` (a loop starts only then). */
+    private readonly ready: () => boolean,
+    /** Ends a session whose step failed (the host's `endSession`, under the lock). */
+    private readonly endSession: (session: HostSession, error: ErrorBody) => Promise<void>,
+    /** Retry delay after a refused step when nothing changes, ms. */
+    private readonly refusalBackoffMs: number,
+  ) {}
+
+  /** Calls `listener` after every step's `generate()` with its model time (failed steps too); returns the unsubscribe function. */
+  onStep(listener: (step: { elapsedMs: number; failed: boolean }) => void): () => void {
+    this.stepListeners.add(listener);
+    return () => this.stepListeners.delete(listener);
+  }
+
+  /** Resolves once every loop has stopped. */
+  async stopped(): Promise<void> {
+    await Promise.all([...this.loops]);
+  }
+
+  ensureLoop(session: HostSession): void {
+    if (session.loop || !this.ready()) return;
+    // The handle is in place before the loop starts, so the loop can clear it the moment it stops.
+    const handle = {};
+    session.loop = handle;
+    const p = hostContext.run(this.core.ctx, () => this.runLoop(session, handle));
+    this.loops.add(p);
+    void p.finally(() => this.loops.delete(p));
+  }
+
+  private async runLoop(session: HostSession, handle: object): Promise<void> {
+    try {
+      await this.loopSteps(session);
+    } finally {
+      if (session.loop === handle) session.loop = undefined;
+    }
+  }
+
+  private async loopSteps(session: HostSession): Promise<void> {
+    const { core } = this;
+    while (session.lifecycle.is('streaming') && core.session === session) {
+      const version = core.changeVersion;
+      let chunk: Chunk | undefined;
+      let refused = false;
+      await core.lock.run(async () => {
+        if (!session.lifecycle.is('streaming')) return;
+        const r = await this.step(session);
+        if (r === 'refused') refused = true;
+        else chunk = r;
+      }, 'step');
+      if (refused) {
+        await core.waitForChange(version, this.refusalBackoffMs);
+        // Whatever woke it, let I/O and timers run before the next try.
+        await yieldToEventLoop();
+        continue;
+      }
+      if (chunk) {
+        // Media leaves outside the lock: commands run while this waits for room.
+        await session.playout.push(chunk);
+      }
+      // A model that answers synchronously would otherwise keep the loop in microtasks and
+      // starve I/O (sockets, timers): give the event loop one turn per step.
+      await yieldToEventLoop();
+    }
+  }
+
+  /** One step, under the lock. Returns the media to emit, `'refused'`, or undefined (nothing / session ended). */
+  private async step(session: HostSession): Promise<Chunk | 'refused' | undefined> {
+    const interrupt = new AbortController();
+    // Tasks queued behind this step: a read that would wait gives way at once.
+    if (this.core.tasksWaiting > 0) interrupt.abort(stepGaveWay());
+    session.stepInterrupt = interrupt;
+    try {
+      return await stepInterrupt.run(interrupt.signal, () => this.runStep(session));
+    } finally {
+      session.stepInterrupt = undefined;
+    }
+  }
+
+  private async runStep(session: HostSession): Promise<Chunk | 'refused' | undefined> {
+    const { app, counters } = this.core;
+    let input: unknown;
+    try {
+      input = await app.processInput();
+    } catch (err) {
+      if (err instanceof ApplicationError || isInputUnavailable(err)) return this.refuse(session, err.message);
+      await this.failSession(session, 'processInput', err);
+      return undefined;
+    }
+    const t0 = performance.now();
+    let result: unknown;
+    let error: unknown;
+    try {
+      result = await app.generate(input);
+    } catch (err) {
+      // A model that reads a closed (or silent) input track is waiting for a publisher, not broken.
+      if (isInputUnavailable(err)) return this.refuse(session, err.message);
+      if (session.stepInterrupt?.signal.aborted && err === session.stepInterrupt.signal.reason) return this.refuse(session, (err as Error).message, false);
+      error = err ?? new Error('generate() threw a nullish value');
+      counters.modelErrors++;
+    }
+    if (session.lastRefusal !== undefined) {
+      session.lastRefusal = undefined;
+      this.broadcast.publishStatus();
+    }
+    const elapsedMs = performance.now() - t0;
+    session.steps++;
+    session.windowSteps++;
+    session.windowModelMs += elapsedMs;
+    counters.steps++;
+    for (const l of this.stepListeners) this.core.safe(l, () => l({ elapsedMs, failed: error !== undefined }));
+    let output: Output | null | undefined;
+    try {
+      output = await app.processOutput(new StepOutcome(result, error, elapsedMs));
+      if (output === null || output === undefined) return undefined;
+      return normalizeOutput(this.core.def, output, elapsedMs);
+    } catch (err) {
+      await this.failSession(session, 'processOutput', err);
+      return undefined;
+    }
+  }
+
+  /** Counts a refused step and logs its reason once (until a step runs or the reason changes). */
+  /**
+   * A refused step: logged, and (unless `tell` is false: a step that gave way to a command) the
+   * reason goes into the session status (`refused`) while it lasts, so clients can say why no
+   * frame comes (`paused`, a runner that could not be rebuilt, a track with no publisher).
+   */
+  private refuse(session: HostSession, reason: string, tell = true): 'refused' {
+    this.core.counters.refusedSteps++;
+    if (tell && session.lastRefusal !== reason) {
+      session.lastRefusal = reason;
+      this.core.logger.info(`step refused: ${reason}`);
+      this.broadcast.publishStatus();
+    }
+    return 'refused';
+  }
+
+  private async failSession(session: HostSession, where: string, err: unknown): Promise<void> {
+    this.core.logger.error({ err }, `${this.core.def.appClass.name}.${where}() threw; ending the session`);
+    const code = typeof (err as { code?: unknown })?.code === 'string' ? ` [${(err as { code: string }).code}]` : '';
+    await this.endSession(session, { code: RuntimeErrorCode.SessionFailed, message: `${where}() failed: ${errorText(err)}${code}` });
+  }
+}
+
+/** A step error that means "no input yet" (the track's publisher left, or a read timed out): the step is refused, not failed. */
+function isInputUnavailable(err: unknown): err is BufferClosedError | BufferTimeoutError {
+  return err instanceof BufferClosedError || err instanceof BufferTimeoutError;
+}
+
+function yieldToEventLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
