@@ -24,7 +24,7 @@
  */
 import { register } from 'node:module';
 import type { Logger } from '@reactor/log';
-import { consoleLogger, levelFromEnv } from '@reactor/log';
+import { SHUTDOWN_SIGNALS, consoleLogger, levelFromEnv, onProcessSignal } from '@reactor/log';
 import { RankPool } from '@reactor/distributed/internal';
 import { HostSwitch, hostOptionsOf, sameTracks, serveSwitchable, ServerErrorCode, type ReactorServer, type ServeOptions } from '@reactor/server';
 import { AppHost, type AppHostApi, type ClientSink } from '@reactor/runtime';
@@ -240,7 +240,7 @@ async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostR
       })
       .finally(() => process.exit(0));
   };
-  for (const s of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(s, quit);
+  onProcessSignal(SHUTDOWN_SIGNALS, quit);
   // The supervisor is gone (killed): nothing may outlive it.
   process.on('disconnect', quit);
   await cycle;
