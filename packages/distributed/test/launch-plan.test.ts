@@ -18,9 +18,17 @@ const facts = (f: Partial<MachineFacts> = {}): MachineFacts => ({ gpuCount: 0, n
 const ts: LaunchWorker = { kind: 'typescript', childMain: '/x/dist/process/child-main.js', moduleUrl: 'file:///app/dist/worker.js', exportName: 'W' };
 const python: LaunchWorker = {
   kind: 'python',
-  python: { module: 'video_worker', className: 'VideoWorker', interpreter: 'python3', interpreterPath: '/usr/bin/python3', pythonPath: '/py', errors: new Map() },
+  python: {
+    module: 'video_worker',
+    className: 'VideoWorker',
+    interpreter: 'python3',
+    interpreterPath: '/usr/bin/python3',
+    pythonPath: '/py',
+    errors: new Map(),
+  },
 };
-const plan = (o: Partial<LaunchOptions>, f: Partial<MachineFacts>, worker: LaunchWorker = ts) => planLaunch({ opts: opts(o), worker, prefix: 'rx-1', masterPort: 29500 }, facts(f));
+const plan = (o: Partial<LaunchOptions>, f: Partial<MachineFacts>, worker: LaunchWorker = ts) =>
+  planLaunch({ opts: opts(o), worker, prefix: 'rx-1', masterPort: 29500 }, facts(f));
 const layer = { implicit: true } as const;
 
 describe('planLaunch', () => {

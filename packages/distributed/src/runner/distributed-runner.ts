@@ -21,8 +21,7 @@ export type { CallOptions, DistributedRunnerEvents, RankExitInfo, RunnerStateNam
 
 /** A worker class as the constructor takes it, or a Python worker. */
 type WorkerArg<TInput, TResult, TArgs> =
-  | ((abstract new () => DistributedWorker<TInput, TResult, TArgs>) & { readonly moduleUrl: string })
-  | PythonWorkerSpec<TInput, TResult, TArgs>;
+  ((abstract new () => DistributedWorker<TInput, TResult, TArgs>) & { readonly moduleUrl: string }) | PythonWorkerSpec<TInput, TResult, TArgs>;
 
 /** What the constructor checked. */
 interface RunnerSpec {
@@ -199,7 +198,6 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
   get shmBackend(): ShmBackendKind {
     return this.core.shmBackend;
   }
-
 
   /**
    * Starts one process per rank and runs `load(loadArgs)` in each. Any failure tears everything

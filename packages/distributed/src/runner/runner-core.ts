@@ -8,7 +8,16 @@
 import { randomBytes } from 'node:crypto';
 import type { EventEmitter } from 'node:events';
 import type { Logger } from '@reactor/log';
-import { CallAbortedError, type CrashPhase, DistributedErrorCode, OWN_ERROR_CLASSES, RunnerStateError, RunnerUnusableError, WorkerCrashedError, WorkerTimeoutError } from '../errors.js';
+import {
+  CallAbortedError,
+  type CrashPhase,
+  DistributedErrorCode,
+  OWN_ERROR_CLASSES,
+  RunnerStateError,
+  RunnerUnusableError,
+  WorkerCrashedError,
+  WorkerTimeoutError,
+} from '../errors.js';
 import type { ExitInfo } from '../process/worker-process.js';
 import { type CallOp, type ChildMessage, type Payload, type ShmBackendKind, expectChildMessage } from '../protocol.js';
 import { type ResolvedPythonWorker, unsendableError, unsendableToPython } from '../python/python-worker.js';
@@ -276,7 +285,8 @@ export class RunnerCore implements CallHost {
     try {
       if (op === 'generate') {
         const enc = encodeValue(input);
-        if (this.worker.kind === 'python' && enc.json === null) throw unsendableError(`The input of ${name}`, unsendableToPython(input) ?? 'it needs the v8 format');
+        if (this.worker.kind === 'python' && enc.json === null)
+          throw unsendableError(`The input of ${name}`, unsendableToPython(input) ?? 'it needs the v8 format');
         ref = toPayload(enc, this.group.input!);
       }
     } catch (err) {
