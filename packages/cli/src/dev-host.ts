@@ -24,8 +24,8 @@
  */
 import { register } from 'node:module';
 import type { Logger } from '@reactor/log';
-import { consoleLogger, levelFromEnv } from '@reactor/log';
-import { disableRankReuse, enableRankReuse, releaseParkedRunners } from '@reactor/distributed/internal';
+import { SHUTDOWN_SIGNALS, consoleLogger, levelFromEnv, onProcessSignal } from '@reactor/log';
+import { RankPool } from '@reactor/distributed/internal';
 import { HostSwitch, hostOptionsOf, sameTracks, serveSwitchable, ServerErrorCode, type ReactorServer, type ServeOptions } from '@reactor/server';
 import { AppHost, type AppHostApi, type ClientSink } from '@reactor/runtime';
 import { checkPaths, importApp, manifestFrom, serveApp, serveSettings, type CliOptions } from './commands.js';
@@ -112,7 +112,8 @@ function modelKeys(m: Manifest): string {
 
 async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostReply) => void): Promise<void> {
   register('./dev-loader.js', import.meta.url, { data: { root: args.root } });
-  enableRankReuse();
+  // The pool this process owns: the app's runners park in it at shutdown() and take their ranks back from it.
+  const ranks = new RankPool().install();
   const o = { ...args.options };
   let current: ReactorServer | undefined;
   let generation = 0;
@@ -173,7 +174,7 @@ async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostR
       carried = noteState(old.host instanceof HostSwitch ? old.host.current : old.host);
       await old.close();
     }
-    if (reloadModel) await releaseParkedRunners();
+    if (reloadModel) await ranks.releaseParked();
     if (closing) return;
     try {
       const { server, viewer } = await serveApp(o, m, App, settings, logger, undefined, (A, options) => {
@@ -185,11 +186,11 @@ async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostR
       o.port = new URL(server.url).port;
       viewerHref = viewer.href;
       if (carried) await carryState(server.host, carried, logger, 'clients rejoin it as they reconnect');
-      await releaseParkedRunners();
+      await ranks.releaseParked();
       process.stdout.write(`Viewer: ${viewer.href}\n`);
       send({ t: 'serving', viewer: viewer.href, generation });
     } catch (err) {
-      await releaseParkedRunners();
+      await ranks.releaseParked();
       const reason = (err as Error).message;
       logger.error(`${reason}; fix it and save a file to try again`);
       send({ t: 'down', reason });
@@ -203,12 +204,12 @@ async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostR
     const started = performance.now();
     const { loadError } = await swap.replace(next, {
       load: async (h) => {
-        if (reloadModel) await releaseParkedRunners();
+        if (reloadModel) await ranks.releaseParked();
         await h.load(context);
       },
       prepare: (h) => (carried ? carryState(h, carried, logger, 'the connected clients kept their connection') : undefined),
     });
-    await releaseParkedRunners();
+    await ranks.releaseParked();
     if (loadError !== undefined) {
       const reason = (loadError as Error).message;
       logger.error(`${reason}; the server stays up with the failed version; fix it and save a file to try again`);
@@ -234,12 +235,12 @@ async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostR
     closing = true;
     void cycle
       .then(async () => {
-        await disableRankReuse();
+        await ranks.close();
         await current?.close();
       })
       .finally(() => process.exit(0));
   };
-  for (const s of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(s, quit);
+  onProcessSignal(SHUTDOWN_SIGNALS, quit);
   // The supervisor is gone (killed): nothing may outlive it.
   process.on('disconnect', quit);
   await cycle;

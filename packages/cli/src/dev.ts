@@ -16,7 +16,7 @@ import { createRequire } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { watch as chokidarWatch, type FSWatcher } from 'chokidar';
-import type { Logger } from '@reactor/log';
+import { type Logger, SHUTDOWN_SIGNALS, onProcessSignal } from '@reactor/log';
 import type * as TS from 'typescript';
 import { ReactorError, WEIGHTS_PATH_ENV } from '@reactor/runtime';
 import { findManifest, loadManifest, ManifestError, MANIFEST_FILE } from './manifest.js';
@@ -217,8 +217,6 @@ export async function devCommand(o: DevOptions, logger: Logger): Promise<void> {
         .then(() => cycle)
         .then(resolve);
     };
-    process.once('SIGINT', quit);
-    process.once('SIGTERM', quit);
-    process.once('SIGHUP', quit);
+    onProcessSignal(SHUTDOWN_SIGNALS, quit, { once: true });
   });
 }

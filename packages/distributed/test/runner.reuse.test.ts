@@ -6,10 +6,15 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DistributedRunner } from '../src/index.js';
-import { disableRankReuse, enableRankReuse, moduleTreeHash, parkedRankPids } from '../src/internal.js';
+import { RankPool, moduleTreeHash } from '../src/internal.js';
 import { captureLogger, eventually, expectNothingLeft, fixture, isAlive, useTempDirs } from './helpers.js';
 
 const tempDir = useTempDirs();
+// The pool `reactor dev` owns: installed, it parks healthy runners at shutdown(); create() hands a parked one back.
+const ranks = new RankPool();
+const enableRankReuse = (): void => void ranks.install();
+const disableRankReuse = (): Promise<void> => ranks.close();
+const parkedRankPids = (): number[] => ranks.parkedPids();
 afterEach(async () => {
   await disableRankReuse();
 });
@@ -33,7 +38,7 @@ describe('DistributedRunner', () => {
       expect(parkedRankPids().sort()).toEqual([...pids].sort());
       expect(pids.every(isAlive)).toBe(true);
 
-      const second = new DistributedRunner(EchoWorker, { worldSize: 2, devices: 'cpu', logger, loadArgs: { tag: 'a' } });
+      const second = ranks.create(EchoWorker, { worldSize: 2, devices: 'cpu', logger, loadArgs: { tag: 'a' } });
       expect(second).toBe(first);
       const unhealthy: Error[] = [];
       second.on('unhealthy', (e) => unhealthy.push(e));
@@ -52,6 +57,30 @@ describe('DistributedRunner', () => {
       expect(unhealthy).toEqual([]);
     });
 
+    it('gives a new DistributedRunner (what an app under reactor dev makes) the parked ranks: a new object, the same ranks, the events its own', async () => {
+      enableRankReuse();
+      const logger = captureLogger();
+      const first = new DistributedRunner(EchoWorker, { worldSize: 1, devices: 'cpu', logger, loadArgs: { tag: 'n' } });
+      await first.start();
+      const pids = first.pids;
+      await first.shutdown();
+      const second = new DistributedRunner(EchoWorker, { worldSize: 1, devices: 'cpu', logger, loadArgs: { tag: 'n' } });
+      expect(second).not.toBe(first);
+      expect(parkedRankPids()).toEqual([]);
+      await second.start();
+      expect(second.pids).toEqual(pids);
+      expect(logger.lines).toContain(`info reusing the 1 loaded rank (pid ${pids.join(', ')}): the model half did not change`);
+      expect(await second.generate({ value: 3 })).toMatchObject({ rank: 0 });
+      const exits: number[] = [];
+      second.on('rankExit', (info) => exits.push(info.pid));
+      process.kill(pids[0]!, 'SIGKILL');
+      await eventually(() => exits.length === 1, 10_000, 'the new runner to hear of its rank exit');
+      expect(exits).toEqual(pids);
+      await disableRankReuse();
+      await second.shutdown();
+      expectNothingLeft(second);
+    });
+
     it('starts new ranks when loadArgs differ, and stops the parked ones first', async () => {
       enableRankReuse();
       const logger = captureLogger();
@@ -59,7 +88,7 @@ describe('DistributedRunner', () => {
       await first.start();
       const [old] = first.pids;
       await first.shutdown();
-      const second = new DistributedRunner(EchoWorker, { worldSize: 1, devices: 'cpu', logger, loadArgs: { tag: 'b' } });
+      const second = ranks.create(EchoWorker, { worldSize: 1, devices: 'cpu', logger, loadArgs: { tag: 'b' } });
       expect(second).not.toBe(first);
       await second.start();
       // The parked runner of the same worker was stopped before the new ranks started.
@@ -79,7 +108,7 @@ describe('DistributedRunner', () => {
       await first.shutdown();
       process.kill(first.pids[0]!, 'SIGKILL');
       await eventually(() => !first.healthy, 10_000, 'the parked runner to notice its rank died');
-      const second = new DistributedRunner(EchoWorker, { worldSize: 1, devices: 'cpu', logger: captureLogger(), loadArgs: {} });
+      const second = ranks.create(EchoWorker, { worldSize: 1, devices: 'cpu', logger: captureLogger(), loadArgs: {} });
       expect(second).not.toBe(first);
       await second.start();
       expect(second.healthy).toBe(true);

@@ -1,9 +1,9 @@
 /** SIGINT/SIGTERM/SIGHUP handling for processes that serve an app (the CLI uses it). */
-import { consoleLogger, type Logger } from '@reactor/log';
+import { consoleLogger, type Logger, SHUTDOWN_SIGNALS as SIGNALS, onProcessSignal } from '@reactor/log';
 import type { ReactorServer } from './reactor-server.js';
 
 /** The signals {@link installShutdownHandlers} handles by default: each closes the server in order. */
-export const SHUTDOWN_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+export const SHUTDOWN_SIGNALS: readonly NodeJS.Signals[] = SIGNALS;
 
 /** Options of {@link installShutdownHandlers}. */
 export interface ShutdownOptions {
@@ -46,8 +46,6 @@ export function installShutdownHandlers(server: Pick<ReactorServer, 'close'> & {
       },
     );
   };
-  for (const s of signals) process.on(s, handler);
-  return () => {
-    for (const s of signals) process.off(s, handler);
-  };
+  // Through the process signal registry (@reactor/log): a runner's cleanup sees this handler and leaves the signal to it.
+  return onProcessSignal(signals, handler);
 }

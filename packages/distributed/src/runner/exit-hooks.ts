@@ -3,8 +3,11 @@
  * when the application installed no handler of its own, the ranks are torn down and the signal
  * is re-raised so the process still dies of it; when it did, the application shuts the runner
  * down itself (within {@link SIGNAL_DEFER_MS}) and process exit is the backstop.
+ * The listeners are the process signal registry's (`@reactor/log`: `onProcessSignal`,
+ * `onProcessExit`); "the application handles it" is `signalHandledElsewhere`.
  * @internal
  */
+import { SHUTDOWN_SIGNALS, onProcessExit, onProcessSignal, signalHandledElsewhere } from '@reactor/log';
 
 /** What the hooks need from a live runner. */
 export interface ExitHookTarget {
@@ -14,9 +17,9 @@ export interface ExitHookTarget {
   terminate(): Promise<void>;
 }
 
-const SIGNALS: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 const live = new Set<ExitHookTarget>();
-let installed = false;
+/** Removes the registrations (null while none). */
+let installed: (() => void) | null = null;
 
 function onExit(): void {
   for (const t of live) t.killNow();
@@ -31,7 +34,7 @@ function onExit(): void {
 export const SIGNAL_DEFER_MS = 10_000;
 
 function onSignal(signal: NodeJS.Signals): void {
-  if (process.listeners(signal).some((l) => l !== signalListener)) {
+  if (signalHandledElsewhere(signal, signalListener)) {
     // The application handles this signal: tearing the ranks down now would fail the step in
     // flight and turn an orderly shutdown into a crash. Give it time; 'exit' is the backstop.
     setTimeout(() => {
@@ -50,16 +53,17 @@ const signalListener = onSignal as (signal: NodeJS.Signals) => void;
 
 function install(): void {
   if (installed) return;
-  installed = true;
-  process.on('exit', onExit);
-  for (const s of SIGNALS) process.on(s, signalListener);
+  const offExit = onProcessExit(onExit);
+  const offSignals = onProcessSignal(SHUTDOWN_SIGNALS, signalListener);
+  installed = () => {
+    offExit();
+    offSignals();
+  };
 }
 
 function uninstall(): void {
-  if (!installed) return;
-  installed = false;
-  process.off('exit', onExit);
-  for (const s of SIGNALS) process.off(s, signalListener);
+  installed?.();
+  installed = null;
 }
 
 /** Registers a live runner; hooks are installed while at least one is registered. */

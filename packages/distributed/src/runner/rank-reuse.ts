@@ -1,11 +1,13 @@
 /**
  * Keeping loaded ranks across app reloads inside one process: what `reactor dev` uses so that an
- * edit to the application half does not load the weights again. Off unless a host switches it on
- * ({@link enableRankReuse}); a production process never parks anything.
+ * edit to the application half does not load the weights again. Off unless a host installs a
+ * pool ({@link RankReusePool.install}; `reactor dev` owns a `RankPool`); a production process never parks anything.
  *
  * While it is on, `shutdown()` of a healthy, idle runner parks the runner (its ranks keep running,
- * with their weights loaded) instead of stopping it, and the next `new DistributedRunner(...)`
- * with the same fingerprint gets the parked runner back, already started. The fingerprint covers
+ * with their weights loaded) instead of stopping it, and the next runner with the same
+ * fingerprint gets its ranks back, already started: `pool.create(...)` returns the parked runner
+ * itself, `new DistributedRunner(...)` a new runner over the parked ranks (a constructor never
+ * returns another object). The fingerprint covers
  * everything that decides what the ranks loaded: the worker module and every module it imports by
  * a relative path (their bytes), the export, the options (but the logger) and `loadArgs`. Anything
  * else (an edit to the worker, other `loadArgs`, another rank count) misses, and the parked runner
@@ -19,7 +21,7 @@ import { fileURLToPath } from 'node:url';
 
 /** What the pool needs of a runner. */
 export interface ReusableRunner {
-  /** The runner itself, handed back by {@link takeParkedRunner}. */
+  /** The runner itself, handed back by {@link RankReusePool.take}. */
   readonly target: object;
   healthy(): boolean;
   pids(): number[];
@@ -33,87 +35,93 @@ interface Parked {
   runner: ReusableRunner;
 }
 
-/** The process-wide pool (one per process, even with two copies of this package loaded). */
-class RankReusePool {
-  enabled = false;
-  parked: Parked[] = [];
-  /** Runners being shut down because they were not reused: the next start waits for them (GPU memory). */
-  releasing = new Set<Promise<void>>();
-}
-
+/** The slot of the installed pool (one per process, even with two copies of this package loaded). */
 const POOL = Symbol.for('@reactor/distributed.rank-reuse');
 
-function pool(): RankReusePool {
-  const g = globalThis as { [POOL]?: RankReusePool };
-  return (g[POOL] ??= new RankReusePool());
-}
-
-/** Whether `shutdown()` parks healthy runners in this process. @internal */
-export function rankReuseEnabled(): boolean {
-  return pool().enabled;
-}
-
-/** Lets `shutdown()` park healthy, idle runners for the next runner with the same fingerprint. @internal */
-export function enableRankReuse(): void {
-  pool().enabled = true;
-}
-
-/** Stops parking, and shuts down every parked runner. @internal */
-export async function disableRankReuse(): Promise<void> {
-  pool().enabled = false;
-  await releaseParkedRunners();
-}
-
-/** Shuts down every parked runner (and waits for those already being released). @internal */
-export async function releaseParkedRunners(): Promise<void> {
-  const p = pool();
-  const all = p.parked.splice(0);
-  await Promise.all([...all.map((e) => release(e.runner)), ...p.releasing]);
-}
-
-/** The pids of the parked runners' ranks. @internal */
-export function parkedRankPids(): number[] {
-  return pool().parked.flatMap((e) => e.runner.pids());
-}
-
-function release(runner: ReusableRunner): Promise<void> {
-  const p = pool();
-  const done = runner.release().catch(() => undefined);
-  p.releasing.add(done);
-  void done.finally(() => p.releasing.delete(done));
-  return done;
-}
-
-/** Parks `runner` under `key`; a runner parked earlier under the same module is released. */
-export function parkRunner(key: string, moduleKey: string, runner: ReusableRunner): void {
-  const p = pool();
-  for (const e of p.parked.filter((x) => x.moduleKey === moduleKey || x.key === key)) {
-    p.parked.splice(p.parked.indexOf(e), 1);
-    void release(e.runner);
-  }
-  p.parked.push({ key, moduleKey, runner });
-}
-
-/** The parked, still healthy runner with this fingerprint, taken out of the pool; undefined for none. */
-export function takeParkedRunner(key: string): ReusableRunner | undefined {
-  const p = pool();
-  const i = p.parked.findIndex((e) => e.key === key);
-  if (i < 0) return undefined;
-  const [entry] = p.parked.splice(i, 1);
-  if (entry!.runner.healthy()) return entry!.runner;
-  void release(entry!.runner);
-  return undefined;
+/** The pool `new DistributedRunner(...)` parks into and takes from in this process, if a host installed one. @internal */
+export function installedRankPool(): RankReusePool | undefined {
+  return (globalThis as { [POOL]?: RankReusePool })[POOL];
 }
 
 /**
- * Before new ranks of `moduleKey` start: shuts down the parked runners of the same worker module
- * (their fingerprint missed, so they will not be used) and waits for every release in flight.
+ * The parked runners of one host (`reactor dev` owns one, see `RankPool`). Nothing parks until
+ * it is {@link install}ed; {@link close} stops every parked runner and uninstalls it.
+ * @internal
  */
-export async function releaseBeforeStart(moduleKey: string): Promise<void> {
-  const p = pool();
-  const stale = p.parked.filter((e) => e.moduleKey === moduleKey);
-  p.parked = p.parked.filter((e) => e.moduleKey !== moduleKey);
-  await Promise.all([...stale.map((e) => release(e.runner)), ...p.releasing]);
+export class RankReusePool {
+  private parked: Parked[] = [];
+  /** Runners being shut down because they were not reused: the next start waits for them (GPU memory). */
+  private readonly releasing = new Set<Promise<void>>();
+  private closed = false;
+
+  /** Makes this the process's pool: from now on `shutdown()` of a healthy, idle runner parks it here. */
+  install(): this {
+    const g = globalThis as { [POOL]?: RankReusePool };
+    if (g[POOL] && g[POOL] !== this) throw new Error('Another rank reuse pool is installed in this process: close() it first.');
+    this.closed = false;
+    g[POOL] = this;
+    return this;
+  }
+
+  /** Whether `shutdown()` parks runners here (installed and not closed). */
+  get enabled(): boolean {
+    return !this.closed && installedRankPool() === this;
+  }
+
+  /** Stops parking (uninstalls the pool), and shuts down every parked runner. */
+  async close(): Promise<void> {
+    this.closed = true;
+    const g = globalThis as { [POOL]?: RankReusePool };
+    if (g[POOL] === this) delete g[POOL];
+    await this.releaseParked();
+  }
+
+  /** Shuts down every parked runner (and waits for those already being released). */
+  async releaseParked(): Promise<void> {
+    const all = this.parked.splice(0);
+    await Promise.all([...all.map((e) => this.release(e.runner)), ...this.releasing]);
+  }
+
+  /** The pids of the parked runners' ranks. */
+  parkedPids(): number[] {
+    return this.parked.flatMap((e) => e.runner.pids());
+  }
+
+  private release(runner: ReusableRunner): Promise<void> {
+    const done = runner.release().catch(() => undefined);
+    this.releasing.add(done);
+    void done.finally(() => this.releasing.delete(done));
+    return done;
+  }
+
+  /** Parks `runner` under `key`; a runner parked earlier under the same module is released. */
+  park(key: string, moduleKey: string, runner: ReusableRunner): void {
+    for (const e of this.parked.filter((x) => x.moduleKey === moduleKey || x.key === key)) {
+      this.parked.splice(this.parked.indexOf(e), 1);
+      void this.release(e.runner);
+    }
+    this.parked.push({ key, moduleKey, runner });
+  }
+
+  /** The parked, still healthy runner with this fingerprint, taken out of the pool; undefined for none. */
+  take(key: string): ReusableRunner | undefined {
+    const i = this.parked.findIndex((e) => e.key === key);
+    if (i < 0) return undefined;
+    const [entry] = this.parked.splice(i, 1);
+    if (entry!.runner.healthy()) return entry!.runner;
+    void this.release(entry!.runner);
+    return undefined;
+  }
+
+  /**
+   * Before new ranks of `moduleKey` start: shuts down the parked runners of the same worker module
+   * (their fingerprint missed, so they will not be used) and waits for every release in flight.
+   */
+  async releaseBeforeStart(moduleKey: string): Promise<void> {
+    const stale = this.parked.filter((e) => e.moduleKey === moduleKey);
+    this.parked = this.parked.filter((e) => e.moduleKey !== moduleKey);
+    await Promise.all([...stale.map((e) => this.release(e.runner)), ...this.releasing]);
+  }
 }
 
 /** The module's URL without a query or hash (a host may import modules again as `x.js?v=2`). */

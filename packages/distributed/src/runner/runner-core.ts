@@ -1,0 +1,432 @@
+/**
+ * The runner's lifecycle: the one state (`new` -> `starting` -> `ready` <-> `busy` ->
+ * `unusable` -> `shutdown`), `start()` (the launch plan, then the rank group), the routing of
+ * every rank message, the failures and the stop. `DistributedRunner` is the facade over it;
+ * with rank reuse a core outlives its first facade and serves the next one.
+ * @internal
+ */
+import { randomBytes } from 'node:crypto';
+import type { EventEmitter } from 'node:events';
+import type { Logger } from '@reactor/log';
+import {
+  CallAbortedError,
+  type CrashPhase,
+  DistributedErrorCode,
+  OWN_ERROR_CLASSES,
+  RunnerStateError,
+  RunnerUnusableError,
+  WorkerCrashedError,
+  WorkerTimeoutError,
+} from '../errors.js';
+import type { ExitInfo } from '../process/worker-process.js';
+import { type CallOp, type ChildMessage, type Payload, type ShmBackendKind, expectChildMessage } from '../protocol.js';
+import { type ResolvedPythonWorker, unsendableError, unsendableToPython } from '../python/python-worker.js';
+import { encodeValue } from '../shm/codec.js';
+import { processSegmentPrefix, sweepStaleSegments, toPayload } from '../shm/segments.js';
+import { transition } from '../state-machine.js';
+import type { WorkerClass } from '../worker/distributed-worker.js';
+import { type ErrorClass, collectErrorClasses, reviveError } from '../worker/error-codec.js';
+import { type WorkerLocation, exportNameOf, staleBuild } from '../worker/locate.js';
+import { CallTracker, type CallHost, type InFlight, clampTimer, finishedWhileWaiting } from './call-tracker.js';
+import type { DeviceAssignment } from './devices.js';
+import { type LaunchNotice, type LaunchWorker, planLaunch } from './launch-plan.js';
+import { childMainPath, freePort, probeMachine } from './machine-facts.js';
+import type { ResolvedOptions } from './options.js';
+import { RankGroup } from './rank-group.js';
+import { RUNNER_TRANSITIONS, type DistributedRunnerEvents, type RunnerStateName, type StallInfo } from './runner-types.js';
+
+interface StartPhase {
+  loaded: Set<number>;
+  timer: NodeJS.Timeout | null;
+  resolve(): void;
+  reject(err: unknown): void;
+}
+
+/** The runner's state and what only that state has. */
+type RunnerState =
+  | { name: 'new' }
+  | { name: 'starting'; start: StartPhase | null }
+  | { name: 'ready' }
+  | { name: 'busy'; call: InFlight }
+  | { name: 'unusable'; reason: string; cause: unknown }
+  | { name: 'shutdown'; reason: string; cause: unknown };
+
+/** What the ranks run: a TypeScript worker's class and module, or a Python worker. */
+export type CoreWorker = { kind: 'typescript'; cls: WorkerClass; location: WorkerLocation } | { kind: 'python'; python: ResolvedPythonWorker };
+
+let runnerSeq = 0;
+/** Each notice is logged once per process. */
+const noticesShown = new Set<LaunchNotice['key']>();
+
+export class RunnerCore implements CallHost {
+  readonly prefix = `${processSegmentPrefix()}-${++runnerSeq}-${randomBytes(3).toString('hex')}`;
+  readonly group: RankGroup;
+  private readonly tracker: CallTracker;
+  private state: RunnerState = { name: 'new' };
+  errorClasses: ReadonlyMap<string, ErrorClass> = new Map();
+  private backend: ShmBackendKind = 'native';
+
+  /**
+   * @param events where the events go (the facade; {@link attach} moves them to another)
+   * @param beforeStart awaited once the runner is `starting`, before anything is spawned (rank reuse: stop the parked runners of the same worker)
+   */
+  constructor(
+    private events: EventEmitter<DistributedRunnerEvents>,
+    private readonly worker: CoreWorker,
+    private readonly loadArgs: unknown,
+    readonly opts: ResolvedOptions,
+    private readonly gpuCount: number,
+    private readonly assignments: DeviceAssignment[],
+    private readonly beforeStart: () => Promise<void>,
+  ) {
+    this.group = new RankGroup(this.prefix, opts.worldSize, () => this.stop(false));
+    this.tracker = new CallTracker(this);
+  }
+
+  get logger(): Logger {
+    return this.opts.logger;
+  }
+
+  /** The facade that gets the events from now on. */
+  attach(events: EventEmitter<DistributedRunnerEvents>): void {
+    this.events = events;
+  }
+
+  emit<K extends keyof DistributedRunnerEvents>(event: K, ...args: DistributedRunnerEvents[K]): void {
+    (this.events.emit as (e: K, ...a: DistributedRunnerEvents[K]) => boolean)(event, ...args);
+  }
+
+  /** The one place the state changes. @throws IllegalTransitionError on an edge {@link RUNNER_TRANSITIONS} does not have */
+  private go(next: RunnerState): void {
+    const from = this.state.name;
+    transition('DistributedRunner', RUNNER_TRANSITIONS, from, next.name);
+    this.state = next;
+    if (next.name === 'unusable' && (from === 'ready' || from === 'busy')) this.emit('unhealthy', next.cause as Error);
+    if (next.name === 'ready') this.tracker.startIdleWatch();
+    else this.tracker.stopIdleWatch();
+  }
+
+  // ---- CallHost ----------------------------------------------------------------------------------
+
+  inFlight(): InFlight | null {
+    return this.state.name === 'busy' ? this.state.call : null;
+  }
+
+  enterBusy(call: InFlight): void {
+    this.go({ name: 'busy', call });
+  }
+
+  enterReady(): void {
+    this.go({ name: 'ready' });
+  }
+
+  // ---- what the facade reads -----------------------------------------------------------------
+
+  get stateName(): RunnerStateName {
+    return this.state.name;
+  }
+
+  get healthy(): boolean {
+    return this.state.name === 'ready' || this.state.name === 'busy';
+  }
+
+  get stalledRanks(): StallInfo[] {
+    if (this.state.name !== 'busy' && this.state.name !== 'ready') return [];
+    return this.tracker.stalledRanks();
+  }
+
+  get pids(): number[] {
+    return this.group.pids;
+  }
+
+  get shmBackend(): ShmBackendKind {
+    return this.backend;
+  }
+
+  /** Rank reuse: the worker module as the app imports it now rebuilds the error classes, so `instanceof` holds. */
+  async readopt(location: WorkerLocation): Promise<void> {
+    const mod = (await import(location.sourceUrl)) as Record<string, unknown>;
+    this.errorClasses = new Map([...OWN_ERROR_CLASSES, ...collectErrorClasses(mod)]);
+  }
+
+  // ---- start -------------------------------------------------------------------------------------
+
+  async start(): Promise<void> {
+    if (this.state.name !== 'new') {
+      throw new RunnerStateError(
+        DistributedErrorCode.RunnerState,
+        this.state.name === 'shutdown' || this.state.name === 'unusable'
+          ? 'start() on a runner that was shut down: a runner starts once; construct a new DistributedRunner.'
+          : 'start() was already called: a runner starts once.',
+      );
+    }
+    this.go({ name: 'starting', start: null });
+    try {
+      await this.beforeStart();
+      this.assertStillStarting();
+      await this.startRanks();
+    } catch (err) {
+      // Later calls say why (unless shutdown() ended start(): then "it was shut down" is the reason).
+      const failed = this.stateName === 'starting';
+      await this.teardown(false);
+      if (failed) this.go({ name: 'shutdown', reason: `start() failed: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`, cause: err });
+      throw err;
+    }
+  }
+
+  private async startRanks(): Promise<void> {
+    sweepStaleSegments();
+    const launchWorker = await this.prepareWorkerModule();
+    const masterPort = await freePort();
+    this.assertStillStarting();
+    const facts = probeMachine(this.opts, this.gpuCount, this.assignments);
+    const plan = planLaunch({ opts: this.opts, worker: launchWorker, prefix: this.prefix, masterPort }, facts);
+    this.backend = plan.backend;
+    this.logNotices(plan.notices.filter((n) => n.key === 'shm'));
+    this.group.openSegments(plan, this.opts.maxShmBytes);
+    const args = toPayload(encodeValue(this.loadArgs), this.group.input!);
+    this.logNotices(plan.notices.filter((n) => n.key !== 'shm'));
+    const state = this.state;
+    if (state.name !== 'starting') return;
+    await new Promise<void>((resolve, reject) => {
+      const phase: StartPhase = { loaded: new Set(), timer: null, resolve, reject };
+      phase.timer = setTimeout(() => {
+        const silent = this.assignments.map((a) => a.rank).filter((r) => !phase.loaded.has(r));
+        for (const r of silent) this.group.procs[r]?.killGroup('SIGKILL');
+        reject(new WorkerTimeoutError('start()', silent, this.opts.startTimeoutMs, 'startTimeoutMs'));
+      }, clampTimer(this.opts.startTimeoutMs));
+      state.start = phase;
+      this.group.spawn(plan, args, this.logger, {
+        onMessage: (rank, msg) => this.onMessage(rank, msg),
+        onExit: (info) => this.onExit(info),
+        onDesync: (detail) => this.tracker.failDesync(detail),
+      });
+      this.tracker.watchRanks(this.prefix);
+    }).finally(() => {
+      if (state.start?.timer) clearTimeout(state.start.timer);
+      state.start = null;
+    });
+    this.assertStillStarting();
+    this.go({ name: 'ready' });
+    for (const p of this.group.procs) p.setRef(false);
+  }
+
+  private logNotices(notices: LaunchNotice[]): void {
+    for (const n of notices) {
+      if (noticesShown.has(n.key)) continue;
+      noticesShown.add(n.key);
+      if (n.level === 'warn') this.logger.warn(n.message);
+      else this.logger.info(n.message);
+    }
+  }
+
+  /**
+   * What the ranks load: a TypeScript worker's compiled module and export (the parent imports
+   * the module as the application sees it, to know the export name and to rebuild the module's
+   * own error classes so `instanceof` works on rethrown errors), or a Python worker's module and class.
+   */
+  private async prepareWorkerModule(): Promise<LaunchWorker> {
+    if (this.worker.kind === 'python') {
+      this.errorClasses = new Map([...OWN_ERROR_CLASSES, ...this.worker.python.errors]);
+      return { kind: 'python', python: this.worker.python };
+    }
+    const { location, cls } = this.worker;
+    const mod = (await import(location.sourceUrl)) as Record<string, unknown>;
+    this.assertStillStarting();
+    const stale = staleBuild(location);
+    if (stale) {
+      this.logger.warn(
+        `STALE BUILD: the ranks will run ${stale.compiled}, which is older than ${stale.newestSource} (changed since the last build). ` +
+          `The ranks run the old code while this process imports the new: run pnpm build.`,
+      );
+    }
+    const exportName = exportNameOf(cls, mod, location.sourceUrl);
+    this.errorClasses = new Map([...OWN_ERROR_CLASSES, ...collectErrorClasses(mod)]);
+    return { kind: 'typescript', childMain: childMainPath(), moduleUrl: location.runnableUrl, exportName };
+  }
+
+  /** shutdown() may run while start() awaits; nothing may be spawned after it. */
+  private assertStillStarting(): void {
+    if (this.state.name !== 'starting') throw new RunnerUnusableError('finish start()', 'shutdown() was called while it was in flight');
+  }
+
+  /** Fails `start()` (it tears down and rethrows), when it is in flight. */
+  failStart(err: unknown): boolean {
+    if (this.state.name !== 'starting') return false;
+    this.state.start?.reject(err);
+    return true;
+  }
+
+  // ---- calls -------------------------------------------------------------------------------------
+
+  call(op: CallOp, input: unknown, signal: AbortSignal | undefined, view: boolean): Promise<unknown> {
+    const name = `${op}()`;
+    const state = this.state;
+    switch (state.name) {
+      case 'new':
+      case 'starting':
+        return Promise.reject(new RunnerStateError(DistributedErrorCode.RunnerState, `${name} called before start() finished: await runner.start() first.`));
+      case 'busy':
+        return Promise.reject(
+          new RunnerStateError(
+            DistributedErrorCode.RunnerBusy,
+            `${name} called while ${state.call.op} is in flight: the runner runs one call at a time; await the previous call first.`,
+          ),
+        );
+      case 'unusable':
+      case 'shutdown':
+        return Promise.reject(new RunnerUnusableError(`call ${name}`, state.reason, state.cause));
+      case 'ready':
+        break;
+    }
+    if (signal?.aborted)
+      return Promise.reject(new CallAbortedError(name, true, 'the signal was already aborted; nothing was sent to the ranks.', signal.reason));
+    let ref: Payload | null = null;
+    try {
+      if (op === 'generate') {
+        const enc = encodeValue(input);
+        if (this.worker.kind === 'python' && enc.json === null)
+          throw unsendableError(`The input of ${name}`, unsendableToPython(input) ?? 'it needs the v8 format');
+        ref = toPayload(enc, this.group.input!);
+      }
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return this.tracker.begin(op, ref, signal, view);
+  }
+
+  // ---- messages ------------------------------------------------------------------------------
+
+  private onMessage(rank: number, raw: unknown): void {
+    let msg: ChildMessage;
+    try {
+      msg = expectChildMessage(raw, rank);
+    } catch (err) {
+      this.failUnusable(err as Error, true);
+      return;
+    }
+    const state = this.state;
+    const hub = this.group.hub;
+    switch (msg.t) {
+      case 'loaded': {
+        if (state.name !== 'starting' || !state.start) return;
+        const stuck = hub?.waitingWithout(rank);
+        if (stuck) {
+          this.tracker.failDesync(finishedWhileWaiting([rank], 'load()', stuck.waiting, stuck.op, stuck.seq));
+          return;
+        }
+        this.group.procs[rank]!.markLoaded();
+        state.start.loaded.add(rank);
+        if (state.start.loaded.size === this.opts.worldSize) state.start.resolve();
+        return;
+      }
+      case 'loadFailed': {
+        const err = reviveError(msg.error, rank, this.errorClasses);
+        // The error is the app's own (its message names neither the rank nor where): the log says both,
+        // with the rank's stack, for every app whatever it does with the rejection.
+        if (this.state.name === 'starting') {
+          this.logger.error(
+            `rank ${rank} (pid ${this.group.procs[rank]?.pid}): load() threw ${err.name}: ${err.message}\n${err.rankStack ?? '(the rank sent no stack)'}`,
+          );
+        }
+        this.failStart(err);
+        return;
+      }
+      case 'coll': {
+        if (state.name === 'busy' && state.call.cancel) {
+          // The call was cancelled: nobody waits for this collective to complete.
+          this.group.send(rank, { t: 'collGo', seq: msg.seq, cancelled: true });
+          return;
+        }
+        // A rank that already finished this phase can never join: fail now instead of at the deadline.
+        const finished = this.finishedRanks();
+        if (finished.length > 0 && !finished.includes(rank)) {
+          const phase = state.name === 'busy' ? state.call.op : 'load()';
+          const waiting = [...(hub?.arrivedAt(msg.seq) ?? []), rank].sort((a, b) => a - b);
+          this.tracker.failDesync(finishedWhileWaiting(finished, phase, waiting, msg.op, msg.seq));
+          return;
+        }
+        hub?.arrive(rank, msg);
+        return;
+      }
+      case 'fatal': {
+        const err = reviveError(msg.error, rank, OWN_ERROR_CLASSES);
+        if (!this.failStart(err)) this.failUnusable(err, true);
+        return;
+      }
+      case 'result':
+      case 'failed':
+        this.tracker.onOutcome(
+          rank,
+          msg.id,
+          msg.t === 'result'
+            ? { ok: true, value: msg.value, ...(msg.inputHash !== undefined && { inputHash: msg.inputHash }) }
+            : { ok: false, error: msg.error, transport: msg.transport === true, ...(msg.inputHash !== undefined && { inputHash: msg.inputHash }) },
+        );
+        return;
+    }
+  }
+
+  /** Ranks that finished the current phase (load in start(), or the call in flight). */
+  private finishedRanks(): number[] {
+    const state = this.state;
+    if (state.name === 'starting') return [...(state.start?.loaded ?? [])].sort((x, y) => x - y);
+    return this.tracker.finishedRanks();
+  }
+
+  /**
+   * Makes the runner unusable, rejects the call in flight, and tears down. During start() it
+   * fails start() instead (which tears down and rejects with `err` at once).
+   */
+  failUnusable(err: Error, awaitTeardown: boolean): void {
+    if (this.failStart(err)) return;
+    if (this.state.name !== 'ready' && this.state.name !== 'busy') return;
+    const f = this.tracker.finishCall();
+    this.go({ name: 'unusable', reason: `${err.name}: ${err.message.split('\n')[0]}`, cause: err });
+    const done = this.teardown(false);
+    if (!f) {
+      this.logger.warn(err.message);
+      return;
+    }
+    if (awaitTeardown) void done.then(() => f.reject(err));
+    else f.reject(err);
+  }
+
+  private onExit(info: ExitInfo): void {
+    if (info.expected) return;
+    const state = this.state;
+    const during: CrashPhase = state.name === 'starting' ? 'start' : state.name === 'busy' ? state.call.callOp : 'idle';
+    const { expected: _expected, ...facts } = info;
+    this.emit('rankExit', { rank: facts.rank, pid: facts.pid, exitCode: facts.exitCode, signal: facts.signal, during });
+    const err = new WorkerCrashedError({ ...facts, during });
+    if (this.failStart(err)) return;
+    if (this.group.tearingDown) return;
+    // The headline promise: a dead rank is reported at once; the teardown of the others follows.
+    this.failUnusable(err, false);
+  }
+
+  // ---- stop ----------------------------------------------------------------------------------
+
+  async stop(ask: boolean): Promise<void> {
+    const state = this.state;
+    if (state.name === 'new') {
+      this.go({ name: 'shutdown', reason: 'it was shut down', cause: undefined });
+      return;
+    }
+    const inFlightErr = new RunnerUnusableError('finish start()', 'shutdown() was called while it was in flight');
+    if (state.name === 'starting') {
+      state.start?.reject(inFlightErr);
+      this.go({ name: 'shutdown', reason: 'it was shut down', cause: undefined });
+    }
+    const f = this.tracker.finishCall();
+    if (this.state.name === 'ready' || this.state.name === 'busy') this.go({ name: 'shutdown', reason: 'it was shut down', cause: undefined });
+    const done = this.teardown(ask);
+    if (f) f.reject(new RunnerUnusableError(`finish ${f.op}`, 'shutdown() was called while it was in flight'));
+    await done;
+    if (this.state.name === 'unusable') this.go({ name: 'shutdown', reason: this.state.reason, cause: this.state.cause });
+  }
+
+  private teardown(ask: boolean): Promise<void> {
+    return this.group.teardown(ask, this.opts.shutdownGraceMs, () => this.tracker.close());
+  }
+}
