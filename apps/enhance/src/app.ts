@@ -6,11 +6,8 @@
  */
 import 'reflect-metadata';
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { plainToInstance } from 'class-transformer';
-import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, Min, ValidateIf, validateSync } from 'class-validator';
-import { parse as parseYaml } from 'yaml';
+import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, Min, ValidateIf } from 'class-validator';
 import { DistributedRunner, SelfHealingRunner, detectGpuCount, pythonInterpreter, pythonWorker } from '@reactor/distributed';
 import {
   type AppReadiness,
@@ -25,6 +22,7 @@ import {
   type InputFrame,
   InputState,
   type LoadContext,
+  loadAppConfig,
   Output,
   ReactorApp,
   reactorApp,
@@ -191,23 +189,7 @@ const CONFIG_KEYS = [
 
 /** Reads and validates the app config; every problem is named by its key. */
 export function loadEnhanceConfig(path: string | undefined): EnhanceConfig {
-  if (path === undefined) return new EnhanceConfig();
-  let raw: unknown;
-  try {
-    raw = parseYaml(readFileSync(path, 'utf8')) ?? {};
-  } catch (err) {
-    throw new EnhanceConfigError(`cannot read the enhance app config ${path}: ${(err as Error).message}`);
-  }
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new EnhanceConfigError(`${path} must be a mapping of config keys`);
-  const cfg = plainToInstance(EnhanceConfig, raw);
-  const problems = validateSync(cfg).flatMap((e) => Object.values(e.constraints ?? {}).map((m) => `${e.property}: ${m}`));
-  problems.push(
-    ...Object.keys(raw)
-      .filter((k) => !CONFIG_KEYS.includes(k))
-      .map((k) => `${k}: unknown key (known: ${CONFIG_KEYS.join(', ')})`),
-  );
-  if (problems.length) throw new EnhanceConfigError(`${path} is invalid:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
-  return cfg;
+  return loadAppConfig(EnhanceConfig, path, { name: 'enhance app', keys: CONFIG_KEYS, error: (message) => new EnhanceConfigError(message) });
 }
 
 /** What the app runs with on this machine. */

@@ -4,10 +4,8 @@
  * ({@link VideoWorker}) runs in one process per rank behind a `DistributedRunner`.
  */
 import 'reflect-metadata';
-import { readFileSync } from 'node:fs';
-import { Type, plainToInstance } from 'class-transformer';
-import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, MaxLength, Min, ValidateIf, validateSync } from 'class-validator';
-import { parse as parseYaml } from 'yaml';
+import { Type } from 'class-transformer';
+import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, MaxLength, Min, ValidateIf } from 'class-validator';
 import { DistributedRunner, SelfHealingRunner, detectGpuCount } from '@reactor/distributed';
 import {
   type AppReadiness,
@@ -26,6 +24,7 @@ import {
   ReactorError,
   ReadinessCode,
   type LoadContext,
+  loadAppConfig,
   type RequirementCheck,
   type RequirementsContext,
   sessionEnded,
@@ -133,21 +132,7 @@ export class VideoConfigError extends ReactorError {
 
 /** Reads and validates the app config; every problem is named by its key. */
 export function loadVideoConfig(path: string | undefined): VideoConfig {
-  if (path === undefined) return new VideoConfig();
-  let raw: unknown;
-  try {
-    raw = parseYaml(readFileSync(path, 'utf8')) ?? {};
-  } catch (err) {
-    throw new VideoConfigError(`cannot read the video app config ${path}: ${(err as Error).message}`);
-  }
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new VideoConfigError(`${path} must be a mapping of config keys`);
-  const known = Object.keys(new VideoConfig()).concat('startTimeoutMs');
-  const unknown = Object.keys(raw).filter((k) => !known.includes(k));
-  const cfg = plainToInstance(VideoConfig, raw);
-  const problems = validateSync(cfg).flatMap((e) => Object.values(e.constraints ?? {}).map((m) => `${e.property}: ${m}`));
-  problems.push(...unknown.map((k) => `${k}: unknown key (known: ${known.join(', ')})`));
-  if (problems.length) throw new VideoConfigError(`${path} is invalid:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
-  return cfg;
+  return loadAppConfig(VideoConfig, path, { name: 'video app', error: (message) => new VideoConfigError(message) });
 }
 
 /**
