@@ -27,7 +27,8 @@ import {
   ReactorApp,
   reactorApp,
   ReactorError,
-  ReadinessCode,
+  runnerReadiness,
+  runnerRestartingReason,
   type RequirementCheck,
   type RequirementsContext,
   sessionStarted,
@@ -262,7 +263,7 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
     name: 'the enhance runner',
     logger: this.logger,
     create: () => this.createRunner(),
-    onRestarting: (reason) => this.send(new RunnerRestarting(`${reason}; a new runner is starting`)),
+    onRestarting: (reason) => this.send(new RunnerRestarting(runnerRestartingReason(reason))),
     onRebuild: () => (this.ranks = []),
   });
   private config = new EnhanceConfig();
@@ -342,18 +343,7 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
   }
 
   override readiness(): AppReadiness {
-    // A stalled rank first: it stays named while the runner that has it is being replaced.
-    const stalled = this.runners.stalledRanks;
-    if (stalled.length > 0) {
-      return stalled.map((s) => ({
-        code: ReadinessCode.RankStalled,
-        message: `rank ${s.rank} has made no progress for ${(s.sinceMs / 1000).toFixed(1)} s (${s.phase})`,
-      }));
-    }
-    if (this.runners.rebuilding) return { code: ReadinessCode.RunnerRestarting, message: 'the enhance runner is restarting' };
-    const runner = this.runners.runner;
-    if (!runner?.healthy) return { code: ReadinessCode.RunnerUnhealthy, message: this.runners.problem ?? 'the enhance runner is not running' };
-    return true;
+    return runnerReadiness(this.runners, { name: 'the enhance runner' });
   }
 
   /** The model and scale the state asks for (`auto` resolved). */

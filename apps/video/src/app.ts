@@ -22,7 +22,8 @@ import {
   ReactorApp,
   reactorApp,
   ReactorError,
-  ReadinessCode,
+  runnerReadiness,
+  runnerRestartingReason,
   type LoadContext,
   loadAppConfig,
   type RequirementCheck,
@@ -198,7 +199,7 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult, Ba
     name: 'the video runner',
     logger: this.logger,
     create: () => this.createRunner(),
-    onRestarting: (reason) => this.send(new RunnerRestarting(`${reason}; a new runner is starting`)),
+    onRestarting: (reason) => this.send(new RunnerRestarting(runnerRestartingReason(reason))),
     onRebuild: () => (this.backends = []),
   });
   private config = new VideoConfig();
@@ -256,18 +257,7 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult, Ba
    * replaced too, a stalled rank is not a passing state), the runner restarts, or is broken.
    */
   override readiness(): AppReadiness {
-    const stalled = this.runners.stalledRanks;
-    if (stalled.length > 0) {
-      return stalled.map((s) => ({
-        code: ReadinessCode.RankStalled,
-        message: `rank ${s.rank} has made no progress for ${(s.sinceMs / 1000).toFixed(1)} s (${s.phase})`,
-      }));
-    }
-    if (this.runners.rebuilding) return { code: ReadinessCode.RunnerRestarting, message: 'the video runner is restarting' };
-    const runner = this.runners.runner;
-    if (!runner) return { code: ReadinessCode.RunnerUnhealthy, message: 'the video runner is not running' };
-    if (!runner.healthy) return { code: ReadinessCode.RunnerUnhealthy, message: this.runners.problem ?? 'the video runner is unusable' };
-    return true;
+    return runnerReadiness(this.runners, { name: 'the video runner', unhealthy: 'the video runner is unusable' });
   }
 
   private backendInfo(): BackendInfo {
