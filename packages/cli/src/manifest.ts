@@ -297,3 +297,10 @@ function recordingOptions(r: RecordingSection, root: string): RecordingOptions {
   if (r.min_free_bytes !== undefined) o.minFreeBytes = r.min_free_bytes;
   return o;
 }
+
+/** The manifest `--manifest` names, else the nearest `reactor.yaml`. @throws ManifestError (`manifest_invalid`). */
+export function manifestFrom(o: { manifest?: string }): Manifest {
+  const file = o.manifest ?? findManifest();
+  if (!file) throw new ManifestError(`no ${MANIFEST_FILE} in ${process.cwd()} or its parents; run reactor from your app's workspace or pass --manifest <file>`);
+  return loadManifest(file);
+}

@@ -4,8 +4,8 @@
  * model does not depend on the runner package) and for the message clients get while a new runner
  * starts ({@link RunnerRestarting}).
  */
-import { ReadinessCode } from '../session/readiness.js';
-import type { AppReadiness } from './reactor-app.js';
+import { ReadinessCode } from './readiness.js';
+import type { AppReadiness } from '../app/reactor-app.js';
 
 /** What {@link runnerReadiness} reads of a `SelfHealingRunner`. */
 export interface RunnerHealth {
