@@ -12,7 +12,7 @@ import { describeApp } from '@reactor/runtime/internal';
 import { installShutdownHandlers, isLoopbackHost, serve, type ReactorServer, type TokenAuthOptions } from '@reactor/server';
 import { authOptions } from './token-command.js';
 import type { AgonesAgent } from '@reactor/agones';
-import { findManifest, loadManifest, manifestFrom, ManifestError, MANIFEST_FILE, type Manifest } from './manifest.js';
+import { manifestFrom, ManifestError, type Manifest } from './manifest.js';
 import { runDoctor } from './doctor.js';
 import { CliErrorCode } from './errors.js';
 import { findStaleBuild, staleBuildMessage } from './stale-build.js';
