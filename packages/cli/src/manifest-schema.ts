@@ -40,7 +40,7 @@ export function manifestJsonSchema(): Record<string, unknown> {
   return {
     $schema: 'http://json-schema.org/draft-07/schema#',
     title: 'reactor.yaml',
-    description: 'The manifest `reactor run` serves (see docs/cli.md). Generated from packages/cli/src/manifest-sections.ts: do not edit.',
+    description: 'The manifest `reactor run` serves (see the README, "Write your own app"). Generated from packages/cli/src/manifest-sections.ts: do not edit.',
     ...root,
     definitions: rest,
   };
