@@ -6,10 +6,7 @@
  * card instead.
  */
 import 'reflect-metadata';
-import { readFileSync } from 'node:fs';
-import { plainToInstance } from 'class-transformer';
-import { IsIn, IsInt, IsNumber, Max, Min, validateSync } from 'class-validator';
-import { parse as parseYaml } from 'yaml';
+import { IsIn, IsInt, IsNumber, Max, Min } from 'class-validator';
 import { DistributedRunner } from '@reactor/distributed';
 import {
   type AppReadiness,
@@ -23,6 +20,7 @@ import {
   InputField,
   InputState,
   type LoadContext,
+  loadAppConfig,
   Output,
   ReactorApp,
   reactorApp,
@@ -91,24 +89,7 @@ export class CameraConfig {
 
 /** Reads and checks the app config; every problem is named by its key. */
 export function loadCameraConfig(path: string | undefined): CameraConfig {
-  if (path === undefined) return new CameraConfig();
-  let raw: unknown;
-  try {
-    raw = parseYaml(readFileSync(path, 'utf8')) ?? {};
-  } catch (err) {
-    throw new CameraConfigError(`cannot read the camera app config ${path}: ${(err as Error).message}`);
-  }
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new CameraConfigError(`${path} must be a mapping of config keys`);
-  const known = Object.keys(new CameraConfig());
-  const cfg = plainToInstance(CameraConfig, raw);
-  const problems = validateSync(cfg).flatMap((e) => Object.values(e.constraints ?? {}).map((m) => `${e.property}: ${m}`));
-  problems.push(
-    ...Object.keys(raw)
-      .filter((k) => !known.includes(k))
-      .map((k) => `${k}: unknown key (known: ${known.join(', ')})`),
-  );
-  if (problems.length) throw new CameraConfigError(`${path} is invalid:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
-  return cfg;
+  return loadAppConfig(CameraConfig, path, { name: 'camera app', error: (message) => new CameraConfigError(message) });
 }
 
 /** One step: a camera frame to transform, or the waiting card. */

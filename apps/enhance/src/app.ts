@@ -6,11 +6,8 @@
  */
 import 'reflect-metadata';
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { plainToInstance } from 'class-transformer';
-import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, Min, ValidateIf, validateSync } from 'class-validator';
-import { parse as parseYaml } from 'yaml';
+import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, Min, ValidateIf } from 'class-validator';
 import { DistributedRunner, SelfHealingRunner, detectGpuCount, pythonInterpreter, pythonWorker } from '@reactor/distributed';
 import {
   type AppReadiness,
@@ -25,11 +22,13 @@ import {
   type InputFrame,
   InputState,
   type LoadContext,
+  loadAppConfig,
   Output,
   ReactorApp,
   reactorApp,
   ReactorError,
-  ReadinessCode,
+  runnerReadiness,
+  runnerRestartingReason,
   type RequirementCheck,
   type RequirementsContext,
   sessionStarted,
@@ -191,23 +190,7 @@ const CONFIG_KEYS = [
 
 /** Reads and validates the app config; every problem is named by its key. */
 export function loadEnhanceConfig(path: string | undefined): EnhanceConfig {
-  if (path === undefined) return new EnhanceConfig();
-  let raw: unknown;
-  try {
-    raw = parseYaml(readFileSync(path, 'utf8')) ?? {};
-  } catch (err) {
-    throw new EnhanceConfigError(`cannot read the enhance app config ${path}: ${(err as Error).message}`);
-  }
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new EnhanceConfigError(`${path} must be a mapping of config keys`);
-  const cfg = plainToInstance(EnhanceConfig, raw);
-  const problems = validateSync(cfg).flatMap((e) => Object.values(e.constraints ?? {}).map((m) => `${e.property}: ${m}`));
-  problems.push(
-    ...Object.keys(raw)
-      .filter((k) => !CONFIG_KEYS.includes(k))
-      .map((k) => `${k}: unknown key (known: ${CONFIG_KEYS.join(', ')})`),
-  );
-  if (problems.length) throw new EnhanceConfigError(`${path} is invalid:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
-  return cfg;
+  return loadAppConfig(EnhanceConfig, path, { name: 'enhance app', keys: CONFIG_KEYS, error: (message) => new EnhanceConfigError(message) });
 }
 
 /** What the app runs with on this machine. */
@@ -280,7 +263,7 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
     name: 'the enhance runner',
     logger: this.logger,
     create: () => this.createRunner(),
-    onRestarting: (reason) => this.send(new RunnerRestarting(`${reason}; a new runner is starting`)),
+    onRestarting: (reason) => this.send(new RunnerRestarting(runnerRestartingReason(reason))),
     onRebuild: () => (this.ranks = []),
   });
   private config = new EnhanceConfig();
@@ -360,18 +343,7 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
   }
 
   override readiness(): AppReadiness {
-    // A stalled rank first: it stays named while the runner that has it is being replaced.
-    const stalled = this.runners.stalledRanks;
-    if (stalled.length > 0) {
-      return stalled.map((s) => ({
-        code: ReadinessCode.RankStalled,
-        message: `rank ${s.rank} has made no progress for ${(s.sinceMs / 1000).toFixed(1)} s (${s.phase})`,
-      }));
-    }
-    if (this.runners.rebuilding) return { code: ReadinessCode.RunnerRestarting, message: 'the enhance runner is restarting' };
-    const runner = this.runners.runner;
-    if (!runner?.healthy) return { code: ReadinessCode.RunnerUnhealthy, message: this.runners.problem ?? 'the enhance runner is not running' };
-    return true;
+    return runnerReadiness(this.runners, { name: 'the enhance runner' });
   }
 
   /** The model and scale the state asks for (`auto` resolved). */

@@ -4,10 +4,8 @@
  * ({@link VideoWorker}) runs in one process per rank behind a `DistributedRunner`.
  */
 import 'reflect-metadata';
-import { readFileSync } from 'node:fs';
-import { Type, plainToInstance } from 'class-transformer';
-import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, MaxLength, Min, ValidateIf, validateSync } from 'class-validator';
-import { parse as parseYaml } from 'yaml';
+import { Type } from 'class-transformer';
+import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, MaxLength, Min, ValidateIf } from 'class-validator';
 import { DistributedRunner, SelfHealingRunner, detectGpuCount } from '@reactor/distributed';
 import {
   type AppReadiness,
@@ -24,8 +22,10 @@ import {
   ReactorApp,
   reactorApp,
   ReactorError,
-  ReadinessCode,
+  runnerReadiness,
+  runnerRestartingReason,
   type LoadContext,
+  loadAppConfig,
   type RequirementCheck,
   type RequirementsContext,
   sessionEnded,
@@ -133,21 +133,7 @@ export class VideoConfigError extends ReactorError {
 
 /** Reads and validates the app config; every problem is named by its key. */
 export function loadVideoConfig(path: string | undefined): VideoConfig {
-  if (path === undefined) return new VideoConfig();
-  let raw: unknown;
-  try {
-    raw = parseYaml(readFileSync(path, 'utf8')) ?? {};
-  } catch (err) {
-    throw new VideoConfigError(`cannot read the video app config ${path}: ${(err as Error).message}`);
-  }
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new VideoConfigError(`${path} must be a mapping of config keys`);
-  const known = Object.keys(new VideoConfig()).concat('startTimeoutMs');
-  const unknown = Object.keys(raw).filter((k) => !known.includes(k));
-  const cfg = plainToInstance(VideoConfig, raw);
-  const problems = validateSync(cfg).flatMap((e) => Object.values(e.constraints ?? {}).map((m) => `${e.property}: ${m}`));
-  problems.push(...unknown.map((k) => `${k}: unknown key (known: ${known.join(', ')})`));
-  if (problems.length) throw new VideoConfigError(`${path} is invalid:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
-  return cfg;
+  return loadAppConfig(VideoConfig, path, { name: 'video app', error: (message) => new VideoConfigError(message) });
 }
 
 /**
@@ -213,7 +199,7 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult, Ba
     name: 'the video runner',
     logger: this.logger,
     create: () => this.createRunner(),
-    onRestarting: (reason) => this.send(new RunnerRestarting(`${reason}; a new runner is starting`)),
+    onRestarting: (reason) => this.send(new RunnerRestarting(runnerRestartingReason(reason))),
     onRebuild: () => (this.backends = []),
   });
   private config = new VideoConfig();
@@ -271,18 +257,7 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult, Ba
    * replaced too, a stalled rank is not a passing state), the runner restarts, or is broken.
    */
   override readiness(): AppReadiness {
-    const stalled = this.runners.stalledRanks;
-    if (stalled.length > 0) {
-      return stalled.map((s) => ({
-        code: ReadinessCode.RankStalled,
-        message: `rank ${s.rank} has made no progress for ${(s.sinceMs / 1000).toFixed(1)} s (${s.phase})`,
-      }));
-    }
-    if (this.runners.rebuilding) return { code: ReadinessCode.RunnerRestarting, message: 'the video runner is restarting' };
-    const runner = this.runners.runner;
-    if (!runner) return { code: ReadinessCode.RunnerUnhealthy, message: 'the video runner is not running' };
-    if (!runner.healthy) return { code: ReadinessCode.RunnerUnhealthy, message: this.runners.problem ?? 'the video runner is unusable' };
-    return true;
+    return runnerReadiness(this.runners, { name: 'the video runner', unhealthy: 'the video runner is unusable' });
   }
 
   private backendInfo(): BackendInfo {

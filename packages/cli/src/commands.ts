@@ -12,7 +12,7 @@ import { describeApp } from '@reactor/runtime/internal';
 import { installShutdownHandlers, isLoopbackHost, serve, type ReactorServer, type TokenAuthOptions } from '@reactor/server';
 import { authOptions } from './token-command.js';
 import type { AgonesAgent } from '@reactor/agones';
-import { findManifest, loadManifest, ManifestError, MANIFEST_FILE, type Manifest } from './manifest.js';
+import { manifestFrom, ManifestError, type Manifest } from './manifest.js';
 import { runDoctor } from './doctor.js';
 import { CliErrorCode } from './errors.js';
 import { findStaleBuild, staleBuildMessage } from './stale-build.js';
@@ -38,12 +38,7 @@ export interface CliOptions {
   agones?: boolean;
 }
 
-/** The manifest `--manifest` names, else the nearest `reactor.yaml`. @throws ManifestError (`manifest_invalid`). */
-export function manifestFrom(o: { manifest?: string }): Manifest {
-  const file = o.manifest ?? findManifest();
-  if (!file) throw new ManifestError(`no ${MANIFEST_FILE} in ${process.cwd()} or its parents; run reactor from your app's workspace or pass --manifest <file>`);
-  return loadManifest(file);
-}
+export { manifestFrom };
 
 /** A `--port` value, checked. @internal */
 export function parsePort(v: string | number | undefined, fallback: number): number {

@@ -4,6 +4,8 @@
  */
 export { findManifest, loadManifest, ManifestError, MANIFEST_FILE } from './manifest.js';
 export type { Manifest } from './manifest.js';
+export { manifestJsonSchema, manifestJsonSchemaText, MANIFEST_SCHEMA_FILE } from './manifest-schema.js';
+export type { ManifestDocument } from './manifest-sections.js';
 export { runDoctor, checkNode, checkShm, checkPort, MIN_NODE } from './doctor.js';
 export type { DoctorCheck } from './doctor.js';
 export { CliErrorCode } from './errors.js';

@@ -12,6 +12,7 @@ import { parse as parseYaml } from 'yaml';
 import { ReactorError } from '@reactor/runtime';
 import { CliErrorCode } from './errors.js';
 import { typesName } from './types-command.js';
+import { MANIFEST_SCHEMA_FILE } from './manifest-schema.js';
 
 /** The templates `reactor init --template` knows. */
 export const INIT_TEMPLATES = ['minimal', 'video', 'camera', 'python'] as const;
@@ -202,10 +203,19 @@ const SCRIPTS = {
 /** Files of `templates/common` a template does without (the Python template's model half is Python). */
 const COMMON_SKIPPED: Partial<Record<InitTemplate, string[]>> = { python: ['src/worker.ts'] };
 
+/**
+ * The `$schema` of a generated `reactor.yaml`: relative to the file, into the `@reactor/cli` the
+ * project installed (vendored or from the workspace), so it always matches the framework in use
+ * and needs no network (the framework is not published under a URL).
+ */
+export const MANIFEST_SCHEMA_PATH = `node_modules/@reactor/cli/${MANIFEST_SCHEMA_FILE}`;
+
 function manifestText(modelName: string, cls: string, gpus: number, template: InitTemplate): string {
   const python =
     template === 'python' ? ['  # The Python of the worker (worker/app_worker.py); REACTOR_PYTHON overrides it.', '  python:', '    interpreter: python3'] : [];
   return [
+    // Editors with the YAML language server check and complete this file against the schema of the installed framework.
+    `# yaml-language-server: $schema=${MANIFEST_SCHEMA_PATH}`,
     '# What `reactor run` serves (paths are relative to this file).',
     'model:',
     `  name: ${modelName}`,

@@ -5,33 +5,14 @@
 import 'reflect-metadata';
 import { readFileSync, existsSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { plainToInstance, Type } from 'class-transformer';
-import {
-  IsArray,
-  IsBoolean,
-  IsDefined,
-  IsIn,
-  IsInt,
-  IsNumber,
-  IsOptional,
-  IsString,
-  Matches,
-  Max,
-  MaxLength,
-  Min,
-  MinLength,
-  ValidateNested,
-  validateSync,
-  getMetadataStorage,
-  type ValidationError,
-} from 'class-validator';
+import { plainToInstance } from 'class-transformer';
+import { validateSync, getMetadataStorage, type ValidationError } from 'class-validator';
 import { parse as parseYaml } from 'yaml';
 import { ReactorError } from '@reactor/runtime';
-import { MAX_CLIP_SECONDS, VIDEO_CODECS, resolveServerOptions, type RecordingOptions, type ServeOptions, type VideoOptions } from '@reactor/server';
+import { resolveServerOptions, type RecordingOptions, type ServeOptions, type VideoOptions } from '@reactor/server';
 import { CliErrorCode } from './errors.js';
-// Constants only: the @reactor/agones entry loads no gRPC until an agent connects.
-import { MAX_ALLOCATION_TIMEOUT_MS, MAX_HEALTH_INTERVAL_MS, MIN_HEALTH_INTERVAL_MS } from '@reactor/agones';
 import { hostProblem, listProblems, originProblem } from './exposure.js';
+import { type AgonesSection, type GpuResources, ManifestDocument, type RecordingSection, type ServerSection } from './manifest-sections.js';
 
 /** The manifest file name `reactor` looks for. */
 export const MANIFEST_FILE = 'reactor.yaml';
@@ -44,135 +25,6 @@ export class ManifestError extends ReactorError {
   ) {
     super(CliErrorCode.ManifestInvalid, message);
   }
-}
-
-class GpuResources {
-  @IsOptional() @IsString() @MinLength(1) type?: string;
-  @IsInt() @Min(0) @Max(64) count = 0;
-}
-
-class Resources {
-  @IsOptional() @ValidateNested() @Type(() => GpuResources) gpu?: GpuResources;
-}
-
-class ModelSection {
-  /** Default: the app's `@reactorApp({ name })`. */
-  @IsOptional() @IsString() @Matches(/^[a-z0-9][a-z0-9._-]*$/, { message: 'must be lower-case letters, digits, ".", "_" or "-"' }) name?: string;
-  /** Default: the app's `@reactorApp({ version })`. */
-  @IsOptional() @IsString() @MinLength(1) version?: string;
-  @IsOptional() @IsString() @MaxLength(2000) description?: string;
-  @IsOptional() @ValidateNested() @Type(() => Resources) resources?: Resources;
-}
-
-/** `runtime.python`: the Python of a Python worker (`pythonWorker()` in the app); see docs/runner.md. */
-class PythonSection {
-  /** The interpreter (`python3` by default); `REACTOR_PYTHON` overrides it. */
-  @IsOptional() @IsString() @MinLength(1) interpreter?: string;
-  /** Folders added to the ranks' import path, relative to reactor.yaml. */
-  @IsOptional() @IsArray() @IsString({ each: true }) path?: string[];
-  /** The worker `pythonWorker()` runs when the app names none: `module:Class`. */
-  @IsOptional()
-  @IsString()
-  @Matches(/^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$/, {
-    message: 'must look like "video_worker:VideoWorker" (module:Class)',
-  })
-  worker?: string;
-  /** `reactor doctor` also checks torch, CUDA and NCCL (default true). */
-  @IsOptional() @IsBoolean() torch?: boolean;
-}
-
-class RuntimeSection {
-  /** `<module path relative to reactor.yaml>:<export name>`, e.g. `apps/video/dist/app.js:VideoApp`. */
-  @IsString() @Matches(/^[^:]+:[A-Za-z_$][\w$]*$/, { message: 'must look like "path/to/module.js:ExportName"' }) import!: string;
-  @IsOptional() @IsString() config?: string;
-  @IsOptional() @IsString() weights_path?: string;
-  /** How long a session outlives its last client, ms (`AppHost`'s `gracePeriodMs`, default 60000). */
-  @IsOptional() @IsInt() @Min(0) @Max(3_600_000) session_grace_ms?: number;
-  /** The Python of a Python worker (see {@link PythonSection}). */
-  @IsOptional() @ValidateNested() @Type(() => PythonSection) python?: PythonSection;
-}
-
-/** One rung of `server.video.tiers`. */
-class VideoTierSection {
-  @IsString() @Matches(/^[A-Za-z0-9_-]{1,32}$/, { message: 'must be 1-32 letters, digits, "_" or "-"' }) name!: string;
-  @IsNumber() @Min(0.01) @Max(1) scale!: number;
-  @IsInt() @Min(10_000) @Max(200_000_000) bitrate!: number;
-}
-
-/** `server.video`: see `ServerOptions.video`. */
-class VideoSection {
-  @IsOptional() @IsIn([...VIDEO_CODECS]) codec?: 'jpeg' | 'h264' | 'vp8';
-  @IsOptional() @IsArray() @ValidateNested({ each: true }) @Type(() => VideoTierSection) tiers?: VideoTierSection[];
-  @IsOptional() @IsInt() @Min(1) @Max(100_000) key_frame_interval?: number;
-  @IsOptional() @IsInt() @Min(1) @Max(1000) framerate?: number;
-}
-
-/**
- * `server.auth`: signed session tokens (see docs/security.md). Keys may also come from the
- * environment (`REACTOR_AUTH_SECRET`, `REACTOR_AUTH_PUBLIC_KEY`, `REACTOR_AUTH_PRIVATE_KEY`,
- * `REACTOR_AUTH_JWKS_URL`), which wins over the manifest.
- */
-class AuthSection {
-  /** HMAC secret (HS256); prefer `REACTOR_AUTH_SECRET` over writing it here. */
-  @IsOptional() @IsString() @MinLength(32, { message: 'must be at least 32 characters (openssl rand -base64 32)' }) secret?: string;
-  /** Ed25519 public key file (PEM), relative to reactor.yaml: checks EdDSA tokens. */
-  @IsOptional() @IsString() @MinLength(1) public_key?: string;
-  /** Ed25519 private key file (PEM), relative to reactor.yaml: `reactor token` signs with it (the server never reads it). */
-  @IsOptional() @IsString() @MinLength(1) private_key?: string;
-  /** A platform's JWKS (http(s) URL): checks the tokens it mints. */
-  @IsOptional() @IsString() @Matches(/^https?:\/\//, { message: 'must be an http(s):// URL' }) jwks_url?: string;
-  @IsOptional() @IsString() @MinLength(1) issuer?: string;
-  @IsOptional() @IsString() @MinLength(1) audience?: string;
-  /** Longest token lifetime accepted, seconds (at most 21600, 6 h). */
-  @IsOptional() @IsInt() @Min(1) @Max(21_600) max_ttl_s?: number;
-}
-
-/**
- * `server:`. Each key is a `ServerOptions` one in snake_case (see {@link SERVER_OPTION_KEYS}): the
- * types are checked here, the ranges by the server's own `resolveServerOptions` (one set of checks,
- * named by their manifest key).
- */
-class ServerSection {
-  @IsOptional() @IsString() host?: string;
-  @IsOptional() @IsInt() @Min(0) @Max(65535) port?: number;
-  @IsOptional() @IsString() @MinLength(16, { message: 'must be at least 16 characters' }) token?: string;
-  @IsOptional() @IsIn(['jpeg', 'rgb']) encoding?: 'jpeg' | 'rgb';
-  @IsOptional() @IsInt() jpeg_quality?: number;
-  /** Host names (the `Host` header) the server answers to; see `ServerOptions.allowedHosts`. */
-  @IsOptional() @IsArray() @IsString({ each: true }) allowed_hosts?: string[];
-  /** Origins whose pages may connect; see `ServerOptions.allowedOrigins`. */
-  @IsOptional() @IsArray() @IsString({ each: true }) allowed_origins?: string[];
-  /** Largest upload, bytes; see `ServerOptions.maxUploadBytes`. */
-  @IsOptional() @IsInt() @Min(1) max_upload_bytes?: number;
-  /** Bytes one session's uploads may hold; see `ServerOptions.uploadQuotaBytes`. */
-  @IsOptional() @IsInt() @Min(1) upload_quota_bytes?: number;
-  @IsOptional() @IsInt() upload_wait_ms?: number;
-  @IsOptional() @IsInt() upload_expiry_ms?: number;
-  /** Resolved against the manifest's folder. */
-  @IsOptional() @IsString() @MinLength(1) upload_dir?: string;
-  @IsOptional() @IsInt() max_message_bytes?: number;
-  @IsOptional() @IsInt() max_frame_bytes?: number;
-  @IsOptional() @IsNumber() command_rate?: number;
-  @IsOptional() @IsNumber() command_burst?: number;
-  @IsOptional() @IsInt() heartbeat_ms?: number;
-  @IsOptional() @IsInt() max_queued_frames?: number;
-  @IsOptional() @IsInt() max_buffered_bytes?: number;
-  @IsOptional() @IsInt() max_total_buffered_bytes?: number;
-  @IsOptional() @IsInt() read_pause_bytes?: number;
-  @IsOptional() @IsInt() read_pause_timeout_ms?: number;
-  @IsOptional() @IsInt() headers_timeout_ms?: number;
-  /** Coded video for clients that select it (default codec `jpeg`: JPEG only). */
-  @IsOptional() @ValidateNested() @Type(() => VideoSection) video?: VideoSection;
-  /** Signed session tokens. */
-  @IsOptional() @ValidateNested() @Type(() => AuthSection) auth?: AuthSection;
-  /** One controller at a time, with hand-over (`request_control` / `release_control`). */
-  @IsOptional() @IsBoolean() single_controller?: boolean;
-  /** How long a dropped client may resume its identity, ms (default 30000; 0: never). */
-  @IsOptional() @IsInt() @Min(0) @Max(3_600_000) resume_grace_ms?: number;
-  /** End the session after this long without input from any client, ms. */
-  @IsOptional() @IsInt() @Min(1) @Max(86_400_000) idle_timeout_ms?: number;
-  /** The longest a session may last, ms. */
-  @IsOptional() @IsInt() @Min(1) @Max(7 * 86_400_000) max_session_ms?: number;
 }
 
 /**
@@ -232,37 +84,6 @@ export interface ManifestAuth {
   maxTtlS?: number;
 }
 
-/** `recording:`: clips and session recordings (see `ServerOptions.recording`, docs/protocol.md "Clips and recordings"). */
-class RecordingSection {
-  /** Folder of recordings and clip files, relative to reactor.yaml (default `recordings`). */
-  @IsOptional() @IsString() @MinLength(1) dir?: string;
-  @IsOptional() @IsBoolean() clips?: boolean;
-  @IsOptional() @IsNumber() @Min(1) @Max(MAX_CLIP_SECONDS) clip_seconds?: number;
-  @IsOptional() @IsInt() @Min(65_536) clip_max_bytes?: number;
-  @IsOptional() @IsNumber() @Min(1) @Max(30 * 86_400) clip_expiry_s?: number;
-  @IsOptional() @IsBoolean() record?: boolean;
-  @IsOptional() @IsInt() @Min(65_536) max_bytes?: number;
-  @IsOptional() @IsNumber() @Min(1) @Max(7 * 86_400) max_duration_s?: number;
-  @IsOptional() @IsNumber() @Min(1) @Max(3650 * 86_400) retention_s?: number;
-  @IsOptional() @IsInt() @Min(0) min_free_bytes?: number;
-}
-
-/** `agones:`: run as an Agones GameServer (see docs/scale-out.md); `reactor run --agones` turns it on too. */
-class AgonesSection {
-  @IsOptional() @IsBoolean() enabled?: boolean;
-  @IsOptional() @IsIn(['ready', 'shutdown']) on_session_end?: 'ready' | 'shutdown';
-  @IsOptional() @IsInt() @Min(MIN_HEALTH_INTERVAL_MS) @Max(MAX_HEALTH_INTERVAL_MS) health_interval_ms?: number;
-  @IsOptional() @IsInt() @Min(1) @Max(MAX_ALLOCATION_TIMEOUT_MS) allocation_timeout_ms?: number;
-}
-
-class ManifestDocument {
-  @IsOptional() @ValidateNested() @Type(() => ModelSection) model?: ModelSection;
-  @IsDefined() @ValidateNested() @Type(() => RuntimeSection) runtime!: RuntimeSection;
-  @IsOptional() @ValidateNested() @Type(() => ServerSection) server?: ServerSection;
-  @IsOptional() @ValidateNested() @Type(() => AgonesSection) agones?: AgonesSection;
-  @IsOptional() @ValidateNested() @Type(() => RecordingSection) recording?: RecordingSection;
-}
-
 /** A validated manifest with every path resolved to an absolute one. */
 export interface Manifest {
   /** Absolute path of the manifest file. */
@@ -270,7 +91,7 @@ export interface Manifest {
   /** Folder the relative paths were resolved against. */
   root: string;
   /** `name` and `version` when the manifest gives them (the app's `@reactorApp` ones otherwise). */
-  model: { name?: string; version?: string; description?: string; gpu: { type?: string; count: number } };
+  model: { name?: string; version?: string; description?: string; gpu: { type?: GpuResources['type']; count: number } };
   runtime: {
     module: string;
     exportName: string;
@@ -285,7 +106,12 @@ export interface Manifest {
   /** The `recording:` section as `ServerOptions.recording` takes it (`dir` absolute); absent: no clips, no recordings. */
   recording?: RecordingOptions;
   /** The `agones:` section (absent keys: the integration's defaults). */
-  agones: { enabled: boolean; onSessionEnd?: 'ready' | 'shutdown'; healthIntervalMs?: number; allocationTimeoutMs?: number };
+  agones: {
+    enabled: boolean;
+    onSessionEnd?: AgonesSection['on_session_end'];
+    healthIntervalMs?: AgonesSection['health_interval_ms'];
+    allocationTimeoutMs?: AgonesSection['allocation_timeout_ms'];
+  };
 }
 
 /** The keys a section class declares, in declaration order (for "unknown key (allowed: ...)"). */
@@ -470,4 +296,11 @@ function recordingOptions(r: RecordingSection, root: string): RecordingOptions {
   if (r.retention_s !== undefined) o.retentionMs = ms(r.retention_s)!;
   if (r.min_free_bytes !== undefined) o.minFreeBytes = r.min_free_bytes;
   return o;
+}
+
+/** The manifest `--manifest` names, else the nearest `reactor.yaml`. @throws ManifestError (`manifest_invalid`). */
+export function manifestFrom(o: { manifest?: string }): Manifest {
+  const file = o.manifest ?? findManifest();
+  if (!file) throw new ManifestError(`no ${MANIFEST_FILE} in ${process.cwd()} or its parents; run reactor from your app's workspace or pass --manifest <file>`);
+  return loadManifest(file);
 }

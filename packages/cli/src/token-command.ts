@@ -8,9 +8,8 @@ import { resolve } from 'node:path';
 import { ReactorError } from '@reactor/runtime';
 import { MAX_TOKEN_TTL_S, TokenMinter, TokenVerifier, type SigningKey, type TokenAuthOptions, type TokenRequest } from '@reactor/server';
 import type { Logger } from '@reactor/log';
-import { manifestFrom } from './commands.js';
 import { CliErrorCode } from './errors.js';
-import type { Manifest } from './manifest.js';
+import { manifestFrom, type Manifest } from './manifest.js';
 
 /** The environment variables that carry token keys (they win over `server.auth`). */
 export const AUTH_ENV = {

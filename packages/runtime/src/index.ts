@@ -7,6 +7,10 @@ export type { OutputControl, ClipOptions, AppReadiness, AppNotReadyReason } from
 export type { AppOptions } from './app/app-options.js';
 export { StepOutcome } from './app/step-outcome.js';
 export { getWeightsPath, WEIGHTS_PATH_ENV } from './app/weights.js';
+export { loadAppConfig, configKeys, AppConfigError } from './app/app-config.js';
+export type { AppConfigOptions } from './app/app-config.js';
+export { runnerReadiness, runnerRestartingReason } from './session/runner-readiness.js';
+export type { RunnerHealth, RunnerReadinessOptions } from './session/runner-readiness.js';
 export { DEFAULT_BUFFER_SIZE, DEFAULT_SAMPLE_RATE, DEFAULT_INPUT_CAPACITY, DEFAULT_INPUT_VIDEO, DEFAULT_INPUT_AUDIO_MAX_FPS } from './app/registry.js';
 export { InputState } from './state/input-state.js';
 export { InputField } from './decorators/input-field.decorator.js';

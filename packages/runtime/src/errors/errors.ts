@@ -60,6 +60,8 @@ export const RuntimeErrorCode = {
   NoImageDecoder: 'no_image_decoder',
   /** `this.output.clip()` in a host that keeps no clip ring (no server, or no `recording:` clips configured). */
   ClipsDisabled: 'clips_disabled',
+  /** `loadAppConfig()`: the app config file (`runtime.config`) is unreadable, not a mapping, or a key is wrong or unknown (apps may use their own code). */
+  AppConfigInvalid: 'app_config_invalid',
 } as const;
 export type RuntimeErrorCode = (typeof RuntimeErrorCode)[keyof typeof RuntimeErrorCode];
 
