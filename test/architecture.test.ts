@@ -10,7 +10,7 @@ import { builtinModules } from 'node:module';
 import { describe, expect, it } from 'vitest';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const packages = ['log', 'client', 'runtime', 'server', 'agones', 'router', 'cli', 'distributed']
+const packages = ['log', 'client', 'viewer', 'runtime', 'server', 'agones', 'router', 'cli', 'distributed']
   .map((p) => join(root, 'packages', p))
   .concat(join(root, 'apps/video'), join(root, 'apps/camera'), join(root, 'apps/seed-video'));
 
@@ -19,8 +19,9 @@ const allowed: Record<string, string[]> = {
   '@reactor/log': [],
   '@reactor/client': [],
   '@reactor/distributed': ['@reactor/log'],
+  '@reactor/viewer': ['@reactor/client'],
   '@reactor/runtime': ['@reactor/log', '@reactor/client'],
-  '@reactor/server': ['@reactor/log', '@reactor/client', '@reactor/runtime'],
+  '@reactor/server': ['@reactor/log', '@reactor/client', '@reactor/runtime', '@reactor/viewer'],
   '@reactor/agones': ['@reactor/log', '@reactor/client', '@reactor/runtime', '@reactor/server'],
   '@reactor/router': ['@reactor/log', '@reactor/client', '@reactor/server'],
   '@reactor/cli': ['@reactor/log', '@reactor/runtime', '@reactor/server', '@reactor/router', '@reactor/distributed', '@reactor/agones'],
