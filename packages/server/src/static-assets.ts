@@ -1,31 +1,15 @@
 /**
- * Where the viewer's browser modules live on disk: the compiled viewer script of this package
- * and the compiled ESM of `@reactor/client` (the viewer imports it through an import map, so
- * no bundler is needed). Both are plain files produced by `pnpm build`.
+ * Where the viewer's browser modules live on disk: the compiled viewer of `@reactor/viewer`
+ * (`app.js` and the modules it imports) and the compiled ESM of `@reactor/client` (the viewer
+ * imports it through an import map, so no bundler is needed). Both folders come from
+ * `@reactor/viewer`; both are plain files produced by `pnpm build`.
  */
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { createRequire } from 'node:module';
-import { dirname, join, resolve, sep } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, resolve, sep } from 'node:path';
 import { ReactorError } from '@reactor/runtime';
+import { VIEWER_ENTRY, clientModulesDir, viewerModulesDir } from '@reactor/viewer';
 import { ServerErrorCode } from './errors.js';
-
-const here = dirname(fileURLToPath(import.meta.url));
-
-/** Folder of the compiled viewer script (`dist/viewer`, built from `viewer/`), from `src/` or `dist/`. */
-function viewerDir(): string {
-  const sibling = join(here, 'viewer');
-  if (existsSync(join(sibling, 'viewer-app.js'))) return sibling;
-  // Running the TypeScript sources (tests): the compiled script is in the package's dist/.
-  return resolve(here, '../dist/viewer');
-}
-
-/** Folder of `@reactor/client`'s compiled ESM. */
-function clientDir(): string {
-  const require = createRequire(import.meta.url);
-  return join(dirname(require.resolve('@reactor/client/package.json')), 'dist');
-}
 
 /** A browser module served by the server. */
 export interface Asset {
@@ -42,29 +26,29 @@ export class ViewerNotBuiltError extends ReactorError {
 }
 
 /**
- * Resolves and reads one viewer asset by URL path below `/viewer/`: `app.js` (the viewer),
+ * Resolves and reads one viewer asset by URL path below `/viewer/`: `app.js` (the viewer) and
+ * `<module>.js` (the viewer's other modules, which `app.js` imports relative to itself),
  * `client/<file>.js` (the client SDK). Returns undefined for anything else (404).
  */
 export class ViewerAssets {
-  readonly #viewer = viewerDir();
-  readonly #client = clientDir();
+  readonly #viewer = viewerModulesDir();
+  readonly #client = clientModulesDir();
   readonly #cache = new Map<string, Asset>();
 
   async get(rel: string): Promise<Asset | undefined> {
     const cached = this.#cache.get(rel);
     if (cached) return cached;
-    let file: string | undefined;
-    if (rel === 'app.js') file = join(this.#viewer, 'viewer-app.js');
-    else if (/^client\/[a-z0-9-]+\.js$/.test(rel)) file = join(this.#client, rel.slice('client/'.length));
-    if (!file) return undefined;
-    const base = rel === 'app.js' ? this.#viewer : this.#client;
+    const ownModule = /^[a-z0-9-]+\.js$/.test(rel);
+    const base = ownModule ? this.#viewer : /^client\/[a-z0-9-]+\.js$/.test(rel) ? this.#client : undefined;
+    if (!base) return undefined;
+    const file = join(base, ownModule ? rel : rel.slice('client/'.length));
     if (!resolve(file).startsWith(resolve(base) + sep)) return undefined;
     let body: Buffer;
     try {
       body = await readFile(file);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-      if (rel === 'app.js' || !existsSync(this.#client)) {
+      if (rel === VIEWER_ENTRY || !existsSync(base)) {
         throw new ViewerNotBuiltError(`viewer asset ${file} does not exist; run "pnpm build" so the viewer and @reactor/client are compiled`);
       }
       return undefined;
