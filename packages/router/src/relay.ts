@@ -36,7 +36,6 @@ const HOP_BY_HOP = new Set([
 /** A GameServer name: a Kubernetes object name. */
 const INSTANCE_NAME = /^[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?$/;
 
-
 /** What the relay needs from the router. */
 export interface RelayContext {
   options: ResolvedRouterOptions;

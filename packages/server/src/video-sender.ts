@@ -222,7 +222,10 @@ export class ConnectionVideo implements VideoSubscriber {
       return;
     }
     if (track.direction !== 'out' || track.kind !== 'video') {
-      this.#out.error(ServerErrorCode.WrongTrackDirection, `track ${shown} is not an outbound video track; key frames exist on: ${video.join(', ') || '(none)'}`);
+      this.#out.error(
+        ServerErrorCode.WrongTrackDirection,
+        `track ${shown} is not an outbound video track; key frames exist on: ${video.join(', ') || '(none)'}`,
+      );
       return;
     }
     this.#keyFrameRequests++;

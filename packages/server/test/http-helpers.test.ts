@@ -43,7 +43,7 @@ describe('the HTTP helpers the server and the router share', () => {
     expect(b.headers['x-content-type-options']).toBeUndefined();
   });
 
-  it('reads a body up to its limit and refuses a larger one with the caller\'s error', async () => {
+  it("reads a body up to its limit and refuses a larger one with the caller's error", async () => {
     const ok = await exchange(async (req, res) => sendJson(res, 200, { got: await readBody(req, 8, () => new Error('too big')) }), 'POST', '12345678');
     expect(JSON.parse(ok.body)).toEqual({ got: '12345678' });
     const big = await exchange(
