@@ -83,6 +83,9 @@ export type GateVerdict =
 /** Where a frame of a track is encoded for this connection. */
 export type FrameRoute = { kind: 'coded'; encoder: TrackEncoder } | { kind: 'jpeg'; config: VideoConfigMessage } | { kind: 'plain' };
 
+/** A frame of a track without a selection: JPEG (or RGB) as before, no `video_config` (one object for every such frame). */
+const PLAIN: FrameRoute = { kind: 'plain' };
+
 /** One connection's video: the selection and its per-track senders. */
 export class ConnectionVideo implements VideoSubscriber {
   readonly #streams: VideoStreams;
@@ -148,7 +151,7 @@ export class ConnectionVideo implements VideoSubscriber {
       };
       return { kind: 'jpeg', config };
     }
-    return { kind: 'plain' };
+    return PLAIN;
   }
 
   /** `select_video`: checked against the offer, answered in order; the switch happens as the reply goes out. */
