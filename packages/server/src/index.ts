@@ -22,8 +22,9 @@ export type { ResolvedVideoOptions, VideoEncoderInfo, KeyFrameReason } from './v
 export { ServerErrorCode } from './errors.js';
 export { ServerMetrics } from './metrics.js';
 export type { DropReason } from './metrics.js';
-export type { ConnectionInfo, VideoSelectionInfo } from './connection.js';
-export { MAX_FRAMES_IN_FLIGHT, HARD_BUFFER_FACTOR, AUDIO_QUEUE_FACTOR } from './connection.js';
+export type { ConnectionInfo } from './connection.js';
+export type { VideoSelectionInfo } from './video-sender.js';
+export { MAX_FRAMES_IN_FLIGHT, HARD_BUFFER_FACTOR, AUDIO_QUEUE_FACTOR } from './outbound-queue.js';
 export { MAX_COMMAND_ID_LENGTH } from './client-message.js';
 export { MAX_FRAMES_PENDING_PER_TRACK, FRAME_ERROR_INTERVAL_MS, FRAME_RATE_BURST_SECONDS } from './frame-intake.js';
 export type { FrameIntakeInfo, InputDropReason } from './frame-intake.js';

@@ -12,3 +12,21 @@ export type { AccessPolicy, AccessDenial, Authorization } from './auth.js';
 export { TokenMinter, TokenVerifier, FULL_GRANT, looksLikeJwt } from './tokens.js';
 /** @internal */
 export type { Grant, TokenAuthOptions, TokenRequest, SigningKey } from './tokens.js';
+/** @internal The HTTP helpers (JSON answers, the error envelope, targets, query values, bodies, a route table), shared with the router. */
+export {
+  ROUTER_ANSWER,
+  SERVER_ANSWER,
+  RouteTable,
+  errorEnvelope,
+  oneOfParam,
+  parseTarget,
+  readBody,
+  safeDecode,
+  sendBody,
+  sendError,
+  sendJson,
+  wholeNumberParam,
+  writeHttpError,
+} from './http.js';
+/** @internal */
+export type { AnswerStyle, ErrorEnvelope, Route, RouteMatch } from './http.js';

@@ -1,26 +1,16 @@
 /**
  * The HTTP + WebSocket server of one app host: `GET /` (viewer), `/viewer/*` (its modules),
- * `GET /schema`, `GET /health` (+ `/health/live`, `/health/ready`), `GET /metrics`, and the
- * WebSocket upgrade on `options.path`.
+ * `GET /schema`, `GET /health` (+ `/health/live`, `/health/ready`), `GET /metrics`, the upload,
+ * clip and recording routes (one route table: `server-routes.ts`), and the WebSocket upgrade on
+ * `options.path`. Session limits and resume holds: `session-keeper.ts`.
  */
-import { STATUS_CODES, createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { CloseCode, type ClipResult, type ErrorBody, type SessionStatus, type StatsMessage, type TrackSchema } from '@reactor/client';
+import type { StatsMessage, TrackSchema } from '@reactor/client';
 import type { Logger } from '@reactor/log';
-import {
-  type AppHostApi,
-  type ClientHandle,
-  type ClientSink,
-  type ClipOptions,
-  type MediaListener,
-  type NotReadyReason,
-  type Readiness,
-  ReadinessCode,
-  UPLOAD_PATH,
-  UploadError,
-} from '@reactor/runtime';
-import { TOKEN_COOKIE, authorize, type AccessDenial, type AccessPolicy } from './auth.js';
+import { type Readiness, ReadinessCode } from '@reactor/runtime';
+import { authorize, type AccessDenial, type AccessPolicy } from './auth.js';
 import type { Grant } from './tokens.js';
 import { ServerErrorCode } from './errors.js';
 import { ClientConnection, type ConnectionInfo } from './connection.js';
@@ -33,90 +23,18 @@ import { SendBudget } from './send-budget.js';
 import { loadWebCodecs, webCodecsEncoderFactory } from './video-encoder.js';
 import { VideoStreams, type VideoEncoderInfo } from './video-streams.js';
 import { RecordingService } from './recording-service.js';
-import { ViewerAssets, ViewerNotBuiltError } from './static-assets.js';
-import { renderViewerPage, viewerBasePath, viewerSecurityHeaders } from './viewer-page.js';
+import { ViewerAssets } from './static-assets.js';
+import { parseTarget, sendError, writeHttpError, type RouteTable } from './http.js';
+import type { HealthReport, ServableHost } from './servable-host.js';
+import { answerClientError, notFound, serverRoutes, type ServerRoute } from './server-routes.js';
+import { SessionKeeper } from './session-keeper.js';
+import { UploadRoutes } from './upload-routes.js';
+
+export type { ServableHost, StepSample, HealthReport } from './servable-host.js';
+export { MAX_UPLOAD_REQUEST_BYTES, UPLOAD_REFUSAL_LINGER_MS } from './upload-routes.js';
 
 /** How long `close()` waits for clients to acknowledge the close frame before cutting them. */
 export const CLOSE_GRACE_MS = 2000;
-/** Largest `POST /uploads` body (the JSON announcement), bytes. */
-export const MAX_UPLOAD_REQUEST_BYTES = 4096;
-/**
- * After refusing an upload mid-body, how long the server still reads (and drops) what the client
- * has in flight, so that it can read the answer, before it cuts the connection, ms.
- */
-export const UPLOAD_REFUSAL_LINGER_MS = 1000;
-
-/** The HTTP status of each upload error. */
-const UPLOAD_STATUS: Record<string, number> = {
-  [ServerErrorCode.UploadNoSession]: 409,
-  [ServerErrorCode.UploadTooLarge]: 413,
-  [ServerErrorCode.UploadQuotaExceeded]: 413,
-  [ServerErrorCode.UploadTypeNotAllowed]: 415,
-  [ServerErrorCode.UploadLengthMismatch]: 400,
-  [ServerErrorCode.UploadNotFound]: 404,
-  [ServerErrorCode.UploadAlreadyWritten]: 409,
-  [ServerErrorCode.UploadInvalidRequest]: 400,
-};
-
-/** One model step, as a host that reports steps describes it (feeds `/metrics`). */
-export interface StepSample {
-  /** Model time (generate) of the step, ms. */
-  elapsedMs: number;
-}
-
-/**
- * A host the server can serve: the transport contract plus, optionally, `close()` (called by
- * {@link ReactorServer.close}; it shuts the app's runner down through the app's hooks) and
- * `onStep()` (a step listener, for the step metrics).
- */
-export interface ServableHost extends AppHostApi {
-  close?(): Promise<void> | void;
-  onStep?(listener: (step: StepSample) => void): (() => void) | void;
-  /** A status listener (`AppHost.onStatus`): scale-out integrations follow sessions through it. */
-  onStatus?(listener: (status: SessionStatus) => void): (() => void) | void;
-  /**
-   * Ends the running session now (`AppHost.endCurrentSession`): with a text, a release by the
-   * session router or a drain's deadline; with an error, a session limit.
-   */
-  endCurrentSession?(reason: string | ErrorBody): Promise<boolean>;
-  /** Cumulative counters (`AppHost.counters`): `steps` feeds `reactor_steps_total`. */
-  readonly counters?: { readonly steps: number };
-  /** A status listener (`AppHost.onStatus`): the server closes its video encoders when a session ends. */
-  onStatus?(listener: (status: SessionStatus) => void): (() => void) | void;
-  /** The playout tap (`AppHost.onMedia`): the clip ring and recordings read it. */
-  onMedia?(listener: MediaListener): () => void;
-  /** Where `this.output.clip()` goes (`AppHost.setClipper`). */
-  setClipper?(clipper: ((options: ClipOptions) => Promise<ClipResult>) | undefined): void;
-}
-
-/** A client whose connection dropped, held for the resume grace. */
-interface Suspended {
-  readonly handle: ClientHandle;
-  readonly grant: Grant;
-  readonly timer: ReturnType<typeof setTimeout>;
-}
-
-/** Where a suspended client's messages and frames go until it resumes: nowhere. */
-const NOWHERE: ClientSink = { message: () => undefined, frame: () => undefined, audio: () => undefined, close: () => undefined };
-
-/** Health as `GET /health` reports it. */
-export interface HealthReport {
-  /** `ready` exactly when {@link HealthReport.ready}; `not_ready` for a loaded app that cannot take users now. */
-  status: 'loading' | 'ready' | 'failed' | 'not_ready';
-  /** Whether a new user would get a stream now (`AppHostApi.readiness()`); `/health/ready` answers 200 exactly then. */
-  ready: boolean;
-  /** Why not, one entry per cause (empty when ready). */
-  reasons: readonly NotReadyReason[];
-  /** Why loading failed. */
-  reason?: string;
-  session: string;
-  clients: number;
-  /** The current session's id, while one exists. */
-  sessionId?: string;
-  /** The instance name ({@link ReactorServer.instance}), when set. */
-  instance?: string;
-}
-
 /** The header a session router (`reactor route`) sets on a relayed socket: the id the session takes if this socket starts it. */
 export const SESSION_ID_HEADER = 'x-reactor-session-id';
 
@@ -147,13 +65,10 @@ export class ReactorServer {
   #port = 0;
   #statsSteps = 0;
   #instance: string | undefined;
-  /** Dropped clients held for resume, by resume secret. */
-  readonly #suspended = new Map<string, Suspended>();
-  /** Bytes announced for upload per token (`grant.tokenId`), against its `upl` grant. */
-  readonly #uploadedBy = new Map<string, number>();
-  /** The current session (for the session limits): its id, when it started, its time limit. */
-  #session: { id: string; startedAt: number; limitMs: number | undefined; lastActivity: number } | undefined;
-  #limitTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Session limits and resume holds. */
+  readonly #sessions: SessionKeeper;
+  /** Method + path -> handler. */
+  readonly #routes: RouteTable<ServerRoute>;
   /**
    * Settles when the app has loaded (`serve()` loads it after listening); rejects with the
    * load error. Already resolved for {@link serveHost}.
@@ -176,12 +91,35 @@ export class ReactorServer {
     this.#video = new VideoStreams(this.options.video, host, this.metrics, this.#log);
     if (this.options.recording) this.#recording = new RecordingService(this.options.recording, host, this.#video, this.#log, this.metrics.registry);
     this.metrics.setVideoClients(() => [...this.#connections].flatMap((c) => c.videoSelection ?? []));
+    this.#sessions = new SessionKeeper({
+      options: this.options,
+      log: this.#log,
+      metrics: this.metrics,
+      host,
+      connections: () => this.#connections,
+      closing: () => this.#closing !== undefined,
+    });
+    const uploads = new UploadRoutes({
+      host,
+      metrics: this.metrics,
+      authorize: (req, url) => authorize(req, url, this.#policy, this.#sessionKeys),
+      refuse: (res, denial) => this.#refuse(res, denial),
+    });
+    this.#routes = serverRoutes({
+      host,
+      options: this.options,
+      metrics: this.metrics,
+      recording: this.#recording,
+      assets: this.#assets,
+      uploads,
+      health: () => this.health(),
+    });
     let session: string | undefined;
     const offStatus = host.onStatus?.((s) => {
       // The session ended (or another began): its encoders' references are gone with it.
       if (s.sessionId !== session) {
         this.#video.endSession();
-        this.#sessionChanged(s.sessionId);
+        this.#sessions.sessionChanged(s.sessionId);
       }
       session = s.sessionId;
     });
@@ -191,7 +129,7 @@ export class ReactorServer {
       (req, res) => {
         this.#onRequest(req, res).catch((err: Error) => {
           this.#log.error(`${req.method} ${req.url}: ${err.stack ?? err.message}`);
-          if (!res.headersSent) sendJson(res, 500, { error: { code: ServerErrorCode.InternalError, message: 'the server failed to answer; see its log' } });
+          if (!res.headersSent) sendError(res, 500, ServerErrorCode.InternalError, 'the server failed to answer; see its log');
           else res.destroy();
         });
       },
@@ -356,104 +294,12 @@ export class ReactorServer {
   #refuse(res: ServerResponse, denial: AccessDenial): void {
     this.metrics.rejected.inc({ reason: denial.reason });
     if (denial.status === 401) res.setHeader('WWW-Authenticate', denial.reason === 'token' ? 'Bearer error="invalid_token"' : 'Bearer');
-    sendJson(res, denial.status, { error: { code: denial.code, message: denial.message } });
-  }
-
-  // ---- session limits ---------------------------------------------------------------------
-
-  /** A new session began (or the last ended): its limits start over. */
-  #sessionChanged(id: string | undefined): void {
-    clearTimeout(this.#limitTimer);
-    this.#limitTimer = undefined;
-    if (id === undefined) {
-      this.#session = undefined;
-      return;
-    }
-    const now = performance.now();
-    this.#session = { id, startedAt: now, limitMs: this.options.maxSessionMs, lastActivity: now };
-    // Clients already connected (they waited for the session) bring their tokens' limits.
-    for (const c of this.#connections) this.#applyGrantLimit(c.grant);
-    this.#armLimits();
-  }
-
-  /** A client of the session holds a token with a longest session time: the session may not outlast it. */
-  #applyGrantLimit(grant: Grant): void {
-    const s = this.#session;
-    if (!s || grant.maxSessionMs === undefined) return;
-    if (s.limitMs === undefined || grant.maxSessionMs < s.limitMs) {
-      s.limitMs = grant.maxSessionMs;
-      this.#armLimits();
-    }
-  }
-
-  /** Arms one timer for the nearer of the session's deadline and its idle timeout. */
-  #armLimits(): void {
-    clearTimeout(this.#limitTimer);
-    this.#limitTimer = undefined;
-    const s = this.#session;
-    if (!s || this.#closing) return;
-    const now = performance.now();
-    const idle = this.options.idleTimeoutMs;
-    const dueAt = Math.min(s.limitMs === undefined ? Infinity : s.startedAt + s.limitMs, idle === undefined ? Infinity : s.lastActivity + idle);
-    if (dueAt === Infinity) return;
-    this.#limitTimer = setTimeout(() => this.#checkLimits(), Math.max(0, dueAt - now) + 1);
-    this.#limitTimer.unref();
-  }
-
-  #checkLimits(): void {
-    const s = this.#session;
-    if (!s || this.#closing) return;
-    const now = performance.now();
-    const idle = this.options.idleTimeoutMs;
-    if (s.limitMs !== undefined && now - s.startedAt >= s.limitMs) {
-      return this.#endSession(CloseCode.SessionTimeLimit, {
-        code: ServerErrorCode.SessionTimeLimit,
-        message: `session_time_limit: the session reached its longest time, ${s.limitMs / 1000} s`,
-      });
-    }
-    if (idle !== undefined && now - s.lastActivity >= idle) {
-      return this.#endSession(CloseCode.IdleTimeout, {
-        code: ServerErrorCode.IdleTimeout,
-        message: `idle_timeout: no command, publication or frame for ${idle / 1000} s`,
-      });
-    }
-    this.#armLimits();
-  }
-
-  /** Ends the session for a limit: every client is closed with `code` and the reason (no resume), then the host ends the session. */
-  #endSession(code: number, error: ErrorBody): void {
-    this.#log.info(`ending session ${this.#session?.id ?? ''}: ${error.message}`);
-    this.#session = undefined;
-    for (const c of this.#connections) c.close(error.message, code);
-    for (const [secret, s] of this.#suspended) {
-      clearTimeout(s.timer);
-      this.#suspended.delete(secret);
-      s.handle.disconnect();
-    }
-    this.host.endCurrentSession?.(error).catch((err: Error) => this.#log.error(`ending the session failed: ${err.stack ?? err.message}`));
-  }
-
-  // ---- resume -------------------------------------------------------------------------------
-
-  /** A connection closed: the client leaves, or, dropped without a close frame, is held for `resumeGraceMs`. */
-  #gone(conn: ClientConnection, handle: ClientHandle, dropped: boolean): void {
-    const graceMs = this.options.resumeGraceMs;
-    if (!dropped || graceMs === 0 || this.#closing) return handle.disconnect();
-    handle.rebind(NOWHERE);
-    const timer = setTimeout(() => {
-      if (this.#suspended.get(conn.resumeSecret)?.handle !== handle) return;
-      this.#suspended.delete(conn.resumeSecret);
-      this.#log.info({ client: handle.id }, `client ${handle.id} did not come back within ${graceMs} ms; it leaves`);
-      handle.disconnect();
-    }, graceMs);
-    timer.unref();
-    this.#suspended.set(conn.resumeSecret, { handle, grant: conn.grant, timer });
-    this.#log.info({ client: handle.id }, `client ${handle.id} dropped; held ${graceMs} ms for resume`);
+    sendError(res, denial.status, denial.code, denial.message);
   }
 
   /** Clients held for resume now (their ids). */
   suspendedClients(): string[] {
-    return [...this.#suspended.values()].map((s) => s.handle.id);
+    return this.#sessions.suspendedClients();
   }
 
   /** The host's readiness; a host that throws is not ready (and says why). */
@@ -479,12 +325,7 @@ export class ReactorServer {
 
   async #close(): Promise<void> {
     if (this.#heartbeat) clearInterval(this.#heartbeat);
-    clearTimeout(this.#limitTimer);
-    for (const s of this.#suspended.values()) {
-      clearTimeout(s.timer);
-      s.handle.disconnect();
-    }
-    this.#suspended.clear();
+    this.#sessions.close();
     this.#offStep?.();
     this.#offStatus?.();
     const httpClosed = new Promise<void>((resolve) => this.#http.close(() => resolve()));
@@ -518,175 +359,22 @@ export class ReactorServer {
     }
   }
 
+  /** Every HTTP request, through the route table (see `server-routes.ts`). */
   async #onRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = parseTarget(req.url);
-    if (!url) return sendJson(res, 400, { error: { code: ServerErrorCode.BadRequest, message: `cannot parse the request target ${JSON.stringify(req.url)}` } });
-    if (url.pathname === '/uploads' || url.pathname.startsWith(UPLOAD_PATH)) return this.#onUpload(req, res, url);
+    if (!url) return sendError(res, 400, ServerErrorCode.BadRequest, `cannot parse the request target ${JSON.stringify(req.url)}`);
+    const found = this.#routes.match(req.method, url.pathname)?.route.handler;
+    if (found?.access === 'self') return found.run(req, res, url);
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.setHeader('Allow', 'GET, HEAD');
-      return sendJson(res, 405, { error: { code: ServerErrorCode.MethodNotAllowed, message: `${req.method} is not supported; every route is GET` } });
-    }
-    if (url.pathname === '/favicon.ico') {
-      res.statusCode = 204;
-      return void res.end();
+      return sendError(res, 405, ServerErrorCode.MethodNotAllowed, `${req.method} is not supported; every route is GET`);
     }
     // Health is open (no token, any Host): load balancers and orchestrators probe it.
-    if (url.pathname === '/health/live') return sendJson(res, 200, { status: 'live' });
-    if (url.pathname === '/health/ready' || url.pathname === '/health') {
-      const h = this.health();
-      if (h.ready) return sendJson(res, 200, url.pathname === '/health' ? h : { ready: true, reasons: [] });
-      const error = { code: ServerErrorCode.NotReady, message: `not ready: ${h.reasons.map((x) => x.message).join('; ')}` };
-      return sendJson(res, 503, url.pathname === '/health' ? { ...h, error } : { ready: false, reasons: h.reasons, error });
-    }
+    if (found?.access === 'open') return found.run(req, res, url);
     const auth = await authorize(req, url, this.#policy, this.#sessionKeys);
     if (!auth.ok) return this.#refuse(res, auth.denial);
-    switch (url.pathname) {
-      case '/':
-      case '/index.html': {
-        const token = url.searchParams.get('token');
-        if ((this.options.token !== undefined || this.options.verifier !== undefined) && token !== null) {
-          // Lets the page's module scripts and its socket carry the token without putting it in every URL.
-          res.setHeader('Set-Cookie', `${TOKEN_COOKIE}=${encodeURIComponent(token)}; HttpOnly; SameSite=Strict; Path=/`);
-        }
-        // Behind a session router the page lives under /s/{instance}: its scripts and socket are asked for there.
-        const basePath = viewerBasePath(req.headers['x-forwarded-prefix']);
-        const html = renderViewerPage({ title: this.host.schema.app.name, wsPath: this.options.path, basePath, recording: this.#recording !== undefined });
-        res.setHeader('Cache-Control', 'no-store');
-        for (const [name, value] of Object.entries(viewerSecurityHeaders(this.options.allowedOrigins, basePath))) res.setHeader(name, value);
-        return send(res, 200, 'text/html; charset=utf-8', html);
-      }
-      case '/schema':
-        return sendJson(res, 200, this.host.schema);
-      case '/metrics': {
-        const text = await this.metrics.registry.metrics();
-        return send(res, 200, this.metrics.registry.contentType, text);
-      }
-      default:
-        break;
-    }
-    if (this.#recording && (await this.#recording.serve(req, res, url.pathname))) return;
-    if (url.pathname.startsWith('/viewer/')) {
-      try {
-        const asset = await this.#assets.get(url.pathname.slice('/viewer/'.length));
-        if (asset) {
-          res.setHeader('Cache-Control', 'no-cache');
-          return send(res, 200, asset.contentType, asset.body);
-        }
-      } catch (err) {
-        if (err instanceof ViewerNotBuiltError) return sendJson(res, 500, { error: { code: err.code, message: err.message } });
-        throw err;
-      }
-    }
-    return sendJson(res, 404, {
-      error: {
-        code: ServerErrorCode.NotFound,
-        message: `no route ${url.pathname}; try /, /schema, /health, /metrics or the WebSocket at ${this.options.path}`,
-      },
-    });
-  }
-
-  /**
-   * `POST /uploads` (a JSON announcement -> 201 ticket) and `PUT /uploads/{id}` (the raw bytes ->
-   * 200 info), under the same Host, token and Origin checks as every route; no CORS headers, so
-   * a page of another origin cannot even send its preflight.
-   */
-  async #onUpload(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
-    const announce = url.pathname === '/uploads';
-    const method = announce ? 'POST' : 'PUT';
-    if (req.method !== method) {
-      res.setHeader('Allow', method);
-      this.#refuseBody(req, res);
-      return sendJson(res, 405, {
-        error: {
-          code: ServerErrorCode.MethodNotAllowed,
-          message: `${req.method} is not supported here: announce with POST /uploads, then PUT the bytes to /uploads/{uploadId}`,
-        },
-      });
-    }
-    const auth = await authorize(req, url, this.#policy, this.#sessionKeys);
-    if (!auth.ok) {
-      this.#refuseBody(req, res);
-      return this.#refuse(res, auth.denial);
-    }
-    const grant = auth.grant;
-    if (grant.uploadBytes === 0) {
-      this.#refuseBody(req, res);
-      return sendJson(res, 403, {
-        error: {
-          code: ServerErrorCode.UploadNotAllowed,
-          message: `your token grants no uploads (role "${grant.role}"); uploading takes a controller's token, or one whose upl claim allows bytes`,
-        },
-      });
-    }
-    const uploads = this.host.uploads;
-    if (!uploads) {
-      this.#refuseBody(req, res);
-      return sendJson(res, 404, { error: { code: ServerErrorCode.NotFound, message: 'this app host takes no uploads' } });
-    }
-    try {
-      if (announce) {
-        const body = await readSmallBody(req, MAX_UPLOAD_REQUEST_BYTES);
-        let request: unknown;
-        try {
-          request = JSON.parse(body);
-        } catch {
-          throw new UploadError(
-            ServerErrorCode.UploadInvalidRequest,
-            `the announcement is not JSON; send {"name": "<display name>", "size": <exact byte count>} (at most ${MAX_UPLOAD_REQUEST_BYTES} bytes)`,
-          );
-        }
-        const size = (request as { size?: unknown } | null)?.size;
-        if (grant.uploadBytes !== undefined && grant.tokenId !== undefined && typeof size === 'number') {
-          const used = this.#uploadedBy.get(grant.tokenId) ?? 0;
-          if (used + size > grant.uploadBytes) {
-            return sendJson(res, 413, {
-              error: {
-                code: ServerErrorCode.UploadGrantExceeded,
-                message: `this upload of ${size} bytes would pass what your token grants (${grant.uploadBytes} bytes, ${used} already announced); ask for a token with a larger upl`,
-              },
-            });
-          }
-        }
-        const ticket = uploads.announce(request);
-        if (grant.uploadBytes !== undefined && grant.tokenId !== undefined && typeof size === 'number') {
-          this.#uploadedBy.set(grant.tokenId, (this.#uploadedBy.get(grant.tokenId) ?? 0) + size);
-        }
-        this.metrics.uploads.inc({ outcome: 'announced' });
-        return sendJson(res, 201, ticket);
-      }
-      let id: string;
-      try {
-        id = decodeURIComponent(url.pathname.slice(UPLOAD_PATH.length));
-      } catch {
-        id = '';
-      }
-      const header = req.headers['content-length'];
-      const contentLength = header !== undefined && /^\d+$/.test(header) ? Number(header) : undefined;
-      const info = await uploads.write(id, req.iterator({ destroyOnReturn: false }), contentLength !== undefined ? { contentLength } : {});
-      this.metrics.uploads.inc({ outcome: 'stored' });
-      this.metrics.uploadBytes.inc(info.size);
-      return sendJson(res, 200, info);
-    } catch (err) {
-      if (!(err instanceof UploadError) || UPLOAD_STATUS[err.code] === undefined) throw err;
-      this.metrics.uploads.inc({ outcome: err.code });
-      this.#refuseBody(req, res);
-      if (req.destroyed && !req.complete) return; // the client went away mid-body: nobody to answer
-      return sendJson(res, UPLOAD_STATUS[err.code]!, { error: { code: err.code, message: err.message } });
-    }
-  }
-
-  /**
-   * An answer sent before the request body was read: the connection closes after it, and the
-   * bytes the client still has in flight are read and dropped (never stored) for a moment, so a
-   * client that reads its answer only after sending gets it instead of a reset.
-   */
-  #refuseBody(req: IncomingMessage, res: ServerResponse): void {
-    if (req.complete) return;
-    res.setHeader('Connection', 'close');
-    req.resume();
-    const cut = setTimeout(() => req.socket.destroy(), UPLOAD_REFUSAL_LINGER_MS);
-    cut.unref();
-    req.socket.once('close', () => clearTimeout(cut));
+    if (found) return found.run(req, res, url);
+    return notFound(res, url, this.options);
   }
 
   #onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
@@ -737,10 +425,8 @@ export class ReactorServer {
         recording: this.#recording,
         onStats: (m) => this.#onStats(m),
         instance: () => this.#instance,
-        activity: () => {
-          if (this.#session) this.#session.lastActivity = performance.now();
-        },
-        gone: (c, handle, dropped) => this.#gone(c, handle, dropped),
+        activity: () => this.#sessions.activity(),
+        gone: (c, handle, dropped) => this.#sessions.gone(c, handle, dropped),
       },
       (c) => {
         this.#connections.delete(c);
@@ -751,17 +437,13 @@ export class ReactorServer {
     this.#connections.add(conn);
     this.metrics.clients.set(this.#connections.size);
     try {
-      const held = resume === undefined ? undefined : this.#suspended.get(resume);
+      const held = resume === undefined ? undefined : this.#sessions.takeHeld(resume);
       if (held) {
-        clearTimeout(held.timer);
-        this.#suspended.delete(resume!);
-        this.#log.info({ client: held.handle.id }, `client ${held.handle.id} resumed`);
-        this.metrics.resumes.inc({ result: 'resumed' });
-        conn.adopt(held.handle);
+        conn.adopt(held);
         return;
       }
       if (resume !== undefined) this.metrics.resumes.inc({ result: 'new_identity' });
-      this.#applyGrantLimit(grant);
+      this.#sessions.applyGrantLimit(grant);
       const info: { remoteAddress?: string; userAgent?: string; sessionId?: string } = {};
       if (req.socket.remoteAddress) info.remoteAddress = req.socket.remoteAddress;
       if (req.headers['user-agent']) info.userAgent = req.headers['user-agent'];
@@ -795,69 +477,4 @@ function frameBytesFor(t: TrackSchema): number {
  */
 export async function serveHost(host: ServableHost, options: ServerOptions = {}): Promise<ReactorServer> {
   return new ReactorServer(host, options).listen();
-}
-
-/** A request body of at most `limit` bytes, as text. */
-async function readSmallBody(req: IncomingMessage, limit: number): Promise<string> {
-  const parts: Buffer[] = [];
-  let total = 0;
-  for await (const chunk of req.iterator({ destroyOnReturn: false })) {
-    total += (chunk as Buffer).byteLength;
-    if (total > limit)
-      throw new UploadError(
-        ServerErrorCode.UploadInvalidRequest,
-        `the announcement is larger than ${limit} bytes; send only {"name", "size", "mimeType"?, "clientId"?}`,
-      );
-    parts.push(chunk as Buffer);
-  }
-  return Buffer.concat(parts).toString('utf8');
-}
-
-function send(res: ServerResponse, status: number, contentType: string, body: string | Buffer): void {
-  res.statusCode = status;
-  res.setHeader('Content-Type', contentType);
-  res.setHeader('X-Content-Type-Options', 'nosniff');
-  res.end(res.req.method === 'HEAD' ? undefined : body);
-}
-
-function sendJson(res: ServerResponse, status: number, body: unknown): void {
-  send(res, status, 'application/json; charset=utf-8', JSON.stringify(body));
-}
-
-/** The request target as a URL, or null when it cannot be parsed (`//`, `/\\`, ...). */
-function parseTarget(target: string | undefined): URL | null {
-  try {
-    return new URL(target ?? '/', 'http://localhost');
-  } catch {
-    return null;
-  }
-}
-
-/**
- * Answers a request Node could not parse as Node itself would without a `clientError`
- * listener: 431 for oversized headers, 408 for headers that took too long, 400 otherwise
- * (with a JSON body); nothing on a socket that is already gone.
- */
-function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
-  if (err.code === 'ECONNRESET' || !socket.writable || (socket as Duplex & { _httpMessage?: unknown })._httpMessage) {
-    socket.destroy();
-    return;
-  }
-  const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
-  const code = status === 431 ? ServerErrorCode.HeadersTooLarge : ServerErrorCode.BadRequest;
-  const message =
-    status === 431
-      ? 'the request headers are too large'
-      : status === 408
-        ? 'the request headers did not arrive in time'
-        : 'the request cannot be parsed as HTTP/1.1';
-  writeHttpError(socket, status, code, message);
-}
-
-/** A complete HTTP error answer on a raw socket (refused upgrades, unparsable requests), then close. */
-function writeHttpError(socket: Duplex, status: number, code: ServerErrorCode, message: string): void {
-  const body = JSON.stringify({ error: { code, message } });
-  socket.end(
-    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${status === 401 ? 'WWW-Authenticate: Bearer\r\n' : ''}\r\n${body}`,
-  );
 }

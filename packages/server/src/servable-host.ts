@@ -1,0 +1,52 @@
+/** What the server serves: the host contract it needs, and the health it reports. */
+import type { ClipResult, ErrorBody, SessionStatus } from '@reactor/client';
+import type { AppHostApi, ClipOptions, MediaListener, NotReadyReason } from '@reactor/runtime';
+
+/** One model step, as a host that reports steps describes it (feeds `/metrics`). */
+export interface StepSample {
+  /** Model time (generate) of the step, ms. */
+  elapsedMs: number;
+}
+
+/**
+ * A host the server can serve: the transport contract plus, optionally, `close()` (called by
+ * {@link ReactorServer.close}; it shuts the app's runner down through the app's hooks) and
+ * `onStep()` (a step listener, for the step metrics).
+ */
+export interface ServableHost extends AppHostApi {
+  close?(): Promise<void> | void;
+  onStep?(listener: (step: StepSample) => void): (() => void) | void;
+  /** A status listener (`AppHost.onStatus`): scale-out integrations follow sessions through it. */
+  onStatus?(listener: (status: SessionStatus) => void): (() => void) | void;
+  /**
+   * Ends the running session now (`AppHost.endCurrentSession`): with a text, a release by the
+   * session router or a drain's deadline; with an error, a session limit.
+   */
+  endCurrentSession?(reason: string | ErrorBody): Promise<boolean>;
+  /** Cumulative counters (`AppHost.counters`): `steps` feeds `reactor_steps_total`. */
+  readonly counters?: { readonly steps: number };
+  /** A status listener (`AppHost.onStatus`): the server closes its video encoders when a session ends. */
+  onStatus?(listener: (status: SessionStatus) => void): (() => void) | void;
+  /** The playout tap (`AppHost.onMedia`): the clip ring and recordings read it. */
+  onMedia?(listener: MediaListener): () => void;
+  /** Where `this.output.clip()` goes (`AppHost.setClipper`). */
+  setClipper?(clipper: ((options: ClipOptions) => Promise<ClipResult>) | undefined): void;
+}
+
+/** Health as `GET /health` reports it. */
+export interface HealthReport {
+  /** `ready` exactly when {@link HealthReport.ready}; `not_ready` for a loaded app that cannot take users now. */
+  status: 'loading' | 'ready' | 'failed' | 'not_ready';
+  /** Whether a new user would get a stream now (`AppHostApi.readiness()`); `/health/ready` answers 200 exactly then. */
+  ready: boolean;
+  /** Why not, one entry per cause (empty when ready). */
+  reasons: readonly NotReadyReason[];
+  /** Why loading failed. */
+  reason?: string;
+  session: string;
+  clients: number;
+  /** The current session's id, while one exists. */
+  sessionId?: string;
+  /** The instance name ({@link ReactorServer.instance}), when set. */
+  instance?: string;
+}
