@@ -112,7 +112,7 @@ describe('FakeAgonesSidecar (a fake sidecar driven by the official SDK, not a re
     await sdk.ready();
     await sdk.reserve(1);
     expect(cluster.get('gs-1').state).toBe('Reserved');
-    await until(() => cluster.get('gs-1').state === 'Ready', 'Ready after the reservation', 3000);
+    await until(() => cluster.get('gs-1').state === 'Ready', 'Ready after the reservation', 10_000);
   });
 
   it('fails calls with UNAVAILABLE once stopped, and serves again after restart()', async () => {

@@ -212,7 +212,8 @@ describe('session limits', () => {
       const reason = await closed;
       clearInterval(busy);
       expect(reason).toMatch(/^session_time_limit: the session reached its longest time, 1 s/);
-      expect(performance.now() - started).toBeLessThan(3000);
+      // The 1 s limit (the reason says which limit fired), with room for a loaded machine.
+      expect(performance.now() - started).toBeLessThan(6000);
       const idle = await connect(base, { token: mint([]), WebSocket: WebSocket as never });
       const idleReason = await new Promise<string>((r) => idle.on('status', (s) => s.state === 'closed' && r(s.reason ?? '')));
       expect(idleReason).toMatch(/^idle_timeout: no command, publication or frame for 1.5 s/);

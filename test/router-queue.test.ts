@@ -156,7 +156,8 @@ describe('router: the waiting line', () => {
     }
     const took = performance.now() - started;
     expect(took).toBeGreaterThanOrEqual(1900);
-    expect(took).toBeLessThan(4000);
+    // The longest wait is 2 s; room for a loaded machine (the error says which limit answered).
+    expect(took).toBeLessThan(6000);
     const bad = await fetch(`${router.url}/sessions?wait=soon`, { method: 'POST' });
     expect(bad.status).toBe(400);
     expect(((await bad.json()) as { error: { code: string } }).error.code).toBe('bad_wait');

@@ -463,7 +463,7 @@ describe('SessionRouter on a real cluster (issue 30)', () => {
     cache.learn(cache.get(made.instance)!);
     cluster.setState(made.instance, 'Ready');
     // Well within the 5 s a Ready older than the router's own allocation is ignored for.
-    await until(() => cache.get(made.instance)?.state === 'Ready', 'the Ready that followed the allocation', 1500);
+    await until(() => cache.get(made.instance)?.state === 'Ready', 'the Ready that followed the allocation', 4000);
   });
 
   it('gives up on a Kubernetes API that does not answer after apiTimeoutMs (503 registry_unavailable), then serves again', async () => {
@@ -471,7 +471,8 @@ describe('SessionRouter on a real cluster (issue 30)', () => {
     api.hang = true;
     const t = performance.now();
     const a = await post(router);
-    expect(performance.now() - t).toBeLessThan(2000);
+    // apiTimeoutMs (300 ms) answered, not a hang; room for a loaded machine.
+    expect(performance.now() - t).toBeLessThan(5000);
     expect(a.status).toBe(503);
     expect(a.body.error.code).toBe('registry_unavailable');
     expect(a.body.error.message).toMatch(/creating a GameServerAllocation failed: .*no answer from the Kubernetes API within 300 ms/);

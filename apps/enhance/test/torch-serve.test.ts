@@ -150,7 +150,8 @@ describe('reactor run --manifest with backend: torch (Python ranks, CPU)', () =>
     await until(() => told.length > 0, 'the client to be told', 10_000).catch((e: Error) => {
       throw new Error(`${e.message}; frames ${frames.length}; server output:\n${output().slice(-3000)}`);
     });
-    expect(told[0]!.at - t0).toBeLessThan(2000);
+    // The exit event, not the 5 s stall watch; room for a loaded 2-core machine.
+    expect(told[0]!.at - t0).toBeLessThan(4000);
     await until(() => ranks.every((p) => !pythonRanks(child.pid!).includes(p)), 'the old ranks to be gone', 10_000);
     await until(() => ours.every((s) => !shm().includes(s)), "the old runner's shared memory to be gone", 10_000);
     // The session ended with the error; a new client gets a new session on the rebuilt runner.

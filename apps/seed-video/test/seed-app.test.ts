@@ -132,7 +132,8 @@ describe('the seed example (VideoApp + the page’s video_worker.py) under react
     const toldMs = performance.now() - killedAt;
     const failed = first.sessions.find((s) => s.error !== undefined)!;
     expect(failed.error!.message).toMatch(/Rank 1 \(pid \d+\) was killed by SIGKILL/);
-    expect(toldMs).toBeLessThan(1000);
+    // The exit event, not the 5 s stall watch; room for a loaded 2-core machine.
+    expect(toldMs).toBeLessThan(2500);
     // The clients are told first; the teardown (the other rank stopped, the segments unlinked) follows.
     await until(() => pythonRanks(child.pid!).length === 0, 'every rank gone', 5000);
     await until(() => segmentsOf(child.pid!).length === 0, 'every segment unlinked', 5000);

@@ -69,7 +69,8 @@ describe('Python ranks that crash', () => {
     const ms = performance.now() - t0;
     expect(err).toBeInstanceOf(WorkerCrashedError);
     expect(err).toMatchObject({ rank: 1, signal: 'SIGKILL', during: 'generate' });
-    expect(ms).toBeLessThan(1000);
+    // The exit event, not the 5 s stall watch nor the step's 5 s sleep; room for a loaded machine.
+    expect(ms).toBeLessThan(2500);
     await runner.shutdown();
     expectNothingLeft(runner);
   });

@@ -93,8 +93,8 @@ describe('DistributedRunner', () => {
       expect(err).toBeInstanceOf(WorkerCrashedError);
       expect(err).toMatchObject({ rank: 1, pid, signal: 'SIGKILL', during: 'idle' });
       expect(exits).toEqual([{ rank: 1, pid, exitCode: null, signal: 'SIGKILL', during: 'idle' }]);
-      // From the process 'exit' event, not a poll: well under a second even on a loaded machine.
-      expect(took).toBeLessThan(1_000);
+      // From the process 'exit' event, not a poll: well under the 5 s stall watch even on a loaded machine.
+      expect(took).toBeLessThan(2_500);
       await runner.shutdown();
       expectNothingLeft(runner);
     });
@@ -118,8 +118,8 @@ describe('DistributedRunner', () => {
       expect(stalls[0]).toMatchObject({ rank: 1, phase: 'generate' });
       expect(stalls[0]!.sinceMs).toBeGreaterThanOrEqual(1000);
       // stallMs after the last progress the parent saw (at most one tick before the stop), plus
-      // one check interval; generous for a loaded 2-core machine.
-      expect(took).toBeLessThan(1000 + 1500);
+      // one check interval, plus the delays of a loaded 2-core machine (far below the 30 s call timeout).
+      expect(took).toBeLessThan(1000 + 4000);
       expect(runner.stalledRanks).toEqual([expect.objectContaining({ rank: 1, phase: 'generate' })]);
       expect(runner.healthy).toBe(true);
       expect(log.lines.some((l) => /^warn \[rank 1\] Rank 1 \(pid \d+\) made no progress for \d+ ms in generate during generate\(\)/.test(l))).toBe(true);

@@ -70,7 +70,7 @@ describe('DistributedRunner', () => {
       expectNothingLeft(runner);
     });
 
-    it('rejects with WorkerCrashedError within 100 ms when a rank is killed with SIGKILL mid-call', async () => {
+    it('rejects with WorkerCrashedError at once (the exit event, not a watch or timeout) when a rank is killed with SIGKILL mid-call', async () => {
       const { runner, log } = await echo(2);
       const call = runner.generate({ announce: true, hangOn: [1] });
       const settled = call.catch((e: unknown) => e);
@@ -90,7 +90,9 @@ describe('DistributedRunner', () => {
           | warn from rank 1
           | generating step 1"
       `);
-      expect(elapsed).toBeLessThan(100);
+      // From the exit event: well before the 5 s stall watch or the 30 s call timeout could
+      // answer, with room for a loaded 2-core machine (100 ms was a speed check, not the contract).
+      expect(elapsed).toBeLessThan(2_000);
       expect(runner.healthy).toBe(false);
       await runner.shutdown();
       expectNothingLeft(runner);
