@@ -10,23 +10,25 @@ import { builtinModules } from 'node:module';
 import { describe, expect, it } from 'vitest';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const packages = ['log', 'client', 'runtime', 'server', 'agones', 'router', 'cli', 'distributed']
+const packages = ['log', 'protocol', 'client', 'runtime', 'server', 'agones', 'router', 'cli', 'distributed']
   .map((p) => join(root, 'packages', p))
   .concat(join(root, 'apps/video'), join(root, 'apps/camera'), join(root, 'apps/seed-video'));
 
 /** Which workspace packages each may import: the layers, lowest first. */
 const allowed: Record<string, string[]> = {
   '@reactor/log': [],
-  '@reactor/client': [],
-  '@reactor/distributed': ['@reactor/log'],
-  '@reactor/runtime': ['@reactor/log', '@reactor/client'],
-  '@reactor/server': ['@reactor/log', '@reactor/client', '@reactor/runtime'],
-  '@reactor/agones': ['@reactor/log', '@reactor/client', '@reactor/runtime', '@reactor/server'],
-  '@reactor/router': ['@reactor/log', '@reactor/client', '@reactor/server'],
+  '@reactor/protocol': [],
+  '@reactor/client': ['@reactor/protocol'],
+  '@reactor/distributed': ['@reactor/log', '@reactor/protocol'],
+  '@reactor/runtime': ['@reactor/log', '@reactor/protocol'],
+  // `@reactor/client` only for the viewer (`viewer/`), the browser page the server serves.
+  '@reactor/server': ['@reactor/log', '@reactor/protocol', '@reactor/runtime', '@reactor/client'],
+  '@reactor/agones': ['@reactor/log', '@reactor/protocol', '@reactor/runtime', '@reactor/server'],
+  '@reactor/router': ['@reactor/log', '@reactor/protocol', '@reactor/server'],
   '@reactor/cli': ['@reactor/log', '@reactor/runtime', '@reactor/server', '@reactor/router', '@reactor/distributed', '@reactor/agones'],
-  '@reactor/app-video': ['@reactor/log', '@reactor/runtime', '@reactor/distributed', '@reactor/client'],
+  '@reactor/app-video': ['@reactor/log', '@reactor/protocol', '@reactor/runtime', '@reactor/distributed', '@reactor/client'],
   '@reactor/app-camera': ['@reactor/runtime', '@reactor/distributed'],
-  '@reactor/app-seed-video': ['@reactor/runtime', '@reactor/distributed'],
+  '@reactor/app-seed-video': ['@reactor/protocol', '@reactor/runtime', '@reactor/distributed'],
 };
 
 function sourceFiles(dir: string): string[] {

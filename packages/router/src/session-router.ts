@@ -21,6 +21,7 @@ import {
 import { connect as netConnect, type AddressInfo, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '@reactor/log';
+import { encodeHttpError, httpErrorEnvelope } from '@reactor/protocol';
 import { authorize, checkAccess, hostAllowed, originAllowed, type AccessDenial, type AccessPolicy } from '@reactor/server/internal';
 import { SessionQueue, type QueueOutcome } from './session-queue.js';
 import { RouterError, RouterErrorCode } from './errors.js';
@@ -932,7 +933,7 @@ export class SessionRouter {
   }
 
   #sendError(res: ServerResponse, status: number, code: RouterErrorCode, message: string, retryAfterS?: number): void {
-    const body: ErrorAnswer = { error: { code, message } };
+    const body: ErrorAnswer = httpErrorEnvelope(code, message);
     if (retryAfterS !== undefined) {
       res.setHeader('Retry-After', String(retryAfterS));
       body.retryAfterS = retryAfterS;
@@ -1015,7 +1016,7 @@ function sendJson(res: ServerResponse, status: number, body: unknown): void {
 }
 
 function writeHttpError(socket: Duplex, status: number, code: RouterErrorCode, message: string): void {
-  const body = JSON.stringify({ error: { code, message } });
+  const body = encodeHttpError(code, message);
   socket.end(
     `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${status === 401 ? 'WWW-Authenticate: Bearer\r\n' : ''}\r\n${body}`,
   );

@@ -41,7 +41,7 @@ import type {
   ServerMessage,
   StatsMessage,
   UnpublishMessage,
-} from '@reactor/client';
+} from '@reactor/protocol';
 import type { Logger } from '@reactor/log';
 import type { AppHostApi, ClientHandle, ClientSink, OutputAudio, OutputFrame } from '@reactor/runtime';
 import type { Grant } from './tokens.js';

@@ -5,7 +5,7 @@
  * `WireErrorCode`), so a client can name every code it may receive; `docs/errors.md` lists
  * each with its fix.
  */
-import { HttpErrorCode, WireErrorCode } from '@reactor/client';
+import { HttpErrorCode, WireErrorCode } from '@reactor/protocol';
 
 /** Every error code `@reactor/server` itself produces. */
 export const ServerErrorCode = {

@@ -6,7 +6,7 @@
 import { STATUS_CODES, createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { CloseCode, type ClipResult, type ErrorBody, type SessionStatus, type StatsMessage, type TrackSchema } from '@reactor/client';
+import { CloseCode, ReadinessCode, UPLOAD_PATH, encodeHttpError, type ClipResult, type ErrorBody, type SessionStatus, type StatsMessage, type TrackSchema } from '@reactor/protocol';
 import type { Logger } from '@reactor/log';
 import {
   type AppHostApi,
@@ -16,8 +16,6 @@ import {
   type MediaListener,
   type NotReadyReason,
   type Readiness,
-  ReadinessCode,
-  UPLOAD_PATH,
   UploadError,
 } from '@reactor/runtime';
 import { TOKEN_COOKIE, authorize, type AccessDenial, type AccessPolicy } from './auth.js';
@@ -856,7 +854,7 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
 
 /** A complete HTTP error answer on a raw socket (refused upgrades, unparsable requests), then close. */
 function writeHttpError(socket: Duplex, status: number, code: ServerErrorCode, message: string): void {
-  const body = JSON.stringify({ error: { code, message } });
+  const body = encodeHttpError(code, message);
   socket.end(
     `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${status === 401 ? 'WWW-Authenticate: Bearer\r\n' : ''}\r\n${body}`,
   );

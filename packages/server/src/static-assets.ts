@@ -21,10 +21,10 @@ function viewerDir(): string {
   return resolve(here, '../dist/viewer');
 }
 
-/** Folder of `@reactor/client`'s compiled ESM. */
-function clientDir(): string {
+/** Folder of a browser package's compiled ESM (`@reactor/client`, and `@reactor/protocol`, which it imports). */
+function packageDist(name: '@reactor/client' | '@reactor/protocol'): string {
   const require = createRequire(import.meta.url);
-  return join(dirname(require.resolve('@reactor/client/package.json')), 'dist');
+  return join(dirname(require.resolve(`${name}/package.json`)), 'dist');
 }
 
 /** A browser module served by the server. */
@@ -43,11 +43,12 @@ export class ViewerNotBuiltError extends ReactorError {
 
 /**
  * Resolves and reads one viewer asset by URL path below `/viewer/`: `app.js` (the viewer),
- * `client/<file>.js` (the client SDK). Returns undefined for anything else (404).
+ * `client/<file>.js` (the client SDK), `protocol/<file>.js` (the wire protocol it imports). Returns undefined for anything else (404).
  */
 export class ViewerAssets {
   readonly #viewer = viewerDir();
-  readonly #client = clientDir();
+  readonly #client = packageDist('@reactor/client');
+  readonly #protocol = packageDist('@reactor/protocol');
   readonly #cache = new Map<string, Asset>();
 
   async get(rel: string): Promise<Asset | undefined> {
@@ -56,15 +57,16 @@ export class ViewerAssets {
     let file: string | undefined;
     if (rel === 'app.js') file = join(this.#viewer, 'viewer-app.js');
     else if (/^client\/[a-z0-9-]+\.js$/.test(rel)) file = join(this.#client, rel.slice('client/'.length));
+    else if (/^protocol\/[a-z0-9-]+\.js$/.test(rel)) file = join(this.#protocol, rel.slice('protocol/'.length));
     if (!file) return undefined;
-    const base = rel === 'app.js' ? this.#viewer : this.#client;
+    const base = rel === 'app.js' ? this.#viewer : rel.startsWith('protocol/') ? this.#protocol : this.#client;
     if (!resolve(file).startsWith(resolve(base) + sep)) return undefined;
     let body: Buffer;
     try {
       body = await readFile(file);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-      if (rel === 'app.js' || !existsSync(this.#client)) {
+      if (rel === 'app.js' || !existsSync(base)) {
         throw new ViewerNotBuiltError(`viewer asset ${file} does not exist; run "pnpm build" so the viewer and @reactor/client are compiled`);
       }
       return undefined;

@@ -12,7 +12,7 @@ import {
   type UploadTicket,
   type WelcomeMessage,
   WireErrorCode,
-} from '@reactor/client';
+} from '@reactor/protocol';
 import { consoleLogger, type Logger } from '@reactor/log';
 import type { LoadContext } from '../app/contract.js';
 import { APP_BINDING, type AppBinding, type AppReadiness, type ClipOptions, type ReactorApp } from '../app/reactor-app.js';

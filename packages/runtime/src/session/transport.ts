@@ -7,7 +7,7 @@
  * This file is the contract between the app model (issue: runtime) and the server
  * (issue: transport). Change it only together with both sides.
  */
-import type { AppSchema, CommandMessage, ErrorMessage, ReplyMessage, ServerMessage, SessionStatus, UploadInfo, UploadTicket } from '@reactor/client';
+import type { AppSchema, CommandMessage, ErrorMessage, ReplyMessage, ServerMessage, SessionStatus, UploadInfo, UploadTicket } from '@reactor/protocol';
 import type { UploadOptions } from '../upload/upload-store.js';
 
 /** One played-out frame of one track, delivered to every sink at its due time. */
