@@ -16,7 +16,9 @@ import {
 describe('HTTP error envelope', () => {
   it('writes {"error":{"code","message"}} byte for byte', () => {
     expect(encodeHttpError(HttpErrorCode.NotFound, 'no such route')).toBe('{"error":{"code":"not_found","message":"no such route"}}');
-    expect(JSON.stringify({ ...httpErrorEnvelope('queue_full', 'full'), retryAfterS: 3 })).toBe('{"error":{"code":"queue_full","message":"full"},"retryAfterS":3}');
+    expect(JSON.stringify({ ...httpErrorEnvelope('queue_full', 'full'), retryAfterS: 3 })).toBe(
+      '{"error":{"code":"queue_full","message":"full"},"retryAfterS":3}',
+    );
   });
 
   it('reads back what it writes', () => {
@@ -86,6 +88,11 @@ describe('CodedError', () => {
     const cause = new Error('root');
     const e = new PlugError('plug_failed', 'the plug failed', { cause });
     expect(e).toBeInstanceOf(Error);
-    expect({ name: e.name, code: e.code, message: e.message, cause: e.cause }).toEqual({ name: 'PlugError', code: 'plug_failed', message: 'the plug failed', cause });
+    expect({ name: e.name, code: e.code, message: e.message, cause: e.cause }).toEqual({
+      name: 'PlugError',
+      code: 'plug_failed',
+      message: 'the plug failed',
+      cause,
+    });
   });
 });

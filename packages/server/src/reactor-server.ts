@@ -6,7 +6,17 @@
 import { STATUS_CODES, createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { CloseCode, ReadinessCode, UPLOAD_PATH, encodeHttpError, type ClipResult, type ErrorBody, type SessionStatus, type StatsMessage, type TrackSchema } from '@reactor/protocol';
+import {
+  CloseCode,
+  ReadinessCode,
+  UPLOAD_PATH,
+  encodeHttpError,
+  type ClipResult,
+  type ErrorBody,
+  type SessionStatus,
+  type StatsMessage,
+  type TrackSchema,
+} from '@reactor/protocol';
 import type { Logger } from '@reactor/log';
 import {
   type AppHostApi,
