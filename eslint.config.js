@@ -1,4 +1,4 @@
-// Typed ESLint for every package; @reactor/client must stay browser-safe (no node: imports).
+// Typed ESLint for every package; @reactor/client and @reactor/protocol must stay browser-safe (no node: imports).
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
@@ -18,6 +18,12 @@ export default tseslint.config(
     files: ['packages/client/src/**/*.ts'],
     rules: {
       'no-restricted-imports': ['error', { patterns: [{ group: ['node:*'], message: '@reactor/client must run in browsers: no node: imports.' }] }],
+    },
+  },
+  {
+    files: ['packages/protocol/src/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [{ group: ['node:*'], message: '@reactor/protocol must run in browsers: no node: imports.' }] }],
     },
   },
 );

@@ -26,18 +26,19 @@ const packages = ['packages', 'apps'].flatMap((group) =>
 /** Which workspace packages each may import: the layers, lowest first. */
 const allowed: Record<string, string[]> = {
   '@reactor/log': [],
-  '@reactor/client': [],
-  '@reactor/distributed': ['@reactor/log'],
+  '@reactor/protocol': [],
+  '@reactor/client': ['@reactor/protocol'],
+  '@reactor/distributed': ['@reactor/log', '@reactor/protocol'],
   '@reactor/viewer': ['@reactor/client'],
-  '@reactor/runtime': ['@reactor/log', '@reactor/client'],
-  '@reactor/server': ['@reactor/log', '@reactor/client', '@reactor/runtime', '@reactor/viewer'],
-  '@reactor/agones': ['@reactor/log', '@reactor/client', '@reactor/runtime', '@reactor/server'],
-  '@reactor/router': ['@reactor/log', '@reactor/client', '@reactor/server'],
+  '@reactor/runtime': ['@reactor/log', '@reactor/protocol'],
+  '@reactor/server': ['@reactor/log', '@reactor/protocol', '@reactor/runtime', '@reactor/viewer'],
+  '@reactor/agones': ['@reactor/log', '@reactor/protocol', '@reactor/runtime', '@reactor/server'],
+  '@reactor/router': ['@reactor/log', '@reactor/protocol', '@reactor/server'],
   '@reactor/cli': ['@reactor/log', '@reactor/runtime', '@reactor/server', '@reactor/router', '@reactor/distributed', '@reactor/agones'],
-  '@reactor/app-video': ['@reactor/log', '@reactor/runtime', '@reactor/distributed', '@reactor/client'],
+  '@reactor/app-video': ['@reactor/log', '@reactor/protocol', '@reactor/runtime', '@reactor/distributed', '@reactor/client'],
   '@reactor/app-camera': ['@reactor/runtime', '@reactor/distributed'],
-  '@reactor/app-seed-video': ['@reactor/runtime', '@reactor/distributed'],
-  '@reactor/app-enhance': ['@reactor/log', '@reactor/runtime', '@reactor/distributed'],
+  '@reactor/app-seed-video': ['@reactor/protocol', '@reactor/runtime', '@reactor/distributed'],
+  '@reactor/app-enhance': ['@reactor/log', '@reactor/protocol', '@reactor/runtime', '@reactor/distributed'],
 };
 
 /**

@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { ClientErrorCode, HttpErrorCode, WireErrorCode } from '@reactor/client';
+import { ProtocolErrorCode } from '@reactor/protocol';
 import { AgonesErrorCode } from '@reactor/agones';
 import { CliErrorCode } from '@reactor/cli';
 import { DistributedErrorCode } from '@reactor/distributed';
@@ -26,6 +27,7 @@ const maps: Record<string, Record<string, string>> = {
   AgonesErrorCode,
   WireErrorCode,
   HttpErrorCode,
+  ProtocolErrorCode,
   ClientErrorCode,
   VideoErrorCode,
   CameraErrorCode,

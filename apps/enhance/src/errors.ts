@@ -4,6 +4,7 @@
  * rank throws are exported from the worker module so the runner rebuilds them in the parent as
  * instances of these classes.
  */
+import { CodedError } from '@reactor/protocol';
 
 /** Stable codes of the enhance app's errors. */
 export const EnhanceErrorCode = {
@@ -23,14 +24,12 @@ export const EnhanceErrorCode = {
 export type EnhanceErrorCode = (typeof EnhanceErrorCode)[keyof typeof EnhanceErrorCode];
 
 /** Base class of the enhance app's errors. */
-export class EnhanceError extends Error {
+export class EnhanceError extends CodedError {
   /** Stable machine-readable code, e.g. `enhance_weights_missing`. */
-  readonly code: EnhanceErrorCode;
+  declare readonly code: EnhanceErrorCode;
 
   constructor(code: EnhanceErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.code = code;
-    this.name = new.target.name;
+    super(code, message, options);
   }
 }
 

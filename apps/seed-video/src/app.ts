@@ -13,6 +13,7 @@ import 'reflect-metadata';
 import { fileURLToPath } from 'node:url';
 import { IsBoolean, IsString, MaxLength } from 'class-validator';
 import { DistributedRunner, pythonWorker } from '@reactor/distributed';
+import { CodedError } from '@reactor/protocol';
 import {
   ApplicationError,
   Frames,
@@ -52,7 +53,7 @@ export interface VideoResult {
 }
 
 /** The model's recoverable error (`video_model.RolloutExhausted`): every rank raises it when a rollout ends. */
-export class RolloutExhausted extends Error {
+export class RolloutExhausted extends CodedError {
   /** Chunks the rollout made. */
   declare readonly chunks: number;
 }

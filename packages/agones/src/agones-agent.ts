@@ -16,7 +16,7 @@
  * SDK failures never reach the server: they are logged (once per outage) and retried on the
  * next tick with a fresh SDK client.
  */
-import type { SessionStatus } from '@reactor/client';
+import type { SessionStatus } from '@reactor/protocol';
 import type { Logger } from '@reactor/log';
 import type { HealthReport, ServableHost } from '@reactor/server';
 import { AgonesErrorCode } from './errors.js';

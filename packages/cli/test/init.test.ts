@@ -39,7 +39,7 @@ function tree(dir: string): string[] {
   return readdirSync(dir, { recursive: true }).map(String).sort();
 }
 
-// Packing the framework (nine packages, with pnpm) takes longer than the default on a loaded 2-core machine.
+// Packing the framework (ten packages, with pnpm) takes longer than the default on a loaded 2-core machine.
 describe('reactor init', { timeout: 120_000 }, () => {
   it.each(['minimal', 'video', 'camera'])('writes a standalone %s project with the framework packed into vendor/', async (template) => {
     const r = await reactor(['init', `proj-${template}`, '--template', template, '--gpus', '2']);
@@ -69,7 +69,7 @@ describe('reactor init', { timeout: 120_000 }, () => {
       expect(files).toContain(f);
     }
     expect(files.filter((f) => f.startsWith('vendor/')).sort()).toEqual(
-      ['agones', 'cli', 'client', 'distributed', 'log', 'router', 'runtime', 'server', 'viewer'].map((p) => `vendor/reactor-${p}-0.1.0.tgz`),
+      ['agones', 'cli', 'client', 'distributed', 'log', 'protocol', 'router', 'runtime', 'server', 'viewer'].map((p) => `vendor/reactor-${p}-0.1.0.tgz`),
     );
     const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name: string; dependencies: Record<string, string> };
     expect(pkg.name).toBe(`proj-${template}`);

@@ -45,6 +45,7 @@ import {
   type VideoSelection,
   type WelcomeMessage,
   type ControlStatus,
+  readHttpError,
 } from './protocol.js';
 
 /** The subset of the WHATWG `WebSocket` this client uses (browsers, `ws`, Node 22+). */
@@ -700,7 +701,7 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
       body = undefined;
     }
     if (!res.ok) {
-      const e = (body as { error?: { code?: string; message?: string } } | undefined)?.error;
+      const e = readHttpError(body);
       throw new ReactorClientError(
         e?.code ?? ClientErrorCode.UploadFailed,
         `${what} failed (${e?.code ?? `HTTP ${res.status}`}): ${e?.message ?? text.slice(0, 200)}`,

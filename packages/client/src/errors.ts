@@ -2,7 +2,7 @@
  * Errors raised by `@reactor/client`. Every error has a stable `code` (listed in
  * `docs/errors.md`); `CommandFailedError` carries the server's own code unchanged.
  */
-import type { FieldError } from './protocol.js';
+import { CodedError, type FieldError } from './protocol.js';
 
 /** Codes of the errors the client raises itself (a failed command carries the server's code instead). */
 export const ClientErrorCode = {
@@ -26,16 +26,7 @@ export const ClientErrorCode = {
 export type ClientErrorCode = (typeof ClientErrorCode)[keyof typeof ClientErrorCode];
 
 /** Base class of every error this package throws. */
-export class ReactorClientError extends Error {
-  /** Stable, machine-readable code. */
-  readonly code: string;
-
-  constructor(code: string, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.code = code;
-    this.name = new.target.name;
-  }
-}
+export class ReactorClientError extends CodedError {}
 
 /**
  * The server answered a command with an error. `code` is the server's code unchanged

@@ -3,7 +3,7 @@
  * `GET /sessions/{id}` to join one. Browser-safe (`fetch` and timers only).
  */
 import { ClientErrorCode, ConnectionError, SessionRouteError } from './errors.js';
-import { HttpErrorCode } from './protocol.js';
+import { HttpErrorCode, readHttpError } from './protocol.js';
 
 /** Where a session lives, as the router answered. */
 export interface SessionRoute {
@@ -108,7 +108,7 @@ async function askRouter(base: string, options: RequestSessionOptions): Promise<
     body = undefined;
   }
   if (!res.ok) {
-    const e = (body as { error?: { code?: string; message?: string } } | undefined)?.error;
+    const e = readHttpError(body);
     const retryAfter = Number(res.headers.get('retry-after'));
     const what = isNew ? 'a new session' : `session ${options.session}`;
     throw new SessionRouteError(

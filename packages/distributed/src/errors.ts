@@ -2,6 +2,7 @@
  * Errors of `@reactor/distributed`. Every error has a stable `code` (listed in `docs/errors.md`)
  * and a message that says what failed, where, and how to fix it.
  */
+import { CodedError, IllegalTransitionError } from '@reactor/protocol';
 
 /**
  * Every error code of this package (`snake_case`, stable; each listed in `docs/errors.md`).
@@ -56,14 +57,12 @@ export const DistributedErrorCode = {
 export type DistributedErrorCode = (typeof DistributedErrorCode)[keyof typeof DistributedErrorCode];
 
 /** Base class of every error this package throws (construction-time `TypeError`/`RangeError` aside). */
-export class DistributedError extends Error {
+export class DistributedError extends CodedError {
   /** Stable machine-readable code, one of {@link DistributedErrorCode}. */
-  readonly code: DistributedErrorCode;
+  declare readonly code: DistributedErrorCode;
 
   constructor(code: DistributedErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.code = code;
-    this.name = new.target.name;
+    super(code, message, options);
   }
 }
 
@@ -306,18 +305,7 @@ export class InjectedFaultError extends DistributedError {
  * message out of order; the message names the machine and both states.
  * @remarks code `illegal_transition`
  */
-export class IllegalTransitionError extends DistributedError {
-  readonly machine: string;
-  readonly from: string;
-  readonly to: string;
-
-  constructor(machine: string, from: string, to: string) {
-    super(DistributedErrorCode.IllegalTransition, `${machine}: illegal state transition ${from} -> ${to}.`);
-    this.machine = machine;
-    this.from = from;
-    this.to = to;
-  }
-}
+export { IllegalTransitionError };
 
 /**
  * A Python worker's environment, class or values are wrong: the interpreter is missing

@@ -1,9 +1,9 @@
 /**
  * The session router's error codes: what its routes answer (`{"error":{"code","message"}}`),
  * and what it throws at start. The codes a client can receive are the wire protocol's
- * (`HttpErrorCode` of `@reactor/client`); `docs/errors.md` lists each with its fix.
+ * (`HttpErrorCode` of `@reactor/protocol`); `docs/errors.md` lists each with its fix.
  */
-import { HttpErrorCode } from '@reactor/client';
+import { CodedError, HttpErrorCode } from '@reactor/protocol';
 
 /** Every error code `@reactor/router` produces. */
 export const RouterErrorCode = {
@@ -44,12 +44,11 @@ export const RouterErrorCode = {
 export type RouterErrorCode = (typeof RouterErrorCode)[keyof typeof RouterErrorCode];
 
 /** The one error class of `@reactor/router`, with a stable {@link RouterErrorCode}. */
-export class RouterError extends Error {
-  readonly code: RouterErrorCode;
+export class RouterError extends CodedError {
+  declare readonly code: RouterErrorCode;
 
   constructor(code: RouterErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.code = code;
+    super(code, message, options);
     this.name = 'RouterError';
   }
 }

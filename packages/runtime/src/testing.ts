@@ -19,7 +19,7 @@
  *   expect(await client.command(command('1', 'set_prompt', { prompt: 'sea' }))).toEqual({ type: 'reply', id: '1' });
  * });
  */
-import type { SessionStatus, ServerMessage } from '@reactor/client';
+import type { SessionStatus, ServerMessage } from '@reactor/protocol';
 import type { LogFields, LogFn, Logger } from '@reactor/log';
 import type { ReactorApp } from './app/reactor-app.js';
 import { AppHost, type AppHostOptions } from './session/host.js';

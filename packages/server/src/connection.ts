@@ -13,7 +13,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { WebSocket } from 'ws';
-import type { PauseTrackMessage, ResumeTrackMessage, ServerMessage, StatsMessage, WelcomeMessage } from '@reactor/client';
+import type { PauseTrackMessage, ResumeTrackMessage, ServerMessage, StatsMessage, WelcomeMessage } from '@reactor/protocol';
 import type { Logger } from '@reactor/log';
 import type { AppHostApi, ClientHandle, ClientSink, OutputAudio, OutputFrame } from '@reactor/runtime';
 import type { Grant } from './tokens.js';

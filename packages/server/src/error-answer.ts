@@ -1,5 +1,5 @@
 /** Bounds on what the server writes back to a client: error answers and close reasons. */
-import type { ErrorMessage } from '@reactor/client';
+import type { ErrorMessage } from '@reactor/protocol';
 
 /** Most `details` an error answer carries; the rest are counted in its message. */
 export const MAX_ERROR_DETAILS = 10;

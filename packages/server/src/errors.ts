@@ -1,11 +1,11 @@
 /**
  * The server's error codes: what its HTTP routes and upgrade refusals answer
  * (`{"error":{"code":...}}`), and the connection-level codes it sends on the WebSocket. Every
- * value is a code of the wire protocol's lists in `@reactor/client` (`HttpErrorCode`,
+ * value is a code of the wire protocol's lists in `@reactor/protocol` (`HttpErrorCode`,
  * `WireErrorCode`), so a client can name every code it may receive; `docs/errors.md` lists
  * each with its fix.
  */
-import { HttpErrorCode, WireErrorCode } from '@reactor/client';
+import { HttpErrorCode, WireErrorCode } from '@reactor/protocol';
 
 /** Every error code `@reactor/server` itself produces. */
 export const ServerErrorCode = {

@@ -6,7 +6,7 @@
  */
 import { endianness } from 'node:os';
 import sharp from 'sharp';
-import { FrameEncoding, encodeFrameHeader } from '@reactor/client';
+import { FrameEncoding, encodeFrameHeader } from '@reactor/protocol';
 import type { OutputAudio, OutputFrame } from '@reactor/runtime';
 import type { ServerMetrics } from './metrics.js';
 

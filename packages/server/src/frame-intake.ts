@@ -11,7 +11,7 @@
  * their decode (or behind one), newer ones are dropped (`decode_backlog`).
  */
 import type { RawData } from 'ws';
-import { FrameEncoding, decodeFrame, type DecodedFrame, type TrackSchema } from '@reactor/client';
+import { FrameEncoding, decodeFrame, type DecodedFrame, type TrackSchema } from '@reactor/protocol';
 import type { Logger } from '@reactor/log';
 import type { ClientHandle, InboundFrame } from '@reactor/runtime';
 import { ServerErrorCode } from './errors.js';

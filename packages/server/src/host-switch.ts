@@ -22,7 +22,7 @@
  * The server's own limits that follow the schema's tracks (largest inbound frame, video encoders)
  * are fixed when it starts: a new host must declare the same tracks ({@link sameTracks}).
  */
-import type { AppSchema, CommandMessage, ErrorMessage, ReplyMessage, ServerMessage, SessionStatus, UploadInfo, UploadTicket } from '@reactor/client';
+import type { AppSchema, CommandMessage, ErrorMessage, ReplyMessage, ServerMessage, SessionStatus, UploadInfo, UploadTicket } from '@reactor/protocol';
 import type { Logger } from '@reactor/log';
 import {
   AppHost,
@@ -36,7 +36,7 @@ import {
   type UploadOptions,
   type UploadsApi,
 } from '@reactor/runtime';
-import { WireErrorCode } from '@reactor/client';
+import { WireErrorCode } from '@reactor/protocol';
 import type { ServableHost, StepSample } from './reactor-server.js';
 import { ReactorServer } from './reactor-server.js';
 import { listenThenLoad, splitServeOptions, type ServeOptions } from './serve.js';

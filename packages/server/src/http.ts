@@ -10,15 +10,16 @@
  */
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
+import { encodeHttpError, httpErrorEnvelope } from '@reactor/protocol';
 
 /** The body of every error answer. */
 export interface ErrorEnvelope<C extends string = string> {
   error: { code: C; message: string };
 }
 
-/** `{ error: { code, message } }`. */
+/** `{ error: { code, message } }` (the protocol's envelope, written once in `@reactor/protocol`). */
 export function errorEnvelope<C extends string>(code: C, message: string): ErrorEnvelope<C> {
-  return { error: { code, message } };
+  return httpErrorEnvelope(code, message);
 }
 
 /** Which headers an answer carries beside `Content-Type`. */
@@ -65,7 +66,7 @@ export function sendError(
 
 /** A complete HTTP error answer on a raw socket (refused upgrades, unparsable requests), then close. */
 export function writeHttpError(socket: Duplex, status: number, code: string, message: string): void {
-  const body = JSON.stringify(errorEnvelope(code, message));
+  const body = encodeHttpError(code, message);
   socket.end(
     `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${status === 401 ? 'WWW-Authenticate: Bearer\r\n' : ''}\r\n${body}`,
   );

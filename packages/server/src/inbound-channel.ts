@@ -20,7 +20,7 @@ import type {
   SelectVideoMessage,
   TrackSchema,
   UnpublishMessage,
-} from '@reactor/client';
+} from '@reactor/protocol';
 import type { Logger } from '@reactor/log';
 import type { ClientHandle } from '@reactor/runtime';
 import { parseClientMessage, validId } from './client-message.js';

@@ -1,6 +1,6 @@
 /**
  * Helpers for sibling packages, not part of the public API. Loads only the access rules (and
- * `@reactor/client`'s codes), not the runtime: `@reactor/router` runs on this alone.
+ * `@reactor/protocol`'s codes), not the runtime: `@reactor/router` runs on this alone.
  * @internal
  * @packageDocumentation
  */

@@ -2,7 +2,7 @@
  * Options of the HTTP + WebSocket server, with their defaults and eager validation
  * (a bad option throws before anything listens, naming the option and the value).
  */
-import type { VideoCodecName, VideoTierSchema } from '@reactor/client';
+import type { VideoCodecName, VideoTierSchema } from '@reactor/protocol';
 import { consoleLogger, type Logger } from '@reactor/log';
 import { LOOPBACK_HOSTS, isLoopbackHost } from './auth.js';
 import { DEFAULT_MAX_UPLOAD_BYTES, DEFAULT_UPLOAD_EXPIRY_MS, DEFAULT_UPLOAD_QUOTA_BYTES, DEFAULT_UPLOAD_WAIT_MS } from '@reactor/runtime';

@@ -17,7 +17,7 @@
  * queued for this connection at all (nor counted as dropped) until `resume_track`.
  */
 import type { WebSocket } from 'ws';
-import type { VideoConfigMessage } from '@reactor/client';
+import type { VideoConfigMessage } from '@reactor/protocol';
 import type { Logger } from '@reactor/log';
 import type { OutputAudio, OutputFrame } from '@reactor/runtime';
 import type { ConnectionLifecycle } from './connection-state.js';

@@ -7,7 +7,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
-import type { StatsMessage, TrackSchema } from '@reactor/client';
+import type { StatsMessage, TrackSchema } from '@reactor/protocol';
 import type { Logger } from '@reactor/log';
 import { type Readiness, ReadinessCode } from '@reactor/runtime';
 import { authorize, type AccessDenial, type AccessPolicy } from './auth.js';

@@ -12,7 +12,7 @@ import { mkdir, readdir, readFile, rm, stat } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { Gauge, type Registry } from 'prom-client';
-import type { ClipMessage, ClipResult, ErrorMessage, RecordingInfo, RecordingMessage, ReplyMessage, SessionStatus } from '@reactor/client';
+import type { ClipMessage, ClipResult, ErrorMessage, RecordingInfo, RecordingMessage, ReplyMessage, SessionStatus } from '@reactor/protocol';
 import type { Logger } from '@reactor/log';
 import { ReactorError, type ClipOptions, type MediaListener, type OutputAudio, type OutputFrame } from '@reactor/runtime';
 import { ServerErrorCode } from './errors.js';

@@ -1,5 +1,5 @@
 /** What the server serves: the host contract it needs, and the health it reports. */
-import type { ClipResult, ErrorBody, SessionStatus } from '@reactor/client';
+import type { ClipResult, ErrorBody, SessionStatus } from '@reactor/protocol';
 import type { AppHostApi, ClipOptions, MediaListener, NotReadyReason } from '@reactor/runtime';
 
 /** One model step, as a host that reports steps describes it (feeds `/metrics`). */

@@ -4,7 +4,7 @@
  * every client is closed with the limit's code) and the resume grace (a client whose socket
  * dropped keeps its identity for `resumeGraceMs`, bound to a sink that drops everything).
  */
-import { CloseCode, type ErrorBody } from '@reactor/client';
+import { CloseCode, type ErrorBody } from '@reactor/protocol';
 import type { Logger } from '@reactor/log';
 import type { ClientHandle, ClientSink } from '@reactor/runtime';
 import type { ClientConnection } from './connection.js';

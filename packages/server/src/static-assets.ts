@@ -1,6 +1,6 @@
 /**
  * Where the viewer's browser modules live on disk: the compiled viewer of `@reactor/viewer`
- * (`app.js` and the modules it imports) and the compiled ESM of `@reactor/client` (the viewer
+ * (`app.js` and the modules it imports) and the compiled ESM of `@reactor/client` and `@reactor/protocol` (the viewer
  * imports it through an import map, so no bundler is needed). Both folders come from
  * `@reactor/viewer`; both are plain files produced by `pnpm build`.
  */
@@ -8,7 +8,7 @@ import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join, resolve, sep } from 'node:path';
 import { ReactorError } from '@reactor/runtime';
-import { VIEWER_ENTRY, clientModulesDir, viewerModulesDir } from '@reactor/viewer';
+import { VIEWER_ENTRY, clientModulesDir, protocolModulesDir, viewerModulesDir } from '@reactor/viewer';
 import { ServerErrorCode } from './errors.js';
 
 /** A browser module served by the server. */
@@ -28,20 +28,28 @@ export class ViewerNotBuiltError extends ReactorError {
 /**
  * Resolves and reads one viewer asset by URL path below `/viewer/`: `app.js` (the viewer) and
  * `<module>.js` (the viewer's other modules, which `app.js` imports relative to itself),
- * `client/<file>.js` (the client SDK). Returns undefined for anything else (404).
+ * `client/<file>.js` (the client SDK), `protocol/<file>.js` (the wire protocol the SDK imports).
+ * Returns undefined for anything else (404).
  */
 export class ViewerAssets {
   readonly #viewer = viewerModulesDir();
   readonly #client = clientModulesDir();
+  readonly #protocol = protocolModulesDir();
   readonly #cache = new Map<string, Asset>();
 
   async get(rel: string): Promise<Asset | undefined> {
     const cached = this.#cache.get(rel);
     if (cached) return cached;
     const ownModule = /^[a-z0-9-]+\.js$/.test(rel);
-    const base = ownModule ? this.#viewer : /^client\/[a-z0-9-]+\.js$/.test(rel) ? this.#client : undefined;
+    const base = ownModule
+      ? this.#viewer
+      : /^client\/[a-z0-9-]+\.js$/.test(rel)
+        ? this.#client
+        : /^protocol\/[a-z0-9-]+\.js$/.test(rel)
+          ? this.#protocol
+          : undefined;
     if (!base) return undefined;
-    const file = join(base, ownModule ? rel : rel.slice('client/'.length));
+    const file = join(base, ownModule ? rel : rel.slice(rel.indexOf('/') + 1));
     if (!resolve(file).startsWith(resolve(base) + sep)) return undefined;
     let body: Buffer;
     try {

@@ -4,7 +4,7 @@
  * Node, FFmpeg inside), which is loaded lazily: a server that streams JPEG never loads it, and a
  * missing or broken native binary is reported once, as a `ReactorError` with code `encoder_failed`.
  */
-import type { VideoCodecName } from '@reactor/client';
+import type { VideoCodecName } from '@reactor/protocol';
 import { ReactorError } from '@reactor/runtime';
 import { ServerErrorCode } from './errors.js';
 

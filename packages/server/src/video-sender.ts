@@ -24,7 +24,7 @@ import type {
   VideoCodecName,
   VideoConfigMessage,
   VideoTierSchema,
-} from '@reactor/client';
+} from '@reactor/protocol';
 import { ServerErrorCode } from './errors.js';
 import type { CodedFrame, KeyFrameReason, TrackEncoder, VideoStreams, VideoSubscriber } from './video-streams.js';
 

@@ -20,7 +20,7 @@ import {
   type VideoConfigMessage,
   type VideoOffer,
   type VideoTierSchema,
-} from '@reactor/client';
+} from '@reactor/protocol';
 import type { Logger } from '@reactor/log';
 import type { AppHostApi, OutputFrame } from '@reactor/runtime';
 import type { ServerMetrics } from './metrics.js';

@@ -93,7 +93,8 @@ button.secondary { background:transparent; color:var(--text); border:1px solid v
 `;
 
 /** The page's one inline script: the import map (its hash is allowed by the CSP), for the page's base path. */
-const importMap = (basePath = ''): string => JSON.stringify({ imports: { '@reactor/client': `${basePath}/viewer/client/index.js` } });
+const importMap = (basePath = ''): string =>
+  JSON.stringify({ imports: { '@reactor/client': `${basePath}/viewer/client/index.js`, '@reactor/protocol': `${basePath}/viewer/protocol/index.js` } });
 
 const sha256 = (text: string): string => `'sha256-${createHash('sha256').update(text).digest('base64')}'`;
 

@@ -3,7 +3,8 @@
  * package's compiled viewer (`dist/browser/`, served as `/viewer/<module>.js`; the page loads
  * `app.js`, which imports the others relative to itself) and the compiled ESM of
  * `@reactor/client` it imports (served as `/viewer/client/<file>.js`, through the page's import
- * map). Both are plain files produced by `pnpm build`; no bundler.
+ * map), and the compiled ESM of `@reactor/protocol` the client imports. All are plain files
+ * produced by `pnpm build`; no bundler.
  */
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
@@ -24,4 +25,13 @@ export function viewerModulesDir(): string {
 export function clientModulesDir(): string {
   const require = createRequire(import.meta.url);
   return join(dirname(require.resolve('@reactor/client/package.json')), 'dist');
+}
+
+/**
+ * Folder of `@reactor/protocol`'s compiled ESM (served as `/viewer/protocol/<file>.js`): the
+ * client's compiled files import it, so it is resolved from the client package.
+ */
+export function protocolModulesDir(): string {
+  const require = createRequire(join(dirname(clientModulesDir()), 'package.json'));
+  return join(dirname(require.resolve('@reactor/protocol/package.json')), 'dist');
 }

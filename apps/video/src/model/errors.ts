@@ -2,6 +2,7 @@
  * Errors of the sample video model. Every error has a stable `code` (listed in
  * `docs/video-model.md`) and a message that says what failed, where, and how to fix it.
  */
+import { CodedError } from '@reactor/protocol';
 
 /** Stable codes of the sample app's errors (the model's and the app config's). */
 export const VideoErrorCode = {
@@ -17,14 +18,12 @@ export const VideoErrorCode = {
 export type VideoErrorCode = (typeof VideoErrorCode)[keyof typeof VideoErrorCode];
 
 /** Base class of every error the video model throws (option `TypeError`/`RangeError`s aside). */
-export class VideoModelError extends Error {
+export class VideoModelError extends CodedError {
   /** Stable machine-readable code, e.g. `rollout_exhausted`. */
-  readonly code: VideoErrorCode;
+  declare readonly code: VideoErrorCode;
 
   constructor(code: VideoErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.code = code;
-    this.name = new.target.name;
+    super(code, message, options);
   }
 }
 

@@ -1,5 +1,5 @@
 import { type Logger, silentLogger } from '@reactor/log';
-import type { ClipResult } from '@reactor/client';
+import type { ClipResult } from '@reactor/protocol';
 import { InvalidOutputError, NoSessionError, ReactorError, RuntimeErrorCode } from '../errors/errors.js';
 import type { Input as InboundTracks, InputBuffers } from '../input/input.js';
 import type { InputBuffer } from '../input/input-buffer.js';

@@ -1,4 +1,4 @@
-import { type AppSchema, type CommandSchema, type JsonSchema, type MessageSchema, PROTOCOL_VERSION, type TrackSchema } from '@reactor/client';
+import { type AppSchema, type CommandSchema, type JsonSchema, type MessageSchema, PROTOCOL_VERSION, type TrackSchema } from '@reactor/protocol';
 import { getMetadataStorage } from 'class-validator';
 import { targetConstructorToSchema } from 'class-validator-jsonschema';
 import { AppDefinitionError, RuntimeErrorCode } from '../errors/errors.js';

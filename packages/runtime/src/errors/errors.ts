@@ -2,6 +2,7 @@
  * Every error the app model raises, with its stable `code`. `docs/errors.md` lists each code
  * with its fix; keep the two in step.
  */
+import { CodedError, IllegalTransitionError } from '@reactor/protocol';
 
 /** Stable codes of the app model's errors. */
 export const RuntimeErrorCode = {
@@ -66,13 +67,10 @@ export const RuntimeErrorCode = {
 export type RuntimeErrorCode = (typeof RuntimeErrorCode)[keyof typeof RuntimeErrorCode];
 
 /** Base class of the runtime's own errors: a stable `code`, a `name` and an optional `cause`. */
-export class ReactorError extends Error {
+export class ReactorError extends CodedError {
   override name = 'ReactorError';
-  /** Stable, machine-readable code (see `docs/errors.md`). */
-  readonly code: string;
   constructor(code: string, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.code = code;
+    super(code, message, options);
   }
 }
 
@@ -210,21 +208,9 @@ export class HostClosedError extends ReactorError {
 /**
  * A lifecycle of the host (host, session or client) was asked for a transition that its current
  * state does not allow. Never expected: it marks a bug in the host, and names the lifecycle and
- * both states.
+ * both states. The one `IllegalTransitionError` of `@reactor/protocol`'s transition helper.
  */
-export class IllegalTransitionError extends ReactorError {
-  override name = 'IllegalTransitionError';
-  /** The lifecycle (`host`, `session`, `client`). */
-  readonly lifecycle: string;
-  readonly from: string;
-  readonly to: string;
-  constructor(lifecycle: string, from: string, to: string) {
-    super(RuntimeErrorCode.IllegalTransition, `illegal ${lifecycle} transition ${from} -> ${to}`);
-    this.lifecycle = lifecycle;
-    this.from = from;
-    this.to = to;
-  }
-}
+export { IllegalTransitionError };
 
 /**
  * An {@link InputBuffer} read found its buffer closed (the track's publisher unpublished or left)

@@ -2,7 +2,7 @@
  * The host's own answers to commands (`error` messages), bounded in size: whatever a client
  * sends, an answer lists at most {@link MAX_ERROR_DETAILS} details and then counts the rest.
  */
-import { type ErrorMessage, type FieldError, WireErrorCode } from '@reactor/client';
+import { type ErrorMessage, type FieldError, WireErrorCode } from '@reactor/protocol';
 import { truncateCodePoints } from '../state/field-errors.js';
 
 /** Details an `invalid_params` answer lists before it counts the rest. */

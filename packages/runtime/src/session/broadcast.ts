@@ -3,7 +3,7 @@
  * session status, stats, and the played-out frames and audio chunks (to every sink, then to
  * the media listeners).
  */
-import type { ServerMessage, SessionStatus } from '@reactor/client';
+import type { ServerMessage, SessionStatus } from '@reactor/protocol';
 import type { AnyClass } from '../metadata/keys.js';
 import { toSnakeCase } from '../metadata/naming.js';
 import { MessageNotDeclaredError } from '../errors/errors.js';

@@ -3,7 +3,7 @@
  * upload references resolved to stored files, run under the step lock in arrival order. The
  * answer is returned to the caller (`ClientHandle.command`), never also written to the sink.
  */
-import { type CommandMessage, type ErrorMessage, type ReplyMessage, type SessionStatus, WireErrorCode } from '@reactor/client';
+import { type CommandMessage, type ErrorMessage, type ReplyMessage, type SessionStatus, WireErrorCode } from '@reactor/protocol';
 import type { CommandSpec } from '../app/registry.js';
 import { CommandError } from '../errors/errors.js';
 import { truncateCodePoints, unknownKey } from '../state/field-errors.js';

@@ -2,7 +2,7 @@
  * Roles and control: who may run a command or publish a track, and, in single-controller mode,
  * which controller steers the session and who waits for control.
  */
-import { type ErrorMessage, type ReplyMessage, type ServerMessage, WireErrorCode } from '@reactor/client';
+import { type ErrorMessage, type ReplyMessage, type ServerMessage, WireErrorCode } from '@reactor/protocol';
 import { errorReply } from './answers.js';
 import type { HostClient, HostSession } from './host-client.js';
 import type { HostCore } from './host-core.js';

@@ -1,4 +1,4 @@
-import type { CommandMessage, ErrorMessage, ReplyMessage, ServerMessage } from '@reactor/client';
+import type { CommandMessage, ErrorMessage, ReplyMessage, ServerMessage } from '@reactor/protocol';
 import type { Client } from './client.js';
 import { CLIENT_TRANSITIONS, type ClientState, Lifecycle } from './lifecycle.js';
 import type { Session } from './session.js';

@@ -2,7 +2,7 @@
  * A host's status and readiness, from the facts the host holds (its state, its errors, its
  * session), and the app's own readiness report ({@link ReactorApp.readiness}) as reasons.
  */
-import type { ErrorBody, SessionStatus } from '@reactor/client';
+import type { ErrorBody, SessionStatus } from '@reactor/protocol';
 import type { AppReadiness, ReactorApp } from '../app/reactor-app.js';
 import { hostContext, type HostContext } from '../app/weights.js';
 import type { HostSession } from './host-client.js';

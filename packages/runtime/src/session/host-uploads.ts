@@ -3,7 +3,7 @@
  * announcement checked against the app's upload fields, the bytes, the `@fileUploaded` hooks.
  * Commands refer to a stored file by its id (see `command-dispatch.ts`).
  */
-import type { UploadInfo, UploadTicket } from '@reactor/client';
+import type { UploadInfo, UploadTicket } from '@reactor/protocol';
 import { RuntimeErrorCode, UploadError } from '../errors/errors.js';
 import type { FieldSpec } from '../state/field-set.js';
 import type { UploadedFile } from '../upload/uploaded-file.js';

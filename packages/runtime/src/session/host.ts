@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { type AppSchema, type ClipResult, type ErrorBody, type ServerMessage, type SessionStatus } from '@reactor/client';
+import { type AppSchema, type ClipResult, type ErrorBody, type ServerMessage, type SessionStatus } from '@reactor/protocol';
 import type { Logger } from '@reactor/log';
 import type { LoadContext } from '../app/contract.js';
 import { APP_BINDING, type AppBinding, type ClipOptions, type ReactorApp } from '../app/reactor-app.js';

@@ -3,7 +3,7 @@
  * track in the session (first publisher wins), the `@trackPublished` / `@trackUnpublished`
  * hooks, and the frames a transport pushes into the buffers.
  */
-import { type ErrorMessage, type ReplyMessage, WireErrorCode } from '@reactor/client';
+import { type ErrorMessage, type ReplyMessage, WireErrorCode } from '@reactor/protocol';
 import type { InputTrackSpec } from '../app/registry.js';
 import { InputBuffer } from '../input/input-buffer.js';
 import { InputFrame } from '../input/input-frame.js';

@@ -2,9 +2,9 @@
  * The three lifecycles of the app host — the host itself, a session, a client — each a closed
  * set of states with the transitions allowed between them. Every state change goes through
  * {@link Lifecycle.to}; a transition the table does not list throws
- * {@link IllegalTransitionError}, so a wrong order of events is a loud bug, never a silent one.
+ * `IllegalTransitionError` (through `@reactor/protocol`'s one transition helper), so a wrong order of events is a loud bug, never a silent one.
  */
-import { IllegalTransitionError } from '../errors/errors.js';
+import { transition, type TransitionTable } from '@reactor/protocol';
 
 /** A closed set of states and the one function that changes them. */
 export class Lifecycle<S extends string> {
@@ -18,7 +18,7 @@ export class Lifecycle<S extends string> {
   constructor(
     readonly name: string,
     initial: S,
-    private readonly transitions: { readonly [K in S]: readonly S[] },
+    private readonly transitions: TransitionTable<S>,
   ) {
     this.#state = initial;
   }
@@ -38,9 +38,13 @@ export class Lifecycle<S extends string> {
    * @throws IllegalTransitionError (`illegal_transition`) when the current state does not allow it.
    */
   to(next: S): void {
-    if (!this.transitions[this.#state].includes(next)) throw new IllegalTransitionError(this.name, this.#state, next);
-    this.#state = next;
+    this.#state = transition(this.name, this.transitions, this.#state, next, describeTransition);
   }
+}
+
+/** The host's wording of a refused transition: `illegal session transition streaming -> starting`. */
+function describeTransition(lifecycle: string, from: string, to: string): string {
+  return `illegal ${lifecycle} transition ${from} -> ${to}`;
 }
 
 /**

@@ -3,7 +3,7 @@
  * they published released, control passed on), resuming on a new connection, and the welcome
  * each connection gets.
  */
-import type { SessionStatus, WelcomeMessage } from '@reactor/client';
+import type { SessionStatus, WelcomeMessage } from '@reactor/protocol';
 import type { Broadcast } from './broadcast.js';
 import type { Control } from './control.js';
 import type { HostClient, HostSession } from './host-client.js';

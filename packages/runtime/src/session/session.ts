@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { ErrorBody } from '@reactor/client';
+import type { ErrorBody } from '@reactor/protocol';
 import type { Playout } from './playout.js';
 import type { InputState } from '../state/input-state.js';
 import type { UploadStore } from '../upload/upload-store.js';

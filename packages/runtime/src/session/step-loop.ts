@@ -3,7 +3,7 @@
  * the step lock, one step after another; a refused step waits for a change (or the backoff),
  * a failed one ends the session; the media of each step goes to playout outside the lock.
  */
-import type { ErrorBody } from '@reactor/client';
+import type { ErrorBody } from '@reactor/protocol';
 import { StepOutcome } from '../app/step-outcome.js';
 import { hostContext } from '../app/weights.js';
 import { ApplicationError, BufferClosedError, BufferTimeoutError, RuntimeErrorCode } from '../errors/errors.js';

@@ -18,7 +18,7 @@ import type {
   UploadInfo,
   UploadTicket,
   WelcomeMessage,
-} from '@reactor/client';
+} from '@reactor/protocol';
 import type { UploadOptions } from '../upload/upload-store.js';
 
 /** One played-out frame of one track, delivered to every sink at its due time. */

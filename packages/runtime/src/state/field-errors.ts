@@ -2,7 +2,7 @@
  * Field errors as clients receive them (`invalid_params` details): the real cause first, and
  * never more of the client's own input echoed than {@link MAX_ECHO_LENGTH} code points.
  */
-import type { FieldError } from '@reactor/client';
+import type { FieldError } from '@reactor/protocol';
 
 /** Code points of client input (a key, a command name) an error echoes. */
 export const MAX_ECHO_LENGTH = 64;

@@ -1,4 +1,4 @@
-import type { FieldError, JsonSchema } from '@reactor/client';
+import type { FieldError, JsonSchema } from '@reactor/protocol';
 import { getMetadataStorage, validate, validateSync, type ValidationError } from 'class-validator';
 import { targetConstructorToSchema } from 'class-validator-jsonschema';
 import { AppDefinitionError, RuntimeErrorCode } from '../errors/errors.js';

@@ -9,7 +9,7 @@ import { rmSync } from 'node:fs';
 import { mkdtemp, open, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { UploadTicket } from '@reactor/client';
+import { CodedError, UPLOAD_PATH, WireErrorCode, type UploadTicket } from '@reactor/protocol';
 import { HostOptionError, RuntimeErrorCode, UploadError } from '../errors/errors.js';
 import { SNIFF_BYTES, UPLOAD_MIME_TYPES, mimeMatches, sniffMimeType } from './sniff.js';
 import { type ImageDecoder, UploadedFile } from './uploaded-file.js';
@@ -24,8 +24,8 @@ export const DEFAULT_UPLOAD_WAIT_MS = 10_000;
 export const DEFAULT_UPLOAD_EXPIRY_MS = 60_000;
 /** Longest file name an announcement may carry (code points). */
 export const MAX_UPLOAD_NAME_LENGTH = 255;
-/** Path prefix of an upload's `PUT` URL. */
-export const UPLOAD_PATH = '/uploads/';
+/** Path prefix of an upload's `PUT` URL (a wire constant: `@reactor/protocol` holds it). */
+export { UPLOAD_PATH };
 
 /** How uploads are limited and where they go; every field has a default. */
 export interface UploadOptions {
@@ -82,8 +82,11 @@ export function resolveUploadOptions(next: UploadOptions, base?: ResolvedUploadO
 }
 
 /** Why a command's upload reference could not be resolved (the message of its `unresolved_upload`). */
-export class UnresolvedUpload extends Error {
+export class UnresolvedUpload extends CodedError {
   override name = 'UnresolvedUpload';
+  constructor(message: string) {
+    super(WireErrorCode.UnresolvedUpload, message);
+  }
 }
 
 interface Waiter {

@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import type { UploadInfo } from '@reactor/client';
+import type { UploadInfo } from '@reactor/protocol';
 import { RuntimeErrorCode, UploadError } from '../errors/errors.js';
 import { IMAGE_MIME_TYPES } from './sniff.js';
 

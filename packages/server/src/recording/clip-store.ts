@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { CodedError, WireErrorCode } from '@reactor/protocol';
 import { freeBytes } from './files.js';
 
 interface StoredClip {
@@ -16,7 +17,11 @@ interface StoredClip {
 }
 
 /** Why a clip could not be stored: the disk is (nearly) full. */
-export class ClipDiskFullError extends Error {}
+export class ClipDiskFullError extends CodedError {
+  constructor(message: string) {
+    super(WireErrorCode.DiskFull, message);
+  }
+}
 
 export class ClipStore {
   readonly dir: string;

@@ -7,7 +7,7 @@
  */
 import { open, writeFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { RecordingInfo } from '@reactor/client';
+import { CodedError, WireErrorCode, type RecordingInfo } from '@reactor/protocol';
 import type { Logger } from '@reactor/log';
 import { freeBytes, isDiskFull } from './files.js';
 import type { AudioUnit, VideoUnit } from './media-ring.js';
@@ -190,4 +190,8 @@ export class SessionRecorder {
 }
 
 /** The disk lacks the free space a recording needs. */
-export class RecorderDiskFullError extends Error {}
+export class RecorderDiskFullError extends CodedError {
+  constructor(message: string) {
+    super(WireErrorCode.DiskFull, message);
+  }
+}

@@ -1,0 +1,162 @@
+/** The messages a client sends a server (JSON text frames), and what two of them answer. */
+import type { VideoCodecName } from './video.js';
+
+export interface CommandMessage {
+  type: 'command';
+  /** Chosen by the client; echoed in the reply. At most 64 characters. */
+  id: string;
+  name: string;
+  params?: Record<string, unknown>;
+}
+
+/**
+ * Asks to publish an inbound track (`direction: 'in'`). The first publisher of a track holds it
+ * for the session; anyone else gets `publish_refused`. Reply: `reply` with the same `id`.
+ */
+export interface PublishMessage {
+  type: 'publish';
+  id: string;
+  /** Track wire name from `schema.tracks`. */
+  track: string;
+}
+
+/** Releases a track this client publishes; its buffer in the app closes. Reply: `reply`. */
+export interface UnpublishMessage {
+  type: 'unpublish';
+  id: string;
+  track: string;
+}
+
+/** Stops sending this connection the frames of one outbound track (the model is not affected). Reply: `reply`. */
+export interface PauseTrackMessage {
+  type: 'pause_track';
+  id: string;
+  track: string;
+}
+
+/** Resumes an outbound track paused with `pause_track`. Reply: `reply`. */
+export interface ResumeTrackMessage {
+  type: 'resume_track';
+  id: string;
+  track: string;
+}
+
+/**
+ * Chooses how this connection receives outbound video: a codec the server offers
+ * (`welcome.video.codecs`) and, optionally, a tier of its ladder (`welcome.video.tiers`, default:
+ * the first). Sent again to change tier. Reply: `reply` with a {@link VideoSelection}; then, for
+ * each outbound video track, a `video_config` precedes the first frame in the new codec or tier,
+ * and that frame is a key frame. A client that never sends it receives JPEG, as before.
+ */
+export interface SelectVideoMessage {
+  type: 'select_video';
+  id: string;
+  codec: VideoCodecName;
+  /** Tier name from `welcome.video.tiers`. */
+  tier?: string;
+}
+
+/**
+ * Asks for a key frame on an outbound video track (the decoder lost its reference: a gap, a
+ * decode error). No reply. The server forces at most one key frame per track every
+ * {@link KEY_FRAME_MIN_INTERVAL_MS}; until it arrives, this client receives none of the track's
+ * delta frames.
+ */
+export interface RequestKeyFrameMessage {
+  type: 'request_key_frame';
+  track: string;
+}
+
+/**
+ * Asks for a clip: the last `seconds` of the session's outbound video (and audio) as an MP4.
+ * Reply: `reply` with a {@link ClipResult} (its `url` downloads under the server's access rules
+ * until `expiresAt`). Needs `recording.clips` on the server (`clips_disabled` otherwise).
+ */
+export interface ClipMessage {
+  type: 'clip';
+  id: string;
+  /** Seconds to keep, 1 to the server's ring length (`recording.clip_seconds`, default 30); default: the whole ring. */
+  seconds?: number;
+  /** Outbound video track name; default: the first. */
+  track?: string;
+}
+
+/** Starts or stops recording the session to the server's recording folder. Reply: `reply` with a {@link RecordingInfo}. */
+export interface RecordingMessage {
+  type: 'recording';
+  id: string;
+  action: 'start' | 'stop';
+}
+
+/** What a `clip` answers: where the MP4 is, and what it holds. */
+export interface ClipResult {
+  /** Path of the MP4 on the server (`/clips/<unguessable id>.mp4`); `Client.clip()` makes it absolute. */
+  url: string;
+  /** When the URL stops answering (ISO 8601). */
+  expiresAt: string;
+  /** Duration of the clip's video, seconds (it starts on a key frame, so it may be longer than asked by up to one key-frame interval). */
+  durationS: number;
+  /** Video frames in the file. */
+  frames: number;
+  bytes: number;
+  /** Codecs in the file, e.g. `['avc1.42c01f', 'mp4a.40.2']`. */
+  codecs: string[];
+}
+
+/** A recording, as `recording` replies and `GET /recordings` lists it. */
+export interface RecordingInfo {
+  /** File name in the recording folder (`GET /recordings/<name>` downloads it). */
+  name: string;
+  sessionId: string;
+  /** `recording` while it is written; `stopped` when done; or why it stopped early (`max_bytes`, `max_duration`, `disk_full`, `write_failed`); `interrupted`: the server died while writing it (it plays up to its last fragment). */
+  state: 'recording' | 'stopped' | 'max_bytes' | 'max_duration' | 'disk_full' | 'write_failed' | 'interrupted';
+  startedAt: string;
+  bytes: number;
+  durationS: number;
+  /** When retention deletes it (ISO 8601). */
+  deleteAt: string;
+}
+
+/**
+ * Single-controller mode: asks to steer. Answered at once: `{ controller: true }` when control was
+ * free (now yours), else `{ controller: false, position }` (your place in the queue); a `control`
+ * message follows every change.
+ */
+export interface RequestControlMessage {
+  type: 'request_control';
+  id: string;
+}
+
+/** Single-controller mode: gives control up (to the first client waiting for it, if any). */
+export interface ReleaseControlMessage {
+  type: 'release_control';
+  id: string;
+}
+
+export type ClientMessage =
+  | CommandMessage
+  | PublishMessage
+  | UnpublishMessage
+  | PauseTrackMessage
+  | ResumeTrackMessage
+  | SelectVideoMessage
+  | RequestKeyFrameMessage
+  | ClipMessage
+  | RecordingMessage
+  | RequestControlMessage
+  | ReleaseControlMessage;
+
+/** The client message types (`type` values) a server accepts. */
+export const CLIENT_MESSAGE_TYPES = [
+  'command',
+  'publish',
+  'unpublish',
+  'pause_track',
+  'resume_track',
+  'select_video',
+  'request_key_frame',
+  'clip',
+  'recording',
+  'request_control',
+  'release_control',
+] as const;
