@@ -10,7 +10,7 @@ import { builtinModules } from 'node:module';
 import { describe, expect, it } from 'vitest';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const packages = ['log', 'client', 'runtime', 'server', 'agones', 'router', 'cli', 'distributed']
+const packages = ['log', 'client', 'runtime', 'server', 'agones', 'router', 'cli', 'distributed', 'create-reactor']
   .map((p) => join(root, 'packages', p))
   .concat(join(root, 'apps/video'), join(root, 'apps/camera'), join(root, 'apps/seed-video'));
 
@@ -24,6 +24,7 @@ const allowed: Record<string, string[]> = {
   '@reactor/agones': ['@reactor/log', '@reactor/client', '@reactor/runtime', '@reactor/server'],
   '@reactor/router': ['@reactor/log', '@reactor/client', '@reactor/server'],
   '@reactor/cli': ['@reactor/log', '@reactor/runtime', '@reactor/server', '@reactor/router', '@reactor/distributed', '@reactor/agones'],
+  'create-reactor': ['@reactor/cli'],
   '@reactor/app-video': ['@reactor/log', '@reactor/runtime', '@reactor/distributed', '@reactor/client'],
   '@reactor/app-camera': ['@reactor/runtime', '@reactor/distributed'],
   '@reactor/app-seed-video': ['@reactor/runtime', '@reactor/distributed'],
