@@ -256,8 +256,8 @@ function manifestText(modelName: string, cls: string, gpus: number, template: In
   ].join('\n');
 }
 
-/** Packs the framework packages into `vendor` (the generated project installs them from there). */
-async function packFramework(vendor: string): Promise<Record<string, string>> {
+/** Packs the framework packages into `vendor` (the generated project installs them from there): package name -> `file:vendor/<tarball>`. */
+export async function packFramework(vendor: string): Promise<Record<string, string>> {
   mkdirSync(vendor, { recursive: true });
   const specs: Record<string, string> = {};
   for (const p of FRAMEWORK_PACKAGES) {
