@@ -35,6 +35,7 @@ const allowed: Record<string, string[]> = {
   '@reactor/agones': ['@reactor/log', '@reactor/protocol', '@reactor/runtime', '@reactor/server'],
   '@reactor/router': ['@reactor/log', '@reactor/protocol', '@reactor/server'],
   '@reactor/cli': ['@reactor/log', '@reactor/runtime', '@reactor/server', '@reactor/router', '@reactor/distributed', '@reactor/agones'],
+  'create-reactor': ['@reactor/cli'],
   '@reactor/app-video': ['@reactor/log', '@reactor/protocol', '@reactor/runtime', '@reactor/distributed', '@reactor/client'],
   '@reactor/app-camera': ['@reactor/runtime', '@reactor/distributed'],
   '@reactor/app-seed-video': ['@reactor/protocol', '@reactor/runtime', '@reactor/distributed'],

@@ -360,6 +360,17 @@ const CHECKS: Record<string, Check> = {
       expect(readFileSync(join(repo, 'test/reactor-init.test.ts'), 'utf8')).toContain('<!-- first-app:commands -->');
     },
   },
+  'first-app-upgrade': {
+    what: 'reactor upgrade exists with the help the doc describes; the upgrade itself (an older vendor/ repacked, then pnpm install) runs in packages/cli/test/upgrade.test.ts',
+    run: (b) => {
+      expect(b.commands).toEqual(['cd ~/reactor && pnpm reactor upgrade ~/my-app', 'cd ~/my-app && pnpm install && pnpm test']);
+      documentedFlagsExist(b.commands[0]!);
+      const help = reactor(['--help']);
+      expect(help.code).toBe(0);
+      expect(help.stdout).toMatch(/upgrade \[dir\] .*repack its vendor\//);
+      expect(readFileSync(join(repo, 'packages/cli/test/upgrade.test.ts'), 'utf8')).toContain("reactor(['upgrade'], dir)");
+    },
+  },
   'deploy-bundle': {
     what: 'the bundle steps need a build machine with apt (minutes): the scripts they name exist and the reactor lines name real flags',
     run: (b) => {

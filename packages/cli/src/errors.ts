@@ -28,6 +28,8 @@ export const CliErrorCode = {
   InitNotWritable: 'init_not_writable',
   /** `reactor init`: the framework packages are not built or could not be packed. */
   InitFailed: 'init_failed',
+  /** `reactor upgrade`: the folder is not a project `reactor init` wrote outside a workspace (no package.json, no vendored framework). */
+  UpgradeNotAProject: 'upgrade_not_a_project',
   /** `reactor types --url`: the server cannot be reached or does not answer `GET /schema`. */
   SchemaUnavailable: 'schema_unavailable',
   /** A token key (`REACTOR_AUTH_*`, `server.auth`) is missing or unusable: a short secret, a key file that is not there or not Ed25519. */

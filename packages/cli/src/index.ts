@@ -13,6 +13,7 @@ export { importApp, runCommand, schemaCommand, doctorCommand } from './commands.
 export type { CliOptions, ReactorAppClass } from './commands.js';
 export { initProject, packageNameProblem, classPrefix, INIT_TEMPLATES, FRAMEWORK_PACKAGES } from './init.js';
 export type { InitOptions, InitResult, InitTemplate } from './init.js';
+export { initCommand } from './init-command.js';
 export { typesCommand, schemaToTypes, typesName } from './types-command.js';
 export type { TypesOptions, TypesSchema } from './types-command.js';
 export { devCommand } from './dev.js';

@@ -5,6 +5,7 @@
  */
 import { execFile } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -62,6 +63,37 @@ const here = dirname(fileURLToPath(import.meta.url));
 const TEMPLATES_DIR = resolve(here, '../templates');
 /** The folder holding the framework packages (`packages/` of the checkout this CLI runs from). */
 const PACKAGES_DIR = resolve(here, '../..');
+
+/**
+ * The folder of framework package `p`: `packages/<p>` of the checkout this CLI runs from, else
+ * where Node finds `@reactor/<p>` from this CLI or from `@reactor/runtime` (the CLI installed
+ * from tarballs or a registry, e.g. under `create-reactor`: npm puts the packages side by side,
+ * pnpm only links a package's own dependencies next to it).
+ */
+function frameworkDir(p: string): string | undefined {
+  const name = `@reactor/${p}`;
+  const isIt = (dir: string) => {
+    try {
+      return (JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name?: string }).name === name;
+    } catch {
+      return false;
+    }
+  };
+  if (isIt(join(PACKAGES_DIR, p))) return join(PACKAGES_DIR, p);
+  const resolveFrom = (from: string): string | undefined => {
+    try {
+      let dir = dirname(createRequire(from).resolve(name));
+      while (!isIt(dir) && dirname(dir) !== dir) dir = dirname(dir);
+      return isIt(dir) ? dir : undefined;
+    } catch {
+      return undefined;
+    }
+  };
+  const found = resolveFrom(import.meta.url);
+  if (found || p === 'runtime') return found;
+  const runtime = frameworkDir('runtime');
+  return runtime ? resolveFrom(join(runtime, 'package.json')) : undefined;
+}
 
 const CORE_MODULES = new Set([
   'node_modules',
@@ -238,15 +270,16 @@ function manifestText(modelName: string, cls: string, gpus: number, template: In
   ].join('\n');
 }
 
-/** Packs the framework packages into `vendor` (the generated project installs them from there). */
-async function packFramework(vendor: string): Promise<Record<string, string>> {
+/** Packs the framework packages into `vendor` (the generated project installs them from there): package name -> `file:vendor/<tarball>`. */
+export async function packFramework(vendor: string): Promise<Record<string, string>> {
   mkdirSync(vendor, { recursive: true });
   const specs: Record<string, string> = {};
   for (const p of FRAMEWORK_PACKAGES) {
-    const dir = join(PACKAGES_DIR, p);
+    const dir = frameworkDir(p);
+    if (!dir) fail(CliErrorCode.InitFailed, `@reactor/${p} is not installed next to @reactor/cli (${here}); reinstall @reactor/cli`);
     const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name: string; version: string };
     if (!existsSync(join(dir, 'dist', 'index.js'))) {
-      fail(CliErrorCode.InitFailed, `${pkg.name} is not built (${join(dir, 'dist')} is missing); run "pnpm build" in ${dirname(PACKAGES_DIR)} first`);
+      fail(CliErrorCode.InitFailed, `${pkg.name} is not built (${join(dir, 'dist')} is missing); run "pnpm build" in ${dirname(dirname(dir))} first`);
     }
     try {
       await promisify(execFile)('pnpm', ['pack', '--pack-destination', vendor], { cwd: dir });

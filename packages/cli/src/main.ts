@@ -9,6 +9,7 @@ import { ReactorError } from '@reactor/runtime';
 import { runCommand, schemaCommand, doctorCommand, type CliOptions } from './commands.js';
 import { CliErrorCode } from './errors.js';
 import { initCommand } from './init-command.js';
+import { upgradeCommand } from './upgrade-command.js';
 import { typesCommand, type TypesOptions } from './types-command.js';
 import { devCommand, type DevOptions } from './dev.js';
 import { deployCommand, type DeployOptions } from './deploy-command.js';
@@ -45,6 +46,9 @@ cli
   .option('--gpus <n>', 'GPUs the app declares in reactor.yaml (default: 1)')
   .option('--name <name>', 'npm package name (default: the folder name)')
   .action((dir: string | undefined, o: { template?: string; gpus?: string; name?: string }) => initCommand(dir, o));
+cli
+  .command('upgrade [dir]', 'Move a project reactor init wrote (default: this folder) to the framework of this reactor: repack its vendor/')
+  .action((dir: string | undefined) => upgradeCommand(dir));
 cli
   .command('types', "Print the app's client types (for connect<T>() of @reactor/client) as TypeScript")
   .option('--manifest <file>', 'reactor.yaml to read (default: ./reactor.yaml or the nearest parent)')

@@ -4,4 +4,4 @@
  * used, so the model has no runtime dependency on the runner and anything of the same shape
  * can drive it.
  */
-export type { Collectives as ModelCollectives, TypedArray } from '@reactor/distributed';
+export type { Collectives as ModelCollectives } from '@reactor/distributed';

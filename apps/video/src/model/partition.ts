@@ -31,16 +31,6 @@ export function rowShare(totalRows: number, worldSize: number, rank: number): Ro
   };
 }
 
-/** The largest share any rank gets (every rank's gather buffer has this many rows). */
-export function maxShareRows(totalRows: number, worldSize: number): number {
-  let max = 0;
-  for (let r = 0; r < worldSize; r++) {
-    const s = rowShare(totalRows, worldSize, r);
-    max = Math.max(max, s.end - s.start);
-  }
-  return max;
-}
-
 /** Splits a share into per-frame row ranges. */
 export function frameSegments(share: RowShare, height: number): FrameSegment[] {
   const out: FrameSegment[] = [];
