@@ -29,7 +29,7 @@ const allowed: Record<string, string[]> = {
   '@reactor/protocol': [],
   '@reactor/client': ['@reactor/protocol'],
   '@reactor/distributed': ['@reactor/log', '@reactor/protocol'],
-  '@reactor/viewer': ['@reactor/client'],
+  '@reactor/viewer': ['@reactor/protocol', '@reactor/client'],
   '@reactor/runtime': ['@reactor/log', '@reactor/protocol'],
   '@reactor/server': ['@reactor/log', '@reactor/protocol', '@reactor/runtime', '@reactor/viewer'],
   '@reactor/agones': ['@reactor/log', '@reactor/protocol', '@reactor/runtime', '@reactor/server'],
@@ -107,6 +107,7 @@ const builtins = new Set(builtinModules);
 /** Dependencies a package loads without an import statement, and why. */
 const loadedWithoutImport: Record<string, string> = {
   'shm-typed-array': '@reactor/distributed loads it with createRequire, so a failed native build falls back to /dev/shm files',
+  '@reactor/protocol': '@reactor/viewer serves its compiled files to the browser (the client SDK imports them); it resolves the folder, never imports it',
   'class-transformer': "@reactor/runtime: class-validator-jsonschema's peer dependency, which it requires at run time",
   '@upscalerjs/esrgan-slim': '@reactor/app-enhance reads its weight files from the folder Node resolves for it (weights.ts), never imports it',
   '@upscalerjs/esrgan-medium': '@reactor/app-enhance reads its weight files from the folder Node resolves for it (weights.ts), never imports it',

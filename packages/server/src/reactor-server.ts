@@ -31,7 +31,6 @@ import { SessionKeeper } from './session-keeper.js';
 import { UploadRoutes } from './upload-routes.js';
 
 export type { ServableHost, StepSample, HealthReport } from './servable-host.js';
-export { MAX_UPLOAD_REQUEST_BYTES, UPLOAD_REFUSAL_LINGER_MS } from './upload-routes.js';
 
 /** How long `close()` waits for clients to acknowledge the close frame before cutting them. */
 export const CLOSE_GRACE_MS = 2000;

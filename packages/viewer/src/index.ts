@@ -29,9 +29,9 @@ export function clientModulesDir(): string {
 
 /**
  * Folder of `@reactor/protocol`'s compiled ESM (served as `/viewer/protocol/<file>.js`): the
- * client's compiled files import it, so it is resolved from the client package.
+ * client's compiled files import it (a dependency of this package, resolved, not imported).
  */
 export function protocolModulesDir(): string {
-  const require = createRequire(join(dirname(clientModulesDir()), 'package.json'));
+  const require = createRequire(import.meta.url);
   return join(dirname(require.resolve('@reactor/protocol/package.json')), 'dist');
 }
