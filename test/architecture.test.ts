@@ -42,15 +42,6 @@ const allowed: Record<string, string[]> = {
   '@reactor/app-enhance': ['@reactor/log', '@reactor/protocol', '@reactor/runtime', '@reactor/distributed'],
 };
 
-/**
- * File cycles known at the time of issue 29, each to be removed by the lane that splits its
- * files; delete the entry when the cycle is gone (the test then fails if it comes back).
- */
-const KNOWN_FILE_CYCLES: ReadonlySet<string> = new Set([
-  // Issue 29 (host lane): session.ts and host-client.ts import each other (type-only); the AppHost split removes it.
-  'src/session/host-client.ts -> src/session/session.ts -> src/session/host-client.ts',
-]);
-
 /** A cycle written from its smallest file, so the same cycle always reads the same. */
 function canonical(cycle: string[]): string {
   const ring = cycle.slice(0, -1);
@@ -203,21 +194,8 @@ describe('architecture', () => {
           edges.get(from)!.add(relative(dir, to));
         }
       }
-      const cycles = findCycles(edges).filter((c) => !KNOWN_FILE_CYCLES.has(c));
+      const cycles = findCycles(edges);
       expect(cycles).toEqual([]);
     });
   }
-
-  it('every known file cycle still exists (delete its entry once it is gone)', () => {
-    const runtime = join(root, 'packages/runtime');
-    for (const cycle of KNOWN_FILE_CYCLES) {
-      const files = cycle.split(' -> ');
-      for (let i = 0; i + 1 < files.length; i++) {
-        const from = join(runtime, files[i]!);
-        const wanted = files[i + 1]!.replace(/\.ts$/, '');
-        const hit = specifiers(from).some((s) => s.startsWith('.') && relative(runtime, resolve(dirname(from), s)).replace(/\.js$/, '') === wanted);
-        expect(hit, `${files[i]} imports ${files[i + 1]}`).toBe(true);
-      }
-    }
-  });
 });
