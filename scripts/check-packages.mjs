@@ -32,6 +32,14 @@ const dirs =
         .filter((d) => existsSync(join(d, 'package.json')))
         .sort();
 
+// The check packs what would be published, dist/ included: an unbuilt package would only show
+// every export as missing.
+const unbuilt = dirs.filter((d) => !JSON.parse(readFileSync(join(d, 'package.json'), 'utf8')).private && !existsSync(join(d, 'dist')));
+if (unbuilt.length > 0) {
+  console.error(`not built: ${unbuilt.map((d) => relative(root, d)).join(', ')} (no dist/). Run \`pnpm build\` first: this check packs the built files.`);
+  process.exit(1);
+}
+
 const scratch = mkdtempSync(join(tmpdir(), 'reactor-check-packages-'));
 const problems = [];
 
