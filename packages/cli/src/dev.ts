@@ -13,7 +13,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join, relative, resolve } from 'node:path';
+import { basename, dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { watch as chokidarWatch, type FSWatcher } from 'chokidar';
 import { type Logger, SHUTDOWN_SIGNALS, onProcessSignal } from '@reactor/log';
@@ -146,6 +146,15 @@ export async function devCommand(o: DevOptions, logger: Logger): Promise<void> {
     clearTimeout(force);
   };
 
+  /**
+   * An editor's scratch file (a hidden temp file written then renamed over the source on an atomic
+   * save, a backup `~`, a vim swap file): not a change of the app, and not named as one.
+   */
+  const editorScratch = (p: string): boolean => {
+    const name = basename(p);
+    return (name.startsWith('.') && name !== '.') || name.endsWith('~') || /\.(swp|swx|tmp)$/.test(name);
+  };
+
   // The model half outside src/: the weights. (The app process compares the manifest's model/runtime keys itself.)
   const modelFiles = new Set<string>();
   const watched: FSWatcher[] = [];
@@ -153,7 +162,7 @@ export async function devCommand(o: DevOptions, logger: Logger): Promise<void> {
   const watchPath = (path: string | undefined, model: boolean): Promise<void> => {
     if (path === undefined || !existsSync(path)) return Promise.resolve();
     if (model) modelFiles.add(path);
-    const w = chokidarWatch(path, { ignoreInitial: true, ignored: (p) => p.includes('/node_modules/') });
+    const w = chokidarWatch(path, { ignoreInitial: true, ignored: (p) => p.includes('/node_modules/') || editorScratch(p) });
     watched.push(w);
     w.on('all', (_event, file) => onChange(file));
     w.on('error', (err) => logger.warn(`watching ${path}: ${(err as Error).message}; changes to it may need a restart of reactor dev`));

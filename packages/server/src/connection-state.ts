@@ -1,7 +1,7 @@
 /**
  * The one state of a client connection, as a transition table: every change goes through
  * {@link ConnectionLifecycle.to}, and an edge the table does not list throws
- * {@link IllegalTransitionError} (`illegal_transition`), so a wrong order of events is a loud bug.
+ * `IllegalTransitionError` (`illegal_transition`, the protocol's one transition helper), so a wrong order of events is a loud bug.
  *
  * - `open`: read and written.
  * - `reads_paused`: its answers are unread (more than `readPauseBytes` unsent): the server stops
@@ -17,12 +17,12 @@
  * Only a connection that was still `open` or `reads_paused` when its socket dropped (1006) is
  * held for resume.
  */
-import { IllegalTransitionError } from '@reactor/runtime';
+import { transition, type TransitionTable } from '@reactor/protocol';
 
 export type ConnectionState = 'open' | 'reads_paused' | 'closing' | 'closing_reads_paused' | 'cut' | 'evicted' | 'closed';
 
 /** For each state, the states it may move to (an empty list: a final state). */
-export const CONNECTION_TRANSITIONS: { readonly [K in ConnectionState]: readonly ConnectionState[] } = {
+export const CONNECTION_TRANSITIONS: TransitionTable<ConnectionState> = {
   open: ['reads_paused', 'closing', 'cut', 'evicted', 'closed'],
   reads_paused: ['open', 'closing_reads_paused', 'cut', 'evicted', 'closed'],
   closing: ['closing_reads_paused', 'cut', 'evicted', 'closed'],
@@ -45,8 +45,7 @@ export class ConnectionLifecycle {
    * @throws IllegalTransitionError (`illegal_transition`) when {@link CONNECTION_TRANSITIONS} has no such edge.
    */
   to(next: ConnectionState): void {
-    if (!CONNECTION_TRANSITIONS[this.#state].includes(next)) throw new IllegalTransitionError('connection', this.#state, next);
-    this.#state = next;
+    this.#state = transition('connection', CONNECTION_TRANSITIONS, this.#state, next);
   }
 
   /** The socket closed and the host was told. */

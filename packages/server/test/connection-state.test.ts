@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { IllegalTransitionError } from '@reactor/runtime';
+import { IllegalTransitionError } from '@reactor/protocol';
 import { CONNECTION_TRANSITIONS, ConnectionLifecycle, type ConnectionState } from '../src/connection-state.js';
 
 describe('the connection state table', () => {
@@ -38,10 +38,10 @@ describe('the connection state table', () => {
     const s = new ConnectionLifecycle();
     s.to('closed');
     expect(() => s.to('open')).toThrow(IllegalTransitionError);
-    expect(() => s.to('open')).toThrow('illegal connection transition closed -> open');
+    expect(() => s.to('open')).toThrow('connection: illegal state transition closed -> open.');
     const e = new ConnectionLifecycle();
     e.to('evicted');
-    expect(() => e.pauseReads()).toThrow('illegal connection transition evicted -> reads_paused');
+    expect(() => e.pauseReads()).toThrow('connection: illegal state transition evicted -> reads_paused.');
     expect(e.state).toBe('evicted');
   });
 
