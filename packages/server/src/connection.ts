@@ -26,7 +26,7 @@ import type { FrameIntakeInfo } from './frame-intake.js';
 import { InboundChannel } from './inbound-channel.js';
 import type { ServerMetrics } from './metrics.js';
 import type { ResolvedServerOptions } from './options.js';
-import type { OutboundSender } from './outbound.js';
+import type { OutboundSender, OutboundStats } from './outbound.js';
 import { WsOutbound } from './outbound-queue.js';
 import type { SendBudget } from './send-budget.js';
 import { ConnectionVideo, type VideoSelectionInfo } from './video-sender.js';
@@ -34,22 +34,10 @@ import type { VideoStreams } from './video-streams.js';
 import type { RecordingService } from './recording-service.js';
 
 /** A snapshot of one connection, for tests, metrics and operators. */
-export interface ConnectionInfo {
+export interface ConnectionInfo extends Omit<OutboundStats, 'pausedTracks'> {
   id: string;
-  /** Video frames waiting in this client's queue. */
-  queuedFrames: number;
-  /** Audio chunks waiting in this client's queue. */
-  queuedAudio: number;
-  framesInFlight: number;
-  bufferedBytes: number;
-  framesSent: number;
-  framesDropped: number;
-  audioSent: number;
-  audioDropped: number;
   /** Outbound tracks this client has paused (`pause_track`), by name. */
   pausedTracks: string[];
-  /** Answer bytes (text) handed to the socket whose write has not completed. */
-  unsentAnswerBytes: number;
   /** Whether the server has stopped reading this client (more than `readPauseBytes` of its answers unsent). */
   readPaused: boolean;
   /** Times the server stopped reading this client. */

@@ -2,7 +2,7 @@
  * Every error the app model raises, with its stable `code`. `docs/errors.md` lists each code
  * with its fix; keep the two in step.
  */
-import { CodedError, IllegalTransitionError } from '@reactor/protocol';
+import { CodedError, HttpErrorCode, IllegalTransitionError } from '@reactor/protocol';
 
 /** Stable codes of the app model's errors. */
 export const RuntimeErrorCode = {
@@ -45,14 +45,14 @@ export const RuntimeErrorCode = {
   /** A lifecycle (host, session, client) was asked for a transition its state does not allow: a bug in the host. */
   IllegalTransition: 'illegal_transition',
   // Uploads (`UploadError`): the same codes the server answers over HTTP (`HttpErrorCode`).
-  UploadNoSession: 'upload_no_session',
-  UploadTooLarge: 'upload_too_large',
-  UploadQuotaExceeded: 'upload_quota_exceeded',
-  UploadTypeNotAllowed: 'upload_type_not_allowed',
-  UploadLengthMismatch: 'upload_length_mismatch',
-  UploadNotFound: 'upload_not_found',
-  UploadAlreadyWritten: 'upload_already_written',
-  UploadInvalidRequest: 'upload_invalid_request',
+  UploadNoSession: HttpErrorCode.UploadNoSession,
+  UploadTooLarge: HttpErrorCode.UploadTooLarge,
+  UploadQuotaExceeded: HttpErrorCode.UploadQuotaExceeded,
+  UploadTypeNotAllowed: HttpErrorCode.UploadTypeNotAllowed,
+  UploadLengthMismatch: HttpErrorCode.UploadLengthMismatch,
+  UploadNotFound: HttpErrorCode.UploadNotFound,
+  UploadAlreadyWritten: HttpErrorCode.UploadAlreadyWritten,
+  UploadInvalidRequest: HttpErrorCode.UploadInvalidRequest,
   /** `UploadedFile.bytes()`/`image()` after the file's session ended (its file is deleted then). */
   UploadGone: 'upload_gone',
   /** `UploadedFile.image()` on a file that is not an image, or whose pixels cannot be decoded. */
