@@ -27,6 +27,7 @@ const packages = ['packages', 'apps'].flatMap((group) =>
 const allowed: Record<string, string[]> = {
   '@reactor/log': [],
   '@reactor/protocol': [],
+  '@reactor/tfjs-backend': [],
   '@reactor/client': ['@reactor/protocol'],
   '@reactor/distributed': ['@reactor/log', '@reactor/protocol'],
   '@reactor/viewer': ['@reactor/protocol', '@reactor/client'],
@@ -36,10 +37,10 @@ const allowed: Record<string, string[]> = {
   '@reactor/router': ['@reactor/log', '@reactor/protocol', '@reactor/server'],
   '@reactor/cli': ['@reactor/log', '@reactor/runtime', '@reactor/server', '@reactor/router', '@reactor/distributed', '@reactor/agones'],
   'create-reactor': ['@reactor/cli'],
-  '@reactor/app-video': ['@reactor/log', '@reactor/protocol', '@reactor/runtime', '@reactor/distributed', '@reactor/client'],
+  '@reactor/app-video': ['@reactor/log', '@reactor/protocol', '@reactor/runtime', '@reactor/distributed', '@reactor/client', '@reactor/tfjs-backend'],
   '@reactor/app-camera': ['@reactor/runtime', '@reactor/distributed'],
   '@reactor/app-seed-video': ['@reactor/protocol', '@reactor/runtime', '@reactor/distributed'],
-  '@reactor/app-enhance': ['@reactor/log', '@reactor/protocol', '@reactor/runtime', '@reactor/distributed'],
+  '@reactor/app-enhance': ['@reactor/log', '@reactor/protocol', '@reactor/runtime', '@reactor/distributed', '@reactor/tfjs-backend'],
 };
 
 /** A cycle written from its smallest file, so the same cycle always reads the same. */
