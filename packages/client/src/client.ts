@@ -155,7 +155,10 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
     const ws = this.#conn.openSocket();
     if (!ws) {
       return Promise.reject(
-        new ConnectionError(ClientErrorCode.NotConnected, `cannot send "${name}": the client is ${this.#conn.state}; wait for the "status" event with state "open"`),
+        new ConnectionError(
+          ClientErrorCode.NotConnected,
+          `cannot send "${name}": the client is ${this.#conn.state}; wait for the "status" event with state "open"`,
+        ),
       );
     }
     return this.#pending.request(ws, name, build, fail, options, this.#commandTimeoutMs);

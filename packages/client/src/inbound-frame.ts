@@ -14,20 +14,19 @@ export function inboundFrame(frame: DecodedFrame, app: AppSchema): InboundFrame 
   if (frame.encoding === FrameEncoding.PcmS16le) {
     const p = frame.payload;
     // Int16Array needs an even byte offset; the metadata length may make it odd.
-    const samples =
-      p.byteOffset % 2 === 0 ? new Int16Array(p.buffer, p.byteOffset, p.byteLength >> 1) : new Int16Array(p.slice(0, p.byteLength & ~1).buffer);
+    const samples = p.byteOffset % 2 === 0 ? new Int16Array(p.buffer, p.byteOffset, p.byteLength >> 1) : new Int16Array(p.slice(0, p.byteLength & ~1).buffer);
     return {
-    type: 'audio',
-    value: {
-      track: frame.track,
-      trackName,
-      seq: frame.seq,
-      ptsMs: frame.ptsMs,
-      sampleRate: app.tracks[frame.track]?.sampleRate ?? 48_000,
-      samples,
-      receivedAt: performance.now(),
-    },
-  };
+      type: 'audio',
+      value: {
+        track: frame.track,
+        trackName,
+        seq: frame.seq,
+        ptsMs: frame.ptsMs,
+        sampleRate: app.tracks[frame.track]?.sampleRate ?? 48_000,
+        samples,
+        receivedAt: performance.now(),
+      },
+    };
   }
   const f = frame as ClientFrame;
   f.trackName = trackName;

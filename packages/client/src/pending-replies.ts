@@ -22,7 +22,14 @@ export class PendingReplies {
   readonly #pending = new Map<string, Pending>();
 
   /** Sends one request message on `ws` and waits for its `reply`/`error` (`defaultTimeoutMs` unless `options.timeoutMs`). */
-  request(ws: WebSocketLike, name: string, build: (id: string) => object, fail: Pending['fail'], options: SendOptions, defaultTimeoutMs: number): Promise<unknown> {
+  request(
+    ws: WebSocketLike,
+    name: string,
+    build: (id: string) => object,
+    fail: Pending['fail'],
+    options: SendOptions,
+    defaultTimeoutMs: number,
+  ): Promise<unknown> {
     if (options.signal?.aborted) return Promise.reject(options.signal.reason);
     const id = String(this.#nextId++);
     return new Promise<unknown>((resolve, reject) => {
@@ -43,7 +50,6 @@ export class PendingReplies {
       ws.send(JSON.stringify(build(id)));
     });
   }
-
 
   /** A `reply`: resolves the request it answers, if that still waits. */
   resolve(id: string, result: unknown): void {
