@@ -64,7 +64,9 @@ export type {
   FrameHeader,
   DecodedFrame,
 } from './protocol.js';
-export { connect, toWebSocketUrl, ReactorClient } from './client.js';
+export { connect } from './connect.js';
+export { toWebSocketUrl } from './socket-url.js';
+export { ReactorClient } from './client.js';
 export type {
   WebSocketLike,
   WebSocketConstructor,
@@ -80,7 +82,7 @@ export type {
   ClientAudio,
   UploadOptions,
   BlobLike,
-} from './client.js';
+} from './client-types.js';
 export { requestSession } from './session-route.js';
 export type { SessionRoute, AllocationRetryOptions, RequestSessionOptions, QueuePlace } from './session-route.js';
 export { Publication } from './publication.js';

@@ -1,0 +1,73 @@
+/**
+ * `connect()`: a {@link ReactorClient} once its welcome arrived, straight to an instance or
+ * through a session router (`options.session`), trying another instance when the one it was
+ * given turns out unreachable.
+ */
+import type { AppTypes, UntypedApp } from './app-types.js';
+import type { ConnectOptions } from './client-types.js';
+import { ReactorClient } from './client.js';
+import { SessionRouteError } from './errors.js';
+import { HttpErrorCode } from './protocol.js';
+import { requestSession } from './session-route.js';
+
+/**
+ * Connects to a Reactor server and resolves once the welcome message has arrived.
+ *
+ * @param url The server's base URL (`http://127.0.0.1:8080`) or its WebSocket URL (`ws://127.0.0.1:8080/ws`);
+ *   with `options.session`, the session router's URL.
+ * @throws {ConnectionError} `connection_failed` when the socket cannot be opened or is refused
+ *   (wrong token: the server answers 401; disallowed origin: 403), or the router cannot be reached.
+ * @throws {SessionRouteError} with `options.session`: the router's refusal, `no_free_instance`
+ *   (429, `retryAfterMs`) or `unknown_session` (404), ...
+ * @throws {ProtocolMismatchError} when the server speaks another protocol version.
+ * @example
+ * const client = await connect('http://127.0.0.1:8080', { WebSocket });
+ * await client.send('set_prompt', { prompt: 'A beach at dusk.' });
+ * // through a session router: a new session, then a second viewer joins it
+ * const host = await connect('https://play.example.com', { session: 'new', WebSocket });
+ * const guest = await connect('https://play.example.com', { session: host.route!.sessionId, WebSocket });
+ */
+export async function connect<T extends AppTypes = UntypedApp>(url: string, options: ConnectOptions = {}): Promise<ReactorClient<T>> {
+  if (options.session === undefined) {
+    const client = new ReactorClient<T>(url, options);
+    await client.ready;
+    return client;
+  }
+  for (let attempt = 1; ; attempt++) {
+    const route = await requestSession(url, {
+      session: options.session,
+      ...(options.token !== undefined ? { token: options.token } : {}),
+      ...(options.signal ? { signal: options.signal } : {}),
+      ...(options.allocationRetry ? { allocationRetry: options.allocationRetry } : {}),
+      ...(options.waitS !== undefined ? { waitS: options.waitS } : {}),
+      ...(options.onQueue ? { onQueue: options.onQueue } : {}),
+      ...(options.role ? { role: options.role } : {}),
+    });
+    // A router that mints instance tokens: the instance takes that token, never the router's key.
+    const client = new ReactorClient<T>(route.url, route.token !== undefined ? { ...options, token: route.token } : options);
+    client.route = route;
+    try {
+      await client.ready;
+      return client;
+    } catch (err) {
+      client.close();
+      const code = (err as { code?: string }).code;
+      if (code !== HttpErrorCode.InstanceUnreachable && code !== HttpErrorCode.UnknownInstance) throw err;
+      // The instance died between the router's answer and the socket: a new session asks for another one;
+      // a joiner's session is lost with its instance.
+      if (options.session !== 'new' || attempt >= NEW_INSTANCE_ATTEMPTS) {
+        throw new SessionRouteError(
+          code,
+          options.session === 'new'
+            ? `${attempt} instances in a row were unreachable: ${(err as Error).message}`
+            : `session ${options.session} is lost: ${(err as Error).message}; start a new one with session: 'new'`,
+          502,
+          undefined,
+        );
+      }
+    }
+  }
+}
+
+/** Instances `connect(router, { session: 'new' })` tries when the one it was given turns out unreachable. */
+const NEW_INSTANCE_ATTEMPTS = 3;

@@ -1,0 +1,35 @@
+/**
+ * A binary message as the client hands it out: a PCM chunk of an outbound audio track as a
+ * {@link ClientAudio}, any other frame as a {@link ClientFrame} named after its track.
+ */
+import type { ClientAudio, ClientFrame } from './client-types.js';
+import { FrameEncoding, type AppSchema, type DecodedFrame } from './protocol.js';
+
+/** The event a decoded frame becomes: `audio` or `frame`. */
+type InboundFrame = { type: 'audio'; value: ClientAudio } | { type: 'frame'; value: ClientFrame };
+
+/** `frame`, decoded from a binary message of app `app`, as the event it becomes. */
+export function inboundFrame(frame: DecodedFrame, app: AppSchema): InboundFrame {
+  const trackName = app.tracks[frame.track]?.name ?? String(frame.track);
+  if (frame.encoding === FrameEncoding.PcmS16le) {
+    const p = frame.payload;
+    // Int16Array needs an even byte offset; the metadata length may make it odd.
+    const samples = p.byteOffset % 2 === 0 ? new Int16Array(p.buffer, p.byteOffset, p.byteLength >> 1) : new Int16Array(p.slice(0, p.byteLength & ~1).buffer);
+    return {
+      type: 'audio',
+      value: {
+        track: frame.track,
+        trackName,
+        seq: frame.seq,
+        ptsMs: frame.ptsMs,
+        sampleRate: app.tracks[frame.track]?.sampleRate ?? 48_000,
+        samples,
+        receivedAt: performance.now(),
+      },
+    };
+  }
+  const f = frame as ClientFrame;
+  f.trackName = trackName;
+  f.receivedAt = performance.now();
+  return { type: 'frame', value: f };
+}

@@ -1,0 +1,74 @@
+/**
+ * The requests of a client waiting for their answer, by id: each with its reply timeout and its
+ * abort signal, resolved by the server's `reply` and rejected by its `error` (or by a drop).
+ */
+import type { SendOptions, WebSocketLike } from './client-types.js';
+import { CommandTimeoutError } from './errors.js';
+import type { ErrorMessage } from './protocol.js';
+
+/** A request waiting for its `reply` or `error`. */
+export interface Pending {
+  name: string;
+  resolve(result: unknown): void;
+  reject(err: Error): void;
+  /** The error for the server's `error` answer. */
+  fail(code: string, message: string, details?: ErrorMessage['details']): Error;
+  cleanup(): void;
+}
+
+/** The requests of one client that wait for an answer. */
+export class PendingReplies {
+  #nextId = 1;
+  readonly #pending = new Map<string, Pending>();
+
+  /** Sends one request message on `ws` and waits for its `reply`/`error` (`defaultTimeoutMs` unless `options.timeoutMs`). */
+  request(
+    ws: WebSocketLike,
+    name: string,
+    build: (id: string) => object,
+    fail: Pending['fail'],
+    options: SendOptions,
+    defaultTimeoutMs: number,
+  ): Promise<unknown> {
+    if (options.signal?.aborted) return Promise.reject(options.signal.reason);
+    const id = String(this.#nextId++);
+    return new Promise<unknown>((resolve, reject) => {
+      const timeoutMs = options.timeoutMs ?? defaultTimeoutMs;
+      const timer = timeoutMs > 0 ? setTimeout(() => done(new CommandTimeoutError(name, timeoutMs)), timeoutMs) : undefined;
+      const onAbort = (): void => done(options.signal?.reason as Error);
+      const cleanup = (): void => {
+        if (timer) clearTimeout(timer);
+        options.signal?.removeEventListener('abort', onAbort);
+        this.#pending.delete(id);
+      };
+      const done = (err: Error): void => {
+        cleanup();
+        reject(err);
+      };
+      options.signal?.addEventListener('abort', onAbort, { once: true });
+      this.#pending.set(id, { name, resolve: (v) => (cleanup(), resolve(v)), reject: done, fail, cleanup });
+      ws.send(JSON.stringify(build(id)));
+    });
+  }
+
+  /** A `reply`: resolves the request it answers, if that still waits. */
+  resolve(id: string, result: unknown): void {
+    this.#pending.get(id)?.resolve(result);
+  }
+
+  /** An `error`: rejects the request it answers with that request's error; false when it answers none that waits. */
+  fail(msg: ErrorMessage): boolean {
+    const p = msg.id === undefined ? undefined : this.#pending.get(msg.id);
+    if (p) {
+      p.reject(p.fail(msg.code, msg.message, msg.details));
+      return true;
+    }
+    return false;
+  }
+
+  /** Rejects every waiting request with `err`. */
+  rejectAll(err: Error): void {
+    for (const p of [...this.#pending.values()]) p.reject(err);
+    this.#pending.clear();
+  }
+}
