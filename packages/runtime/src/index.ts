@@ -27,8 +27,8 @@ export {
   DEFAULT_UPLOAD_EXPIRY_MS,
   MAX_UPLOAD_NAME_LENGTH,
   UPLOAD_PATH,
-} from './upload/upload-store.js';
-export type { UploadOptions } from './upload/upload-store.js';
+} from './upload/upload-options.js';
+export type { UploadOptions } from './upload/upload-options.js';
 export { UPLOAD_MIME_TYPES, IMAGE_MIME_TYPES, sniffMimeType } from './upload/sniff.js';
 export type { UploadMimeType } from './upload/sniff.js';
 export { reactorApp } from './decorators/reactor-app.decorator.js';
