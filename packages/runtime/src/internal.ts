@@ -4,7 +4,9 @@
  * change without notice. App code imports from `@reactor/runtime`.
  */
 export { describeApp } from './app/registry.js';
-export type { AppDefinition, CommandSpec, TrackSpec, MessageSpec } from './app/registry.js';
+export type { AppDefinition, MessageSpec } from './app/registry.js';
+export type { CommandSpec } from './app/command-specs.js';
+export type { TrackSpec } from './app/track-specs.js';
 export { FieldSet } from './state/field-set.js';
 export type { FieldSpec, Validated, UploadSpec } from './state/field-set.js';
 export { uploadRefSchema, UPLOAD_REF_CONSTRAINT } from './state/field-set.js';
