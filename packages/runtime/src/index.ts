@@ -11,7 +11,8 @@ export { loadAppConfig, configKeys, AppConfigError } from './app/app-config.js';
 export type { AppConfigOptions } from './app/app-config.js';
 export { runnerReadiness, runnerRestartingReason } from './session/runner-readiness.js';
 export type { RunnerHealth, RunnerReadinessOptions } from './session/runner-readiness.js';
-export { DEFAULT_BUFFER_SIZE, DEFAULT_SAMPLE_RATE, DEFAULT_INPUT_CAPACITY, DEFAULT_INPUT_VIDEO, DEFAULT_INPUT_AUDIO_MAX_FPS } from './app/registry.js';
+export { DEFAULT_BUFFER_SIZE } from './app/registry.js';
+export { DEFAULT_SAMPLE_RATE, DEFAULT_INPUT_CAPACITY, DEFAULT_INPUT_VIDEO, DEFAULT_INPUT_AUDIO_MAX_FPS } from './app/track-specs.js';
 export { InputState } from './state/input-state.js';
 export { InputField } from './decorators/input-field.decorator.js';
 export { event } from './decorators/event.decorator.js';
@@ -27,8 +28,8 @@ export {
   DEFAULT_UPLOAD_EXPIRY_MS,
   MAX_UPLOAD_NAME_LENGTH,
   UPLOAD_PATH,
-} from './upload/upload-store.js';
-export type { UploadOptions } from './upload/upload-store.js';
+} from './upload/upload-options.js';
+export type { UploadOptions } from './upload/upload-options.js';
 export { UPLOAD_MIME_TYPES, IMAGE_MIME_TYPES, sniffMimeType } from './upload/sniff.js';
 export type { UploadMimeType } from './upload/sniff.js';
 export { reactorApp } from './decorators/reactor-app.decorator.js';

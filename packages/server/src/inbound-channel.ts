@@ -32,7 +32,8 @@ import { FrameIntake, type FrameIntakeInfo } from './frame-intake.js';
 import type { ServerMetrics } from './metrics.js';
 import type { ResolvedServerOptions } from './options.js';
 import type { OutboundSender } from './outbound.js';
-import { recordingDisabled, type RecordingService } from './recording-service.js';
+import { recordingDisabled } from './recording-errors.js';
+import type { RecordingService } from './recording-service.js';
 
 /** Messages `ws` had already read when the socket was paused, held until it resumes; more is a broken client. */
 const MAX_HELD_MESSAGES = 65_536;

@@ -8,7 +8,7 @@
  * muxes a slice of it into an MP4 file served at an unguessable, expiring URL; a recording
  * writes the same units to a fragmented MP4 file as they come.
  */
-import { mkdir, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { Gauge, type Registry } from 'prom-client';
@@ -16,14 +16,17 @@ import type { ClipMessage, ClipResult, ErrorMessage, RecordingInfo, RecordingMes
 import type { Logger } from '@reactor/log';
 import { ReactorError, type ClipOptions, type MediaListener, type OutputAudio, type OutputFrame } from '@reactor/runtime';
 import { ServerErrorCode } from './errors.js';
+import { makeClip } from './recording-clip.js';
+import { fail } from './recording-errors.js';
+import { serveRecordingFiles } from './recording-http.js';
+import { listRecordings } from './recording-list.js';
 import { loadWebCodecs } from './video-encoder.js';
 import type { TrackEncoder, VideoStreams, VideoSubscriber } from './video-streams.js';
 import { AacEncoder } from './recording/audio-encoder.js';
-import { ClipDiskFullError, ClipStore } from './recording/clip-store.js';
-import { isDiskFull, sendFile } from './recording/files.js';
+import { ClipStore } from './recording/clip-store.js';
 import { annexBToAvcc, avcDecoderConfigurationRecord } from './recording/avc.js';
 import { MediaRing, sameConfig, type AudioUnit, type VideoStreamConfig, type VideoUnit } from './recording/media-ring.js';
-import { muxClip, type AudioStreamConfig } from './recording/mp4.js';
+import type { AudioStreamConfig } from './recording/mp4.js';
 import { RecorderDiskFullError, SessionRecorder } from './recording/recorder.js';
 import type { ResolvedRecordingOptions } from './recording/recording-options.js';
 
@@ -48,28 +51,6 @@ interface VideoTrackState {
   config: VideoStreamConfig | undefined;
   /** The encoder failed in this session: no more tries until the next. */
   failed: boolean;
-}
-
-/** The answer to `clip`/`recording` on a server without `options.recording`. */
-export function recordingDisabled(msg: ClipMessage | RecordingMessage): ErrorMessage {
-  return msg.type === 'clip'
-    ? {
-        type: 'error',
-        id: msg.id,
-        code: ServerErrorCode.ClipsDisabled,
-        message: 'this server keeps no clip ring; add a `recording:` section to reactor.yaml (or `recording` to serve() options) to take clips',
-      }
-    : {
-        type: 'error',
-        id: msg.id,
-        code: ServerErrorCode.RecordingDisabled,
-        message: 'this server records nothing; add a `recording:` section to reactor.yaml (or `recording` to serve() options) to record sessions',
-      };
-}
-
-/** A failure with a wire code (answered as `error`, thrown to app code as `ReactorError`). */
-function fail(code: ServerErrorCode, message: string): ReactorError {
-  return new ReactorError(code, message);
 }
 
 export class RecordingService implements VideoSubscriber {
@@ -310,46 +291,13 @@ export class RecordingService implements VideoSubscriber {
     }
     if (owner) this.#busy.add(owner);
     // Clips are made one at a time (each takes a share of one core for a moment); others wait their turn.
-    const made = this.#clipQueue.then(() => this.#makeClip(slice));
+    const made = this.#clipQueue.then(() => makeClip(slice, this.#audio?.config, this.#store));
     this.#clipQueue = made.catch(() => undefined);
     try {
       return await made;
     } finally {
       if (owner) this.#busy.delete(owner);
     }
-  }
-
-  async #makeClip(slice: NonNullable<ReturnType<MediaRing['slice']>>): Promise<ClipResult> {
-    const audio = this.#audio?.config;
-    let bytes: Uint8Array;
-    try {
-      bytes = await muxClip(slice, audio);
-    } catch (err) {
-      throw fail(ServerErrorCode.ClipFailed, `the clip could not be muxed: ${(err as Error).message}`);
-    }
-    let saved;
-    try {
-      saved = await this.#store.save(bytes);
-    } catch (err) {
-      if (err instanceof ClipDiskFullError || isDiskFull(err)) {
-        throw fail(
-          ServerErrorCode.DiskFull,
-          `the clip could not be stored: ${err instanceof ClipDiskFullError ? err.message : `the disk of ${this.#store.dir} is full`}; free some space`,
-        );
-      }
-      throw fail(ServerErrorCode.ClipFailed, `the clip could not be stored in ${this.#store.dir}: ${(err as Error).message}`);
-    }
-    const v = slice.video;
-    const durationS = (v[v.length - 1]!.ptsUs - v[0]!.ptsUs + slice.frameUs) / 1e6;
-    const codecs = [v[0]!.config.codec, ...(audio && slice.audio.length > 0 ? [audio.codec] : [])];
-    return {
-      url: `/clips/${saved.id}.mp4`,
-      expiresAt: new Date(saved.expiresAt).toISOString(),
-      durationS: Math.round(durationS * 1000) / 1000,
-      frames: v.length,
-      bytes: bytes.byteLength,
-      codecs,
-    };
   }
 
   // ---- recordings -------------------------------------------------------------------------
@@ -419,40 +367,8 @@ export class RecordingService implements VideoSubscriber {
   }
 
   /** Every recording in the folder, newest first: this process's (live ones included) and earlier runs' (`interrupted` when a run died while writing). */
-  async list(): Promise<RecordingInfo[]> {
-    const names = await readdir(this.options.dir).catch(() => [] as string[]);
-    const out: RecordingInfo[] = [];
-    for (const name of names) {
-      if (!name.endsWith('.mp4')) continue;
-      if (this.#recorder?.name === name) {
-        out.push(this.#recorder.info());
-        continue;
-      }
-      const done = this.#done.get(name);
-      if (done) {
-        out.push(done);
-        continue;
-      }
-      const s = await stat(join(this.options.dir, name)).catch(() => undefined);
-      if (!s) continue;
-      let info: Partial<RecordingInfo> = {};
-      try {
-        info = JSON.parse(await readFile(join(this.options.dir, name.replace(/\.mp4$/, '.json')), 'utf8')) as RecordingInfo;
-      } catch {
-        // No description beside it: what the file itself says.
-      }
-      const startedAt = info.startedAt ?? s.mtime.toISOString();
-      out.push({
-        name,
-        sessionId: info.sessionId ?? '',
-        state: info.state === 'recording' ? 'interrupted' : (info.state ?? 'stopped'),
-        startedAt,
-        bytes: s.size,
-        durationS: info.durationS ?? 0,
-        deleteAt: new Date(Date.parse(startedAt) + this.options.retentionMs).toISOString(),
-      });
-    }
-    return out.sort((a, b) => b.startedAt.localeCompare(a.startedAt));
+  list(): Promise<RecordingInfo[]> {
+    return listRecordings(this.options.dir, this.options.retentionMs, (name) => (this.#recorder?.name === name ? this.#recorder.info() : this.#done.get(name)));
   }
 
   /** Deletes expired clips and recordings past their retention. */
@@ -489,38 +405,8 @@ export class RecordingService implements VideoSubscriber {
    * `GET /clips/<id>.mp4`, `GET /recordings` (the listing), `GET /recordings/<name>` (a file);
    * the caller has checked access. Returns false for any other path.
    */
-  async serve(req: IncomingMessage, res: ServerResponse, pathname: string): Promise<boolean> {
-    const json = (status: number, body: unknown): true => {
-      res.statusCode = status;
-      res.setHeader('Content-Type', 'application/json; charset=utf-8');
-      res.setHeader('Cache-Control', 'no-store');
-      res.end(JSON.stringify(body));
-      return true;
-    };
-    const clip = /^\/clips\/([A-Za-z0-9_-]{1,64})\.mp4$/.exec(pathname);
-    if (clip) {
-      const c = this.#store.get(clip[1]!);
-      if (c === 'expired')
-        return json(410, {
-          error: { code: ServerErrorCode.ClipExpired, message: 'this clip expired and was deleted (recording.clip_expiry_s); ask for a new clip' },
-        });
-      if (!c)
-        return json(404, {
-          error: { code: ServerErrorCode.NotFound, message: 'no clip at this URL: clip URLs are the ones `clip` answers, and a restarted server forgets them' },
-        });
-      sendFile(req, res, c.path, c.bytes, `clip-${clip[1]!.slice(0, 8)}.mp4`);
-      return true;
-    }
-    if (pathname === '/recordings') return json(200, { recordings: await this.list() });
-    const rec = /^\/recordings\/([\w.-]{1,200}\.mp4)$/.exec(pathname);
-    if (rec && !rec[1]!.startsWith('.')) {
-      const path = join(this.options.dir, rec[1]!);
-      const s = await stat(path).catch(() => undefined);
-      if (!s?.isFile()) return json(404, { error: { code: ServerErrorCode.NotFound, message: `no recording ${rec[1]}; GET /recordings lists them` } });
-      sendFile(req, res, path, s.size, rec[1]!);
-      return true;
-    }
-    return false;
+  serve(req: IncomingMessage, res: ServerResponse, pathname: string): Promise<boolean> {
+    return serveRecordingFiles(req, res, pathname, { store: this.#store, dir: this.options.dir, list: () => this.list() });
   }
 
   /** Stops the recording (its last fragment is written) and the taps. */

@@ -1,93 +1,19 @@
-import { type AppSchema, type CommandSchema, type JsonSchema, type MessageSchema, PROTOCOL_VERSION, type TrackSchema } from '@reactor/protocol';
-import { getMetadataStorage } from 'class-validator';
-import { targetConstructorToSchema } from 'class-validator-jsonschema';
+import { type AppSchema, type MessageSchema, PROTOCOL_VERSION } from '@reactor/protocol';
 import { AppDefinitionError, RuntimeErrorCode } from '../errors/errors.js';
-import { type AnyClass, type HookKind, type TrackRecord, readAppOptions, readEvents, readHooks, readTracks } from '../metadata/keys.js';
-import { WIRE_NAME_PATTERN, toSnakeCase } from '../metadata/naming.js';
+import { type AnyClass, type HookKind, readAppOptions, readHooks, readTracks } from '../metadata/keys.js';
+import { toSnakeCase } from '../metadata/naming.js';
 import { Input } from '../input/input.js';
-import { DEFAULT_INPUT_CAPACITY } from '../input/input-buffer.js';
 import { Output } from '../output/output.js';
-import { type FieldSpec, FieldSet } from '../state/field-set.js';
+import { FieldSet } from '../state/field-set.js';
 import { InputState } from '../state/input-state.js';
 import type { AppOptions } from './app-options.js';
+import { type CommandSpec, compileCommands } from './command-specs.js';
+import { messageSchema } from './message-schema.js';
 import { ReactorApp } from './reactor-app.js';
+import { type InputTrackSpec, type TrackSpec, checkSampleRate, compileInputTrack, inputTrackSchema, outputTrackSchema } from './track-specs.js';
 
 /** Default frames the model may run ahead of playout, per track. */
 export const DEFAULT_BUFFER_SIZE = 16;
-
-/** A command, compiled. */
-export interface CommandSpec {
-  readonly name: string;
-  readonly kind: 'setter' | 'event';
-  /** Setter: the state field. */
-  readonly field?: FieldSpec;
-  /** Event: the method and its params. */
-  readonly method?: string;
-  readonly params?: FieldSet;
-  /** Roles whose clients may send it (default `['controller']`). */
-  readonly roles: readonly string[];
-  readonly schema: CommandSchema;
-}
-
-/** Roles that may send a command whose declaration names none. */
-export const DEFAULT_COMMAND_ROLES: readonly string[] = Object.freeze(['controller']);
-
-/** A command's `roles` option, checked: a non-empty list of snake_case role names (undefined: the default). */
-function checkRoles(roles: unknown, appName: string, member: string): readonly string[] | undefined {
-  if (roles === undefined) return undefined;
-  if (!Array.isArray(roles) || roles.length === 0 || roles.some((r) => typeof r !== 'string' || !/^[a-z][a-z0-9_]{0,31}$/.test(r))) {
-    throw new AppDefinitionError(
-      RuntimeErrorCode.InvalidRoles,
-      appName,
-      member,
-      `roles must be a non-empty list of snake_case role names such as ['controller', 'spectator'], got ${JSON.stringify(roles)}`,
-    );
-  }
-  return Object.freeze([...new Set(roles as string[])]);
-}
-
-/** Default sample rate of audio tracks, both directions (Hz). */
-export const DEFAULT_SAMPLE_RATE = 48_000;
-export { DEFAULT_INPUT_CAPACITY };
-/** Defaults of an inbound video track: the capture size and rate asked of clients, and the limits. */
-export const DEFAULT_INPUT_VIDEO = { width: 640, height: 480, fps: 30, maxWidth: 1920, maxHeight: 1080 } as const;
-/** Default rate limit of an inbound audio track (chunks per second; a browser sends about 50). */
-export const DEFAULT_INPUT_AUDIO_MAX_FPS = 100;
-
-/** A declared output track, compiled. */
-export interface TrackSpec {
-  readonly name: string;
-  readonly property: string;
-  /** Index in `schema.tracks` (inbound tracks come first), as carried in binary frame headers. */
-  readonly index: number;
-  readonly kind: 'video' | 'audio';
-  readonly fps: number | undefined;
-  readonly width: number | undefined;
-  readonly height: number | undefined;
-  /** Audio tracks: samples per second. */
-  readonly sampleRate: number | undefined;
-}
-
-/** A declared inbound track (on the app's `Input` class), compiled, with every default applied. */
-export interface InputTrackSpec {
-  readonly name: string;
-  readonly property: string;
-  /** Index in `schema.tracks` (inbound tracks come first). */
-  readonly index: number;
-  readonly kind: 'video' | 'audio';
-  /** Buffer capacity (frames or chunks). */
-  readonly capacity: number;
-  /** Publisher rate limit, frames (audio: chunks) per second. */
-  readonly maxFps: number;
-  /** Video: capture size and rate asked of clients, and the largest accepted frame. */
-  readonly width: number | undefined;
-  readonly height: number | undefined;
-  readonly fps: number | undefined;
-  readonly maxWidth: number | undefined;
-  readonly maxHeight: number | undefined;
-  /** Audio: samples per second. */
-  readonly sampleRate: number | undefined;
-}
 
 export interface MessageSpec {
   readonly name: string;
@@ -289,65 +215,7 @@ function compile(appClass: AnyClass): AppDefinition {
   }
 
   // commands: generated setters, then events (an event replaces the setter of its name)
-  const commands = new Map<string, CommandSpec>();
-  for (const f of state.publicFields) {
-    const name = `set_${f.wire}`;
-    const params = state.objectSchema([f], [f.wire]);
-    const roles = checkRoles(f.options.roles, appName, f.property);
-    commands.set(name, {
-      name,
-      kind: 'setter',
-      field: f,
-      roles: roles ?? DEFAULT_COMMAND_ROLES,
-      schema: { name, description: f.options.description ?? `Sets ${f.wire}.`, kind: 'setter', field: f.wire, params, ...(roles && { roles: [...roles] }) },
-    });
-  }
-  const seenEvents = new Map<string, string>();
-  for (const e of readEvents(appClass)) {
-    const name = e.options.name ?? toSnakeCase(e.method);
-    if (typeof name !== 'string' || !WIRE_NAME_PATTERN.test(name)) {
-      throw new AppDefinitionError(
-        RuntimeErrorCode.InvalidCommandName,
-        appName,
-        e.method,
-        `command name ${JSON.stringify(name)} must be snake_case ([a-z][a-z0-9_]*)`,
-      );
-    }
-    const other = seenEvents.get(name);
-    if (other !== undefined) {
-      throw new AppDefinitionError(
-        RuntimeErrorCode.DuplicateCommand,
-        appName,
-        e.method,
-        `declares command "${name}", already declared by ${other}; give one a different name`,
-      );
-    }
-    seenEvents.set(name, e.method);
-    let params: FieldSet | undefined;
-    if (e.options.params !== undefined) {
-      try {
-        params = FieldSet.compile(e.options.params);
-      } catch (err) {
-        if (err instanceof AppDefinitionError) throw err;
-        throw new AppDefinitionError(
-          RuntimeErrorCode.InvalidStateField,
-          e.options.params.name,
-          undefined,
-          `cannot be used as params of ${appName}.${e.method}: ${(err as Error).message}`,
-        );
-      }
-    }
-    const paramsSchema: JsonSchema = params ? params.objectSchema() : { type: 'object', properties: {}, additionalProperties: false };
-    const roles = checkRoles(e.options.roles, appName, e.method);
-    commands.set(name, {
-      name,
-      kind: 'event',
-      method: e.method,
-      params,
-      roles: roles ?? DEFAULT_COMMAND_ROLES,
-      schema: { name, description: e.options.description ?? '', kind: 'event', params: paramsSchema, ...(roles && { roles: [...roles] }) },
-    });
-  }
+  const commands = compileCommands(appClass, appName, state);
 
   const hooks: Record<HookKind, string[]> = {
     sessionStarted: [],
@@ -389,131 +257,4 @@ function compile(appClass: AnyClass): AppDefinition {
     messages,
     schema,
   };
-}
-
-/**
- * JSON Schema of a message class: its fields with their types from class-validator constraints
- * (wire names), and the fields its constructor assigns (`constructor(readonly text: string)`),
- * typed by their constraints or left open (`{}`) when they have none. Never a bare `object`:
- * a class without fields publishes `properties: {}`.
- */
-function messageSchema(cls: AnyClass): JsonSchema {
-  const metas = getMetadataStorage().getTargetValidationMetadatas(cls, '', true, false);
-  const properties: Record<string, JsonSchema> = {};
-  let required: string[] = [];
-  if (metas.length > 0) {
-    const s = targetConstructorToSchema(cls) as JsonSchema;
-    for (const [k, v] of Object.entries((s.properties ?? {}) as Record<string, JsonSchema>)) properties[toSnakeCase(k)] = v;
-    if (Array.isArray(s.required)) required = (s.required as string[]).map(toSnakeCase);
-  }
-  for (const field of assignedFields(cls)) properties[toSnakeCase(field)] ??= {};
-  const out: JsonSchema = { type: 'object', properties };
-  if (required.length > 0) out.required = required;
-  return out;
-}
-
-/** Names of the instance fields a class (and its bases) assigns in code (`this.x = ...`), in order. */
-function assignedFields(cls: AnyClass): string[] {
-  const names: string[] = [];
-  for (let c: unknown = cls; typeof c === 'function' && c !== Function.prototype && c !== Object; c = Object.getPrototypeOf(c)) {
-    const source = constructorBody(Function.prototype.toString.call(c));
-    const own: string[] = [];
-    for (const m of source.matchAll(/\bthis\.([A-Za-z_$][\w$]*)\s*=(?!=)/g)) if (!own.includes(m[1]!)) own.push(m[1]!);
-    names.unshift(...own.filter((n) => !names.includes(n)));
-  }
-  return names;
-}
-
-/** The body of a class's `constructor(...) { ... }` in its source, or '' when it has none. */
-function constructorBody(source: string): string {
-  const start = source.indexOf('constructor(');
-  if (start < 0) return '';
-  let i = start + 'constructor'.length;
-  let depth = 0;
-  // The parameter list (defaults may hold parentheses), then the body's braces.
-  for (; i < source.length; i++) {
-    if (source[i] === '(') depth++;
-    else if (source[i] === ')' && --depth === 0) break;
-  }
-  const open = source.indexOf('{', i);
-  if (open < 0) return '';
-  depth = 0;
-  for (let j = open; j < source.length; j++) {
-    if (source[j] === '{') depth++;
-    else if (source[j] === '}' && --depth === 0) return source.slice(open + 1, j);
-  }
-  return '';
-}
-
-function checkSampleRate(owner: string, property: string, rate: number | undefined): number {
-  if (rate === undefined) return DEFAULT_SAMPLE_RATE;
-  if (!(Number.isInteger(rate) && rate >= 8_000 && rate <= 192_000)) {
-    throw new AppDefinitionError(RuntimeErrorCode.InvalidTrack, owner, property, `sampleRate must be an integer from 8000 to 192000 (Hz), got ${String(rate)}`);
-  }
-  return rate;
-}
-
-function positiveInteger(owner: string, property: string, key: string, v: number | undefined, fallback: number): number {
-  if (v === undefined) return fallback;
-  if (!(Number.isInteger(v) && v > 0))
-    throw new AppDefinitionError(RuntimeErrorCode.InvalidTrack, owner, property, `${key} must be a positive integer, got ${String(v)}`);
-  return v;
-}
-
-function positiveNumber(owner: string, property: string, key: string, v: number | undefined, fallback: number): number {
-  if (v === undefined) return fallback;
-  if (!(Number.isFinite(v) && v > 0))
-    throw new AppDefinitionError(RuntimeErrorCode.InvalidTrack, owner, property, `${key} must be a positive number, got ${String(v)}`);
-  return v;
-}
-
-function compileInputTrack(owner: string, r: TrackRecord, index: number): InputTrackSpec {
-  const name = toSnakeCase(r.property);
-  const capacity = positiveInteger(owner, r.property, 'capacity', r.options.capacity, DEFAULT_INPUT_CAPACITY);
-  if (r.kind === 'audio') {
-    const sampleRate = checkSampleRate(owner, r.property, r.options.sampleRate);
-    const maxFps = positiveNumber(owner, r.property, 'maxFps', r.options.maxFps, DEFAULT_INPUT_AUDIO_MAX_FPS);
-    return {
-      name,
-      property: r.property,
-      index,
-      kind: 'audio',
-      capacity,
-      maxFps,
-      sampleRate,
-      width: undefined,
-      height: undefined,
-      fps: undefined,
-      maxWidth: undefined,
-      maxHeight: undefined,
-    };
-  }
-  const o = r.options;
-  const d = DEFAULT_INPUT_VIDEO;
-  const maxWidth = positiveInteger(owner, r.property, 'maxWidth', o.maxWidth, Math.max(d.maxWidth, o.width ?? 0));
-  const maxHeight = positiveInteger(owner, r.property, 'maxHeight', o.maxHeight, Math.max(d.maxHeight, o.height ?? 0));
-  const width = positiveInteger(owner, r.property, 'width', o.width, Math.min(d.width, maxWidth));
-  const height = positiveInteger(owner, r.property, 'height', o.height, Math.min(d.height, maxHeight));
-  if (width > maxWidth || height > maxHeight) {
-    throw new AppDefinitionError(
-      RuntimeErrorCode.InvalidTrack,
-      owner,
-      r.property,
-      `the capture size ${width}x${height} exceeds the limit ${maxWidth}x${maxHeight}`,
-    );
-  }
-  const fps = positiveNumber(owner, r.property, 'fps', o.fps, d.fps);
-  const maxFps = positiveNumber(owner, r.property, 'maxFps', o.maxFps, fps * 2);
-  return { name, property: r.property, index, kind: 'video', capacity, maxFps, width, height, fps, maxWidth, maxHeight, sampleRate: undefined };
-}
-
-function inputTrackSchema(t: InputTrackSpec): TrackSchema {
-  const base = { name: t.name, kind: t.kind, direction: 'in' as const, maxFps: t.maxFps };
-  if (t.kind === 'audio') return { ...base, sampleRate: t.sampleRate! };
-  return { ...base, width: t.width!, height: t.height!, fps: t.fps!, maxWidth: t.maxWidth!, maxHeight: t.maxHeight! };
-}
-
-function outputTrackSchema(t: TrackSpec): TrackSchema {
-  if (t.kind === 'audio') return { name: t.name, kind: 'audio', direction: 'out', sampleRate: t.sampleRate! };
-  return { name: t.name, kind: 'video', direction: 'out', ...(t.fps !== undefined ? { fps: t.fps } : {}) };
 }

@@ -4,7 +4,7 @@
  * answer is returned to the caller (`ClientHandle.command`), never also written to the sink.
  */
 import { type CommandMessage, type ErrorMessage, type ReplyMessage, type SessionStatus, WireErrorCode } from '@reactor/protocol';
-import type { CommandSpec } from '../app/registry.js';
+import type { CommandSpec } from '../app/command-specs.js';
 import { CommandError } from '../errors/errors.js';
 import { truncateCodePoints, unknownKey } from '../state/field-errors.js';
 import type { FieldSpec } from '../state/field-set.js';

@@ -1,7 +1,7 @@
 /** The options of an {@link AppHost}, their defaults and their checks. */
 import { consoleLogger, type Logger } from '@reactor/log';
 import { HostOptionError } from '../errors/errors.js';
-import { type ResolvedUploadOptions, type UploadOptions, resolveUploadOptions } from '../upload/upload-store.js';
+import { type ResolvedUploadOptions, type UploadOptions, resolveUploadOptions } from '../upload/upload-options.js';
 
 /** Default grace period before a session without clients ends (60 s). */
 export const DEFAULT_GRACE_PERIOD_MS = 60_000;

@@ -7,14 +7,10 @@ import type { UploadInfo, UploadTicket } from '@reactor/protocol';
 import { RuntimeErrorCode, UploadError } from '../errors/errors.js';
 import type { FieldSpec } from '../state/field-set.js';
 import type { UploadedFile } from '../upload/uploaded-file.js';
-import {
-  type ResolvedUploadOptions,
-  type UploadFieldLimit,
-  UploadStore,
-  type UploadTarget,
-  resolveUploadOptions,
-  sweepOrphanUploadFolders,
-} from '../upload/upload-store.js';
+import type { UploadFieldLimit, UploadTarget } from '../upload/announcement.js';
+import { sweepOrphanUploadFolders } from '../upload/upload-folders.js';
+import { type ResolvedUploadOptions, resolveUploadOptions } from '../upload/upload-options.js';
+import { UploadStore } from '../upload/upload-store.js';
 import type { Client } from './client.js';
 import type { HostSession } from './host-client.js';
 import type { HostCore } from './host-core.js';

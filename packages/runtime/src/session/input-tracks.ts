@@ -4,7 +4,7 @@
  * hooks, and the frames a transport pushes into the buffers.
  */
 import { type ErrorMessage, type ReplyMessage, WireErrorCode } from '@reactor/protocol';
-import type { InputTrackSpec } from '../app/registry.js';
+import type { InputTrackSpec } from '../app/track-specs.js';
 import { InputBuffer } from '../input/input-buffer.js';
 import { InputFrame } from '../input/input-frame.js';
 import { truncateCodePoints } from '../state/field-errors.js';

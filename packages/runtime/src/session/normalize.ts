@@ -1,4 +1,5 @@
-import type { AppDefinition, TrackSpec } from '../app/registry.js';
+import type { AppDefinition } from '../app/registry.js';
+import type { TrackSpec } from '../app/track-specs.js';
 import { FrameShapeError, InvalidOutputError, UnknownTrackError } from '../errors/errors.js';
 import { Frames, Output, TrackPayload } from '../output/output.js';
 

@@ -1,4 +1,4 @@
-import type { TrackSpec } from '../app/registry.js';
+import type { TrackSpec } from '../app/track-specs.js';
 import type { OutputAudio, OutputFrame } from './transport.js';
 import { type Chunk, type QueuedSlot, clockTrack } from './normalize.js';
 

@@ -19,7 +19,7 @@ import type {
   UploadTicket,
   WelcomeMessage,
 } from '@reactor/protocol';
-import type { UploadOptions } from '../upload/upload-store.js';
+import type { UploadOptions } from '../upload/upload-options.js';
 
 /** One played-out frame of one track, delivered to every sink at its due time. */
 export interface OutputFrame {

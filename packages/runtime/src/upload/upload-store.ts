@@ -5,81 +5,16 @@
  * removes every live folder in its `exit` handler.
  */
 import { randomUUID } from 'node:crypto';
-import { rmSync } from 'node:fs';
-import { mkdtemp, open, readdir, rm } from 'node:fs/promises';
+import { open, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CodedError, UPLOAD_PATH, WireErrorCode, type UploadTicket } from '@reactor/protocol';
-import { HostOptionError, RuntimeErrorCode, UploadError } from '../errors/errors.js';
+import { RuntimeErrorCode, UploadError } from '../errors/errors.js';
+import { type UploadFieldLimit, type UploadTarget, checkAnnouncement } from './announcement.js';
 import { SNIFF_BYTES, UPLOAD_MIME_TYPES, mimeMatches, sniffMimeType } from './sniff.js';
+import { createUploadFolder, removeUploadFolder } from './upload-folders.js';
+import type { ResolvedUploadOptions } from './upload-options.js';
 import { type ImageDecoder, UploadedFile } from './uploaded-file.js';
-
-/** Default largest upload, bytes (50 MiB). */
-export const DEFAULT_MAX_UPLOAD_BYTES = 50 * 1024 * 1024;
-/** Default bytes one session's uploads may hold together (200 MiB). */
-export const DEFAULT_UPLOAD_QUOTA_BYTES = 200 * 1024 * 1024;
-/** Default wait of a command for an upload still arriving (10 s). */
-export const DEFAULT_UPLOAD_WAIT_MS = 10_000;
-/** Default time an announced upload may stay unwritten before it is forgotten (60 s). */
-export const DEFAULT_UPLOAD_EXPIRY_MS = 60_000;
-/** Longest file name an announcement may carry (code points). */
-export const MAX_UPLOAD_NAME_LENGTH = 255;
-/** Path prefix of an upload's `PUT` URL (a wire constant: `@reactor/protocol` holds it). */
-export { UPLOAD_PATH };
-
-/** How uploads are limited and where they go; every field has a default. */
-export interface UploadOptions {
-  /** Largest file, bytes (default 50 MiB). Checked on the announced size and while the bytes stream in. */
-  maxFileBytes?: number;
-  /** Bytes one session's uploads may hold together, announced ones included (default 200 MiB). */
-  quotaBytes?: number;
-  /** How long a command waits for an upload it names whose bytes are still arriving, ms (default 10 000). */
-  resolveWaitMs?: number;
-  /** How long an announced upload may stay unwritten before it is forgotten, ms (default 60 000). */
-  expiryMs?: number;
-  /** Folder under which each session gets its own temporary folder (default `os.tmpdir()`). */
-  dir?: string;
-  /** Decodes images for `UploadedFile.image()` (the server passes a sharp-based one). */
-  decodeImage?: ImageDecoder;
-}
-
-/** {@link UploadOptions} with defaults applied. */
-export interface ResolvedUploadOptions {
-  readonly maxFileBytes: number;
-  readonly quotaBytes: number;
-  readonly resolveWaitMs: number;
-  readonly expiryMs: number;
-  readonly dir: string | undefined;
-  readonly decodeImage: ImageDecoder | undefined;
-}
-
-/**
- * Applies `next` over `base`, checking each value.
- * @throws HostOptionError (`invalid_host_option`) naming the option.
- */
-export function resolveUploadOptions(next: UploadOptions, base?: ResolvedUploadOptions): ResolvedUploadOptions {
-  const r: ResolvedUploadOptions = {
-    maxFileBytes: next.maxFileBytes ?? base?.maxFileBytes ?? DEFAULT_MAX_UPLOAD_BYTES,
-    quotaBytes: next.quotaBytes ?? base?.quotaBytes ?? DEFAULT_UPLOAD_QUOTA_BYTES,
-    resolveWaitMs: next.resolveWaitMs ?? base?.resolveWaitMs ?? DEFAULT_UPLOAD_WAIT_MS,
-    expiryMs: next.expiryMs ?? base?.expiryMs ?? DEFAULT_UPLOAD_EXPIRY_MS,
-    dir: next.dir ?? base?.dir,
-    decodeImage: next.decodeImage ?? base?.decodeImage,
-  };
-  for (const key of ['maxFileBytes', 'quotaBytes', 'resolveWaitMs', 'expiryMs'] as const) {
-    const v = r[key];
-    if (!(Number.isSafeInteger(v) && v > 0)) throw new HostOptionError(`uploads.${key} must be a positive integer, got ${JSON.stringify(v)}`);
-  }
-  if (r.quotaBytes < r.maxFileBytes) {
-    throw new HostOptionError(
-      `uploads.quotaBytes (${r.quotaBytes}) is below uploads.maxFileBytes (${r.maxFileBytes}): a file of the largest size could never be stored; raise the quota or lower the limit`,
-    );
-  }
-  if (r.dir !== undefined && (typeof r.dir !== 'string' || r.dir === ''))
-    throw new HostOptionError(`uploads.dir must be a folder path, got ${JSON.stringify(r.dir)}`);
-  if (r.decodeImage !== undefined && typeof r.decodeImage !== 'function') throw new HostOptionError('uploads.decodeImage must be a function');
-  return r;
-}
 
 /** Why a command's upload reference could not be resolved (the message of its `unresolved_upload`). */
 export class UnresolvedUpload extends CodedError {
@@ -94,25 +29,6 @@ interface Waiter {
   reject(err: UnresolvedUpload): void;
 }
 
-/**
- * What the upload fields an announcement may be for take, checked on the announced size and on
- * the first bytes: an upload no field could use is refused before it is stored.
- */
-export interface UploadFieldLimit {
-  /** Largest file, bytes (none: only the server's `maxFileBytes`). */
-  readonly maxBytes: number | undefined;
-  /** Accepted types, `image/*` for a family (none: every type the server takes). */
-  readonly mimeTypes: readonly string[] | undefined;
-  /** The field(s), for messages: `set_image.image`, or `any upload field of this app (a.b, c.d)`. */
-  readonly what: string;
-}
-
-/** An announcement's `command` / `field` (both optional): which upload field the file is for. */
-export interface UploadTarget {
-  readonly command: string | undefined;
-  readonly field: string | undefined;
-}
-
 interface Entry {
   readonly id: string;
   readonly name: string;
@@ -124,79 +40,6 @@ interface Entry {
   file: UploadedFile | undefined;
   waiters: Waiter[];
 }
-
-// Folders of live stores, removed synchronously if the process exits without closing them.
-const liveFolders = new Set<string>();
-let exitHookInstalled = false;
-function trackFolder(dir: string): void {
-  liveFolders.add(dir);
-  if (exitHookInstalled) return;
-  exitHookInstalled = true;
-  process.on('exit', () => {
-    for (const d of liveFolders) {
-      try {
-        rmSync(d, { recursive: true, force: true });
-      } catch {
-        // nothing more can be done while exiting
-      }
-    }
-  });
-}
-
-/** `reactor-uploads-<pid>-XXXXXX`: the owner's pid, so a later process can tell a dead owner's folder. */
-const FOLDER_PREFIX = 'reactor-uploads-';
-const swept = new Set<string>();
-
-/**
- * Removes the upload folders under `parent` whose owning process is gone: one killed with
- * SIGKILL (or by the OOM killer) could not remove its own. Once per parent folder and process.
- * A folder whose pid is alive, or belongs to another user's process, is left alone.
- */
-async function sweepOrphans(parent: string): Promise<void> {
-  if (swept.has(parent)) return;
-  swept.add(parent);
-  await sweepOrphanUploadFolders(parent);
-}
-
-/**
- * Removes the upload folders under `parent` (default `os.tmpdir()`) whose owning process is gone,
- * with the files in them: a server killed with SIGKILL leaves its users' files behind. The
- * server calls it when it starts; a store calls it once per parent folder before its first
- * folder. Resolves with the number of folders removed.
- */
-export async function sweepOrphanUploadFolders(parent: string = tmpdir()): Promise<number> {
-  let names: string[];
-  try {
-    names = await readdir(parent);
-  } catch {
-    return 0;
-  }
-  const removed = await Promise.all(
-    names.map(async (name) => {
-      const m = /^reactor-uploads-(\d+)-/.exec(name);
-      if (!m) return false;
-      const pid = Number(m[1]);
-      if (pid === process.pid || processAlive(pid)) return false;
-      return rm(join(parent, name), { recursive: true, force: true }).then(
-        () => true,
-        () => false,
-      );
-    }),
-  );
-  return removed.filter(Boolean).length;
-}
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    // EPERM: it exists, under another user.
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
-const ANNOUNCE_KEYS = ['name', 'size', 'mimeType', 'clientId', 'command', 'field'];
 
 /** One session's uploads. */
 export class UploadStore {
@@ -449,12 +292,7 @@ export class UploadStore {
 
   #folderPath(): Promise<string> {
     const parent = this.#options().dir ?? tmpdir();
-    this.#folder ??= sweepOrphans(parent)
-      .then(() => mkdtemp(join(parent, `${FOLDER_PREFIX}${process.pid}-`)))
-      .then((dir) => {
-        trackFolder(dir);
-        return dir;
-      });
+    this.#folder ??= createUploadFolder(parent);
     return this.#folder;
   }
 
@@ -468,8 +306,7 @@ export class UploadStore {
     if (!this.#folder) return;
     const dir = await this.#folder.catch(() => undefined);
     if (dir === undefined) return;
-    await rm(dir, { recursive: true, force: true });
-    liveFolders.delete(dir);
+    await removeUploadFolder(dir);
   }
 }
 
@@ -511,43 +348,4 @@ function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
 
 function notFound(id: string, why = 'never announced, expired (not written in time), failed, or of a session that ended'): UploadError {
   return new UploadError(RuntimeErrorCode.UploadNotFound, `no upload ${JSON.stringify(id.slice(0, 64))}: ${why}; announce the file again with POST /uploads`);
-}
-
-function codePoints(s: string): number {
-  let n = 0;
-  for (const _ of s) n++;
-  return n;
-}
-
-/** Checks the shape of a `POST /uploads` body. */
-function checkAnnouncement(request: unknown): {
-  name: string;
-  size: number;
-  clientId: string | undefined;
-  command: string | undefined;
-  field: string | undefined;
-} {
-  const bad = (why: string): UploadError =>
-    new UploadError(
-      RuntimeErrorCode.UploadInvalidRequest,
-      `${why}; announce a file as {"name": "<display name>", "size": <exact byte count>, "mimeType"?: "<type>", "clientId"?: "<your clientId>", "command"?: "<command it is for>", "field"?: "<its upload parameter>"}`,
-    );
-  if (typeof request !== 'object' || request === null || Array.isArray(request)) throw bad('the announcement is not a JSON object');
-  const r = request as Record<string, unknown>;
-  const extra = Object.keys(r).filter((k) => !ANNOUNCE_KEYS.includes(k));
-  if (extra.length > 0) throw bad(`unknown key ${JSON.stringify(extra[0]!.slice(0, 40))}`);
-  const { name, size, mimeType, clientId, command, field } = r;
-  if (typeof name !== 'string' || name.length === 0 || codePoints(name) > MAX_UPLOAD_NAME_LENGTH) {
-    throw bad(`"name" must be a non-empty string of at most ${MAX_UPLOAD_NAME_LENGTH} characters`);
-  }
-  if (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 1) throw bad('"size" must be a positive integer (bytes)');
-  if (mimeType !== undefined && (typeof mimeType !== 'string' || mimeType.length > 255)) throw bad('"mimeType" must be a string');
-  if (clientId !== undefined && (typeof clientId !== 'string' || clientId.length > 64))
-    throw bad('"clientId" must be the clientId string from the welcome message');
-  if (command !== undefined && (typeof command !== 'string' || command === '' || command.length > 200))
-    throw bad('"command" must be the wire name of the command the file is for');
-  if (field !== undefined && (typeof field !== 'string' || field === '' || field.length > 200))
-    throw bad('"field" must be the wire name of the upload parameter the file is for');
-  if (field !== undefined && command === undefined) throw bad('"field" needs "command": the command whose parameter it is');
-  return { name, size, clientId, command, field };
 }

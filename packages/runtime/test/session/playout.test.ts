@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { TrackSpec } from '../../src/app/registry.js';
+import type { TrackSpec } from '../../src/app/track-specs.js';
 import type { Chunk, QueuedFrame } from '../../src/session/normalize.js';
 import { Playout } from '../../src/session/playout.js';
 import type { OutputAudio, OutputFrame } from '../../src/index.js';
