@@ -242,14 +242,14 @@ describe('recordings', () => {
 
   it('deletes recordings past recording.retention_s', async () => {
     const dir = tempDir();
-    const server = await start({ dir, minFreeBytes: 0, retentionMs: 1000 });
+    const server = await start({ dir, minFreeBytes: 0, retentionMs: 3000 });
     const c = await client(server);
     await more(c, 'frame', 3);
     const r = await c.recording('start');
     await sleep(300);
     await c.recording('stop');
     expect(existsSync(join(dir, r.name))).toBe(true);
-    const end = Date.now() + 5000;
+    const end = Date.now() + 15000;
     while (existsSync(join(dir, r.name)) && Date.now() < end) await sleep(100);
     expect(existsSync(join(dir, r.name))).toBe(false);
     expect(existsSync(join(dir, r.name.replace(/\.mp4$/, '.json')))).toBe(false);
