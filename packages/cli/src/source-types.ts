@@ -39,7 +39,16 @@ export function declarationsOf(module: string): string | undefined {
 export function messageFieldTypes(dts: string, classNames: readonly string[]): MessageFieldTypes | undefined {
   const ts = loadTypeScript(dirname(dts));
   if (!ts) return undefined;
-  const program = ts.createProgram([dts], { noEmit: true, skipLibCheck: true, types: [], strict: true });
+  // NodeNext: the app's imports resolve as Node resolves them, through each package's `exports` (a type
+  // from a package with an exports map only, such as @reactor/tfjs-backend, is otherwise `unknown`).
+  const program = ts.createProgram([dts], {
+    noEmit: true,
+    skipLibCheck: true,
+    types: [],
+    strict: true,
+    module: ts.ModuleKind.NodeNext,
+    moduleResolution: ts.ModuleResolutionKind.NodeNext,
+  });
   const checker = program.getTypeChecker();
   const wanted = new Set(classNames);
   const found: MessageFieldTypes = new Map();
