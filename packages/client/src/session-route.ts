@@ -3,7 +3,7 @@
  * `GET /sessions/{id}` to join one. Browser-safe (`fetch` and timers only).
  */
 import { ClientErrorCode, ConnectionError, SessionRouteError } from './errors.js';
-import { HttpErrorCode, readHttpError } from './protocol.js';
+import { HttpErrorCode, parseJsonText, readHttpError } from './protocol.js';
 
 /** Where a session lives, as the router answered. */
 export interface SessionRoute {
@@ -101,12 +101,7 @@ async function askRouter(base: string, options: RequestSessionOptions): Promise<
   }
   if (res.status === 202 && res.body) return followQueue(res.body, options, base);
   const text = await res.text();
-  let body: unknown;
-  try {
-    body = text ? JSON.parse(text) : undefined;
-  } catch {
-    body = undefined;
-  }
+  const body = parseJsonText(text);
   if (!res.ok) {
     const e = readHttpError(body);
     const retryAfter = Number(res.headers.get('retry-after'));

@@ -4,7 +4,7 @@
  */
 import type { BlobLike, UploadOptions } from './client-types.js';
 import { ClientErrorCode, ReactorClientError } from './errors.js';
-import { readHttpError, type UploadInfo, type UploadRef, type UploadTicket } from './protocol.js';
+import { parseJsonText, readHttpError, type UploadInfo, type UploadRef, type UploadTicket } from './protocol.js';
 import { httpBase, redact } from './socket-url.js';
 
 /** {@link ReactorClient.upload} for the server of socket `wsUrl`, as client `clientId` (empty: none yet) with `token`. */
@@ -53,12 +53,7 @@ async function http(what: string, url: string, init: RequestInit): Promise<unkno
     throw new ReactorClientError(ClientErrorCode.UploadFailed, `${what} failed: cannot reach ${redact(url)}: ${(err as Error).message}`, { cause: err });
   }
   const text = await res.text();
-  let body: unknown;
-  try {
-    body = text ? JSON.parse(text) : undefined;
-  } catch {
-    body = undefined;
-  }
+  const body = parseJsonText(text);
   if (!res.ok) {
     const e = readHttpError(body);
     throw new ReactorClientError(

@@ -48,9 +48,14 @@ export function readHttpError(body: unknown): HttpErrorInfo | undefined {
  * that is not JSON, or a body that is not an envelope.
  */
 export function parseHttpError(text: string): HttpErrorInfo | undefined {
+  return readHttpError(parseJsonText(text));
+}
+
+/** An answer's text as JSON; `undefined` for empty text or text that is not JSON. */
+export function parseJsonText(text: string): unknown {
   if (!text) return undefined;
   try {
-    return readHttpError(JSON.parse(text));
+    return JSON.parse(text) as unknown;
   } catch {
     return undefined;
   }

@@ -63,7 +63,7 @@ export type { ParsedClientMessage, ClientMessageRefusal } from './client-message
 export { CloseCode, WireErrorCode, HttpErrorCode, ReadinessCode, ProtocolErrorCode } from './codes.js';
 export { FrameEncoding, FRAME_HEADER_BYTES, FrameDecodeError, encodeFrameHeader, encodeFrame, decodeFrame } from './frame.js';
 export type { FrameHeader, DecodedFrame } from './frame.js';
-export { httpErrorEnvelope, encodeHttpError, readHttpError, parseHttpError } from './http-error.js';
+export { httpErrorEnvelope, encodeHttpError, readHttpError, parseHttpError, parseJsonText } from './http-error.js';
 export type { HttpErrorEnvelope, HttpErrorInfo } from './http-error.js';
 export { CodedError } from './coded-error.js';
 export { canTransition, transition, IllegalTransitionError } from './transitions.js';
