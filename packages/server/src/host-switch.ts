@@ -41,7 +41,7 @@ import type { ServableHost, StepSample } from './reactor-server.js';
 import { ReactorServer } from './reactor-server.js';
 import { listenThenLoad, splitServeOptions, type ServeOptions } from './serve.js';
 
-/** The ids of the publications a switch makes again for a client: their answers are not the client's. */
+/** The ids of the publications a switch makes again for a client (the host returns their answers to the switch, never to the client). */
 const OWN_ID_PREFIX = 'reactor-switch-';
 
 /** A host a switch can hold (it closes the ones it replaces). */
@@ -98,7 +98,6 @@ class SwitchClient implements ClientHandle {
     const wrapper: ClientSink = {
       message: (m) => {
         if (!live.on) return;
-        if ((m.type === 'reply' || m.type === 'error') && m.id?.startsWith(OWN_ID_PREFIX)) return;
         if (m.type === 'track_released') this.published.delete(m.track);
         current().message(m);
       },

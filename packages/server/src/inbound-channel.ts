@@ -210,11 +210,11 @@ export class InboundChannel {
         return controls.requestKeyFrame(msg);
       case 'clip':
       case 'recording':
-        return this.#answerInOrder(msg.id, () => this.#c.recording?.answer(msg, this.#c.owner) ?? recordingDisabled(msg));
+        return this.#answerInOrder(() => this.#c.recording?.answer(msg, this.#c.owner) ?? recordingDisabled(msg));
       case 'request_control':
-        return this.#answerInOrder(msg.id, () => this.#handle!.requestControl(msg.id));
+        return this.#answerInOrder(() => this.#handle!.requestControl(msg.id));
       case 'release_control':
-        return this.#answerInOrder(msg.id, () => this.#handle!.releaseControl(msg.id));
+        return this.#answerInOrder(() => this.#handle!.releaseControl(msg.id));
     }
   }
 
@@ -222,7 +222,7 @@ export class InboundChannel {
   #command(handle: ClientHandle, cmd: CommandMessage): void {
     // The command's name and params are the host's to check (unknown_command, invalid_params, no_session).
     this.#pending++;
-    this.#answerInOrder(cmd.id, () =>
+    this.#answerInOrder(() =>
       handle.command(cmd).then((result) => {
         this.#pending--;
         return result;
@@ -235,15 +235,15 @@ export class InboundChannel {
    * answer still waits behind those of this connection's earlier messages.
    */
   #publishing(handle: ClientHandle, msg: PublishMessage | UnpublishMessage): void {
-    this.#answerInOrder(msg.id, () => (msg.type === 'publish' ? handle.publish(msg.id, msg.track) : handle.unpublish(msg.id, msg.track)));
+    this.#answerInOrder(() => (msg.type === 'publish' ? handle.publish(msg.id, msg.track) : handle.unpublish(msg.id, msg.track)));
   }
 
   /**
-   * Runs `run` (a host call that returns the answer to message `id`; the host never writes it to
+   * Runs `run` (a host call that returns the answer to one message; the host never writes it to
    * the sink) and sends the answer here, after the answers owed to earlier messages: every
    * answer of a connection goes out in arrival order.
    */
-  #answerInOrder(id: string, run: () => Promise<ReplyMessage | ErrorMessage> | ReplyMessage | ErrorMessage): void {
+  #answerInOrder(run: () => Promise<ReplyMessage | ErrorMessage> | ReplyMessage | ErrorMessage): void {
     this.#unanswered++;
     const answer = Promise.resolve(run()).then((result) => {
       this.#c.metrics.commands.inc({ code: result.type === 'reply' ? 'ok' : result.code });
