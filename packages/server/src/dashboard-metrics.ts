@@ -58,8 +58,42 @@ export async function readScalar(registry: Registry, name: string): Promise<Read
   return out;
 }
 
-/** A histogram's cumulative buckets, sum and count by label key; `undefined` when absent. */
-export async function readHistogram(registry: Registry, name: string): Promise<HistogramReading | undefined> {
+/** What a prom-client 15 `Histogram` keeps per label set (non-cumulative counts by upper bound). */
+interface HistogramInternals {
+  upperBounds: readonly number[];
+  hashMap: Record<string, { labels: Value['labels']; bucketValues: Record<string, number>; sum: number; count: number }>;
+  collect?: () => unknown;
+}
+
+/** The histogram's own per-series state, when it has prom-client 15's layout; else undefined. */
+function internals(metric: unknown): HistogramInternals | undefined {
+  const h = metric as Partial<HistogramInternals> | undefined;
+  return Array.isArray(h?.upperBounds) && typeof h.hashMap === 'object' && h.hashMap !== null ? (h as HistogramInternals) : undefined;
+}
+
+/**
+ * A histogram's cumulative buckets, sum and count by label key; `undefined` when absent.
+ *
+ * prom-client's `get()` builds one labelled object per bucket of every series (1.1-1.3 ms for
+ * 20 series of 13 buckets on the loaded 2-core dev machine, against 0.2-0.23 ms read as below): read once a second that would be most of the dashboard's
+ * cost. So a histogram with prom-client 15's own layout (`upperBounds`, `hashMap`) is read from
+ * it, after its `collect` as `get()` would; anything else through `get()` (`viaGet` forces it).
+ */
+export async function readHistogram(registry: Registry, name: string, viaGet = false): Promise<HistogramReading | undefined> {
+  const metric = registry.getSingleMetric(name);
+  if (!metric) return undefined;
+  const own = viaGet ? undefined : internals(metric);
+  if (own) {
+    if (typeof own.collect === 'function') await own.collect();
+    const series = new Map<string, { buckets: number[]; sum: number; count: number }>();
+    for (const e of Object.values(own.hashMap)) {
+      let acc = 0;
+      const buckets = own.upperBounds.map((b) => (acc += e.bucketValues[b] ?? 0));
+      buckets.push(e.count);
+      series.set(labelKey(e.labels), { buckets, sum: e.sum, count: e.count });
+    }
+    return { bounds: [...own.upperBounds, Infinity], series };
+  }
   const vs = await values(registry, name);
   if (!vs) return undefined;
   const bounds: number[] = [];

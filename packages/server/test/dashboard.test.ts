@@ -13,7 +13,7 @@ import type { SessionStatus } from '@reactor/protocol';
 import { mintToken } from '../src/index.js';
 import { DASHBOARD_HISTORY, DASHBOARD_METRICS, DashboardSampler, type DashboardData } from '../src/dashboard.js';
 import { DASHBOARD_EVENTS, DashboardEvents } from '../src/dashboard-events.js';
-import { bucketQuantile } from '../src/dashboard-metrics.js';
+import { bucketQuantile, readHistogram } from '../src/dashboard-metrics.js';
 import { usePatternServers } from './pattern-servers.js';
 
 const { start, cleanups } = usePatternServers();
@@ -59,6 +59,7 @@ describe('GET /dashboard/data', () => {
       expect.objectContaining({ id: client.clientId, role: 'controller', transport: 'websocket', codec: 'jpeg', tier: '-', connectedS: expect.any(Number) }),
     ]);
     expect(d.now.clients[0]!.framesSent).toBeGreaterThan(30);
+    expect(d.now.sampleCostUs.p50).toBeGreaterThan(0);
     expect(d.now.sampleCostUs.mean).toBeGreaterThan(0);
   }, 20_000);
 
@@ -238,6 +239,28 @@ describe('dashboard parts', () => {
     expect(d.t).toHaveLength(DASHBOARD_HISTORY);
     expect(d.absent).toEqual(Object.values(DASHBOARD_METRICS));
     expect(d.series).toEqual({});
+  });
+
+  it("reads a histogram from prom-client's own state exactly as through get()", async () => {
+    const reg = new Registry();
+    const h = new Histogram({ name: 'h_seconds', help: 'test', labelNames: ['command', 'transport'], buckets: [0.01, 0.1, 1], registers: [reg] });
+    const bare = new Histogram({ name: 'bare_seconds', help: 'test', buckets: [0.5], registers: [reg] });
+    for (const [v, command] of [
+      [0.005, 'a'],
+      [0.05, 'a'],
+      [0.5, 'b'],
+      [5, 'b'],
+      [0.1, 'a'],
+    ] as const)
+      h.observe({ command, transport: 'websocket' }, v);
+    bare.observe(0.2);
+    for (const name of ['h_seconds', 'bare_seconds']) {
+      const fast = await readHistogram(reg, name);
+      expect(fast).toEqual(await readHistogram(reg, name, true));
+      expect(fast!.bounds.at(-1)).toBe(Infinity);
+    }
+    expect((await readHistogram(reg, 'h_seconds'))!.series.get('command=a,transport=websocket')).toEqual({ buckets: [1, 3, 3, 3], sum: 0.155, count: 3 });
+    expect(await readHistogram(reg, 'missing_seconds')).toBeUndefined();
   });
 
   it('estimates quantiles from bucket counts as histogram_quantile does', () => {
