@@ -9,8 +9,18 @@
 //                      "share" is the p50 as a share of the second between samples
 //   dashboard.data     `GET /dashboard/data`'s body: the whole 10-minute ring (what a page asks first)
 //                      and one new sample (what it asks each second after), ms to build + JSON and KB
+//   dashboard.live     `reactor run` of the sample app (128x96, 1 wasm rank) with one client for 30 s:
+//                      the server's own figure of what a sample cost it (`now.sampleCostUs`: median and
+//                      mean of the samples kept), and the step time it measured meanwhile
 //
 // Run after `pnpm build`: node bench/dashboard.bench.mjs
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { connect } from '../packages/client/dist/index.js';
+import { WebSocket } from '../packages/server/node_modules/ws/wrapper.mjs';
 import { Counter, Gauge, Histogram } from '../packages/server/node_modules/prom-client/index.js';
 import { ServerMetrics } from '../packages/server/dist/metrics.js';
 import { DashboardSampler, DASHBOARD_HISTORY } from '../packages/server/dist/dashboard.js';
@@ -123,3 +133,52 @@ console.log(
     since_kb: one.kb,
   }),
 );
+
+// Live: the sample app served by `reactor run`, one client watching.
+const repo = join(dirname(fileURLToPath(import.meta.url)), '..');
+const dir = mkdtempSync(join(tmpdir(), 'dashboard-bench-'));
+writeFileSync(join(dir, 'config.yaml'), 'width: 128\nheight: 96\nframesPerChunk: 4\nworldSize: 1\ndevices: cpu\nbackend: wasm\n');
+writeFileSync(
+  join(dir, 'reactor.yaml'),
+  `runtime:\n  import: ${join(repo, 'apps/video/dist/index.js')}:VideoApp\n  config: config.yaml\n  weights_path: ${join(repo, 'apps/video/weights')}\nserver: { port: 0, encoding: jpeg }\n`,
+);
+const child = spawn(process.execPath, [join(repo, 'packages/cli/dist/main.js'), 'run', '--manifest', join(dir, 'reactor.yaml')], {
+  cwd: dir,
+  stdio: ['ignore', 'pipe', 'pipe'],
+});
+try {
+  const base = await new Promise((resolve, reject) => {
+    let out = '';
+    let err = '';
+    child.stderr.on('data', (d) => (err += d));
+    child.stdout.on('data', (d) => {
+      out += d;
+      const m = /Dashboard: (\S+)/.exec(out);
+      if (m) resolve(new URL(m[1]).origin);
+    });
+    child.once('exit', (code) => reject(new Error(`reactor run exited with ${code}: ${err}`)));
+  });
+  const client = await connect(base, { WebSocket, reconnect: false });
+  await new Promise((r) => setTimeout(r, 30_000));
+  const d = await (await fetch(`${base}/dashboard/data`)).json();
+  client.close();
+  const steps = d.series['step/mean'].filter((v) => v !== null);
+  console.log(
+    JSON.stringify({
+      bench: 'dashboard.live',
+      samples: d.t.length,
+      sample_cost_us_p50: d.now.sampleCostUs.p50,
+      sample_cost_us_mean: d.now.sampleCostUs.mean,
+      sample_cost_us_last: d.now.sampleCostUs.last,
+      share_of_second_pct: r3(d.now.sampleCostUs.p50 / 1e4),
+      step_ms_mean: r3(steps.reduce((a, b) => a + b, 0) / Math.max(1, steps.length)),
+      fps_last: d.series['fps/main_video']?.at(-1) ?? null,
+    }),
+  );
+} finally {
+  await new Promise((r) => {
+    child.once('exit', r);
+    child.kill('SIGTERM');
+  });
+  rmSync(dir, { recursive: true, force: true });
+}

@@ -103,7 +103,7 @@ export function renderDashboardPage(o: { title: string; basePath?: string }): st
   <span class="spacer"></span>
   <span class="badge" id="session">session: -</span>
   <span class="badge" id="poll">connecting</span>
-  <span class="muted" id="cost" title="the server's cost of one sample (once a second)">sampling -</span>
+  <span class="muted" id="cost" title="the server's cost of one sample (once a second), median of the last 10 minutes">sampling -</span>
 </header>
 <main>
   <div class="tiles">

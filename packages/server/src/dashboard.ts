@@ -91,8 +91,8 @@ export interface DashboardData {
     loadProgress: number | null;
     /** Time to first frame over the server's life, ms, `null` when absent or never observed. */
     firstFrameMs: { p50: number | null; p99: number | null; count: number } | null;
-    /** Sampling cost, µs: the last sample and the mean of those kept. */
-    sampleCostUs: { last: number; mean: number };
+    /** Sampling cost, µs: the last sample, the median and the mean of those kept. */
+    sampleCostUs: { last: number; p50: number; mean: number };
   };
   /** Recent errors and warnings, newest first. */
   events: DashboardEvent[];
@@ -293,6 +293,7 @@ export class DashboardSampler {
         firstFrameMs,
         sampleCostUs: {
           last: round(costs[costs.length - 1] ?? 0, 1),
+          p50: round([...costs].sort((a, b) => a - b)[Math.floor(costs.length / 2)] ?? 0, 1),
           mean: round(costs.reduce((a, b) => a + b, 0) / Math.max(1, costs.length), 1),
         },
       },

@@ -46,7 +46,7 @@ interface Data {
     clients: Client[];
     loadProgress: number | null;
     firstFrameMs: { p50: number | null; p99: number | null; count: number } | null;
-    sampleCostUs: { last: number; mean: number };
+    sampleCostUs: { last: number; p50: number; mean: number };
   };
   events: Event[];
 }
@@ -165,7 +165,7 @@ function render(d: Data): void {
   const badge = $('session');
   badge.textContent = `session: ${s.refused !== undefined ? 'not stepping' : s.state} · ${s.clients} client${s.clients === 1 ? '' : 's'}`;
   badge.className = `badge ${s.state === 'failed' ? 'err' : s.refused !== undefined || s.state === 'loading' ? 'warn' : 'ok'}`;
-  $('cost').textContent = `sampling ${d.now.sampleCostUs.mean.toFixed(0)} µs/s`;
+  $('cost').textContent = `sampling ${d.now.sampleCostUs.p50.toFixed(0)} µs/s`;
   $('tile-clients').textContent = String(d.now.clients.length);
   const ff = d.now.firstFrameMs;
   $('tile-first-frame').textContent = ff === null || ff.count === 0 ? 'no data yet' : `${ff.p50?.toFixed(0)} / ${ff.p99?.toFixed(0)} ms (${ff.count})`;
