@@ -283,6 +283,21 @@ describe('dashboard parts', () => {
     expect(events.list()[0]!.message.length).toBe(500);
   });
 
+  it("records the session's error and each new reason for not stepping once, as the status changes", async () => {
+    const events = new DashboardEvents();
+    const sampler = new DashboardSampler({ registry: new Registry(), events, clients: () => [], status: () => ({ state: 'ready', clients: 0 }) });
+    sampler.status({ state: 'streaming', clients: 1 });
+    sampler.status({ state: 'streaming', clients: 1, refused: 'paused' });
+    sampler.status({ state: 'streaming', clients: 2, refused: 'paused' });
+    sampler.status({ state: 'streaming', clients: 2 });
+    sampler.status({ state: 'ready', clients: 0, error: { code: 'step_failed', message: 'the model threw: out of memory' } });
+    sampler.status({ state: 'ready', clients: 0, error: { code: 'step_failed', message: 'the model threw: out of memory' } });
+    expect(events.list().map((e) => [e.level, e.source, e.code, e.message, e.count])).toEqual([
+      ['error', 'session', 'step_failed', 'the model threw: out of memory', 1],
+      ['warn', 'session', undefined, 'the app is not stepping: paused', 1],
+    ]);
+  });
+
   it("records a tapped logger's warnings and errors and passes every line through", () => {
     const lines: string[] = [];
     const sink =
