@@ -21,7 +21,6 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { connect } from '../packages/client/dist/index.js';
 import { WebSocket } from '../packages/server/node_modules/ws/wrapper.mjs';
-import { Counter, Gauge, Histogram } from '../packages/server/node_modules/prom-client/index.js';
 import { ServerMetrics } from '../packages/server/dist/metrics.js';
 import { DashboardSampler, DASHBOARD_HISTORY } from '../packages/server/dist/dashboard.js';
 import { DashboardEvents } from '../packages/server/dist/dashboard-events.js';
@@ -34,6 +33,10 @@ const pct = (xs, p) => {
 
 const metrics = new ServerMetrics();
 const reg = metrics.registry;
+// prom-client's classes, as the server has them (the root package does not depend on prom-client).
+const Histogram = metrics.stepSeconds.constructor;
+const Gauge = metrics.clients.constructor;
+const Counter = metrics.framesSent.constructor;
 const LAT = [0.016, 0.033, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2, 5];
 const c2p = new Histogram({ name: 'reactor_command_to_pixel_seconds', help: 'b', labelNames: ['command', 'transport'], buckets: LAT, registers: [reg] });
 const ttff = new Histogram({ name: 'reactor_time_to_first_frame_seconds', help: 'b', labelNames: ['transport'], buckets: LAT, registers: [reg] });
