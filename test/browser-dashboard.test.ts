@@ -144,6 +144,9 @@ describe('the live dashboard in Chromium (reactor run of the sample app)', () =>
         expect(text).toBe(data.absent.includes(spec.metric) ? `no data yet (this server has no ${spec.metric})` : 'no data yet');
         expect((await seriesPixels(page, spec.id)).width, spec.id).toBe(0);
       }
+      // Live: a second later the page has polled again and the charts have more points.
+      const before = (await charts(page))['fps']!.points;
+      await expect.poll(async () => (await charts(page))['fps']!.points, { timeout: 10_000 }).toBeGreaterThan(before);
       expect(await page.textContent('#tile-clients')).toBe('1');
       expect(await page.textContent('#session')).toMatch(/^session: streaming · 1 client$/);
       expect(await page.textContent('#poll')).toBe('live');
