@@ -235,7 +235,7 @@ export class DashboardSampler {
     }
     this.#clientEvents(scalars.get(M.commandResults), prev.scalars.get(M.commandResults), scalars.get(M.rejected), prev.scalars.get(M.rejected));
     this.#clients(); // keeps each client's first-seen time, whether or not a page asks
-    this.#ring.push({ t: Date.now() / 1000, values });
+    this.#ring.push({ t: Date.now() / 1000, values }); // whole ms: `t` as answered is the same number, so `?since=` never repeats a sample
     if (this.#ring.length > DASHBOARD_HISTORY) this.#ring.shift();
   }
 
@@ -283,7 +283,7 @@ export class DashboardSampler {
     return {
       intervalMs: DASHBOARD_INTERVAL_MS,
       historyS: (DASHBOARD_HISTORY * DASHBOARD_INTERVAL_MS) / 1000,
-      t: samples.map((x) => round(x.t)),
+      t: samples.map((x) => x.t),
       series,
       absent,
       now: {
