@@ -332,6 +332,9 @@ export async function runCommand(o: CliOptions, logger: Logger): Promise<void> {
     installShutdownHandlers(closingFor(server, agones), { onSignal: (s) => logger.info(`${s}: closing clients and shutting the app down`) }),
   );
   process.stdout.write(`Viewer: ${viewer.href}\n`);
+  const dashboard = new URL('/dashboard', viewer);
+  dashboard.search = viewer.search;
+  process.stdout.write(`Dashboard: ${dashboard.href}\n`);
 }
 
 /** `reactor schema`: the app's schema as JSON, without loading the model. */

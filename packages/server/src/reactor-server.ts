@@ -1,6 +1,7 @@
 /**
  * The HTTP + WebSocket server of one app host: `GET /` (viewer), `/viewer/*` (its modules),
- * `GET /schema`, `GET /health` (+ `/health/live`, `/health/ready`), `GET /metrics`, the upload,
+ * `GET /schema`, `GET /health` (+ `/health/live`, `/health/ready`), `GET /metrics`, `GET /dashboard`
+ * (+ `/dashboard/data`, sampled once a second: `dashboard.ts`), the upload,
  * clip and recording routes (one route table: `server-routes.ts`), and the WebSocket upgrade on
  * `options.path`. Session limits and resume holds: `session-keeper.ts`.
  */
@@ -14,6 +15,8 @@ import { authorize, type AccessDenial, type AccessPolicy } from './auth.js';
 import type { Grant } from './tokens.js';
 import { ServerErrorCode } from './errors.js';
 import { ClientConnection, type ConnectionInfo } from './connection.js';
+import { DashboardSampler, dashboardClient } from './dashboard.js';
+import { DashboardEvents } from './dashboard-events.js';
 import { FrameDecoder } from './frame-decoder.js';
 import { FrameEncoder } from './frame-encoder.js';
 import { decodeImage } from './image-decoder.js';
@@ -45,6 +48,8 @@ export class ReactorServer {
   readonly metrics = new ServerMetrics();
   readonly options: ResolvedServerOptions;
   readonly #log: Logger;
+  /** The live dashboard's samples and its ring of recent errors and warnings. */
+  readonly #dashboard: DashboardSampler;
   readonly #http: Server;
   readonly #wss: WebSocketServer;
   readonly #connections = new Set<ClientConnection>();
@@ -80,7 +85,15 @@ export class ReactorServer {
     this.host = host;
     // A logger without child() (a plain object written before @reactor/log) is used as it is.
     const given = this.options.logger;
-    this.#log = typeof given.child === 'function' ? given.child({ component: 'server' }) : given;
+    const events = new DashboardEvents();
+    // Every warning and error the server logs is also kept for the dashboard's recent errors.
+    this.#log = events.tap(typeof given.child === 'function' ? given.child({ component: 'server' }) : given);
+    this.#dashboard = new DashboardSampler({
+      registry: this.metrics.registry,
+      events,
+      status: () => host.status,
+      clients: () => [...this.#connections].map(dashboardClient),
+    });
     this.#encoder = new FrameEncoder(this.options.encoding, this.options.jpegQuality, this.metrics);
     this.#decoder = new FrameDecoder(this.metrics);
     const inbound = host.schema.tracks.filter((t) => t.direction === 'in');
@@ -111,10 +124,12 @@ export class ReactorServer {
       recording: this.#recording,
       assets: this.#assets,
       uploads,
+      dashboard: this.#dashboard,
       health: () => this.health(),
     });
     let session: string | undefined;
     const offStatus = host.onStatus?.((s) => {
+      this.#dashboard.status(s);
       // The session ended (or another began): its encoders' references are gone with it.
       if (s.sessionId !== session) {
         this.#video.endSession();
@@ -213,6 +228,7 @@ export class ReactorServer {
     this.#port = typeof addr === 'object' && addr ? addr.port : this.options.port;
     this.#heartbeat = setInterval(() => this.#beat(), this.options.heartbeatMs);
     this.#heartbeat.unref();
+    this.#dashboard.start();
     return this;
   }
 
@@ -324,6 +340,7 @@ export class ReactorServer {
 
   async #close(): Promise<void> {
     if (this.#heartbeat) clearInterval(this.#heartbeat);
+    this.#dashboard.stop();
     this.#sessions.close();
     this.#offStep?.();
     this.#offStatus?.();

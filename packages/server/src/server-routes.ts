@@ -7,6 +7,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { TOKEN_COOKIE } from './auth.js';
+import type { DashboardSampler } from './dashboard.js';
+import { dashboardSecurityHeaders, renderDashboardPage } from './dashboard-page.js';
 import { ServerErrorCode } from './errors.js';
 import { RouteTable, sendBody, sendError, sendJson, writeHttpError } from './http.js';
 import type { ServerMetrics } from './metrics.js';
@@ -31,6 +33,8 @@ export interface ServerRoutesContext {
   recording: RecordingService | undefined;
   assets: ViewerAssets;
   uploads: UploadRoutes;
+  /** The live dashboard's samples (`/dashboard`, `/dashboard/data`). */
+  dashboard: DashboardSampler;
   health(): HealthReport;
 }
 
@@ -44,12 +48,15 @@ export function serverRoutes(c: ServerRoutesContext): RouteTable<ServerRoute> {
     const error = { code: ServerErrorCode.NotReady, message: `not ready: ${h.reasons.map((x) => x.message).join('; ')}` };
     return sendJson(res, 503, url.pathname === '/health' ? { ...h, error } : { ready: false, reasons: h.reasons, error });
   };
-  const viewerPage = (req: IncomingMessage, res: ServerResponse, url: URL): void => {
+  const tokenCookie = (res: ServerResponse, url: URL): void => {
     const token = url.searchParams.get('token');
     if ((c.options.token !== undefined || c.options.verifier !== undefined) && token !== null) {
-      // Lets the page's module scripts and its socket carry the token without putting it in every URL.
+      // Lets the page's module scripts, its socket and its data requests carry the token without putting it in every URL.
       res.setHeader('Set-Cookie', `${TOKEN_COOKIE}=${encodeURIComponent(token)}; HttpOnly; SameSite=Strict; Path=/`);
     }
+  };
+  const viewerPage = (req: IncomingMessage, res: ServerResponse, url: URL): void => {
+    tokenCookie(res, url);
     // Behind a session router the page lives under /s/{instance}: its scripts and socket are asked for there.
     const basePath = viewerBasePath(req.headers['x-forwarded-prefix']);
     const html = renderViewerPage({ title: c.host.schema.app.name, wsPath: c.options.path, basePath, recording: c.recording !== undefined });
@@ -81,6 +88,35 @@ export function serverRoutes(c: ServerRoutesContext): RouteTable<ServerRoute> {
       handler: token(async (_req, res) => {
         const text = await c.metrics.registry.metrics();
         return sendBody(res, 200, c.metrics.registry.contentType, text);
+      }),
+    },
+    {
+      methods: GET,
+      path: '/dashboard',
+      handler: token((req, res, url) => {
+        tokenCookie(res, url);
+        const basePath = viewerBasePath(req.headers['x-forwarded-prefix']);
+        res.setHeader('Cache-Control', 'no-store');
+        for (const [name, value] of Object.entries(dashboardSecurityHeaders(basePath))) res.setHeader(name, value);
+        return sendBody(res, 200, 'text/html; charset=utf-8', renderDashboardPage({ title: c.host.schema.app.name, basePath }));
+      }),
+    },
+    {
+      methods: GET,
+      path: '/dashboard/data',
+      handler: token(async (_req, res, url) => {
+        const raw = url.searchParams.get('since');
+        const since = raw === null ? undefined : Number(raw);
+        if (since !== undefined && (raw!.trim() === '' || !Number.isFinite(since))) {
+          return sendError(
+            res,
+            400,
+            ServerErrorCode.BadRequest,
+            `since must be a time in seconds since the epoch (the last "t" the page has), got ${JSON.stringify(raw)}`,
+          );
+        }
+        res.setHeader('Cache-Control', 'no-store');
+        return sendJson(res, 200, await c.dashboard.data(since));
       }),
     },
     {

@@ -8,7 +8,7 @@ import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join, resolve, sep } from 'node:path';
 import { ReactorError } from '@reactor/runtime';
-import { VIEWER_ENTRY, clientModulesDir, protocolModulesDir, viewerModulesDir } from '@reactor/viewer';
+import { VIEWER_ENTRY, clientModulesDir, protocolModulesDir, uplotModulesDir, viewerModulesDir } from '@reactor/viewer';
 import { ServerErrorCode } from './errors.js';
 
 /** A browser module served by the server. */
@@ -28,18 +28,28 @@ export class ViewerNotBuiltError extends ReactorError {
 /**
  * Resolves and reads one viewer asset by URL path below `/viewer/`: `app.js` (the viewer) and
  * `<module>.js` (the viewer's other modules, which `app.js` imports relative to itself),
- * `client/<file>.js` (the client SDK), `protocol/<file>.js` (the wire protocol the SDK imports).
+ * `client/<file>.js` (the client SDK), `protocol/<file>.js` (the wire protocol the SDK imports),
+ * `uplot/uPlot.esm.js` and `uplot/uPlot.min.css` (the dashboard's chart library).
  * Returns undefined for anything else (404).
  */
 export class ViewerAssets {
   readonly #viewer = viewerModulesDir();
   readonly #client = clientModulesDir();
   readonly #protocol = protocolModulesDir();
+  readonly #uplot = uplotModulesDir();
   readonly #cache = new Map<string, Asset>();
 
   async get(rel: string): Promise<Asset | undefined> {
     const cached = this.#cache.get(rel);
     if (cached) return cached;
+    if (rel === 'uplot/uPlot.esm.js' || rel === 'uplot/uPlot.min.css') {
+      const asset = {
+        body: await readFile(join(this.#uplot, rel.slice('uplot/'.length))),
+        contentType: rel.endsWith('.css') ? 'text/css; charset=utf-8' : 'text/javascript; charset=utf-8',
+      };
+      this.#cache.set(rel, asset);
+      return asset;
+    }
     const ownModule = /^[a-z0-9-]+\.js$/.test(rel);
     const base = ownModule
       ? this.#viewer

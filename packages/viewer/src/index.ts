@@ -35,3 +35,12 @@ export function protocolModulesDir(): string {
   const require = createRequire(import.meta.url);
   return join(dirname(require.resolve('@reactor/protocol/package.json')), 'dist');
 }
+
+/**
+ * Folder of uPlot's built files (`uPlot.esm.js`, `uPlot.min.css`), which the dashboard page
+ * loads (served as `/viewer/uplot/<file>`): a dependency of this package, resolved, not imported.
+ */
+export function uplotModulesDir(): string {
+  const require = createRequire(import.meta.url);
+  return join(dirname(require.resolve('uplot/package.json')), 'dist');
+}
