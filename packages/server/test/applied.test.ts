@@ -7,7 +7,8 @@
 import { describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { CommandFailedError, connect, type AppliedInfo, type AppliedMessage, type ReactorClient } from '@reactor/client';
-import { serve, type ReactorServer } from '../src/index.js';
+import { AppHost } from '@reactor/runtime';
+import { HostSwitch, serve, serveHost, type ReactorServer } from '../src/index.js';
 import { quiet, useCleanups } from './fixtures/cleanups.js';
 import { until } from './fixtures/net.js';
 import { painterApp, readPainted } from './fixtures/painter-app.js';
@@ -52,7 +53,7 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 
 describe('applied-at: the frame named is the first that shows the command', () => {
   it('for 100 random setter and event commands at random times, never earlier, never later', { timeout: 60_000 }, async () => {
-    const server = await start({ fps: 100, framesPerStep: 2 });
+    const server = await start({ fps: 60, framesPerStep: 2 });
     const { client, shown } = await watcher(server);
     const random = rng(26);
     const used = new Set<number>([0]);
@@ -78,6 +79,10 @@ describe('applied-at: the frame named is the first that shows the command', () =
     const outcomes = await Promise.all(sent.map((s) => s.applied));
     const last = Math.max(...outcomes.map((o) => (o.outcome === 'applied' ? o.seq : 0)));
     await until(() => [...shown.keys()].some((seq) => seq >= last), 10_000, `frame ${last}`);
+    // One video track, no audio: seqs run on by one. Every frame came (raw RGB on loopback, a
+    // reading client), so the frame just before each named one is there to be looked at.
+    const seqs = [...shown.keys()].sort((x, y) => x - y);
+    expect(seqs.at(-1)! - seqs[0]! + 1, 'frames missing (dropped for a slow client?)').toBe(seqs.length);
 
     let applied = 0;
     for (const [i, s] of sent.entries()) {
@@ -86,7 +91,7 @@ describe('applied-at: the frame named is the first that shows the command', () =
       if (o.outcome === 'applied') {
         applied++;
         expect(o.track).toBe('main');
-        // Every frame came (raw RGB on loopback, a reading client): the one named shows it, none before it did.
+        // The one named shows it, none before it did.
         expect(shown.get(o.seq)?.[s.kind], `command ${i} (${s.kind} ${s.v}) named frame ${o.seq}`).toBe(s.v);
         expect(Math.min(...showing), `command ${i}: the first frame showing ${s.v}`).toBe(o.seq);
       } else {
@@ -104,8 +109,11 @@ describe('applied-at: the outcomes that name no frame', () => {
   it('superseded: a later setter on the same field ran before any step made a frame of the first; other keys are not', async () => {
     const server = await start();
     const { client, shown } = await watcher(server);
-    // `slow` holds the step lock: the three commands behind it run one after the other, no step between.
-    const slow = client.command('slow', { ms: 300 });
+    // `slow` holds the step lock; the step loop's next turn queues behind it (within a step and
+    // a frame interval); the three commands, sent later, queue behind both and run one after the
+    // other: the loop asks for its next turn only once the step before them ran.
+    const slow = client.command('slow', { ms: 500 });
+    await sleep(150);
     const a = client.command('set_value', { value: 11 });
     const b = client.command('paint', { value: 12 });
     const c = client.command('set_value', { value: 13 });
@@ -229,5 +237,27 @@ describe('applied-at in @reactor/client: commands that get no applied', () => {
     const late = client.command('set_value', { value: 6 });
     const err = await late.catch((e: unknown) => e);
     await expect(late.applied).rejects.toBe(err);
+  });
+
+  it('a reload of the app (reactor dev: a new welcome on the same socket) ends the outcomes still owed', async () => {
+    const first = new AppHost(painterApp(), { gracePeriodMs: 0, logger: quiet });
+    await first.load();
+    const swap = new HostSwitch(first, quiet);
+    const server = await serveHost(swap, { port: 0, logger: quiet, encoding: 'rgb' });
+    cleanups.push(() => server.close());
+    const client = await connect(server.url, { WebSocket, reconnect: false });
+    cleanups.push(() => client.close());
+    await client.command('set_blank', { blank: true });
+    const owed = client.command('set_value', { value: 5 });
+    await owed;
+    const welcomes: number[] = [];
+    client.on('welcome', () => welcomes.push(welcomes.length));
+    const { loadError } = await swap.replace(new AppHost(painterApp(), { gracePeriodMs: 0, logger: quiet }), { load: (h) => h.load() });
+    expect(loadError).toBeUndefined();
+    await expect(owed.applied).resolves.toEqual({ outcome: 'ended' });
+    expect(welcomes).toHaveLength(1);
+    // The new host acknowledges the commands it runs.
+    const next = client.command('set_value', { value: 6 });
+    await expect(next.applied).resolves.toMatchObject({ outcome: 'applied', track: 'main' });
   });
 });
