@@ -148,7 +148,9 @@ describe('reactor run: where the time goes and progress while loading', () => {
     await new Promise<void>((r) => client.on('frame', () => ++frames === 20 && r()));
     const metrics = await until(
       async () => (await fetch(`${base}/metrics`)).text(),
-      (m) => series(m, 'reactor_rank_gpu_busy_ratio', '{rank="0"}') !== undefined && STAGES.every((s) => (series(m, 'reactor_step_stage_seconds_count', `{stage="${s}"}`) ?? 0) > 0),
+      (m) =>
+        series(m, 'reactor_rank_gpu_busy_ratio', '{rank="0"}') !== undefined &&
+        STAGES.every((s) => (series(m, 'reactor_step_stage_seconds_count', `{stage="${s}"}`) ?? 0) > 0),
       10_000,
       'stage and GPU metrics',
     );
@@ -169,7 +171,12 @@ describe('reactor run: where the time goes and progress while loading', () => {
     const command = [process.execPath, cli, 'run', '--manifest', join(dir, 'reactor.yaml')].map((a) => `'${a}'`).join(' ');
     // script gives the command a pseudo-terminal and copies what it draws to its own stdout.
     const go = join(dir, 'go');
-    const child = spawn('script', ['-qfc', command, '/dev/null'], { cwd: dir, stdio: ['pipe', 'pipe', 'pipe'], detached: true, env: { ...process.env, REACTOR_TEST_GO: go } });
+    const child = spawn('script', ['-qfc', command, '/dev/null'], {
+      cwd: dir,
+      stdio: ['pipe', 'pipe', 'pipe'],
+      detached: true,
+      env: { ...process.env, REACTOR_TEST_GO: go },
+    });
     cleanups.push(() => stop(child, true));
     const out = { text: '' };
     child.stdout.on('data', (d: Buffer) => (out.text += d.toString()));

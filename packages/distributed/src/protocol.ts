@@ -173,14 +173,7 @@ export interface GpuBusyMessage {
   ratio: number;
 }
 export type ChildMessage =
-  | LoadedMessage
-  | LoadFailedMessage
-  | ResultMessage
-  | CallFailedMessage
-  | CollectiveMessage
-  | FatalMessage
-  | LoadProgressMessage
-  | GpuBusyMessage;
+  LoadedMessage | LoadFailedMessage | ResultMessage | CallFailedMessage | CollectiveMessage | FatalMessage | LoadProgressMessage | GpuBusyMessage;
 
 const PARENT_TAGS = new Set(['init', 'call', 'cancel', 'collGo', 'exit']);
 const CHILD_TAGS = new Set(['loaded', 'loadFailed', 'result', 'failed', 'coll', 'fatal', 'progress', 'gpu']);

@@ -47,7 +47,12 @@ describe('DistributedRunner load progress', () => {
     ['Python', pyRunner],
   ] as const) {
     it(`averages its ${kind} ranks' reports, names the least advanced rank, and publishes them in the context that started it`, async () => {
-      const runner = make({ reports: [[0.5, 'reading weights'], [0.8, 'compiling']] });
+      const runner = make({
+        reports: [
+          [0.5, 'reading weights'],
+          [0.8, 'compiling'],
+        ],
+      });
       const events: RunnerLoadProgress[] = [];
       runner.on('progress', (p) => events.push({ ...p }));
       const als = new AsyncLocalStorage<string>();
@@ -80,7 +85,9 @@ describe('DistributedRunner load progress', () => {
 
   it('fails the load of a TypeScript rank whose report has no stage', async () => {
     const runner = tsRunner({ reports: [[0.5, '  ']] }, 1);
-    await expect(runner.start()).rejects.toThrow(`ProgressWorker.reportProgress(): stage must be a non-empty string saying what the rank is doing ('reading weights', 'compiling'), got "  "`);
+    await expect(runner.start()).rejects.toThrow(
+      `ProgressWorker.reportProgress(): stage must be a non-empty string saying what the rank is doing ('reading weights', 'compiling'), got "  "`,
+    );
   });
 
   it('fails the load of a Python rank whose report is out of range, saying what a report must be', async () => {

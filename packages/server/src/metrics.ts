@@ -244,8 +244,8 @@ export class ServerMetrics {
   readonly stepStageSeconds = new Histogram({
     name: 'reactor_step_stage_seconds',
     help:
-      'Where a step\'s time goes, by stage: process_input, generate (and inside it, for an app on a DistributedRunner, runner_dispatch, runner_ranks, runner_handback), ' +
-      'process_output; encode (once per frame, shared by clients); queue (a frame waiting in a client\'s outbound queue once encoded); send (a frame handed to the socket until written), seconds.',
+      "Where a step's time goes, by stage: process_input, generate (and inside it, for an app on a DistributedRunner, runner_dispatch, runner_ranks, runner_handback), " +
+      "process_output; encode (once per frame, shared by clients); queue (a frame waiting in a client's outbound queue once encoded); send (a frame handed to the socket until written), seconds.",
     labelNames: ['stage'],
     buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
     registers: [this.registry],

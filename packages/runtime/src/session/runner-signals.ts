@@ -35,7 +35,9 @@ export function checkProgressReport(ratio: unknown, stage: unknown, where: strin
     throw new RangeError(`${where}: ratio must be a number from 0 to 1 (0.63 for 63 %), got ${JSON.stringify(ratio) ?? String(ratio)}`);
   }
   if (typeof stage !== 'string' || stage.trim() === '') {
-    throw new TypeError(`${where}: stage must be a non-empty string saying what the app is doing ('reading weights', 'compiling'), got ${JSON.stringify(stage) ?? String(stage)}`);
+    throw new TypeError(
+      `${where}: stage must be a non-empty string saying what the app is doing ('reading weights', 'compiling'), got ${JSON.stringify(stage) ?? String(stage)}`,
+    );
   }
   return stage.trim().slice(0, MAX_STAGE_CHARS);
 }

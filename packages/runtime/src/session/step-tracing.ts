@@ -7,10 +7,11 @@
  * `reactor.process_input`, `reactor.generate` (and per runner call `reactor.runner.dispatch`,
  * `reactor.runner.ranks`, `reactor.runner.handback`), `reactor.process_output`.
  */
+import type * as OtelApiModule from '@opentelemetry/api';
 import type { Context, Span, Tracer } from '@opentelemetry/api';
 import type { RunnerCallTiming, StepSample } from './step-stages.js';
 
-type OtelApi = typeof import('@opentelemetry/api');
+type OtelApi = typeof OtelApiModule;
 
 /** The tracer name the spans are made with. */
 export const TRACER_NAME = '@reactor/runtime';
