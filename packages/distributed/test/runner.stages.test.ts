@@ -7,10 +7,11 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DistributedRunner, RUNNER_CALL_CHANNEL, RUNNER_PROGRESS_CHANNEL, pythonWorker, type RunnerCallTiming, type RunnerLoadProgress } from '../src/index.js';
-import { ProgressWorker } from './fixtures/progress.mjs';
-import { captureLogger } from './helpers.js';
+import { captureLogger, fixture } from './helpers.js';
 import { FIXTURES, PY } from './python-helpers.js';
 
+// A plain-JS fixture (typed loosely, as the other fixtures are).
+const { ProgressWorker } = (await fixture('progress')) as { ProgressWorker: any };
 const runners: DistributedRunner<any, any, any>[] = [];
 afterEach(async () => {
   for (const r of runners.splice(0)) await r.shutdown();
