@@ -17,6 +17,7 @@ import { runDoctor } from './doctor.js';
 import { CliErrorCode } from './errors.js';
 import { findStaleBuild, staleBuildMessage } from './stale-build.js';
 import { flagList, hostProblem, listProblems, originProblem } from './exposure.js';
+import { showLoadProgress } from './load-progress.js';
 
 /** An app class as the CLI imports it: constructible, with the optional typed statics. */
 export type ReactorAppClass = (new () => ReactorApp<any, any, any, any>) & AppStatics;
@@ -250,9 +251,13 @@ export async function serveApp(
   }
   const agones = o.agones === true || m.agones.enabled ? await startAgonesFor(server, m, logger) : undefined;
   onServing?.(server, agones);
+  // The viewer works while the app loads (it shows the load's progress): say where it is now.
+  logger.info(`listening on ${server.url} while the app loads`);
+  const hideProgress = showLoadProgress(server.host, process.stderr, logger);
   try {
     await server.loaded;
   } catch (err) {
+    hideProgress();
     // No Shutdown(): the process exits 1 and Agones replaces the GameServer whose container failed.
     agones?.stop();
     await server.close();
@@ -260,6 +265,7 @@ export async function serveApp(
     const where = typeof rank === 'number' ? ` (in rank ${rank}'s load(); its stack is in the log above)` : '';
     throw new ReactorError(CliErrorCode.AppLoadFailed, `loading ${name} failed${where}: ${(err as Error).message}`, { cause: err });
   }
+  hideProgress();
   logger.info(`ready in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   const viewer = new URL(server.url);
   if (s.token !== undefined) viewer.searchParams.set('token', s.token);

@@ -6,6 +6,9 @@ export { DistributedRunner, RUNNER_TRANSITIONS } from './runner/distributed-runn
 export type { CallOptions, DistributedRunnerEvents, RankExitInfo, RunnerStateName, SharedResult, StallInfo } from './runner/distributed-runner.js';
 export { DEFAULT_CALL_TIMEOUT_MS, DEFAULT_CANCEL_TIMEOUT_MS, DEFAULT_STALL_MS, DEFAULT_START_TIMEOUT_MS } from './runner/options.js';
 export type { DistributedRunnerOptions } from './runner/options.js';
+export { RUNNER_CALL_CHANNEL, RUNNER_GPU_CHANNEL, RUNNER_PROGRESS_CHANNEL } from './runner/runner-channels.js';
+export type { RankGpuBusy, RunnerCallTiming, RunnerLoadProgress } from './runner/runner-channels.js';
+export { MAX_PROGRESS_STAGE_CHARS } from './worker/progress-report.js';
 export { SelfHealingRunner } from './runner/self-healing-runner.js';
 export type { SelfHealingRunnerOptions } from './runner/self-healing-runner.js';
 export { DistributedWorker } from './worker/distributed-worker.js';

@@ -9,7 +9,7 @@ import { ProtocolError } from './errors.js';
 import type { FaultSpec } from './faults.js';
 
 /** Bumped whenever a message shape changes; the child refuses a parent of another version. */
-export const PROTOCOL_VERSION = 3;
+export const PROTOCOL_VERSION = 4;
 
 /** Where a payload lies: a shared-memory segment name and the byte length of the message in it. */
 export interface SlotRef {
@@ -160,10 +160,23 @@ export interface FatalMessage {
   t: 'fatal';
   error: WireError;
 }
-export type ChildMessage = LoadedMessage | LoadFailedMessage | ResultMessage | CallFailedMessage | CollectiveMessage | FatalMessage;
+/** The rank's load progress (`reportProgress(ratio, stage)` in its `load()`), checked by the rank before it is sent. */
+export interface LoadProgressMessage {
+  t: 'progress';
+  /** 0..1 */
+  ratio: number;
+  stage: string;
+}
+/** The rank's GPU busy ratio (0..1), sampled at most once a second where the rank knows it. */
+export interface GpuBusyMessage {
+  t: 'gpu';
+  ratio: number;
+}
+export type ChildMessage =
+  LoadedMessage | LoadFailedMessage | ResultMessage | CallFailedMessage | CollectiveMessage | FatalMessage | LoadProgressMessage | GpuBusyMessage;
 
 const PARENT_TAGS = new Set(['init', 'call', 'cancel', 'collGo', 'exit']);
-const CHILD_TAGS = new Set(['loaded', 'loadFailed', 'result', 'failed', 'coll', 'fatal']);
+const CHILD_TAGS = new Set(['loaded', 'loadFailed', 'result', 'failed', 'coll', 'fatal', 'progress', 'gpu']);
 
 function tagOf(value: unknown): unknown {
   return typeof value === 'object' && value !== null ? (value as { t?: unknown }).t : undefined;

@@ -99,6 +99,12 @@ export interface SessionStatus {
    */
   refused?: string;
   /**
+   * While `loading`: how far the app's `load()` is (0..1) and what it is doing (`reading
+   * weights`, `rank 1: compiling`), once the app (`context.reportProgress`) or its runner's
+   * ranks (`reportProgress` / `report_progress`) reported it. Absent before the first report.
+   */
+  progress?: { ratio: number; stage: string };
+  /**
    * The instance that serves this session, when the server runs as one of many (scale-out: the
    * Agones GameServer name, once the instance knows it). Absent for a lone server.
    */

@@ -67,6 +67,8 @@ export {
 export type { UploadErrorCode } from './errors/errors.js';
 export { AppHost, DEFAULT_GRACE_PERIOD_MS, DEFAULT_REFUSAL_BACKOFF_MS, DEFAULT_STATS_INTERVAL_MS } from './session/host.js';
 export type { AppHostOptions, HostCounters } from './session/host.js';
+export type { RunnerStages, StepSample } from './session/step-stages.js';
+export type { LoadProgressReport } from './session/runner-signals.js';
 export type { Client } from './session/client.js';
 export type { Logger } from '@reactor/log';
 export { ReadinessCode } from './session/readiness.js';

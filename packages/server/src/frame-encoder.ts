@@ -84,7 +84,9 @@ export class FrameEncoder {
     const out = Buffer.allocUnsafe(header.byteLength + payload.byteLength);
     out.set(header, 0);
     out.set(payload, header.byteLength);
-    this.#metrics.encodeSeconds.observe((performance.now() - start) / 1000);
+    const seconds = (performance.now() - start) / 1000;
+    this.#metrics.encodeSeconds.observe(seconds);
+    this.#metrics.stage.encode.observe(seconds);
     return out;
   }
 }

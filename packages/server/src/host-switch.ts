@@ -272,6 +272,10 @@ export class HostSwitch implements ServableHost {
     return () => this.#stepListeners.delete(listener);
   }
 
+  rankGpuBusy(): readonly { rank: number; ratio: number }[] {
+    return this.#current.rankGpuBusy?.() ?? [];
+  }
+
   /**
    * Moves every client to `next` (see the module comment); the old host is closed. Resolves once
    * the clients are connected to it, with the load error if `load` failed (the host stays in, failed).

@@ -239,6 +239,58 @@ export class ServerMetrics {
     this.#stepCount = read;
   }
 
+  // ---- where the time goes, load progress, GPU busy (issue 26, lane stages) ---------------------
+
+  readonly stepStageSeconds = new Histogram({
+    name: 'reactor_step_stage_seconds',
+    help:
+      "Where a step's time goes, by stage: process_input, generate (and inside it, for an app on a DistributedRunner, runner_dispatch, runner_ranks, runner_handback), " +
+      "process_output; encode (once per frame, shared by clients); queue (a frame waiting in a client's outbound queue once encoded); send (a frame handed to the socket until written), seconds.",
+    labelNames: ['stage'],
+    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [this.registry],
+  });
+  /** One child per stage, its labels resolved once (an observation costs no label lookup). */
+  readonly stage = {
+    processInput: this.stepStageSeconds.labels('process_input'),
+    generate: this.stepStageSeconds.labels('generate'),
+    runnerDispatch: this.stepStageSeconds.labels('runner_dispatch'),
+    runnerRanks: this.stepStageSeconds.labels('runner_ranks'),
+    runnerHandback: this.stepStageSeconds.labels('runner_handback'),
+    processOutput: this.stepStageSeconds.labels('process_output'),
+    encode: this.stepStageSeconds.labels('encode'),
+    queue: this.stepStageSeconds.labels('queue'),
+    send: this.stepStageSeconds.labels('send'),
+  };
+  #loadProgress: () => number | undefined = () => undefined;
+  readonly loadProgressRatio: Gauge = new Gauge({
+    name: 'reactor_load_progress_ratio',
+    help: "How far the app's load is, 0..1 (what the app and its ranks report; 1 once loaded; absent when loading failed).",
+    registers: [this.registry],
+    collect: () => {
+      const r = this.#loadProgress();
+      this.loadProgressRatio.reset();
+      if (r !== undefined) this.loadProgressRatio.set(r);
+    },
+  });
+  #rankGpuBusy: () => readonly { rank: number; ratio: number }[] = () => [];
+  readonly rankGpuBusyRatio: Gauge = new Gauge({
+    name: 'reactor_rank_gpu_busy_ratio',
+    help: "Each rank's GPU busy ratio, 0..1, where the rank knows it (Python ranks on CUDA: torch.cuda.utilization()); a rank that does not is absent.",
+    labelNames: ['rank'],
+    registers: [this.registry],
+    collect: () => {
+      this.rankGpuBusyRatio.reset();
+      for (const g of this.#rankGpuBusy()) this.rankGpuBusyRatio.set({ rank: String(g.rank) }, g.ratio);
+    },
+  });
+
+  /** Where `reactor_load_progress_ratio` and `reactor_rank_gpu_busy_ratio` are read from, at scrape time. */
+  setLoadGauges(loadProgress: () => number | undefined, rankGpuBusy: () => readonly { rank: number; ratio: number }[]): void {
+    this.#loadProgress = loadProgress;
+    this.#rankGpuBusy = rankGpuBusy;
+  }
+
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'reactor_process_' });
     for (const reason of ['slow_client', 'flush', 'disconnected', 'encode_error', 'server_budget', 'awaiting_key'] satisfies DropReason[]) {

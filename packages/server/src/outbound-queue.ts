@@ -58,6 +58,9 @@ interface QueuedItem {
   readonly jpegConfig?: VideoConfigMessage;
   /** A coded frame still being encoded (it does not count against `maxQueuedFrames` yet). */
   encoding?: boolean;
+  /** When it was queued and when its bytes were ready (performance.now(); 0: not yet), for the `queue` stage. */
+  queuedAt?: number;
+  readyAt?: number;
 }
 
 /** What the queue needs from the server and its connection. */
@@ -131,20 +134,45 @@ export class WsOutbound implements OutboundSender, BudgetHolder {
     const { seq, track, trackIndex } = frame;
     const route = this.#c.video.route(frame);
     if (route.kind === 'coded') {
-      const item: QueuedItem = { seq, track, trackIndex, audio: false, data: route.encoder.encode(frame), encoder: route.encoder, encoding: true };
+      const now = performance.now();
+      const item: QueuedItem = {
+        seq,
+        track,
+        trackIndex,
+        audio: false,
+        data: route.encoder.encode(frame),
+        encoder: route.encoder,
+        encoding: true,
+        queuedAt: now,
+        readyAt: 0,
+      };
       this.#queue.push(item);
       this.#encoding++;
       const done = (): void => {
+        item.readyAt = performance.now();
         item.encoding = false;
         this.#encoding--;
         if (this.#closed || !this.#queue.includes(item)) return;
         this.#checkOverflow();
       };
       item.data.then(done, done);
-    } else if (route.kind === 'jpeg') {
-      this.#queue.push({ seq, track, trackIndex, audio: false, data: this.#c.encoder.encode(frame), jpegConfig: route.config });
     } else {
-      this.#queue.push({ seq, track, trackIndex, audio: false, data: this.#c.encoder.encode(frame) });
+      const item: QueuedItem = {
+        seq,
+        track,
+        trackIndex,
+        audio: false,
+        data: this.#c.encoder.encode(frame),
+        ...(route.kind === 'jpeg' && { jpegConfig: route.config }),
+        queuedAt: performance.now(),
+        readyAt: 0,
+      };
+      // Registered before the pump's await on the same promise, so readyAt is set when the pump resumes.
+      item.data.then(
+        () => (item.readyAt = performance.now()),
+        () => undefined,
+      );
+      this.#queue.push(item);
     }
     this.#checkOverflow();
     void this.#pump();
@@ -363,9 +391,12 @@ export class WsOutbound implements OutboundSender, BudgetHolder {
           data = encoded as Buffer;
         }
         this.#inFlight++;
+        const handedAt = performance.now();
+        if (item.queuedAt !== undefined) this.#c.metrics.stage.queue.observe((handedAt - Math.max(item.queuedAt, item.readyAt ?? 0)) / 1000);
         const sent = this.#write(data, true, true, (err) => {
           this.#inFlight--;
           if (err) return;
+          if (!item.audio) this.#c.metrics.stage.send.observe((performance.now() - handedAt) / 1000);
           if (item.audio) {
             this.#audioSent++;
             this.#c.metrics.audioChunksSent.inc();

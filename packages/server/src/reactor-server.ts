@@ -28,7 +28,7 @@ import { VideoStreams, type VideoEncoderInfo } from './video-streams.js';
 import { RecordingService } from './recording-service.js';
 import { ViewerAssets } from './static-assets.js';
 import { parseTarget, sendError, writeHttpError, type RouteTable } from './http.js';
-import type { HealthReport, ServableHost } from './servable-host.js';
+import { type HealthReport, type ServableHost, type StepSample, loadProgressOf } from './servable-host.js';
 import { answerClientError, notFound, serverRoutes, type ServerRoute } from './server-routes.js';
 import { SessionKeeper } from './session-keeper.js';
 import { UploadRoutes } from './upload-routes.js';
@@ -164,9 +164,13 @@ export class ReactorServer {
       handleProtocols: () => false,
       allowSynchronousEvents: false,
     });
-    const off = host.onStep?.((s) => this.metrics.stepSeconds.observe(s.elapsedMs / 1000));
+    const off = host.onStep?.((s) => this.#observeStep(s));
     if (typeof off === 'function') this.#offStep = off;
     this.metrics.setStepCounter(() => host.counters?.steps ?? this.#statsSteps);
+    this.metrics.setLoadGauges(
+      () => loadProgressOf(host.status),
+      () => host.rankGpuBusy?.() ?? [],
+    );
     this.metrics.setReadiness(
       () => this.#readiness(),
       () => this.#budget.used,
@@ -180,6 +184,21 @@ export class ReactorServer {
       ...(o.uploadDir !== undefined ? { dir: o.uploadDir } : {}),
       decodeImage,
     });
+  }
+
+  /** One step's times into `reactor_step_duration_seconds` and `reactor_step_stage_seconds`. */
+  #observeStep(s: StepSample): void {
+    const m = this.metrics;
+    m.stepSeconds.observe(s.elapsedMs / 1000);
+    m.stage.generate.observe(s.elapsedMs / 1000);
+    if (s.processInputMs !== undefined) m.stage.processInput.observe(s.processInputMs / 1000);
+    if (s.processOutputMs !== undefined) m.stage.processOutput.observe(s.processOutputMs / 1000);
+    const r = s.runner;
+    if (r) {
+      m.stage.runnerDispatch.observe(r.dispatchMs / 1000);
+      m.stage.runnerRanks.observe(r.ranksMs / 1000);
+      m.stage.runnerHandback.observe(r.handbackMs / 1000);
+    }
   }
 
   /**

@@ -2,10 +2,23 @@
 import type { ClipResult, ErrorBody, SessionStatus } from '@reactor/protocol';
 import type { AppHostApi, ClipOptions, MediaListener, NotReadyReason } from '@reactor/runtime';
 
-/** One model step, as a host that reports steps describes it (feeds `/metrics`). */
+/** One model step, as a host that reports steps describes it (feeds `/metrics`; `AppHost`'s `StepSample`). */
 export interface StepSample {
   /** Model time (generate) of the step, ms. */
   elapsedMs: number;
+  /** `processInput`, ms. */
+  processInputMs?: number;
+  /** `processOutput`, ms (undefined when the step ended before it). */
+  processOutputMs?: number | undefined;
+  /** The runner calls inside `generate` (an app on a `DistributedRunner`), summed, ms. */
+  runner?: { dispatchMs: number; ranksMs: number; handbackMs: number } | undefined;
+}
+
+/** `reactor_load_progress_ratio` from a status: the reported ratio while loading (0 before any report), 1 once loaded, none when loading failed. */
+export function loadProgressOf(status: SessionStatus): number | undefined {
+  if (status.state === 'failed') return undefined;
+  if (status.state === 'loading') return status.progress?.ratio ?? 0;
+  return 1;
 }
 
 /**
@@ -23,6 +36,8 @@ export interface ServableHost extends AppHostApi {
    * session router or a drain's deadline; with an error, a session limit.
    */
   endCurrentSession?(reason: string | ErrorBody): Promise<boolean>;
+  /** Each rank's GPU busy ratio where known (`AppHost.rankGpuBusy`): feeds `reactor_rank_gpu_busy_ratio`. */
+  rankGpuBusy?(): readonly { rank: number; ratio: number }[];
   /** Cumulative counters (`AppHost.counters`): `steps` feeds `reactor_steps_total`. */
   readonly counters?: { readonly steps: number };
   /** A status listener (`AppHost.onStatus`): the server closes its video encoders when a session ends. */

@@ -297,7 +297,9 @@ export class TrackEncoder {
     }
     this.#framesEncoded++;
     this.#o.metrics.videoFramesEncoded.inc(this.#labels);
-    this.#o.metrics.videoEncodeSeconds.observe(this.#labels, (performance.now() - start) / 1000);
+    const seconds = (performance.now() - start) / 1000;
+    this.#o.metrics.videoEncodeSeconds.observe(this.#labels, seconds);
+    this.#o.metrics.stage.encode.observe(seconds);
     if (!chunk) return null;
     const header = encodeFrameHeader({
       encoding: this.codec === 'h264' ? FrameEncoding.H264 : FrameEncoding.Vp8,

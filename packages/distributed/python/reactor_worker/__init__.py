@@ -11,7 +11,9 @@ Importing this package needs only the standard library; the rank process needs N
 """
 from __future__ import annotations
 
+import math
 import os
+import sys
 import threading
 from typing import Any, Optional
 
@@ -73,6 +75,14 @@ class CancelledError(Exception):
     name = "AbortError"
 
 
+def _check_progress(ratio: Any, stage: Any, where: str) -> str:
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not math.isfinite(ratio) or ratio < 0 or ratio > 1:
+        raise ValueError(f"{where}: ratio must be a number from 0 to 1 (0.63 for 63 %), got {ratio!r}")
+    if not isinstance(stage, str) or not stage.strip():
+        raise TypeError(f"{where}: stage must be a non-empty string saying what the rank is doing ('reading weights', 'compiling'), got {stage!r}")
+    return stage.strip()[:100]
+
+
 def _format_bytes(n: int) -> str:
     if n < 1024:
         return f"{n} B"
@@ -129,6 +139,43 @@ class DistributedWorker:
 
     # Set by the rank process on rank 0: allocates result arrays in rank 0's shared-memory block.
     _result_allocator: Any = None
+    # Set by the rank process during load(): sends a checked load-progress report to the parent.
+    _progress_reporter: Any = None
+
+    def report_progress(self, ratio: float, stage: str) -> None:
+        """Reports this rank's load progress from ``load()`` (weights read, compiled, warmed).
+
+        ``ratio`` is how far this rank's load is (0..1), ``stage`` what it does now (``"reading
+        weights"``, up to 100 characters). The runner averages its ranks and the app host shows it
+        (session status ``progress``, ``reactor_load_progress_ratio``, ``reactor run``'s progress
+        bar, ``/health/ready``). Reports faster than every 50 ms are dropped (a new stage always
+        goes); outside ``load()`` it does nothing. Raises ``ValueError`` for a ratio outside 0..1
+        and ``TypeError`` for an empty or non-string stage.
+        """
+        text = _check_progress(ratio, stage, f"{type(self).__name__}.report_progress()")
+        if self._progress_reporter is not None:
+            self._progress_reporter(float(ratio), text)
+
+    def gpu_busy(self) -> Optional[float]:
+        """This rank's GPU busy ratio now (0..1), or None when not known.
+
+        Called by the rank at most once a second once loaded, from its progress thread (not the
+        thread that runs ``generate``); the runner exports it as ``reactor_rank_gpu_busy_ratio``.
+        The default reads ``torch.cuda.utilization()`` (NVML, through pynvml) on a CUDA rank
+        whose worker has imported torch, and says None on a CPU rank, without torch, or when that
+        fails. Override it to report from elsewhere; an exception stops the sampling.
+        """
+        if not str(self.device).startswith("cuda"):
+            return None
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return None
+        try:
+            if not torch.cuda.is_available():
+                return None
+            return float(torch.cuda.utilization()) / 100.0
+        except Exception:  # noqa: BLE001 - no pynvml, no NVML, a driver that refuses: unknown
+            return None
 
     @property
     def is_leader(self) -> bool:

@@ -1,6 +1,6 @@
 """The rank process of a Python worker: ``python3 -m reactor_worker._rank --reactor-runner=<prefix> --rank=<n>``.
 
-Speaks the parent<->rank protocol of ``packages/distributed/src/protocol.ts`` (version 3) on the
+Speaks the parent<->rank protocol of ``packages/distributed/src/protocol.ts`` (version 4) on the
 IPC channel Node opened for it (``NODE_CHANNEL_FD``: newline-delimited JSON). A reader thread
 takes every message off the channel (a ``cancel`` it handles at once); the main thread runs
 ``load()`` and the calls, one at a time. The rank never outlives its parent: the channel's end
@@ -23,6 +23,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 import traceback
 import typing
 from pathlib import PurePath
@@ -31,7 +32,10 @@ from typing import Any, Dict, Optional
 import reactor_worker
 from reactor_worker import DistributedWorker, InjectedFaultError, PythonWorkerError
 
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
+# A worker's gpu_busy() is asked at most this often, seconds; a load-progress report at most every PROGRESS_REPORT_S.
+GPU_SAMPLE_S = 1.0
+PROGRESS_REPORT_S = 0.05
 FAULT_CRASH_EXIT_CODE = 86
 SHM_DIR = "/dev/shm"
 
@@ -219,6 +223,9 @@ class RankLoop:
         self.out: Any = None
         self.input_hint: Any = None
         self.parent_pid = os.getppid()
+        self.loading = False
+        self.gpu_next: Optional[float] = None
+        self.last_report = (-1.0, "")
         chan.on_cancel = self.on_cancel
 
     # ---- lifecycle -------------------------------------------------------------------------
@@ -247,6 +254,40 @@ class RankLoop:
     def watchdog(self) -> None:
         if os.getppid() != self.parent_pid:
             orphaned()
+        if self.gpu_next is not None and time.monotonic() >= self.gpu_next:
+            self.sample_gpu()
+
+    def sample_gpu(self) -> None:
+        """Asks the worker's gpu_busy() (on the progress thread, at most once a second); an exception or a bad value stops it."""
+        self.gpu_next = time.monotonic() + GPU_SAMPLE_S
+        worker = self.worker
+        if worker is None:
+            return
+        try:
+            ratio = worker.gpu_busy()
+        except Exception as e:  # noqa: BLE001 - unknown from now on, said once
+            self.gpu_next = None
+            sys.stderr.write(f"gpu_busy() raised, GPU busy is unknown from now on: {e!r}\n")
+            sys.stderr.flush()
+            return
+        if ratio is None:
+            return
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not (0 <= ratio <= 1):
+            self.gpu_next = None
+            sys.stderr.write(f"gpu_busy() returned {ratio!r}, not a number from 0 to 1 or None; GPU busy is unknown from now on\n")
+            sys.stderr.flush()
+            return
+        self.chan.send({"t": "gpu", "ratio": float(ratio)})
+
+    def report_progress(self, ratio: float, stage: str) -> None:
+        if not self.loading:
+            return
+        now = time.monotonic()
+        last_at, last_stage = self.last_report
+        if ratio < 1 and stage == last_stage and now - last_at < PROGRESS_REPORT_S:
+            return
+        self.last_report = (now, stage)
+        self.chan.send({"t": "progress", "ratio": ratio, "stage": stage})
 
     def fatal(self, err: BaseException) -> None:
         self.chan.send({"t": "fatal", "error": wire_error(err)})
@@ -324,13 +365,19 @@ class RankLoop:
                 self.out = _shm.SegmentWriter(msg["backend"], f"{self.prefix}-r0-out", "rank 0's results", msg.get("maxShmBytes"))
                 worker._result_allocator = self.out.allocate
             self.worker = worker
+            worker._progress_reporter = self.report_progress
             params = list(inspect.signature(worker.generate).parameters.values())
             self.input_hint = _hints(worker.generate).get(params[0].name) if params else None
             load_hints = _hints(worker.load)
             kwargs = {k: _convert(v, load_hints.get(k), f"loadArgs.{k}") for k, v in args.items()}
-            worker.load(**kwargs)
+            self.loading = True
+            try:
+                worker.load(**kwargs)
+            finally:
+                self.loading = False
             self.progress.set_phase("idle")
             self.chan.send({"t": "loaded"})
+            self.gpu_next = time.monotonic()
         except Exception as e:  # noqa: BLE001 - every load failure goes to the parent
             # The traceback also goes to this rank's stderr, which the parent logs with { rank }:
             # whoever reads the log sees where load() failed, whatever the app does with the error.

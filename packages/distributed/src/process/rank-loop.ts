@@ -22,6 +22,10 @@ import { type SegmentEnv, SegmentReader, SegmentWriter, fromPayload, toPayload, 
 import { type TransitionTable, transition } from '../state-machine.js';
 import type { DistributedWorker } from '../worker/distributed-worker.js';
 import { serializeError } from '../worker/error-codec.js';
+import { ProgressThrottle } from '../worker/progress-report.js';
+
+/** How often a worker's `gpuBusy()` is asked, ms. */
+export const GPU_SAMPLE_MS = 1000;
 
 /** How a rank talks to its parent and its own process. */
 export interface ChildIo {
@@ -58,6 +62,7 @@ export class RankLoop {
   private progress: ProgressPublisher | null = null;
   private init: InitMessage | null = null;
   private generateCalls = 0;
+  private gpuTimer: NodeJS.Timeout | null = null;
   private readonly faults = new Map<number, FaultKind>();
   /** The call in flight and its cancel switch. */
   private running: { id: number; controller: AbortController } | null = null;
@@ -158,14 +163,46 @@ export class RankLoop {
         };
       }
       this.worker = worker;
+      const throttle = new ProgressThrottle();
+      worker.progressReporter = (ratio, stage) => {
+        if (this.current === 'loading' && throttle.take(ratio, stage)) this.io.send({ t: 'progress', ratio, stage });
+      };
       await worker.load(args);
       this.transition('ready');
       this.progress.setPhase('idle');
       this.io.send({ t: 'loaded' });
+      this.sampleGpu(worker);
     } catch (err) {
       if (this.current === 'loading') this.transition('failed');
       this.io.send({ t: 'loadFailed', error: serializeError(err) });
     }
+  }
+
+  /** A worker that knows its GPU busy ratio (`gpuBusy()`) is asked once a second; a throw or a bad value stops it. */
+  private sampleGpu(worker: DistributedWorker): void {
+    if (typeof worker.gpuBusy !== 'function') return;
+    this.gpuTimer = setInterval(() => {
+      let ratio: unknown;
+      try {
+        ratio = worker.gpuBusy!();
+      } catch (err) {
+        this.io.warn(`gpuBusy() threw, GPU busy is unknown from now on: ${(err as Error)?.message ?? String(err)}`);
+        this.stopGpuSampling();
+        return;
+      }
+      if (ratio === undefined) return;
+      if (typeof ratio !== 'number' || !(ratio >= 0 && ratio <= 1)) {
+        this.io.warn(`gpuBusy() returned ${JSON.stringify(ratio)}, not a number from 0 to 1 or undefined; GPU busy is unknown from now on`);
+        this.stopGpuSampling();
+        return;
+      }
+      this.io.send({ t: 'gpu', ratio });
+    }, GPU_SAMPLE_MS).unref();
+  }
+
+  private stopGpuSampling(): void {
+    if (this.gpuTimer) clearInterval(this.gpuTimer);
+    this.gpuTimer = null;
   }
 
   private async call(msg: CallMessage): Promise<void> {
@@ -235,6 +272,7 @@ export class RankLoop {
 
   /** Unlinks this rank's own blocks. */
   dispose(): void {
+    this.stopGpuSampling();
     this.progress?.dispose();
     this.progress = null;
     this.comm?.dispose();

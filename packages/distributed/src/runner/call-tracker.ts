@@ -13,6 +13,7 @@ import { ProgressReader, type ProgressReading } from '../shm/progress.js';
 import { fromPayload } from '../shm/segments.js';
 import { type ErrorClass, reviveError } from '../worker/error-codec.js';
 import type { ResolvedOptions } from './options.js';
+import { callChannel, type RunnerCallTiming } from './runner-channels.js';
 import type { RankGroup } from './rank-group.js';
 import type { DistributedRunnerEvents, SharedResult, StallInfo } from './runner-types.js';
 
@@ -39,6 +40,10 @@ export interface InFlight {
   /** Set once the caller cancelled: the reason and the acknowledgement deadline. */
   cancel: { reason: unknown; timer: NodeJS.Timeout } | null;
   detachSignal: () => void;
+  /** Where the call's time goes, when someone listens ({@link callChannel}); null otherwise. */
+  timing: RunnerCallTiming | null;
+  /** When the call was sent to the ranks (performance.now()), when timed. */
+  sentAt: number;
   resolve(value: unknown): void;
   reject(err: unknown): void;
 }
@@ -102,8 +107,11 @@ export class CallTracker {
     for (const w of this.watches) w.reader.close();
   }
 
-  /** Sends the call to every rank; the promise settles by the outcome policy. `input` is already in shared memory. */
-  begin(op: CallOp, ref: Payload | null, signal: AbortSignal | undefined, view: boolean): Promise<unknown> {
+  /**
+   * Sends the call to every rank; the promise settles by the outcome policy. `input` is already in
+   * shared memory. `t0` (performance.now() when the call began, or -1: untimed) times the call.
+   */
+  begin(op: CallOp, ref: Payload | null, signal: AbortSignal | undefined, view: boolean, t0 = -1): Promise<unknown> {
     const name = `${op}()`;
     const id = ++this.callId;
     if (op === 'generate') this.resultGeneration++;
@@ -121,6 +129,8 @@ export class CallTracker {
         progressTimer: null,
         cancel: null,
         detachSignal: () => signal?.removeEventListener('abort', onAbort),
+        timing: null,
+        sentAt: 0,
         resolve,
         reject,
       };
@@ -133,6 +143,12 @@ export class CallTracker {
       for (const p of this.host.group.procs) {
         p.beginCall();
         p.send({ t: 'call', id, op, input: ref, collSeq });
+      }
+      if (t0 >= 0) {
+        // Published here, synchronously, so the subscriber sees it in the caller's async context.
+        flight.sentAt = performance.now();
+        flight.timing = { op, startMs: t0, dispatchMs: flight.sentAt - t0, ranksMs: 0, handbackMs: 0, done: false };
+        callChannel.publish(flight.timing);
       }
     });
   }
@@ -329,6 +345,7 @@ export class CallTracker {
     if (this.host.opts.verifyInputs && this.checkInputs(f, outcomes)) return;
     const failures = outcomes.map((o, r) => ({ o, r })).filter((x): x is { o: Extract<Outcome, { ok: false }>; r: number } => !x.o.ok);
     if (failures.length === 0) {
+      const answered = f.timing ? performance.now() : 0;
       this.settleCall();
       const ref = (outcomes[0] as Extract<Outcome, { ok: true }>).value;
       let value: unknown;
@@ -337,6 +354,11 @@ export class CallTracker {
       } catch (err) {
         f.reject(err);
         return;
+      }
+      if (f.timing) {
+        f.timing.ranksMs = answered - f.sentAt;
+        f.timing.handbackMs = performance.now() - answered;
+        f.timing.done = true;
       }
       f.resolve(f.view ? this.sharedResult(value, ref) : value);
       return;

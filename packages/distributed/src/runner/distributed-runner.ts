@@ -200,6 +200,15 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
   }
 
   /**
+   * Each rank's GPU busy ratio (0..1) as it last reported it (a worker's `gpuBusy()`; Python
+   * ranks read `torch.cuda.utilization()`), undefined where unknown, stale (3 s) or the runner
+   * is not healthy.
+   */
+  get gpuBusy(): (number | undefined)[] {
+    return this.core.gpuBusy;
+  }
+
+  /**
    * Starts one process per rank and runs `load(loadArgs)` in each. Any failure tears everything
    * down before it is thrown. `healthy` becomes true only when this resolves.
    * @throws the rank's own error when a `load()` throws

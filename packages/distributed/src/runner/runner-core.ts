@@ -5,6 +5,7 @@
  * with rank reuse a core outlives its first facade and serves the next one.
  * @internal
  */
+import { AsyncResource } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import type { EventEmitter } from 'node:events';
 import type { Logger } from '@reactor/log';
@@ -33,10 +34,16 @@ import { type LaunchNotice, type LaunchWorker, planLaunch } from './launch-plan.
 import { childMainPath, freePort, probeMachine } from './machine-facts.js';
 import type { ResolvedOptions } from './options.js';
 import { RankGroup } from './rank-group.js';
+import { callChannel, gpuChannel, progressChannel, type RankGpuBusy, type RunnerLoadProgress } from './runner-channels.js';
+
+/** A rank's GPU busy report counts for this long (it reports once a second), ms. */
+export const GPU_BUSY_STALE_MS = 3000;
 import { RUNNER_TRANSITIONS, type DistributedRunnerEvents, type RunnerStateName, type StallInfo } from './runner-types.js';
 
 interface StartPhase {
   loaded: Set<number>;
+  /** Each rank's last load-progress report (ratio, stage). */
+  reports: ({ ratio: number; stage: string } | undefined)[];
   timer: NodeJS.Timeout | null;
   resolve(): void;
   reject(err: unknown): void;
@@ -65,6 +72,10 @@ export class RunnerCore implements CallHost {
   private state: RunnerState = { name: 'new' };
   errorClasses: ReadonlyMap<string, ErrorClass> = new Map();
   private backend: ShmBackendKind = 'native';
+  /** The async context of `start()`'s caller: progress and GPU samples are published in it, so the app host that started this runner gets them. */
+  private scope: AsyncResource | undefined;
+  /** Each rank's last GPU busy report and when it came (performance.now()). */
+  private readonly gpu: ({ ratio: number; at: number } | undefined)[] = [];
 
   /**
    * @param events where the events go (the facade; {@link attach} moves them to another)
@@ -161,6 +172,8 @@ export class RunnerCore implements CallHost {
       );
     }
     this.go({ name: 'starting', start: null });
+    this.scope = new AsyncResource('reactor.runner');
+    this.publishProgress({ ratio: 0, stage: 'starting ranks', rank: undefined });
     try {
       await this.beforeStart();
       this.assertStillStarting();
@@ -189,7 +202,7 @@ export class RunnerCore implements CallHost {
     const state = this.state;
     if (state.name !== 'starting') return;
     await new Promise<void>((resolve, reject) => {
-      const phase: StartPhase = { loaded: new Set(), timer: null, resolve, reject };
+      const phase: StartPhase = { loaded: new Set(), reports: [], timer: null, resolve, reject };
       phase.timer = setTimeout(() => {
         const silent = this.assignments.map((a) => a.rank).filter((r) => !phase.loaded.has(r));
         for (const r of silent) this.group.procs[r]?.killGroup('SIGKILL');
@@ -209,6 +222,37 @@ export class RunnerCore implements CallHost {
     this.assertStillStarting();
     this.go({ name: 'ready' });
     for (const p of this.group.procs) p.setRef(false);
+    this.publishProgress({ ratio: 1, stage: 'loaded', rank: undefined });
+  }
+
+  // ---- progress and GPU busy ------------------------------------------------------------------
+
+  /** The runner's load progress now: the mean over its ranks (a loaded rank counts 1); the stage of the least advanced one. */
+  private loadProgress(start: StartPhase, rank: number): RunnerLoadProgress {
+    let sum = 0;
+    let least: { ratio: number; stage: string; rank: number } | undefined;
+    for (let r = 0; r < this.opts.worldSize; r++) {
+      const ratio = start.loaded.has(r) ? 1 : (start.reports[r]?.ratio ?? 0);
+      sum += ratio;
+      if (!start.loaded.has(r) && (!least || ratio < least.ratio)) least = { ratio, stage: start.reports[r]?.stage ?? 'starting', rank: r };
+    }
+    const ratio = sum / this.opts.worldSize;
+    const stage = least ? (this.opts.worldSize > 1 ? `rank ${least.rank}: ${least.stage}` : least.stage) : 'loaded';
+    return { ratio, stage, rank };
+  }
+
+  private publishProgress(p: RunnerLoadProgress): void {
+    this.emit('progress', p);
+    if (progressChannel.hasSubscribers) this.scope?.runInAsyncScope(() => progressChannel.publish(p));
+  }
+
+  /** Each rank's GPU busy ratio (0..1) from its last report, undefined where unknown or older than {@link GPU_BUSY_STALE_MS}. */
+  get gpuBusy(): (number | undefined)[] {
+    const now = performance.now();
+    return Array.from({ length: this.opts.worldSize }, (_, r) => {
+      const g = this.gpu[r];
+      return g && now - g.at <= GPU_BUSY_STALE_MS && this.healthy ? g.ratio : undefined;
+    });
   }
 
   private logNotices(notices: LaunchNotice[]): void {
@@ -281,6 +325,8 @@ export class RunnerCore implements CallHost {
     }
     if (signal?.aborted)
       return Promise.reject(new CallAbortedError(name, true, 'the signal was already aborted; nothing was sent to the ranks.', signal.reason));
+    // Timed only when someone listens (reactor_step_stage_seconds): one performance.now() otherwise skipped.
+    const t0 = callChannel.hasSubscribers ? performance.now() : -1;
     let ref: Payload | null = null;
     try {
       if (op === 'generate') {
@@ -292,7 +338,7 @@ export class RunnerCore implements CallHost {
     } catch (err) {
       return Promise.reject(err);
     }
-    return this.tracker.begin(op, ref, signal, view);
+    return this.tracker.begin(op, ref, signal, view, t0);
   }
 
   // ---- messages ------------------------------------------------------------------------------
@@ -318,6 +364,7 @@ export class RunnerCore implements CallHost {
         this.group.procs[rank]!.markLoaded();
         state.start.loaded.add(rank);
         if (state.start.loaded.size === this.opts.worldSize) state.start.resolve();
+        else this.publishProgress(this.loadProgress(state.start, rank));
         return;
       }
       case 'loadFailed': {
@@ -347,6 +394,17 @@ export class RunnerCore implements CallHost {
           return;
         }
         hub?.arrive(rank, msg);
+        return;
+      }
+      case 'progress': {
+        if (state.name !== 'starting' || !state.start || state.start.loaded.has(rank)) return;
+        state.start.reports[rank] = { ratio: msg.ratio, stage: msg.stage };
+        this.publishProgress(this.loadProgress(state.start, rank));
+        return;
+      }
+      case 'gpu': {
+        this.gpu[rank] = { ratio: msg.ratio, at: performance.now() };
+        if (gpuChannel.hasSubscribers) this.scope?.runInAsyncScope(() => gpuChannel.publish({ rank, ratio: msg.ratio } satisfies RankGpuBusy));
         return;
       }
       case 'fatal': {

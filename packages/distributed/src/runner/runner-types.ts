@@ -5,6 +5,7 @@
 import type { CrashPhase } from '../errors.js';
 import type { ProgressPhase } from '../shm/progress.js';
 import type { TransitionTable } from '../state-machine.js';
+import type { RunnerLoadProgress } from './runner-channels.js';
 
 /** Where the runner is in its life. */
 export type RunnerStateName = 'new' | 'starting' | 'ready' | 'busy' | 'unusable' | 'shutdown';
@@ -57,9 +58,12 @@ export interface RankExitInfo {
  * - `rankExit` (info): a rank process exited without being asked, whatever the runner was doing.
  * - `stall` (info): a rank made no progress for `stallMs` during a call.
  * - `stallCleared` (rank): a stalled rank advanced again (or its call ended).
+ * - `progress` (info): while it starts, its load progress: the ranks' `reportProgress()` averaged
+ *   (`starting ranks` at 0 first, `loaded` at 1 last).
  */
 export interface DistributedRunnerEvents {
   unhealthy: [error: Error];
+  progress: [progress: RunnerLoadProgress];
   rankExit: [info: RankExitInfo];
   stall: [info: StallInfo];
   stallCleared: [rank: number];

@@ -1,4 +1,5 @@
 import type { Collectives, TypedArray } from '../collectives/types.js';
+import { checkProgressReport } from './progress-report.js';
 
 /** A typed array constructor (`Uint8Array`, `Float32Array`, ...). */
 export interface TypedArrayConstructor<T extends TypedArray> {
@@ -59,6 +60,34 @@ export abstract class DistributedWorker<TInput = any, TResult = any, TArgs = any
 
   /** @internal Set by the rank loop on rank 0 (native shared memory only). */
   resultAllocator?: (bytes: number) => Uint8Array | null;
+  /** @internal Set by the rank loop: sends a checked load-progress report to the parent. */
+  progressReporter?: (ratio: number, stage: string) => void;
+
+  /**
+   * Reports this rank's load progress from `load()` (weights read, compiled, warmed): the runner
+   * averages its ranks, and the app host shows it (session status `progress`,
+   * `reactor_load_progress_ratio`, the progress bar of `reactor run`, `/health/ready`). Reports
+   * faster than every 50 ms are dropped (a new stage always goes); outside `load()` it does nothing.
+   * @param ratio how far this rank's load is, 0..1
+   * @param stage what it is doing now (`reading weights`, `compiling`), up to 100 characters
+   * @throws RangeError when `ratio` is not a number in 0..1; TypeError when `stage` is not a non-empty string
+   * @example
+   * ```ts
+   * for (const [i, file] of files.entries()) { await read(file); this.reportProgress((i + 1) / files.length, 'reading weights'); }
+   * ```
+   */
+  reportProgress(ratio: number, stage: string): void {
+    const text = checkProgressReport(ratio, stage, `${this.constructor.name}.reportProgress()`);
+    this.progressReporter?.(ratio, text);
+  }
+
+  /**
+   * Optional: this rank's GPU busy ratio now (0..1), or undefined when not known. The rank calls
+   * it at most once a second once loaded and the runner exports it as
+   * `reactor_rank_gpu_busy_ratio{rank}`; a throw stops the sampling (unknown from then on).
+   * Python ranks read `torch.cuda.utilization()` by default.
+   */
+  gpuBusy?(): number | undefined;
 
   /**
    * A typed array for rank 0's result, allocated in the shared-memory block the result travels

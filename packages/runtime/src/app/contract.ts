@@ -16,6 +16,15 @@ export interface LoadContext {
   readonly manifestGpuCount: number | undefined;
   /** The host's logger (the same one as `this.logger`). */
   readonly logger: Logger;
+  /**
+   * Reports how far `load()` is (0..1) and what it is doing now (`downloading weights`,
+   * `compiling`): the session status carries it as `progress` while loading, `/health/ready`
+   * names it, `/metrics` has it as `reactor_load_progress_ratio`, and `reactor run` draws it as a
+   * progress bar. A runner the app starts reports its ranks' `reportProgress()` by itself; the
+   * latest report of either wins.
+   * @throws RangeError when `ratio` is not a number in 0..1; TypeError when `stage` is not a non-empty string
+   */
+  readonly reportProgress: (ratio: number, stage: string) => void;
 }
 
 /** What a host tells `static requirements()`. */

@@ -8,6 +8,7 @@ import { hostContext, type HostContext } from '../app/weights.js';
 import type { HostSession } from './host-client.js';
 import { errorText } from './host-core.js';
 import type { HostState } from './lifecycle.js';
+import type { LoadProgressReport } from './runner-signals.js';
 import { ReadinessCode } from './readiness.js';
 import type { NotReadyReason, Readiness } from './transport.js';
 
@@ -19,12 +20,14 @@ export interface HostFacts {
   loadError: ErrorBody | undefined;
   lastSessionError: ErrorBody | undefined;
   session: HostSession | undefined;
+  /** The load progress (the app's or its runners' latest report), while loading. */
+  progress: LoadProgressReport | undefined;
 }
 
 /** Where the host stands: loading, ready, a session's phase, or failed (`AppHost.status`). */
 export function hostStatus(facts: HostFacts): SessionStatus {
   const { host, clients } = facts;
-  if (host === 'created' || host === 'loading') return { state: 'loading', clients };
+  if (host === 'created' || host === 'loading') return { state: 'loading', clients, ...(facts.progress && { progress: { ...facts.progress } }) };
   if (host === 'failed') return { state: 'failed', clients, ...(facts.loadError ? { error: facts.loadError } : {}) };
   const s = facts.session;
   if (!s) return { state: 'ready', clients, ...(facts.lastSessionError ? { error: facts.lastSessionError } : {}) };
@@ -45,7 +48,15 @@ export function hostReadiness(facts: HostFacts, now: HostState, app: () => NotRe
   switch (now) {
     case 'created':
     case 'loading':
-      reasons.push({ code: ReadinessCode.Loading, message: 'the app is loading' });
+      reasons.push(
+        facts.progress
+          ? {
+              code: ReadinessCode.Loading,
+              message: `the app is loading: ${facts.progress.stage} (${Math.floor(facts.progress.ratio * 100)} %)`,
+              progress: { ...facts.progress },
+            }
+          : { code: ReadinessCode.Loading, message: 'the app is loading' },
+      );
       break;
     case 'failed':
       reasons.push({ code: ReadinessCode.LoadFailed, message: `the app failed to load: ${facts.loadError?.message ?? 'unknown error'}` });

@@ -21,7 +21,10 @@ import { AppliedAcks } from './applied.js';
 import { clockTrack } from './normalize.js';
 import { Playout } from './playout.js';
 import { Session } from './session.js';
+import { LoadProgress, RankGpuBusy } from './runner-signals.js';
 import { StepLoop } from './step-loop.js';
+import type { StepSample } from './step-stages.js';
+import { loadTracingApi } from './step-tracing.js';
 import type { AppHostApi, ClientHandle, ClientInfo, ClientSink, MediaListener, Readiness, UploadsApi } from './transport.js';
 import { CHOSEN_SESSION_ID } from './transport.js';
 
@@ -75,6 +78,8 @@ export class AppHost implements AppHostApi {
   private readonly commands: CommandDispatch;
   private readonly steps: StepLoop;
   private readonly members: Members;
+  private readonly progress: LoadProgress;
+  private readonly gpu: RankGpuBusy;
   private readonly lifecycle = new Lifecycle<HostState>('host', 'created', HOST_TRANSITIONS);
   /** Where the host stood when `close()` began (what `status` reports from then on). */
   private stateBeforeClose: HostState = 'created';
@@ -121,6 +126,8 @@ export class AppHost implements AppHostApi {
       resolved.refusalBackoffMs,
     );
     this.members = new Members(core, this.control, this.tracks, this.broadcast, status, (session) => this.settle(session));
+    this.progress = new LoadProgress(this.ctx, () => this.broadcast.publishStatus());
+    this.gpu = new RankGpuBusy(this.ctx);
     const binding: AppBinding = {
       state: () => this.core.session?.state,
       send: (message) => this.broadcast.broadcastMessage(message),
@@ -171,6 +178,7 @@ export class AppHost implements AppHostApi {
       loadError: this.loadError,
       lastSessionError: this.lastSessionError,
       session: this.session,
+      progress: this.progress.current,
     };
   }
 
@@ -179,9 +187,20 @@ export class AppHost implements AppHostApi {
     return this.broadcast.onStatus(listener);
   }
 
-  /** Calls `listener` after every step's `generate()` with its model time (failed steps too); returns the unsubscribe function. */
-  onStep(listener: (step: { elapsedMs: number; failed: boolean }) => void): () => void {
+  /**
+   * Calls `listener` after every step that ran `generate()` (failed steps too) with where its
+   * time went ({@link StepSample}); returns the unsubscribe function.
+   */
+  onStep(listener: (step: StepSample) => void): () => void {
     return this.steps.onStep(listener);
+  }
+
+  /**
+   * The GPU busy ratio (0..1) of each rank of the app's runners that reported one in the last
+   * 3 s (Python ranks on CUDA, workers with `gpuBusy()`); ranks that did not are absent (unknown).
+   */
+  rankGpuBusy(): { rank: number; ratio: number }[] {
+    return this.gpu.read();
   }
 
   /**
@@ -220,13 +239,26 @@ export class AppHost implements AppHostApi {
       );
     }
     this.lifecycle.to('loading');
+    this.progress.start();
+    this.gpu.start();
     this.broadcast.publishStatus();
-    const context: LoadContext = { configPath, manifestGpuCount, logger: this.app.logger };
+    const name = this.def.appClass.name;
+    const context: LoadContext = {
+      configPath,
+      manifestGpuCount,
+      logger: this.app.logger,
+      reportProgress: (ratio, stage) => this.progress.report(ratio, stage, `${name}.load(): context.reportProgress()`),
+    };
     try {
       // An async wrapper, so a synchronous load() (or one that throws at once) is tracked too.
-      this.loading = hostContext.run(this.ctx, async () => this.app.load(context));
+      this.loading = hostContext.run(this.ctx, async () => {
+        // OpenTelemetry, when installed: imported once, before the app's first step.
+        await loadTracingApi();
+        return this.app.load(context);
+      });
       await this.loading;
     } catch (cause) {
+      this.progress.stop();
       this.loadError = { code: RuntimeErrorCode.LoadFailed, message: `${this.def.appClass.name}.load() failed: ${errorText(cause)}` };
       if (this.lifecycle.is('loading')) this.lifecycle.to('failed');
       else this.stateBeforeClose = 'failed';
@@ -234,6 +266,7 @@ export class AppHost implements AppHostApi {
       this.broadcast.publishStatus();
       throw new AppLoadError(RuntimeErrorCode.LoadFailed, this.loadError.message, { cause });
     }
+    this.progress.stop();
     // close() began while load() ran: the host stays closing.
     if (!this.lifecycle.is('loading')) return;
     this.lifecycle.to('ready');
@@ -318,6 +351,8 @@ export class AppHost implements AppHostApi {
         this.logger.error({ err }, `${this.def.appClass.name}.unload() threw (ignored)`);
       }
     }
+    this.progress.stop();
+    this.gpu.stop();
     this.lifecycle.to('closed');
   }
 

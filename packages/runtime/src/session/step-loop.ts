@@ -13,14 +13,23 @@ import type { Broadcast } from './broadcast.js';
 import type { HostSession } from './host-client.js';
 import { errorText, type HostCore, stepGaveWay } from './host-core.js';
 import { type Chunk, clockTrack, normalizeOutput } from './normalize.js';
+import { RunnerCallCollector, type StepSample } from './step-stages.js';
+import { StepTracing } from './step-tracing.js';
 
 /** A host's step loops (one per session while it streams) and their listeners. */
 export class StepLoop {
-  private readonly stepListeners = new Set<(step: { elapsedMs: number; failed: boolean }) => void>();
+  private readonly stepListeners = new Set<(step: StepSample) => void>();
   private readonly loops = new Set<Promise<void>>();
   /** The chunk index of the track `applied` messages name (see `applied.ts`). */
   private readonly ackTrack: number;
   private readonly ackOnVideo: boolean;
+  /** The runner calls of the step in flight (subscribed while a step listener exists). */
+  private readonly runnerCalls = new RunnerCallCollector();
+  /** OpenTelemetry spans, when the API is installed and a provider registered. */
+  private readonly tracing = new StepTracing();
+  /** The sample of the step in flight (one object, reused: listeners read it during their call). */
+  private readonly sample: StepSample = { elapsedMs: 0, failed: false, processInputMs: 0, processOutputMs: undefined, runner: undefined };
+  private sampled = false;
 
   constructor(
     private readonly core: HostCore,
@@ -36,10 +45,18 @@ export class StepLoop {
     this.ackOnVideo = core.def.tracks[this.ackTrack]?.kind === 'video';
   }
 
-  /** Calls `listener` after every step's `generate()` with its model time (failed steps too); returns the unsubscribe function. */
-  onStep(listener: (step: { elapsedMs: number; failed: boolean }) => void): () => void {
+  /**
+   * Calls `listener` after every step that ran `generate()` (failed steps too) with its stage
+   * times ({@link StepSample}: model time, processInput, processOutput, the runner's part);
+   * returns the unsubscribe function.
+   */
+  onStep(listener: (step: StepSample) => void): () => void {
     this.stepListeners.add(listener);
-    return () => this.stepListeners.delete(listener);
+    this.runnerCalls.attach();
+    return () => {
+      this.stepListeners.delete(listener);
+      if (this.stepListeners.size === 0) this.runnerCalls.detach();
+    };
   }
 
   /** Resolves once every loop has stopped. */
@@ -99,14 +116,19 @@ export class StepLoop {
     // Tasks queued behind this step: a read that would wait gives way at once.
     if (this.core.tasksWaiting > 0) interrupt.abort(stepGaveWay());
     session.stepInterrupt = interrupt;
+    const startMs = performance.now();
+    const span = this.tracing.begin(startMs, this.core.def.appClass.name, session.id);
+    this.sampled = false;
     try {
-      return await stepInterrupt.run(interrupt.signal, () => this.runStep(session));
+      const run = () => stepInterrupt.run(interrupt.signal, () => this.runStep(session, startMs));
+      return await (span ? span.run(run) : run());
     } finally {
       session.stepInterrupt = undefined;
+      span?.end(startMs, this.sampled ? this.sample : undefined, this.runnerCalls.lastCalls);
     }
   }
 
-  private async runStep(session: HostSession): Promise<Chunk | 'refused' | undefined> {
+  private async runStep(session: HostSession, startMs: number): Promise<Chunk | 'refused' | undefined> {
     const { app, counters } = this.core;
     let input: unknown;
     try {
@@ -119,6 +141,7 @@ export class StepLoop {
     const t0 = performance.now();
     let result: unknown;
     let error: unknown;
+    this.runnerCalls.begin(session.stepInterrupt?.signal);
     try {
       result = await app.generate(input);
     } catch (err) {
@@ -132,20 +155,31 @@ export class StepLoop {
       session.lastRefusal = undefined;
       this.broadcast.publishStatus();
     }
-    const elapsedMs = performance.now() - t0;
+    const t1 = performance.now();
+    const elapsedMs = t1 - t0;
+    const runner = this.runnerCalls.end();
     session.steps++;
     session.windowSteps++;
     session.windowModelMs += elapsedMs;
     counters.steps++;
-    for (const l of this.stepListeners) this.core.safe(l, () => l({ elapsedMs, failed: error !== undefined }));
+    const sample = this.sample;
+    sample.elapsedMs = elapsedMs;
+    sample.failed = error !== undefined;
+    sample.processInputMs = t0 - startMs;
+    sample.processOutputMs = undefined;
+    sample.runner = runner;
+    this.sampled = true;
     let output: Output | null | undefined;
     try {
       output = await app.processOutput(new StepOutcome(result, error, elapsedMs));
       if (output === null || output === undefined) return undefined;
       return this.withAcks(session, normalizeOutput(this.core.def, output, elapsedMs));
     } catch (err) {
+      this.emitStep(t1);
       await this.failSession(session, 'processOutput', err);
       return undefined;
+    } finally {
+      if (sample.processOutputMs === undefined) this.emitStep(t1);
     }
   }
 
@@ -160,6 +194,12 @@ export class StepLoop {
     const acks = session.acks.take();
     if (acks) slots[0] = { ...first, acks };
     return chunk;
+  }
+
+  /** The step's sample to every step listener, `processOutput` timed from `outputFrom`. */
+  private emitStep(outputFrom: number): void {
+    this.sample.processOutputMs = performance.now() - outputFrom;
+    for (const l of this.stepListeners) this.core.safe(l, () => l(this.sample));
   }
 
   /** Counts a refused step and logs its reason once (until a step runs or the reason changes). */

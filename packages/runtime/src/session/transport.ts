@@ -182,6 +182,8 @@ export interface NotReadyReason {
   readonly code: string;
   /** What is wrong and, where it helps, what to do. */
   readonly message: string;
+  /** For `loading`: how far it is (0..1) and what it is doing, once the app or its ranks reported progress. */
+  readonly progress?: { readonly ratio: number; readonly stage: string };
 }
 
 /** Readiness as a load balancer needs it: ready only when a new user would get a stream. */

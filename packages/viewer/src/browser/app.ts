@@ -11,6 +11,7 @@ import { buildClips } from './clips.js';
 import { $, config, el, errorText, logMessage } from './dom.js';
 import { applyState, buildControls } from './form.js';
 import { viewer } from './hooks.js';
+import { showLoading } from './loading.js';
 import { onAudio } from './media.js';
 
 function badge(id: string, text: string, tone: '' | 'ok' | 'warn' | 'err', title = text): void {
@@ -53,6 +54,7 @@ async function main(): Promise<void> {
   badge('connection', 'connected', 'ok');
   const session = (): void => {
     const s = client.session;
+    showLoading(s);
     const clients = `${s.clients} client${s.clients === 1 ? '' : 's'}`;
     if (s.error) {
       // The badge names the code; the card carries the whole message (a badge cuts long text off).
