@@ -2,6 +2,7 @@
  * The types of the client SDK's surface: its options, connection status, received frames and
  * audio, upload inputs and the events of a {@link ReactorClient}.
  */
+import type { PresentationMode } from './latency-reporter.js';
 import type { AllocationRetryOptions, QueuePlace } from './session-route.js';
 import type {
   AppMessage,
@@ -73,6 +74,14 @@ export interface ConnectOptions {
   onQueue?: (place: QueuePlace) => void;
   /** Through a router that mints instance tokens: the role to ask for (default `controller`). */
   role?: 'controller' | 'spectator';
+  /**
+   * Measure what the user sees and report it to the server as `client_stats` (default `true`):
+   * command-to-pixel latency, time to first frame, freezes, dropped frames (`client.latency`).
+   * `false` turns it off. `presentation: 'manual'`: the code that draws the frames calls
+   * `client.latency.presented(track, seq)` when it shows one (and `dropped()` for one it skips);
+   * by default a frame counts as presented when the `frame` event hands it to the app.
+   */
+  stats?: boolean | { presentation?: PresentationMode };
 }
 
 /** Options of one {@link ReactorClient.send} call. */

@@ -16,10 +16,7 @@ export type ParsedClientMessage =
   | { readonly ok: false; readonly code: ClientMessageRefusal; readonly message: string; readonly id?: string };
 
 /** The codes a malformed client message is answered with. */
-export type ClientMessageRefusal =
-  | typeof WireErrorCode.MalformedMessage
-  | typeof WireErrorCode.UnknownMessageType
-  | typeof WireErrorCode.InvalidClientStats;
+export type ClientMessageRefusal = typeof WireErrorCode.MalformedMessage | typeof WireErrorCode.UnknownMessageType | typeof WireErrorCode.InvalidClientStats;
 
 const EXAMPLE = 'send {"type":"command","id":"1","name":"...","params":{...}}';
 

@@ -3,13 +3,7 @@
  * depends on the connection (command names of the schema, more samples than commands, the rate)
  * is checked by the server that receives it.
  */
-import {
-  MAX_CLIENT_STATS_MS,
-  MAX_CLIENT_STATS_SAMPLES,
-  MAX_FIRST_FRAME_MS,
-  type ClientStatsMessage,
-  type ClientStatsSample,
-} from './client-messages.js';
+import { MAX_CLIENT_STATS_MS, MAX_CLIENT_STATS_SAMPLES, MAX_FIRST_FRAME_MS, type ClientStatsMessage, type ClientStatsSample } from './client-messages.js';
 import { WireErrorCode } from './codes.js';
 
 /** A well-formed report, or why it is refused (`invalid_client_stats`). */
@@ -35,7 +29,12 @@ const KEYS = new Set(['type', 'transport', 'samples', 'firstFrameMs', 'freezes',
 export function parseClientStats(m: Record<string, unknown>): ParsedClientStats {
   const extra = Object.keys(m).filter((k) => !KEYS.has(k));
   if (extra.length > 0) {
-    return refuse(`unknown key(s) ${extra.slice(0, 5).map((k) => JSON.stringify(k.slice(0, 40))).join(', ')}; a client_stats has only ${[...KEYS].join(', ')}`);
+    return refuse(
+      `unknown key(s) ${extra
+        .slice(0, 5)
+        .map((k) => JSON.stringify(k.slice(0, 40)))
+        .join(', ')}; a client_stats has only ${[...KEYS].join(', ')}`,
+    );
   }
   const transport = m['transport'];
   if (transport !== 'websocket' && transport !== 'webrtc') return refuse('"transport" must be "websocket" or "webrtc"');

@@ -116,8 +116,10 @@ export class ClientStatsIntake {
       if (this.#firstFrame) return 'firstFrameMs was already reported on this connection (it is sent once)';
       if (this.#c.framesSent() === 0) return 'firstFrameMs before the server sent this connection any frame';
     }
-    if (this.#freezeMs + msg.freezeMs > age + SLACK_MS) return `more freeze time (${Math.round(this.#freezeMs + msg.freezeMs)} ms in all) than this connection has been open`;
-    if (this.#freezes + msg.freezes > Math.floor(age / FREEZE_MS) + 1) return `more freezes (${this.#freezes + msg.freezes} in all) than gaps of ${FREEZE_MS} ms fit in this connection's time`;
+    if (this.#freezeMs + msg.freezeMs > age + SLACK_MS)
+      return `more freeze time (${Math.round(this.#freezeMs + msg.freezeMs)} ms in all) than this connection has been open`;
+    if (this.#freezes + msg.freezes > Math.floor(age / FREEZE_MS) + 1)
+      return `more freezes (${this.#freezes + msg.freezes} in all) than gaps of ${FREEZE_MS} ms fit in this connection's time`;
     const sent = this.#c.framesSent();
     if (this.#dropped + msg.dropped > sent) return `more dropped frames (${this.#dropped + msg.dropped} in all) than the server sent this connection (${sent})`;
     return undefined;

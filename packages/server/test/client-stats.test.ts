@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { ErrorMessage, WelcomeMessage } from '@reactor/client';
+import { WebSocket } from 'ws';
+import { connect, type ErrorMessage, type WelcomeMessage } from '@reactor/client';
 import { RawClient, until } from './fixtures/net.js';
 import { usePatternServers } from './pattern-servers.js';
 
@@ -121,7 +122,15 @@ describe('client_stats', () => {
     await until(() => c.binaries.length >= 2, 10_000, 'frames');
     expect(await c.command('1', 'set_speed', { speed: 5 })).toMatchObject({ type: 'reply' });
     // Two samples for one command: the whole report is refused, even its good sample.
-    let err = await refused(c, report({ samples: [{ command: 'set_speed', ms: 30 }, { command: 'set_speed', ms: 30 }] }));
+    let err = await refused(
+      c,
+      report({
+        samples: [
+          { command: 'set_speed', ms: 30 },
+          { command: 'set_speed', ms: 30 },
+        ],
+      }),
+    );
     expect(err.message).toMatch(/more samples of "set_speed" than this connection sent such commands and got their reply \(1 not yet reported\)/);
     expect(await metrics(server.url)).not.toMatch(/reactor_command_to_pixel_seconds_count/);
     // That refusal used one of the second's two reports; the next one is counted.
@@ -150,5 +159,26 @@ describe('client_stats', () => {
     expect(await c.command('1', 'set_speed', { speed: 99 })).toMatchObject({ type: 'error', code: 'invalid_params' });
     const err = await refused(c, report({ samples: [{ command: 'set_speed', ms: 30 }] }));
     expect(err.message).toMatch(/\(0 not yet reported\)/);
+  });
+
+  it('is sent by @reactor/client by itself (time to first frame), and not with stats: false', async () => {
+    const server = await start();
+    const [on, off] = await Promise.all([
+      connect(server.url, { WebSocket, reconnect: false }),
+      connect(server.url, { WebSocket, reconnect: false, stats: false }),
+    ]);
+    cleanups.push(
+      () => on.close(),
+      () => off.close(),
+    );
+    expect(on.latency).toBeDefined();
+    expect(off.latency).toBeUndefined();
+    await until(async () => /reactor_time_to_first_frame_seconds_count\{transport="websocket"\} 1/.test(await metrics(server.url)), 5000, 'the first report');
+    expect(on.latency!.summary().firstFrameMs).toBeGreaterThan(0);
+    // A report interval later, the client with stats off has still sent none.
+    await new Promise((r) => setTimeout(r, 1300));
+    const text = await metrics(server.url);
+    expect(text).toMatch(/reactor_time_to_first_frame_seconds_count\{transport="websocket"\} 1\n/);
+    expect(text).toMatch(/reactor_client_stats_reports_total\{outcome="refused"\} 0/);
   });
 });
