@@ -63,6 +63,7 @@ const VOLATILE = new Set([
   'url', // an upload ticket's PUT path carries the upload id
   'expiresInMs', // an upload ticket's time left
   'nextSeq', // flush: where the session's frame counter stands
+  'seq', // applied: the frame that first showed the command (when it lands depends on the step it reached)
 ]);
 /** `stats` figures: all load- and time-dependent. */
 const STATS_FIGURES = new Set(['steps', 'stepMs', 'fps', 'dropped', 'bitrate', 'keyFrameRequests']);
@@ -352,12 +353,14 @@ describe('the wire format of a recorded sample-app session', () => {
       await rec.until(done, phase);
     };
     const hasReplyOrError = (id: string) => () => rec.phaseTexts().some((t) => (t['type'] === 'reply' || t['type'] === 'error') && t['id'] === id);
+    // A command that changed state hears which frame first showed it (`applied`, after its reply).
+    const hasApplied = (id: string) => () => rec.phaseTexts('applied').some((t) => t['id'] === id);
     const errors = (n: number) => () => rec.phaseTexts('error').length >= n;
 
     await step(
       'set_prompt',
       { type: 'command', id: 'c1', name: 'set_prompt', params: { prompt: 'A lake at dawn.' } },
-      () => hasReplyOrError('c1')() && rec.phaseTexts('state').length >= 1,
+      () => hasReplyOrError('c1')() && rec.phaseTexts('state').length >= 1 && hasApplied('c1')(),
     );
     await step('set_paused invalid', { type: 'command', id: 'c2', name: 'set_paused', params: { paused: 'yes' } }, hasReplyOrError('c2'));
     await step('set_prompt too long', { type: 'command', id: 'c3', name: 'set_prompt', params: { prompt: 'x'.repeat(501), extra: 1 } }, hasReplyOrError('c3'));
@@ -390,7 +393,7 @@ describe('the wire format of a recorded sample-app session', () => {
     await step(
       'set_image',
       { type: 'command', id: 'c6', name: 'set_image', params: { image: { uploadId: ticketBody.uploadId } } },
-      () => hasReplyOrError('c6')() && rec.phaseTexts('message').length >= 1,
+      () => hasReplyOrError('c6')() && rec.phaseTexts('message').length >= 1 && hasApplied('c6')(),
     );
 
     // Coded video: h264 at the first tier, then a tier change.
@@ -414,7 +417,7 @@ describe('the wire format of a recorded sample-app session', () => {
     await step(
       'stats with video',
       { type: 'command', id: 'c7', name: 'set_paused', params: { paused: false } },
-      () => hasReplyOrError('c7')() && rec.phaseTexts('stats').some((s) => s['video'] !== undefined),
+      () => hasReplyOrError('c7')() && hasApplied('c7')() && rec.phaseTexts('stats').some((s) => s['video'] !== undefined),
     );
 
     rec.phase = 'ping';

@@ -6,6 +6,7 @@ import type { PresentationMode } from './latency-reporter.js';
 import type { AllocationRetryOptions, QueuePlace } from './session-route.js';
 import type {
   AppMessage,
+  AppliedMessage,
   ControlStatus,
   DecodedFrame,
   FlushMessage,
@@ -175,6 +176,8 @@ export interface ReactorClientEvents {
   stats: StatsMessage;
   /** Playout was cut: clear what is shown. */
   flush: FlushMessage;
+  /** Which frame first showed one of this client's commands, or why none will (also through the command's `.applied`). */
+  applied: AppliedMessage;
   /** A chunk of an outbound audio track. */
   audio: ClientAudio;
   /** The server released a track this client published (the session ended); publish again to keep sending. */

@@ -6,6 +6,7 @@
  * `publisher.ts`, uploads `upload.ts`, `connect()` `connect.ts`.
  */
 import type { AppTypes, CommandArgs, CommandName, MessageData, MessageName, UntypedApp } from './app-types.js';
+import { type AppliedInfo, AppliedWaiters, type CommandPromise } from './applied-waiters.js';
 import type {
   BlobLike,
   ClientAudio,
@@ -83,6 +84,9 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
   readonly #commandTimeoutMs: number;
   readonly #signal: AbortSignal | undefined;
   readonly #pending = new PendingReplies();
+  readonly #applied = new AppliedWaiters();
+  /** A welcome came on some connection already: a later one that is not a resume is a new identity. */
+  #welcomed = false;
   #onAbort = (): void => this.close();
   readonly #token: string | undefined;
   /** The last `selectVideo()` that succeeded, sent again after a re-join. */
@@ -120,7 +124,11 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
       welcome: (msg) => this.#onWelcome(msg),
       message: (data) => this.#onMessage(data),
       error: (err) => this.emit('error', err),
-      status: (status) => this.emit('status', status),
+      status: (status) => {
+        // Closed for good: no `applied` can come any more.
+        if (status.state === 'closed') this.#applied.endAll();
+        this.emit('status', status);
+      },
       reconnecting: (status) => this.emit('reconnecting', status),
       endPublications: () => this.#publisher.endAll('connection_lost'),
       rejectPending: (err) => this.#pending.rejectAll(err),
@@ -156,17 +164,36 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
    * try { await client.send('set_speed', { speed: 99 }); }
    * catch (e) { if (e instanceof CommandFailedError) console.log(e.code, e.details); }
    */
-  send(name: string, params?: Record<string, unknown>, options: SendOptions = {}): Promise<unknown> {
-    return this.#request(
+  send(name: string, params?: Record<string, unknown>, options: SendOptions = {}): CommandPromise<unknown> {
+    let applied: Promise<AppliedInfo> | undefined;
+    const reply = this.#request(
       name,
       (id) => (params === undefined ? { type: 'command', id, name } : { type: 'command', id, name, params }),
       (code, message, details) => new CommandFailedError(name, code, message, details),
       options,
+      {
+        sent: (id) => (applied = this.#applied.wait(id)),
+        settled: (id, err) => {
+          if (err) this.#applied.fail(id, err);
+        },
+      },
     );
+    if (applied === undefined) {
+      // Never sent (not connected, already aborted): the reply rejects, and `.applied` with the same error.
+      applied = reply.then(() => ({ outcome: 'ended' }) as const);
+      applied.catch(() => undefined);
+    }
+    return Object.assign(reply, { applied });
   }
 
   /** Sends one request message and waits for its `reply`/`error`. */
-  #request(name: string, build: (id: string) => object, fail: Pending['fail'], options: SendOptions): Promise<unknown> {
+  #request(
+    name: string,
+    build: (id: string) => object,
+    fail: Pending['fail'],
+    options: SendOptions,
+    watch?: Parameters<PendingReplies['request']>[6],
+  ): Promise<unknown> {
     const ws = this.#conn.openSocket();
     if (!ws) {
       return Promise.reject(
@@ -176,7 +203,7 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
         ),
       );
     }
-    return this.#pending.request(ws, name, build, fail, options, this.#commandTimeoutMs);
+    return this.#pending.request(ws, name, build, fail, options, this.#commandTimeoutMs, watch);
   }
 
   /** A `publish`/`unpublish`/`pause_track`/`resume_track` request; the server's refusal as a `ReactorClientError` with its code. */
@@ -334,7 +361,7 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
    * a missing parameter or one of the wrong type is a compile error.
    * @example await client.command('set_prompt', { prompt: 'A beach at dusk.' });
    */
-  command<K extends CommandName<T>>(name: K, ...args: CommandArgs<T['commands'][K], SendOptions>): Promise<unknown> {
+  command<K extends CommandName<T>>(name: K, ...args: CommandArgs<T['commands'][K], SendOptions>): CommandPromise<unknown> {
     const [params, options] = args;
     return this.send(name, params as Record<string, unknown> | undefined, options);
   }
@@ -404,6 +431,9 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
     this.role = msg.role ?? 'controller';
     this.control = msg.control;
     if (droppedAt !== undefined && msg.resumed !== true) this.#publisher.endAll('connection_lost');
+    // A new identity (a failed resume, a `reactor dev` reload): the old session's outcomes will not come.
+    if (this.#welcomed && msg.resumed !== true) this.#applied.endAll();
+    this.#welcomed = true;
     this.schema = msg.schema;
     this.state = msg.state;
     this.session = msg.session;
@@ -473,6 +503,10 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
         return;
       case 'flush':
         this.emit('flush', msg);
+        return;
+      case 'applied':
+        this.#applied.settle(msg);
+        this.emit('applied', msg);
         return;
       case 'video_config':
         this.videoConfigs.set(msg.track, msg);

@@ -64,6 +64,8 @@ export type {
   SessionMessage,
   StatsMessage,
   FlushMessage,
+  AppliedMessage,
+  AppliedOutcome,
   ServerMessage,
   FrameHeader,
   DecodedFrame,
@@ -87,6 +89,7 @@ export type {
   UploadOptions,
   BlobLike,
 } from './client-types.js';
+export type { AppliedInfo, CommandPromise } from './applied-waiters.js';
 export { requestSession } from './session-route.js';
 export type { SessionRoute, AllocationRetryOptions, RequestSessionOptions, QueuePlace } from './session-route.js';
 export { Publication } from './publication.js';

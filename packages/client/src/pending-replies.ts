@@ -29,6 +29,8 @@ export class PendingReplies {
     fail: Pending['fail'],
     options: SendOptions,
     defaultTimeoutMs: number,
+    /** Told the request's id once it is sent, then its end: no error for a reply, the error it rejects with otherwise. */
+    watch?: { sent(id: string): void; settled(id: string, err?: Error): void },
   ): Promise<unknown> {
     if (options.signal?.aborted) return Promise.reject(options.signal.reason);
     const id = String(this.#nextId++);
@@ -43,10 +45,17 @@ export class PendingReplies {
       };
       const done = (err: Error): void => {
         cleanup();
+        watch?.settled(id, err);
         reject(err);
       };
       options.signal?.addEventListener('abort', onAbort, { once: true });
-      this.#pending.set(id, { name, resolve: (v) => (cleanup(), resolve(v)), reject: done, fail, cleanup });
+      const ok = (v: unknown): void => {
+        cleanup();
+        watch?.settled(id);
+        resolve(v);
+      };
+      this.#pending.set(id, { name, resolve: ok, reject: done, fail, cleanup });
+      watch?.sent(id);
       ws.send(JSON.stringify(build(id)));
     });
   }

@@ -46,7 +46,7 @@ export { KEY_FRAME_MIN_INTERVAL_MS } from './video.js';
 export type { VideoCodecName, VideoTierSchema, VideoOffer, VideoSelection } from './video.js';
 export { UPLOAD_PATH } from './uploads.js';
 export type { UploadRef, UploadRequest, UploadTicket, UploadInfo } from './uploads.js';
-export { parseServerMessage } from './server-messages.js';
+export { parseServerMessage, APPLIED_OUTCOMES } from './server-messages.js';
 export type {
   WelcomeMessage,
   ControlStatus,
@@ -60,6 +60,8 @@ export type {
   StatsMessage,
   FlushMessage,
   TrackReleasedMessage,
+  AppliedOutcome,
+  AppliedMessage,
   ServerMessage,
 } from './server-messages.js';
 export { parseClientMessage, validId, MAX_COMMAND_ID_LENGTH } from './client-message-parser.js';

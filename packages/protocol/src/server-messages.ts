@@ -140,6 +140,24 @@ export interface TrackReleasedMessage {
   reason: string;
 }
 
+/** The outcomes of an {@link AppliedMessage}: `applied` names a frame; the others say why no frame will show the command. */
+export const APPLIED_OUTCOMES = ['applied', 'superseded', 'paused', 'ended'] as const;
+export type AppliedOutcome = (typeof APPLIED_OUTCOMES)[number];
+
+/**
+ * Which frame first reflects a command that changed state (a generated setter, an event), sent
+ * to its sender after the command's `reply` (issue 26). `applied`: `seq` is the header `seq` of
+ * the first frame of `track` (the first outbound video track in schema order; an app without
+ * video: its first audio track) whose step read the new state. Otherwise no frame will show it:
+ * `superseded` (a later command on the same field or event replaced it before a step made a
+ * frame of it), `paused` (the step that read it was refused, or this client paused `track`
+ * when that frame played), `ended` (the session ended first). One per command; a command
+ * answered with an `error` gets none.
+ */
+export type AppliedMessage =
+  | { type: 'applied'; id: string; outcome: 'applied'; seq: number; track: string }
+  | { type: 'applied'; id: string; outcome: Exclude<AppliedOutcome, 'applied'> };
+
 export type ServerMessage =
   | WelcomeMessage
   | ReplyMessage
@@ -151,7 +169,8 @@ export type ServerMessage =
   | FlushMessage
   | TrackReleasedMessage
   | VideoConfigMessage
-  | ControlMessage;
+  | ControlMessage
+  | AppliedMessage;
 
 /** Parses one JSON text message from a server; throws on anything that is not a server message. */
 export function parseServerMessage(text: string): ServerMessage {
@@ -159,5 +178,21 @@ export function parseServerMessage(text: string): ServerMessage {
   if (typeof msg !== 'object' || msg === null || typeof (msg as { type?: unknown }).type !== 'string') {
     throw new TypeError('server message is not a JSON object with a string "type"');
   }
+  if ((msg as { type: string }).type === 'applied') checkApplied(msg as Record<string, unknown>);
   return msg as ServerMessage;
+}
+
+/** @throws TypeError when an `applied` message lacks its id, has an unknown outcome, or a `seq`/`track` that does not fit its outcome. */
+function checkApplied(msg: Record<string, unknown>): void {
+  const { id, outcome, seq, track } = msg;
+  if (typeof id !== 'string' || id === '') throw new TypeError('applied message: "id" must be a non-empty string');
+  if (!(APPLIED_OUTCOMES as readonly unknown[]).includes(outcome)) {
+    throw new TypeError(`applied message: "outcome" must be one of ${APPLIED_OUTCOMES.join(', ')}, got ${JSON.stringify(outcome)}`);
+  }
+  if (outcome === 'applied') {
+    if (typeof seq !== 'number' || !Number.isInteger(seq) || seq < 0) throw new TypeError('applied message: "seq" must be a non-negative integer');
+    if (typeof track !== 'string' || track === '') throw new TypeError('applied message: "track" must be a non-empty string');
+  } else if (seq !== undefined || track !== undefined) {
+    throw new TypeError(`applied message: outcome ${outcome as string} carries no "seq" or "track"`);
+  }
 }

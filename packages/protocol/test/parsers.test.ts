@@ -59,4 +59,29 @@ describe('parseServerMessage', () => {
   it('refuses text that is not JSON', () => {
     expect(() => parseServerMessage('{')).toThrow(SyntaxError);
   });
+
+  it('takes the four applied outcomes, seq and track only with applied', () => {
+    expect(parseServerMessage('{"type":"applied","id":"7","outcome":"applied","seq":12,"track":"main_video"}')).toEqual({
+      type: 'applied',
+      id: '7',
+      outcome: 'applied',
+      seq: 12,
+      track: 'main_video',
+    });
+    for (const outcome of ['superseded', 'paused', 'ended']) {
+      expect(parseServerMessage(JSON.stringify({ type: 'applied', id: '7', outcome }))).toEqual({ type: 'applied', id: '7', outcome });
+    }
+  });
+
+  it.each([
+    ['{"type":"applied","outcome":"ended"}', '"id" must be a non-empty string'],
+    ['{"type":"applied","id":"1","outcome":"done"}', '"outcome" must be one of applied, superseded, paused, ended, got "done"'],
+    ['{"type":"applied","id":"1","outcome":"applied","track":"v"}', '"seq" must be a non-negative integer'],
+    ['{"type":"applied","id":"1","outcome":"applied","seq":-1,"track":"v"}', '"seq" must be a non-negative integer'],
+    ['{"type":"applied","id":"1","outcome":"applied","seq":1.5,"track":"v"}', '"seq" must be a non-negative integer'],
+    ['{"type":"applied","id":"1","outcome":"applied","seq":1}', '"track" must be a non-empty string'],
+    ['{"type":"applied","id":"1","outcome":"ended","seq":1}', 'outcome ended carries no "seq" or "track"'],
+  ])('refuses the applied message %s', (text, why) => {
+    expect(() => parseServerMessage(text)).toThrow(new TypeError(`applied message: ${why}`));
+  });
 });

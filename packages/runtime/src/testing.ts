@@ -164,6 +164,8 @@ export class RecordingSink implements ClientSink {
           return `error:${m.id ?? ''}:${m.code}`;
         case 'message':
           return `message:${m.name}`;
+        case 'applied':
+          return `applied:${m.id}:${m.outcome}${m.outcome === 'applied' ? `@${m.seq}` : ''}`;
         default:
           return m.type;
       }

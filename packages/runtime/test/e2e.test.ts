@@ -245,9 +245,12 @@ describe('AppHost end to end (in process)', () => {
       'reply:a1',
       ...f(2, 3), // ...and step 2's media left outside the lock, after it
       'session:streaming', // B joined (clients: 2)
-      ...f(4, 5),
+      'frame:main_video#4', // step 3's first frame: the first made after set_prompt
+      'applied:a1:applied@4',
+      'frame:main_video#5',
       'state', // paused
       'reply:a2',
+      'applied:a2:paused', // the step that read it was refused
       'session:streaming', // the next step is refused: its reason in the status (refused: paused)
       ...f(6, 7), // the media of the step before, played out
       'state', // unpaused
@@ -255,10 +258,13 @@ describe('AppHost end to end (in process)', () => {
       'session:streaming', // steps run again: the status drops the reason
       'flush', // recoverable model error: the app flushed...
       'message:notice', // ...and told everyone
-      'frame:main_video#8', // first frame of step 6; the rest is cut by reset:
+      'frame:main_video#8', // first frame of step 6 (step 5 made none); the rest is cut by reset:
+      'applied:a3:applied@8',
       'flush',
       'reply:a4',
-      ...f(9, 10), // step 8 (step 7's batch was waiting for room and was dropped)
+      'frame:main_video#9', // step 8 (step 7's batch was waiting for room and was dropped, the reset's ack with it)
+      'applied:a4:applied@9',
+      'frame:main_video#10',
     ]);
     expect(b.summary()).toEqual([
       'welcome:streaming',
@@ -269,7 +275,9 @@ describe('AppHost end to end (in process)', () => {
       ...f(4, 5),
       'state',
       'session:streaming', // refused: paused
-      ...f(6, 7),
+      'frame:main_video#6', // step 4: the first after boost b1 (an event: a change the host cannot see, named all the same)
+      'applied:b1:applied@6',
+      'frame:main_video#7',
       'state',
       'session:streaming', // stepping again
       'flush',

@@ -13,7 +13,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { WebSocket } from 'ws';
-import type { PauseTrackMessage, ResumeTrackMessage, ServerMessage, StatsMessage, WelcomeMessage } from '@reactor/protocol';
+import type { AppliedMessage, PauseTrackMessage, ResumeTrackMessage, ServerMessage, StatsMessage, WelcomeMessage } from '@reactor/protocol';
 import type { Logger } from '@reactor/log';
 import type { AppHostApi, ClientHandle, ClientSink, OutputAudio, OutputFrame } from '@reactor/runtime';
 import type { Grant } from './tokens.js';
@@ -241,6 +241,7 @@ export class ClientConnection implements ClientSink {
 
   message(msg: ServerMessage): void {
     if (this.#state.closed) return;
+    if (msg.type === 'applied') return this.#applied(msg);
     if (msg.type === 'stats') this.#ctx.onStats(msg);
     if (msg.type === 'flush') {
       this.#video.flushed(msg.nextSeq);
@@ -248,6 +249,19 @@ export class ClientConnection implements ClientSink {
       this.#out.flushBefore(msg.nextSeq);
     }
     this.#out.sendText(JSON.stringify(msg.type === 'error' ? capError(msg) : withInstance(msg, this.#ctx.instance())));
+  }
+
+  /**
+   * An `applied` message goes out after its command's reply (held until that is sent). A frame
+   * of a track this connection paused was not sent to it: it hears `paused` instead.
+   */
+  #applied(msg: AppliedMessage): void {
+    let out = msg;
+    if (msg.outcome === 'applied') {
+      const index = this.#ctx.host.schema.tracks.findIndex((t) => t.name === msg.track);
+      if (this.#out.stats().pausedTracks.includes(index)) out = { type: 'applied', id: msg.id, outcome: 'paused' };
+    }
+    this.#in.afterReply(msg.id, () => this.#out.sendText(JSON.stringify(out)));
   }
 
   /** The welcome's per-connection fields: the video offer, the resume secret, `resumed: false` when a resume failed, the `client_stats` it takes. */

@@ -87,6 +87,8 @@ export class InboundChannel {
   #unanswered = 0;
   /** Settles once every answer owed so far has been sent. */
   #answered: Promise<void> = Promise.resolve();
+  /** Commands whose answer is owed, by id: settles once it has been sent. */
+  readonly #replySent = new Map<string, Promise<void>>();
   #readPauses = 0;
   #pauseTimer: ReturnType<typeof setTimeout> | undefined;
   /** Messages that arrived (already read by `ws`) while reads were paused, in arrival order. */
@@ -239,6 +241,21 @@ export class InboundChannel {
         return result;
       }),
     );
+    // The chain's tail is now this command's answer, sent.
+    const sent = this.#answered;
+    this.#replySent.set(cmd.id, sent);
+    void sent.then(() => {
+      if (this.#replySent.get(cmd.id) === sent) this.#replySent.delete(cmd.id);
+    });
+  }
+
+  /** Runs `send` once the answer to command `id` has gone out (at once when none is owed): an `applied` message follows its reply. */
+  afterReply(id: string, send: () => void): void {
+    const sent = this.#replySent.get(id);
+    if (sent === undefined) return send();
+    void sent.then(() => {
+      if (!this.#state.closed) send();
+    });
   }
 
   /**

@@ -97,10 +97,16 @@ export class CommandDispatch {
       };
     }
     if (uploads && uploads.size > 0) params = { ...params, ...Object.fromEntries(uploads) };
-    return spec.kind === 'setter' ? this.runSetter(spec, session, params, id) : this.runEvent(spec, client, params, id);
+    return spec.kind === 'setter' ? this.runSetter(spec, client, session, params, id) : this.runEvent(spec, client, session, params, id);
   }
 
-  private async runSetter(spec: CommandSpec, session: HostSession, params: Record<string, unknown>, id: string): Promise<ReplyMessage | ErrorMessage> {
+  private async runSetter(
+    spec: CommandSpec,
+    client: HostClient,
+    session: HostSession,
+    params: Record<string, unknown>,
+    id: string,
+  ): Promise<ReplyMessage | ErrorMessage> {
     const field = spec.field!;
     const details = Object.keys(params)
       .filter((k) => k !== field.wire)
@@ -112,11 +118,23 @@ export class CommandDispatch {
     }
     if (details.length > 0) return invalidParams(id, spec.name, details);
     (session.state as unknown as Record<string, unknown>)[field.property] = params[field.wire];
+    session.acks.changed({ client, id, key: `field:${field.property}` });
     this.broadcastState();
     return { type: 'reply', id };
   }
 
-  private async runEvent(spec: CommandSpec, client: HostClient, params: Record<string, unknown>, id: string): Promise<ReplyMessage | ErrorMessage> {
+  /**
+   * An event that succeeds counts as a change of state for its `applied` message: the host cannot
+   * see what its handler changed (the app's own fields, the runner), so the next step's frame is
+   * the first that can show it.
+   */
+  private async runEvent(
+    spec: CommandSpec,
+    client: HostClient,
+    session: HostSession,
+    params: Record<string, unknown>,
+    id: string,
+  ): Promise<ReplyMessage | ErrorMessage> {
     const { app, def, logger } = this.core;
     let value: object = {};
     if (spec.params) {
@@ -130,6 +148,7 @@ export class CommandDispatch {
     try {
       const handler = (app as unknown as Record<string, (p: object, c: Client) => unknown>)[spec.method!]!;
       const result = await handler.call(app, value, client);
+      session.acks.changed({ client, id, key: `event:${spec.name}` });
       return result === undefined ? { type: 'reply', id } : { type: 'reply', id, result };
     } catch (err) {
       if (err instanceof CommandError) return errorReply(id, err.code, err.message);

@@ -1,8 +1,11 @@
-import type { CommandMessage, ErrorMessage, ReplyMessage, ServerMessage } from '@reactor/protocol';
+import type { AppliedMessage, CommandMessage, ErrorMessage, ReplyMessage, ServerMessage } from '@reactor/protocol';
 import type { Client } from './client.js';
 import { CLIENT_TRANSITIONS, type ClientState, Lifecycle } from './lifecycle.js';
 import type { Session } from './session.js';
 import type { ClientHandle, ClientInfo, ClientSink, InboundFrame } from './transport.js';
+
+/** How many of a client's last `applied` messages a resumed connection gets again. */
+export const RECENT_APPLIED = 32;
 
 /** A session of the host, whose members are {@link HostClient}s. */
 export type HostSession = Session<HostClient>;
@@ -37,6 +40,8 @@ export class HostClient implements Client, ClientHandle {
 
   /** Where its messages and frames go (a resumed client's new connection replaces it). */
   sink: ClientSink;
+  /** Its last {@link RECENT_APPLIED} `applied` messages, sent again after a resumed welcome (those sent while it was dropped were lost). */
+  readonly recentApplied: AppliedMessage[] = [];
 
   constructor(
     private readonly owner: ClientOwner,
@@ -60,6 +65,14 @@ export class HostClient implements Client, ClientHandle {
   send(message: object): void {
     const msg = this.owner.toAppMessage(message);
     if (this.connected) this.sink.message(msg);
+  }
+
+  /** One of its commands reached a frame (or never will): told to it while connected, kept for a resume. */
+  applied(msg: AppliedMessage): void {
+    if (!this.connected) return;
+    this.recentApplied.push(msg);
+    if (this.recentApplied.length > RECENT_APPLIED) this.recentApplied.shift();
+    this.sink.message(msg);
   }
 
   command(msg: CommandMessage): Promise<ReplyMessage | ErrorMessage> {

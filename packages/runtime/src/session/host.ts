@@ -17,6 +17,8 @@ import { HostUploads } from './host-uploads.js';
 import { InputTracks } from './input-tracks.js';
 import { Members } from './members.js';
 import { HOST_TRANSITIONS, type HostState, Lifecycle } from './lifecycle.js';
+import { AppliedAcks } from './applied.js';
+import { clockTrack } from './normalize.js';
 import { Playout } from './playout.js';
 import { Session } from './session.js';
 import { StepLoop } from './step-loop.js';
@@ -343,14 +345,23 @@ export class AppHost implements AppHostApi {
   /** A new session; `chosenId` (a session router's id, see `ClientInfo.sessionId`) when it is label-safe. */
   private createSession(chosenId?: string): HostSession {
     const state = this.def.state.createDefaults();
+    const acks = new AppliedAcks<HostClient>(this.def.tracks[clockTrack(this.def.tracks)]?.name, (client, msg) =>
+      this.core.safe(client.sink, () => client.applied(msg)),
+    );
     const playout = new Playout(
       this.def.tracks,
       this.def.bufferSize,
       performance.now(),
       (frame) => this.broadcast.emitFrame(session, frame),
       (chunk) => this.broadcast.emitAudio(session, chunk),
+      acks,
     );
-    const session: HostSession = new Session<HostClient>(state, playout, chosenId !== undefined && CHOSEN_SESSION_ID.test(chosenId) ? chosenId : undefined);
+    const session: HostSession = new Session<HostClient>(
+      state,
+      playout,
+      acks,
+      chosenId !== undefined && CHOSEN_SESSION_ID.test(chosenId) ? chosenId : undefined,
+    );
     this.core.session = session;
     this.lastSessionError = undefined;
     this.counters.sessions++;
@@ -417,6 +428,7 @@ export class AppHost implements AppHostApi {
     session.error = error;
     session.clearTimers();
     session.playout.close();
+    session.acks.end();
     this.broadcast.publishStatus();
     this.core.notifyChange();
     this.tracks.releaseAllTracks(session, error ? `the session ended: ${error.message}` : (kickReason ?? 'the session ended'));

@@ -32,6 +32,8 @@ export class Members {
     }
     client.sink = sink;
     this.core.safe(sink, () => sink.message(this.welcome(client, sink, true)));
+    // What was sent while it was away was dropped: its last outcomes come again (a client ignores ids it no longer waits for).
+    for (const msg of client.recentApplied) this.core.safe(sink, () => sink.message(msg));
   }
 
   /** `waiting` -> `joining`: the client is a member; its `@connected` hooks run in their turn. */

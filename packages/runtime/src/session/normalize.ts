@@ -2,6 +2,7 @@ import type { AppDefinition } from '../app/registry.js';
 import type { TrackSpec } from '../app/track-specs.js';
 import { FrameShapeError, InvalidOutputError, UnknownTrackError } from '../errors/errors.js';
 import { Frames, Output, TrackPayload } from '../output/output.js';
+import type { PendingApplied } from './applied.js';
 
 /** One piece of an audio track's PCM, played out with the slot that carries it. */
 export interface QueuedAudio {
@@ -20,6 +21,8 @@ export interface QueuedFrame {
   readonly intervalMs: number;
   /** The share of the step's audio that plays with this frame (one piece per audio track), if any. */
   readonly audio?: readonly QueuedAudio[];
+  /** The commands this frame is the first to reflect (the first slot of a step on the ack track; see `applied.ts`). */
+  readonly acks?: ReadonlyArray<PendingApplied<unknown>>;
 }
 
 /** Audio of a step that has no frame on the clock track: it lasts the audio's own duration. */
@@ -28,6 +31,8 @@ export interface QueuedAudioSlot {
   /** The audio's duration, ms (the longest track's, when several). */
   readonly intervalMs: number;
   readonly audio: readonly QueuedAudio[];
+  /** As {@link QueuedFrame.acks} (an app without video: the ack track is its first audio track). */
+  readonly acks?: ReadonlyArray<PendingApplied<unknown>>;
 }
 
 /** One entry of a track's playout queue: a frame (with its audio), or audio alone. */

@@ -1,4 +1,5 @@
 import type { TrackSpec } from '../app/track-specs.js';
+import type { AppliedAcks, PendingApplied } from './applied.js';
 import type { OutputAudio, OutputFrame } from './transport.js';
 import { type Chunk, type QueuedSlot, clockTrack } from './normalize.js';
 
@@ -28,6 +29,7 @@ export class Playout {
   /**
    * @param emit called with each frame at its due time.
    * @param emitAudio called with each audio piece right after the frame it plays with (same due time).
+   * @param acks told when a slot that carries commands plays (its first seq) or is dropped unplayed (flush, close).
    */
   constructor(
     private readonly tracks: readonly TrackSpec[],
@@ -35,6 +37,7 @@ export class Playout {
     private readonly startedAt: number,
     private readonly emit: (frame: OutputFrame) => void,
     private readonly emitAudio: (chunk: OutputAudio) => void = () => undefined,
+    private readonly acks?: Pick<AppliedAcks<unknown>, 'played' | 'returned'>,
   ) {
     this.queues = tracks.map(() => []);
     this.nextDue = tracks.map(() => -Infinity);
@@ -72,12 +75,21 @@ export class Playout {
 
   /** Drops every queued frame, releases a waiting producer (its batch dropped); returns the next seq. */
   flush(): number {
+    const unplayed = this.acks ? this.unplayedAcks() : [];
     for (const q of this.queues) q.length = 0;
     // A cut: the next frame plays as soon as it arrives, not one interval after the dropped ones.
     this.nextDue.fill(-Infinity);
     this.releaseWaiter(false);
     this.clearTimer();
+    if (unplayed.length > 0) this.acks!.returned(unplayed);
     return this.seq;
+  }
+
+  /** The commands carried by the slots queued or waiting for room, oldest first. */
+  private unplayedAcks(): Array<PendingApplied<unknown>> {
+    const out: Array<PendingApplied<unknown>> = [];
+    for (const slots of [...this.queues, ...(this.waiter?.chunk ?? [])]) for (const slot of slots ?? []) if (slot.acks) out.push(...slot.acks);
+    return out;
   }
 
   /** Stops playout for good (session ended). */
@@ -163,6 +175,7 @@ export class Playout {
         q.shift();
         this.nextDue[t] = due + head.intervalMs;
         const ptsMs = due - this.startedAt;
+        const firstSeq = this.seq;
         if (head.rgb !== undefined) {
           const frame: OutputFrame = {
             track: track.name,
@@ -189,6 +202,7 @@ export class Playout {
             pcm: a.pcm,
           });
         }
+        if (head.acks && this.seq > firstSeq) this.acks?.played(head.acks, firstSeq);
       }
     }
     if (this.waiter && this.hasRoom(this.waiter.chunk)) this.releaseWaiter(true);

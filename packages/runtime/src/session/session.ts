@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { ErrorBody } from '@reactor/protocol';
+import type { AppliedAcks } from './applied.js';
 import type { Playout } from './playout.js';
 import type { InputState } from '../state/input-state.js';
 import type { UploadStore } from '../upload/upload-store.js';
@@ -45,6 +46,8 @@ export class Session<C = unknown> {
   constructor(
     readonly state: InputState,
     readonly playout: Playout,
+    /** Which frame first reflects each command that changed state (`applied` messages). */
+    readonly acks: AppliedAcks<C>,
     id?: string,
   ) {
     this.id = id ?? randomUUID();

@@ -12,12 +12,15 @@ import type { Output } from '../output/output.js';
 import type { Broadcast } from './broadcast.js';
 import type { HostSession } from './host-client.js';
 import { errorText, type HostCore, stepGaveWay } from './host-core.js';
-import { type Chunk, normalizeOutput } from './normalize.js';
+import { type Chunk, clockTrack, normalizeOutput } from './normalize.js';
 
 /** A host's step loops (one per session while it streams) and their listeners. */
 export class StepLoop {
   private readonly stepListeners = new Set<(step: { elapsedMs: number; failed: boolean }) => void>();
   private readonly loops = new Set<Promise<void>>();
+  /** The chunk index of the track `applied` messages name (see `applied.ts`). */
+  private readonly ackTrack: number;
+  private readonly ackOnVideo: boolean;
 
   constructor(
     private readonly core: HostCore,
@@ -28,7 +31,10 @@ export class StepLoop {
     private readonly endSession: (session: HostSession, error: ErrorBody) => Promise<void>,
     /** Retry delay after a refused step when nothing changes, ms. */
     private readonly refusalBackoffMs: number,
-  ) {}
+  ) {
+    this.ackTrack = clockTrack(core.def.tracks);
+    this.ackOnVideo = core.def.tracks[this.ackTrack]?.kind === 'video';
+  }
 
   /** Calls `listener` after every step's `generate()` with its model time (failed steps too); returns the unsubscribe function. */
   onStep(listener: (step: { elapsedMs: number; failed: boolean }) => void): () => void {
@@ -136,11 +142,24 @@ export class StepLoop {
     try {
       output = await app.processOutput(new StepOutcome(result, error, elapsedMs));
       if (output === null || output === undefined) return undefined;
-      return normalizeOutput(this.core.def, output, elapsedMs);
+      return this.withAcks(session, normalizeOutput(this.core.def, output, elapsedMs));
     } catch (err) {
       await this.failSession(session, 'processOutput', err);
       return undefined;
     }
+  }
+
+  /**
+   * Puts the commands waiting for a frame on the step's first slot of the ack track, if the step
+   * made one there (on a video track, audio alone is no frame of it): see `applied.ts`.
+   */
+  private withAcks(session: HostSession, chunk: Chunk): Chunk {
+    const slots = chunk[this.ackTrack];
+    const first = slots?.[0];
+    if (!slots || !first || (this.ackOnVideo && first.rgb === undefined)) return chunk;
+    const acks = session.acks.take();
+    if (acks) slots[0] = { ...first, acks };
+    return chunk;
   }
 
   /** Counts a refused step and logs its reason once (until a step runs or the reason changes). */
@@ -151,6 +170,7 @@ export class StepLoop {
    */
   private refuse(session: HostSession, reason: string, tell = true): 'refused' {
     this.core.counters.refusedSteps++;
+    if (tell) session.acks.refused();
     if (tell && session.lastRefusal !== reason) {
       session.lastRefusal = reason;
       this.core.logger.info(`step refused: ${reason}`);
