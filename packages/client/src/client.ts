@@ -172,7 +172,17 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
       (code, message, details) => new CommandFailedError(name, code, message, details),
       options,
       {
-        sent: (id) => (applied = this.#applied.wait(id)),
+        sent: (id) => {
+          applied = this.#applied.wait(id);
+          // Command-to-pixel counts from here, the send, to the presentation of the applied frame.
+          const tracker = this.latency;
+          const sentAt = performance.now();
+          if (tracker)
+            applied.then(
+              (info) => tracker.applied(name, sentAt, info),
+              () => undefined,
+            );
+        },
         settled: (id, err) => {
           if (err) this.#applied.fail(id, err);
         },

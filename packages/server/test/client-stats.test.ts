@@ -181,4 +181,32 @@ describe('client_stats', () => {
     expect(text).toMatch(/reactor_time_to_first_frame_seconds_count\{transport="websocket"\} 1\n/);
     expect(text).toMatch(/reactor_client_stats_reports_total\{outcome="refused"\} 0/);
   });
+
+  it('@reactor/client samples send -> delivery of the applied frame, and the sample reaches /metrics', async () => {
+    const server = await start();
+    const client = await connect(server.url, { WebSocket, reconnect: false });
+    cleanups.push(() => client.close());
+    const delivered = new Map<number, { track: string; at: number }>();
+    client.on('frame', (f) => delivered.set(f.seq, { track: f.trackName, at: performance.now() }));
+    await until(() => delivered.size >= 3, 10_000, 'frames');
+    const before = performance.now();
+    const p = client.send('set_speed', { speed: 7 });
+    const after = performance.now();
+    await p;
+    const info = await p.applied;
+    expect(info.outcome).toBe('applied');
+    if (info.outcome !== 'applied') return;
+    await until(() => client.latency!.summary().samples === 1, 10_000, 'the sample');
+    // The first frame of the applied frame's track at or after its seq.
+    await until(() => [...delivered].some(([seq, d]) => seq >= info.seq && d.track === info.track), 5000, 'the applied frame');
+    const [, shown] = [...delivered].filter(([seq, d]) => seq >= info.seq && d.track === info.track).sort((a, b) => a[0] - b[0])[0]!;
+    const ms = client.latency!.summary().lastMs!;
+    expect(ms).toBeGreaterThanOrEqual(shown.at - after - 1);
+    expect(ms).toBeLessThanOrEqual(shown.at - before + 1);
+    await until(
+      async () => /reactor_command_to_pixel_seconds_count\{command="set_speed",transport="websocket"\} 1/.test(await metrics(server.url)),
+      5000,
+      'the sample in /metrics',
+    );
+  });
 });
