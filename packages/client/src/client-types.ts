@@ -2,7 +2,6 @@
  * The types of the client SDK's surface: its options, connection status, received frames and
  * audio, upload inputs and the events of a {@link ReactorClient}.
  */
-import type { PresentationMode } from './latency-reporter.js';
 import type { AllocationRetryOptions, QueuePlace } from './session-route.js';
 import type {
   AppMessage,
@@ -42,6 +41,9 @@ export interface ReconnectOptions {
   /** Give up after this many failed attempts in a row (default: never). */
   maxAttempts?: number;
 }
+
+/** When a frame counts as presented for the latency tracker: handed to the app (`delivery`, the default), or told by the app (`manual`). */
+export type PresentationMode = 'delivery' | 'manual';
 
 /** Options of {@link connect}. */
 export interface ConnectOptions {

@@ -78,6 +78,7 @@ export type {
   WebSocketConstructor,
   ReconnectOptions,
   ConnectOptions,
+  PresentationMode,
   SendOptions,
   ConnectionState,
   ConnectionStatus,
@@ -105,7 +106,6 @@ export type {
 export type { AppTypes, UntypedApp, CommandName, MessageName, CommandParams, MessageData, CommandArgs } from './app-types.js';
 export { LatencyTracker, FREEZE_THRESHOLD_MS } from './latency-tracker.js';
 export type { LatencySummary, AppliedFrame } from './latency-tracker.js';
-export type { PresentationMode } from './latency-reporter.js';
 export { TypedEmitter } from './emitter.js';
 export type { Listener } from './emitter.js';
 export {

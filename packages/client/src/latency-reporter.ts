@@ -5,12 +5,9 @@
  * the app (its `frame` event: what a Node client can know); in `manual` mode the code that draws
  * calls `tracker.presented()` itself (the viewer: when its canvas draws the frame).
  */
-import type { ReactorClientEvents } from './client-types.js';
+import type { PresentationMode, ReactorClientEvents } from './client-types.js';
 import type { LatencyTracker } from './latency-tracker.js';
 import type { ClientStatsMessage } from './protocol.js';
-
-/** When a frame counts as presented: handed to the app (`delivery`, the default), or told by the app (`manual`). */
-export type PresentationMode = 'delivery' | 'manual';
 
 /** What the reporter needs of its client. */
 export interface ReporterClient {
