@@ -31,11 +31,6 @@ interface Waiter {
 export class AppliedWaiters {
   readonly #waiting = new Map<string, Waiter>();
 
-  /** Commands whose outcome is still to come. */
-  get size(): number {
-    return this.#waiting.size;
-  }
-
   /** The `.applied` promise of command `id` (sent just now). */
   wait(id: string): Promise<AppliedInfo> {
     const p = new Promise<AppliedInfo>((resolve, reject) => {

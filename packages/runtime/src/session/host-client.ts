@@ -5,7 +5,7 @@ import type { Session } from './session.js';
 import type { ClientHandle, ClientInfo, ClientSink, InboundFrame } from './transport.js';
 
 /** How many of a client's last `applied` messages a resumed connection gets again. */
-export const RECENT_APPLIED = 32;
+const RECENT_APPLIED = 32;
 
 /** A session of the host, whose members are {@link HostClient}s. */
 export type HostSession = Session<HostClient>;
