@@ -2,7 +2,8 @@
  * `@reactor/client/browser`: the DOM-only parts of the SDK. The main entry (`@reactor/client`)
  * publishes a `MediaStreamTrack` by itself; this entry adds the audio player, the capture
  * generators for those who drive them directly, and coded video (WebCodecs): a decoder per track,
- * the receiver that picks a codec and a tier for a connection, and their pure policies.
+ * the receiver that picks a codec and a tier for a connection, and their pure policies; the
+ * presentation times of a `<video>` element for the latency tracker.
  */
 export { AudioPlayer } from './audio-player.js';
 export type { AudioPlayerOptions } from './audio-player.js';
@@ -11,6 +12,9 @@ export type { CameraCaptureOptions, MicrophoneCaptureOptions } from './media-cap
 export { VideoTrackDecoder, pickVideoCodec, hasWebCodecs, PROBE_CODEC_STRINGS } from './video-decoder.js';
 export type { DecodedVideoInfo, VideoInputFrame, VideoTrackDecoderEvents, VideoTrackDecoderOptions, VideoDecoderCounters } from './video-decoder.js';
 export { VideoReceiver } from './video-receiver.js';
+export { trackVideoElement } from './video-element-presentation.js';
+export { LatencyTracker } from './latency-tracker.js';
+export type { VideoElementPresentationOptions } from './video-element-presentation.js';
 export type { VideoReceiverClient, VideoReceiverOptions, VideoReceiverEvents } from './video-receiver.js';
 export { KeyFrameGate } from './key-frame-gate.js';
 export type { ReferenceLoss, GateDecision, GateFrame, KeyFrameGateOptions } from './key-frame-gate.js';

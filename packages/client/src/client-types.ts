@@ -42,6 +42,9 @@ export interface ReconnectOptions {
   maxAttempts?: number;
 }
 
+/** When a frame counts as presented for the latency tracker: handed to the app (`delivery`, the default), or told by the app (`manual`). */
+export type PresentationMode = 'delivery' | 'manual';
+
 /** Options of {@link connect}. */
 export interface ConnectOptions {
   /** Access token, when the server requires one (sent as the `token` query parameter). */
@@ -74,6 +77,14 @@ export interface ConnectOptions {
   onQueue?: (place: QueuePlace) => void;
   /** Through a router that mints instance tokens: the role to ask for (default `controller`). */
   role?: 'controller' | 'spectator';
+  /**
+   * Measure what the user sees and report it to the server as `client_stats` (default `true`):
+   * command-to-pixel latency, time to first frame, freezes, dropped frames (`client.latency`).
+   * `false` turns it off. `presentation: 'manual'`: the code that draws the frames calls
+   * `client.latency.presented(track, seq)` when it shows one (and `dropped()` for one it skips);
+   * by default a frame counts as presented when the `frame` event hands it to the app.
+   */
+  stats?: boolean | { presentation?: PresentationMode };
 }
 
 /** Options of one {@link ReactorClient.send} call. */

@@ -26,6 +26,8 @@ import { TypedEmitter } from './emitter.js';
 import { ClientErrorCode, CommandFailedError, ConnectionError, ReactorClientError } from './errors.js';
 import { inboundFrame } from './inbound-frame.js';
 import { iterate } from './iterate.js';
+import { startLatencyReports } from './latency-reporter.js';
+import { LatencyTracker } from './latency-tracker.js';
 import { PendingReplies, type Pending } from './pending-replies.js';
 import type { Publication, PublishOptions, PublishSource } from './publication.js';
 import { Publisher, checkPublishSource, inboundTrack } from './publisher.js';
@@ -103,6 +105,12 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
   role = 'controller';
   /** Single-controller mode: who steers (from the welcome and `control` messages). */
   control: ControlStatus | undefined;
+  /**
+   * What this client's user sees (command-to-pixel, time to first frame, freezes, drops), reported
+   * to the server as `client_stats`; undefined with `options.stats: false`.
+   */
+  readonly latency: LatencyTracker | undefined;
+  readonly #stopReports: () => void = () => undefined;
 
   /** Prefer {@link connect}; the constructor starts connecting at once. */
   constructor(url: string, options: ConnectOptions = {}) {
@@ -112,6 +120,7 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
     this.#wsUrl = toWebSocketUrl(url, options.token);
     this.#token = options.token;
     this.#conn = new ClientConnection(this.#wsUrl, WS, options.reconnect ?? true, options.resume ?? true, {
+      opening: () => this.latency?.connecting(),
       welcome: (msg) => this.#onWelcome(msg),
       message: (data) => this.#onMessage(data),
       error: (err) => this.emit('error', err),
@@ -124,6 +133,12 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
       endPublications: () => this.#publisher.endAll('connection_lost'),
       rejectPending: (err) => this.#pending.rejectAll(err),
     });
+    const stats = options.stats ?? true;
+    if (stats !== false) {
+      this.latency = new LatencyTracker();
+      const mode = stats === true ? 'delivery' : (stats.presentation ?? 'delivery');
+      this.#stopReports = startLatencyReports(this, this.latency, mode, (msg) => this.#conn.openSocket()?.send(JSON.stringify(msg)));
+    }
     this.#commandTimeoutMs = options.commandTimeoutMs ?? 30_000;
     this.#signal = options.signal;
     this.ready = this.#conn.open(options.signal).then(() => {
@@ -157,7 +172,17 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
       (code, message, details) => new CommandFailedError(name, code, message, details),
       options,
       {
-        sent: (id) => (applied = this.#applied.wait(id)),
+        sent: (id) => {
+          applied = this.#applied.wait(id);
+          // Command-to-pixel counts from here, the send, to the presentation of the applied frame.
+          const tracker = this.latency;
+          const sentAt = performance.now();
+          if (tracker)
+            applied.then(
+              (info) => tracker.applied(name, sentAt, info),
+              () => undefined,
+            );
+        },
         settled: (id, err) => {
           if (err) this.#applied.fail(id, err);
         },
@@ -245,12 +270,12 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
    * @throws {ReactorClientError} `unknown_track`, `wrong_track_direction` (an inbound track).
    */
   pauseTrack(track: string): Promise<void> {
-    return this.#trackRequest('pause_track', track);
+    return this.#trackRequest('pause_track', track).then(() => this.latency?.setTrackPaused(track, true));
   }
 
   /** Resumes an outbound track paused with {@link pauseTrack}. */
   resumeTrack(track: string): Promise<void> {
-    return this.#trackRequest('resume_track', track);
+    return this.#trackRequest('resume_track', track).then(() => this.latency?.setTrackPaused(track, false));
   }
 
   /**
@@ -380,6 +405,7 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
   close(): void {
     if (!this.#conn.beginClose()) return;
     this.#signal?.removeEventListener('abort', this.#onAbort);
+    this.#stopReports();
     this.#pending.rejectAll(new ConnectionError(ClientErrorCode.ClientClosed, 'the client was closed before the reply arrived'));
     this.#publisher.endAll('client_closed');
     this.#conn.closeSocket();

@@ -12,6 +12,8 @@ const OPEN = 1;
 
 /** What a {@link ClientConnection} tells its client. */
 export interface ConnectionHooks {
+  /** A socket is about to be opened (the first, or a reconnect). */
+  opening(): void;
   /** A welcome arrived (the first of a socket, or a re-join on it). */
   welcome(msg: WelcomeMessage): void;
   /** A message after the socket's welcome (text or binary). */
@@ -114,6 +116,7 @@ export class ClientConnection {
     return new Promise<void>((resolve, reject) => {
       if (signal?.aborted) return reject(signal.reason);
       let ws: WebSocketLike;
+      this.#hooks.opening();
       try {
         ws = new this.#WebSocket(this.#socketUrl());
       } catch (err) {

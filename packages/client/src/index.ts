@@ -4,6 +4,8 @@ export {
   FRAME_HEADER_BYTES,
   FrameEncoding,
   CLIENT_MESSAGE_TYPES,
+  MAX_CLIENT_STATS_SAMPLES,
+  MAX_CLIENT_STATS_MS,
   KEY_FRAME_MIN_INTERVAL_MS,
   WireErrorCode,
   CloseCode,
@@ -53,6 +55,8 @@ export type {
   ControlMessage,
   RequestControlMessage,
   ReleaseControlMessage,
+  ClientStatsMessage,
+  ClientStatsSample,
   ReplyMessage,
   ErrorMessage,
   AppMessage,
@@ -74,6 +78,7 @@ export type {
   WebSocketConstructor,
   ReconnectOptions,
   ConnectOptions,
+  PresentationMode,
   SendOptions,
   ConnectionState,
   ConnectionStatus,
@@ -99,6 +104,8 @@ export type {
   MediaStreamTrackLike,
 } from './publication.js';
 export type { AppTypes, UntypedApp, CommandName, MessageName, CommandParams, MessageData, CommandArgs } from './app-types.js';
+export { LatencyTracker, FREEZE_THRESHOLD_MS } from './latency-tracker.js';
+export type { LatencySummary, AppliedFrame } from './latency-tracker.js';
 export { TypedEmitter } from './emitter.js';
 export type { Listener } from './emitter.js';
 export {

@@ -4,6 +4,7 @@
  * exists) is checked by whoever handles the message; this only says whether it is well formed.
  */
 import { CLIENT_MESSAGE_TYPES, type ClientMessage, type SelectVideoMessage } from './client-messages.js';
+import { parseClientStats } from './client-stats.js';
 import { WireErrorCode } from './codes.js';
 
 /** Longest id a client may choose, in code points. */
@@ -15,7 +16,7 @@ export type ParsedClientMessage =
   | { readonly ok: false; readonly code: ClientMessageRefusal; readonly message: string; readonly id?: string };
 
 /** The codes a malformed client message is answered with. */
-export type ClientMessageRefusal = typeof WireErrorCode.MalformedMessage | typeof WireErrorCode.UnknownMessageType;
+export type ClientMessageRefusal = typeof WireErrorCode.MalformedMessage | typeof WireErrorCode.UnknownMessageType | typeof WireErrorCode.InvalidClientStats;
 
 const EXAMPLE = 'send {"type":"command","id":"1","name":"...","params":{...}}';
 
@@ -32,6 +33,8 @@ const ENVELOPES: Readonly<Record<ClientMessage['type'], Readonly<Record<string, 
   recording: { id: true, action: true },
   request_control: { id: true },
   release_control: { id: true },
+  // Checked by parseClientStats (client-stats.ts), which answers `invalid_client_stats`.
+  client_stats: { transport: true, samples: true, firstFrameMs: false, freezes: true, freezeMs: true, dropped: true, fps: false },
 };
 
 /**
@@ -77,6 +80,8 @@ export function parseClientMessage(text: string): ParsedClientMessage {
       );
     return { ok: true, message: { type: kind, track: m['track'] } };
   }
+  // Fire and forget, like request_key_frame; its own code, so a client can tell its report was refused.
+  if (kind === 'client_stats') return parseClientStats(m);
   const id = validId(m['id']);
   if (id === undefined) {
     return malformed(`a ${kind} message needs an "id": a non-empty string of at most ${MAX_COMMAND_ID_LENGTH} characters, echoed in its answer`);

@@ -133,6 +133,45 @@ export interface ReleaseControlMessage {
   id: string;
 }
 
+/**
+ * The client's own measure of what its user sees, at most once a second per connection (fire and
+ * forget: no `id`, no reply; a refused one is answered `invalid_client_stats`). Checked by
+ * `parseClientStats` (its shape) and the server (its bounds per client); the server exports it as
+ * `reactor_command_to_pixel_seconds` and the other `reactor_client_*` metrics.
+ */
+export interface ClientStatsMessage {
+  type: 'client_stats';
+  /** How this connection receives its video. */
+  transport: 'websocket' | 'webrtc';
+  /** Command-to-pixel samples since the last report, at most {@link MAX_CLIENT_STATS_SAMPLES}. */
+  samples: ClientStatsSample[];
+  /** Connect -> the first frame presented, ms; once per connection. */
+  firstFrameMs?: number;
+  /** Gaps over 200 ms between presented frames (while streaming and not paused) since the last report. */
+  freezes: number;
+  /** Milliseconds those gaps lasted. */
+  freezeMs: number;
+  /** Frames received and never presented (a newer one replaced them, a decode failed) since the last report. */
+  dropped: number;
+  /** Frames presented per second over the last report's window. */
+  fps?: number;
+}
+
+/** One command's latency: send -> presentation of the frame named by its `applied` acknowledgement. */
+export interface ClientStatsSample {
+  /** The command's wire name. */
+  command: string;
+  /** Milliseconds, 0 to {@link MAX_CLIENT_STATS_MS}. */
+  ms: number;
+}
+
+/** Most samples one `client_stats` carries. */
+export const MAX_CLIENT_STATS_SAMPLES = 64;
+/** Longest command-to-pixel sample a `client_stats` may carry, ms. */
+export const MAX_CLIENT_STATS_MS = 120_000;
+/** Longest time to first frame a `client_stats` may carry, ms (an app may load its model for minutes). */
+export const MAX_FIRST_FRAME_MS = 600_000;
+
 export type ClientMessage =
   | CommandMessage
   | PublishMessage
@@ -144,7 +183,8 @@ export type ClientMessage =
   | ClipMessage
   | RecordingMessage
   | RequestControlMessage
-  | ReleaseControlMessage;
+  | ReleaseControlMessage
+  | ClientStatsMessage;
 
 /** The client message types (`type` values) a server accepts. */
 export const CLIENT_MESSAGE_TYPES = [
@@ -159,4 +199,5 @@ export const CLIENT_MESSAGE_TYPES = [
   'recording',
   'request_control',
   'release_control',
+  'client_stats',
 ] as const;

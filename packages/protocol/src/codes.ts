@@ -85,6 +85,8 @@ export const WireErrorCode = {
   IdleTimeout: 'idle_timeout',
   /** `reactor dev` reloaded the app and its state class changed: the session started again from the new defaults (no id; the socket stays open). */
   StateReset: 'state_reset',
+  /** A `client_stats` report out of bounds (its shape, a value's range, an unknown command, more samples than commands replied to, more than 2 a second): nothing of it counted. */
+  InvalidClientStats: 'invalid_client_stats',
 } as const;
 export type WireErrorCode = (typeof WireErrorCode)[keyof typeof WireErrorCode];
 

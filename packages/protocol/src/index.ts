@@ -21,7 +21,7 @@ export type {
   FieldError,
   ErrorBody,
 } from './schema.js';
-export { CLIENT_MESSAGE_TYPES } from './client-messages.js';
+export { CLIENT_MESSAGE_TYPES, MAX_CLIENT_STATS_SAMPLES, MAX_CLIENT_STATS_MS, MAX_FIRST_FRAME_MS } from './client-messages.js';
 export type {
   CommandMessage,
   PublishMessage,
@@ -36,8 +36,12 @@ export type {
   RecordingInfo,
   RequestControlMessage,
   ReleaseControlMessage,
+  ClientStatsMessage,
+  ClientStatsSample,
   ClientMessage,
 } from './client-messages.js';
+export { parseClientStats } from './client-stats.js';
+export type { ParsedClientStats } from './client-stats.js';
 export { KEY_FRAME_MIN_INTERVAL_MS } from './video.js';
 export type { VideoCodecName, VideoTierSchema, VideoOffer, VideoSelection } from './video.js';
 export { UPLOAD_PATH } from './uploads.js';

@@ -27,6 +27,11 @@ export interface WelcomeMessage {
    * (a new identity: publish again).
    */
   resumed?: boolean;
+  /**
+   * The server takes `client_stats` reports from this client, at most one every `intervalMs`
+   * (a client sends none to a server whose welcome lacks it).
+   */
+  clientStats?: { intervalMs: number };
 }
 
 /** Who steers a single-controller session. */

@@ -17,6 +17,7 @@ import type { AppliedMessage, PauseTrackMessage, ResumeTrackMessage, ServerMessa
 import type { Logger } from '@reactor/log';
 import type { AppHostApi, ClientHandle, ClientSink, OutputAudio, OutputFrame } from '@reactor/runtime';
 import type { Grant } from './tokens.js';
+import { CLIENT_STATS_INTERVAL_MS, ClientStatsIntake } from './client-stats.js';
 import { ConnectionLifecycle } from './connection-state.js';
 import { capError, truncateReason } from './error-answer.js';
 import { ServerErrorCode } from './errors.js';
@@ -90,6 +91,8 @@ export class ClientConnection implements ClientSink {
   readonly #video: ConnectionVideo;
   readonly #out: OutboundSender;
   readonly #in: InboundChannel;
+  /** Its `client_stats` reports, checked and counted. */
+  readonly #clientStats: ClientStatsIntake;
   readonly #onClosed: (c: ClientConnection) => void;
   /** What this client's credential grants (role, tracks, uploads, longest session). */
   readonly grant: Grant;
@@ -147,7 +150,15 @@ export class ClientConnection implements ClientSink {
         pauseTrack: (msg) => this.#pauseTrack(msg),
         selectVideo: (msg) => this.#video.select(msg),
         requestKeyFrame: (msg) => this.#video.requestKeyFrame(msg),
+        clientStats: (msg) => this.#clientStats.receive(msg),
+        commandReplied: (name) => this.#clientStats.replied(name),
       },
+    });
+    this.#clientStats = new ClientStatsIntake({
+      metrics: ctx.metrics,
+      commandNames: () => ctx.host.schema.commands.map((c) => c.name),
+      framesSent: () => this.#out.stats().framesSent,
+      refuse: (message) => this.#in.error(ServerErrorCode.InvalidClientStats, message, undefined, false),
     });
     ws.on('pong', () => (this.alive = true));
     // `ws` reports protocol violations (too-big message -> 1009) here and then closes the socket.
@@ -253,14 +264,15 @@ export class ClientConnection implements ClientSink {
     this.#in.afterReply(msg.id, () => this.#out.sendText(JSON.stringify(out)));
   }
 
-  /** The welcome's per-connection fields: the video offer, the resume secret, `resumed: false` when a resume failed. */
-  welcomeFields(resumed: boolean): Pick<WelcomeMessage, 'video' | 'resume' | 'resumed'> {
-    const fields: Pick<WelcomeMessage, 'video' | 'resume' | 'resumed'> = {};
+  /** The welcome's per-connection fields: the video offer, the resume secret, `resumed: false` when a resume failed, the `client_stats` it takes. */
+  welcomeFields(resumed: boolean): Pick<WelcomeMessage, 'video' | 'resume' | 'resumed' | 'clientStats'> {
+    const fields: Pick<WelcomeMessage, 'video' | 'resume' | 'resumed' | 'clientStats'> = {};
     const offer = this.#ctx.video.offer();
     if (offer) fields.video = offer;
     const graceMs = this.#ctx.options.resumeGraceMs;
     if (graceMs > 0) fields.resume = { secret: this.resumeSecret, graceMs };
     if (this.#resumeFailed && !resumed) fields.resumed = false;
+    fields.clientStats = { intervalMs: CLIENT_STATS_INTERVAL_MS };
     return fields;
   }
 

@@ -69,5 +69,6 @@ export const ServerErrorCode = {
   SessionTimeLimit: WireErrorCode.SessionTimeLimit,
   IdleTimeout: WireErrorCode.IdleTimeout,
   StateReset: WireErrorCode.StateReset,
+  InvalidClientStats: WireErrorCode.InvalidClientStats,
 } as const;
 export type ServerErrorCode = (typeof ServerErrorCode)[keyof typeof ServerErrorCode];

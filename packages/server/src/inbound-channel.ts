@@ -10,6 +10,7 @@
  */
 import type { WebSocket, RawData } from 'ws';
 import type {
+  ClientStatsMessage,
   CommandMessage,
   ErrorMessage,
   PauseTrackMessage,
@@ -45,6 +46,10 @@ export interface ConnectionControls {
   pauseTrack(msg: PauseTrackMessage | ResumeTrackMessage): void;
   selectVideo(msg: SelectVideoMessage): void;
   requestKeyFrame(msg: RequestKeyFrameMessage): void;
+  /** A well-formed `client_stats` report (its bounds per connection are checked there). */
+  clientStats(msg: ClientStatsMessage): void;
+  /** A command of this connection got its `reply` (a `client_stats` sample of it may follow). */
+  commandReplied(name: string): void;
 }
 
 /** What the inbound channel needs from the server and its connection. */
@@ -192,7 +197,10 @@ export class InboundChannel {
     }
     const parsed = parseClientMessage(rawToString(data));
     if (!parsed.ok) {
-      this.error(parsed.code, parsed.message, parsed.id);
+      // A refused report is no command result: counted with the reports instead.
+      const stats = parsed.code === ServerErrorCode.InvalidClientStats;
+      if (stats) this.#c.metrics.clientStatsReports.inc({ outcome: 'refused' });
+      this.error(parsed.code, parsed.message, parsed.id, !stats);
       return;
     }
     const msg = parsed.message;
@@ -217,6 +225,8 @@ export class InboundChannel {
         return this.#answerInOrder(() => this.#handle!.requestControl(msg.id));
       case 'release_control':
         return this.#answerInOrder(() => this.#handle!.releaseControl(msg.id));
+      case 'client_stats':
+        return controls.clientStats(msg);
     }
   }
 
@@ -227,6 +237,7 @@ export class InboundChannel {
     this.#answerInOrder(() =>
       handle.command(cmd).then((result) => {
         this.#pending--;
+        if (result.type === 'reply') this.#c.controls.commandReplied(cmd.name);
         return result;
       }),
     );

@@ -202,6 +202,47 @@ export class ServerMetrics {
     this.#videoClients = read;
   }
 
+  // ---- measured by the clients (client_stats, issue 26) ----------------------------------
+
+  readonly commandToPixelSeconds = new Histogram({
+    name: 'reactor_command_to_pixel_seconds',
+    help: 'Client-measured time from sending a command to presenting the first frame that shows it (its applied frame), seconds; by command wire name and transport.',
+    labelNames: ['command', 'transport'],
+    buckets: [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1, 2, 5, 10, 30, 120],
+    registers: [this.registry],
+  });
+  readonly timeToFirstFrameSeconds = new Histogram({
+    name: 'reactor_time_to_first_frame_seconds',
+    help: 'Client-measured time from connecting to presenting the first frame, seconds; one per connection, by transport.',
+    labelNames: ['transport'],
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600],
+    registers: [this.registry],
+  });
+  readonly clientFreezes = new Counter({
+    name: 'reactor_client_freezes_total',
+    help: 'Gaps over 200 ms between frames presented by a client while streaming and not paused, by transport.',
+    labelNames: ['transport'],
+    registers: [this.registry],
+  });
+  readonly clientFreezeSeconds = new Counter({
+    name: 'reactor_client_freeze_seconds_total',
+    help: 'Seconds those gaps lasted, by transport.',
+    labelNames: ['transport'],
+    registers: [this.registry],
+  });
+  readonly clientFramesDropped = new Counter({
+    name: 'reactor_client_frames_dropped_total',
+    help: 'Frames a client received and never presented (replaced by a newer one, or undecodable), by transport.',
+    labelNames: ['transport'],
+    registers: [this.registry],
+  });
+  readonly clientStatsReports = new Counter({
+    name: 'reactor_client_stats_reports_total',
+    help: 'client_stats reports received: `accepted` (counted) or `refused` (invalid_client_stats: nothing of it counted).',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
+
   #readiness: () => { ready: boolean; reasons: readonly { code: string }[] } = () => ({ ready: false, reasons: [] });
   #unsent: () => number = () => 0;
   readonly unsentBytes: Gauge = new Gauge({
@@ -297,5 +338,11 @@ export class ServerMetrics {
       this.framesDropped.inc({ reason }, 0);
       this.audioChunksDropped.inc({ reason }, 0);
     }
+    for (const transport of ['websocket', 'webrtc']) {
+      this.clientFreezes.inc({ transport }, 0);
+      this.clientFreezeSeconds.inc({ transport }, 0);
+      this.clientFramesDropped.inc({ transport }, 0);
+    }
+    for (const outcome of ['accepted', 'refused']) this.clientStatsReports.inc({ outcome }, 0);
   }
 }

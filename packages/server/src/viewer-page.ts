@@ -163,6 +163,13 @@ export function renderViewerPage(o: ViewerPageOptions): string {
       <span>bitrate <b id="bitrate">-</b></span>
       <span>track <select id="track"></select></span>
     </div>
+    <div class="stats" id="latency" title="measured in this page: from sending a command to drawing the first frame that shows it">
+      <span>command-to-pixel p50 <b id="c2p-p50">-</b></span>
+      <span>last <b id="c2p-last">-</b></span>
+      <span>samples <b id="c2p-samples">0</b></span>
+      <span>first frame <b id="first-frame">-</b></span>
+      <span>freezes <b id="freezes">0</b></span>
+    </div>
   </div>
   <aside>
     <section class="panel"><h2>Controls</h2><div id="controls"><p class="empty">Waiting for the schema...</p></div></section>

@@ -11,6 +11,7 @@ import { buildClips } from './clips.js';
 import { $, config, el, errorText, logMessage } from './dom.js';
 import { applyState, buildControls } from './form.js';
 import { viewer } from './hooks.js';
+import { LATENCY_OPTIONS, startLatencyOverlay } from './latency.js';
 import { showLoading } from './loading.js';
 import { onAudio } from './media.js';
 
@@ -40,7 +41,7 @@ async function main(): Promise<void> {
   // The first welcome carries the video offer: listen before it can arrive.
   let welcome: WelcomeMessage | undefined;
   try {
-    client = new ReactorClient(url, token === undefined ? { reconnect: true } : { token, reconnect: true });
+    client = new ReactorClient(url, token === undefined ? { reconnect: true, ...LATENCY_OPTIONS } : { token, reconnect: true, ...LATENCY_OPTIONS });
     client.once('welcome', (w) => (welcome = w));
     await client.ready;
   } catch (err) {
@@ -96,6 +97,7 @@ async function main(): Promise<void> {
     else if (s.state === 'closed') badge('connection', 'disconnected', 'err');
   });
   buildClips(client);
+  startLatencyOverlay(client);
   startVideo(client, welcome?.video).catch((err: unknown) => logMessage('video', `coded video unavailable, JPEG instead: ${errorText(err)}`));
 }
 

@@ -8,6 +8,7 @@ import type * as ClientBrowser from '@reactor/client/browser';
 import type { VideoReceiverClient } from '@reactor/client/browser';
 import { $, el, logMessage } from './dom.js';
 import { loadBrowser, viewer } from './hooks.js';
+import { decoderCounters, framePresented, framesDropped } from './latency.js';
 
 const canvas = $<HTMLCanvasElement>('stream');
 const ctx = canvas.getContext('2d')!;
@@ -21,7 +22,8 @@ const drawTimes: number[] = [];
 export function onFrame(f: ClientFrame): void {
   if (f.track !== selectedTrack || viewer.video) return; // the receiver decodes and draws every frame then
   if (f.encoding === FrameEncoding.H264 || f.encoding === FrameEncoding.Vp8) return; // only the receiver decodes these
-  pending = f; // newest wins: a frame that arrives while one is decoding replaces the waiting one
+  if (pending) framesDropped(); // newest wins: a frame that arrives while one is decoding replaces the waiting one
+  pending = f;
   if (!decoding) void drawLoop();
 }
 
@@ -59,11 +61,13 @@ async function drawLoop(): Promise<void> {
       }
       viewer.framesDrawn++;
       viewer.lastSeq = f.seq;
+      framePresented(f.trackName, f.seq);
       $('seq').textContent = String(f.seq);
       drawTimes.push(performance.now());
       logDecoded({ seq: f.seq, receivedAt: f.receivedAt, decodedAt, encoding: f.encoding, key: true });
     }
   } catch (err) {
+    framesDropped();
     console.error('cannot draw frame', err);
   } finally {
     decoding = false;
@@ -88,6 +92,8 @@ function drawVideoFrame(frame: VideoFrame, info: ClientBrowser.DecodedVideoInfo)
   ctx.drawImage(frame, 0, 0);
   viewer.framesDrawn++;
   viewer.lastSeq = info.seq;
+  framePresented(info.track, info.seq);
+  decoderCounters(info.track, viewer.video?.counters()[info.track]);
   $('seq').textContent = String(info.seq);
   const now = performance.now();
   drawTimes.push(now);
