@@ -29,6 +29,8 @@ import type { CodedFrame, VideoStreams } from './video-streams.js';
 
 /** NACK or PLI messages a viewer may send per second and kind; more are ignored (counted in `reactor_webrtc_feedback_dropped_total`). */
 export const FEEDBACK_PER_SECOND = 50;
+/** playout-delay extension payload: min 0, max 0 (12 bits each, 10 ms units). */
+const NO_PLAYOUT_DELAY = Buffer.from([0, 0, 0]);
 /** Coded frames of one track waiting for their encoding; a newer one over this drops (as `slow_client`). */
 const MAX_PENDING_FRAMES = 3;
 
@@ -41,6 +43,8 @@ export interface RtpClasses {
 interface VideoOut {
   kind: 'video';
   sender: RTCRtpSender;
+  /** The negotiated id of the playout-delay extension (undefined: the browser did not offer it). */
+  playoutDelayId: number | undefined;
   seq: number;
   pictureId: number;
   pending: number;
@@ -125,10 +129,10 @@ export class RtcMedia {
   }
 
   /** Binds a sender to an outbound track (its m-line was negotiated). */
-  bind(trackIndex: number, kind: 'video' | 'audio', sender: RTCRtpSender): void {
+  bind(trackIndex: number, kind: 'video' | 'audio', sender: RTCRtpSender, playoutDelayId?: number): void {
     const seq = Math.floor(Math.random() * 0x10000);
     if (kind === 'video') {
-      this.#out.set(trackIndex, { kind, sender, seq, pictureId: Math.floor(Math.random() * 0x8000), pending: 0, chain: Promise.resolve() });
+      this.#out.set(trackIndex, { kind, sender, playoutDelayId, seq, pictureId: Math.floor(Math.random() * 0x8000), pending: 0, chain: Promise.resolve() });
     } else {
       const out: AudioOut = { kind, sender, seq, unsubscribe: () => undefined };
       const name = this.#o.tracks[trackIndex]?.name ?? String(trackIndex);
@@ -191,6 +195,8 @@ export class RtcMedia {
     payloads.forEach((payload, i) => {
       out.seq = (out.seq + 1) & 0xffff;
       const header = new RtpHeader({ payloadType: 96, sequenceNumber: out.seq, timestamp, marker: i === payloads.length - 1 });
+      // Playout delay 0..0 on the first packet of every frame: Chromium renders as soon as it decodes (no smoothing buffer).
+      if (out.playoutDelayId !== undefined && i === 0) header.extensions = [{ id: out.playoutDelayId, payload: NO_PLAYOUT_DELAY }];
       void out.sender.sendRtp(new RtpPacket(header, payload)).catch(() => undefined);
       this.#stats.packetsSent++;
       this.#stats.bytesSent += payload.byteLength;

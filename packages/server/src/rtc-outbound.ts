@@ -141,7 +141,7 @@ export class RtcOutbound implements OutboundSender {
             heard: () => peer.heard(),
           });
           const bound = new Set(this.#media.boundTracks);
-          for (const s of senders) if (!bound.has(s.trackIndex)) this.#media.bind(s.trackIndex, s.kind, s.sender);
+          for (const s of senders) if (!bound.has(s.trackIndex)) this.#media.bind(s.trackIndex, s.kind, s.sender, s.playoutDelayId);
           for (const i of this.#paused) this.#media.pauseTrack(i);
         },
         state: (state) => this.#stateChanged(peer, state),

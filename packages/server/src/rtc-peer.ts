@@ -19,6 +19,9 @@ import type * as Werift from 'werift';
 import { ServerErrorCode } from './errors.js';
 import type { ResolvedWebRtcOptions } from './rtc-options.js';
 
+/** The playout-delay header extension: the sender asks the receiver for a jitter-buffer range (here 0..0: show frames as soon as they decode). */
+export const PLAYOUT_DELAY_URI = 'http://www.webrtc.org/experiments/rtp-hdrext/playout-delay';
+
 /** Without RTCP from a connected peer for this long, it is gone. */
 export const SILENCE_MS = 8000;
 
@@ -40,9 +43,17 @@ export interface RtcPeerContext {
   send(msg: ServerMessage): void;
   error(code: ServerErrorCode, message: string): void;
   /** The answer is out: senders to bind, per outbound track. */
-  negotiated(senders: { trackIndex: number; kind: 'video' | 'audio'; sender: Werift.RTCRtpSender }[]): void;
+  negotiated(senders: NegotiatedSender[]): void;
   /** The state changed (`connected`: media moves to WebRTC; `failed` / `closed`: back to the WebSocket). */
   state(state: RtcState, reason?: string): void;
+}
+
+/** An outbound track's sender, with the id of the playout-delay extension when the offer has it. */
+export interface NegotiatedSender {
+  trackIndex: number;
+  kind: 'video' | 'audio';
+  sender: Werift.RTCRtpSender;
+  playoutDelayId: number | undefined;
 }
 
 /** A refusal of an offer: its code and message. */
@@ -184,7 +195,7 @@ export class RtcPeer {
       audio: tracks.filter((t) => t.direction === 'in' && t.kind === 'audio'),
     };
     const mapping: RtcTrackMapping[] = [];
-    const senders: { trackIndex: number; kind: 'video' | 'audio'; sender: Werift.RTCRtpSender }[] = [];
+    const senders: NegotiatedSender[] = [];
     const next = { video: 0, audio: 0 };
     const nextIn = { video: 0, audio: 0 };
     for (const t of pc.getTransceivers()) {
@@ -202,7 +213,7 @@ export class RtcPeer {
         }
         t.setDirection('sendonly');
         mapping.push({ mid: t.mid ?? '', track: out.t.name, direction: 'out' });
-        senders.push({ trackIndex: out.i, kind, sender: t.sender });
+        senders.push({ trackIndex: out.i, kind, sender: t.sender, playoutDelayId: t.headerExtensions.find((e) => e.uri === PLAYOUT_DELAY_URI)?.id });
       } else if (line.direction === 'sendonly') {
         const inTrack = ins[kind][nextIn[kind]++];
         if (!inTrack) {
@@ -242,7 +253,10 @@ export class RtcPeer {
     const pc = new w.RTCPeerConnection({
       codecs: { video: [video], audio: [audio] },
       // REMB needs abs-send-time; transport-cc is left out on purpose (Chromium then sends REMB).
-      headerExtensions: { video: [w.useSdesMid(), w.useAbsSendTime()], audio: [w.useSdesMid()] },
+      headerExtensions: {
+        video: [w.useSdesMid(), w.useAbsSendTime(), new w.RTCRtpHeaderExtensionParameters({ uri: PLAYOUT_DELAY_URI })],
+        audio: [w.useSdesMid()],
+      },
       iceServers: o.iceServers,
       iceTransportPolicy: o.iceTransportPolicy,
       ...(o.portRange ? { icePortRange: o.portRange } : {}),
