@@ -6,6 +6,7 @@
 import { CLIENT_MESSAGE_TYPES, type ClientMessage, type SelectVideoMessage } from './client-messages.js';
 import { parseClientStats } from './client-stats.js';
 import { WireErrorCode } from './codes.js';
+import { RTC_ENVELOPES, parseRtcFields } from './rtc.js';
 
 /** Longest id a client may choose, in code points. */
 export const MAX_COMMAND_ID_LENGTH = 64;
@@ -35,6 +36,7 @@ const ENVELOPES: Readonly<Record<ClientMessage['type'], Readonly<Record<string, 
   release_control: { id: true },
   // Checked by parseClientStats (client-stats.ts), which answers `invalid_client_stats`.
   client_stats: { transport: true, samples: true, firstFrameMs: false, freezes: true, freezeMs: true, dropped: true, fps: false },
+  ...RTC_ENVELOPES,
 };
 
 /**
@@ -82,6 +84,22 @@ export function parseClientMessage(text: string): ParsedClientMessage {
   }
   // Fire and forget, like request_key_frame; its own code, so a client can tell its report was refused.
   if (kind === 'client_stats') return parseClientStats(m);
+  if (kind === 'rtc_offer' || kind === 'rtc_candidate' || kind === 'rtc_close') {
+    // Signalling: no id, no reply (answered by rtc_answer / rtc_state, or an error).
+    const allowed = ENVELOPES[kind];
+    const extra = Object.keys(m).filter((k) => k !== 'type' && !Object.hasOwn(allowed, k));
+    if (extra.length > 0) {
+      const keys = ['type', ...Object.keys(allowed)];
+      return malformed(
+        `unknown key(s) ${extra
+          .slice(0, 5)
+          .map((k) => JSON.stringify(k.slice(0, 40)))
+          .join(', ')} in ${kind}; it has only ${keys.join(', ')}`,
+      );
+    }
+    const rtc = parseRtcFields(kind, m);
+    return rtc.ok ? { ok: true, message: rtc.message } : malformed(rtc.why);
+  }
   const id = validId(m['id']);
   if (id === undefined) {
     return malformed(`a ${kind} message needs an "id": a non-empty string of at most ${MAX_COMMAND_ID_LENGTH} characters, echoed in its answer`);

@@ -1,5 +1,6 @@
 /** The messages a client sends a server (JSON text frames), and what two of them answer. */
 import type { VideoCodecName } from './video.js';
+import type { RtcClientMessage } from './rtc.js';
 
 export interface CommandMessage {
   type: 'command';
@@ -184,7 +185,8 @@ export type ClientMessage =
   | RecordingMessage
   | RequestControlMessage
   | ReleaseControlMessage
-  | ClientStatsMessage;
+  | ClientStatsMessage
+  | RtcClientMessage;
 
 /** The client message types (`type` values) a server accepts. */
 export const CLIENT_MESSAGE_TYPES = [
@@ -200,4 +202,7 @@ export const CLIENT_MESSAGE_TYPES = [
   'request_control',
   'release_control',
   'client_stats',
+  'rtc_offer',
+  'rtc_candidate',
+  'rtc_close',
 ] as const;

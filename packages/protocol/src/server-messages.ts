@@ -1,6 +1,7 @@
 /** The messages a server sends its clients (JSON text frames), and the client's parse of them. */
 import type { AppSchema, ErrorBody, SessionStatus } from './schema.js';
 import type { VideoCodecName, VideoOffer } from './video.js';
+import type { RtcAnswerMessage, RtcCandidateMessage, RtcStateMessage } from './rtc.js';
 
 export interface WelcomeMessage {
   type: 'welcome';
@@ -170,7 +171,10 @@ export type ServerMessage =
   | TrackReleasedMessage
   | VideoConfigMessage
   | ControlMessage
-  | AppliedMessage;
+  | AppliedMessage
+  | RtcAnswerMessage
+  | RtcCandidateMessage
+  | RtcStateMessage;
 
 /** Parses one JSON text message from a server; throws on anything that is not a server message. */
 export function parseServerMessage(text: string): ServerMessage {

@@ -29,6 +29,7 @@ import type { ServerMetrics } from './metrics.js';
 import type { ResolvedServerOptions } from './options.js';
 import type { OutboundSender, OutboundStats } from './outbound.js';
 import { WsOutbound } from './outbound-queue.js';
+import { RtcOutbound, type RtcInfo, type RtcServerContext } from './rtc-outbound.js';
 import type { SendBudget } from './send-budget.js';
 import { ConnectionVideo, type VideoSelectionInfo } from './video-sender.js';
 import type { VideoStreams } from './video-streams.js';
@@ -47,6 +48,8 @@ export interface ConnectionInfo extends Omit<OutboundStats, 'pausedTracks'> {
   inbound?: FrameIntakeInfo;
   /** Its video selection (absent until it sends `select_video`). */
   video?: VideoSelectionInfo;
+  /** Its WebRTC peer connection (absent until it sends `rtc_offer`, and once it is gone). */
+  webrtc?: RtcInfo;
 }
 
 /** Bound to the server: what a connection needs from it. */
@@ -65,6 +68,8 @@ export interface ConnectionContext {
   budget: SendBudget;
   /** The shared video encoders. */
   video: VideoStreams;
+  /** The WebRTC transport (undefined: off). */
+  rtc?: RtcServerContext;
   /** Clips and recordings; `undefined`: not configured (`clips_disabled`). */
   recording: RecordingService | undefined;
   /** Sees every stats message (the server derives step metrics from them). */
@@ -90,6 +95,7 @@ export class ClientConnection implements ClientSink {
   #handle: ClientHandle | undefined;
   readonly #video: ConnectionVideo;
   readonly #out: OutboundSender;
+  readonly #rtc: RtcOutbound;
   readonly #in: InboundChannel;
   /** Its `client_stats` reports, checked and counted. */
   readonly #clientStats: ClientStatsIntake;
@@ -118,7 +124,7 @@ export class ClientConnection implements ClientSink {
       unqueueVideo: (trackIndex) => this.#out.unqueueVideo(trackIndex),
       closed: () => state.closed,
     });
-    this.#out = new WsOutbound({
+    const wsOut = new WsOutbound({
       ws,
       state,
       encoder: ctx.encoder,
@@ -134,6 +140,17 @@ export class ClientConnection implements ClientSink {
         framesDropped: (n) => this.#handle?.reportDropped(n),
       },
     });
+    this.#rtc = new RtcOutbound({
+      ws: wsOut,
+      rtc: ctx.rtc,
+      streams: ctx.video,
+      tracks: ctx.host.schema.tracks,
+      metrics: ctx.metrics,
+      log: ctx.logger,
+      error: (code, message) => this.#in.error(code, message),
+      id,
+    });
+    this.#out = this.#rtc;
     this.#in = new InboundChannel({
       ws,
       state,
@@ -152,6 +169,7 @@ export class ClientConnection implements ClientSink {
         requestKeyFrame: (msg) => this.#video.requestKeyFrame(msg),
         clientStats: (msg) => this.#clientStats.receive(msg),
         commandReplied: (name) => this.#clientStats.replied(name),
+        rtc: (msg) => this.#rtc.signal(msg),
       },
     });
     this.#clientStats = new ClientStatsIntake({
@@ -219,6 +237,8 @@ export class ClientConnection implements ClientSink {
     if (inbound) info.inbound = inbound;
     const video = this.videoSelection;
     if (video) info.video = video;
+    const webrtc = this.#rtc.info();
+    if (webrtc) info.webrtc = webrtc;
     return info;
   }
 

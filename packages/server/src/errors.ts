@@ -70,5 +70,11 @@ export const ServerErrorCode = {
   IdleTimeout: WireErrorCode.IdleTimeout,
   StateReset: WireErrorCode.StateReset,
   InvalidClientStats: WireErrorCode.InvalidClientStats,
+  RtcDisabled: WireErrorCode.RtcDisabled,
+  RtcBadOffer: WireErrorCode.RtcBadOffer,
+  RtcNoCodec: WireErrorCode.RtcNoCodec,
+  RtcBadCandidate: WireErrorCode.RtcBadCandidate,
+  RtcIceTimeout: WireErrorCode.RtcIceTimeout,
+  RtcPeerLost: WireErrorCode.RtcPeerLost,
 } as const;
 export type ServerErrorCode = (typeof ServerErrorCode)[keyof typeof ServerErrorCode];

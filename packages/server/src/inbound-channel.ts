@@ -18,6 +18,7 @@ import type {
   ReplyMessage,
   RequestKeyFrameMessage,
   ResumeTrackMessage,
+  RtcClientMessage,
   SelectVideoMessage,
   TrackSchema,
   UnpublishMessage,
@@ -50,6 +51,8 @@ export interface ConnectionControls {
   clientStats(msg: ClientStatsMessage): void;
   /** A command of this connection got its `reply` (a `client_stats` sample of it may follow). */
   commandReplied(name: string): void;
+  /** WebRTC signalling (`rtc_offer`, `rtc_candidate`, `rtc_close`). */
+  rtc(msg: RtcClientMessage): void;
 }
 
 /** What the inbound channel needs from the server and its connection. */
@@ -218,6 +221,10 @@ export class InboundChannel {
         return controls.selectVideo(msg);
       case 'request_key_frame':
         return controls.requestKeyFrame(msg);
+      case 'rtc_offer':
+      case 'rtc_candidate':
+      case 'rtc_close':
+        return controls.rtc(msg);
       case 'clip':
       case 'recording':
         return this.#answerInOrder(() => this.#c.recording?.answer(msg, this.#c.owner) ?? recordingDisabled(msg));

@@ -14,6 +14,7 @@ import { viewer } from './hooks.js';
 import { LATENCY_OPTIONS, startLatencyOverlay } from './latency.js';
 import { showLoading } from './loading.js';
 import { onAudio } from './media.js';
+import { startTransport, transportInfo } from './transport.js';
 
 function badge(id: string, text: string, tone: '' | 'ok' | 'warn' | 'err', title = text): void {
   const b = $(id);
@@ -98,6 +99,8 @@ async function main(): Promise<void> {
   });
   buildClips(client);
   startLatencyOverlay(client);
+  (viewer as unknown as { transport: typeof transportInfo }).transport = transportInfo;
+  startTransport(client).catch((err: unknown) => logMessage('transport', errorText(err)));
   startVideo(client, welcome?.video).catch((err: unknown) => logMessage('video', `coded video unavailable, JPEG instead: ${errorText(err)}`));
 }
 
