@@ -67,9 +67,17 @@ describe.skipIf(unavailable !== undefined)('impaired link: two namespaces, a rou
 
   it("removes a killed run's namespaces on the next start", async () => {
     // A process that makes a link and is killed before it can close it.
-    const child = spawn(process.execPath, ['--input-type=module', '-e', `const m = await import(${JSON.stringify(harness)}); const l = await m.createImpairedLink(); console.log(l.server.ns); setInterval(() => {}, 1000);`], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
+    const child = spawn(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        `const m = await import(${JSON.stringify(harness)}); const l = await m.createImpairedLink(); console.log(l.server.ns); setInterval(() => {}, 1000);`,
+      ],
+      {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    );
     const ns = await new Promise<string>((res) => child.stdout.once('data', (d: Buffer) => res(d.toString().trim())));
     const prefix = ns.replace(/-s$/, '');
     child.kill('SIGKILL');

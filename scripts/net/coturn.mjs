@@ -13,7 +13,16 @@ import { join } from 'node:path';
  * `realm`, `user`, `password`: the credential it accepts (`urls` is the `turn:` URL for an ICE
  * server entry; `urlsTcp` the same over TCP).
  */
-export async function startCoturn({ ip, port = 3478, user = 'reactor', password = 'reactor-test', realm = 'reactor.test', minPort = 49152, maxPort = 49252, spawn = spawnChild }) {
+export async function startCoturn({
+  ip,
+  port = 3478,
+  user = 'reactor',
+  password = 'reactor-test',
+  realm = 'reactor.test',
+  minPort = 49152,
+  maxPort = 49252,
+  spawn = spawnChild,
+}) {
   const dir = mkdtempSync(join(tmpdir(), 'reactor-coturn-'));
   const args = [
     '-n',

@@ -176,7 +176,24 @@ export async function createImpairedLink({ rttMs = 0, rateKbit, loss = 0, queueM
     }
     link.setLoss = (p) => {
       for (const dev of [ifs.rs, ifs.rv]) {
-        spawnSync('ip', ['netns', 'exec', ns.router, 'iptables', '-D', 'FORWARD', '-i', dev, '-m', 'statistic', '--mode', 'random', '--probability', String(link.loss), '-j', 'DROP']);
+        spawnSync('ip', [
+          'netns',
+          'exec',
+          ns.router,
+          'iptables',
+          '-D',
+          'FORWARD',
+          '-i',
+          dev,
+          '-m',
+          'statistic',
+          '--mode',
+          'random',
+          '--probability',
+          String(link.loss),
+          '-j',
+          'DROP',
+        ]);
         if (p > 0) r('iptables', '-A', 'FORWARD', '-i', dev, '-m', 'statistic', '--mode', 'random', '--probability', String(p), '-j', 'DROP');
       }
       link.loss = p;

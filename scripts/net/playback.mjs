@@ -147,7 +147,10 @@ export async function startMeter(page) {
 export async function measure(page, ms) {
   const from = await page.evaluate(() => ({ t: performance.now(), c: window.__netMeter.canvas.length, v: window.__netMeter.video.length }));
   await new Promise((r) => setTimeout(r, ms));
-  const got = await page.evaluate((f) => ({ t: performance.now(), canvas: window.__netMeter.canvas.slice(f.c), video: window.__netMeter.video.slice(f.v) }), from);
+  const got = await page.evaluate(
+    (f) => ({ t: performance.now(), canvas: window.__netMeter.canvas.slice(f.c), video: window.__netMeter.video.slice(f.v) }),
+    from,
+  );
   const source = got.video.length > 0 ? 'video' : 'canvas';
   const times = source === 'video' ? got.video : got.canvas;
   const seconds = (got.t - from.t) / 1000;
