@@ -18,7 +18,7 @@
 //                                                 NET_BENCH_CLEAN=0 skips the control)
 import { chromium } from '../test/node_modules/playwright-core/index.mjs';
 import { createImpairedLink, impairedLinkUnavailable, probeLink } from '../scripts/net/impaired-link.mjs';
-import { chromiumOnLink, measure, serveOnLink, startMeter } from '../scripts/net/playback.mjs';
+import { chromiumOnLink, measure, serveOnLinkWith, startMeter, startRtcClient } from '../scripts/net/playback.mjs';
 
 const MEASURE_MS = Number(process.env.NET_BENCH_MS ?? 30_000);
 const WARMUP_MS = Number(process.env.NET_BENCH_WARMUP_MS ?? 5000);
@@ -27,8 +27,16 @@ const RATE_KBIT = 4000;
 const LOSSES = (process.env.NET_BENCH_LOSS ?? '2,5').split(',').map(Number);
 const TRANSPORTS = (process.env.NET_BENCH_TRANSPORTS ?? 'websocket,webrtc').split(',');
 // One ladder for both transports: the full tier fits under the cap with room for overhead and repair.
-const VIDEO =
-  'video: { codec: h264, framerate: 30, tiers: [{ name: full, scale: 1, bitrate: 2500000 }, { name: half, scale: 0.5, bitrate: 1000000 }, { name: low, scale: 0.5, bitrate: 400000 }] }';
+const VIDEO = {
+  codec: 'h264',
+  framerate: 30,
+  tiers: [
+    { name: 'full', scale: 1, bitrate: 2_500_000 },
+    { name: 'half', scale: 0.5, bitrate: 1_000_000 },
+    { name: 'low', scale: 0.5, bitrate: 400_000 },
+  ],
+};
+('video: { codec: h264, framerate: 30, tiers: [{ name: full, scale: 1, bitrate: 2500000 }, { name: half, scale: 0.5, bitrate: 1000000 }, { name: low, scale: 0.5, bitrate: 400000 }] }');
 
 const why = impairedLinkUnavailable();
 if (why) {
@@ -37,12 +45,35 @@ if (why) {
 }
 const r2 = (x) => Math.round(x * 100) / 100;
 
-/** The viewer's own view of what it plays: transport and video tier, as it shows them. */
+/** What the page plays: the viewer's codec and tier, or the WebRTC client's state and selected candidate pair. */
 async function viewerState(page) {
-  return page.evaluate(() => {
+  return page.evaluate(async () => {
     const v = window.reactorViewer;
-    const text = (id) => document.getElementById(id)?.textContent ?? undefined;
-    return { transport: text('transport'), codec: v.video?.codec ?? text('codec'), tier: v.video?.tier ?? text('tier'), bitrate: text('bitrate') };
+    if (v) return { codec: v.video?.codec, tier: v.video?.tier, bitrate: document.getElementById('bitrate')?.textContent ?? undefined };
+    const t = window.__rtc;
+    let pair;
+    let nacks;
+    let plis;
+    const stats = await t.pc.getStats();
+    stats.forEach((s) => {
+      if (s.type === 'candidate-pair' && s.nominated && s.state === 'succeeded')
+        pair = `${stats.get(s.localCandidateId)?.candidateType}/${stats.get(s.remoteCandidateId)?.candidateType}`;
+      if (s.type === 'inbound-rtp' && s.kind === 'video') {
+        nacks = s.nackCount;
+        plis = s.pliCount;
+      }
+    });
+    return { rtcState: t.state, pair, nacks, plis, errors: t.errors.length ? t.errors : undefined };
+  });
+}
+
+/** Video bytes the WebRTC client received so far (undefined for the viewer). */
+function videoBytes(page) {
+  return page.evaluate(async () => {
+    if (!window.__rtc) return undefined;
+    let bytes = 0;
+    (await window.__rtc.pc.getStats()).forEach((s) => s.type === 'inbound-rtp' && s.kind === 'video' && (bytes = s.bytesReceived));
+    return bytes;
   });
 }
 
@@ -52,21 +83,25 @@ async function runCase(transport, lossPct, impaired = true) {
   let browser;
   try {
     const probe = await probeLink(link, { pings: 50 });
-    server = await serveOnLink(link, { serverYaml: [VIDEO] });
+    server = await serveOnLinkWith(link, { video: VIDEO });
     const url = new URL(server.url);
-    url.searchParams.set('transport', transport);
-    browser = await chromium.launch(chromiumOnLink(link, url.origin));
+    browser = await chromium.launch(chromiumOnLink(link, url.origin, ['--autoplay-policy=no-user-gesture-required']));
     const page = await browser.newPage();
-    await page.goto(url.href);
+    page.on('crash', () => console.error('page crashed'));
+    // websocket: the viewer (WebCodecs H.264 on its canvas); webrtc: a raw page client of the
+    // signalling (the browser's RTCPeerConnection, a <video>), until the viewer's ladder lands.
+    if (transport === 'webrtc') await startRtcClient(page, url.href);
+    else await page.goto(url.href);
     await startMeter(page);
     await page.waitForFunction(() => window.__netMeter.canvasFrames + window.__netMeter.videoFrames > 0, null, { timeout: 60_000 });
     await new Promise((r) => setTimeout(r, WARMUP_MS));
+    const bytesBefore = await videoBytes(page);
     const m = await measure(page, MEASURE_MS);
     const state = await viewerState(page);
+    const bytesAfter = await videoBytes(page);
     const line = {
       bench: 'net.playback',
       transport,
-      shown: state.transport,
       source: m.source,
       width: 1280,
       height: 720,
@@ -81,9 +116,8 @@ async function runCase(transport, lossPct, impaired = true) {
       freezes: m.freezes,
       freezeSecondsPerMinute: r2(m.freezeSecondsPerMinute),
       maxGapMs: r2(m.maxGapMs),
-      codec: state.codec,
-      tier: state.tier,
-      bitrate: state.bitrate,
+      ...state,
+      ...(bytesBefore !== undefined && { receivedKbit: r2(((bytesAfter - bytesBefore) * 8) / m.seconds / 1000) }),
     };
     if (impaired && transport === 'webrtc' && lossPct === 2) Object.assign(line, { targetFps: 28, targetFreezeSecondsPerMinute: 1 });
     console.log(JSON.stringify(line));

@@ -38,3 +38,18 @@ export interface Playback {
 }
 
 export function measure(page: Page, ms: number): Promise<Playback>;
+
+/** `serve()` of the pattern app in the link's server namespace with ServerOptions as JSON. */
+export function serveOnLinkWith(link: ImpairedLink, options?: Record<string, unknown>, env?: Record<string, string>): Promise<LinkServer>;
+
+export interface RtcClientState {
+  state: string | undefined;
+  reason: string | undefined;
+  errors: string[];
+  candidates: string[];
+  binaryWhileConnected: number;
+  binaryAfterEnd: number;
+}
+
+/** A raw WebRTC client in the page (the browser's RTCPeerConnection, recvonly video); state in `window.__rtc`. */
+export function startRtcClient(page: Page, url: string, rtcConfig?: RTCConfiguration): Promise<void>;

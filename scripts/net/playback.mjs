@@ -41,6 +41,23 @@ export async function serveOnLink(link, { serverYaml = [], env = {} } = {}) {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...env },
   });
+  return viewerUrlOf(child, () => rmSync(dir, { recursive: true, force: true }));
+}
+
+/**
+ * The same server through `serve()` (scripts/net/serve-pattern.mjs) with ServerOptions as JSON
+ * (`options`: video, webrtc, ...), for what the manifest cannot say yet. Resolves like serveOnLink.
+ */
+export async function serveOnLinkWith(link, options = {}, env = {}) {
+  const child = link.spawn('server', process.execPath, [join(here, 'serve-pattern.mjs')], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...env, REACTOR_NET_SERVE: JSON.stringify({ host: link.server.ip, token: NET_TOKEN, ...options }) },
+  });
+  return viewerUrlOf(child, () => undefined);
+}
+
+/** Waits for the "Viewer: <url>" line of a server child; `stop()` ends it and runs `cleanup`. */
+async function viewerUrlOf(child, cleanup) {
   let out = '';
   let err = '';
   child.stderr.on('data', (d) => (err += d));
@@ -52,11 +69,11 @@ export async function serveOnLink(link, { serverYaml = [], env = {} } = {}) {
       await exited;
       clearTimeout(t);
     }
-    rmSync(dir, { recursive: true, force: true });
+    cleanup();
   };
   try {
     const url = await new Promise((res, rej) => {
-      const timer = setTimeout(() => rej(new Error(`reactor run printed no viewer URL in 60 s:\n${err}`)), 60_000);
+      const timer = setTimeout(() => rej(new Error(`the server printed no viewer URL in 60 s:\n${err}`)), 60_000);
       child.stdout.on('data', (d) => {
         out += d;
         const m = /Viewer: (\S+)/.exec(out);
@@ -67,7 +84,7 @@ export async function serveOnLink(link, { serverYaml = [], env = {} } = {}) {
       });
       child.once('exit', (code) => {
         clearTimeout(timer);
-        rej(new Error(`reactor run exited with ${code} before printing the viewer URL:\n${err}`));
+        rej(new Error(`the server exited with ${code} before printing the viewer URL:\n${err}`));
       });
     });
     return { url, child, stderr: () => err, stdout: () => out, stop };
@@ -177,4 +194,74 @@ export async function measure(page, ms) {
     freezeSecondsPerMinute: freezeMs / 1000 / (seconds / 60),
     maxGapMs,
   };
+}
+
+/**
+ * A raw WebRTC client in the page (no SDK, no viewer): the browser's RTCPeerConnection with
+ * `rtcConfig` (iceServers, iceTransportPolicy), a recvonly video transceiver, signalled over
+ * the server's WebSocket as docs/protocol.md "WebRTC" says; the video plays in a `<video>` the
+ * meter watches. Opens `${origin}/health?token=...` first (a same-origin page without the viewer).
+ * `window.__rtc` keeps: state (the last rtc_state), reason, errors, candidates (the server's),
+ * binaryWhileConnected (WebSocket media frames while WebRTC is connected), binaryAfterEnd (those
+ * after `rtc_state` failed or closed: the media back on the WebSocket).
+ */
+export async function startRtcClient(page, url, rtcConfig = {}) {
+  const u = new URL(url);
+  await page.goto(`${u.origin}/health${u.search}`);
+  await page.evaluate(async (config) => {
+    const t = { state: undefined, reason: undefined, errors: [], candidates: [], binaryWhileConnected: 0, binaryAfterEnd: 0 };
+    window.__rtc = t;
+    const ws = new WebSocket(`${location.origin.replace(/^http/, 'ws')}/ws${location.search}`);
+    ws.binaryType = 'arraybuffer';
+    const send = (m) => ws.send(JSON.stringify(m));
+    const pc = new RTCPeerConnection(config);
+    t.pc = pc;
+    pc.addTransceiver('video', { direction: 'recvonly' });
+    pc.onicecandidate = (e) =>
+      send({
+        type: 'rtc_candidate',
+        candidate: e.candidate ? e.candidate.candidate : '',
+        ...(e.candidate ? { sdpMid: e.candidate.sdpMid, sdpMLineIndex: e.candidate.sdpMLineIndex } : {}),
+      });
+    pc.ontrack = (e) => {
+      const v = document.createElement('video');
+      v.muted = true;
+      v.autoplay = true;
+      v.playsInline = true;
+      document.body.appendChild(v);
+      v.srcObject = new MediaStream([e.track]);
+      void v.play().catch(() => undefined);
+    };
+    ws.onmessage = async (ev) => {
+      if (typeof ev.data !== 'string') {
+        if (t.state === 'connected') t.binaryWhileConnected++;
+        if (t.state === 'failed' || t.state === 'closed') t.binaryAfterEnd++;
+        return;
+      }
+      const msg = JSON.parse(ev.data);
+      if (msg.type === 'welcome') {
+        await pc.setLocalDescription(await pc.createOffer());
+        send({ type: 'rtc_offer', sdp: pc.localDescription.sdp });
+      } else if (msg.type === 'rtc_answer') {
+        for (const line of msg.sdp.split(/\r?\n/)) if (line.startsWith('a=candidate:')) t.candidates.push(line.slice(2));
+        await pc.setRemoteDescription({ type: 'answer', sdp: msg.sdp });
+      } else if (msg.type === 'rtc_candidate') {
+        if (msg.candidate) {
+          t.candidates.push(msg.candidate);
+          await pc
+            .addIceCandidate({ candidate: msg.candidate, sdpMid: msg.sdpMid, sdpMLineIndex: msg.sdpMLineIndex })
+            .catch((e) => t.errors.push(`addIceCandidate: ${e.message}`));
+        }
+      } else if (msg.type === 'rtc_state') {
+        t.state = msg.state;
+        t.reason = msg.reason;
+      } else if (msg.type === 'error') {
+        t.errors.push(msg.code);
+      }
+    };
+    await new Promise((res, rej) => {
+      ws.onopen = res;
+      ws.onerror = () => rej(new Error('websocket error'));
+    });
+  }, rtcConfig);
 }
