@@ -22,6 +22,8 @@ export const ClientErrorCode = {
   SourceFailed: 'source_failed',
   /** An upload could not reach the server (network error) or its answer could not be read. */
   UploadFailed: 'upload_failed',
+  /** `connect(url, { transport: 'webrtc' })`: the WebRTC link did not connect (the message says why: timeout, `rtc_*` refusal). */
+  WebRtcFailed: 'webrtc_failed',
 } as const;
 export type ClientErrorCode = (typeof ClientErrorCode)[keyof typeof ClientErrorCode];
 
