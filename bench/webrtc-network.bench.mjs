@@ -18,7 +18,7 @@
 //                                                 NET_BENCH_CLEAN=0 skips the control)
 import { chromium } from '../test/node_modules/playwright-core/index.mjs';
 import { createImpairedLink, impairedLinkUnavailable, probeLink } from '../scripts/net/impaired-link.mjs';
-import { chromiumOnLink, measure, serveOnLinkWith, startMeter, startRtcClient } from '../scripts/net/playback.mjs';
+import { chromiumOnLink, measure, serveOnLinkWith, startMeter } from '../scripts/net/playback.mjs';
 
 const MEASURE_MS = Number(process.env.NET_BENCH_MS ?? 30_000);
 const WARMUP_MS = Number(process.env.NET_BENCH_WARMUP_MS ?? 5000);
@@ -45,35 +45,27 @@ if (why) {
 }
 const r2 = (x) => Math.round(x * 100) / 100;
 
-/** What the page plays: the viewer's codec and tier, or the WebRTC client's state and selected candidate pair. */
+/** What the viewer shows: codec and tier (WebSocket), transport, why it fell back, and the WebRTC link's getStats() figures. */
 async function viewerState(page) {
-  return page.evaluate(async () => {
+  return page.evaluate(() => {
     const v = window.reactorViewer;
-    if (v) return { codec: v.video?.codec, tier: v.video?.tier, bitrate: document.getElementById('bitrate')?.textContent ?? undefined };
-    const t = window.__rtc;
-    let pair;
-    let nacks;
-    let plis;
-    const stats = await t.pc.getStats();
-    stats.forEach((s) => {
-      if (s.type === 'candidate-pair' && s.nominated && s.state === 'succeeded')
-        pair = `${stats.get(s.localCandidateId)?.candidateType}/${stats.get(s.remoteCandidateId)?.candidateType}`;
-      if (s.type === 'inbound-rtp' && s.kind === 'video') {
-        nacks = s.nackCount;
-        plis = s.pliCount;
-      }
-    });
-    return { rtcState: t.state, pair, nacks, plis, errors: t.errors.length ? t.errors : undefined };
-  });
-}
-
-/** Video bytes the WebRTC client received so far (undefined for the viewer). */
-function videoBytes(page) {
-  return page.evaluate(async () => {
-    if (!window.__rtc) return undefined;
-    let bytes = 0;
-    (await window.__rtc.pc.getStats()).forEach((s) => s.type === 'inbound-rtp' && s.kind === 'video' && (bytes = s.bytesReceived));
-    return bytes;
+    const t = v.transport;
+    const st = t?.stats;
+    return {
+      shown: document.getElementById('transport')?.textContent ?? undefined,
+      current: t?.current,
+      ...(t?.reason && { fellBackBecause: t.reason }),
+      codec: v.video?.codec,
+      tier: v.video?.tier,
+      ...(st && {
+        rtcRttMs: st.rttMs === undefined ? undefined : Math.round(st.rttMs),
+        rtcBitrateKbit: st.bitrate === undefined ? undefined : Math.round(st.bitrate / 1000),
+        rtcNacks: st.nacks,
+        rtcPlis: st.plis,
+        rtcPacketsLost: st.packetsLost,
+        chromiumFreezes: st.freezes,
+      }),
+    };
   });
 }
 
@@ -88,17 +80,15 @@ async function runCase(transport, lossPct, impaired = true) {
     browser = await chromium.launch(chromiumOnLink(link, url.origin, ['--autoplay-policy=no-user-gesture-required']));
     const page = await browser.newPage();
     page.on('crash', () => console.error('page crashed'));
-    // websocket: the viewer (WebCodecs H.264 on its canvas); webrtc: a raw page client of the
-    // signalling (the browser's RTCPeerConnection, a <video>), until the viewer's ladder lands.
-    if (transport === 'webrtc') await startRtcClient(page, url.href);
-    else await page.goto(url.href);
+    // The viewer with ?transport=: websocket (WebCodecs H.264 on its canvas) or webrtc (its
+    // RTCPeerConnection; each frame drawn from a <video> the meter watches).
+    url.searchParams.set('transport', transport);
+    await page.goto(url.href);
     await startMeter(page);
     await page.waitForFunction(() => window.__netMeter.canvasFrames + window.__netMeter.videoFrames > 0, null, { timeout: 60_000 });
     await new Promise((r) => setTimeout(r, WARMUP_MS));
-    const bytesBefore = await videoBytes(page);
     const m = await measure(page, MEASURE_MS);
     const state = await viewerState(page);
-    const bytesAfter = await videoBytes(page);
     const line = {
       bench: 'net.playback',
       transport,
@@ -117,8 +107,9 @@ async function runCase(transport, lossPct, impaired = true) {
       freezeSecondsPerMinute: r2(m.freezeSecondsPerMinute),
       maxGapMs: r2(m.maxGapMs),
       ...state,
-      ...(bytesBefore !== undefined && { receivedKbit: r2(((bytesAfter - bytesBefore) * 8) / m.seconds / 1000) }),
     };
+    if (transport === 'webrtc' && state.current !== 'webrtc')
+      throw new Error(`the viewer asked for WebRTC plays over ${state.current}: ${state.fellBackBecause}`);
     if (impaired && transport === 'webrtc' && lossPct === 2) Object.assign(line, { targetFps: 28, targetFreezeSecondsPerMinute: 1 });
     console.log(JSON.stringify(line));
   } finally {

@@ -256,7 +256,7 @@ export async function startRtcClient(page, url, rtcConfig = {}) {
         t.state = msg.state;
         t.reason = msg.reason;
       } else if (msg.type === 'error') {
-        t.errors.push(msg.code);
+        t.errors.push(`${msg.code}: ${msg.message}`);
       }
     };
     await new Promise((res, rej) => {
