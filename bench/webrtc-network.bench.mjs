@@ -70,11 +70,15 @@ async function viewerState(page) {
 }
 
 async function runCase(transport, lossPct, impaired = true) {
-  const link = await createImpairedLink(impaired ? { rttMs: RTT_MS, rateKbit: RATE_KBIT, loss: lossPct / 100 } : {});
+  // The loss starts once the viewer plays (the viewer gives WebRTC 5 s to connect, which DTLS
+  // retransmissions under loss on a loaded machine can overrun); rate and delay from the start.
+  const link = await createImpairedLink(impaired ? { rttMs: RTT_MS, rateKbit: RATE_KBIT } : {});
   let server;
   let browser;
   try {
+    link.setLoss(lossPct / 100);
     const probe = await probeLink(link, { pings: 50 });
+    link.setLoss(0);
     server = await serveOnLinkWith(link, { video: VIDEO });
     const url = new URL(server.url);
     browser = await chromium.launch(chromiumOnLink(link, url.origin, ['--autoplay-policy=no-user-gesture-required']));
@@ -86,6 +90,11 @@ async function runCase(transport, lossPct, impaired = true) {
     await page.goto(url.href);
     await startMeter(page);
     await page.waitForFunction(() => window.__netMeter.canvasFrames + window.__netMeter.videoFrames > 0, null, { timeout: 60_000 });
+    if (transport === 'webrtc')
+      await page.waitForFunction(() => window.reactorViewer.transport?.current === 'webrtc' || window.reactorViewer.transport?.reason, null, {
+        timeout: 30_000,
+      });
+    link.setLoss(lossPct / 100);
     await new Promise((r) => setTimeout(r, WARMUP_MS));
     const m = await measure(page, MEASURE_MS);
     const state = await viewerState(page);

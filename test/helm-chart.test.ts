@@ -527,6 +527,7 @@ describe('deploy/helm/reactor: WebRTC media (issue 24)', () => {
     expect(env['REACTOR_WEBRTC_ICE_TRANSPORT_POLICY']).toBe('relay');
     // The port and address come from the GameServer, not from the chart.
     expect(env['REACTOR_WEBRTC_PORT']).toBeUndefined();
+    expect(env['REACTOR_WEBRTC_UDP_PORT_RANGE']).toBeUndefined();
     expect(env['REACTOR_WEBRTC_ADVERTISE_ADDRESS']).toBeUndefined();
   });
 
@@ -535,7 +536,8 @@ describe('deploy/helm/reactor: WebRTC media (issue 24)', () => {
     expect(objs.flatMap(problems)).toEqual([]);
     const c = instanceContainer(objs);
     expect(c.ports).toContainEqual({ name: 'webrtc', containerPort: 7411, hostPort: 7411, protocol: 'UDP' });
-    expect(c.env).toContainEqual({ name: 'REACTOR_WEBRTC_PORT', value: '7411' });
+    // werift takes no one-port range: [port, port + 1], the advertised node address binds the first.
+    expect(c.env).toContainEqual({ name: 'REACTOR_WEBRTC_UDP_PORT_RANGE', value: '7411-7412' });
     expect(c.env).toContainEqual({ name: 'REACTOR_WEBRTC_ADVERTISE_ADDRESS', valueFrom: { fieldRef: { fieldPath: 'status.hostIP' } } });
     expect(c.env.map((e) => e.name)).not.toContain('REACTOR_WEBRTC_ICE_SERVERS');
   });
@@ -546,7 +548,7 @@ describe('deploy/helm/reactor: WebRTC media (issue 24)', () => {
       const fleet = objs.find((o) => o.kind === 'Fleet');
       const ports = [...(fleet?.spec.template.spec.ports ?? []), ...(instanceContainer(objs).ports ?? [])];
       expect(ports.filter((p: { protocol: string }) => p.protocol === 'UDP')).toEqual([]);
-      expect(instanceContainer(objs).env.map((e) => e.name)).not.toContain('REACTOR_WEBRTC_PORT');
+      expect(instanceContainer(objs).env.map((e) => e.name)).not.toContain('REACTOR_WEBRTC_UDP_PORT_RANGE');
     }
   });
 

@@ -1,11 +1,12 @@
 /**
- * WebRTC across real (namespaced) networks: the server (the moving pattern of
- * scripts/net/pattern-app.mjs, H.264, served in the link's server namespace) and Chromium in the
+ * WebRTC across real (namespaced) networks: `reactor run --manifest` (the moving pattern of
+ * scripts/net/pattern-app.mjs, H.264, `server.webrtc` as the test says) in the link's server
+ * namespace and Chromium in the
  * viewer namespace, a router between them (scripts/net/impaired-link.mjs: 80 ms round trip,
  * 4 Mbit/s each way; loss and a UDP block set per test). The page is a raw
  * client of the signalling (the browser's RTCPeerConnection; scripts/net/playback.mjs
  * `startRtcClient`). Loose bounds; the figures are bench/webrtc-network.bench.mjs's.
- * - relay-only ICE (`webrtc.iceTransportPolicy: relay`, the browser relay-only too) through a
+ * - relay-only ICE (`server.webrtc.ice_transport_policy: relay`, the browser relay-only too) through a
  *   real coturn in the server namespace: it plays, every server candidate is a relay on coturn,
  *   the pair is relayed on both ends;
  * - UDP blocked between the two: ICE fails within the connect timeout, the server says
@@ -18,13 +19,12 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { createImpairedLink, type ImpairedLink } from '../scripts/net/impaired-link.mjs';
 import { startCoturn } from '../scripts/net/coturn.mjs';
-import { chromiumOnLink, measure, serveOnLinkWith, startMeter, startRtcClient, type RtcClientState } from '../scripts/net/playback.mjs';
+import { chromiumOnLink, measure, serveOnLink, startMeter, startRtcClient, type RtcClientState } from '../scripts/net/playback.mjs';
 
 const unavailable = process.platform !== 'linux' || process.getuid?.() !== 0 ? 'needs root on Linux (ip netns); CI runs as root' : undefined;
 if (unavailable) console.warn(`WebRTC network test skipped: ${unavailable}`);
 
 const SMALL = { REACTOR_PATTERN_WIDTH: '320', REACTOR_PATTERN_HEIGHT: '180' };
-const VIDEO = { codec: 'h264', keyFrameInterval: 30 };
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -65,9 +65,9 @@ async function ensureLink(): Promise<ImpairedLink> {
   return link;
 }
 
-async function setup(options: Record<string, unknown>): Promise<{ page: Page; url: string }> {
+async function setup(serverYaml: string[]): Promise<{ page: Page; url: string }> {
   await ensureLink();
-  const server = await serveOnLinkWith(link, { video: VIDEO, ...options }, SMALL);
+  const server = await serveOnLink(link, { serverYaml: ['video: { codec: h264, key_frame_interval: 30 }', ...serverYaml], env: SMALL });
   cleanups.push(() => server.stop());
   const context = await browser.newContext();
   cleanups.push(() => context.close());
@@ -80,7 +80,10 @@ describe.skipIf(unavailable !== undefined)('WebRTC between two network namespace
     const turn = await startCoturn({ ip: link.server.ip, spawn: (cmd, args, o) => link.spawn('server', cmd, args, o) });
     cleanups.push(() => turn.stop());
     const ice = { urls: turn.urls, username: turn.username, credential: turn.credential };
-    const { page, url } = await setup({ webrtc: { iceServers: [ice], iceTransportPolicy: 'relay' } });
+    // reactor.yaml: server.webrtc.ice_servers and ice_transport_policy: relay.
+    const { page, url } = await setup([
+      `webrtc: { ice_servers: [{ urls: "${ice.urls}", username: ${ice.username}, credential: ${ice.credential} }], ice_transport_policy: relay }`,
+    ]);
     // The browser needs the TURN server too: Chromium hides its host addresses behind mDNS names
     // (xxxx.local) the server cannot resolve, so the server's relay could permit no address of it.
     await startRtcClient(page, url, { iceServers: [ice], iceTransportPolicy: 'relay' });
@@ -99,7 +102,7 @@ describe.skipIf(unavailable !== undefined)('WebRTC between two network namespace
   }, 60_000);
 
   it('with UDP blocked, ICE fails within the connect timeout and the media comes back on the WebSocket by itself', async () => {
-    const { page, url } = await setup({ webrtc: { connectTimeoutMs: 3000 } });
+    const { page, url } = await setup(['webrtc: { connect_timeout_ms: 3000 }']);
     link.blockUdp(true);
     cleanups.push(async () => link.blockUdp(false));
     await startRtcClient(page, url);
@@ -114,7 +117,7 @@ describe.skipIf(unavailable !== undefined)('WebRTC between two network namespace
   }, 60_000);
 
   it('plays over 80 ms, 4 Mbit/s, 2 % loss each way, repairing loss with NACKs', async () => {
-    const { page, url } = await setup({});
+    const { page, url } = await setup([]);
     link.setLoss(0.02);
     cleanups.push(async () => link.setLoss(0));
     await startRtcClient(page, url);

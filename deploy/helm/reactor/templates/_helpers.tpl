@@ -125,9 +125,11 @@ env:
     value: {{ mul (int $v.agones.drainSeconds) 1000 | quote }}
   {{- end }}
   {{- if and $v.webrtc.enabled (not .agones) }}
-  # WebRTC (plain variant): the hostPort above, advertised on the node's IP.
-  - name: REACTOR_WEBRTC_PORT
-    value: {{ $v.webrtc.port | quote }}
+  # WebRTC (plain variant): the hostPort above, advertised on the node's IP. werift refuses a
+  # one-port range and binds a range's first port first: the advertised address gets the
+  # hostPort, the pod's own address the next one (not forwarded).
+  - name: REACTOR_WEBRTC_UDP_PORT_RANGE
+    value: {{ printf "%d-%d" (int $v.webrtc.port) (add1 (int $v.webrtc.port)) | quote }}
   - name: REACTOR_WEBRTC_ADVERTISE_ADDRESS
     valueFrom:
       fieldRef:
