@@ -37,6 +37,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { jwtVerify } from 'jose';
+import { createImpairedLink } from '../scripts/net/impaired-link.mjs';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { parse as parseYaml } from 'yaml';
@@ -469,6 +470,54 @@ const CHECKS: Record<string, Check> = {
         REACTOR_PYTHON: PY,
       });
       expect((await firstFrame(served)).byteLength).toBeGreaterThan(0);
+    },
+  },
+  'webrtc-coturn': {
+    what:
+      "docs/webrtc.md's coturn line, run as written inside a network namespace of its own (its fixed port 3478 then binds nothing of this host), with only " +
+      '--db and --pidfile added (a temp folder, not /var/lib/turn): it starts, answers a STUN Binding request on UDP 3478, and refuses an unauthenticated ' +
+      'TURN Allocate with 401 and the realm it was given (long-term credentials on)',
+    run: async (b) => {
+      expect(b.commands).toHaveLength(1);
+      const line = b.commands[0]!;
+      expect(line).toMatch(/^turnserver -n /);
+      const realm = /--realm (\S+)/.exec(line)![1]!;
+      if (process.getuid?.() !== 0) throw new Error('this check runs turnserver in a network namespace: it needs root (CI runs as root)');
+      const link = await createImpairedLink();
+      const dir = mkdtempSync(join(scratch, 'coturn-'));
+      try {
+        const turn = link.spawn('server', BASH, ['-c', `exec ${line} --db ${dir}/turndb --pidfile ${dir}/turnserver.pid`], {
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
+        let log = '';
+        turn.stdout!.on('data', (d: Buffer) => (log += d.toString()));
+        turn.stderr!.on('data', (d: Buffer) => (log += d.toString()));
+        const deadline = Date.now() + 15_000;
+        while (!log.includes('Total General servers')) {
+          if (turn.exitCode !== null || Date.now() > deadline) throw new Error(`turnserver did not start (Debian: apt-get install coturn):\n${log}`);
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        // A STUN Binding request, then a TURN Allocate (REQUESTED-TRANSPORT UDP) without credentials.
+        const probe = [
+          "const s = require('node:dgram').createSocket('udp4'); const out = {};",
+          "const req = (type, attrs) => { const h = Buffer.alloc(20); h.writeUInt16BE(type, 0); h.writeUInt16BE(attrs.length, 2); h.writeUInt32BE(0x2112a442, 4); require('node:crypto').randomFillSync(h, 8, 12); return Buffer.concat([h, attrs]); };",
+          'const transport = Buffer.from([0x00, 0x19, 0x00, 0x04, 17, 0, 0, 0]);',
+          "s.on('message', (m) => { const type = m.readUInt16BE(0); let realm, code; for (let i = 20; i + 4 <= m.length; ) { const t = m.readUInt16BE(i), l = m.readUInt16BE(i + 2); const v = m.subarray(i + 4, i + 4 + l);",
+          '  if (t === 0x0014) realm = v.toString(); if (t === 0x0009) code = v[2] * 100 + v[3]; i += 4 + Math.ceil(l / 4) * 4; }',
+          '  if (type === 0x0101) out.binding = true; if (type === 0x0113) out.allocate = { code, realm }; if (out.binding && out.allocate) { console.log(JSON.stringify(out)); process.exit(0); } });',
+          "s.send(req(0x0001, Buffer.alloc(0)), 3478, '127.0.0.1'); s.send(req(0x0003, transport), 3478, '127.0.0.1');",
+          'setTimeout(() => { console.log(JSON.stringify(out)); process.exit(1); }, 5000);',
+        ].join('\n');
+        const p = link.spawn('server', process.execPath, ['-e', probe], { stdio: ['ignore', 'pipe', 'inherit'] });
+        let answer = '';
+        p.stdout!.on('data', (d: Buffer) => (answer += d.toString()));
+        await new Promise((r) => p.once('exit', r));
+        expect(JSON.parse(answer)).toEqual({ binding: true, allocate: { code: 401, realm } });
+        turn.kill('SIGTERM');
+      } finally {
+        await link.close();
+        rmSync(dir, { recursive: true, force: true });
+      }
     },
   },
 };

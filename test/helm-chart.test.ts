@@ -504,3 +504,68 @@ describe('reactor deploy values', { timeout: 90_000 }, () => {
 function isFreeMap(path: string): boolean {
   return /(^|\.)(resources|podSecurityContext)$/.test(path);
 }
+
+describe('deploy/helm/reactor: WebRTC media (issue 24)', () => {
+  const turn = {
+    'webrtc.iceServers[0].urls': 'turn:turn.example.net:3478?transport=udp',
+    'webrtc.iceServers[0].username': 'u',
+    'webrtc.iceServers[0].credential': 'p',
+  };
+
+  it('under Agones opens a UDP Passthrough port named webrtc beside the app port, and passes the ICE servers and policy', () => {
+    const objs = render({ 'webrtc.enabled': true, ...turn, 'webrtc.iceTransportPolicy': 'relay' }, ['ci/agones-values.yaml']);
+    expect(objs.flatMap(problems)).toEqual([]);
+    const gs = find(objs, 'Fleet').spec.template.spec;
+    // Passthrough: Agones picks the host port and gives the container the same; the instance reads it from the SDK.
+    expect(gs.ports).toEqual([
+      { name: 'default', portPolicy: 'Dynamic', containerPort: 8000, protocol: 'TCP' },
+      { name: 'webrtc', portPolicy: 'Passthrough', protocol: 'UDP' },
+    ]);
+    const c = instanceContainer(objs);
+    const env = Object.fromEntries(c.env.map((e) => [e.name, e.value ?? e.valueFrom]));
+    expect(JSON.parse(env['REACTOR_WEBRTC_ICE_SERVERS'])).toEqual([{ urls: 'turn:turn.example.net:3478?transport=udp', username: 'u', credential: 'p' }]);
+    expect(env['REACTOR_WEBRTC_ICE_TRANSPORT_POLICY']).toBe('relay');
+    // The port and address come from the GameServer, not from the chart.
+    expect(env['REACTOR_WEBRTC_PORT']).toBeUndefined();
+    expect(env['REACTOR_WEBRTC_UDP_PORT_RANGE']).toBeUndefined();
+    expect(env['REACTOR_WEBRTC_ADVERTISE_ADDRESS']).toBeUndefined();
+  });
+
+  it("in the plain variant opens webrtc.port as a hostPort (UDP) and advertises the node's IP", () => {
+    const objs = render({ 'webrtc.enabled': true, 'webrtc.port': 7411 }, ['ci/plain-values.yaml']);
+    expect(objs.flatMap(problems)).toEqual([]);
+    const c = instanceContainer(objs);
+    expect(c.ports).toContainEqual({ name: 'webrtc', containerPort: 7411, hostPort: 7411, protocol: 'UDP' });
+    // werift takes no one-port range: [port, port + 1], the advertised node address binds the first.
+    expect(c.env).toContainEqual({ name: 'REACTOR_WEBRTC_UDP_PORT_RANGE', value: '7411-7412' });
+    expect(c.env).toContainEqual({ name: 'REACTOR_WEBRTC_ADVERTISE_ADDRESS', valueFrom: { fieldRef: { fieldPath: 'status.hostIP' } } });
+    expect(c.env.map((e) => e.name)).not.toContain('REACTOR_WEBRTC_ICE_SERVERS');
+  });
+
+  it('opens no UDP port by default', () => {
+    for (const file of ['ci/agones-values.yaml', 'ci/plain-values.yaml']) {
+      const objs = render({}, [file]);
+      const fleet = objs.find((o) => o.kind === 'Fleet');
+      const ports = [...(fleet?.spec.template.spec.ports ?? []), ...(instanceContainer(objs).ports ?? [])];
+      expect(ports.filter((p: { protocol: string }) => p.protocol === 'UDP')).toEqual([]);
+      expect(instanceContainer(objs).env.map((e) => e.name)).not.toContain('REACTOR_WEBRTC_UDP_PORT_RANGE');
+    }
+  });
+
+  it('refuses a wrong ICE policy or a non-STUN/TURN URL, naming the key', () => {
+    const policy = runHelm(['template', 'rx', chart, '-f', join(chart, 'ci/agones-values.yaml'), '--set-string', 'webrtc.iceTransportPolicy=udp']);
+    expect(policy.status).not.toBe(0);
+    expect(policy.stderr).toMatch(/webrtc\.iceTransportPolicy|webrtc\/iceTransportPolicy|iceTransportPolicy/);
+    const url = runHelm([
+      'template',
+      'rx',
+      chart,
+      '-f',
+      join(chart, 'ci/agones-values.yaml'),
+      '--set-string',
+      'webrtc.iceServers[0].urls=http://turn.example.net',
+    ]);
+    expect(url.status).not.toBe(0);
+    expect(url.stderr).toMatch(/iceServers/);
+  });
+});

@@ -19,3 +19,5 @@ export type { AgonesOptions, ResolvedAgonesOptions, SessionEndAction } from './o
 export { officialAgonesSdk } from './sdk.js';
 export type { AgonesSdk, GameServerView } from './sdk.js';
 export { AgonesErrorCode } from './errors.js';
+export { gameServerEndpoint, WEBRTC_PORT_NAME } from './endpoint.js';
+export type { GameServerEndpoint, EndpointOptions } from './endpoint.js';

@@ -15,6 +15,10 @@ export interface GameServerView {
   labels: Record<string, string>;
   /** `metadata.annotations` (the session router's release request among them). */
   annotations: Record<string, string>;
+  /** `status.address`: the node's address Agones publishes for this server ('' before the pod is scheduled). */
+  address: string;
+  /** `status.ports`: each of the GameServer's ports by name, the host port Agones gave it. */
+  ports: Record<string, number>;
 }
 
 /** The SDK calls the integration makes; every promise rejects when the sidecar fails or does not answer. */
@@ -49,7 +53,7 @@ interface OfficialSdk {
 
 interface OfficialGameServer {
   objectMeta?: { name?: string; labelsMap?: Array<[string, string]>; annotationsMap?: Array<[string, string]> };
-  status?: { state?: string };
+  status?: { state?: string; address?: string; portsList?: Array<{ name?: string; port?: number }> };
 }
 
 function view(gs: OfficialGameServer): GameServerView {
@@ -58,6 +62,8 @@ function view(gs: OfficialGameServer): GameServerView {
     state: gs.status?.state ?? '',
     labels: Object.fromEntries(gs.objectMeta?.labelsMap ?? []),
     annotations: Object.fromEntries(gs.objectMeta?.annotationsMap ?? []),
+    address: gs.status?.address ?? '',
+    ports: Object.fromEntries((gs.status?.portsList ?? []).filter((p) => p.name && p.port).map((p) => [p.name!, p.port!])),
   };
 }
 

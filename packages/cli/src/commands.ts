@@ -9,8 +9,9 @@ import { PYTHON_ENV, PYTHON_PATH_ENV, PYTHON_WORKER_ENV, detectGpuCount } from '
 import type { Logger } from '@reactor/log';
 import { AppHost, ReactorError, WEIGHTS_PATH_ENV, type AppRequirements, type AppStatics, type ReactorApp } from '@reactor/runtime';
 import { describeApp } from '@reactor/runtime/internal';
-import { installShutdownHandlers, isLoopbackHost, serve, type ReactorServer, type TokenAuthOptions } from '@reactor/server';
+import { installShutdownHandlers, isLoopbackHost, serve, type ReactorServer, type ServerOptions, type TokenAuthOptions } from '@reactor/server';
 import { authOptions } from './token-command.js';
+import { agonesWebRtc } from './agones-webrtc.js';
 import type { AgonesAgent } from '@reactor/agones';
 import { manifestFrom, ManifestError, type Manifest } from './manifest.js';
 import { runDoctor } from './doctor.js';
@@ -219,11 +220,15 @@ export async function serveApp(
   const started = performance.now();
   // `server.auth` as written (key file paths) becomes `s.auth` (PEM read, REACTOR_AUTH_* applied).
   const { auth: _writtenAuth, ...serverKeys } = m.server;
+  // Under Agones the GameServer's `webrtc` port and node address become server.webrtc's (agones-webrtc.ts).
+  const writtenWebRtc = (serverKeys as { webrtc?: ServerOptions['webrtc'] }).webrtc;
+  const webrtc = o.agones === true || m.agones.enabled ? await agonesWebRtc(writtenWebRtc, logger) : writtenWebRtc;
   let server: ReactorServer;
   try {
     server = await serveWith(App, {
       // Every `server:` key of the manifest (one table, manifest.ts SERVER_OPTION_KEYS), then what the flags decided.
       ...serverKeys,
+      ...(webrtc !== undefined && { webrtc }),
       host: s.host,
       port: s.port,
       logger,

@@ -103,6 +103,13 @@ ports:
   - name: http
     containerPort: {{ $v.app.port }}
     protocol: TCP
+  {{- if $v.webrtc.enabled }}
+  # WebRTC media, straight to this pod on the node's address.
+  - name: webrtc
+    containerPort: {{ $v.webrtc.port }}
+    hostPort: {{ $v.webrtc.port }}
+    protocol: UDP
+  {{- end }}
 {{- end }}
 env:
   - name: REACTOR_TOKEN
@@ -116,6 +123,25 @@ env:
   # The drain's deadline for a running session after SIGTERM (agones.drainSeconds).
   - name: REACTOR_DRAIN_TIMEOUT_MS
     value: {{ mul (int $v.agones.drainSeconds) 1000 | quote }}
+  {{- end }}
+  {{- if and $v.webrtc.enabled (not .agones) }}
+  # WebRTC (plain variant): the hostPort above, advertised on the node's IP. werift refuses a
+  # one-port range and binds a range's first port first: the advertised address gets the
+  # hostPort, the pod's own address the next one (not forwarded).
+  - name: REACTOR_WEBRTC_UDP_PORT_RANGE
+    value: {{ printf "%d-%d" (int $v.webrtc.port) (add1 (int $v.webrtc.port)) | quote }}
+  - name: REACTOR_WEBRTC_ADVERTISE_ADDRESS
+    valueFrom:
+      fieldRef:
+        fieldPath: status.hostIP
+  {{- end }}
+  {{- with $v.webrtc.iceServers }}
+  - name: REACTOR_WEBRTC_ICE_SERVERS
+    value: {{ toJson . | quote }}
+  {{- end }}
+  {{- if ne $v.webrtc.iceTransportPolicy "all" }}
+  - name: REACTOR_WEBRTC_ICE_TRANSPORT_POLICY
+    value: {{ $v.webrtc.iceTransportPolicy | quote }}
   {{- end }}
   {{- with $v.app.env }}
   {{- toYaml . | nindent 2 }}

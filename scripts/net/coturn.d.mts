@@ -1,0 +1,24 @@
+import type { ChildProcess, SpawnOptions } from 'node:child_process';
+
+export interface Coturn {
+  child: ChildProcess;
+  /** `turn:<ip>:<port>?transport=udp` */
+  urls: string;
+  /** `turn:<ip>:<port>?transport=tcp` */
+  urlsTcp: string;
+  username: string;
+  credential: string;
+  log(): string;
+  stop(): Promise<void>;
+}
+
+export function startCoturn(options: {
+  ip: string;
+  port?: number;
+  user?: string;
+  password?: string;
+  realm?: string;
+  minPort?: number;
+  maxPort?: number;
+  spawn?: (command: string, args: string[], options: SpawnOptions) => ChildProcess;
+}): Promise<Coturn>;
