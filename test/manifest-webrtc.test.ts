@@ -121,6 +121,16 @@ describe('reactor run --manifest: server.webrtc', () => {
     expect(c.map((x) => x.address)).toContain('10.11.12.13');
   }, 60_000);
 
+  it('answers on a fixed port (and the next one: werift binds a socket per local address)', async () => {
+    const fixed = base + 200;
+    const r = await offer(await run(workspace(`{ port: 0, video: { codec: h264 }, webrtc: { port: ${fixed} } }`)));
+    expect(r.errors).toEqual([]);
+    expect(r.answer).toMatch(/^v=0/);
+    const ports = candidates(r).map((x) => x.port);
+    expect(ports.length).toBeGreaterThan(0);
+    for (const p of ports) expect(p === fixed || p === fixed + 1, `port ${p}`).toBe(true);
+  }, 60_000);
+
   it('lets REACTOR_WEBRTC_UDP_PORT_RANGE win over the manifest, and REACTOR_WEBRTC_ENABLED=0 turn it off', async () => {
     const dir = workspace(`{ port: 0, video: { codec: h264 }, webrtc: { udp_port_range: [${base}, ${base + 20}] } }`);
     const other = base + 100;

@@ -8,16 +8,6 @@ import { ReactorError } from '@reactor/runtime';
 import { CliErrorCode } from './errors.js';
 import type { WebRtcSection } from './manifest-sections.js';
 
-/** The environment variables read, and the `server.webrtc` key each overrides. */
-export const WEBRTC_ENV = {
-  REACTOR_WEBRTC_ENABLED: 'enabled',
-  REACTOR_WEBRTC_ICE_SERVERS: 'ice_servers',
-  REACTOR_WEBRTC_UDP_PORT_RANGE: 'udp_port_range',
-  REACTOR_WEBRTC_PORT: 'port',
-  REACTOR_WEBRTC_ADVERTISE_ADDRESS: 'advertise_address',
-  REACTOR_WEBRTC_ICE_TRANSPORT_POLICY: 'ice_transport_policy',
-} as const;
-
 function bad(name: string, value: string, want: string): ReactorError {
   return new ReactorError(CliErrorCode.CliUsage, `${name}=${JSON.stringify(value.slice(0, 80))} is not ${want}; unset it or fix it`);
 }

@@ -18,7 +18,7 @@ export interface WebRtcOptions {
   iceServers?: IceServerOptions[];
   /** UDP ports the peer connections bind, `[min, max]` (each peer connection takes one); default: any free port. */
   udpPortRange?: [number, number];
-  /** One fixed UDP port: same as `udpPortRange: [port, port]`, so one peer connection at a time (werift has no port sharing). */
+  /** One fixed UDP port: the server binds it and the next one (`udpPortRange: [port, port + 1]`: werift binds a socket per local address), so one peer connection at a time (werift has no port sharing). */
   port?: number;
   /** An address to advertise as an extra host candidate (a pod's node address, a NAT's public address). */
   advertiseAddress?: string;
@@ -67,13 +67,17 @@ export function resolveWebRtcOptions(o: WebRtcOptions | undefined): ResolvedWebR
   if (w.port !== undefined && w.udpPortRange !== undefined) throw new TypeError('options.webrtc takes port or udpPortRange, not both');
   let portRange: [number, number] | undefined;
   if (w.port !== undefined) {
-    if (!isPort(w.port)) throw new RangeError(`options.webrtc.port must be a UDP port from 1 to 65535, got ${JSON.stringify(w.port)}`);
-    portRange = [w.port, w.port];
+    // werift binds one socket per local address, the advertised one first, and refuses a range of
+    // one port: a fixed port takes the next one too (docs/webrtc.md).
+    if (!isPort(w.port) || w.port === 65535) {
+      throw new RangeError(`options.webrtc.port must be a UDP port from 1 to 65534 (the server binds it and the next one), got ${JSON.stringify(w.port)}`);
+    }
+    portRange = [w.port, w.port + 1];
   }
   if (w.udpPortRange !== undefined) {
     const r = w.udpPortRange;
-    if (!Array.isArray(r) || r.length !== 2 || !isPort(r[0]) || !isPort(r[1]) || r[0] > r[1]) {
-      throw new RangeError(`options.webrtc.udpPortRange must be [min, max] with 1 <= min <= max <= 65535, got ${JSON.stringify(r)}`);
+    if (!Array.isArray(r) || r.length !== 2 || !isPort(r[0]) || !isPort(r[1]) || r[0] >= r[1]) {
+      throw new RangeError(`options.webrtc.udpPortRange must be [min, max] with 1 <= min < max <= 65535 (at least two ports: one socket per local address), got ${JSON.stringify(r)}`);
     }
     portRange = [r[0], r[1]];
   }
