@@ -25,6 +25,7 @@ export { CLIENT_MESSAGE_TYPES } from './client-messages.js';
 export type {
   CommandMessage,
   PublishMessage,
+  PublishTransportName,
   UnpublishMessage,
   PauseTrackMessage,
   ResumeTrackMessage,
