@@ -28,6 +28,7 @@ import { iterate } from './iterate.js';
 import { PendingReplies, type Pending } from './pending-replies.js';
 import type { Publication, PublishOptions, PublishSource } from './publication.js';
 import { Publisher, checkPublishSource, inboundTrack } from './publisher.js';
+import { publishPeer, type RtcPublishLink } from './rtc-publish.js';
 import type { SessionRoute } from './session-route.js';
 import { downloadUrl, toWebSocketUrl } from './socket-url.js';
 import { uploadFile } from './upload.js';
@@ -95,6 +96,7 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
     bufferedAmount: () => this.#conn.ws?.bufferedAmount ?? 0,
     unpublish: (track) => (this.#conn.state === 'open' ? this.#trackRequest('unpublish', track) : Promise.resolve()),
   });
+  /** @internal The WebRTC transport's side for publications (set by the transport while it runs). */ rtcPublishLink: RtcPublishLink | undefined;
   /** This client's role, from the welcome (`controller` without a token). */
   role = 'controller';
   /** Single-controller mode: who steers (from the welcome and `control` messages). */
@@ -165,10 +167,10 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
   }
 
   /** A `publish`/`unpublish`/`pause_track`/`resume_track` request; the server's refusal as a `ReactorClientError` with its code. */
-  #trackRequest(type: 'publish' | 'unpublish' | 'pause_track' | 'resume_track', track: string, options: SendOptions = {}): Promise<void> {
+  #trackRequest(type: 'publish' | 'unpublish' | 'pause_track' | 'resume_track', track: string, options: SendOptions = {}, extra?: object): Promise<void> {
     return this.#request(
       `${type} ${track}`,
-      (id) => ({ type, id, track }),
+      (id) => ({ type, id, track, ...extra }),
       (code, message) => new ReactorClientError(code, `${type} of track "${track}" failed (${code}): ${message}`),
       options,
     ).then(() => undefined);
@@ -193,7 +195,11 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
   async publish(track: string, source: PublishSource, options: PublishOptions = {}): Promise<Publication> {
     const { schema, index } = inboundTrack(this.schema, track);
     checkPublishSource(track, schema, source);
-    await this.#trackRequest('publish', track, options.signal ? { signal: options.signal } : {});
+    const send = options.signal ? { signal: options.signal } : {};
+    // A browser track over WebRTC while the client's media runs there (rtc-publish.ts), else frames on the socket.
+    const rtc = publishPeer(track, source, options.transport, this.rtcPublishLink);
+    if (rtc) return this.#publisher.startRtc(rtc, schema, index, (mid) => this.#trackRequest('publish', track, send, { transport: 'webrtc', mid }), options);
+    await this.#trackRequest('publish', track, send);
     return this.#publisher.start(track, schema, index, source, options);
   }
 

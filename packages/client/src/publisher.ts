@@ -6,6 +6,7 @@
 import { ReactorClientError } from './errors.js';
 import { Publication, isMediaTrack, type PublishOptions, type PublishSource, type PublishTransport } from './publication.js';
 import { WireErrorCode, type AppSchema, type TrackSchema } from './protocol.js';
+import { publishOverRtc, type RtcPublishPath } from './rtc-publish.js';
 
 /** Server error codes about an inbound frame: tied to the publication of the track they name. */
 const FRAME_ERROR_CODES: ReadonlySet<string> = new Set([
@@ -74,6 +75,25 @@ export class Publisher {
     this.#publications.get(track)?.finish({ reason: 'stopped' });
     this.#publications.set(track, pub);
     void pub.pump(source, schema, options);
+    return pub;
+  }
+
+  /**
+   * Publishes a browser track over WebRTC (see `rtc-publish.ts`; `request` sends the `publish`
+   * with the transceiver's mid): the publication replaces the track's previous one.
+   */
+  async startRtc(
+    rtc: RtcPublishPath,
+    schema: TrackSchema,
+    index: number,
+    request: (mid: string) => Promise<void>,
+    options: PublishOptions,
+  ): Promise<Publication> {
+    const published = await publishOverRtc(rtc.link, rtc.peer, rtc.track, schema, request);
+    const pub = new Publication(this.#publishTransport, schema, index, options);
+    this.#publications.get(schema.name)?.finish({ reason: 'stopped' });
+    this.#publications.set(schema.name, pub);
+    pub.attachRtc(published);
     return pub;
   }
 
