@@ -108,7 +108,8 @@ export class RtcAudioIntake {
         `this client sends audio on its WebRTC track for "${schema.name}" but does not publish it; send {"type":"publish","id":"1","track":"${schema.name}","transport":"webrtc","mid":"<the transceiver's mid>"} first`,
       );
     }
-    if (!report.takeToken(receivedAtMs)) {
+    const micros = this.#clock.micros(timestamp, receivedAtMs);
+    if (!report.takeToken(this.#clock.ptsMs(micros), receivedAtMs)) {
       return report.refuse(
         ServerErrorCode.FrameRateLimited,
         `more than ${schema.maxFps} audio packets per second on track "${schema.name}" (its maxFps); the extra ones are dropped: send 10 ms packets or longer`,
@@ -122,7 +123,6 @@ export class RtcAudioIntake {
         'decode_backlog',
       );
     }
-    const micros = this.#clock.micros(timestamp, receivedAtMs);
     this.#meta.set(micros, { receivedAtMs, ptsMs: this.#clock.ptsMs(micros), decodeStart: performance.now() });
     try {
       decoder.decode(new this.#wc.EncodedAudioChunk({ type: 'key', timestamp: micros, data: payload }));

@@ -51,18 +51,35 @@ export interface RtcIntakeInfo {
   pending: number;
 }
 
+/** Arrival bursts a WebRTC track's rate limit allows, in seconds of its `maxFps` (see {@link RtcIntakeReport.takeToken}). */
+export const RTC_WALL_BURST_SECONDS = 2;
+
+interface Bucket {
+  tokens: number;
+  /** The clock's time of the last refill (undefined before the first frame). */
+  at: number | undefined;
+}
+
+/** Refills `b` up to `burst` at `rate` a second for the time since its last refill; returns its tokens. */
+function refill(b: Bucket, now: number, rate: number, burst: number): number {
+  if (b.at !== undefined && now > b.at) b.tokens = Math.min(burst, b.tokens + ((now - b.at) / 1000) * rate);
+  b.at = b.at === undefined ? now : Math.max(b.at, now);
+  return b.tokens;
+}
+
 /** Counting, dropping with a rate-limited error, the track's token bucket, and delivery to the host. */
 export class RtcIntakeReport {
   readonly #ctx: RtcTrackIntakeContext;
   readonly #lastError = new Map<RtcIntakeErrorCode, number>();
   readonly #unsent = new Map<RtcIntakeErrorCode, number>();
-  #tokens: number;
-  #tokensAt = performance.now();
+  readonly #media: Bucket;
+  readonly #wall: Bucket;
   readonly counts: Omit<RtcIntakeInfo, 'pending'> = { received: 0, accepted: 0, dropped: 0, keyFramesRequested: 0 };
 
   constructor(ctx: RtcTrackIntakeContext) {
     this.#ctx = ctx;
-    this.#tokens = this.#burst();
+    this.#media = { tokens: this.#burst(), at: undefined };
+    this.#wall = { tokens: this.#burst(), at: undefined };
   }
 
   get track(): string {
@@ -101,13 +118,21 @@ export class RtcIntakeReport {
     );
   }
 
-  /** The track's `maxFps` token bucket (as over the WebSocket): `false` when this frame is over it. */
-  takeToken(now = performance.now()): boolean {
+  /**
+   * The track's `maxFps`, as over the WebSocket, but on two clocks: the sender's media time
+   * (`mediaMs`, from RTP timestamps: the rate it captures at, burst a quarter second's worth as
+   * over the WebSocket), and arrival time (`wallMs`) with a burst of {@link RTC_WALL_BURST_SECONDS}:
+   * packets bunch on their way (a busy event loop, a Wi-Fi burst) without the sender sending
+   * faster, and a sender that lies in its timestamps is still held to the rate.
+   * @returns `false` when this frame is over either.
+   */
+  takeToken(mediaMs: number, wallMs = performance.now()): boolean {
     const rate = this.#ctx.schema.maxFps ?? Infinity;
-    this.#tokens = Math.min(this.#burst(), this.#tokens + ((now - this.#tokensAt) / 1000) * rate);
-    this.#tokensAt = now;
-    if (this.#tokens < 1) return false;
-    this.#tokens -= 1;
+    const media = refill(this.#media, mediaMs, rate, this.#burst());
+    const wall = refill(this.#wall, wallMs, rate, Math.max(1, Math.ceil((this.#ctx.schema.maxFps ?? 1) * RTC_WALL_BURST_SECONDS)));
+    if (media < 1 || wall < 1) return false;
+    this.#media.tokens -= 1;
+    this.#wall.tokens -= 1;
     return true;
   }
 

@@ -9,7 +9,7 @@
  * does when it adapts its resolution) -> `pushFrame`.
  *
  * Every frame is checked as over the WebSocket: publisher, the track's `maxFps`, its
- * `maxWidth`x`maxHeight`, at most {@link MAX_FRAMES_PENDING_PER_TRACK} frames converting at once.
+ * `maxWidth`x`maxHeight`, at most {@link MAX_CONVERTING_BYTES} of pictures converting at once.
  * A frame that lost packets, and every frame after it up to the next key frame, are dropped
  * (`packet_loss`) and the sender asked for a key frame (PLI, at most every
  * {@link KEY_FRAME_REQUEST_INTERVAL_MS}); a decoder error drops the decoder, which a key frame
@@ -19,13 +19,25 @@ import sharp from 'sharp';
 import type { RtpPacket } from 'werift';
 import { DepacketizeBase, type DepacketizerCodec } from 'werift/nonstandard';
 import { ServerErrorCode } from './errors.js';
-import { MAX_FRAMES_PENDING_PER_TRACK } from './frame-intake.js';
 import { loadDecoders, type NativeVideoDecoder, type NativeVideoFrame, type WebCodecsDecoding } from './rtc-decoders.js';
 import { RtcIntakeReport, RtpClock, type RtcIntakeInfo, type RtcTrackIntakeContext } from './rtc-intake-report.js';
 import { RtpReorder } from './rtp-reorder.js';
 
 /** Encoded frames waiting in the decoder before newer ones are dropped (and a key frame asked for): a backstop for a server that cannot keep up. */
 export const MAX_DECODE_QUEUE = 8;
+/**
+ * Bytes of decoded pictures (RGBA at the track's `maxWidth` x `maxHeight`) converting to RGB at
+ * once before newer frames are dropped (`decode_backlog`): 32 MiB, so 3 to 30 frames. More than
+ * the WebSocket intake's 3 frames, since RTP frames arrive in bunches (a busy event loop, a radio
+ * burst) that the WebSocket's TCP pacing would have spread; bounded in bytes, not frames.
+ */
+export const MAX_CONVERTING_BYTES = 32 * 1024 * 1024;
+
+/** Frames of `schema` that may convert at once (see {@link MAX_CONVERTING_BYTES}). */
+export function maxConverting(schema: { maxWidth?: number; maxHeight?: number }): number {
+  const picture = (schema.maxWidth ?? 1920) * (schema.maxHeight ?? 1080) * 4;
+  return Math.max(3, Math.min(30, Math.floor(MAX_CONVERTING_BYTES / picture)));
+}
 /** Shortest interval between two key frame requests (PLI) of one track, ms. */
 export const KEY_FRAME_REQUEST_INTERVAL_MS = 500;
 /** How long a packet that came early waits for a missing one (a NACKed retransmission) before that is given up, ms. */
@@ -229,14 +241,14 @@ export class RtcVideoIntake {
         `the camera sends ${width}x${height} frames, beyond track "${schema.name}"'s limit of ${schema.maxWidth}x${schema.maxHeight}; capture at ${schema.width}x${schema.height} as the schema asks`,
       );
     }
-    if (!report.takeToken(meta.receivedAtMs)) {
+    if (!report.takeToken(meta.ptsMs, meta.receivedAtMs)) {
       frame.close();
       return report.refuse(
         ServerErrorCode.FrameRateLimited,
         `more than ${schema.maxFps} frames per second on track "${schema.name}" (its maxFps); the extra frames are dropped: send at most ${schema.maxFps} per second`,
       );
     }
-    if (this.#queue.length >= MAX_FRAMES_PENDING_PER_TRACK) {
+    if (this.#queue.length >= maxConverting(schema)) {
       frame.close();
       return report.refuse(
         ServerErrorCode.FrameRateLimited,
