@@ -5,6 +5,7 @@
  */
 import { CLIENT_MESSAGE_TYPES, type ClientMessage, type SelectVideoMessage } from './client-messages.js';
 import { WireErrorCode } from './codes.js';
+import { RTC_ENVELOPES, parseRtcFields } from './rtc.js';
 
 /** Longest id a client may choose, in code points. */
 export const MAX_COMMAND_ID_LENGTH = 64;
@@ -32,6 +33,7 @@ const ENVELOPES: Readonly<Record<ClientMessage['type'], Readonly<Record<string, 
   recording: { id: true, action: true },
   request_control: { id: true },
   release_control: { id: true },
+  ...RTC_ENVELOPES,
 };
 
 /**
@@ -76,6 +78,22 @@ export function parseClientMessage(text: string): ParsedClientMessage {
           .join(', ')} in request_key_frame; it has only type and track`,
       );
     return { ok: true, message: { type: kind, track: m['track'] } };
+  }
+  if (kind === 'rtc_offer' || kind === 'rtc_candidate' || kind === 'rtc_close') {
+    // Signalling: no id, no reply (answered by rtc_answer / rtc_state, or an error).
+    const allowed = ENVELOPES[kind];
+    const extra = Object.keys(m).filter((k) => k !== 'type' && !Object.hasOwn(allowed, k));
+    if (extra.length > 0) {
+      const keys = ['type', ...Object.keys(allowed)];
+      return malformed(
+        `unknown key(s) ${extra
+          .slice(0, 5)
+          .map((k) => JSON.stringify(k.slice(0, 40)))
+          .join(', ')} in ${kind}; it has only ${keys.join(', ')}`,
+      );
+    }
+    const rtc = parseRtcFields(kind, m);
+    return rtc.ok ? { ok: true, message: rtc.message } : malformed(rtc.why);
   }
   const id = validId(m['id']);
   if (id === undefined) {

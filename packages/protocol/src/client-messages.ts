@@ -143,6 +143,8 @@ export interface ReleaseControlMessage {
   id: string;
 }
 
+import type { RtcClientMessage } from './rtc.js';
+
 export type ClientMessage =
   | CommandMessage
   | PublishMessage
@@ -154,7 +156,8 @@ export type ClientMessage =
   | ClipMessage
   | RecordingMessage
   | RequestControlMessage
-  | ReleaseControlMessage;
+  | ReleaseControlMessage
+  | RtcClientMessage;
 
 /** The client message types (`type` values) a server accepts. */
 export const CLIENT_MESSAGE_TYPES = [
@@ -169,4 +172,7 @@ export const CLIENT_MESSAGE_TYPES = [
   'recording',
   'request_control',
   'release_control',
+  'rtc_offer',
+  'rtc_candidate',
+  'rtc_close',
 ] as const;

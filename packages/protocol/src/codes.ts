@@ -85,6 +85,18 @@ export const WireErrorCode = {
   IdleTimeout: 'idle_timeout',
   /** `reactor dev` reloaded the app and its state class changed: the session started again from the new defaults (no id; the socket stays open). */
   StateReset: 'state_reset',
+  /** `rtc_offer` to a server whose WebRTC transport is off (`server.webrtc.enabled: false`, or werift did not load): media stays on the WebSocket. */
+  RtcDisabled: 'rtc_disabled',
+  /** `rtc_offer` whose SDP the server cannot use (not an offer, unparsable, no media section, a renegotiation it cannot apply). */
+  RtcBadOffer: 'rtc_bad_offer',
+  /** `rtc_offer` without a codec the server sends (video: H.264 packetization-mode 1 or VP8, as configured; audio: Opus). */
+  RtcNoCodec: 'rtc_no_codec',
+  /** `rtc_candidate` the server cannot use (unparsable, or no `rtc_offer` came first). */
+  RtcBadCandidate: 'rtc_bad_candidate',
+  /** `rtc_state failed` reason: ICE/DTLS did not connect in time (UDP blocked, no usable candidate, a TURN server that refused); media stays on the WebSocket. */
+  RtcIceTimeout: 'rtc_ice_timeout',
+  /** `rtc_state failed` reason: the peer connection was up and went away (the peer vanished, consent expired); media went back to the WebSocket. */
+  RtcPeerLost: 'rtc_peer_lost',
 } as const;
 export type WireErrorCode = (typeof WireErrorCode)[keyof typeof WireErrorCode];
 

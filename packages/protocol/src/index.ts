@@ -39,6 +39,17 @@ export type {
   ReleaseControlMessage,
   ClientMessage,
 } from './client-messages.js';
+export { MAX_RTC_SDP_LENGTH, MAX_RTC_CANDIDATE_LENGTH } from './rtc.js';
+export type {
+  RtcOfferMessage,
+  RtcCandidateMessage,
+  RtcCloseMessage,
+  RtcAnswerMessage,
+  RtcStateMessage,
+  RtcState,
+  RtcTrackMapping,
+  RtcClientMessage,
+} from './rtc.js';
 export { KEY_FRAME_MIN_INTERVAL_MS } from './video.js';
 export type { VideoCodecName, VideoTierSchema, VideoOffer, VideoSelection } from './video.js';
 export { UPLOAD_PATH } from './uploads.js';

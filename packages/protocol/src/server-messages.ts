@@ -135,6 +135,8 @@ export interface TrackReleasedMessage {
   reason: string;
 }
 
+import type { RtcAnswerMessage, RtcCandidateMessage, RtcStateMessage } from './rtc.js';
+
 export type ServerMessage =
   | WelcomeMessage
   | ReplyMessage
@@ -146,7 +148,10 @@ export type ServerMessage =
   | FlushMessage
   | TrackReleasedMessage
   | VideoConfigMessage
-  | ControlMessage;
+  | ControlMessage
+  | RtcAnswerMessage
+  | RtcCandidateMessage
+  | RtcStateMessage;
 
 /** Parses one JSON text message from a server; throws on anything that is not a server message. */
 export function parseServerMessage(text: string): ServerMessage {

@@ -28,6 +28,7 @@ import type { ServerMetrics } from './metrics.js';
 import type { ResolvedServerOptions } from './options.js';
 import type { OutboundSender, OutboundStats } from './outbound.js';
 import { WsOutbound } from './outbound-queue.js';
+import { RtcOutbound, type RtcInfo, type RtcServerContext } from './rtc-outbound.js';
 import type { SendBudget } from './send-budget.js';
 import { ConnectionVideo, type VideoSelectionInfo } from './video-sender.js';
 import type { VideoStreams } from './video-streams.js';
@@ -46,6 +47,8 @@ export interface ConnectionInfo extends Omit<OutboundStats, 'pausedTracks'> {
   inbound?: FrameIntakeInfo;
   /** Its video selection (absent until it sends `select_video`). */
   video?: VideoSelectionInfo;
+  /** Its WebRTC peer connection (absent until it sends `rtc_offer`, and once it is gone). */
+  webrtc?: RtcInfo;
 }
 
 /** Bound to the server: what a connection needs from it. */
@@ -64,6 +67,8 @@ export interface ConnectionContext {
   budget: SendBudget;
   /** The shared video encoders. */
   video: VideoStreams;
+  /** The WebRTC transport (undefined: off). */
+  rtc?: RtcServerContext;
   /** Clips and recordings; `undefined`: not configured (`clips_disabled`). */
   recording: RecordingService | undefined;
   /** Sees every stats message (the server derives step metrics from them). */
@@ -89,6 +94,7 @@ export class ClientConnection implements ClientSink {
   #handle: ClientHandle | undefined;
   readonly #video: ConnectionVideo;
   readonly #out: OutboundSender;
+  readonly #rtc: RtcOutbound;
   readonly #in: InboundChannel;
   readonly #onClosed: (c: ClientConnection) => void;
   /** What this client's credential grants (role, tracks, uploads, longest session). */
@@ -115,7 +121,7 @@ export class ClientConnection implements ClientSink {
       unqueueVideo: (trackIndex) => this.#out.unqueueVideo(trackIndex),
       closed: () => state.closed,
     });
-    this.#out = new WsOutbound({
+    const wsOut = new WsOutbound({
       ws,
       state,
       encoder: ctx.encoder,
@@ -131,6 +137,17 @@ export class ClientConnection implements ClientSink {
         framesDropped: (n) => this.#handle?.reportDropped(n),
       },
     });
+    this.#rtc = new RtcOutbound({
+      ws: wsOut,
+      rtc: ctx.rtc,
+      streams: ctx.video,
+      tracks: ctx.host.schema.tracks,
+      metrics: ctx.metrics,
+      log: ctx.logger,
+      error: (code, message) => this.#in.error(code, message),
+      id,
+    });
+    this.#out = this.#rtc;
     this.#in = new InboundChannel({
       ws,
       state,
@@ -147,6 +164,7 @@ export class ClientConnection implements ClientSink {
         pauseTrack: (msg) => this.#pauseTrack(msg),
         selectVideo: (msg) => this.#video.select(msg),
         requestKeyFrame: (msg) => this.#video.requestKeyFrame(msg),
+        rtc: (msg) => this.#rtc.signal(msg),
       },
     });
     ws.on('pong', () => (this.alive = true));
@@ -208,6 +226,8 @@ export class ClientConnection implements ClientSink {
     if (inbound) info.inbound = inbound;
     const video = this.videoSelection;
     if (video) info.video = video;
+    const webrtc = this.#rtc.info();
+    if (webrtc) info.webrtc = webrtc;
     return info;
   }
 

@@ -69,5 +69,11 @@ export const ServerErrorCode = {
   SessionTimeLimit: WireErrorCode.SessionTimeLimit,
   IdleTimeout: WireErrorCode.IdleTimeout,
   StateReset: WireErrorCode.StateReset,
+  RtcDisabled: WireErrorCode.RtcDisabled,
+  RtcBadOffer: WireErrorCode.RtcBadOffer,
+  RtcNoCodec: WireErrorCode.RtcNoCodec,
+  RtcBadCandidate: WireErrorCode.RtcBadCandidate,
+  RtcIceTimeout: WireErrorCode.RtcIceTimeout,
+  RtcPeerLost: WireErrorCode.RtcPeerLost,
 } as const;
 export type ServerErrorCode = (typeof ServerErrorCode)[keyof typeof ServerErrorCode];

@@ -17,6 +17,7 @@ import type {
   ReplyMessage,
   RequestKeyFrameMessage,
   ResumeTrackMessage,
+  RtcClientMessage,
   SelectVideoMessage,
   TrackSchema,
   UnpublishMessage,
@@ -45,6 +46,8 @@ export interface ConnectionControls {
   pauseTrack(msg: PauseTrackMessage | ResumeTrackMessage): void;
   selectVideo(msg: SelectVideoMessage): void;
   requestKeyFrame(msg: RequestKeyFrameMessage): void;
+  /** WebRTC signalling (`rtc_offer`, `rtc_candidate`, `rtc_close`). */
+  rtc(msg: RtcClientMessage): void;
 }
 
 /** What the inbound channel needs from the server and its connection. */
@@ -208,6 +211,10 @@ export class InboundChannel {
         return controls.selectVideo(msg);
       case 'request_key_frame':
         return controls.requestKeyFrame(msg);
+      case 'rtc_offer':
+      case 'rtc_candidate':
+      case 'rtc_close':
+        return controls.rtc(msg);
       case 'clip':
       case 'recording':
         return this.#answerInOrder(() => this.#c.recording?.answer(msg, this.#c.owner) ?? recordingDisabled(msg));

@@ -8,6 +8,7 @@ import { LOOPBACK_HOSTS, isLoopbackHost } from './auth.js';
 import { DEFAULT_MAX_UPLOAD_BYTES, DEFAULT_UPLOAD_EXPIRY_MS, DEFAULT_UPLOAD_QUOTA_BYTES, DEFAULT_UPLOAD_WAIT_MS } from '@reactor/runtime';
 import { webCodecsEncoderFactory, type VideoEncoderFactory } from './video-encoder.js';
 import type { ResolvedVideoOptions } from './video-streams.js';
+import { resolveWebRtcOptions, type ResolvedWebRtcOptions, type WebRtcOptions } from './rtc-options.js';
 import { resolveRecordingOptions, type RecordingOptions, type ResolvedRecordingOptions } from './recording/recording-options.js';
 import { TokenVerifier, type TokenAuthOptions } from './tokens.js';
 
@@ -110,6 +111,8 @@ export interface ServerOptions {
   jpegQuality?: number;
   /** Coded video (H.264 / VP8) for clients that select it; default: JPEG only. See {@link VideoOptions}. */
   video?: VideoOptions;
+  /** The WebRTC transport for outbound media (on by default; see {@link WebRtcOptions}, docs/protocol.md "WebRTC"). */
+  webrtc?: WebRtcOptions;
   /** Largest inbound text message, bytes (default 65536). A bigger one closes the socket with 1009. */
   maxMessageBytes?: number;
   /**
@@ -187,7 +190,7 @@ export interface ServerOptions {
 export type ResolvedServerOptions = Required<
   Omit<
     ServerOptions,
-    'token' | 'allowedOrigins' | 'allowedHosts' | 'maxFrameBytes' | 'uploadDir' | 'video' | 'recording' | 'auth' | 'idleTimeoutMs' | 'maxSessionMs'
+    'token' | 'allowedOrigins' | 'allowedHosts' | 'maxFrameBytes' | 'uploadDir' | 'video' | 'webrtc' | 'recording' | 'auth' | 'idleTimeoutMs' | 'maxSessionMs'
   >
 > & {
   /** The token checker of `auth`; undefined without it. */
@@ -195,6 +198,7 @@ export type ResolvedServerOptions = Required<
   idleTimeoutMs: number | undefined;
   maxSessionMs: number | undefined;
   video: ResolvedVideoOptions;
+  webrtc: ResolvedWebRtcOptions;
   /** `undefined`: no clips, no recordings. */
   recording: ResolvedRecordingOptions | undefined;
   /** `undefined`: derived from the app's inbound tracks (see {@link ServerOptions.maxFrameBytes}). */
@@ -239,6 +243,7 @@ export function resolveServerOptions(o: ServerOptions = {}): ResolvedServerOptio
     encoding: o.encoding ?? 'jpeg',
     jpegQuality: o.jpegQuality ?? 80,
     video: resolveVideoOptions(o.video),
+    webrtc: resolveWebRtcOptions(o.webrtc),
     recording: o.recording === undefined ? undefined : resolveRecordingOptions(o.recording),
     maxMessageBytes: o.maxMessageBytes ?? 64 * 1024,
     maxFrameBytes: o.maxFrameBytes,

@@ -21,6 +21,9 @@ import { ServerMetrics } from './metrics.js';
 import { resolveServerOptions, type ResolvedServerOptions, type ServerOptions } from './options.js';
 import { SendBudget } from './send-budget.js';
 import { loadWebCodecs, webCodecsEncoderFactory } from './video-encoder.js';
+import { OpusStreams } from './rtc-audio.js';
+import { RtcMetrics } from './rtc-metrics.js';
+import type { RtcServerContext } from './rtc-outbound.js';
 import { VideoStreams, type VideoEncoderInfo } from './video-streams.js';
 import { RecordingService } from './recording-service.js';
 import { ViewerAssets } from './static-assets.js';
@@ -55,6 +58,9 @@ export class ReactorServer {
   readonly #assets = new ViewerAssets();
   readonly #budget: SendBudget;
   readonly #video: VideoStreams;
+  readonly #rtc: RtcServerContext | undefined;
+  /** Closes the Opus encoders, if they were loaded. */
+  #closeOpus: () => void = () => undefined;
   /** Clips and recordings (`options.recording`), when configured. */
   readonly #recording: RecordingService | undefined;
   #offStatus: (() => void) | undefined;
@@ -88,6 +94,20 @@ export class ReactorServer {
     this.#maxFrameBytes = inbound.length === 0 ? 0 : (this.options.maxFrameBytes ?? Math.max(...inbound.map(frameBytesFor)));
     this.#budget = new SendBudget(this.options.maxTotalBufferedBytes);
     this.#video = new VideoStreams(this.options.video, host, this.metrics, this.#log);
+    if (this.options.webrtc.enabled) {
+      let opus: Promise<OpusStreams | undefined> | undefined;
+      const log = this.#log;
+      this.#rtc = {
+        options: this.options.webrtc,
+        metrics: new RtcMetrics(this.metrics.registry),
+        // Loaded on the first offer (a server nobody offers to never loads the encoder module for audio).
+        get opus() {
+          opus ??= OpusStreams.load(log);
+          return opus;
+        },
+      };
+      this.#closeOpus = () => void opus?.then((o) => o?.close());
+    }
     if (this.options.recording) this.#recording = new RecordingService(this.options.recording, host, this.#video, this.#log, this.metrics.registry);
     this.metrics.setVideoClients(() => [...this.#connections].flatMap((c) => c.videoSelection ?? []));
     this.#sessions = new SessionKeeper({
@@ -342,6 +362,7 @@ export class ReactorServer {
     await this.#recording?.close();
     this.#http.closeAllConnections();
     this.#video.close();
+    this.#closeOpus();
     await httpClosed;
   }
 
@@ -421,6 +442,7 @@ export class ReactorServer {
         logger: this.#log,
         budget: this.#budget,
         video: this.#video,
+        ...(this.#rtc ? { rtc: this.#rtc } : {}),
         recording: this.#recording,
         onStats: (m) => this.#onStats(m),
         instance: () => this.#instance,

@@ -186,6 +186,19 @@ export class ConnectionVideo implements VideoSubscriber {
     this.#out.answer({ type: 'reply', id: msg.id, result: { codec, tier: tier.name } }, () => this.#apply(codec, tier));
   }
 
+  /**
+   * Moves every outbound video track to (codec, tier) with no `select_video` and no reply: the
+   * WebRTC side's own selection (its codec from the SDP, its tier from the viewer's feedback).
+   */
+  use(codec: VideoCodecName, tier: VideoTierSchema): void {
+    this.#apply(codec, tier);
+  }
+
+  /** The tier in use (undefined before a selection). */
+  get tier(): VideoTierSchema | undefined {
+    return this.#selection?.tier;
+  }
+
   /** Moves every outbound video track of this connection to (codec, tier). */
   #apply(codec: VideoCodecName, tier: VideoTierSchema): void {
     if (this.#out.closed()) return;

@@ -33,7 +33,7 @@ describe('parseClientMessage', () => {
       code: 'unknown_message_type',
       id: 's',
       message:
-        'unknown message type "subscribe"; clients send "command", "publish", "unpublish", "pause_track", "resume_track", "select_video", "request_key_frame", "clip", "recording", "request_control", "release_control"',
+        'unknown message type "subscribe"; clients send "command", "publish", "unpublish", "pause_track", "resume_track", "select_video", "request_key_frame", "clip", "recording", "request_control", "release_control", "rtc_offer", "rtc_candidate", "rtc_close"',
     });
   });
 
