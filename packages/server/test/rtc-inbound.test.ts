@@ -99,6 +99,16 @@ describe('server: camera and microphone over WebRTC', () => {
     expect(server.host.status.state).toBe('streaming');
   }, 60_000);
 
+  it('a publish over WebRTC on a server without WebRTC: rtc_disabled, with its id', async () => {
+    const { server } = await start({ webrtc: { enabled: false } });
+    const p = await openRtcPublisher(server.wsUrl, { cam: 'video' });
+    cleanups.push(() => p.close());
+    const answer = await p.publish('pw', 'webcam', 'cam');
+    expect(answer).toMatchObject({ type: 'error', id: 'pw', code: 'rtc_disabled' });
+    expect((answer as { message: string }).message).toContain('publish without "transport":"webrtc"');
+    expect(server.host.status.state).toBe('streaming');
+  }, 30_000);
+
   it('a peer that goes (the client leaves) leaves no intake, peer connection or UDP socket behind', async () => {
     const { server, host } = await start({ webrtc: {} });
     const before = await udpSockets();
