@@ -3,6 +3,7 @@
  * audio, upload inputs and the events of a {@link ReactorClient}.
  */
 import type { AllocationRetryOptions, QueuePlace } from './session-route.js';
+import type { WebRtcLinkOptions } from './rtc-link.js';
 import type {
   AppMessage,
   ControlStatus,
@@ -13,6 +14,9 @@ import type {
   TrackReleasedMessage,
   VideoConfigMessage,
   WelcomeMessage,
+  RtcAnswerMessage,
+  RtcCandidateMessage,
+  RtcStateMessage,
 } from './protocol.js';
 
 /** The subset of the WHATWG `WebSocket` this client uses (browsers, `ws`, Node 22+). */
@@ -73,6 +77,14 @@ export interface ConnectOptions {
   onQueue?: (place: QueuePlace) => void;
   /** Through a router that mints instance tokens: the role to ask for (default `controller`). */
   role?: 'controller' | 'spectator';
+  /**
+   * Where outbound media comes (docs/protocol.md "WebRTC"): `websocket` (the default), `webrtc`
+   * (connect fails with `webrtc_failed` when WebRTC does not connect), or `auto` (WebRTC when it
+   * connects within `webrtc.timeoutMs`, else the WebSocket). The link is `client.rtc`.
+   */
+  transport?: 'auto' | 'webrtc' | 'websocket';
+  /** Options of the WebRTC link (the `RTCPeerConnection` to use in Node, ICE servers, timeout). */
+  webrtc?: WebRtcLinkOptions;
 }
 
 /** Options of one {@link ReactorClient.send} call. */
@@ -184,6 +196,8 @@ export interface ReactorClientEvents {
   new_identity: ResumeEvent;
   /** Single-controller mode: who steers now. */
   control: ControlStatus;
+  /** WebRTC signalling from the server (`WebRtcLink` reads it). */
+  rtc: RtcAnswerMessage | RtcCandidateMessage | RtcStateMessage;
   /** A server error not tied to a command, or an undecodable message. */
   error: Error;
 }

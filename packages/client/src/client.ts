@@ -32,6 +32,7 @@ import { publishPeer, type RtcPublishLink } from './rtc-publish.js';
 import type { SessionRoute } from './session-route.js';
 import { downloadUrl, toWebSocketUrl } from './socket-url.js';
 import { uploadFile } from './upload.js';
+import type { WebRtcLink } from './rtc-link.js';
 import {
   type ClipResult,
   type RecordingInfo,
@@ -50,6 +51,8 @@ import {
   type VideoSelection,
   type WelcomeMessage,
   type ControlStatus,
+  type RequestKeyFrameMessage,
+  type RtcClientMessage,
 } from './protocol.js';
 
 /**
@@ -101,6 +104,8 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
   role = 'controller';
   /** Single-controller mode: who steers (from the welcome and `control` messages). */
   control: ControlStatus | undefined;
+  /** The WebRTC link `connect(url, { transport })` opened (undefined: media on the WebSocket). */
+  rtc: WebRtcLink | undefined;
 
   /** Prefer {@link connect}; the constructor starts connecting at once. */
   constructor(url: string, options: ConnectOptions = {}) {
@@ -299,11 +304,14 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
    * @throws {ConnectionError} `not_connected` when the socket is not open.
    */
   requestKeyFrame(track: string): void {
+    this.signal({ type: 'request_key_frame', track });
+  }
+
+  /** Sends a message without reply (`request_key_frame`, WebRTC signalling). @throws {ConnectionError} `not_connected` when the socket is not open. */
+  signal(msg: RequestKeyFrameMessage | RtcClientMessage): void {
     const ws = this.#conn.openSocket();
-    if (!ws) {
-      throw new ConnectionError(ClientErrorCode.NotConnected, `cannot request a key frame: the client is ${this.#conn.state}`);
-    }
-    ws.send(JSON.stringify({ type: 'request_key_frame', track }));
+    if (!ws) throw new ConnectionError(ClientErrorCode.NotConnected, `cannot send ${msg.type}: the client is ${this.#conn.state}`);
+    ws.send(JSON.stringify(msg));
   }
 
   /**
@@ -434,6 +442,7 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
       this.emit('error', err as Error);
       return;
     }
+    if (msg.type === 'rtc_answer' || msg.type === 'rtc_candidate' || msg.type === 'rtc_state') return this.emit('rtc', msg);
     switch (msg.type) {
       case 'reply': {
         this.#pending.resolve(msg.id, msg.result);

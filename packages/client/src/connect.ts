@@ -9,6 +9,29 @@ import { ReactorClient } from './client.js';
 import { SessionRouteError } from './errors.js';
 import { HttpErrorCode } from './protocol.js';
 import { requestSession } from './session-route.js';
+import { WebRtcFailedError, WebRtcLink } from './rtc-link.js';
+
+/**
+ * Opens the WebRTC link `options.transport` asks for: `webrtc` fails without it, `auto` keeps
+ * the WebSocket (WebCodecs or JPEG, as the caller selected) when it does not connect in time.
+ * @throws {WebRtcFailedError} `webrtc_failed` with `transport: 'webrtc'` when WebRTC did not connect (the client is closed).
+ */
+async function withTransport<T extends AppTypes>(client: ReactorClient<T>, options: ConnectOptions): Promise<ReactorClient<T>> {
+  const transport = options.transport ?? 'websocket';
+  if (transport === 'websocket') return client;
+  const link = WebRtcLink.start(client as unknown as ReactorClient, options.webrtc);
+  client.rtc = link;
+  try {
+    await link.ready;
+  } catch (err) {
+    if (transport === 'webrtc') {
+      client.close();
+      throw err instanceof WebRtcFailedError ? err : new WebRtcFailedError((err as Error).message);
+    }
+    // auto: the WebSocket carries the media, as without a transport option; `client.rtc.reason` says why.
+  }
+  return client;
+}
 
 /**
  * Connects to a Reactor server and resolves once the welcome message has arrived.
@@ -31,7 +54,7 @@ export async function connect<T extends AppTypes = UntypedApp>(url: string, opti
   if (options.session === undefined) {
     const client = new ReactorClient<T>(url, options);
     await client.ready;
-    return client;
+    return withTransport(client, options);
   }
   for (let attempt = 1; ; attempt++) {
     const route = await requestSession(url, {
@@ -48,7 +71,7 @@ export async function connect<T extends AppTypes = UntypedApp>(url: string, opti
     client.route = route;
     try {
       await client.ready;
-      return client;
+      return await withTransport(client, options);
     } catch (err) {
       client.close();
       const code = (err as { code?: string }).code;

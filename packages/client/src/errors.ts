@@ -24,6 +24,8 @@ export const ClientErrorCode = {
   UploadFailed: 'upload_failed',
   /** `publish(..., { transport: 'webrtc' })` while the client's media is not on WebRTC (or the source is not a `MediaStreamTrack`). */
   RtcNotConnected: 'rtc_not_connected',
+  /** `connect(url, { transport: 'webrtc' })`: the WebRTC link did not connect (the message says why: timeout, `rtc_*` refusal). */
+  WebRtcFailed: 'webrtc_failed',
 } as const;
 export type ClientErrorCode = (typeof ClientErrorCode)[keyof typeof ClientErrorCode];
 

@@ -57,6 +57,8 @@ export class RtcOutbound implements OutboundSender {
   #media: RtcMedia | undefined;
   /** Media goes over WebRTC (the peer is connected). */
   #live = false;
+  /** The current peer is counted in `reactor_webrtc_peers`. */
+  #counted = false;
   readonly #paused = new Set<number>();
   #closed = false;
   /** Signalling is handled one message at a time, in arrival order (an offer's werift work is async). */
@@ -152,9 +154,14 @@ export class RtcOutbound implements OutboundSender {
         },
       });
       this.#peer = peer;
-      rtc.metrics.peers.inc();
+      this.#counted = false;
     }
     await this.#peer.offer(sdp);
+    // Counted once it has a peer connection (an offer refused before one was made leaves none).
+    if (this.#peer?.open && !this.#counted) {
+      this.#counted = true;
+      rtc.metrics.peers.inc();
+    }
   }
 
   #stateChanged(peer: RtcPeer, state: RtcState): void {
@@ -170,7 +177,8 @@ export class RtcOutbound implements OutboundSender {
     }
     if (state === 'failed' || state === 'closed') {
       m.outcomes.inc({ outcome: state });
-      m.peers.dec();
+      if (this.#counted) m.peers.dec();
+      this.#counted = false;
       this.#live = false;
       this.#media?.close();
       this.#media = undefined;

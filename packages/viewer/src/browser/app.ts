@@ -12,6 +12,7 @@ import { $, config, el, errorText, logMessage } from './dom.js';
 import { applyState, buildControls } from './form.js';
 import { viewer } from './hooks.js';
 import { onAudio } from './media.js';
+import { startTransport, transportInfo } from './transport.js';
 
 function badge(id: string, text: string, tone: '' | 'ok' | 'warn' | 'err', title = text): void {
   const b = $(id);
@@ -94,6 +95,8 @@ async function main(): Promise<void> {
     else if (s.state === 'closed') badge('connection', 'disconnected', 'err');
   });
   buildClips(client);
+  (viewer as unknown as { transport: typeof transportInfo }).transport = transportInfo;
+  startTransport(client).catch((err: unknown) => logMessage('transport', errorText(err)));
   startVideo(client, welcome?.video).catch((err: unknown) => logMessage('video', `coded video unavailable, JPEG instead: ${errorText(err)}`));
 }
 

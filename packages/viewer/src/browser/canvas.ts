@@ -94,6 +94,18 @@ function drawVideoFrame(frame: VideoFrame, info: ClientBrowser.DecodedVideoInfo)
   logDecoded({ seq: info.seq, receivedAt: info.receivedAt ?? now, decodedAt: info.decodedAt, encoding: info.encoding, key: info.key });
 }
 
+/**
+ * A picture of the WebRTC video (the `<video>` element playing the track, at its
+ * `requestVideoFrameCallback`): drawn on the same canvas, counted as every other frame.
+ */
+export function drawRtcVideo(video: HTMLVideoElement, trackName: string): void {
+  if (trackName !== viewer.client?.schema.tracks[selectedTrack]?.name || video.videoWidth === 0) return;
+  fitCanvas(video.videoWidth, video.videoHeight);
+  ctx.drawImage(video, 0, 0);
+  viewer.framesDrawn++;
+  drawTimes.push(performance.now());
+}
+
 function logDecoded(entry: (typeof viewer.decodeLog)[number]): void {
   viewer.decodeLog.push(entry);
   if (viewer.decodeLog.length > 2000) viewer.decodeLog.splice(0, 1000);

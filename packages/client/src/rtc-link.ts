@@ -1,0 +1,332 @@
+/**
+ * A client's WebRTC link (docs/protocol.md "WebRTC"): an RTCPeerConnection that receives the
+ * app's outbound video and audio tracks, signalled over the client's WebSocket. Browser-safe: it
+ * uses the page's `RTCPeerConnection`; in Node pass one (werift's, for example) as
+ * `options.RTCPeerConnection`.
+ *
+ * While the link is `connected` the server sends no media frame on the WebSocket: the tracks come
+ * as {@link WebRtcLink.tracks} (`MediaStreamTrack`s in a browser). When it fails or closes, media
+ * is back on the WebSocket (the `frame` / `audio` events) without anything to do. After a
+ * reconnection of the WebSocket (a new server connection) it offers again by itself.
+ */
+import type { ReactorClient } from './client.js';
+import { TypedEmitter } from './emitter.js';
+import { ClientErrorCode, ReactorClientError } from './errors.js';
+import type { RtcAnswerMessage, RtcCandidateMessage, RtcState, RtcStateMessage, RtcTrackMapping } from './protocol.js';
+
+/** The parts of `RTCPeerConnection` the link uses (the browser's, or werift's in Node). */
+export interface RtcPeerConnectionLike {
+  readonly connectionState: string;
+  addTransceiver(kind: 'video' | 'audio', init: { direction: 'recvonly' }): unknown;
+  createOffer(): Promise<{ sdp?: string | undefined; type: string }>;
+  setLocalDescription(d: { sdp?: string | undefined; type: string }): Promise<unknown>;
+  setRemoteDescription(d: { sdp: string; type: 'answer' }): Promise<unknown>;
+  addIceCandidate(c: { candidate: string; sdpMid?: string | null; sdpMLineIndex?: number | null }): Promise<unknown>;
+  getStats(): Promise<{ forEach(cb: (s: Record<string, unknown>) => void): void }>;
+  close(): unknown;
+  onicecandidate: ((e: { candidate: { candidate: string; sdpMid?: string | null; sdpMLineIndex?: number | null } | null }) => void) | null;
+  ontrack: ((e: { track: { kind: string; id: string }; transceiver?: { mid: string | null }; streams?: readonly unknown[] }) => void) | null;
+  onconnectionstatechange: (() => void) | null;
+}
+
+export type RtcPeerConnectionConstructor = new (config: {
+  iceServers?: { urls: string | string[]; username?: string; credential?: string }[];
+}) => RtcPeerConnectionLike;
+
+/** Options of {@link WebRtcLink.open} (and of `connect(url, { transport })`). */
+export interface WebRtcLinkOptions {
+  /** Default: `globalThis.RTCPeerConnection` (a browser's). */
+  RTCPeerConnection?: RtcPeerConnectionConstructor;
+  /** STUN/TURN servers of the client side (default none). */
+  iceServers?: { urls: string | string[]; username?: string; credential?: string }[];
+  /** How long the link may take to connect before it gives up (default 5000 ms). */
+  timeoutMs?: number;
+  /** Receive the outbound audio tracks too (default true). */
+  audio?: boolean;
+}
+
+/** One received track. */
+export interface RtcTrack {
+  /** Schema track name. */
+  name: string;
+  kind: 'video' | 'audio';
+  /** The `MediaStreamTrack` (browser) or the implementation's track object. */
+  track: unknown;
+}
+
+/** What {@link WebRtcLink.stats} measures, from the peer connection's `getStats()`. */
+export interface RtcLinkStats {
+  /** Round-trip time of the selected candidate pair, ms. */
+  rttMs: number | undefined;
+  /** Video bits per second received since the previous call. */
+  bitrate: number | undefined;
+  /** Frames per second decoded (the browser's figure). */
+  fps: number | undefined;
+  framesDecoded: number;
+  framesDropped: number;
+  /** Freezes and their total duration (the browser's count, cumulative). */
+  freezes: number;
+  freezeMs: number;
+  packetsLost: number;
+  nacks: number;
+  plis: number;
+}
+
+export interface WebRtcLinkEvents {
+  state: { state: RtcState; reason?: string };
+  track: RtcTrack;
+}
+
+/** Thrown by {@link WebRtcLink.open} when the link did not connect. */
+export class WebRtcFailedError extends ReactorClientError {
+  constructor(message: string) {
+    super(ClientErrorCode.WebRtcFailed, message);
+    this.name = 'WebRtcFailedError';
+  }
+}
+
+export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> {
+  readonly #client: ReactorClient;
+  readonly #o: Required<Omit<WebRtcLinkOptions, 'iceServers'>> & Pick<WebRtcLinkOptions, 'iceServers'>;
+  #pc: RtcPeerConnectionLike | undefined;
+  #state: RtcState = 'connecting';
+  #mapping: RtcTrackMapping[] = [];
+  readonly tracks = new Map<string, RtcTrack>();
+  #closed = false;
+  #pendingTracks: { mid: string | null | undefined; track: { kind: string; id: string } }[] = [];
+  #last: { at: number; bytes: number } | undefined;
+  readonly #off: (() => void)[] = [];
+
+  private constructor(client: ReactorClient, options: WebRtcLinkOptions) {
+    super();
+    const PC = options.RTCPeerConnection ?? (globalThis as { RTCPeerConnection?: RtcPeerConnectionConstructor }).RTCPeerConnection;
+    if (!PC) throw new WebRtcFailedError("no RTCPeerConnection here: pass options.RTCPeerConnection (in Node, werift's)");
+    this.#client = client;
+    this.#o = { RTCPeerConnection: PC, timeoutMs: options.timeoutMs ?? 5000, audio: options.audio ?? true, iceServers: options.iceServers };
+    this.#off.push(client.on('rtc', (m) => void this.#onSignal(m)));
+    // The server refused the offer (an error without id): no answer will come.
+    this.#off.push(
+      client.on('error', (e) => {
+        const code = (e as { code?: string }).code;
+        if (this.#state === 'connecting' && (code === 'rtc_disabled' || code === 'rtc_bad_offer' || code === 'rtc_no_codec'))
+          this.#setState('failed', e.message);
+      }),
+    );
+    // A new server connection (the WebSocket reconnected): the server's peer went with the old one.
+    this.#off.push(client.on('welcome', () => void this.#restart()));
+  }
+
+  /**
+   * Opens a link on a connected client; resolves once it is `connected`.
+   * @throws {WebRtcFailedError} `webrtc_failed` when it failed or did not connect within `timeoutMs` (the link is closed then; media stays on the WebSocket).
+   */
+  static async open(client: ReactorClient, options: WebRtcLinkOptions = {}): Promise<WebRtcLink> {
+    const link = WebRtcLink.start(client, options);
+    await link.ready;
+    return link;
+  }
+
+  /** Starts a link; {@link ready} settles when it connected, or failed (then it is closed and {@link reason} says why). */
+  static start(client: ReactorClient, options: WebRtcLinkOptions = {}): WebRtcLink {
+    const link = new WebRtcLink(client, options);
+    link.ready = link.#offer().then(() => link.#connected());
+    link.ready.catch((err: unknown) => {
+      link.reason = (err as Error).message;
+      link.close();
+    });
+    return link;
+  }
+
+  /** Resolves once connected; rejects with {@link WebRtcFailedError} when it failed or timed out. */
+  ready: Promise<void> = Promise.resolve();
+  /** Why the link failed (undefined while it works). */
+  reason: string | undefined;
+
+  /** `connecting`, `connected`, `failed` or `closed`. */
+  get state(): RtcState {
+    return this.#state;
+  }
+
+  /** Where media comes now: `webrtc` while connected, else `websocket`. */
+  get transport(): 'webrtc' | 'websocket' {
+    return this.#state === 'connected' ? 'webrtc' : 'websocket';
+  }
+
+  #connected(): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      if (this.#state === 'connected') return resolve();
+      const timer = setTimeout(() => {
+        off();
+        reject(
+          new WebRtcFailedError(
+            `webrtc_failed: WebRTC did not connect within ${this.#o.timeoutMs} ms (UDP blocked or no usable candidate); media stays on the WebSocket`,
+          ),
+        );
+      }, this.#o.timeoutMs);
+      const off = this.on('state', (s) => {
+        if (s.state === 'connected') {
+          clearTimeout(timer);
+          off();
+          resolve();
+        } else if (s.state === 'failed' || s.state === 'closed') {
+          clearTimeout(timer);
+          off();
+          reject(new WebRtcFailedError(`WebRTC ${s.state}${s.reason ? `: ${s.reason}` : ''}`));
+        }
+      });
+    });
+  }
+
+  async #offer(): Promise<void> {
+    const pc = new this.#o.RTCPeerConnection(this.#o.iceServers ? { iceServers: this.#o.iceServers } : {});
+    this.#pc = pc;
+    this.#mapping = [];
+    this.tracks.clear();
+    const out = this.#client.schema.tracks.filter((t) => t.direction === 'out');
+    for (const t of out) if (t.kind === 'video' || (t.kind === 'audio' && this.#o.audio)) pc.addTransceiver(t.kind, { direction: 'recvonly' });
+    pc.onicecandidate = (e) => {
+      if (pc !== this.#pc) return;
+      const c = e.candidate;
+      this.#send({
+        type: 'rtc_candidate',
+        candidate: c?.candidate ?? '',
+        ...(c?.sdpMid != null ? { sdpMid: c.sdpMid } : {}),
+        ...(c?.sdpMLineIndex != null ? { sdpMLineIndex: c.sdpMLineIndex } : {}),
+      });
+    };
+    pc.ontrack = (e) => {
+      if (pc !== this.#pc) return;
+      this.#pendingTracks.push({ mid: e.transceiver?.mid, track: e.track });
+      this.#mapTracks();
+    };
+    pc.onconnectionstatechange = () => {
+      if (pc === this.#pc && pc.connectionState === 'failed') this.#setState('failed', "the browser's ICE failed");
+    };
+    const offer = await pc.createOffer();
+    await pc.setLocalDescription(offer);
+    this.#setState('connecting');
+    this.#send({ type: 'rtc_offer', sdp: offer.sdp ?? '' });
+  }
+
+  #mapTracks(): void {
+    for (const p of this.#pendingTracks.splice(0)) {
+      const m = this.#mapping.find((x) => x.mid === p.mid && x.direction === 'out');
+      if (!m) {
+        this.#pendingTracks.push(p);
+        continue;
+      }
+      const t: RtcTrack = { name: m.track, kind: p.track.kind === 'audio' ? 'audio' : 'video', track: p.track };
+      this.tracks.set(m.track, t);
+      this.emit('track', t);
+    }
+  }
+
+  async #onSignal(m: RtcAnswerMessage | RtcCandidateMessage | RtcStateMessage): Promise<void> {
+    const pc = this.#pc;
+    if (!pc || this.#closed) return;
+    try {
+      if (m.type === 'rtc_answer') {
+        this.#mapping = m.tracks;
+        await pc.setRemoteDescription({ type: 'answer', sdp: m.sdp });
+        this.#mapTracks();
+      } else if (m.type === 'rtc_candidate') {
+        if (m.candidate !== '') await pc.addIceCandidate({ candidate: m.candidate, sdpMid: m.sdpMid ?? null, sdpMLineIndex: m.sdpMLineIndex ?? null });
+      } else {
+        this.#setState(m.state, m.reason);
+      }
+    } catch (err) {
+      this.#setState('failed', `signalling: ${(err as Error).message}`);
+    }
+  }
+
+  #setState(state: RtcState, reason?: string): void {
+    if (this.#state === state) return;
+    this.#state = state;
+    if (reason !== undefined && state === 'failed') this.reason = reason;
+    if (state === 'failed') this.#dropPeer(true);
+    this.emit('state', reason === undefined ? { state } : { state, reason });
+  }
+
+  async #restart(): Promise<void> {
+    if (this.#closed) return;
+    this.#dropPeer(false);
+    try {
+      await this.#offer();
+    } catch (err) {
+      this.#setState('failed', (err as Error).message);
+    }
+  }
+
+  #dropPeer(tellServer: boolean): void {
+    const pc = this.#pc;
+    this.#pc = undefined;
+    if (tellServer) this.#send({ type: 'rtc_close' });
+    try {
+      pc?.close();
+    } catch {
+      // Already closed.
+    }
+  }
+
+  #send(msg: Parameters<ReactorClient['signal']>[0]): void {
+    try {
+      this.#client.signal(msg);
+    } catch {
+      // The socket is down: the next welcome offers again.
+    }
+  }
+
+  /** Transport figures from the peer connection (rtt, bitrate, fps, freezes); zeros before it connected. */
+  async stats(): Promise<RtcLinkStats> {
+    const s: RtcLinkStats = {
+      rttMs: undefined,
+      bitrate: undefined,
+      fps: undefined,
+      framesDecoded: 0,
+      framesDropped: 0,
+      freezes: 0,
+      freezeMs: 0,
+      packetsLost: 0,
+      nacks: 0,
+      plis: 0,
+    };
+    const pc = this.#pc;
+    if (!pc) return s;
+    const report = await pc.getStats();
+    let bytes = 0;
+    report.forEach((r) => {
+      const n = (k: string): number => (typeof r[k] === 'number' ? (r[k] as number) : 0);
+      if (r['type'] === 'inbound-rtp' && r['kind'] === 'video') {
+        bytes += n('bytesReceived');
+        s.framesDecoded += n('framesDecoded');
+        s.framesDropped += n('framesDropped');
+        s.freezes += n('freezeCount');
+        s.freezeMs += n('totalFreezesDuration') * 1000;
+        s.packetsLost += n('packetsLost');
+        s.nacks += n('nackCount');
+        s.plis += n('pliCount');
+        if (typeof r['framesPerSecond'] === 'number') s.fps = r['framesPerSecond'];
+      }
+      if (r['type'] === 'candidate-pair' && (r['nominated'] === true || r['selected'] === true) && typeof r['currentRoundTripTime'] === 'number') {
+        s.rttMs = (r['currentRoundTripTime'] as number) * 1000;
+      }
+    });
+    const now = Date.now();
+    if (this.#last && now > this.#last.at) s.bitrate = Math.round(((bytes - this.#last.bytes) * 8 * 1000) / (now - this.#last.at));
+    this.#last = { at: now, bytes };
+    return s;
+  }
+
+  /** Closes the link (`rtc_close`): media goes back to the WebSocket. */
+  close(): void {
+    if (this.#closed) return;
+    const was = this.#pc !== undefined;
+    this.#dropPeer(was && this.#state !== 'failed');
+    this.#closed = true;
+    for (const off of this.#off.splice(0)) off();
+    if (this.#state !== 'failed') {
+      this.#state = 'closed';
+      this.emit('state', { state: 'closed' });
+    }
+  }
+}

@@ -1,0 +1,113 @@
+/**
+ * The viewer's transport ladder: `?transport=auto` (WebRTC when it connects within 5 s, else the
+ * WebSocket with WebCodecs, else JPEG), `webrtc`, or `websocket` (the default). A badge says
+ * which transport carries the media and why it fell back; a line under it shows the WebRTC
+ * link's round-trip time, bitrate, fps and freezes (from `getStats()`). When the link fails later
+ * (`rtc_state failed`), media is back on the WebSocket by itself and the badge says so.
+ */
+import { WebRtcLink, type ReactorClient, type RtcTrack } from '@reactor/client';
+import { drawRtcVideo } from './canvas.js';
+import { $, el, logMessage } from './dom.js';
+
+/** What `window.reactorViewer.transport` shows tests and debugging. */
+export const transportInfo = {
+  mode: 'websocket' as 'auto' | 'webrtc' | 'websocket',
+  /** Where media comes now. */
+  current: 'websocket' as 'webrtc' | 'websocket',
+  /** Why it is not WebRTC (when it was asked for). */
+  reason: undefined as string | undefined,
+  link: undefined as WebRtcLink | undefined,
+  stats: undefined as Awaited<ReturnType<WebRtcLink['stats']>> | undefined,
+};
+
+function badge(text: string, tone: '' | 'ok' | 'warn' | 'err', title = text): void {
+  let b = document.getElementById('transport');
+  if (!b) {
+    b = el('span', { className: 'badge', id: 'transport' });
+    $('connection').after(b);
+  }
+  b.textContent = text;
+  b.title = title;
+  b.className = `badge ${tone}`;
+}
+
+function statsLine(text: string): void {
+  let line = document.getElementById('rtc-stats');
+  if (!line) {
+    line = el('span', { className: 'badge', id: 'rtc-stats' });
+    $('transport').after(line);
+  }
+  line.textContent = text;
+}
+
+function play(t: RtcTrack): void {
+  const stream = new MediaStream([t.track as MediaStreamTrack]);
+  if (t.kind === 'audio') {
+    const a = document.createElement('audio');
+    a.autoplay = true;
+    a.srcObject = stream;
+    a.hidden = true;
+    document.body.appendChild(a);
+    a.play().catch(() => logMessage('audio', 'the browser held WebRTC audio until a click (autoplay policy)'));
+    return;
+  }
+  const v = document.createElement('video');
+  v.muted = true;
+  v.autoplay = true;
+  v.playsInline = true;
+  v.hidden = true;
+  v.srcObject = stream;
+  document.body.appendChild(v);
+  const onFrame = (): void => {
+    drawRtcVideo(v, t.name);
+    v.requestVideoFrameCallback(onFrame);
+  };
+  v.requestVideoFrameCallback(onFrame);
+  void v.play().catch(() => undefined);
+}
+
+/** Starts the transport the page's `?transport=` asks for. */
+export async function startTransport(client: ReactorClient): Promise<void> {
+  const asked = new URLSearchParams(location.search).get('transport');
+  const mode = asked === 'auto' || asked === 'webrtc' ? asked : 'websocket';
+  transportInfo.mode = mode;
+  if (mode === 'websocket') {
+    badge('websocket', '', 'media over the WebSocket (add ?transport=auto for WebRTC)');
+    return;
+  }
+  badge('webrtc: connecting', 'warn');
+  const link = WebRtcLink.start(client, { timeoutMs: 5000 });
+  client.rtc = link;
+  transportInfo.link = link;
+  link.on('track', play);
+  const fellBack = (why: string): void => {
+    transportInfo.current = 'websocket';
+    transportInfo.reason = why;
+    badge('websocket (WebRTC failed)', mode === 'webrtc' ? 'err' : 'warn', `WebRTC failed, media is on the WebSocket: ${why}`);
+    logMessage('transport', `WebRTC failed, media on the WebSocket: ${why}`);
+  };
+  link.on('state', (s) => {
+    if (s.state === 'connected') {
+      transportInfo.current = 'webrtc';
+      transportInfo.reason = undefined;
+      badge('webrtc', 'ok', 'media over WebRTC (UDP)');
+    } else if (s.state === 'failed') {
+      fellBack(s.reason ?? 'failed');
+    }
+  });
+  try {
+    await link.ready;
+  } catch (err) {
+    fellBack((err as Error).message);
+    return;
+  }
+  setInterval(() => {
+    if (link.state !== 'connected') return;
+    void link.stats().then((s) => {
+      transportInfo.stats = s;
+      const rtt = s.rttMs === undefined ? '-' : `${s.rttMs.toFixed(0)} ms`;
+      const rate = s.bitrate === undefined ? '-' : `${(s.bitrate / 1e6).toFixed(2)} Mbit/s`;
+      statsLine(`rtt ${rtt} · ${rate} · ${s.fps ?? '-'} fps · ${s.freezes} freezes (${(s.freezeMs / 1000).toFixed(1)} s)`);
+    });
+  }, 1000);
+}
