@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 const here = dirname(fileURLToPath(import.meta.url));
 const serverRequire = createRequire(join(here, '..', 'packages', 'server', 'package.json'));
 const { WebSocket } = serverRequire('ws');
-const { RTCPeerConnection } = serverRequire('werift');
+const { RTCPeerConnection, RTCRtpCodecParameters, useNACK, usePLI, useREMB } = serverRequire('werift');
 
 const [wsUrl, countArg] = process.argv.slice(2);
 const N = Number(countArg ?? 20);
@@ -28,16 +28,38 @@ let measureStart = 0;
 function viewer(i) {
   const v = { i, state: 'new', frames: 0, measured: 0, broken: 0, bytes: 0, firstFrameAt: undefined, errors: [] };
   const ws = new WebSocket(wsUrl);
-  const pc = new RTCPeerConnection({ iceUseIpv6: false });
+  // As Chromium offers: H.264 (constrained baseline, packetization-mode 1) with NACK, PLI and REMB.
+  const pc = new RTCPeerConnection({
+    iceUseIpv6: false,
+    codecs: {
+      video: [
+        new RTCRtpCodecParameters({
+          mimeType: 'video/H264',
+          clockRate: 90000,
+          rtcpFeedback: [useNACK(), usePLI(), useREMB()],
+          parameters: 'level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f',
+        }),
+      ],
+    },
+  });
   v.close = () => {
     ws.close();
     return pc.close();
   };
   const send = (m) => ws.readyState === 1 && ws.send(JSON.stringify(m));
+  // Candidates found before the offer went out follow it.
+  let early = [];
   pc.onIceCandidate.subscribe((c) => {
     if (!c) return;
     const j = c.toJSON();
-    send({ type: 'rtc_candidate', candidate: j.candidate ?? '', ...(j.sdpMid != null ? { sdpMid: j.sdpMid } : {}), ...(j.sdpMLineIndex != null ? { sdpMLineIndex: j.sdpMLineIndex } : {}) });
+    const m = {
+      type: 'rtc_candidate',
+      candidate: j.candidate ?? '',
+      ...(j.sdpMid != null ? { sdpMid: j.sdpMid } : {}),
+      ...(j.sdpMLineIndex != null ? { sdpMLineIndex: j.sdpMLineIndex } : {}),
+    };
+    if (early) early.push(m);
+    else send(m);
   });
   const transceiver = pc.addTransceiver('video', { direction: 'recvonly' });
   transceiver.onTrack.subscribe((track) => {
@@ -75,6 +97,8 @@ function viewer(i) {
         const offer = await pc.createOffer();
         await pc.setLocalDescription(offer);
         send({ type: 'rtc_offer', sdp: pc.localDescription.sdp });
+        for (const c of early) send(c);
+        early = undefined;
       } else if (m.type === 'rtc_answer') {
         await pc.setRemoteDescription({ type: 'answer', sdp: m.sdp });
       } else if (m.type === 'rtc_candidate' && m.candidate) {
@@ -118,7 +142,14 @@ rl.on('line', async (line) => {
     process.stdout.write(
       `${JSON.stringify({
         seconds,
-        viewers: viewers.map((v) => ({ state: v.state, fps: v.measured / seconds, frames: v.frames, broken: v.broken, kbps: (v.bytes * 8) / 1000 / seconds, errors: v.errors.slice(0, 3) })),
+        viewers: viewers.map((v) => ({
+          state: v.state,
+          fps: v.measured / seconds,
+          frames: v.frames,
+          broken: v.broken,
+          kbps: (v.bytes * 8) / 1000 / seconds,
+          errors: v.errors.slice(0, 3),
+        })),
         cpuSeconds: (cpu.user + cpu.system) / 1e6,
       })}\n`,
     );

@@ -28,7 +28,6 @@ import { iterate } from './iterate.js';
 import { PendingReplies, type Pending } from './pending-replies.js';
 import type { Publication, PublishOptions, PublishSource } from './publication.js';
 import { Publisher, checkPublishSource, inboundTrack } from './publisher.js';
-import { publishPeer, type RtcPublishLink } from './rtc-publish.js';
 import type { SessionRoute } from './session-route.js';
 import { downloadUrl, toWebSocketUrl } from './socket-url.js';
 import { uploadFile } from './upload.js';
@@ -99,7 +98,6 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
     bufferedAmount: () => this.#conn.ws?.bufferedAmount ?? 0,
     unpublish: (track) => (this.#conn.state === 'open' ? this.#trackRequest('unpublish', track) : Promise.resolve()),
   });
-  /** @internal The WebRTC transport's side for publications (set by the transport while it runs). */ rtcPublishLink: RtcPublishLink | undefined;
   /** This client's role, from the welcome (`controller` without a token). */
   role = 'controller';
   /** Single-controller mode: who steers (from the welcome and `control` messages). */
@@ -187,8 +185,8 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
    * track. A browser camera is captured at the schema's `width`/`height`/`fps` and sent as JPEG, a
    * microphone as PCM at the track's `sampleRate`; a Node source yields `{ rgb | jpeg, width,
    * height, ptsMs?, metadata? }` frames (video) or `Int16Array` chunks (audio). Camera frames are
-   * skipped, not queued, while the socket's send buffer is full.
-   *
+   * skipped, not queued, while the socket's send buffer is full. While `client.rtc` is connected a
+   * browser track goes over WebRTC instead (`options.transport`, see `rtc-publish.ts`).
    * @throws {ReactorClientError} `unknown_track` / `wrong_track_direction` (checked against the
    *   schema), or the server's refusal: `publish_refused` (another client holds it), `no_session`.
    * @throws {ConnectionError} `not_connected` when the socket is not open.
@@ -201,11 +199,7 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
     const { schema, index } = inboundTrack(this.schema, track);
     checkPublishSource(track, schema, source);
     const send = options.signal ? { signal: options.signal } : {};
-    // A browser track over WebRTC while the client's media runs there (rtc-publish.ts), else frames on the socket.
-    const rtc = publishPeer(track, source, options.transport, this.rtcPublishLink);
-    if (rtc) return this.#publisher.startRtc(rtc, schema, index, (mid) => this.#trackRequest('publish', track, send, { transport: 'webrtc', mid }), options);
-    await this.#trackRequest('publish', track, send);
-    return this.#publisher.start(track, schema, index, source, options);
+    return this.#publisher.publish(schema, index, source, options, this.rtc, (extra) => this.#trackRequest('publish', track, send, extra));
   }
 
   /**
