@@ -16,6 +16,7 @@ import type { ServerMetrics } from './metrics.js';
 import type { OutboundSender, OutboundStats } from './outbound.js';
 import type { OpusStreams } from './rtc-audio.js';
 import type { RtcInbound } from './rtc-inbound.js';
+import type { RtcIntakeInfo } from './rtc-intake-report.js';
 import { RtcMedia, type RtcMediaStats } from './rtc-media.js';
 import type { RtcMetrics } from './rtc-metrics.js';
 import type { ResolvedWebRtcOptions } from './rtc-options.js';
@@ -48,6 +49,8 @@ export interface RtcOutboundInit {
 export interface RtcInfo {
   state: RtcState;
   media?: RtcMediaStats;
+  /** Inbound tracks received over WebRTC (`publish` with `"transport":"webrtc"`): counters by track. */
+  inbound?: Record<string, RtcIntakeInfo>;
 }
 
 export class RtcOutbound implements OutboundSender {
@@ -193,7 +196,8 @@ export class RtcOutbound implements OutboundSender {
     const state = this.#peer?.state;
     if (!state) return undefined;
     const media = this.#media?.stats();
-    return media ? { state, media } : { state };
+    const inbound = this.#o.inbound?.info();
+    return { state, ...(media ? { media } : {}), ...(inbound && Object.keys(inbound).length > 0 ? { inbound } : {}) };
   }
 
   // ---- OutboundSender ----------------------------------------------------------------------

@@ -99,6 +99,31 @@ describe('server: camera and microphone over WebRTC', () => {
     expect(server.host.status.state).toBe('streaming');
   }, 60_000);
 
+  it('a peer connection that goes without rtc_close (the socket stays): the server drops the peer, its intakes and UDP sockets; the session streams on', async () => {
+    const { server, host } = await start({ webrtc: {} });
+    const before = await udpSockets();
+    const p = await openRtcPublisher(server.wsUrl, { cam: 'video' });
+    cleanups.push(() => p.close());
+    expect(await p.publish('pw', 'webcam', 'cam')).toEqual({ type: 'reply', id: 'pw' });
+    await p.offer();
+    await p.connected();
+    await ffmpegRtp({
+      input: ['-f', 'lavfi', '-i', `color=c=white:size=${WEBCAM.width}x${WEBCAM.height}:rate=10`, '-frames:v', '5'],
+      encode: ENCODE.vp8,
+      onPacket: (rtp) => p.write('cam', rtp),
+    });
+    await until(() => host.pushed.length > 0, 10_000, 'a frame in the app');
+    expect(server.connections()[0]?.webrtc?.inbound?.['webcam']?.accepted).toBeGreaterThan(0);
+    // The client's peer connection goes (a tab's RTCPeerConnection closed, a crashed media stack); its WebSocket stays.
+    await p.pc.close();
+    const lost = await p.ws.waitFor((m) => m.type === 'rtc_state' && (m as { state: string }).state !== 'connected', 20_000);
+    expect(lost).toMatchObject({ type: 'rtc_state' });
+    await until(() => server.connections()[0]?.webrtc === undefined, 15_000, 'the peer closed on the server');
+    await until(async () => (await udpSockets()) <= before, 10_000, 'the UDP sockets closed');
+    await p.ws.waitFor(() => p.ws.binaries.length > 0, 10_000);
+    expect(server.host.status.state).toBe('streaming');
+  }, 60_000);
+
   it('a publish over WebRTC on a server without WebRTC: rtc_disabled, with its id', async () => {
     const { server } = await start({ webrtc: { enabled: false } });
     const p = await openRtcPublisher(server.wsUrl, { cam: 'video' });
