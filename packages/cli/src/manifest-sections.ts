@@ -87,6 +87,36 @@ export class VideoSection {
   @IsOptional() @IsInt() @Min(1) @Max(1000) framerate?: number;
 }
 
+/** One STUN/TURN server of `server.webrtc.ice_servers` (as `RTCIceServer`). */
+export class IceServerSection {
+  /** `stun:host:port`, `turn:host:port?transport=udp`, `turns:...`; one URL or a list. */
+  @IsDefined() urls!: string | string[];
+  @IsOptional() @IsString() username?: string;
+  /** TURN credential; prefer `REACTOR_WEBRTC_ICE_SERVERS` over writing it here. */
+  @IsOptional() @IsString() credential?: string;
+}
+
+/**
+ * `server.webrtc`: the WebRTC transport (docs/webrtc.md). Each key can also come from the
+ * environment, which wins: `REACTOR_WEBRTC_ENABLED`, `REACTOR_WEBRTC_ICE_SERVERS` (JSON),
+ * `REACTOR_WEBRTC_UDP_PORT_RANGE` (`min-max`), `REACTOR_WEBRTC_PORT`,
+ * `REACTOR_WEBRTC_ADVERTISE_ADDRESS`, `REACTOR_WEBRTC_ICE_TRANSPORT_POLICY`.
+ */
+export class WebRtcSection {
+  /** Whether clients may move their media to WebRTC (default true). */
+  @IsOptional() @IsBoolean() enabled?: boolean;
+  @IsOptional() @IsArray() @ValidateNested({ each: true }) @Type(() => IceServerSection) ice_servers?: IceServerSection[];
+  /** `[min, max]`: the UDP ports peer connections bind (open them in the firewall / the pod). */
+  @IsOptional() @IsArray() @IsInt({ each: true }) udp_port_range?: [number, number];
+  /** One fixed UDP port (one peer connection at a time); prefer `udp_port_range`. */
+  @IsOptional() @IsInt() @Min(1) @Max(65535) port?: number;
+  /** The address to advertise as an extra host candidate (a pod's node address, a NAT's public address). */
+  @IsOptional() @IsString() advertise_address?: string;
+  @IsOptional() @IsIn(['all', 'relay']) ice_transport_policy?: 'all' | 'relay';
+  /** How long ICE and DTLS may take, ms (default 10000). */
+  @IsOptional() @IsInt() connect_timeout_ms?: number;
+}
+
 /**
  * `server.auth`: signed session tokens (see docs/security.md). Keys may also come from the
  * environment (`REACTOR_AUTH_SECRET`, `REACTOR_AUTH_PUBLIC_KEY`, `REACTOR_AUTH_PRIVATE_KEY`,
@@ -145,6 +175,8 @@ export class ServerSection {
   @IsOptional() @ValidateNested() @Type(() => VideoSection) video?: VideoSection;
   /** Signed session tokens. */
   @IsOptional() @ValidateNested() @Type(() => AuthSection) auth?: AuthSection;
+  /** The WebRTC transport (on by default). */
+  @IsOptional() @ValidateNested() @Type(() => WebRtcSection) webrtc?: WebRtcSection;
   /** One controller at a time, with hand-over (`request_control` / `release_control`). */
   @IsOptional() @IsBoolean() single_controller?: boolean;
   /** How long a dropped client may resume its identity, ms (default 30000; 0: never). */
@@ -198,6 +230,8 @@ export const MANIFEST_SECTIONS = [
   ServerSection,
   VideoSection,
   VideoTierSection,
+  WebRtcSection,
+  IceServerSection,
   AuthSection,
   RecordingSection,
   AgonesSection,

@@ -10,6 +10,7 @@ import { validateSync, getMetadataStorage, type ValidationError } from 'class-va
 import { parse as parseYaml } from 'yaml';
 import { ReactorError } from '@reactor/runtime';
 import { resolveServerOptions, type RecordingOptions, type ServeOptions, type VideoOptions } from '@reactor/server';
+import { webRtcOptions } from './webrtc-env.js';
 import { CliErrorCode } from './errors.js';
 import { hostProblem, listProblems, originProblem } from './exposure.js';
 import { type AgonesSection, type GpuResources, ManifestDocument, type RecordingSection, type ServerSection } from './manifest-sections.js';
@@ -57,6 +58,7 @@ export const SERVER_OPTION_KEYS = {
   read_pause_timeout_ms: 'readPauseTimeoutMs',
   headers_timeout_ms: 'headersTimeoutMs',
   video: 'video',
+  webrtc: 'webrtc',
   auth: 'auth',
   single_controller: 'singleController',
   resume_grace_ms: 'resumeGraceMs',
@@ -256,6 +258,8 @@ function toServerOptions(server: ServerSection, root: string): ManifestServerOpt
       ...(v.framerate !== undefined && { framerate: v.framerate }),
     } satisfies VideoOptions;
   }
+  const webrtc = webRtcOptions(server.webrtc);
+  if (webrtc !== undefined) out['webrtc'] = webrtc;
   if (server.auth !== undefined) {
     const a = server.auth;
     out['auth'] = {
@@ -271,7 +275,17 @@ function toServerOptions(server: ServerSection, root: string): ManifestServerOpt
   return out as ManifestServerOptions;
 }
 
-const VIDEO_OPTION_KEYS: Record<string, string> = { keyFrameInterval: 'key_frame_interval', framerate: 'framerate', codec: 'codec', tiers: 'tiers' };
+const VIDEO_OPTION_KEYS: Record<string, string> = {
+  keyFrameInterval: 'key_frame_interval',
+  framerate: 'framerate',
+  codec: 'codec',
+  tiers: 'tiers',
+  iceServers: 'ice_servers',
+  udpPortRange: 'udp_port_range',
+  advertiseAddress: 'advertise_address',
+  iceTransportPolicy: 'ice_transport_policy',
+  connectTimeoutMs: 'connect_timeout_ms',
+};
 
 /** A `resolveServerOptions` message with its `options.<name>` spelled as the manifest key, e.g. `server.command_rate`. */
 function serverProblem(message: string): string {

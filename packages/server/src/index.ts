@@ -14,6 +14,9 @@ export {
   DEFAULT_KEY_FRAME_INTERVAL,
 } from './options.js';
 export type { ServerOptions, ResolvedServerOptions, VideoOptions } from './options.js';
+export type { WebRtcOptions, IceServerOptions, ResolvedWebRtcOptions } from './rtc-options.js';
+export type { RtcInfo } from './rtc-outbound.js';
+export type { RtcMediaStats } from './rtc-media.js';
 export { MAX_CLIP_SECONDS, resolveRecordingOptions } from './recording/recording-options.js';
 export type { RecordingOptions, ResolvedRecordingOptions } from './recording/recording-options.js';
 export { webCodecsEncoderFactory } from './video-encoder.js';

@@ -276,7 +276,8 @@ export class RtcPeer {
     pc.connectionStateChange.subscribe((s) => {
       if (this.#closed) return;
       if (s === 'connected') this.#connected();
-      else if (s === 'failed') this.fail(this.#state === 'connected' ? ServerErrorCode.RtcPeerLost : ServerErrorCode.RtcIceTimeout, `ICE ${s}`);
+      else if (s === 'failed' || s === 'closed')
+        this.fail(this.#state === 'connected' ? ServerErrorCode.RtcPeerLost : ServerErrorCode.RtcIceTimeout, `ICE ${s}`);
     });
     this.#timer = setTimeout(() => {
       if (this.#state !== 'connected') {

@@ -94,7 +94,7 @@ export class RtcTierController {
     const rate = (this.#bytes * 8 * 1000) / elapsed;
     this.#bytes = 0;
     const est = this.#estimate;
-    if (now < this.#settleUntil || est === undefined) return undefined;
+    if (now <= this.#settleUntil || est === undefined) return undefined;
     const cur = this.tier;
     const bad = est < rate * HEADROOM || loss > LOSS_BAD;
     if (bad) {

@@ -1,0 +1,142 @@
+/**
+ * The WebRTC transport against a misbehaving peer, with werift as the viewer (a Node
+ * RTCPeerConnection over a raw WebSocket, the pattern app in H.264): a flood of PLIs and NACKs
+ * is cut at the viewer's rate and counted, key frames stay rate-limited, the stream goes on; a
+ * peer that vanishes without `rtc_close` is found out (`rtc_state failed`, `rtc_peer_lost`) and
+ * its media is back on the WebSocket; nothing of it stays open.
+ */
+import { describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
+import {
+  GenericNack,
+  PictureLossIndication,
+  RTCPeerConnection,
+  RTCRtpCodecParameters,
+  RtcpPayloadSpecificFeedback,
+  RtcpTransportLayerFeedback,
+  useNACK,
+  usePLI,
+  useREMB,
+  type RTCRtpTransceiver,
+} from 'werift';
+import type { ReactorServer } from '../src/index.js';
+import { usePatternServers } from './pattern-servers.js';
+
+const { start, cleanups } = usePatternServers();
+
+interface Viewer {
+  ws: WebSocket;
+  pc: RTCPeerConnection;
+  transceiver: RTCRtpTransceiver;
+  rtp: { packets: number; ssrc: number | undefined };
+  /** Binary frames on the WebSocket; `whileConnected`: those after rtc_state connected and before it ended. */
+  binary: { n: number; whileConnected: number };
+  states: { state: string; reason?: string }[];
+}
+
+async function view(server: ReactorServer): Promise<Viewer> {
+  const ws = new WebSocket(server.wsUrl);
+  const h264 = new RTCRtpCodecParameters({
+    mimeType: 'video/H264',
+    clockRate: 90000,
+    rtcpFeedback: [useNACK(), usePLI(), useREMB()],
+    parameters: 'level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f',
+  });
+  const pc = new RTCPeerConnection({ codecs: { video: [h264] } });
+  cleanups.push(() => {
+    ws.terminate();
+    return pc.close();
+  });
+  const v: Viewer = {
+    ws,
+    pc,
+    transceiver: pc.addTransceiver('video', { direction: 'recvonly' }),
+    rtp: { packets: 0, ssrc: undefined },
+    binary: { n: 0, whileConnected: 0 },
+    states: [],
+  };
+  v.transceiver.onTrack.subscribe((track) => {
+    track.onReceiveRtp.subscribe((p) => {
+      v.rtp.packets++;
+      v.rtp.ssrc = p.header.ssrc;
+    });
+  });
+  pc.onIceCandidate.subscribe((c) => {
+    if (c?.candidate) ws.send(JSON.stringify({ type: 'rtc_candidate', candidate: c.candidate, sdpMid: c.sdpMid, sdpMLineIndex: c.sdpMLineIndex }));
+  });
+  await new Promise<void>((res, rej) => {
+    ws.once('error', rej);
+    ws.on('message', (data, binary) => {
+      if (binary) {
+        v.binary.n++;
+        if (v.states.at(-1)?.state === 'connected') v.binary.whileConnected++;
+        return;
+      }
+      const msg = JSON.parse(data.toString()) as Record<string, any>;
+      if (msg['type'] === 'welcome') res();
+      if (msg['type'] === 'rtc_answer') void pc.setRemoteDescription({ type: 'answer', sdp: msg['sdp'] });
+      if (msg['type'] === 'rtc_candidate' && msg['candidate'])
+        void pc.addIceCandidate({ candidate: msg['candidate'], sdpMid: msg['sdpMid'], sdpMLineIndex: msg['sdpMLineIndex'] });
+      if (msg['type'] === 'rtc_state') v.states.push({ state: msg['state'], ...(msg['reason'] ? { reason: msg['reason'] } : {}) });
+    });
+  });
+  await pc.setLocalDescription(await pc.createOffer());
+  ws.send(JSON.stringify({ type: 'rtc_offer', sdp: pc.localDescription!.sdp }));
+  await expect.poll(() => v.states.at(-1)?.state, { timeout: 15_000 }).toBe('connected');
+  await expect.poll(() => v.rtp.packets, { timeout: 10_000 }).toBeGreaterThan(10);
+  return v;
+}
+
+const metric = async (server: ReactorServer, line: RegExp): Promise<number> => {
+  const text = await server.metrics.registry.metrics();
+  const m = new RegExp(`^${line.source} (\\d+(?:\\.\\d+)?)$`, 'm').exec(text);
+  return m ? Number(m[1]) : NaN;
+};
+
+describe('WebRTC: a misbehaving peer', () => {
+  it('cuts a flood of PLIs and NACKs at the viewer rate, counts it, keeps key frames rate-limited and streams on', async () => {
+    const server = await start({ video: { codec: 'h264' } });
+    const v = await view(server);
+    const before = server.videoEncoders()[0]!.keyFramesForced;
+    const t0 = performance.now();
+    const ssrc = v.rtp.ssrc!;
+    const dtls = v.transceiver.receiver.dtlsTransport;
+    for (let i = 0; i < 300; i++) {
+      // Built by hand: werift's receiver sends a PLI only when it decided to itself.
+      await dtls.sendRtcp([new RtcpPayloadSpecificFeedback({ feedback: new PictureLossIndication({ senderSsrc: 1, mediaSsrc: ssrc }) })]);
+      const nack = new GenericNack({ senderSsrc: 1, mediaSourceSsrc: ssrc, lost: [1, 2, 3, 4, 5, 6, 7, 8] });
+      await dtls.sendRtcp([new RtcpTransportLayerFeedback({ feedback: nack })]);
+      // Paced a little: a burst of hundreds of datagrams overflows the kernel's receive buffer (the server shares this process).
+      if (i % 10 === 9) await new Promise((r) => setTimeout(r, 5));
+    }
+    await expect.poll(() => metric(server, /reactor_webrtc_feedback_total\{kind="pli"\}/), { timeout: 5000 }).toBeGreaterThanOrEqual(300);
+    await expect.poll(() => metric(server, /reactor_webrtc_feedback_total\{kind="nack"\}/), { timeout: 5000 }).toBeGreaterThanOrEqual(300);
+    const elapsedS = (performance.now() - t0) / 1000;
+    // At most 50 of each a second get through; the rest are dropped and counted.
+    expect(await metric(server, /reactor_webrtc_feedback_dropped_total\{kind="pli"\}/)).toBeGreaterThanOrEqual(300 - 50 * Math.ceil(elapsedS + 1));
+    expect(await metric(server, /reactor_webrtc_feedback_dropped_total\{kind="nack"\}/)).toBeGreaterThanOrEqual(300 - 50 * Math.ceil(elapsedS + 1));
+    expect(server.connections()[0]!.webrtc!.media!.feedbackDropped).toBeGreaterThan(0);
+    // Key frames forced by those PLIs: one per 500 ms at most (plus the one in flight).
+    const forced = server.videoEncoders()[0]!.keyFramesForced - before;
+    expect(forced).toBeLessThanOrEqual(Math.ceil((performance.now() - t0) / 500) + 1);
+    // The stream goes on.
+    const packets = v.rtp.packets;
+    await expect.poll(() => v.rtp.packets, { timeout: 5000 }).toBeGreaterThan(packets + 10);
+    expect(v.binary.whileConnected).toBe(0);
+  }, 40_000);
+
+  it('finds out a peer that vanished without rtc_close: rtc_state failed (rtc_peer_lost), media back on the WebSocket, the peer closed', async () => {
+    const server = await start({ video: { codec: 'h264' } });
+    const v = await view(server);
+    expect(await metric(server, /reactor_webrtc_peers/)).toBe(1);
+    const binary = v.binary.n;
+    // The peer goes away (its process, its network) while the WebSocket stays.
+    await v.pc.close();
+    await expect.poll(() => v.states.at(-1)?.state, { timeout: 15_000 }).toBe('failed');
+    expect(v.states.at(-1)!.reason).toMatch(/^rtc_peer_lost: /);
+    await expect.poll(() => v.binary.n, { timeout: 5000 }).toBeGreaterThan(binary + 5);
+    expect(server.connections()[0]!.webrtc).toBeUndefined();
+    expect(await metric(server, /reactor_webrtc_peers/)).toBe(0);
+    expect(await metric(server, /reactor_webrtc_peer_outcomes_total\{outcome="failed"\}/)).toBe(1);
+  }, 40_000);
+});
