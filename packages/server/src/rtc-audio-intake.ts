@@ -24,8 +24,8 @@ import {
 import { RtcIntakeReport, RtpClock, type RtcIntakeInfo, type RtcTrackIntakeContext } from './rtc-intake-report.js';
 import { RtpReorder } from './rtp-reorder.js';
 
-/** Opus packets waiting in the decoder before newer ones are dropped (half a second of 20 ms packets: a backstop, not a latency target). */
-export const MAX_AUDIO_DECODE_QUEUE = 25;
+/** Opus packets waiting in the decoder before newer ones are dropped (a second of 20 ms packets: a backstop, not a latency target). */
+export const MAX_AUDIO_DECODE_QUEUE = 50;
 /** How long a packet that came early waits for a missing audio packet, ms (audio cannot wait long). */
 export const AUDIO_REORDER_WAIT_MS = 60;
 
@@ -116,10 +116,11 @@ export class RtcAudioIntake {
       );
     }
     const decoder = this.#decoder ?? this.#openDecoder();
-    if (decoder.decodeQueueSize >= MAX_AUDIO_DECODE_QUEUE) {
+    const queued = decoder.decodeQueueSize;
+    if (queued >= MAX_AUDIO_DECODE_QUEUE) {
       return report.refuse(
         ServerErrorCode.FrameRateLimited,
-        `the server is still decoding ${decoder.decodeQueueSize} earlier audio packets of track "${schema.name}"; this one is dropped`,
+        `the server is still decoding ${queued} earlier audio packets of track "${schema.name}"; this one is dropped`,
         'decode_backlog',
       );
     }

@@ -23,8 +23,12 @@ import { loadDecoders, type NativeVideoDecoder, type NativeVideoFrame, type WebC
 import { RtcIntakeReport, RtpClock, type RtcIntakeInfo, type RtcTrackIntakeContext } from './rtc-intake-report.js';
 import { RtpReorder } from './rtp-reorder.js';
 
-/** Encoded frames waiting in the decoder before newer ones are dropped (and a key frame asked for): a backstop for a server that cannot keep up. */
-export const MAX_DECODE_QUEUE = 8;
+/**
+ * Encoded frames waiting in the decoder before newer ones are dropped (and a key frame asked
+ * for): about a second at 30 fps, a backstop for a server that cannot keep up (encoded frames
+ * are small; RTP bunches after a stall of the event loop must not trip it).
+ */
+export const MAX_DECODE_QUEUE = 30;
 /**
  * Bytes of decoded pictures (RGBA at the track's `maxWidth` x `maxHeight`) converting to RGB at
  * once before newer frames are dropped (`decode_backlog`): 32 MiB, so 3 to 30 frames. More than
@@ -160,12 +164,13 @@ export class RtcVideoIntake {
       this.#needKey = true;
       return report.drop(ServerErrorCode.UndecodableFrame);
     }
-    if (decoder.decodeQueueSize >= MAX_DECODE_QUEUE) {
+    const queued = decoder.decodeQueueSize;
+    if (queued >= MAX_DECODE_QUEUE) {
       this.#needKey = true;
       this.#requestKeyFrame();
       return report.refuse(
         ServerErrorCode.FrameRateLimited,
-        `the server is still decoding ${decoder.decodeQueueSize} earlier frames of track "${schema.name}"; frames are dropped up to the next key frame: send fewer or smaller frames`,
+        `the server is still decoding ${queued} earlier frames of track "${schema.name}"; frames are dropped up to the next key frame: send fewer or smaller frames`,
         'decode_backlog',
       );
     }
