@@ -222,10 +222,10 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
   }
 
   /** A `publish`/`unpublish`/`pause_track`/`resume_track` request; the server's refusal as a `ReactorClientError` with its code. */
-  #trackRequest(type: 'publish' | 'unpublish' | 'pause_track' | 'resume_track', track: string, options: SendOptions = {}): Promise<void> {
+  #trackRequest(type: 'publish' | 'unpublish' | 'pause_track' | 'resume_track', track: string, options: SendOptions = {}, extra?: object): Promise<void> {
     return this.#request(
       `${type} ${track}`,
-      (id) => ({ type, id, track }),
+      (id) => ({ type, id, track, ...extra }),
       (code, message) => new ReactorClientError(code, `${type} of track "${track}" failed (${code}): ${message}`),
       options,
     ).then(() => undefined);
@@ -237,8 +237,8 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
    * track. A browser camera is captured at the schema's `width`/`height`/`fps` and sent as JPEG, a
    * microphone as PCM at the track's `sampleRate`; a Node source yields `{ rgb | jpeg, width,
    * height, ptsMs?, metadata? }` frames (video) or `Int16Array` chunks (audio). Camera frames are
-   * skipped, not queued, while the socket's send buffer is full.
-   *
+   * skipped, not queued, while the socket's send buffer is full. While `client.rtc` is connected a
+   * browser track goes over WebRTC instead (`options.transport`, see `rtc-publish.ts`).
    * @throws {ReactorClientError} `unknown_track` / `wrong_track_direction` (checked against the
    *   schema), or the server's refusal: `publish_refused` (another client holds it), `no_session`.
    * @throws {ConnectionError} `not_connected` when the socket is not open.
@@ -250,8 +250,8 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
   async publish(track: string, source: PublishSource, options: PublishOptions = {}): Promise<Publication> {
     const { schema, index } = inboundTrack(this.schema, track);
     checkPublishSource(track, schema, source);
-    await this.#trackRequest('publish', track, options.signal ? { signal: options.signal } : {});
-    return this.#publisher.start(track, schema, index, source, options);
+    const send = options.signal ? { signal: options.signal } : {};
+    return this.#publisher.publish(schema, index, source, options, this.rtc, (extra) => this.#trackRequest('publish', track, send, extra));
   }
 
   /**

@@ -22,6 +22,8 @@ export const ClientErrorCode = {
   SourceFailed: 'source_failed',
   /** An upload could not reach the server (network error) or its answer could not be read. */
   UploadFailed: 'upload_failed',
+  /** `publish(..., { transport: 'webrtc' })` while the client's media is not on WebRTC (or the source is not a `MediaStreamTrack`). */
+  RtcNotConnected: 'rtc_not_connected',
   /** `connect(url, { transport: 'webrtc' })`: the WebRTC link did not connect (the message says why: timeout, `rtc_*` refusal). */
   WebRtcFailed: 'webrtc_failed',
 } as const;

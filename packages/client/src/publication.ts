@@ -40,6 +40,12 @@ export interface MediaStreamTrackLike {
   getSettings(): { width?: number; height?: number; frameRate?: number; sampleRate?: number };
 }
 
+/** A track on its way over WebRTC, as a publication sees it (`rtc-publish.ts` makes it). */
+export interface RtcSending {
+  stop(): Promise<void>;
+  counters(): Promise<{ frames: number; bytes: number }>;
+}
+
 /** What `client.publish()` sends: a browser track, or (any platform) an async iterable of frames or sample chunks. */
 export type PublishSource = MediaStreamTrackLike | AsyncIterable<VideoSourceFrame> | AsyncIterable<Int16Array | AudioSourceChunk>;
 
@@ -61,6 +67,13 @@ export interface PublishOptions {
   chunkMs?: number;
   /** Stops the publication (as {@link Publication.stop}). */
   signal?: AbortSignal;
+  /**
+   * How a browser track (`MediaStreamTrack`) goes: `auto` (default) over WebRTC while the
+   * client's media runs over WebRTC (`connect(url, { transport })`), else over the WebSocket;
+   * `webrtc` only over WebRTC (`rtc_not_connected` when it is not up); `websocket` as JPEG/PCM
+   * frames on the socket. Async iterables always go over the WebSocket.
+   */
+  transport?: 'auto' | 'websocket' | 'webrtc';
 }
 
 /** Why a publication ended. */
@@ -112,6 +125,10 @@ export class Publication extends TypedEmitter<PublicationEvents> {
   lastError: ReactorClientError | undefined;
   /** Resolves when the publication ends, with why. */
   readonly ended: Promise<PublicationEnd>;
+  /** How the frames go: binary frames on the socket, or RTP on the peer connection (counters from its stats, once a second). */
+  transport: 'websocket' | 'webrtc' = 'websocket';
+  #rtc: RtcSending | undefined;
+  #rtcPoll: ReturnType<typeof setInterval> | undefined;
 
   readonly #transport: PublishTransport;
   readonly #maxBuffered: number;
@@ -147,7 +164,21 @@ export class Publication extends TypedEmitter<PublicationEvents> {
    */
   async stop(): Promise<void> {
     if (!this.#finish({ reason: 'stopped' })) return;
+    await this.#rtc?.stop();
     await this.#transport.unpublish(this.track);
+  }
+
+  /** @internal The track goes over WebRTC: no pump; counters follow the sender's stats. */
+  attachRtc(rtc: RtcSending): void {
+    this.transport = 'webrtc';
+    this.#rtc = rtc;
+    const poll = (): void =>
+      void rtc.counters().then((c) => {
+        this.framesSent = c.frames;
+        this.bytesSent = c.bytes;
+      });
+    this.#rtcPoll = setInterval(poll, 1000);
+    (this.#rtcPoll as { unref?: () => void }).unref?.();
   }
 
   /** @internal The server refused a frame of this track. */
@@ -166,6 +197,8 @@ export class Publication extends TypedEmitter<PublicationEvents> {
     if (this.#end) return false;
     this.#end = end;
     this.#abort.abort();
+    if (this.#rtcPoll !== undefined) clearInterval(this.#rtcPoll);
+    void this.#rtc?.stop();
     this.#transport.forget(this);
     this.#resolveEnded(end);
     this.emit('ended', end);

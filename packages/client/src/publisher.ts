@@ -6,6 +6,7 @@
 import { ReactorClientError } from './errors.js';
 import { Publication, isMediaTrack, type PublishOptions, type PublishSource, type PublishTransport } from './publication.js';
 import { WireErrorCode, type AppSchema, type TrackSchema } from './protocol.js';
+import { publishOverRtc, publishPeer, type RtcPublishLink, type RtcPublishPath } from './rtc-publish.js';
 
 /** Server error codes about an inbound frame: tied to the publication of the track they name. */
 const FRAME_ERROR_CODES: ReadonlySet<string> = new Set([
@@ -74,6 +75,45 @@ export class Publisher {
     this.#publications.get(track)?.finish({ reason: 'stopped' });
     this.#publications.set(track, pub);
     void pub.pump(source, schema, options);
+    return pub;
+  }
+
+  /**
+   * Publishes `source` on the track `schema`: a browser track over WebRTC when `link` is connected
+   * (per `options.transport`, see `rtc-publish.ts`), else frames on the socket. `request` sends the
+   * `publish` (with `extra`: its transport and the transceiver's mid).
+   * @throws {ReactorClientError} the server's refusal, or `rtc_not_connected` (`transport: 'webrtc'` without a link).
+   */
+  async publish(
+    schema: TrackSchema,
+    index: number,
+    source: PublishSource,
+    options: PublishOptions,
+    link: RtcPublishLink | undefined,
+    request: (extra?: object) => Promise<void>,
+  ): Promise<Publication> {
+    const rtc = publishPeer(schema.name, source, options.transport, link);
+    if (rtc) return this.startRtc(rtc, schema, index, (mid) => request({ transport: 'webrtc', mid }), options);
+    await request();
+    return this.start(schema.name, schema, index, source, options);
+  }
+
+  /**
+   * Publishes a browser track over WebRTC (see `rtc-publish.ts`; `request` sends the `publish`
+   * with the transceiver's mid): the publication replaces the track's previous one.
+   */
+  async startRtc(
+    rtc: RtcPublishPath,
+    schema: TrackSchema,
+    index: number,
+    request: (mid: string) => Promise<void>,
+    options: PublishOptions,
+  ): Promise<Publication> {
+    const published = await publishOverRtc(rtc.link, rtc.peer, rtc.track, schema, request);
+    const pub = new Publication(this.#publishTransport, schema, index, options);
+    this.#publications.get(schema.name)?.finish({ reason: 'stopped' });
+    this.#publications.set(schema.name, pub);
+    pub.attachRtc(published);
     return pub;
   }
 

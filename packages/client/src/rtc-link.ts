@@ -13,6 +13,7 @@ import type { ReactorClient } from './client.js';
 import { TypedEmitter } from './emitter.js';
 import { ClientErrorCode, ReactorClientError } from './errors.js';
 import type { RtcAnswerMessage, RtcCandidateMessage, RtcState, RtcStateMessage, RtcTrackMapping } from './protocol.js';
+import type { RtcPublishLink, RtcPublishPeer } from './rtc-publish.js';
 
 /** The parts of `RTCPeerConnection` the link uses (the browser's, or werift's in Node). */
 export interface RtcPeerConnectionLike {
@@ -85,7 +86,7 @@ export class WebRtcFailedError extends ReactorClientError {
   }
 }
 
-export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> {
+export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> implements RtcPublishLink {
   readonly #client: ReactorClient;
   readonly #o: Required<Omit<WebRtcLinkOptions, 'iceServers'>> & Pick<WebRtcLinkOptions, 'iceServers'>;
   #pc: RtcPeerConnectionLike | undefined;
@@ -96,6 +97,10 @@ export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> {
   #pendingTracks: { mid: string | null | undefined; track: { kind: string; id: string } }[] = [];
   #last: { at: number; bytes: number } | undefined;
   readonly #off: (() => void)[] = [];
+  /** Renegotiations run one after the other (publications add and remove sendonly transceivers). */
+  #renegotiating: Promise<void> = Promise.resolve();
+  /** The renegotiation waiting for its answer. */
+  #answerWaiter: { resolve(): void; reject(err: Error): void } | undefined;
 
   private constructor(client: ReactorClient, options: WebRtcLinkOptions) {
     super();
@@ -108,8 +113,9 @@ export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> {
     this.#off.push(
       client.on('error', (e) => {
         const code = (e as { code?: string }).code;
-        if (this.#state === 'connecting' && (code === 'rtc_disabled' || code === 'rtc_bad_offer' || code === 'rtc_no_codec'))
-          this.#setState('failed', e.message);
+        const refused = code === 'rtc_disabled' || code === 'rtc_bad_offer' || code === 'rtc_no_codec';
+        if (refused && this.#answerWaiter) this.#answerWaiter.reject(new WebRtcFailedError(`the server refused the renegotiation: ${e.message}`));
+        else if (this.#state === 'connecting' && refused) this.#setState('failed', e.message);
       }),
     );
     // A new server connection (the WebSocket reconnected): the server's peer went with the old one.
@@ -229,14 +235,51 @@ export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> {
         this.#mapping = m.tracks;
         await pc.setRemoteDescription({ type: 'answer', sdp: m.sdp });
         this.#mapTracks();
+        this.#answerWaiter?.resolve();
       } else if (m.type === 'rtc_candidate') {
         if (m.candidate !== '') await pc.addIceCandidate({ candidate: m.candidate, sdpMid: m.sdpMid ?? null, sdpMLineIndex: m.sdpMLineIndex ?? null });
       } else {
         this.#setState(m.state, m.reason);
       }
     } catch (err) {
+      this.#answerWaiter?.reject(err as Error);
       this.#setState('failed', `signalling: ${(err as Error).message}`);
     }
+  }
+
+  /** The peer connection while connected (a publication adds its sendonly transceiver to it, `rtc-publish.ts`). */
+  peer(): RtcPublishPeer | undefined {
+    return this.#state === 'connected' ? (this.#pc as unknown as RtcPublishPeer | undefined) : undefined;
+  }
+
+  /**
+   * One renegotiation, after the ones before it: a new offer as the local description,
+   * `beforeOffer()` (a `publish` naming the new transceiver's mid), `rtc_offer`, and the answer
+   * applied. Rejects with {@link WebRtcFailedError} when the link is not connected, the server
+   * refuses the offer, or no answer comes within `timeoutMs`.
+   */
+  renegotiate(beforeOffer?: () => Promise<void>): Promise<void> {
+    const run = this.#renegotiating.then(async () => {
+      const pc = this.#pc;
+      if (!pc || this.#state !== 'connected') throw new WebRtcFailedError(`cannot renegotiate: the WebRTC link is ${this.#state}`);
+      const offer = await pc.createOffer();
+      await pc.setLocalDescription(offer);
+      await beforeOffer?.();
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const answered = new Promise<void>((resolve, reject) => {
+        this.#answerWaiter = { resolve, reject };
+        timer = setTimeout(() => reject(new WebRtcFailedError(`no rtc_answer to a renegotiation within ${this.#o.timeoutMs} ms`)), this.#o.timeoutMs);
+      });
+      this.#send({ type: 'rtc_offer', sdp: offer.sdp ?? '' });
+      try {
+        await answered;
+      } finally {
+        clearTimeout(timer);
+        this.#answerWaiter = undefined;
+      }
+    });
+    this.#renegotiating = run.catch(() => undefined);
+    return run;
   }
 
   #setState(state: RtcState, reason?: string): void {

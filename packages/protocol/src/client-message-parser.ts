@@ -24,7 +24,7 @@ const EXAMPLE = 'send {"type":"command","id":"1","name":"...","params":{...}}';
 /** Keys each message type may carry (besides `type`); `true`: required. */
 const ENVELOPES: Readonly<Record<ClientMessage['type'], Readonly<Record<string, boolean>>>> = {
   command: { id: true, name: true, params: false },
-  publish: { id: true, track: true },
+  publish: { id: true, track: true, transport: false, mid: false },
   unpublish: { id: true, track: true },
   pause_track: { id: true, track: true },
   resume_track: { id: true, track: true },
@@ -118,6 +118,10 @@ export function parseClientMessage(text: string): ParsedClientMessage {
       return malformed('a clip message takes an optional "track": the name of an outbound video track', id);
     }
   }
+  if (kind === 'publish') {
+    const why = publishTransportProblem(m['transport'], m['mid']);
+    if (why) return malformed(why, id);
+  }
   if (kind === 'recording' && m['action'] !== 'start' && m['action'] !== 'stop') {
     return malformed('a recording message needs an "action": "start" or "stop"', id);
   }
@@ -163,8 +167,30 @@ export function parseClientMessage(text: string): ParsedClientMessage {
     return { ok: true, message };
   }
   if (kind === 'recording') return { ok: true, message: { type: kind, id, action: m['action'] as 'start' | 'stop' } };
+  if (kind === 'publish' && m['transport'] !== undefined) {
+    const message: ClientMessage = { type: kind, id, track: m['track'] as string, transport: m['transport'] as 'websocket' | 'webrtc' };
+    if (m['mid'] !== undefined) message.mid = m['mid'] as string;
+    return { ok: true, message };
+  }
   if (kind === 'request_control' || kind === 'release_control') return { ok: true, message: { type: kind, id } };
   return { ok: true, message: { type: kind, id, track: m['track'] as string } };
+}
+
+/** Longest `mid` of a `publish` (browsers use short numbers: "0", "1", ...). */
+const MAX_MID_LENGTH = 32;
+
+/** What is wrong with a `publish`'s `transport` and `mid`, or `undefined` when they are fine. */
+function publishTransportProblem(transport: unknown, mid: unknown): string | undefined {
+  if (transport !== undefined && transport !== 'websocket' && transport !== 'webrtc') {
+    return 'a publish message takes an optional "transport": "websocket" (binary frames on this socket, the default) or "webrtc" (RTP on the peer connection)';
+  }
+  if (transport === 'webrtc' && (typeof mid !== 'string' || mid === '' || mid.length > MAX_MID_LENGTH)) {
+    return `a publish with "transport":"webrtc" needs a "mid": the mid (a string of at most ${MAX_MID_LENGTH} characters) of the sendonly transceiver that carries the track, as RTCRtpTransceiver.mid gives it after setLocalDescription`;
+  }
+  if (transport !== 'webrtc' && mid !== undefined) {
+    return 'a publish message takes a "mid" only with "transport":"webrtc"';
+  }
+  return undefined;
 }
 
 function malformed(message: string, id?: string): ParsedClientMessage {

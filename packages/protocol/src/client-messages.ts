@@ -19,7 +19,17 @@ export interface PublishMessage {
   id: string;
   /** Track wire name from `schema.tracks`. */
   track: string;
+  /**
+   * How the frames come: `websocket` (the default: binary frames on this socket) or `webrtc`
+   * (RTP on this connection's peer connection, on the sendonly transceiver `mid` of its offer).
+   */
+  transport?: PublishTransportName;
+  /** With `transport: 'webrtc'`: the `mid` of the sendonly transceiver that carries the track (required then, refused otherwise). */
+  mid?: string;
 }
+
+/** How a published track's frames reach the server. */
+export type PublishTransportName = 'websocket' | 'webrtc';
 
 /** Releases a track this client publishes; its buffer in the app closes. Reply: `reply`. */
 export interface UnpublishMessage {

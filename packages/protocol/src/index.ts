@@ -25,6 +25,7 @@ export { CLIENT_MESSAGE_TYPES, MAX_CLIENT_STATS_SAMPLES, MAX_CLIENT_STATS_MS, MA
 export type {
   CommandMessage,
   PublishMessage,
+  PublishTransportName,
   UnpublishMessage,
   PauseTrackMessage,
   ResumeTrackMessage,

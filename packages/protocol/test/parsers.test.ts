@@ -24,6 +24,28 @@ describe('parseClientMessage', () => {
     ['a command without name', '{"type":"command","id":"1"}', WireErrorCode.MalformedMessage, /needs a "name"/, '1'],
     ['an unknown key', '{"type":"publish","id":"1","track":"cam","extra":1}', WireErrorCode.MalformedMessage, /unknown key\(s\) "extra" in publish/, '1'],
     ['a prototype key', '{"type":"publish","id":"1","track":"cam","constructor":1}', WireErrorCode.MalformedMessage, /"constructor"/, '1'],
+    [
+      'a publish with an unknown transport',
+      '{"type":"publish","id":"1","track":"cam","transport":"udp"}',
+      WireErrorCode.MalformedMessage,
+      /"websocket" .* or "webrtc"/,
+      '1',
+    ],
+    ['a webrtc publish without mid', '{"type":"publish","id":"1","track":"cam","transport":"webrtc"}', WireErrorCode.MalformedMessage, /needs a "mid"/, '1'],
+    [
+      'a webrtc publish with an empty mid',
+      '{"type":"publish","id":"1","track":"cam","transport":"webrtc","mid":""}',
+      WireErrorCode.MalformedMessage,
+      /needs a "mid"/,
+      '1',
+    ],
+    [
+      'a mid without webrtc',
+      '{"type":"publish","id":"1","track":"cam","mid":"0"}',
+      WireErrorCode.MalformedMessage,
+      /"mid" only with "transport":"webrtc"/,
+      '1',
+    ],
     ['a bad recording action', '{"type":"recording","id":"1","action":"pause"}', WireErrorCode.MalformedMessage, /"start" or "stop"/, '1'],
   ])('refuses %s', (_what, text, code, message, id) => {
     const r = parseClientMessage(text);
@@ -32,6 +54,18 @@ describe('parseClientMessage', () => {
     expect(r.code).toBe(code);
     expect(r.message).toMatch(message);
     expect(r.id).toBe(id);
+  });
+
+  it('reads a publish over WebRTC: transport and mid', () => {
+    expect(parseClientMessage('{"type":"publish","id":"p","track":"cam","transport":"webrtc","mid":"1"}')).toEqual({
+      ok: true,
+      message: { type: 'publish', id: 'p', track: 'cam', transport: 'webrtc', mid: '1' },
+    });
+    expect(parseClientMessage('{"type":"publish","id":"p","track":"cam","transport":"websocket"}')).toEqual({
+      ok: true,
+      message: { type: 'publish', id: 'p', track: 'cam', transport: 'websocket' },
+    });
+    expect(parseClientMessage('{"type":"publish","id":"p","track":"cam"}')).toEqual({ ok: true, message: { type: 'publish', id: 'p', track: 'cam' } });
   });
 
   it('names every client type in an unknown-type refusal', () => {

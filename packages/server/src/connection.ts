@@ -29,6 +29,7 @@ import type { ServerMetrics } from './metrics.js';
 import type { ResolvedServerOptions } from './options.js';
 import type { OutboundSender, OutboundStats } from './outbound.js';
 import { WsOutbound } from './outbound-queue.js';
+import { RtcInbound } from './rtc-inbound.js';
 import { RtcOutbound, type RtcInfo, type RtcServerContext } from './rtc-outbound.js';
 import type { SendBudget } from './send-budget.js';
 import { ConnectionVideo, type VideoSelectionInfo } from './video-sender.js';
@@ -140,15 +141,26 @@ export class ClientConnection implements ClientSink {
         framesDropped: (n) => this.#handle?.reportDropped(n),
       },
     });
+    const tracks = ctx.host.schema.tracks;
+    const inbound = tracks.some((t) => t.direction === 'in')
+      ? new RtcInbound({
+          tracks,
+          metrics: ctx.metrics,
+          logger: ctx.logger,
+          handle: () => this.#handle,
+          sendError: (code, message) => this.#in.error(code, message, undefined, false),
+        })
+      : undefined;
     this.#rtc = new RtcOutbound({
       ws: wsOut,
       rtc: ctx.rtc,
       streams: ctx.video,
-      tracks: ctx.host.schema.tracks,
+      tracks,
       metrics: ctx.metrics,
       log: ctx.logger,
       error: (code, message) => this.#in.error(code, message),
       id,
+      ...(inbound ? { inbound } : {}),
     });
     this.#out = this.#rtc;
     this.#in = new InboundChannel({
@@ -170,6 +182,7 @@ export class ClientConnection implements ClientSink {
         clientStats: (msg) => this.#clientStats.receive(msg),
         commandReplied: (name) => this.#clientStats.replied(name),
         rtc: (msg) => this.#rtc.signal(msg),
+        rtcPublish: (track, mid) => inbound?.claim(track, mid),
       },
     });
     this.#clientStats = new ClientStatsIntake({

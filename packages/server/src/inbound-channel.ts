@@ -53,6 +53,8 @@ export interface ConnectionControls {
   commandReplied(name: string): void;
   /** WebRTC signalling (`rtc_offer`, `rtc_candidate`, `rtc_close`). */
   rtc(msg: RtcClientMessage): void;
+  /** A `publish` with `"transport":"webrtc"` was accepted: the transceiver `mid` carries `track`. */
+  rtcPublish(track: string, mid: string): void;
 }
 
 /** What the inbound channel needs from the server and its connection. */
@@ -270,7 +272,19 @@ export class InboundChannel {
    * answer still waits behind those of this connection's earlier messages.
    */
   #publishing(handle: ClientHandle, msg: PublishMessage | UnpublishMessage): void {
-    this.#answerInOrder(() => (msg.type === 'publish' ? handle.publish(msg.id, msg.track) : handle.unpublish(msg.id, msg.track)));
+    if (msg.type === 'unpublish') return this.#answerInOrder(() => handle.unpublish(msg.id, msg.track));
+    if (msg.transport === 'webrtc' && !this.#c.options.webrtc.enabled) {
+      return this.error(
+        ServerErrorCode.RtcDisabled,
+        `track "${msg.track}" cannot come over WebRTC: this server does not take WebRTC (server.webrtc.enabled is false); publish without "transport":"webrtc"`,
+        msg.id,
+      );
+    }
+    this.#answerInOrder(() => {
+      const answer = handle.publish(msg.id, msg.track);
+      if (answer.type === 'reply' && msg.transport === 'webrtc') this.#c.controls.rtcPublish(msg.track, msg.mid!);
+      return answer;
+    });
   }
 
   /**

@@ -127,7 +127,7 @@ export class ServerMetrics {
   });
   readonly inputFramesDropped = new Counter({
     name: 'reactor_input_frames_dropped_total',
-    help: 'Inbound frames dropped, by track and reason (the error code, `decode_backlog`, `not_accepted` or `disconnected`).',
+    help: 'Inbound frames dropped, by track and reason (the error code, `decode_backlog`, `not_accepted`, `disconnected`, or over WebRTC `packet_loss`).',
     labelNames: ['track', 'reason'],
     registers: [this.registry],
   });

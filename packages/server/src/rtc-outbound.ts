@@ -15,6 +15,8 @@ import { ServerErrorCode } from './errors.js';
 import type { ServerMetrics } from './metrics.js';
 import type { OutboundSender, OutboundStats } from './outbound.js';
 import type { OpusStreams } from './rtc-audio.js';
+import type { RtcInbound } from './rtc-inbound.js';
+import type { RtcIntakeInfo } from './rtc-intake-report.js';
 import { RtcMedia, type RtcMediaStats } from './rtc-media.js';
 import type { RtcMetrics } from './rtc-metrics.js';
 import type { ResolvedWebRtcOptions } from './rtc-options.js';
@@ -39,12 +41,16 @@ export interface RtcOutboundInit {
   /** An error answer on the WebSocket (in order with the other answers). */
   error(code: ServerErrorCode, message: string): void;
   id(): string;
+  /** The connection's inbound WebRTC tracks (`publish` with `"transport":"webrtc"`); absent when the app has none. */
+  inbound?: RtcInbound;
 }
 
 /** A connection's WebRTC state, for `ConnectionInfo`. */
 export interface RtcInfo {
   state: RtcState;
   media?: RtcMediaStats;
+  /** Inbound tracks received over WebRTC (`publish` with `"transport":"webrtc"`): counters by track. */
+  inbound?: Record<string, RtcIntakeInfo>;
 }
 
 export class RtcOutbound implements OutboundSender {
@@ -145,6 +151,10 @@ export class RtcOutbound implements OutboundSender {
           for (const i of this.#paused) this.#media.pauseTrack(i);
         },
         state: (state) => this.#stateChanged(peer, state),
+        inboundTrackFor: (mid) => this.#o.inbound?.trackFor(mid),
+        inboundAttached: (list) => {
+          if (peer === this.#peer) this.#o.inbound?.attach(list);
+        },
       });
       this.#peer = peer;
       this.#counted = false;
@@ -175,6 +185,7 @@ export class RtcOutbound implements OutboundSender {
       this.#live = false;
       this.#media?.close();
       this.#media = undefined;
+      this.#o.inbound?.close();
       this.#peer = undefined;
       if (!this.#closed) this.#o.log.info({ client: this.#o.id() }, `client ${this.#o.id()}: WebRTC ${state}; media back on the WebSocket`);
     }
@@ -185,7 +196,8 @@ export class RtcOutbound implements OutboundSender {
     const state = this.#peer?.state;
     if (!state) return undefined;
     const media = this.#media?.stats();
-    return media ? { state, media } : { state };
+    const inbound = this.#o.inbound?.info();
+    return { state, ...(media ? { media } : {}), ...(inbound && Object.keys(inbound).length > 0 ? { inbound } : {}) };
   }
 
   // ---- OutboundSender ----------------------------------------------------------------------
@@ -248,6 +260,7 @@ export class RtcOutbound implements OutboundSender {
     this.#peer?.close('the client left', true);
     if (this.#peer) this.#stateChanged(this.#peer, 'closed');
     this.#media?.close();
+    this.#o.inbound?.dispose();
     this.#ws.close();
   }
 }

@@ -46,6 +46,10 @@ export interface RtcPeerContext {
   negotiated(senders: NegotiatedSender[]): void;
   /** The state changed (`connected`: media moves to WebRTC; `failed` / `closed`: back to the WebSocket). */
   state(state: RtcState, reason?: string): void;
+  /** The inbound track a sendonly m-line carries, by the `mid` its `publish` named (else the next of its kind). */
+  inboundTrackFor?(mid: string): TrackSchema | undefined;
+  /** The answer is out: the transceivers that receive inbound tracks (`rtc-inbound.ts` reads their RTP). */
+  inboundAttached?(list: { mid: string; schema: TrackSchema; transceiver: Werift.RTCRtpTransceiver }[]): void;
 }
 
 /** An outbound track's sender, with the id of the playout-delay extension when the offer has it. */
@@ -198,6 +202,10 @@ export class RtcPeer {
     const senders: NegotiatedSender[] = [];
     const next = { video: 0, audio: 0 };
     const nextIn = { video: 0, audio: 0 };
+    const inbound: { mid: string; schema: TrackSchema; transceiver: Werift.RTCRtpTransceiver }[] = [];
+    // Inbound tracks a publish named by mid are not handed out by kind order.
+    const claimed = new Set(lines.flatMap((l) => (l.direction === 'sendonly' && l.mid !== undefined ? [this.#c.inboundTrackFor?.(l.mid)?.name ?? ''] : [])));
+    for (const k of ['video', 'audio'] as const) ins[k] = ins[k].filter((t) => !claimed.has(t.name));
     for (const t of pc.getTransceivers()) {
       const kind = t.kind as 'video' | 'audio';
       const line = lines.find((l) => l.mid === t.mid);
@@ -215,13 +223,15 @@ export class RtcPeer {
         mapping.push({ mid: t.mid ?? '', track: out.t.name, direction: 'out' });
         senders.push({ trackIndex: out.i, kind, sender: t.sender, playoutDelayId: t.headerExtensions.find((e) => e.uri === PLAYOUT_DELAY_URI)?.id });
       } else if (line.direction === 'sendonly') {
-        const inTrack = ins[kind][nextIn[kind]++];
+        const named = t.mid ? this.#c.inboundTrackFor?.(t.mid) : undefined;
+        const inTrack = named && named.kind === kind ? named : ins[kind][nextIn[kind]++];
         if (!inTrack) {
           t.setDirection('inactive');
           continue;
         }
         t.setDirection('recvonly');
         mapping.push({ mid: t.mid ?? '', track: inTrack.name, direction: 'in' });
+        inbound.push({ mid: t.mid ?? '', schema: inTrack, transceiver: t });
       } else {
         t.setDirection('inactive');
       }
@@ -230,6 +240,7 @@ export class RtcPeer {
     await pc.setLocalDescription(answer);
     if (this.#closed) return;
     this.#c.negotiated(senders);
+    this.#c.inboundAttached?.(inbound);
     this.#c.send({ type: 'rtc_answer', sdp: pc.localDescription?.sdp ?? answer.sdp, tracks: mapping });
     for (const m of this.#early ?? []) this.#c.send(m);
     this.#early = undefined;

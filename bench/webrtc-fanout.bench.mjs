@@ -1,0 +1,138 @@
+#!/usr/bin/env node
+// WebRTC fan-out (issue 24): one 1280x720 session at 30 fps, H.264 from the server's shared
+// encoders, watched by N WebRTC viewers (default 20): Node clients on werift, in a child
+// process of their own (bench/webrtc-viewers.mjs), signalled over the WebSocket as
+// docs/protocol.md says. One JSON line:
+//
+//   webrtc.fanout   encoder calls per frame played, per tier (one per tier whatever the number of
+//                   viewers is the design); the server process's CPU (cores; this process: the
+//                   app, the playout, the encoders, werift's SRTP/RTCP for every peer) and the
+//                   viewers' process's; every viewer's fps of complete frames, min / median / max,
+//                   and how many are at >= 28 fps; kbit/s per viewer.
+//
+// The frames are precomputed, image-like and moving (gradients, a moving disc, noise), so the
+// encoder does realistic work. Run after `pnpm build`: node bench/webrtc-fanout.bench.mjs
+// Env: FANOUT_VIEWERS (default 20), FANOUT_MEASURE_MS (default 10000), FANOUT_WARMUP_MS (default
+// 6000: every viewer connected and past its first key frame).
+import { spawn } from 'node:child_process';
+import { cpus, loadavg } from 'node:os';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { Frames, Output, ReactorApp, Video, reactorApp } from '../packages/runtime/dist/index.js';
+import { serve, webCodecsEncoderFactory } from '../packages/server/dist/index.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const W = 1280;
+const H = 720;
+const FPS = 30;
+const N = Number(process.env.FANOUT_VIEWERS ?? 20);
+const MEASURE_MS = Number(process.env.FANOUT_MEASURE_MS ?? 10_000);
+const WARMUP_MS = Number(process.env.FANOUT_WARMUP_MS ?? 6000);
+const quiet = { debug() {}, info() {}, warn() {}, error() {}, child: () => quiet };
+const emit = (o) => process.stdout.write(`${JSON.stringify(o)}\n`);
+const r2 = (x) => Math.round(x * 100) / 100;
+const machine = { cpus: cpus().length, cpuModel: cpus()[0]?.model, loadAvg1m: r2(loadavg()[0]) };
+// The native encoder's callbacks do not keep the event loop alive.
+const keepAlive = setInterval(() => undefined, 1000);
+
+const FRAMES = Array.from({ length: 30 }, (_, k) => {
+  const rgb = new Uint8Array(W * H * 3);
+  let s = 7 + k;
+  const cx = 200 + k * 30;
+  for (let y = 0; y < H; y++) {
+    for (let x = 0; x < W; x++) {
+      s = (s * 1103515245 + 12345) >>> 0;
+      const n = (s >>> 26) & 7;
+      const i = (y * W + x) * 3;
+      const d = (x - cx) ** 2 + (y - 360) ** 2 < 150 ** 2 ? 90 : 0;
+      rgb[i] = ((x >> 2) + k * 4 + n + d) & 255;
+      rgb[i + 1] = ((y >> 2) + n) & 255;
+      rgb[i + 2] = (128 + ((x + y) >> 4) + n - d) & 255;
+    }
+  }
+  return rgb;
+});
+
+class FanoutOutput extends Output {}
+Video({ width: W, height: H })(FanoutOutput.prototype, 'mainVideo');
+class FanoutApp extends ReactorApp {
+  i = 0;
+  generate() {
+    return new FanoutOutput({ mainVideo: new Frames(FRAMES[this.i++ % FRAMES.length], [1, H, W, 3]) });
+  }
+}
+reactorApp({ output: FanoutOutput, fps: FPS, bufferSize: 4, name: 'webrtc-fanout-bench' })(FanoutApp);
+
+/** Encoder calls by tier (its size and bitrate). */
+const encodes = new Map();
+const counting = async (config) => {
+  const e = await webCodecsEncoderFactory(config);
+  const key = `${config.width}x${config.height}@${Math.round(config.bitrate / 1000)}k`;
+  encodes.set(key, encodes.get(key) ?? 0);
+  return {
+    encode: (rgb, ts, keyFrame) => (encodes.set(key, encodes.get(key) + 1), e.encode(rgb, ts, keyFrame)),
+    get codecString() {
+      return e.codecString;
+    },
+    close: () => e.close(),
+  };
+};
+
+const server = await serve(FanoutApp, { port: 0, logger: quiet, gracePeriodMs: 0, video: { codec: 'h264', encoderFactory: counting } });
+await server.loaded;
+const child = spawn(process.execPath, [join(here, 'webrtc-viewers.mjs'), server.wsUrl, String(N)], { stdio: ['pipe', 'pipe', 'inherit'] });
+const lines = createInterface({ input: child.stdout });
+const next = () => new Promise((resolve) => lines.once('line', (l) => resolve(JSON.parse(l))));
+const childCpu = () => {
+  // utime + stime of the viewers' process, in clock ticks (100 a second on Linux).
+  return import('node:fs').then(({ readFileSync }) => {
+    const f = readFileSync(`/proc/${child.pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return (Number(f[11]) + Number(f[12])) / 100;
+  });
+};
+try {
+  await next(); // started
+  await new Promise((r) => setTimeout(r, WARMUP_MS));
+  const played0 = server.host.counters.framesPlayed;
+  const enc0 = new Map(encodes);
+  const cpu0 = process.cpuUsage();
+  const vcpu0 = await childCpu();
+  const t0 = performance.now();
+  child.stdin.write('measure\n');
+  await new Promise((r) => setTimeout(r, MEASURE_MS));
+  const wall = performance.now() - t0;
+  const cpu = process.cpuUsage(cpu0);
+  const vcpu = (await childCpu()) - vcpu0;
+  const played = server.host.counters.framesPlayed - played0;
+  child.stdin.write('stop\n');
+  const result = await next();
+  const fps = result.viewers.map((v) => r2(v.fps)).sort((a, b) => a - b);
+  const perTier = Object.fromEntries([...encodes].map(([k, n]) => [k, r2((n - (enc0.get(k) ?? 0)) / Math.max(1, played))]));
+  emit({
+    bench: 'webrtc.fanout',
+    codec: 'h264',
+    width: W,
+    height: H,
+    fps: FPS,
+    viewers: N,
+    connected: result.viewers.filter((v) => v.state === 'connected').length,
+    framesPlayedPerSec: r2((played * 1000) / wall),
+    encoderCallsPerFramePlayed: perTier,
+    serverCpuCores: r2((cpu.user + cpu.system) / 1000 / wall),
+    viewersCpuCores: r2((vcpu * 1000) / wall),
+    viewerFpsMin: fps[0],
+    viewerFpsMedian: fps[Math.floor(fps.length / 2)],
+    viewerFpsMax: fps.at(-1),
+    viewersAtLeast28Fps: fps.filter((f) => f >= 28).length,
+    brokenFramesTotal: result.viewers.reduce((a, v) => a + v.broken, 0),
+    kbpsPerViewerMedian: r2(result.viewers.map((v) => v.kbps).sort((a, b) => a - b)[Math.floor(N / 2)]),
+    errors: [...new Set(result.viewers.flatMap((v) => v.errors))].slice(0, 5),
+    measureMs: Math.round(wall),
+    ...machine,
+  });
+} finally {
+  child.kill();
+  await server.close();
+  clearInterval(keepAlive);
+}

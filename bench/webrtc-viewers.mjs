@@ -1,0 +1,159 @@
+#!/usr/bin/env node
+// The viewers of bench/webrtc-fanout.bench.mjs, in a process of their own (so the server's CPU
+// is measured apart from theirs): N Node clients, each a WebSocket for signalling plus a werift
+// RTCPeerConnection with one recvonly video transceiver, signalled as docs/protocol.md says
+// (rtc_offer -> rtc_answer, rtc_candidate both ways, rtc_state). Each counts the video frames it
+// receives complete (every packet from the first of a frame to its marker, no sequence gap),
+// per second of the measure window, which starts when the parent writes "measure\n" on stdin and
+// ends with "stop\n"; the counts go to stdout as one JSON line.
+//
+//   node bench/webrtc-viewers.mjs <wsUrl> <viewers>
+import { createRequire } from 'node:module';
+import { createInterface } from 'node:readline';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const serverRequire = createRequire(join(here, '..', 'packages', 'server', 'package.json'));
+const { WebSocket } = serverRequire('ws');
+const { RTCPeerConnection, RTCRtpCodecParameters, useNACK, usePLI, useREMB } = serverRequire('werift');
+
+const [wsUrl, countArg] = process.argv.slice(2);
+const N = Number(countArg ?? 20);
+
+const viewers = [];
+let measuring = false;
+let measureStart = 0;
+
+function viewer(i) {
+  const v = { i, state: 'new', frames: 0, measured: 0, broken: 0, bytes: 0, firstFrameAt: undefined, errors: [] };
+  const ws = new WebSocket(wsUrl);
+  // As Chromium offers: H.264 (constrained baseline, packetization-mode 1) with NACK, PLI and REMB.
+  const pc = new RTCPeerConnection({
+    iceUseIpv6: false,
+    codecs: {
+      video: [
+        new RTCRtpCodecParameters({
+          mimeType: 'video/H264',
+          clockRate: 90000,
+          rtcpFeedback: [useNACK(), usePLI(), useREMB()],
+          parameters: 'level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f',
+        }),
+      ],
+    },
+  });
+  v.close = () => {
+    ws.close();
+    return pc.close();
+  };
+  const send = (m) => ws.readyState === 1 && ws.send(JSON.stringify(m));
+  // Candidates found before the offer went out follow it.
+  let early = [];
+  pc.onIceCandidate.subscribe((c) => {
+    if (!c) return;
+    const j = c.toJSON();
+    const m = {
+      type: 'rtc_candidate',
+      candidate: j.candidate ?? '',
+      ...(j.sdpMid != null ? { sdpMid: j.sdpMid } : {}),
+      ...(j.sdpMLineIndex != null ? { sdpMLineIndex: j.sdpMLineIndex } : {}),
+    };
+    if (early) early.push(m);
+    else send(m);
+  });
+  const transceiver = pc.addTransceiver('video', { direction: 'recvonly' });
+  transceiver.onTrack.subscribe((track) => {
+    let ts;
+    let nextSeq;
+    let complete = true;
+    track.onReceiveRtp.subscribe((rtp) => {
+      const h = rtp.header;
+      if (measuring) v.bytes += rtp.payload.length;
+      if (ts !== h.timestamp) {
+        ts = h.timestamp;
+        // A gap where a frame starts: its head (or the last one's tail) was lost; count it broken.
+        complete = nextSeq === undefined || h.sequenceNumber === nextSeq;
+      } else if (nextSeq !== undefined && h.sequenceNumber !== nextSeq) {
+        complete = false;
+      }
+      nextSeq = (h.sequenceNumber + 1) & 0xffff;
+      if (h.marker) {
+        if (complete) {
+          v.frames++;
+          v.firstFrameAt ??= performance.now();
+          if (measuring) v.measured++;
+        } else {
+          v.broken++;
+        }
+        complete = true;
+      }
+    });
+  });
+  ws.on('message', async (data, isBinary) => {
+    if (isBinary) return;
+    const m = JSON.parse(String(data));
+    try {
+      if (m.type === 'welcome') {
+        const offer = await pc.createOffer();
+        await pc.setLocalDescription(offer);
+        send({ type: 'rtc_offer', sdp: pc.localDescription.sdp });
+        for (const c of early) send(c);
+        early = undefined;
+      } else if (m.type === 'rtc_answer') {
+        await pc.setRemoteDescription({ type: 'answer', sdp: m.sdp });
+      } else if (m.type === 'rtc_candidate' && m.candidate) {
+        await pc.addIceCandidate({ candidate: m.candidate, sdpMid: m.sdpMid, sdpMLineIndex: m.sdpMLineIndex });
+      } else if (m.type === 'rtc_state') {
+        v.state = m.state;
+        if (m.reason) v.errors.push(m.reason);
+      } else if (m.type === 'error') {
+        v.errors.push(`${m.code}: ${m.message}`.slice(0, 200));
+      }
+    } catch (err) {
+      v.errors.push(String(err?.message ?? err).slice(0, 200));
+    }
+  });
+  ws.on('error', (err) => v.errors.push(`ws: ${err.message}`));
+  return v;
+}
+
+for (let i = 0; i < N; i++) {
+  viewers.push(viewer(i));
+  // Spread the handshakes a little (DTLS on 2 cores).
+  await new Promise((r) => setTimeout(r, 50));
+}
+process.stdout.write(`${JSON.stringify({ started: N })}\n`);
+
+const rl = createInterface({ input: process.stdin });
+rl.on('line', async (line) => {
+  if (line === 'status') {
+    process.stdout.write(`${JSON.stringify({ status: viewers.map((v) => ({ state: v.state, frames: v.frames })) })}\n`);
+  } else if (line === 'measure') {
+    for (const v of viewers) {
+      v.measured = 0;
+      v.bytes = 0;
+    }
+    measuring = true;
+    measureStart = performance.now();
+  } else if (line === 'stop') {
+    measuring = false;
+    const seconds = (performance.now() - measureStart) / 1000;
+    const cpu = process.cpuUsage();
+    process.stdout.write(
+      `${JSON.stringify({
+        seconds,
+        viewers: viewers.map((v) => ({
+          state: v.state,
+          fps: v.measured / seconds,
+          frames: v.frames,
+          broken: v.broken,
+          kbps: (v.bytes * 8) / 1000 / seconds,
+          errors: v.errors.slice(0, 3),
+        })),
+        cpuSeconds: (cpu.user + cpu.system) / 1e6,
+      })}\n`,
+    );
+    await Promise.allSettled(viewers.map((v) => v.close()));
+    process.exit(0);
+  }
+});
