@@ -8,6 +8,9 @@
 #      another process, 1280x720 output, backend: torch, 1 rank): medium (4 frames a step) and
 #      thick (8 frames a step), JPEG (what a browser gets) and raw RGB (the same path without
 #      the encode), nvidia-smi utilisation sampled through each window;
+#      and after each fps window command-to-pixel (issue 26, ENHANCE_LATENCY=0 leaves it out): 40
+#      set_side_by_side toggles, send -> delivery of the frame the `applied` message names, and
+#      of the first frame that shows the change (enhance.c2p);
 #   3. a Python rank SIGKILLed mid-step (thick): time until the client is told, processes and
 #      /dev/shm segments left, frames again from the rebuilt runner.
 # One JSON object per line in $OUT/enhance-torch.jsonl (and on stdout at the end); progress in
@@ -80,7 +83,7 @@ for enc in "${encodings[@]}"; do
     t=$(left)
     [ "$t" -gt 20 ] || { echo "{\"bench\":\"error.enhance.timeout\",\"model\":\"$m\",\"encoding\":\"$enc\"}" >> "$out/enhance-torch.jsonl"; rc=124; break 2; }
     echo "[enhance-torch] $m, $frames frames a step, $enc (${t} s left)" >> "$out/enhance-torch.err"
-    ENHANCE_FIRST_FRAME_S=${ENHANCE_FIRST_FRAME_S:-90} ENHANCE_BACKEND=torch ENHANCE_MODELS=$m ENHANCE_WORLD_SIZES=1 ENHANCE_FRAMES=$frames ENHANCE_ENCODING=$enc ENHANCE_CRASH=$crash \
+    ENHANCE_LATENCY=${ENHANCE_LATENCY:-1} ENHANCE_FIRST_FRAME_S=${ENHANCE_FIRST_FRAME_S:-90} ENHANCE_BACKEND=torch ENHANCE_MODELS=$m ENHANCE_WORLD_SIZES=1 ENHANCE_FRAMES=$frames ENHANCE_ENCODING=$enc ENHANCE_CRASH=$crash \
       timeout -k 10 "$t" "${nodecmd[@]}" scripts/gpu/enhance.mjs >> "$out/enhance-torch.jsonl" 2>> "$out/enhance-torch.err"
     r=$?
     [ $r -ne 0 ] && { echo "{\"bench\":\"error.enhance.run\",\"model\":\"$m\",\"encoding\":\"$enc\",\"rc\":$r}" >> "$out/enhance-torch.jsonl"; rc=$r; }

@@ -23,6 +23,8 @@
 //   ENHANCE_FIRST_FRAME_S      how long a model may take to its first frame (180: tfjs compiles shaders)
 //   ENHANCE_CRASH=1            after the models of a one-rank server: SIGKILL a rank mid-step, time until the
 //                              client is told, what is left behind (processes, /dev/shm), and that frames resume
+//   ENHANCE_LATENCY=1          after each model's fps window: command-to-pixel (issue 26), see measureLatency
+//   ENHANCE_LATENCY_COMMANDS   how many set_side_by_side toggles (40; 8 with ENHANCE_CPU=1)
 import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -56,9 +58,13 @@ const BACKEND = env.ENHANCE_BACKEND ?? (cpu ? 'wasm' : 'webgpu');
 const PYTHON = env.ENHANCE_PYTHON;
 const CRASH = env.ENHANCE_CRASH === '1';
 const FIRST_S = Number(env.ENHANCE_FIRST_FRAME_S ?? 180);
+const LATENCY = env.ENHANCE_LATENCY === '1';
+const LATENCY_COMMANDS = Number(env.ENHANCE_LATENCY_COMMANDS ?? (cpu ? 8 : 40));
 const emit = (o) => process.stdout.write(`${JSON.stringify(o)}\n`);
 const note = (m) => process.stderr.write(`[enhance ${new Date().toISOString().slice(11, 19)}] ${m}\n`);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const percentile = (sorted, p) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] : null);
+const mean = (xs) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null);
 const r2 = (x) => (x === undefined || x === null || Number.isNaN(x) ? null : Math.round(x * 100) / 100);
 
 /** One nvidia-smi sample per GPU (empty without nvidia-smi), without blocking the client's event loop. */
@@ -337,6 +343,162 @@ async function measureModel(client, model, worldSize, split, server) {
   }
 }
 
+/** Prometheus text of the server's /metrics -> Map of "name{labels}" -> value (empty when it cannot be read). */
+async function scrape(url) {
+  const out = new Map();
+  try {
+    const text = await (await fetch(new URL('/metrics', url), { signal: AbortSignal.timeout(5000) })).text();
+    for (const line of text.split('\n')) {
+      if (line.startsWith('#') || line === '') continue;
+      const i = line.lastIndexOf(' ');
+      out.set(line.slice(0, i), Number(line.slice(i + 1)));
+    }
+  } catch {
+    // no metrics: the server's view is left out
+  }
+  return out;
+}
+
+/** The server's view of one histogram between two scrapes: count, mean, and p50/p99 as bucket upper bounds, ms. */
+function histogramDelta(before, after, name, labels) {
+  const d = (k) => (after.get(k) ?? 0) - (before.get(k) ?? 0);
+  const sel = labels ? `{${labels}}` : '';
+  if (!after.has(`${name}_count${sel}`)) return null;
+  const count = d(`${name}_count${sel}`);
+  const buckets = [...after.keys()]
+    .filter((k) => k.startsWith(`${name}_bucket{`) && k.includes(labels))
+    .map((k) => {
+      const le = /le="([^"]+)"/.exec(k)?.[1];
+      return { le: le === '+Inf' ? Infinity : Number(le), n: d(k) };
+    })
+    .sort((a, b) => a.le - b.le);
+  const at = (q) => buckets.find((b) => b.n >= q * count)?.le;
+  return {
+    count,
+    meanMs: count ? r2((d(`${name}_sum${sel}`) / count) * 1000) : null,
+    p50LeMs: count ? r2(at(0.5) * 1000) : null,
+    p99LeMs: count ? r2(at(0.99) * 1000) : null,
+  };
+}
+
+/**
+ * Command-to-pixel (issue 26) on the running model: LATENCY_COMMANDS `set_side_by_side` toggles,
+ * each sent at a random moment 300-700 ms after the last one's frames came, and for each:
+ * - named: send -> delivery in this client of the frame whose seq the `applied` message names
+ *   (what `command().applied` promises, and what the client reports to /metrics);
+ * - shown: send -> delivery of the first frame whose width shows the new state (side by side
+ *   doubles it): the pixel truth, to check the named frame against (named early: the named frame
+ *   still had the old width; late: an earlier frame had the new one).
+ * With the server's own view when /metrics has reactor_command_to_pixel_seconds, and its mean
+ * per-step stage times (reactor_step_stage_seconds) over the same commands.
+ */
+async function measureLatency(client, model, worldSize, server) {
+  const arrivals = new Map(); // seq -> { at, width }
+  let lastWidth = 0;
+  let frameCount = 0;
+  let waitTruth = null; // { wanted: (width) => boolean, resolve }
+  const offFrame = client.on('frame', (f) => {
+    arrivals.set(f.seq, { at: f.receivedAt, width: f.width, n: ++frameCount });
+    if (arrivals.size > 4000) arrivals.delete(arrivals.keys().next().value);
+    lastWidth = f.width;
+    if (waitTruth?.wanted(f.width)) {
+      waitTruth.resolve({ at: f.receivedAt, seq: f.seq, n: frameCount });
+      waitTruth = null;
+    }
+  });
+  const until = async (cond, ms) => {
+    const end = performance.now() + ms;
+    while (!cond() && performance.now() < end) await sleep(2);
+    return cond();
+  };
+  try {
+    // Start from side_by_side off, with frames of the plain width flowing.
+    await client.send('set_side_by_side', { side_by_side: false });
+    await sleep(1500);
+    const plain = lastWidth;
+    if (!plain) throw new Error('no frames before the latency step');
+    const before = await scrape(server.url);
+    const trackerBefore = client.latency?.summary().samples ?? 0;
+    const named = [];
+    const shown = [];
+    const offsets = []; // frames between the named one and the first one showing the change (0: exact)
+    const queued = []; // frames delivered between the send and the named frame
+    const replyMs = [];
+    const outcomes = {};
+    let on = false;
+    for (let i = 0; i < LATENCY_COMMANDS; i++) {
+      on = !on;
+      const wantOn = on;
+      const truth = new Promise((resolve) => (waitTruth = { wanted: (w) => (wantOn ? w > plain : w === plain), resolve }));
+      const n0 = frameCount;
+      const t0 = performance.now();
+      const p = client.send('set_side_by_side', { side_by_side: wantOn });
+      await p;
+      replyMs.push(performance.now() - t0);
+      const applied = await Promise.race([p.applied, sleep(30_000).then(() => ({ outcome: 'no_applied_in_30s' }))]);
+      outcomes[applied.outcome] = (outcomes[applied.outcome] ?? 0) + 1;
+      const seen = await Promise.race([truth, sleep(30_000).then(() => null)]);
+      waitTruth = null;
+      if (applied.outcome === 'applied') {
+        // The named frame, or (dropped for this client) the first later one delivered.
+        const delivered = () => [...arrivals].find(([seq]) => seq >= applied.seq);
+        if (await until(() => delivered() !== undefined, 30_000)) {
+          const [seq, a] = delivered();
+          named.push(a.at - t0);
+          queued.push(a.n - n0 - 1);
+          if (seen) offsets.push(seen.seq - seq);
+        }
+      }
+      if (seen) shown.push(seen.at - t0);
+      await sleep(300 + Math.random() * 400);
+    }
+    if (on) await client.send('set_side_by_side', { side_by_side: false });
+    await sleep(2500); // the client's last client_stats report reaches the server
+    const after = await scrape(server.url);
+    const stages = {};
+    for (const k of after.keys()) {
+      const m = /^reactor_step_stage_seconds_count\{stage="([^"]+)"\}$/.exec(k);
+      if (!m) continue;
+      const c = (after.get(k) ?? 0) - (before.get(k) ?? 0);
+      const sum = (after.get(`reactor_step_stage_seconds_sum{stage="${m[1]}"}`) ?? 0) - (before.get(`reactor_step_stage_seconds_sum{stage="${m[1]}"}`) ?? 0);
+      if (c > 0) stages[m[1]] = r2((sum / c) * 1000);
+    }
+    const stat = (xs) => {
+      const s = [...xs].sort((a, b) => a - b);
+      return { n: s.length, p50Ms: r2(percentile(s, 50)), p99Ms: r2(percentile(s, 99)), meanMs: r2(mean(s)), minMs: r2(s[0]), maxMs: r2(s.at(-1)) };
+    };
+    const offsetCounts = {};
+    for (const o of offsets) offsetCounts[o] = (offsetCounts[o] ?? 0) + 1;
+    const notApplied = Object.fromEntries(Object.entries(outcomes).filter(([k]) => k !== 'applied'));
+    emit({
+      bench: 'enhance.c2p',
+      model,
+      worldSize,
+      backend: BACKEND,
+      encoding: ENCODING,
+      transport: 'websocket',
+      framesPerStep: FRAMES,
+      pipeline: PIPELINE,
+      command: 'set_side_by_side',
+      commands: LATENCY_COMMANDS,
+      ...stat(named),
+      outcomesNotApplied: notApplied,
+      shown: stat(shown),
+      namedMinusShownFrames: offsetCounts,
+      framesQueuedBeforeNamed: { mean: r2(mean(queued)), max: queued.length ? Math.max(...queued) : null },
+      replyMs: stat(replyMs),
+      trackerSamples: (client.latency?.summary().samples ?? 0) - trackerBefore,
+      server: histogramDelta(before, after, 'reactor_command_to_pixel_seconds', 'command="set_side_by_side",transport="websocket"'),
+      serverStepMs: histogramDelta(before, after, 'reactor_step_duration_seconds', '')?.meanMs ?? null,
+      serverStagesMs: Object.keys(stages).length ? stages : null,
+      cpuMode: cpu,
+    });
+  } finally {
+    waitTruth = null;
+    offFrame();
+  }
+}
+
 const t0 = performance.now();
 emit({
   bench: 'enhance.setup',
@@ -365,6 +527,13 @@ for (const worldSize of WORLD_SIZES) {
             const fps = await measureModel(client, model, worldSize, split, server);
             results[`${model}/${worldSize}/${split}`] = fps;
             note(`${model} ${worldSize} rank(s) ${split}: ${fps.toFixed(1)} fps`);
+            if (LATENCY) {
+              try {
+                await measureLatency(client, model, worldSize, server);
+              } catch (e) {
+                emit({ bench: 'error.enhance.latency', model, worldSize, message: String(e?.stack ?? e), stderrTail: server.stderr().slice(-3000) });
+              }
+            }
           } catch (e) {
             emit({ bench: 'error.enhance.fps', model, worldSize, split, message: String(e?.stack ?? e), stderrTail: server.stderr().slice(-3000) });
           }
