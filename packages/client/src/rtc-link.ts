@@ -9,11 +9,31 @@
  * is back on the WebSocket (the `frame` / `audio` events) without anything to do. After a
  * reconnection of the WebSocket (a new server connection) it offers again by itself.
  */
-import type { ReactorClient } from './client.js';
 import { TypedEmitter } from './emitter.js';
 import { ClientErrorCode, ReactorClientError } from './errors.js';
-import type { RtcAnswerMessage, RtcCandidateMessage, RtcState, RtcStateMessage, RtcTrackMapping } from './protocol.js';
+import type {
+  AppSchema,
+  RequestKeyFrameMessage,
+  RtcAnswerMessage,
+  RtcCandidateMessage,
+  RtcClientMessage,
+  RtcState,
+  RtcStateMessage,
+  RtcTrackMapping,
+} from './protocol.js';
 import type { RtcPublishLink, RtcPublishPeer } from './rtc-publish.js';
+
+/**
+ * What the link uses of its client (`ReactorClient` has all of it): a structural type, so this
+ * module does not import `client.ts`, which imports it.
+ */
+export interface RtcLinkClient {
+  readonly schema: AppSchema;
+  on(type: 'rtc', listener: (m: RtcAnswerMessage | RtcCandidateMessage | RtcStateMessage) => void): () => void;
+  on(type: 'error', listener: (e: Error) => void): () => void;
+  on(type: 'welcome', listener: () => void): () => void;
+  signal(msg: RequestKeyFrameMessage | RtcClientMessage): void;
+}
 
 /** The parts of `RTCPeerConnection` the link uses (the browser's, or werift's in Node). */
 export interface RtcPeerConnectionLike {
@@ -87,7 +107,7 @@ export class WebRtcFailedError extends ReactorClientError {
 }
 
 export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> implements RtcPublishLink {
-  readonly #client: ReactorClient;
+  readonly #client: RtcLinkClient;
   readonly #o: Required<Omit<WebRtcLinkOptions, 'iceServers'>> & Pick<WebRtcLinkOptions, 'iceServers'>;
   #pc: RtcPeerConnectionLike | undefined;
   #state: RtcState = 'connecting';
@@ -102,7 +122,7 @@ export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> implements RtcPub
   /** The renegotiation waiting for its answer. */
   #answerWaiter: { resolve(): void; reject(err: Error): void } | undefined;
 
-  private constructor(client: ReactorClient, options: WebRtcLinkOptions) {
+  private constructor(client: RtcLinkClient, options: WebRtcLinkOptions) {
     super();
     const PC = options.RTCPeerConnection ?? (globalThis as { RTCPeerConnection?: RtcPeerConnectionConstructor }).RTCPeerConnection;
     if (!PC) throw new WebRtcFailedError("no RTCPeerConnection here: pass options.RTCPeerConnection (in Node, werift's)");
@@ -126,14 +146,14 @@ export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> implements RtcPub
    * Opens a link on a connected client; resolves once it is `connected`.
    * @throws {WebRtcFailedError} `webrtc_failed` when it failed or did not connect within `timeoutMs` (the link is closed then; media stays on the WebSocket).
    */
-  static async open(client: ReactorClient, options: WebRtcLinkOptions = {}): Promise<WebRtcLink> {
+  static async open(client: RtcLinkClient, options: WebRtcLinkOptions = {}): Promise<WebRtcLink> {
     const link = WebRtcLink.start(client, options);
     await link.ready;
     return link;
   }
 
   /** Starts a link; {@link ready} settles when it connected, or failed (then it is closed and {@link reason} says why). */
-  static start(client: ReactorClient, options: WebRtcLinkOptions = {}): WebRtcLink {
+  static start(client: RtcLinkClient, options: WebRtcLinkOptions = {}): WebRtcLink {
     const link = new WebRtcLink(client, options);
     link.ready = link.#offer().then(() => link.#connected());
     link.ready.catch((err: unknown) => {
@@ -311,7 +331,7 @@ export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> implements RtcPub
     }
   }
 
-  #send(msg: Parameters<ReactorClient['signal']>[0]): void {
+  #send(msg: Parameters<RtcLinkClient['signal']>[0]): void {
     try {
       this.#client.signal(msg);
     } catch {

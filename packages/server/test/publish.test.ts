@@ -51,7 +51,7 @@ describe('server: publish and unpublish messages', () => {
     a.send({ type: 'publish', id: 'm3', track: 'webcam', name: 'x' });
     expect(await answer('m3')).toMatchObject({
       code: 'malformed_message',
-      message: 'unknown key(s) "name" in publish; a publish has only type, id and track',
+      message: 'unknown key(s) "name" in publish; a publish has only type, id, track, transport and mid',
     });
     a.send({ type: 'publish', track: 'webcam' });
     await a.waitFor((m) => m.type === 'error' && m.id === undefined && m.message.includes('publish message needs an "id"'));
