@@ -77,7 +77,9 @@ export function resolveWebRtcOptions(o: WebRtcOptions | undefined): ResolvedWebR
   if (w.udpPortRange !== undefined) {
     const r = w.udpPortRange;
     if (!Array.isArray(r) || r.length !== 2 || !isPort(r[0]) || !isPort(r[1]) || r[0] >= r[1]) {
-      throw new RangeError(`options.webrtc.udpPortRange must be [min, max] with 1 <= min < max <= 65535 (at least two ports: one socket per local address), got ${JSON.stringify(r)}`);
+      throw new RangeError(
+        `options.webrtc.udpPortRange must be [min, max] with 1 <= min < max <= 65535 (at least two ports: one socket per local address), got ${JSON.stringify(r)}`,
+      );
     }
     portRange = [r[0], r[1]];
   }

@@ -28,7 +28,18 @@ describe('server: the viewer modules of @reactor/viewer', () => {
       queue.push(...relativeImports(js));
     }
     // The split parts are all reached from the entry.
-    expect([...seen].sort()).toEqual(['app.js', 'canvas.js', 'clips.js', 'dom.js', 'form.js', 'hooks.js', 'latency.js', 'loading.js', 'media.js', 'transport.js']);
+    expect([...seen].sort()).toEqual([
+      'app.js',
+      'canvas.js',
+      'clips.js',
+      'dom.js',
+      'form.js',
+      'hooks.js',
+      'latency.js',
+      'loading.js',
+      'media.js',
+      'transport.js',
+    ]);
   });
 
   it('answers 404 for a module the viewer does not have, and never serves its Node entry or a path outside its folder', async () => {
