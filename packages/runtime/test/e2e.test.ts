@@ -58,7 +58,9 @@ class BackendLost extends Error {}
 
 type Step = { kind: 'ok'; n: number } | { kind: 'recoverable' } | { kind: 'fatal' };
 
-@reactorApp({ state: DemoState, output: DemoOutput, messages: [Notice], fps: 10, bufferSize: 4, name: 'demo', version: '1.2.3' })
+// `ahead`: the model runs up to bufferSize frames ahead, which fixes the order of frames, replies and
+// refusals this test pins (just-in-time steps have their own tests in session/step-loop.test.ts).
+@reactorApp({ state: DemoState, output: DemoOutput, messages: [Notice], fps: 10, bufferSize: 4, pacing: 'ahead', name: 'demo', version: '1.2.3' })
 class DemoApp extends ReactorApp<DemoState, { prompt: string }, Frames, Notice> {
   static gate = new Gate<{ prompt: string }, Step>();
   static hooks: string[] = [];

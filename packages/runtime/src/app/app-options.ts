@@ -16,6 +16,15 @@ export interface AppOptions<S extends InputState = InputState, T extends Input =
   fps?: number;
   /** How many frames the model may run ahead of playout, per track (at least one emitted batch). Default 16. */
   bufferSize?: number;
+  /**
+   * When each step starts. `just-in-time` (default): when the frames already queued are about to
+   * run out (the step's measured duration ahead), so it reads the newest commands and input and
+   * its frames are due soon after they are made; a model faster than `fps` keeps about one frame
+   * queued. `ahead`: at once, running up to `bufferSize` frames ahead of playout (the Python
+   * original's way: the smoothest output for a model whose step time varies, at the price of
+   * `bufferSize / fps` of latency).
+   */
+  pacing?: 'just-in-time' | 'ahead';
   /** Published app name; default: the class name. */
   name?: string;
   /** Published app version; default `0.0.0`. */

@@ -34,6 +34,8 @@ export interface AppDefinition {
   readonly trackByProperty: ReadonlyMap<string, TrackSpec>;
   readonly fps: number | undefined;
   readonly bufferSize: number;
+  /** When each step starts (see `AppOptions.pacing`). */
+  readonly pacing: 'just-in-time' | 'ahead';
   readonly commands: ReadonlyMap<string, CommandSpec>;
   readonly hooks: Readonly<Record<HookKind, readonly string[]>>;
   readonly messages: ReadonlyMap<AnyClass, MessageSpec>;
@@ -71,12 +73,12 @@ function compile(appClass: AnyClass): AppDefinition {
   }
   const options = readAppOptions<AppOptions>(appClass) ?? {};
   for (const key of Object.keys(options)) {
-    if (!['state', 'input', 'output', 'messages', 'fps', 'bufferSize', 'name', 'version', 'description'].includes(key)) {
+    if (!['state', 'input', 'output', 'messages', 'fps', 'bufferSize', 'pacing', 'name', 'version', 'description'].includes(key)) {
       throw new AppDefinitionError(
         RuntimeErrorCode.InvalidAppOption,
         appName,
         key,
-        'is not an @reactorApp option (state, input, output, messages, fps, bufferSize, name, version, description)',
+        'is not an @reactorApp option (state, input, output, messages, fps, bufferSize, pacing, name, version, description)',
       );
     }
   }
@@ -99,6 +101,15 @@ function compile(appClass: AnyClass): AppDefinition {
       appName,
       'bufferSize',
       `must be a positive integer (frames), got ${String(options.bufferSize)}`,
+    );
+  }
+  const pacing = options.pacing ?? 'just-in-time';
+  if (pacing !== 'just-in-time' && pacing !== 'ahead') {
+    throw new AppDefinitionError(
+      RuntimeErrorCode.InvalidAppOption,
+      appName,
+      'pacing',
+      `must be 'just-in-time' or 'ahead', got ${JSON.stringify(options.pacing)}`,
     );
   }
 
@@ -252,6 +263,7 @@ function compile(appClass: AnyClass): AppDefinition {
     trackByProperty: new Map(tracks.map((t) => [t.property, t])),
     fps: options.fps,
     bufferSize,
+    pacing,
     commands,
     hooks,
     messages,

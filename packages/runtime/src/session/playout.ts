@@ -20,7 +20,11 @@ export class Playout {
   private immediate: NodeJS.Immediate | undefined;
   private timerAt = Infinity;
   private waiter: { chunk: Chunk; resolve: (accepted: boolean) => void } | undefined;
+  /** A step loop waiting to start its next step ({@link untilNeeded}). */
+  private starter: { resolve: () => void; timer: NodeJS.Timeout | undefined } | undefined;
   private closed = false;
+  /** The clock track's index: the one whose queue {@link untilNeeded} watches. */
+  private readonly clock: number;
   /** Slots (frames, or audio alone) played out since the last {@link takeWindow}, summed over tracks. */
   private windowFrames = 0;
   /** Tracks that have slots of their own: the video tracks, or the one audio clock track. */
@@ -43,6 +47,7 @@ export class Playout {
     this.nextDue = tracks.map(() => -Infinity);
     const video = tracks.filter((t) => t.kind === 'video').length;
     this.clockTracks = video > 0 ? video : clockTrack(tracks) >= 0 ? 1 : 0;
+    this.clock = clockTrack(tracks);
   }
 
   /** Frames queued (not yet played) on the fullest track. */
@@ -73,6 +78,52 @@ export class Playout {
     });
   }
 
+  /**
+   * When the frames queued on the clock track will have played: the due time of a frame pushed
+   * now (`performance.now()` when nothing is queued and the clock is idle or behind).
+   */
+  drainsAt(now = performance.now()): number {
+    if (this.clock < 0) return now;
+    let at = Math.max(now, this.nextDue[this.clock]!);
+    for (const slot of this.queues[this.clock]!) at += slot.intervalMs;
+    return at;
+  }
+
+  /** How long past its due time a frame pushed now would be, ms (0 when on time or when the clock is idle). */
+  lateBy(now = performance.now()): number {
+    if (this.clock < 0) return 0;
+    let at = this.nextDue[this.clock]!;
+    if (at === -Infinity) return 0;
+    for (const slot of this.queues[this.clock]!) at += slot.intervalMs;
+    return Math.max(0, now - at);
+  }
+
+  /**
+   * Resolves once the next step should start so that its frames arrive just before they are
+   * due: when the clock track's queue plays out within `leadMs` (at once if it already does), or
+   * at a flush or close. Just-in-time steps read the newest commands and input, so a model faster
+   * than its fps keeps about one frame queued instead of `bufferSize` (see docs/decisions.md).
+   */
+  untilNeeded(leadMs: number): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    const wait = this.drainsAt() - leadMs - performance.now();
+    if (wait <= 0.5) return Promise.resolve();
+    if (this.starter) throw new Error('Playout.untilNeeded: one step loop at a time');
+    return new Promise<void>((resolve) => {
+      const starter = { resolve, timer: undefined as NodeJS.Timeout | undefined };
+      starter.timer = setTimeout(() => this.releaseStarter(), wait);
+      this.starter = starter;
+    });
+  }
+
+  private releaseStarter(): void {
+    const s = this.starter;
+    if (!s) return;
+    this.starter = undefined;
+    if (s.timer) clearTimeout(s.timer);
+    s.resolve();
+  }
+
   /** Drops every queued frame, releases a waiting producer (its batch dropped); returns the next seq. */
   flush(): number {
     const unplayed = this.acks ? this.unplayedAcks() : [];
@@ -80,6 +131,7 @@ export class Playout {
     // A cut: the next frame plays as soon as it arrives, not one interval after the dropped ones.
     this.nextDue.fill(-Infinity);
     this.releaseWaiter(false);
+    this.releaseStarter();
     this.clearTimer();
     if (unplayed.length > 0) this.acks!.returned(unplayed);
     return this.seq;

@@ -13,6 +13,7 @@ import type { Broadcast } from './broadcast.js';
 import type { HostSession } from './host-client.js';
 import { errorText, type HostCore, stepGaveWay } from './host-core.js';
 import { type Chunk, clockTrack, normalizeOutput } from './normalize.js';
+import { StepPacer } from './step-pacer.js';
 import { RunnerCallCollector, type StepSample } from './step-stages.js';
 import { StepTracing } from './step-tracing.js';
 
@@ -84,7 +85,14 @@ export class StepLoop {
 
   private async loopSteps(session: HostSession): Promise<void> {
     const { core } = this;
+    const pacer = core.def.pacing === 'just-in-time' ? new StepPacer() : undefined;
     while (session.lifecycle.is('streaming') && core.session === session) {
+      // Just in time: wait (outside the lock: commands run meanwhile) until the queued frames
+      // play out within the step's expected duration, so its frames are due soon after they exist.
+      const heldFrom = performance.now();
+      if (pacer) await session.playout.untilNeeded(pacer.lead());
+      const startMs = performance.now();
+      const delayed = startMs - heldFrom > 0.5;
       const version = core.changeVersion;
       let chunk: Chunk | undefined;
       let refused = false;
@@ -101,6 +109,8 @@ export class StepLoop {
         continue;
       }
       if (chunk) {
+        const readyMs = performance.now();
+        pacer?.record(readyMs - startMs, session.playout.lateBy(readyMs), delayed);
         // Media leaves outside the lock: commands run while this waits for room.
         await session.playout.push(chunk);
       }

@@ -182,7 +182,7 @@ describe('describeApp', () => {
     expect([e.code, e.className, e.member]).toEqual(['invalid_default', 'BadParams', 'frame']);
   });
 
-  it('rejects bad options: fps, bufferSize, unknown keys, a state class not extending InputState', () => {
+  it('rejects bad options: fps, bufferSize, pacing, unknown keys, a state class not extending InputState', () => {
     const make = (options: object): AnyClass => {
       class A extends ReactorApp {
         generate(): null {
@@ -194,6 +194,7 @@ describe('describeApp', () => {
     };
     expect(definitionError(make({ fps: 0 })).message).toMatchInlineSnapshot(`"A.fps: must be a positive number, got 0"`);
     expect(definitionError(make({ bufferSize: 1.5 })).message).toMatchInlineSnapshot(`"A.bufferSize: must be a positive integer (frames), got 1.5"`);
+    expect(definitionError(make({ pacing: 'late' })).message).toMatchInlineSnapshot(`"A.pacing: must be 'just-in-time' or 'ahead', got \"late\""`);
     expect(definitionError(make({ buffersize: 3 })).code).toBe('invalid_app_option');
     expect(definitionError(make({ state: class Plain {} })).message).toMatchInlineSnapshot(`"A.state: the state class must extend InputState"`);
   });

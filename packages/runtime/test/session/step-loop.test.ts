@@ -162,11 +162,13 @@ describe('step loop', () => {
     const enough = deferred();
     @reactorApp({ output: Out, fps: 200, bufferSize: 4 })
     class App extends ReactorApp<InputState, InputState, Out> {
-      generate(): Out {
+      async generate(): Promise<Out> {
         aheadAtGenerate.push(produced - sink.frames.length);
-        produced += 2;
+        produced += 4;
         if (aheadAtGenerate.length === 15) enough.resolve();
-        return new Out({ main: new Frames(rgbFrames(2, 2, 2), [2, 2, 2, 3]) });
+        // A step of 8+ ms: the pacer starts it while 2 or more of the batch's 5 ms frames still play.
+        await new Promise((r) => setTimeout(r, 8));
+        return new Out({ main: new Frames(rgbFrames(4, 2, 2), [4, 2, 2, 3]) });
       }
     }
     const host = start(App);
@@ -177,10 +179,65 @@ describe('step loop', () => {
     expect(Math.max(...aheadAtGenerate)).toBeGreaterThanOrEqual(2); // the buffer is used
   });
 
-  it('flush releases a producer blocked on a full buffer and tells clients to cut', async () => {
+  it('flush releases a step held for its due time and tells clients to cut', async () => {
+    let calls = 0;
+    const second = deferred();
+    @reactorApp({ output: Out, fps: 0.2, bufferSize: 2 }) // one frame every 5 s
+    class App extends ReactorApp<InputState, InputState, Out> {
+      generate(): Out {
+        calls++;
+        if (calls === 2) second.resolve();
+        return new Out({ main: new Frames(rgbFrames(2, 2, 2), [2, 2, 2, 3]) });
+      }
+      @event({ name: 'cut' }) cut(): void {
+        this.output.flush();
+      }
+    }
+    const host = start(App);
+    await host.load();
+    const sink = new RecordingSink();
+    const h = connectAsTransport(host, sink);
+    await sink.waitForFrames(1);
+    await turns(10);
+    // Step 2 waits until the 2nd frame's 5 s are nearly up (just in time), not at once.
+    expect(calls).toBe(1);
+    const t0 = performance.now();
+    const reply = await h.command(cmd('1', 'cut'));
+    await second.promise;
+    expect(performance.now() - t0).toBeLessThan(4500); // before the queued frame's 5 s were up
+    expect(reply).toEqual({ type: 'reply', id: '1' });
+    expect(sink.summary().slice(0, 5)).toEqual(['welcome:waiting', 'session:streaming', 'frame:main#0', 'flush', 'reply:1']);
+    expect(sink.ofType('flush')).toEqual([{ type: 'flush', nextSeq: 1 }]);
+  });
+
+  it('starts each step just in time: a model faster than its fps keeps about one frame queued, not bufferSize', async () => {
+    const aheadAtGenerate: number[] = [];
+    let produced = 0;
+    const sink = new RecordingSink();
+    const enough = deferred();
+    @reactorApp({ output: Out, fps: 40, bufferSize: 8 })
+    class App extends ReactorApp<InputState, InputState, Out> {
+      generate(): Out {
+        aheadAtGenerate.push(produced - sink.frames.length);
+        produced += 1;
+        if (aheadAtGenerate.length === 30) enough.resolve();
+        return new Out({ main: new Frames(rgbFrames(1, 2, 2), [1, 2, 2, 3]) });
+      }
+    }
+    const host = start(App);
+    await host.load();
+    host.connect(sink);
+    await enough.promise;
+    // Running ahead, the model would have 8 frames queued by now; held to its due times it has
+    // at most the one frame still playing when it makes the next (fewer if timers run late).
+    expect(Math.max(...aheadAtGenerate.slice(3))).toBeLessThanOrEqual(1);
+    expect(sink.frames.map((f) => f.seq)).toEqual(sink.frames.map((_, i) => i));
+  });
+
+  it('pacing ahead: flush releases a producer blocked on a full buffer and tells clients to cut', async () => {
     let calls = 0;
     const third = deferred();
-    @reactorApp({ output: Out, fps: 0.2, bufferSize: 2 }) // one frame every 5 s
+    @reactorApp({ output: Out, fps: 0.2, bufferSize: 2, pacing: 'ahead' }) // one frame every 5 s, the model running ahead
     class App extends ReactorApp<InputState, InputState, Out> {
       generate(): Out {
         calls++;
