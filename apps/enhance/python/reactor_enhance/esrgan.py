@@ -15,6 +15,14 @@ What is reproduced exactly, layer by layer (``test/torch-backend.test.ts`` compa
   channel ``c·N² + dy·N + dx`` instead, so it is not used: the channels are split as
   ``[N, N, C]`` and permuted, which is depth-to-space's own order.
 - ``MultiplyBeta``: times ``beta`` (0.2, from the layer config as in the files).
+
+On CPU every convolution runs oneDNN's kernel (``torch.mkldnn_convolution``), whatever the batch.
+``Conv2d`` would pick it by shape: PyTorch 1.13 runs a float32 3x3 convolution on its own
+im2col + GEMM kernel when the batch is 1 and the input has at most 20480 values (its
+``use_mkldnn`` test), else on oneDNN, and the two sum in different orders. A frame upscaled
+alone (a rank's one frame of a step split by frames) then had a byte one level off the same
+frame upscaled in a batch (AVX-512 Xeon, torch 1.13.1); oneDNN's result for a frame depends on
+neither the batch nor the thread count (``docs/decisions.md``).
 """
 
 from __future__ import annotations
@@ -63,6 +71,8 @@ class EsrganGraph(nn.Module):
             raise WeightsCorruptError.for_file(files.files[0].path, files.model, files.scale, "model topology has no layer list")
         self.model = files.model
         self.range = MODEL_RANGE[files.model]
+        # Set by TorchUpscaler on CPU float32: every convolution on oneDNN (see the module doc).
+        self.onednn = False
         self.convs = nn.ModuleDict()
         # (kind, name, inputs, arg) in topological order (Keras lists layers that way).
         self.ops: list[tuple[str, str, list[str], Any]] = []
@@ -152,7 +162,11 @@ class EsrganGraph(nn.Module):
             if kind == "input":
                 y = x
             elif kind == "conv":
-                y = self.convs[name](v[inputs[0]])
+                conv = self.convs[name]
+                if self.onednn:
+                    y = torch.mkldnn_convolution(v[inputs[0]], conv.weight, conv.bias, conv.padding, conv.stride, conv.dilation, conv.groups)
+                else:
+                    y = conv(v[inputs[0]])
             elif kind == "relu":
                 y = F.relu(v[inputs[0]])
             elif kind == "id":
@@ -179,7 +193,8 @@ class TorchUpscaler:
     """One loaded ESRGAN model on a torch device: RGB bytes in, upscaled RGB bytes out, for a band
     of rows of some frames (the same contract as ``Upscaler`` of ``src/upscaler.ts``).
 
-    On CUDA it runs float16 with ``channels_last`` memory; on CPU float32. The byte conversion
+    On CUDA it runs float16 with ``channels_last`` memory; on CPU float32, every convolution on
+    oneDNN whatever the batch (see the module doc). The byte conversion
     (scale, round half to even as tfjs's ``round``, clamp) runs on the device, so the copy back
     moves 3 bytes a pixel.
     """
@@ -192,6 +207,9 @@ class TorchUpscaler:
         self.dtype = torch.float16 if (cuda if half is None else half) else torch.float32
         self.memory_format = torch.channels_last if cuda else torch.contiguous_format
         self.net = EsrganGraph(files).eval().to(self.device, dtype=self.dtype, memory_format=self.memory_format)
+        # CPU float32: one convolution kernel for any batch, so a frame's bytes do not depend on
+        # how many frames share its call (a split by frames is bit-identical to one rank).
+        self.net.onednn = self.device.type == "cpu" and self.dtype == torch.float32 and torch.backends.mkldnn.is_available()
         r = MODEL_RANGE[files.model]
         # Byte -> input value, as the tfjs backend computes it (float64 product, stored as float32).
         lut = np.arange(256, dtype=np.float64) * (1.0 if r == 255 else 1.0 / 255.0)
