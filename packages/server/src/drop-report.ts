@@ -54,9 +54,6 @@ export class DropErrorThrottle<C extends string> {
     const unsent = this.#unsent.get(code) ?? 0;
     this.#unsent.delete(code);
     this.#logger.debug({ track, code }, message);
-    this.#send(
-      code,
-      unsent > 0 ? `${message} (${unsent} more frame${unsent === 1 ? '' : 's'} dropped for this cause since the last such error)` : message,
-    );
+    this.#send(code, unsent > 0 ? `${message} (${unsent} more frame${unsent === 1 ? '' : 's'} dropped for this cause since the last such error)` : message);
   }
 }
