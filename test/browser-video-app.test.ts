@@ -3,44 +3,33 @@
  * generated video plays, a new prompt typed into the generated text box changes the picture,
  * a prompt over 500 characters shows the error next to the control. Saves a screenshot.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chromium, type Browser, type Page } from 'playwright-core';
-import { serve, type ReactorServer } from '@reactor/server';
-import { VideoApp } from '@reactor/app-video';
-import { quiet } from './fixtures/cleanups.js';
+import type { Browser, Page } from 'playwright-core';
+import type { ReactorServer } from '@reactor/server';
+import { launchChromium } from './fixtures/chromium.js';
+import { serveVideoApp, type VideoAppServer } from './fixtures/video-app-server.js';
 
-const executablePath = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
 const artifacts = fileURLToPath(new URL('../test-artifacts/', import.meta.url));
-const weights = fileURLToPath(new URL('../apps/video/weights', import.meta.url));
 
+let app: VideoAppServer | undefined;
 let server: ReactorServer;
-let dir: string | undefined;
 let browser: Browser;
 let page: Page;
 const pageErrors: string[] = [];
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'video-viewer-'));
-  const config = join(dir, 'config.yaml');
-  writeFileSync(config, 'width: 128\nheight: 96\nframesPerChunk: 4\nworldSize: 2\ndevices: cpu\nbackend: wasm\n');
-  server = await serve(VideoApp, { port: 0, gracePeriodMs: 0, logger: quiet, configPath: config, weightsPath: weights });
-  await server.loaded;
-  browser = await chromium.launch({
-    executablePath,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-  });
+  app = await serveVideoApp('video-viewer-', 'width: 128\nheight: 96\nframesPerChunk: 4\nworldSize: 2\ndevices: cpu\nbackend: wasm\n');
+  server = app.server;
+  browser = await launchChromium();
   page = await browser.newPage({ viewport: { width: 1200, height: 700 } });
   page.on('pageerror', (e) => pageErrors.push(e.message));
 }, 60_000);
 
 afterAll(async () => {
   await browser?.close();
-  await server?.close();
-  if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+  await app?.close();
 });
 
 /** Mean RGB over the whole canvas. */
