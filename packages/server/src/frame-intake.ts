@@ -41,6 +41,15 @@ export type InputDropReason =
 
 type FrameErrorCode = Exclude<InputDropReason, 'decode_backlog' | 'not_accepted' | 'disconnected'>;
 
+/** Header and metadata allowance of an inbound frame, beyond its largest payload. */
+const FRAME_OVERHEAD_BYTES = 64 * 1024;
+
+/** The largest binary frame an inbound track may need: RGB24 at its size limit, or one second of PCM. */
+export function frameBytesFor(t: TrackSchema): number {
+  const payload = t.kind === 'audio' ? (t.sampleRate ?? 48_000) * 2 : (t.maxWidth ?? 1920) * (t.maxHeight ?? 1080) * 3;
+  return FRAME_OVERHEAD_BYTES + payload;
+}
+
 /** The `track` label of a frame whose header names no track (bounded label set). */
 const UNKNOWN_TRACK_LABEL = '(unknown)';
 
