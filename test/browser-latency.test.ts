@@ -11,29 +11,25 @@ import { WebSocket } from 'ws';
 import type { Browser, Page } from 'playwright-core';
 import type { ReactorServer } from '@reactor/server';
 import type * as ClientBrowser from '@reactor/client/browser';
-import { launchChromium } from './fixtures/chromium.js';
-import { serveVideoApp, type VideoAppServer } from './fixtures/video-app-server.js';
+import { videoAppInChromium, type VideoAppViewer } from './fixtures/video-app-server.js';
 
 const PROMPTS = 4;
 
-let app: VideoAppServer | undefined;
+let viewer: VideoAppViewer | undefined;
 let server: ReactorServer;
 let browser: Browser;
 let page: Page;
-const pageErrors: string[] = [];
+let pageErrors: string[];
 
 beforeAll(async () => {
-  app = await serveVideoApp('latency-viewer-', 'width: 96\nheight: 64\nframesPerChunk: 4\nworldSize: 1\ndevices: cpu\nbackend: wasm\n');
-  server = app.server;
-  browser = await launchChromium();
-  page = await browser.newPage({ viewport: { width: 1200, height: 760 } });
-  page.on('pageerror', (e) => pageErrors.push(e.message));
+  viewer = await videoAppInChromium('latency-viewer-', 'width: 96\nheight: 64\nframesPerChunk: 4\nworldSize: 1\ndevices: cpu\nbackend: wasm\n', {
+    width: 1200,
+    height: 760,
+  });
+  ({ server, browser, page, pageErrors } = viewer);
 }, 60_000);
 
-afterAll(async () => {
-  await browser?.close();
-  await app?.close();
-});
+afterAll(() => viewer?.close());
 
 const metrics = async (): Promise<string> => (await fetch(`${server.url}/metrics`)).text();
 /** A metric line's value (undefined when the line is absent). */

@@ -6,31 +6,26 @@
 import { mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Browser, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import type { ReactorServer } from '@reactor/server';
-import { launchChromium } from './fixtures/chromium.js';
-import { serveVideoApp, type VideoAppServer } from './fixtures/video-app-server.js';
+import { videoAppInChromium, type VideoAppViewer } from './fixtures/video-app-server.js';
 
 const artifacts = fileURLToPath(new URL('../test-artifacts/', import.meta.url));
 
-let app: VideoAppServer | undefined;
+let viewer: VideoAppViewer | undefined;
 let server: ReactorServer;
-let browser: Browser;
 let page: Page;
-const pageErrors: string[] = [];
+let pageErrors: string[];
 
 beforeAll(async () => {
-  app = await serveVideoApp('video-viewer-', 'width: 128\nheight: 96\nframesPerChunk: 4\nworldSize: 2\ndevices: cpu\nbackend: wasm\n');
-  server = app.server;
-  browser = await launchChromium();
-  page = await browser.newPage({ viewport: { width: 1200, height: 700 } });
-  page.on('pageerror', (e) => pageErrors.push(e.message));
+  viewer = await videoAppInChromium('video-viewer-', 'width: 128\nheight: 96\nframesPerChunk: 4\nworldSize: 2\ndevices: cpu\nbackend: wasm\n', {
+    width: 1200,
+    height: 700,
+  });
+  ({ server, page, pageErrors } = viewer);
 }, 60_000);
 
-afterAll(async () => {
-  await browser?.close();
-  await app?.close();
-});
+afterAll(() => viewer?.close());
 
 /** Mean RGB over the whole canvas. */
 function mean(p: Page): Promise<[number, number, number]> {
