@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, Page } from 'playwright-core';
 import type { ReactorServer } from '@reactor/server';
 import { VIDEO_FPS } from '@reactor/app-video';
+import { canvasMeanRgb as mean, rgbDistance as dist } from './fixtures/canvas.js';
 import { launchWithFakeMedia } from './fixtures/chromium.js';
 import { throttleProxy, type ThrottleProxy } from './fixtures/throttle-proxy.js';
 import { serveVideoApp, type VideoAppServer } from './fixtures/video-app-server.js';
@@ -47,19 +48,6 @@ function videoState(page: Page): Promise<VideoState> {
     };
   });
 }
-
-/** Mean RGB over the whole canvas. */
-function mean(p: Page): Promise<[number, number, number]> {
-  return p.evaluate(() => {
-    const c = document.getElementById('stream') as HTMLCanvasElement;
-    const d = c.getContext('2d')!.getImageData(0, 0, c.width, c.height).data;
-    const s = [0, 0, 0];
-    for (let i = 0; i < d.length; i += 4) for (let k = 0; k < 3; k++) s[k]! += d[i + k]!;
-    const n = d.length / 4;
-    return [s[0]! / n, s[1]! / n, s[2]! / n] as [number, number, number];
-  });
-}
-const dist = (a: number[], b: number[]): number => Math.hypot(...a.map((x, i) => x - b[i]!));
 
 let browser: Browser;
 const pageErrors: string[] = [];

@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import type { ReactorServer } from '@reactor/server';
+import { canvasMeanRgb as mean, rgbDistance as dist } from './fixtures/canvas.js';
 import { videoAppInChromium, type VideoAppViewer } from './fixtures/video-app-server.js';
 
 const artifacts = fileURLToPath(new URL('../test-artifacts/', import.meta.url));
@@ -26,19 +27,6 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(() => viewer?.close());
-
-/** Mean RGB over the whole canvas. */
-function mean(p: Page): Promise<[number, number, number]> {
-  return p.evaluate(() => {
-    const c = document.getElementById('stream') as HTMLCanvasElement;
-    const d = c.getContext('2d')!.getImageData(0, 0, c.width, c.height).data;
-    const s = [0, 0, 0];
-    for (let i = 0; i < d.length; i += 4) for (let k = 0; k < 3; k++) s[k]! += d[i + k]!;
-    const n = d.length / 4;
-    return [s[0]! / n, s[1]! / n, s[2]! / n] as [number, number, number];
-  });
-}
-const dist = (a: number[], b: number[]) => Math.hypot(...a.map((x, i) => x - b[i]!));
 
 describe('viewer in Chromium, sample video app', () => {
   it('plays the generated video, follows a new prompt, and shows an invalid prompt error', async () => {
