@@ -25,6 +25,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { scrapeMetrics } from './lib/metrics-text.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const W = 1280;
@@ -121,8 +122,7 @@ if (process.argv[2] === '--serve') {
       const fps = (frames - f0) / secs;
       let ringBytes = 0;
       if (mode === 'on') {
-        const metrics = await (await fetch(`${url}/metrics`)).text();
-        ringBytes = Number(/^reactor_clip_ring_bytes (\d+)/m.exec(metrics)?.[1] ?? 0);
+        ringBytes = (await scrapeMetrics(url)).get('reactor_clip_ring_bytes') ?? 0;
       }
       const result = { cores, rss: median(rss), fps, ringBytes };
       if (latency) {

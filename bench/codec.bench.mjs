@@ -28,6 +28,7 @@ import { VideoWorker } from '../apps/video/dist/video-worker.js';
 import { Frames, Output, ReactorApp, Video, reactorApp } from '../packages/runtime/dist/index.js';
 import { serve, webCodecsEncoderFactory } from '../packages/server/dist/index.js';
 import { FrameEncoding, decodeFrame } from '../packages/client/dist/index.js';
+import { scrapeMetrics, seriesOf } from './lib/metrics-text.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const serverRequire = createRequire(join(here, '..', 'packages', 'server', 'package.json'));
@@ -298,10 +299,7 @@ async function addViewer() {
   viewers.push(v);
   await new Promise((r) => ws.once('open', r));
 }
-const metric = async (name) => {
-  const text = await (await fetch(`${server.url}/metrics`)).text();
-  return Number(new RegExp(`^${name}\\{[^}]*\\} ([0-9.e+-]+)$`, 'm').exec(text)?.[1] ?? 0);
-};
+const metric = async (name) => seriesOf(await scrapeMetrics(server.url), name)[0]?.[1] ?? 0;
 async function phase(n) {
   while (viewers.length < n) await addViewer();
   await new Promise((r) => setTimeout(r, 2000)); // warm-up: every viewer at its first key frame

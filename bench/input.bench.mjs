@@ -21,6 +21,7 @@ import { Frames, Input, Output, ReactorApp, Video, reactorApp, trackPublished, A
 import { serveHost } from '../packages/server/dist/index.js';
 import { FrameEncoding, encodeFrameHeader } from '../packages/client/dist/index.js';
 import { WebSocket } from '../packages/server/node_modules/ws/wrapper.mjs';
+import { parseMetrics, seriesOf } from './lib/metrics-text.mjs';
 
 const W = 640;
 const H = 480;
@@ -200,15 +201,10 @@ async function server() {
 }
 
 async function decodeStats(server) {
-  const text = await server.metrics.registry.metrics();
-  const sum = Number(/^reactor_input_decode_seconds_sum (\S+)$/m.exec(text)?.[1] ?? 0);
-  const count = Number(/^reactor_input_decode_seconds_count (\S+)$/m.exec(text)?.[1] ?? 0);
-  return { sum, count };
+  const metrics = parseMetrics(await server.metrics.registry.metrics());
+  return { sum: metrics.get('reactor_input_decode_seconds_sum') ?? 0, count: metrics.get('reactor_input_decode_seconds_count') ?? 0 };
 }
 
 async function droppedTotal(server) {
-  const text = await server.metrics.registry.metrics();
-  let n = 0;
-  for (const m of text.matchAll(/^reactor_input_frames_dropped_total\{[^}]*\} (\S+)$/gm)) n += Number(m[1]);
-  return n;
+  return seriesOf(parseMetrics(await server.metrics.registry.metrics()), 'reactor_input_frames_dropped_total').reduce((n, [, v]) => n + v, 0);
 }

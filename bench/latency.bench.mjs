@@ -22,6 +22,7 @@ import { connect, LatencyTracker } from '../packages/client/dist/index.js';
 import { parseClientMessage } from '../packages/protocol/dist/index.js';
 import { VideoApp } from '../apps/video/dist/index.js';
 import { WebSocket } from '../packages/server/node_modules/ws/wrapper.mjs';
+import { scrapeMetrics as scrape } from './lib/metrics-text.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const weightsPath = join(here, '..', 'apps', 'video', 'weights');
@@ -40,18 +41,6 @@ const r5 = (x) => Math.round(x * 1e5) / 1e5;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const percentile = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
-
-/** Prometheus text -> Map of "name{labels}" -> value. */
-async function scrape(url) {
-  const text = await (await fetch(`${url}/metrics`)).text();
-  const out = new Map();
-  for (const line of text.split('\n')) {
-    if (line.startsWith('#') || line === '') continue;
-    const i = line.lastIndexOf(' ');
-    out.set(line.slice(0, i), Number(line.slice(i + 1)));
-  }
-  return out;
-}
 
 const dir = mkdtempSync(join(tmpdir(), 'latency-bench-'));
 const configPath = join(dir, 'config.yaml');

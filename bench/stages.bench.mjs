@@ -21,6 +21,7 @@ import { WebSocket } from 'ws';
 import { connect } from '../packages/client/dist/index.js';
 import { DistributedRunner, RUNNER_CALL_CHANNEL } from '../packages/distributed/dist/index.js';
 import { BenchWorker } from '../packages/distributed/test/fixtures/bench.mjs';
+import { scrapeMetrics } from './lib/metrics-text.mjs';
 
 const rounds = Number(process.env.STAGES_BENCH_ROUNDS ?? 3);
 const iters = Number(process.env.STAGES_BENCH_ITERS ?? 2000);
@@ -111,7 +112,7 @@ try {
     });
     const base = new URL(url).origin;
     const client = await connect(url, { WebSocket, reconnect: false });
-    const scrape = async () => parseStages(await (await fetch(`${base}/metrics`)).text());
+    const scrape = async () => parseStages(await scrapeMetrics(base));
     await new Promise((r) => setTimeout(r, 3000)); // warm-up: the first chunks compile kernels
     const before = await scrape();
     await new Promise((r) => setTimeout(r, seconds * 1000));
@@ -143,13 +144,13 @@ try {
   rmSync(dir, { recursive: true, force: true });
 }
 
-function parseStages(text) {
+function parseStages(metrics) {
   const out = {};
-  for (const line of text.split('\n')) {
-    const m = /^reactor_step_stage_seconds_(sum|count)\{stage="(\w+)"\} (\S+)$/.exec(line);
+  for (const [key, value] of metrics) {
+    const m = /^reactor_step_stage_seconds_(sum|count)\{stage="(\w+)"\}$/.exec(key);
     if (!m) continue;
     out[m[2]] ??= { sum: 0, count: 0 };
-    out[m[2]][m[1]] = Number(m[3]);
+    out[m[2]][m[1]] = value;
   }
   return out;
 }

@@ -6,19 +6,15 @@
  * bandwidth-limited proxy moves down a tier and keeps playing; a browser without WebCodecs still
  * plays JPEG.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, Page } from 'playwright-core';
-import { serve, type ReactorServer } from '@reactor/server';
-import { VIDEO_FPS, VideoApp } from '@reactor/app-video';
-import { quiet } from './fixtures/cleanups.js';
+import type { ReactorServer } from '@reactor/server';
+import { VIDEO_FPS } from '@reactor/app-video';
+import { canvasMeanRgb as mean, rgbDistance as dist } from './fixtures/canvas.js';
 import { launchWithFakeMedia } from './fixtures/chromium.js';
 import { throttleProxy, type ThrottleProxy } from './fixtures/throttle-proxy.js';
+import { serveVideoApp, type VideoAppServer } from './fixtures/video-app-server.js';
 
-const weights = fileURLToPath(new URL('../apps/video/weights', import.meta.url));
 /** The server's default (60 frames: 2.5 s at the app's 24 fps). */
 const KEY_FRAME_INTERVAL = 60;
 
@@ -53,19 +49,6 @@ function videoState(page: Page): Promise<VideoState> {
   });
 }
 
-/** Mean RGB over the whole canvas. */
-function mean(p: Page): Promise<[number, number, number]> {
-  return p.evaluate(() => {
-    const c = document.getElementById('stream') as HTMLCanvasElement;
-    const d = c.getContext('2d')!.getImageData(0, 0, c.width, c.height).data;
-    const s = [0, 0, 0];
-    for (let i = 0; i < d.length; i += 4) for (let k = 0; k < 3; k++) s[k]! += d[i + k]!;
-    const n = d.length / 4;
-    return [s[0]! / n, s[1]! / n, s[2]! / n] as [number, number, number];
-  });
-}
-const dist = (a: number[], b: number[]): number => Math.hypot(...a.map((x, i) => x - b[i]!));
-
 let browser: Browser;
 const pageErrors: string[] = [];
 
@@ -98,21 +81,13 @@ async function waitForCodec(page: Page, codec: string, frames = 5): Promise<void
 
 for (const codec of ['h264', 'vp8'] as const) {
   describe(`viewer in Chromium, sample video app, ${codec}`, () => {
+    let app: VideoAppServer | undefined;
     let server: ReactorServer;
-    let dir: string;
     let page: Page;
     const encoding = codec === 'h264' ? 3 : 4;
 
     beforeAll(async () => {
-      dir = mkdtempSync(join(tmpdir(), `codec-viewer-${codec}-`));
-      const config = join(dir, 'config.yaml');
-      writeFileSync(config, 'width: 160\nheight: 96\nframesPerChunk: 4\nworldSize: 2\ndevices: cpu\nbackend: wasm\n');
-      server = await serve(VideoApp, {
-        port: 0,
-        gracePeriodMs: 0,
-        logger: quiet,
-        configPath: config,
-        weightsPath: weights,
+      app = await serveVideoApp(`codec-viewer-${codec}-`, 'width: 160\nheight: 96\nframesPerChunk: 4\nworldSize: 2\ndevices: cpu\nbackend: wasm\n', {
         video: {
           codec,
           keyFrameInterval: KEY_FRAME_INTERVAL,
@@ -124,13 +99,12 @@ for (const codec of ['h264', 'vp8'] as const) {
           ],
         },
       });
-      await server.loaded;
+      server = app.server;
       page = await openViewer(server.url);
     }, 90_000);
 
     afterAll(async () => {
-      await server?.close();
-      rmSync(dir, { recursive: true, force: true });
+      await app?.close();
     });
 
     it(`picks ${codec}, draws every frame once and in order, and shows codec, tier and bitrate`, async () => {

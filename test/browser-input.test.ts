@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, Page } from 'playwright-core';
 import { serve, type ReactorServer } from '@reactor/server';
 import { quiet } from './fixtures/cleanups.js';
+import { canvasMeanRgb as canvasRgb } from './fixtures/canvas.js';
 import { launchWithFakeMedia } from './fixtures/chromium.js';
 import { EFFECT, effectApp, newEffectRecord, solidPng, type EffectRecord } from './fixtures/effect-app.js';
 
@@ -46,18 +47,6 @@ function canvasMean(p: Page): Promise<number> {
     let s = 0;
     for (let i = 0; i < d.length; i += 4) s += d[i]! + d[i + 1]! + d[i + 2]!;
     return s / ((d.length / 4) * 3);
-  });
-}
-
-/** Mean RGB over the whole canvas. */
-function canvasRgb(p: Page): Promise<[number, number, number]> {
-  return p.evaluate(() => {
-    const c = document.getElementById('stream') as HTMLCanvasElement;
-    const d = c.getContext('2d')!.getImageData(0, 0, c.width, c.height).data;
-    const s = [0, 0, 0];
-    for (let i = 0; i < d.length; i += 4) for (let k = 0; k < 3; k++) s[k]! += d[i + k]!;
-    const n = d.length / 4;
-    return [s[0]! / n, s[1]! / n, s[2]! / n] as [number, number, number];
   });
 }
 

@@ -6,47 +6,30 @@
  * and transport, with the time to first frame. A client that sends garbage stats is refused and
  * leaves the histograms as they were.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
-import { chromium, type Browser, type Page } from 'playwright-core';
-import { serve, type ReactorServer } from '@reactor/server';
-import { VideoApp } from '@reactor/app-video';
+import type { Browser, Page } from 'playwright-core';
+import type { ReactorServer } from '@reactor/server';
 import type * as ClientBrowser from '@reactor/client/browser';
-import { quiet } from './fixtures/cleanups.js';
+import { videoAppInChromium, type VideoAppViewer } from './fixtures/video-app-server.js';
 
-const executablePath = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
-const weights = fileURLToPath(new URL('../apps/video/weights', import.meta.url));
 const PROMPTS = 4;
 
+let viewer: VideoAppViewer | undefined;
 let server: ReactorServer;
-let dir: string | undefined;
 let browser: Browser;
 let page: Page;
-const pageErrors: string[] = [];
+let pageErrors: string[];
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'latency-viewer-'));
-  const config = join(dir, 'config.yaml');
-  writeFileSync(config, 'width: 96\nheight: 64\nframesPerChunk: 4\nworldSize: 1\ndevices: cpu\nbackend: wasm\n');
-  server = await serve(VideoApp, { port: 0, gracePeriodMs: 0, logger: quiet, configPath: config, weightsPath: weights });
-  await server.loaded;
-  browser = await chromium.launch({
-    executablePath,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  viewer = await videoAppInChromium('latency-viewer-', 'width: 96\nheight: 64\nframesPerChunk: 4\nworldSize: 1\ndevices: cpu\nbackend: wasm\n', {
+    width: 1200,
+    height: 760,
   });
-  page = await browser.newPage({ viewport: { width: 1200, height: 760 } });
-  page.on('pageerror', (e) => pageErrors.push(e.message));
+  ({ server, browser, page, pageErrors } = viewer);
 }, 60_000);
 
-afterAll(async () => {
-  await browser?.close();
-  await server?.close();
-  if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
-});
+afterAll(() => viewer?.close());
 
 const metrics = async (): Promise<string> => (await fetch(`${server.url}/metrics`)).text();
 /** A metric line's value (undefined when the line is absent). */

@@ -3,58 +3,30 @@
  * generated video plays, a new prompt typed into the generated text box changes the picture,
  * a prompt over 500 characters shows the error next to the control. Saves a screenshot.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chromium, type Browser, type Page } from 'playwright-core';
-import { serve, type ReactorServer } from '@reactor/server';
-import { VideoApp } from '@reactor/app-video';
-import { quiet } from './fixtures/cleanups.js';
+import type { Page } from 'playwright-core';
+import type { ReactorServer } from '@reactor/server';
+import { canvasMeanRgb as mean, rgbDistance as dist } from './fixtures/canvas.js';
+import { videoAppInChromium, type VideoAppViewer } from './fixtures/video-app-server.js';
 
-const executablePath = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
 const artifacts = fileURLToPath(new URL('../test-artifacts/', import.meta.url));
-const weights = fileURLToPath(new URL('../apps/video/weights', import.meta.url));
 
+let viewer: VideoAppViewer | undefined;
 let server: ReactorServer;
-let dir: string | undefined;
-let browser: Browser;
 let page: Page;
-const pageErrors: string[] = [];
+let pageErrors: string[];
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'video-viewer-'));
-  const config = join(dir, 'config.yaml');
-  writeFileSync(config, 'width: 128\nheight: 96\nframesPerChunk: 4\nworldSize: 2\ndevices: cpu\nbackend: wasm\n');
-  server = await serve(VideoApp, { port: 0, gracePeriodMs: 0, logger: quiet, configPath: config, weightsPath: weights });
-  await server.loaded;
-  browser = await chromium.launch({
-    executablePath,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  viewer = await videoAppInChromium('video-viewer-', 'width: 128\nheight: 96\nframesPerChunk: 4\nworldSize: 2\ndevices: cpu\nbackend: wasm\n', {
+    width: 1200,
+    height: 700,
   });
-  page = await browser.newPage({ viewport: { width: 1200, height: 700 } });
-  page.on('pageerror', (e) => pageErrors.push(e.message));
+  ({ server, page, pageErrors } = viewer);
 }, 60_000);
 
-afterAll(async () => {
-  await browser?.close();
-  await server?.close();
-  if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
-});
-
-/** Mean RGB over the whole canvas. */
-function mean(p: Page): Promise<[number, number, number]> {
-  return p.evaluate(() => {
-    const c = document.getElementById('stream') as HTMLCanvasElement;
-    const d = c.getContext('2d')!.getImageData(0, 0, c.width, c.height).data;
-    const s = [0, 0, 0];
-    for (let i = 0; i < d.length; i += 4) for (let k = 0; k < 3; k++) s[k]! += d[i + k]!;
-    const n = d.length / 4;
-    return [s[0]! / n, s[1]! / n, s[2]! / n] as [number, number, number];
-  });
-}
-const dist = (a: number[], b: number[]) => Math.hypot(...a.map((x, i) => x - b[i]!));
+afterAll(() => viewer?.close());
 
 describe('viewer in Chromium, sample video app', () => {
   it('plays the generated video, follows a new prompt, and shows an invalid prompt error', async () => {

@@ -1,15 +1,15 @@
 import { mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import 'reflect-metadata';
 import { IsIn, IsNumber, Max, Min } from 'class-validator';
 import { InputField, InputState, Output, ReactorApp, event, reactorApp } from '@reactor/runtime';
 import { serve, type ReactorServer } from '@reactor/server';
 import { patternApp } from '../packages/server/test/fixtures/pattern-app.js';
 import { quiet } from './fixtures/cleanups.js';
+import { launchChromium } from './fixtures/chromium.js';
 
-const executablePath = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
 const artifacts = fileURLToPath(new URL('../test-artifacts/', import.meta.url));
 
 let server: ReactorServer;
@@ -20,10 +20,7 @@ const pageErrors: string[] = [];
 beforeAll(async () => {
   server = await serve(patternApp({ width: 160, height: 120, fps: 30 }), { port: 0, gracePeriodMs: 0, logger: quiet, token: 'viewer-token' });
   await server.loaded;
-  browser = await chromium.launch({
-    executablePath,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-  });
+  browser = await launchChromium();
   page = await browser.newPage({ viewport: { width: 1200, height: 760 } });
   page.on('pageerror', (e) => pageErrors.push(e.message));
 }, 60_000);

@@ -6,58 +6,32 @@
  * within one key-frame interval, the soundtrack arrives as Opus, `rtc_close` brings media back
  * to the WebSocket, and the peer connection and its UDP sockets are gone once the client leaves.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chromium, type Browser, type Page } from 'playwright-core';
-import { serve, type ReactorServer } from '@reactor/server';
-import { VideoApp } from '@reactor/app-video';
-import { quiet } from './fixtures/cleanups.js';
+import type { Browser, Page } from 'playwright-core';
+import type { ReactorServer } from '@reactor/server';
+import { launchChromium } from './fixtures/chromium.js';
 import { RTC_PAGE_SCRIPT, type RtcPageWindow } from './fixtures/rtc-page.js';
+import { serveVideoApp, type VideoAppServer } from './fixtures/video-app-server.js';
 
-const executablePath = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
-const weights = fileURLToPath(new URL('../apps/video/weights', import.meta.url));
 const KEY_FRAME_INTERVAL = 30;
 
+let app: VideoAppServer | undefined;
 let server: ReactorServer;
-let dir: string | undefined;
 let browser: Browser;
 const pageErrors: string[] = [];
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'webrtc-'));
-  const config = join(dir, 'config.yaml');
-  writeFileSync(config, 'width: 160\nheight: 96\nframesPerChunk: 4\nworldSize: 1\ndevices: cpu\nbackend: wasm\n');
-  server = await serve(VideoApp, {
-    port: 0,
+  app = await serveVideoApp('webrtc-', 'width: 160\nheight: 96\nframesPerChunk: 4\nworldSize: 1\ndevices: cpu\nbackend: wasm\n', {
     gracePeriodMs: 60_000,
-    logger: quiet,
-    configPath: config,
-    weightsPath: weights,
     video: { codec: 'h264', keyFrameInterval: KEY_FRAME_INTERVAL },
   });
-  await server.loaded;
-  browser = await chromium.launch({
-    executablePath,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-      '--no-first-run',
-      '--autoplay-policy=no-user-gesture-required',
-    ],
-  });
+  server = app.server;
+  browser = await launchChromium(['--autoplay-policy=no-user-gesture-required']);
 }, 60_000);
 
 afterAll(async () => {
   await browser?.close();
-  await server?.close();
-  if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+  await app?.close();
 });
 
 async function openPage(): Promise<Page> {

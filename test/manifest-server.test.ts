@@ -5,15 +5,13 @@
  * limit (`max_message_bytes`) is enforced; an unknown key at any level is refused before anything
  * loads; an empty `--token` is a clear usage error.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { rmSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
+import { cliSync, runCli } from './fixtures/reactor-cli.js';
 import { sampleWorkspace } from './fixtures/sample-workspace.js';
 
-const repo = resolve(import.meta.dirname, '..');
-const cli = join(repo, 'packages/cli/dist/main.js');
 const CONFIG = 'width: 64\nheight: 48\nframesPerChunk: 4\nrolloutChunks: 12\nworldSize: 1\ndevices: cpu\nbackend: wasm\n';
 
 const cleanups: Array<() => unknown> = [];
@@ -27,26 +25,11 @@ function workspace(server: string): string {
   return dir;
 }
 
-/** `reactor run --manifest <dir>/reactor.yaml`: resolves with the viewer URL it prints. */
-function run(dir: string): { child: ChildProcess; url: Promise<URL> } {
-  const child = spawn(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml')], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
-  let err = '';
-  child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-  const url = new Promise<URL>((res, rej) => {
-    let out = '';
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /Viewer: (\S+)/.exec(out);
-      if (m) res(new URL(m[1]!));
-    });
-    child.once('exit', (code) => rej(new Error(`reactor run exited with ${code} before printing the viewer URL:\n${err}`)));
-  });
-  cleanups.push(async () => {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    child.kill('SIGTERM');
-    await new Promise((r) => child.once('exit', r));
-  });
-  return { child, url };
+/** `reactor run --manifest <dir>/reactor.yaml` (`args` after it): resolves with the viewer URL it prints. */
+function run(dir: string, env: Record<string, string> = {}, args: string[] = []): Promise<URL> {
+  const cli = runCli(dir, env, args);
+  cleanups.push(() => cli.stop());
+  return cli.url.then((u) => new URL(u));
 }
 
 function wsUrl(viewer: URL): string {
@@ -70,14 +53,14 @@ function welcome(viewer: URL): Promise<{ ws: WebSocket; msg: Record<string, any>
 describe('reactor run --manifest: every server: key reaches the server', () => {
   it('server.video: the welcome offers the codec and the ladder the manifest names', async () => {
     const dir = workspace('{ port: 0, video: { codec: vp8, tiers: [{ name: solo, scale: 1, bitrate: 900000 }] } }');
-    const { msg } = await welcome(await run(dir).url);
+    const { msg } = await welcome(await run(dir));
     expect(msg['video']?.codecs).toContain('vp8');
     expect(msg['video']?.tiers).toEqual([{ name: 'solo', scale: 1, bitrate: 900_000 }]);
   }, 60_000);
 
   it('a limit (server.max_message_bytes) is enforced: a bigger text message closes the socket with 1009', async () => {
     const dir = workspace('{ port: 0, max_message_bytes: 1024 }');
-    const { ws } = await welcome(await run(dir).url);
+    const { ws } = await welcome(await run(dir));
     const closed = new Promise<number>((r) => ws.once('close', (code) => r(code)));
     ws.send(JSON.stringify({ type: 'command', id: 1, name: 'set_prompt', params: { prompt: 'x'.repeat(2000) } }));
     expect(await closed).toBe(1009);
@@ -92,7 +75,7 @@ describe('reactor run --manifest: every server: key reaches the server', () => {
       ],
     ] as const) {
       const dir = workspace(server);
-      const r = spawnSync(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml')], { encoding: 'utf8', timeout: 30_000 });
+      const r = cliSync(['run', '--manifest', join(dir, 'reactor.yaml')]);
       expect(r.status).toBe(1);
       expect(r.stderr).toContain(bad);
       expect(r.stderr).toContain('[manifest_invalid]');
@@ -102,7 +85,7 @@ describe('reactor run --manifest: every server: key reaches the server', () => {
 
   it('a limit out of the server range is named by its manifest key', () => {
     const dir = workspace('{ port: 0, heartbeat_ms: 1 }');
-    const r = spawnSync(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml')], { encoding: 'utf8', timeout: 30_000 });
+    const r = cliSync(['run', '--manifest', join(dir, 'reactor.yaml')]);
     expect(r.status).toBe(1);
     expect(r.stderr).toContain('server.heartbeat_ms must be an integer from 10 to 3600000, got 1');
   }, 60_000);
@@ -110,22 +93,7 @@ describe('reactor run --manifest: every server: key reaches the server', () => {
   it('--token keeps its text as typed (a number-like token is not turned into a number)', async () => {
     const dir = workspace('{ port: 0 }');
     const token = '00123456789012345678';
-    const child = spawn(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml'), '--token', token], { stdio: ['ignore', 'pipe', 'pipe'] });
-    cleanups.push(async () => {
-      if (child.exitCode === null && child.signalCode === null) {
-        child.kill('SIGTERM');
-        await new Promise((r) => child.once('exit', r));
-      }
-    });
-    const viewer = await new Promise<URL>((res, rej) => {
-      let out = '';
-      child.stdout!.on('data', (d: Buffer) => {
-        out += d.toString();
-        const m = /Viewer: (\S+)/.exec(out);
-        if (m) res(new URL(m[1]!));
-      });
-      child.once('exit', (code) => rej(new Error(`reactor run exited with ${code}`)));
-    });
+    const viewer = await run(dir, {}, ['--token', token]);
     expect(viewer.searchParams.get('token')).toBe(token);
     const { msg } = await welcome(viewer);
     expect(msg['type']).toBe('welcome');
@@ -133,10 +101,7 @@ describe('reactor run --manifest: every server: key reaches the server', () => {
 
   it("--host 0.0.0.0 --token '' is a usage error that says what to do, not a TypeError", () => {
     const dir = workspace('{ port: 0 }');
-    const r = spawnSync(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml'), '--host', '0.0.0.0', '--token', ''], {
-      encoding: 'utf8',
-      timeout: 30_000,
-    });
+    const r = cliSync(['run', '--manifest', join(dir, 'reactor.yaml'), '--host', '0.0.0.0', '--token', '']);
     expect(r.status).toBe(1);
     expect(r.stderr).toContain("--token '': an empty token protects nothing");
     expect(r.stderr).toContain('0.0.0.0 without a token needs --insecure');

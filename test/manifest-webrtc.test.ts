@@ -6,16 +6,14 @@
  * answers `rtc_disabled`; a bad value is named by its manifest key or variable before anything
  * loads.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { rmSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { RTCPeerConnection, RTCRtpCodecParameters, useNACK, usePLI, useREMB } from 'werift';
+import { cliSync, runCli } from './fixtures/reactor-cli.js';
 import { sampleWorkspace } from './fixtures/sample-workspace.js';
 
-const repo = resolve(import.meta.dirname, '..');
-const cli = join(repo, 'packages/cli/dist/main.js');
 const CONFIG = 'width: 64\nheight: 48\nframesPerChunk: 4\nrolloutChunks: 12\nworldSize: 1\ndevices: cpu\nbackend: wasm\n';
 
 const cleanups: Array<() => unknown> = [];
@@ -29,28 +27,11 @@ function workspace(server: string): string {
   return dir;
 }
 
+/** `reactor run --manifest <dir>/reactor.yaml` with `env` added: resolves with the viewer URL it prints. */
 function run(dir: string, env: Record<string, string> = {}): Promise<URL> {
-  const child: ChildProcess = spawn(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml')], {
-    cwd: dir,
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, ...env },
-  });
-  let err = '';
-  child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-  cleanups.push(async () => {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    child.kill('SIGTERM');
-    await new Promise((r) => child.once('exit', r));
-  });
-  return new Promise<URL>((res, rej) => {
-    let out = '';
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /Viewer: (\S+)/.exec(out);
-      if (m) res(new URL(m[1]!));
-    });
-    child.once('exit', (code) => rej(new Error(`reactor run exited with ${code} before printing the viewer URL:\n${err}`)));
-  });
+  const cli = runCli(dir, env);
+  cleanups.push(() => cli.stop());
+  return cli.url.then((u) => new URL(u));
 }
 
 /** Offers recvonly video from werift; collects the server's answer, then its candidates and errors for `ms` more. */
@@ -146,16 +127,12 @@ describe('reactor run --manifest: server.webrtc', () => {
 
   it('names a bad value by its manifest key or environment variable, and serves nothing', () => {
     const dir = workspace('{ port: 0, webrtc: { udp_port_range: [5000, 4000] } }');
-    const r = spawnSync(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml')], { encoding: 'utf8', timeout: 30_000 });
+    const r = cliSync(['run', '--manifest', join(dir, 'reactor.yaml')]);
     expect(r.status).toBe(1);
     expect(r.stdout).not.toContain('Viewer:');
     expect(r.stderr).toContain('server.webrtc.udp_port_range must be [min, max]');
 
-    const e = spawnSync(process.execPath, [cli, 'run', '--manifest', join(workspace('{ port: 0 }'), 'reactor.yaml')], {
-      encoding: 'utf8',
-      timeout: 30_000,
-      env: { ...process.env, REACTOR_WEBRTC_UDP_PORT_RANGE: 'lots' },
-    });
+    const e = cliSync(['run', '--manifest', join(workspace('{ port: 0 }'), 'reactor.yaml')], { REACTOR_WEBRTC_UDP_PORT_RANGE: 'lots' });
     expect(e.status).toBe(1);
     expect(e.stderr).toContain('REACTOR_WEBRTC_UDP_PORT_RANGE="lots" is not a range such as 40000-40100');
   }, 60_000);

@@ -11,7 +11,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { connect, type ReactorClient, type ResumeEvent } from '@reactor/client';
-import { cameraWorkspace, cliSync, removeDir, runCli, type RunningCli } from './fixtures/camera-run.js';
+import { cameraWorkspace, removeDir } from './fixtures/camera-run.js';
+import { cliSync, runCli, type RunningCli } from './fixtures/reactor-cli.js';
 
 const SECRET = 'an-hmac-secret-for-the-resume-tests-0123456789';
 const GRACE_MS = 2000;

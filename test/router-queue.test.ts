@@ -292,7 +292,7 @@ describe('router: API key and instance tokens', () => {
 describe('reactor route with --api-key and REACTOR_AUTH_SECRET', () => {
   it('serves the queue and mints instance tokens, as a user starts it', async () => {
     const { spawn } = await import('node:child_process');
-    const { CLI } = await import('./fixtures/camera-run.js');
+    const { CLI } = await import('./fixtures/reactor-cli.js');
     const cluster = new FakeAgonesCluster();
     cluster.addServer('reactor-0', '10.0.0.1', 7000);
     cluster.setState('reactor-0', 'Ready');

@@ -13,7 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { SignJWT, exportJWK } from 'jose';
 import { connect, type ReactorClient } from '@reactor/client';
-import { cameraWorkspace, cliSync, removeDir, runCli, type RunningCli } from './fixtures/camera-run.js';
+import { cameraWorkspace, removeDir } from './fixtures/camera-run.js';
+import { cliSync, runCli, type RunningCli } from './fixtures/reactor-cli.js';
 
 const SECRET = 'an-hmac-secret-for-the-token-tests-0123456789';
 const STATIC = 'static-token-0123456789';

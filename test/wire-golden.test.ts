@@ -31,7 +31,6 @@
  * - `http`: status, the headers a client reads, and the body of a few HTTP answers;
  * - `pong`, `close`: the WebSocket ping answer and the close handshake.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -39,10 +38,10 @@ import { fileURLToPath } from 'node:url';
 import { deflateSync, crc32 } from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
+import { runCli } from './fixtures/reactor-cli.js';
 import { sampleWorkspace } from './fixtures/sample-workspace.js';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const cli = join(repo, 'packages/cli/dist/main.js');
 const goldenFile = join(repo, 'test/fixtures/wire-golden/session.jsonl');
 const RECORD = process.env['RECORD_WIRE'] === '1';
 const TOKEN = 'wire-golden-token-0123456789';
@@ -108,34 +107,6 @@ function png(width: number, height: number, rgb: [number, number, number]): Buff
   ihdr.writeUInt32BE(height, 4);
   ihdr.set([8, 2, 0, 0, 0], 8);
   return Buffer.concat([Buffer.from([137, 80, 78, 71, 13, 10, 26, 10]), chunk('IHDR', ihdr), chunk('IDAT', deflateSync(raw)), chunk('IEND', Buffer.alloc(0))]);
-}
-
-function startCli(dir: string): { child: ChildProcess; url: Promise<URL>; stderr: () => string } {
-  const child = spawn(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml'), '--token', TOKEN], {
-    cwd: dir,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let err = '';
-  child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-  const url = new Promise<URL>((res, rej) => {
-    let out = '';
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /Viewer: (\S+)/.exec(out);
-      if (m) res(new URL(m[1]!));
-    });
-    child.once('exit', (code) => rej(new Error(`reactor run exited with ${code} before printing the viewer URL:\n${err}`)));
-  });
-  cleanups.push(
-    () =>
-      new Promise<void>((done) => {
-        if (child.exitCode !== null || child.signalCode !== null) return done();
-        child.once('exit', () => done());
-        child.kill('SIGTERM');
-        setTimeout(() => child.kill('SIGKILL'), 10_000).unref();
-      }),
-  );
-  return { child, url, stderr: () => err };
 }
 
 type Line = Record<string, unknown>;
@@ -288,8 +259,9 @@ describe('the wire format of a recorded sample-app session', () => {
       server: `{ port: 0, encoding: jpeg, video: { codec: h264, key_frame_interval: ${KEY_FRAME_INTERVAL}, tiers: [{ name: full, scale: 1, bitrate: 200000 }, { name: half, scale: 0.5, bitrate: 100000 }] } }`,
     });
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-    const { url } = startCli(dir);
-    const base = new URL('/', await url);
+    const cli = runCli(dir, {}, ['--token', TOKEN]);
+    cleanups.push(() => cli.stop());
+    const base = new URL('/', await cli.url);
     const rec = new Recorder();
 
     // HTTP, before any client.

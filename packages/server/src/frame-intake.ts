@@ -14,16 +14,13 @@ import type { RawData } from 'ws';
 import { FrameEncoding, decodeFrame, type DecodedFrame, type TrackSchema } from '@reactor/protocol';
 import type { Logger } from '@reactor/log';
 import type { ClientHandle, InboundFrame } from '@reactor/runtime';
+import { DropErrorThrottle, rateBurst, refill, type TokenBucket } from './drop-report.js';
 import { ServerErrorCode } from './errors.js';
 import { jpegSize, type FrameDecoder } from './frame-decoder.js';
 import type { ServerMetrics } from './metrics.js';
 
 /** Frames of one track that may wait for delivery (decoding, or decoded behind an earlier one still decoding). */
 export const MAX_FRAMES_PENDING_PER_TRACK = 3;
-/** Shortest interval between two errors of the same cause to one client, ms. */
-export const FRAME_ERROR_INTERVAL_MS = 1000;
-/** Burst of a track's rate limit, in seconds of its `maxFps`: a publisher may catch up this much after a stall. */
-export const FRAME_RATE_BURST_SECONDS = 0.25;
 
 /** Why an inbound frame was dropped: a frame error code, or one of the intake's own reasons. */
 export type InputDropReason =
@@ -43,6 +40,15 @@ export type InputDropReason =
   | 'disconnected';
 
 type FrameErrorCode = Exclude<InputDropReason, 'decode_backlog' | 'not_accepted' | 'disconnected'>;
+
+/** Header and metadata allowance of an inbound frame, beyond its largest payload. */
+const FRAME_OVERHEAD_BYTES = 64 * 1024;
+
+/** The largest binary frame an inbound track may need: RGB24 at its size limit, or one second of PCM. */
+export function frameBytesFor(t: TrackSchema): number {
+  const payload = t.kind === 'audio' ? (t.sampleRate ?? 48_000) * 2 : (t.maxWidth ?? 1920) * (t.maxHeight ?? 1080) * 3;
+  return FRAME_OVERHEAD_BYTES + payload;
+}
 
 /** The `track` label of a frame whose header names no track (bounded label set). */
 const UNKNOWN_TRACK_LABEL = '(unknown)';
@@ -79,8 +85,7 @@ interface Pending {
 /** One inbound track as one connection sends it: its rate bucket and its frames waiting for delivery. */
 interface TrackIntake {
   readonly schema: TrackSchema;
-  tokens: number;
-  tokensAt: number;
+  readonly bucket: TokenBucket;
   readonly queue: Pending[];
 }
 
@@ -88,8 +93,7 @@ interface TrackIntake {
 export class FrameIntake {
   readonly #ctx: FrameIntakeContext;
   readonly #tracks = new Map<number, TrackIntake>();
-  readonly #lastError = new Map<FrameErrorCode, number>();
-  readonly #unsentErrors = new Map<FrameErrorCode, number>();
+  readonly #errors: DropErrorThrottle<FrameErrorCode>;
   #closed = false;
   #received = 0;
   #accepted = 0;
@@ -98,6 +102,7 @@ export class FrameIntake {
 
   constructor(ctx: FrameIntakeContext) {
     this.#ctx = ctx;
+    this.#errors = new DropErrorThrottle(ctx.logger, (code, message) => ctx.sendError(code, message));
   }
 
   /** A snapshot of the counters. */
@@ -155,7 +160,7 @@ export class FrameIntake {
         `frame encoding ${f.encoding} does not fit ${schema.kind} track "${name}": ${video ? 'send JPEG (0) or RGB24 (1)' : 'send PCM s16le (2)'}`,
       );
     }
-    const track = this.#track(f.track, schema, receivedAtMs);
+    const track = this.#track(f.track, schema);
     if (!takeToken(track, receivedAtMs)) {
       return this.#refuse(
         name,
@@ -245,10 +250,10 @@ export class FrameIntake {
     }
   }
 
-  #track(index: number, schema: TrackSchema, now: number): TrackIntake {
+  #track(index: number, schema: TrackSchema): TrackIntake {
     let t = this.#tracks.get(index);
     if (!t) {
-      t = { schema, tokens: burst(schema), tokensAt: now, queue: [] };
+      t = { schema, bucket: { tokens: rateBurst(schema.maxFps), at: undefined }, queue: [] };
       this.#tracks.set(index, t);
     }
     return t;
@@ -267,34 +272,14 @@ export class FrameIntake {
   /** Drops a frame: counted, and the client told unless it was told of this cause less than a second ago. */
   #refuse(track: string, code: FrameErrorCode, message: string, reason: InputDropReason = code): void {
     this.#count(track, reason, 1);
-    const now = performance.now();
-    const last = this.#lastError.get(code);
-    if (last !== undefined && now - last < FRAME_ERROR_INTERVAL_MS) {
-      this.#unsentErrors.set(code, (this.#unsentErrors.get(code) ?? 0) + 1);
-      return;
-    }
-    this.#lastError.set(code, now);
-    const unsent = this.#unsentErrors.get(code) ?? 0;
-    this.#unsentErrors.delete(code);
-    this.#ctx.logger.debug({ track, code }, message);
-    this.#ctx.sendError(
-      code,
-      unsent > 0 ? `${message} (${unsent} more frame${unsent === 1 ? '' : 's'} dropped for this cause since the last such error)` : message,
-    );
+    this.#errors.report(track, code, message);
   }
-}
-
-function burst(schema: TrackSchema): number {
-  return Math.max(1, Math.ceil((schema.maxFps ?? 1) * FRAME_RATE_BURST_SECONDS));
 }
 
 /** The track's token bucket: `maxFps` tokens a second, up to its burst; a frame takes one. */
 function takeToken(t: TrackIntake, now: number): boolean {
-  const rate = t.schema.maxFps ?? Infinity;
-  t.tokens = Math.min(burst(t.schema), t.tokens + ((now - t.tokensAt) / 1000) * rate);
-  t.tokensAt = now;
-  if (t.tokens < 1) return false;
-  t.tokens -= 1;
+  if (refill(t.bucket, now, t.schema.maxFps ?? Infinity, rateBurst(t.schema.maxFps)) < 1) return false;
+  t.bucket.tokens -= 1;
   return true;
 }
 

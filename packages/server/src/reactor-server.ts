@@ -8,9 +8,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
-import type { StatsMessage, TrackSchema } from '@reactor/protocol';
 import type { Logger } from '@reactor/log';
-import { type Readiness, ReadinessCode } from '@reactor/runtime';
+import type { Readiness } from '@reactor/runtime';
 import { authorize, type AccessDenial, type AccessPolicy } from './auth.js';
 import type { Grant } from './tokens.js';
 import { ServerErrorCode } from './errors.js';
@@ -18,6 +17,7 @@ import { ClientConnection, type ConnectionInfo } from './connection.js';
 import { DashboardSampler, dashboardClient } from './dashboard.js';
 import { DashboardEvents } from './dashboard-events.js';
 import { FrameDecoder } from './frame-decoder.js';
+import { frameBytesFor } from './frame-intake.js';
 import { FrameEncoder } from './frame-encoder.js';
 import { decodeImage } from './image-decoder.js';
 import { ServerMetrics } from './metrics.js';
@@ -31,9 +31,11 @@ import { VideoStreams, type VideoEncoderInfo } from './video-streams.js';
 import { RecordingService } from './recording-service.js';
 import { ViewerAssets } from './static-assets.js';
 import { parseTarget, sendError, writeHttpError, type RouteTable } from './http.js';
-import { type HealthReport, type ServableHost, type StepSample, loadProgressOf } from './servable-host.js';
+import { type HealthReport, type ServableHost, loadProgressOf } from './servable-host.js';
+import { healthOf, readinessOf } from './server-health.js';
 import { answerClientError, notFound, serverRoutes, type ServerRoute } from './server-routes.js';
 import { SessionKeeper } from './session-keeper.js';
+import { StepMetrics } from './step-metrics.js';
 import { UploadRoutes } from './upload-routes.js';
 
 export type { ServableHost, StepSample, HealthReport } from './servable-host.js';
@@ -73,7 +75,7 @@ export class ReactorServer {
   #closing: Promise<void> | undefined;
   #offStep: (() => void) | undefined;
   #port = 0;
-  #statsSteps = 0;
+  readonly #steps: StepMetrics;
   #instance: string | undefined;
   /** Session limits and resume holds. */
   readonly #sessions: SessionKeeper;
@@ -184,9 +186,10 @@ export class ReactorServer {
       handleProtocols: () => false,
       allowSynchronousEvents: false,
     });
-    const off = host.onStep?.((s) => this.#observeStep(s));
+    this.#steps = new StepMetrics(this.metrics);
+    const off = host.onStep?.((s) => this.#steps.observeStep(s));
     if (typeof off === 'function') this.#offStep = off;
-    this.metrics.setStepCounter(() => host.counters?.steps ?? this.#statsSteps);
+    this.metrics.setStepCounter(() => host.counters?.steps ?? this.#steps.statsSteps);
     this.metrics.setLoadGauges(
       () => loadProgressOf(host.status),
       () => host.rankGpuBusy?.() ?? [],
@@ -204,34 +207,6 @@ export class ReactorServer {
       ...(o.uploadDir !== undefined ? { dir: o.uploadDir } : {}),
       decodeImage,
     });
-  }
-
-  /** One step's times into `reactor_step_duration_seconds` and `reactor_step_stage_seconds`. */
-  #observeStep(s: StepSample): void {
-    const m = this.metrics;
-    m.stepSeconds.observe(s.elapsedMs / 1000);
-    m.stage.generate.observe(s.elapsedMs / 1000);
-    if (s.processInputMs !== undefined) m.stage.processInput.observe(s.processInputMs / 1000);
-    if (s.processOutputMs !== undefined) m.stage.processOutput.observe(s.processOutputMs / 1000);
-    const r = s.runner;
-    if (r) {
-      m.stage.runnerDispatch.observe(r.dispatchMs / 1000);
-      m.stage.runnerRanks.observe(r.ranksMs / 1000);
-      m.stage.runnerHandback.observe(r.handbackMs / 1000);
-    }
-  }
-
-  /**
-   * Step statistics seen on their way to clients. Without a per-step listener on the host,
-   * each new step of the window is recorded at the window's mean model time.
-   */
-  #onStats(msg: StatsMessage): void {
-    if (msg.steps < this.#statsSteps) this.#statsSteps = 0; // a new session restarted the count
-    const fresh = msg.steps - this.#statsSteps;
-    if (fresh <= 0) return;
-    this.#statsSteps = msg.steps;
-    if (this.#offStep) return;
-    for (let i = 0; i < Math.min(fresh, 10_000); i++) this.metrics.stepSeconds.observe(msg.stepMs / 1000);
   }
 
   /** Starts listening; resolves once the port is bound. */
@@ -320,14 +295,7 @@ export class ReactorServer {
    * every reason.
    */
   health(): HealthReport {
-    const s = this.host.status;
-    const r = this.#readiness();
-    const status = r.ready ? 'ready' : s.state === 'loading' ? 'loading' : s.state === 'failed' ? 'failed' : 'not_ready';
-    const report: HealthReport = { status, ready: r.ready, reasons: r.reasons, session: s.state, clients: s.clients };
-    if (s.sessionId !== undefined) report.sessionId = s.sessionId;
-    if (this.#instance !== undefined) report.instance = this.#instance;
-    if (status === 'failed') report.reason = s.error?.message ?? 'the app failed to load';
-    return report;
+    return healthOf(this.host, this.#readiness(), this.#instance);
   }
 
   /** The access rules of every route and the upgrade. */
@@ -356,16 +324,9 @@ export class ReactorServer {
     return this.#sessions.suspendedClients();
   }
 
-  /** The host's readiness; a host that throws is not ready (and says why). */
+  /** The host's readiness (see `server-health.ts`). */
   #readiness(): Readiness {
-    if (this.#closing) return { ready: false, reasons: [{ code: ReadinessCode.Closing, message: 'the server is shutting down' }] };
-    try {
-      const r = this.host.readiness();
-      return { ready: r.ready && r.reasons.length === 0, reasons: r.reasons };
-    } catch (err) {
-      this.#log.error(`readiness() threw: ${(err as Error)?.stack ?? String(err)}`);
-      return { ready: false, reasons: [{ code: ReadinessCode.ReadinessFailed, message: `readiness() threw: ${(err as Error)?.message ?? String(err)}` }] };
-    }
+    return readinessOf(this.host, this.#closing !== undefined, this.#log);
   }
 
   /**
@@ -480,7 +441,7 @@ export class ReactorServer {
         video: this.#video,
         ...(this.#rtc ? { rtc: this.#rtc } : {}),
         recording: this.#recording,
-        onStats: (m) => this.#onStats(m),
+        onStats: (m) => this.#steps.onStats(m, this.#offStep !== undefined),
         instance: () => this.#instance,
         activity: () => this.#sessions.activity(),
         gone: (c, handle, dropped) => this.#sessions.gone(c, handle, dropped),
@@ -513,15 +474,6 @@ export class ReactorServer {
       ws.close(1011, 'the app could not register this client; see the server log');
     }
   }
-}
-
-/** Header and metadata allowance of an inbound frame, beyond its largest payload. */
-const FRAME_OVERHEAD_BYTES = 64 * 1024;
-
-/** The largest binary frame an inbound track may need: RGB24 at its size limit, or one second of PCM. */
-function frameBytesFor(t: TrackSchema): number {
-  const payload = t.kind === 'audio' ? (t.sampleRate ?? 48_000) * 2 : (t.maxWidth ?? 1920) * (t.maxHeight ?? 1080) * 3;
-  return FRAME_OVERHEAD_BYTES + payload;
 }
 
 /**

@@ -2,13 +2,15 @@
  * What the intakes of WebRTC tracks share with the WebSocket's frame intake: every frame is
  * counted (`reactor_input_frames_*_total{track}`), a dropped one with its reason, and the client
  * is told why in an `error`, at most one per cause per second (the rest are counted and
- * mentioned in the next one), exactly as `frame-intake.ts` does for binary frames.
+ * mentioned in the next one): the token bucket and that error are `drop-report.ts`'s, as for
+ * binary frames in `frame-intake.ts`.
  */
 import type { Logger } from '@reactor/log';
 import type { ClientHandle, InboundFrame } from '@reactor/runtime';
 import type { TrackSchema } from '@reactor/protocol';
 import type { ServerErrorCode } from './errors.js';
-import { FRAME_ERROR_INTERVAL_MS, FRAME_RATE_BURST_SECONDS, type InputDropReason } from './frame-intake.js';
+import { DropErrorThrottle, rateBurst, refill, type TokenBucket } from './drop-report.js';
+import type { InputDropReason } from './frame-intake.js';
 import type { ServerMetrics } from './metrics.js';
 
 /** The error codes a WebRTC track's intake answers with. */
@@ -54,30 +56,17 @@ export interface RtcIntakeInfo {
 /** Arrival bursts a WebRTC track's rate limit allows, in seconds of its `maxFps` (see {@link RtcIntakeReport.takeToken}). */
 export const RTC_WALL_BURST_SECONDS = 2;
 
-interface Bucket {
-  tokens: number;
-  /** The clock's time of the last refill (undefined before the first frame). */
-  at: number | undefined;
-}
-
-/** Refills `b` up to `burst` at `rate` a second for the time since its last refill; returns its tokens. */
-function refill(b: Bucket, now: number, rate: number, burst: number): number {
-  if (b.at !== undefined && now > b.at) b.tokens = Math.min(burst, b.tokens + ((now - b.at) / 1000) * rate);
-  b.at = b.at === undefined ? now : Math.max(b.at, now);
-  return b.tokens;
-}
-
 /** Counting, dropping with a rate-limited error, the track's token bucket, and delivery to the host. */
 export class RtcIntakeReport {
   readonly #ctx: RtcTrackIntakeContext;
-  readonly #lastError = new Map<RtcIntakeErrorCode, number>();
-  readonly #unsent = new Map<RtcIntakeErrorCode, number>();
-  readonly #media: Bucket;
-  readonly #wall: Bucket;
+  readonly #errors: DropErrorThrottle<RtcIntakeErrorCode>;
+  readonly #media: TokenBucket;
+  readonly #wall: TokenBucket;
   readonly counts: Omit<RtcIntakeInfo, 'pending'> = { received: 0, accepted: 0, dropped: 0, keyFramesRequested: 0 };
 
   constructor(ctx: RtcTrackIntakeContext) {
     this.#ctx = ctx;
+    this.#errors = new DropErrorThrottle(ctx.logger, (code, message) => ctx.sendError(code, message));
     this.#media = { tokens: this.#burst(), at: undefined };
     this.#wall = { tokens: this.#burst(), at: undefined };
   }
@@ -102,20 +91,7 @@ export class RtcIntakeReport {
   /** Drops a frame and tells the client why (at most once per cause per second). */
   refuse(code: RtcIntakeErrorCode, message: string, reason: RtcDropReason = code): void {
     this.drop(reason);
-    const now = performance.now();
-    const last = this.#lastError.get(code);
-    if (last !== undefined && now - last < FRAME_ERROR_INTERVAL_MS) {
-      this.#unsent.set(code, (this.#unsent.get(code) ?? 0) + 1);
-      return;
-    }
-    this.#lastError.set(code, now);
-    const unsent = this.#unsent.get(code) ?? 0;
-    this.#unsent.delete(code);
-    this.#ctx.logger.debug({ track: this.track, code }, message);
-    this.#ctx.sendError(
-      code,
-      unsent > 0 ? `${message} (${unsent} more frame${unsent === 1 ? '' : 's'} dropped for this cause since the last such error)` : message,
-    );
+    this.#errors.report(this.track, code, message);
   }
 
   /**
@@ -129,7 +105,7 @@ export class RtcIntakeReport {
   takeToken(mediaMs: number, wallMs = performance.now()): boolean {
     const rate = this.#ctx.schema.maxFps ?? Infinity;
     const media = refill(this.#media, mediaMs, rate, this.#burst());
-    const wall = refill(this.#wall, wallMs, rate, Math.max(1, Math.ceil((this.#ctx.schema.maxFps ?? 1) * RTC_WALL_BURST_SECONDS)));
+    const wall = refill(this.#wall, wallMs, rate, rateBurst(this.#ctx.schema.maxFps, RTC_WALL_BURST_SECONDS));
     if (media < 1 || wall < 1) return false;
     this.#media.tokens -= 1;
     this.#wall.tokens -= 1;
@@ -147,7 +123,7 @@ export class RtcIntakeReport {
   }
 
   #burst(): number {
-    return Math.max(1, Math.ceil((this.#ctx.schema.maxFps ?? 1) * FRAME_RATE_BURST_SECONDS));
+    return rateBurst(this.#ctx.schema.maxFps);
   }
 }
 
