@@ -174,6 +174,14 @@ try {
     serverCpuCores: r2(cpuMs / wall),
     serverCpuMsPerFrame: r2(cpuMs / Math.max(1, played)),
     serverCpuMsPerViewerFrame: r2(cpuMs / Math.max(1, played) / N),
+    // Per frame encoded (all tiers): the same when the encoder keeps up; larger frames-played figures when it does not (frames skipped).
+    serverCpuMsPerFrameEncoded: r2(
+      cpuMs /
+        Math.max(
+          1,
+          [...enc1].reduce((a, [k, n]) => a + n - (enc0.get(k) ?? 0), 0),
+        ),
+    ),
     viewersCpuCores: r2((vcpu * 1000) / wall),
     viewersCpuMsPerFrame: r2((vcpu * 1000) / Math.max(1, played)),
     viewerFpsMin: fps[0],
