@@ -8,13 +8,20 @@
 //                   viewers is the design); the server process's CPU (cores; this process: the
 //                   app, the playout, the encoders, werift's SRTP/RTCP for every peer) and the
 //                   viewers' process's; every viewer's fps of complete frames, min / median / max,
-//                   and how many are at >= 28 fps; kbit/s per viewer.
+//                   and how many are at >= 28 fps; kbit/s per viewer. Load-robust beside the
+//                   wall-clock figures: the server's CPU milliseconds per frame played
+//                   (`serverCpuMsPerFrame`, process.cpuUsage over the window) and that divided by
+//                   the viewers (`serverCpuMsPerViewerFrame`), which do not depend on how many
+//                   frames a starved machine managed to play.
 //
 // The frames are precomputed, image-like and moving (gradients, a moving disc, noise), so the
 // encoder does realistic work. Run after `pnpm build`: node bench/webrtc-fanout.bench.mjs
 // Env: FANOUT_VIEWERS (default 20), FANOUT_MEASURE_MS (default 10000), FANOUT_WARMUP_MS (default
-// 6000: every viewer connected and past its first key frame).
+// 6000: every viewer connected and past its first key frame), FANOUT_CPU_PROF (a directory: the
+// server process's V8 CPU profile of the measured window goes there as a .cpuprofile).
 import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import { cpus, loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -64,14 +71,21 @@ class FanoutApp extends ReactorApp {
 }
 reactorApp({ output: FanoutOutput, fps: FPS, bufferSize: 4, name: 'webrtc-fanout-bench' })(FanoutApp);
 
-/** Encoder calls by tier (its size and bitrate). */
+/** Encoder calls by tier (its size and bitrate); `framesByTier`: the distinct frames they were for, in the measured window. */
 const encodes = new Map();
+const framesByTier = new Map();
+let measuring = false;
 const counting = async (config) => {
   const e = await webCodecsEncoderFactory(config);
   const key = `${config.width}x${config.height}@${Math.round(config.bitrate / 1000)}k`;
   encodes.set(key, encodes.get(key) ?? 0);
+  const count = (ts) => {
+    encodes.set(key, encodes.get(key) + 1);
+    // A frame's timestamp is its pts in µs (one frame every 33 ms); one encoded again would get the next µs, so the same ms.
+    if (measuring) framesByTier.set(key, (framesByTier.get(key) ?? new Set()).add(Math.floor(ts / 1000)));
+  };
   return {
-    encode: (rgb, ts, keyFrame) => (encodes.set(key, encodes.get(key) + 1), e.encode(rgb, ts, keyFrame)),
+    encode: (rgb, ts, keyFrame) => (count(ts), e.encode(rgb, ts, keyFrame)),
     get codecString() {
       return e.codecString;
     },
@@ -84,6 +98,23 @@ await server.loaded;
 const child = spawn(process.execPath, [join(here, 'webrtc-viewers.mjs'), server.wsUrl, String(N)], { stdio: ['pipe', 'pipe', 'inherit'] });
 const lines = createInterface({ input: child.stdout });
 const next = () => new Promise((resolve) => lines.once('line', (l) => resolve(JSON.parse(l))));
+/** The server's counters that explain a viewer's broken frames (from its /metrics registry). */
+const serverCounters = async () => {
+  const out = {};
+  for (const m of await server.metrics.registry.getMetricsAsJSON()) {
+    if (m.name === 'reactor_frames_dropped_total') for (const v of m.values) out[`dropped_${v.labels.reason}`] = v.value;
+    if (m.name === 'reactor_webrtc_nack_packets_total') out.nackedPackets = m.values[0]?.value ?? 0;
+    if (m.name === 'reactor_webrtc_feedback_total') for (const v of m.values) out[`feedback_${v.labels.kind}`] = v.value;
+    if (m.name === 'reactor_webrtc_tier_switches_total') for (const v of m.values) out[`tier_${v.labels.direction}`] = v.value;
+  }
+  return out;
+};
+const delta = (a, b) =>
+  Object.fromEntries(
+    Object.keys(b)
+      .map((k) => [k, b[k] - (a[k] ?? 0)])
+      .filter(([, v]) => v !== 0),
+  );
 const childCpu = () => {
   // utime + stime of the viewers' process, in clock ticks (100 a second on Linux).
   return import('node:fs').then(({ readFileSync }) => {
@@ -94,8 +125,16 @@ const childCpu = () => {
 try {
   await next(); // started
   await new Promise((r) => setTimeout(r, WARMUP_MS));
+  const profiler = process.env.FANOUT_CPU_PROF ? new Session() : undefined;
+  if (profiler) {
+    profiler.connect();
+    await profiler.post('Profiler.enable');
+    await profiler.post('Profiler.start');
+  }
   const played0 = server.host.counters.framesPlayed;
   const enc0 = new Map(encodes);
+  const counters0 = await serverCounters();
+  measuring = true;
   const cpu0 = process.cpuUsage();
   const vcpu0 = await childCpu();
   const t0 = performance.now();
@@ -105,10 +144,22 @@ try {
   const cpu = process.cpuUsage(cpu0);
   const vcpu = (await childCpu()) - vcpu0;
   const played = server.host.counters.framesPlayed - played0;
+  // The encoder calls at the same moment as the frames played (the encoder keeps going while the viewers report).
+  const enc1 = new Map(encodes);
+  measuring = false;
+  const counters = delta(counters0, await serverCounters());
+  if (profiler) {
+    const { profile } = await profiler.post('Profiler.stop');
+    writeFileSync(join(process.env.FANOUT_CPU_PROF, `fanout-server-${Date.now()}.cpuprofile`), JSON.stringify(profile));
+    profiler.disconnect();
+  }
+  const cpuMs = (cpu.user + cpu.system) / 1000;
   child.stdin.write('stop\n');
   const result = await next();
   const fps = result.viewers.map((v) => r2(v.fps)).sort((a, b) => a - b);
-  const perTier = Object.fromEntries([...encodes].map(([k, n]) => [k, r2((n - (enc0.get(k) ?? 0)) / Math.max(1, played))]));
+  const perTier = Object.fromEntries([...enc1].map(([k, n]) => [k, r2((n - (enc0.get(k) ?? 0)) / Math.max(1, played))]));
+  // Calls over the distinct frames they were for (frames played counts also the encoder's backlog at either end of the window).
+  const perFrame = Object.fromEntries([...enc1].map(([k, n]) => [k, r2((n - (enc0.get(k) ?? 0)) / Math.max(1, framesByTier.get(k)?.size ?? 0))]));
   emit({
     bench: 'webrtc.fanout',
     codec: 'h264',
@@ -119,13 +170,31 @@ try {
     connected: result.viewers.filter((v) => v.state === 'connected').length,
     framesPlayedPerSec: r2((played * 1000) / wall),
     encoderCallsPerFramePlayed: perTier,
-    serverCpuCores: r2((cpu.user + cpu.system) / 1000 / wall),
+    encoderCallsPerFrameEncoded: perFrame,
+    serverCpuCores: r2(cpuMs / wall),
+    serverCpuMsPerFrame: r2(cpuMs / Math.max(1, played)),
+    serverCpuMsPerViewerFrame: r2(cpuMs / Math.max(1, played) / N),
+    // Per frame encoded (all tiers): the same when the encoder keeps up; larger frames-played figures when it does not (frames skipped).
+    serverCpuMsPerFrameEncoded: r2(
+      cpuMs /
+        Math.max(
+          1,
+          [...enc1].reduce((a, [k, n]) => a + n - (enc0.get(k) ?? 0), 0),
+        ),
+    ),
     viewersCpuCores: r2((vcpu * 1000) / wall),
+    viewersCpuMsPerFrame: r2((vcpu * 1000) / Math.max(1, played)),
     viewerFpsMin: fps[0],
     viewerFpsMedian: fps[Math.floor(fps.length / 2)],
     viewerFpsMax: fps.at(-1),
     viewersAtLeast28Fps: fps.filter((f) => f >= 28).length,
     brokenFramesTotal: result.viewers.reduce((a, v) => a + v.broken, 0),
+    // Why frames broke: packets the kernel dropped at the viewers' sockets (receive buffer full), sequence gaps and
+    // late (retransmitted or reordered) packets the viewers saw, and the server's drops, NACKs, PLIs and tier moves.
+    viewerUdpDrops: result.udpDrops,
+    viewerSeqGaps: result.viewers.reduce((a, v) => a + v.gaps, 0),
+    viewerLatePackets: result.viewers.reduce((a, v) => a + v.late, 0),
+    server: counters,
     kbpsPerViewerMedian: r2(result.viewers.map((v) => v.kbps).sort((a, b) => a - b)[Math.floor(N / 2)]),
     errors: [...new Set(result.viewers.flatMap((v) => v.errors))].slice(0, 5),
     measureMs: Math.round(wall),

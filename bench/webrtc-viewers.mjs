@@ -5,9 +5,13 @@
 // (rtc_offer -> rtc_answer, rtc_candidate both ways, rtc_state). Each counts the video frames it
 // receives complete (every packet from the first of a frame to its marker, no sequence gap),
 // per second of the measure window, which starts when the parent writes "measure\n" on stdin and
-// ends with "stop\n"; the counts go to stdout as one JSON line.
+// ends with "stop\n"; the counts go to stdout as one JSON line. With them, for the frames that
+// broke in the window: the sequence gaps (packets missing where the next one came), the late
+// packets (older than one already seen: a NACK's retransmission or a reordering), and the
+// datagrams the kernel dropped at this process's UDP sockets (receive buffer full: /proc/net/udp).
 //
 //   node bench/webrtc-viewers.mjs <wsUrl> <viewers>
+import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { createInterface } from 'node:readline';
 import { dirname, join } from 'node:path';
@@ -26,7 +30,7 @@ let measuring = false;
 let measureStart = 0;
 
 function viewer(i) {
-  const v = { i, state: 'new', frames: 0, measured: 0, broken: 0, bytes: 0, firstFrameAt: undefined, errors: [] };
+  const v = { i, state: 'new', frames: 0, measured: 0, broken: 0, gaps: 0, late: 0, bytes: 0, firstFrameAt: undefined, errors: [] };
   const ws = new WebSocket(wsUrl);
   // As Chromium offers: H.264 (constrained baseline, packetization-mode 1) with NACK, PLI and REMB.
   const pc = new RTCPeerConnection({
@@ -69,6 +73,11 @@ function viewer(i) {
     track.onReceiveRtp.subscribe((rtp) => {
       const h = rtp.header;
       if (measuring) v.bytes += rtp.payload.length;
+      if (nextSeq !== undefined && h.sequenceNumber !== nextSeq && measuring) {
+        // Behind the expected one by less than half the sequence space: late; else packets were skipped.
+        if (((nextSeq - h.sequenceNumber) & 0xffff) < 0x8000) v.late++;
+        else v.gaps++;
+      }
       if (ts !== h.timestamp) {
         ts = h.timestamp;
         // A gap where a frame starts: its head (or the last one's tail) was lost; count it broken.
@@ -82,7 +91,7 @@ function viewer(i) {
           v.frames++;
           v.firstFrameAt ??= performance.now();
           if (measuring) v.measured++;
-        } else {
+        } else if (measuring) {
           v.broken++;
         }
         complete = true;
@@ -124,6 +133,34 @@ for (let i = 0; i < N; i++) {
 }
 process.stdout.write(`${JSON.stringify({ started: N })}\n`);
 
+/** Datagrams the kernel dropped at this process's UDP sockets (the `drops` column of /proc/net/udp, by socket inode). */
+function udpDrops() {
+  const mine = new Set();
+  for (const fd of readdirSync('/proc/self/fd')) {
+    try {
+      const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/self/fd/${fd}`));
+      if (m) mine.add(m[1]);
+    } catch {
+      // Closed meanwhile.
+    }
+  }
+  let drops = 0;
+  for (const file of ['/proc/net/udp', '/proc/net/udp6']) {
+    let text = '';
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/);
+      if (f.length > 12 && mine.has(f[9])) drops += Number(f[f.length - 1]);
+    }
+  }
+  return drops;
+}
+let drops0 = 0;
+
 const rl = createInterface({ input: process.stdin });
 rl.on('line', async (line) => {
   if (line === 'status') {
@@ -133,6 +170,7 @@ rl.on('line', async (line) => {
       v.measured = 0;
       v.bytes = 0;
     }
+    drops0 = udpDrops();
     measuring = true;
     measureStart = performance.now();
   } else if (line === 'stop') {
@@ -147,10 +185,13 @@ rl.on('line', async (line) => {
           fps: v.measured / seconds,
           frames: v.frames,
           broken: v.broken,
+          gaps: v.gaps,
+          late: v.late,
           kbps: (v.bytes * 8) / 1000 / seconds,
           errors: v.errors.slice(0, 3),
         })),
         cpuSeconds: (cpu.user + cpu.system) / 1e6,
+        udpDrops: udpDrops() - drops0,
       })}\n`,
     );
     await Promise.allSettled(viewers.map((v) => v.close()));

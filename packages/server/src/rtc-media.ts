@@ -5,8 +5,9 @@
  * Video reuses the WebSocket path's machinery as it is: a {@link ConnectionVideo} of its own
  * (subscribed to the same {@link VideoStreams} encoders, so a frame is encoded once per track and
  * tier whatever the transport of each viewer) gives the encoder of each frame and gates delta
- * frames until a key frame after a join, a loss or a PLI. Frames are packetized here
- * (`rtp-packetize.ts`) with this viewer's own sequence numbers and written to werift's sender,
+ * frames until a key frame after a join, a loss or a PLI. An H.264 frame is packetized once for
+ * every viewer of its encoder (`rtp-packetize.ts`, shared payload buffers); each viewer writes
+ * them with RTP headers of its own (its sequence numbers, its extensions) to werift's sender,
  * which keeps the last 128 packets and answers NACKs from them.
  *
  * Feedback: a PLI asks the shared encoder for a key frame (rate-limited there as
@@ -23,7 +24,7 @@ import type { DropReason, ServerMetrics } from './metrics.js';
 import type { OpusPacket, OpusStreams } from './rtc-audio.js';
 import type { RtcMetrics } from './rtc-metrics.js';
 import { RtcTierController } from './rtc-tier.js';
-import { packetizeH264, packetizeVp8 } from './rtp-packetize.js';
+import { packetizeVp8, sharedH264Payloads } from './rtp-packetize.js';
 import { ConnectionVideo } from './video-sender.js';
 import type { CodedFrame, VideoStreams } from './video-streams.js';
 
@@ -33,6 +34,8 @@ export const FEEDBACK_PER_SECOND = 50;
 const NO_PLAYOUT_DELAY = Buffer.from([0, 0, 0]);
 /** Coded frames of one track waiting for their encoding; a newer one over this drops (as `slow_client`). */
 const MAX_PENDING_FRAMES = 3;
+/** A send werift could not make (the peer is closing): nothing to do, one function for every packet. */
+const ignore = (): undefined => undefined;
 
 /** The werift classes this module builds packets with (loaded lazily with werift). */
 export interface RtpClasses {
@@ -189,19 +192,23 @@ export class RtcMedia {
   #sendVideo(out: VideoOut, frame: OutputFrame, chunk: CodedFrame): void {
     const au = chunk.bytes.subarray(chunk.payloadOffset);
     out.pictureId = (out.pictureId + 1) & 0x7fff;
-    const payloads = this.#o.codec === 'h264' ? packetizeH264(au) : packetizeVp8(au, out.pictureId);
+    // H.264: packetized once for every viewer of the encoder (shared, read-only buffers); VP8's descriptor carries this viewer's PictureID.
+    const payloads = this.#o.codec === 'h264' ? sharedH264Payloads(chunk) : packetizeVp8(au, out.pictureId);
     const timestamp = Math.round(frame.ptsMs * 90) >>> 0;
     const { RtpHeader, RtpPacket } = this.#o.rtp;
+    let bytes = 0;
     payloads.forEach((payload, i) => {
       out.seq = (out.seq + 1) & 0xffff;
+      // This viewer's own header object: werift writes its SSRC into it and keeps it, with the shared payload, to answer NACKs.
       const header = new RtpHeader({ payloadType: 96, sequenceNumber: out.seq, timestamp, marker: i === payloads.length - 1 });
       // Playout delay 0..0 on the first packet of every frame: Chromium renders as soon as it decodes (no smoothing buffer).
       if (out.playoutDelayId !== undefined && i === 0) header.extensions = [{ id: out.playoutDelayId, payload: NO_PLAYOUT_DELAY }];
-      void out.sender.sendRtp(new RtpPacket(header, payload)).catch(() => undefined);
-      this.#stats.packetsSent++;
-      this.#stats.bytesSent += payload.byteLength;
-      this.#tier.sent(payload.byteLength + 12);
+      void out.sender.sendRtp(new RtpPacket(header, payload)).catch(ignore);
+      bytes += payload.byteLength;
     });
+    this.#stats.packetsSent += payloads.length;
+    this.#stats.bytesSent += bytes;
+    this.#tier.sent(bytes + 12 * payloads.length);
     this.#stats.framesSent++;
     this.#o.metrics.framesSent.inc();
     this.#video.sent(au.byteLength);
@@ -218,7 +225,7 @@ export class RtcMedia {
     const { RtpHeader, RtpPacket } = this.#o.rtp;
     out.seq = (out.seq + 1) & 0xffff;
     const header = new RtpHeader({ payloadType: 111, sequenceNumber: out.seq, timestamp: p.timestamp48k >>> 0, marker: false });
-    void out.sender.sendRtp(new RtpPacket(header, Buffer.from(p.data.buffer, p.data.byteOffset, p.data.byteLength))).catch(() => undefined);
+    void out.sender.sendRtp(new RtpPacket(header, Buffer.from(p.data.buffer, p.data.byteOffset, p.data.byteLength))).catch(ignore);
     this.#stats.packetsSent++;
     this.#stats.bytesSent += p.data.byteLength;
     this.#stats.audioSent++;

@@ -3,6 +3,10 @@
  * packetizers). H.264 per RFC 6184 (packetization-mode 1: one NAL unit per packet, FU-A for a
  * NAL unit larger than the MTU); VP8 per RFC 7741 (a payload descriptor with a 15-bit PictureID);
  * Opus per RFC 7587 (one Opus packet per RTP packet, the payload as it is).
+ *
+ * An H.264 frame is packetized once, whatever the number of viewers of its encoder
+ * ({@link sharedH264Payloads}); each viewer only makes its own RTP headers. VP8 payloads carry
+ * the viewer's own PictureID in their descriptor, so they are made per viewer.
  */
 
 /** Largest RTP payload we make: leaves room for the RTP header, extensions, SRTP and a TURN hop under a 1280-byte path MTU. */
@@ -57,6 +61,24 @@ export function packetizeH264(au: Uint8Array, mtu = RTP_MAX_PAYLOAD): Buffer[] {
     }
   }
   return out;
+}
+
+/** The H.264 payloads of each coded frame, keyed by its wire bytes (one object per frame, shared by every client of its encoder). */
+const h264PayloadsOf = new WeakMap<Uint8Array, readonly Buffer[]>();
+
+/**
+ * The RTP payloads of one coded H.264 frame ({@link packetizeH264} of its access unit), made on
+ * the first call and the same array for every later one: every WebRTC viewer of the frame's
+ * encoder sends these buffers. They are read-only (werift keeps them to answer NACKs).
+ * @param frame the frame as the shared encoder made it: its wire message and where the access unit starts in it.
+ */
+export function sharedH264Payloads(frame: { readonly bytes: Uint8Array; readonly payloadOffset: number }): readonly Buffer[] {
+  let payloads = h264PayloadsOf.get(frame.bytes);
+  if (!payloads) {
+    payloads = packetizeH264(frame.bytes.subarray(frame.payloadOffset));
+    h264PayloadsOf.set(frame.bytes, payloads);
+  }
+  return payloads;
 }
 
 /** RTP payloads of one VP8 frame, each with a payload descriptor (X, S on the first, a 15-bit PictureID). */

@@ -1,6 +1,8 @@
 /**
- * The WebRTC transport against a misbehaving peer, with werift as the viewer (a Node
- * RTCPeerConnection over a raw WebSocket, the pattern app in H.264): a flood of PLIs and NACKs
+ * The WebRTC transport with werift as the viewer (a Node RTCPeerConnection over a raw WebSocket,
+ * the pattern app in H.264). Fan-out: two viewers of one encoder get, for every frame, the RTP
+ * payloads of its access unit (packetized once on the server, for both), each under its own SSRC
+ * and its own unbroken sequence numbers. Against a misbehaving peer: a flood of PLIs and NACKs
  * is cut at the viewer's rate and counted, key frames stay rate-limited, the stream goes on; a
  * peer that vanishes without `rtc_close` is found out (`rtc_state failed`, `rtc_peer_lost`) and
  * its media is back on the WebSocket; nothing of it stays open.
@@ -19,16 +21,26 @@ import {
   useREMB,
   type RTCRtpTransceiver,
 } from 'werift';
-import type { ReactorServer } from '../src/index.js';
+import { webCodecsEncoderFactory, type ReactorServer, type VideoEncoderFactory } from '../src/index.js';
+import { packetizeH264 } from '../src/rtp-packetize.js';
 import { usePatternServers } from './pattern-servers.js';
 
 const { start, cleanups } = usePatternServers();
+
+/** One RTP packet as a viewer received it. */
+interface RtpRecord {
+  ssrc: number;
+  seq: number;
+  ts: number;
+  marker: boolean;
+  payload: Buffer;
+}
 
 interface Viewer {
   ws: WebSocket;
   pc: RTCPeerConnection;
   transceiver: RTCRtpTransceiver;
-  rtp: { packets: number; ssrc: number | undefined };
+  rtp: { packets: number; ssrc: number | undefined; log: RtpRecord[] };
   /** Binary frames on the WebSocket; `whileConnected`: those after rtc_state connected and before it ended. */
   binary: { n: number; whileConnected: number };
   states: { state: string; reason?: string }[];
@@ -51,7 +63,7 @@ async function view(server: ReactorServer): Promise<Viewer> {
     ws,
     pc,
     transceiver: pc.addTransceiver('video', { direction: 'recvonly' }),
-    rtp: { packets: 0, ssrc: undefined },
+    rtp: { packets: 0, ssrc: undefined, log: [] },
     binary: { n: 0, whileConnected: 0 },
     states: [],
   };
@@ -59,6 +71,8 @@ async function view(server: ReactorServer): Promise<Viewer> {
     track.onReceiveRtp.subscribe((p) => {
       v.rtp.packets++;
       v.rtp.ssrc = p.header.ssrc;
+      const h = p.header;
+      if (v.rtp.log.length < 5000) v.rtp.log.push({ ssrc: h.ssrc, seq: h.sequenceNumber, ts: h.timestamp, marker: h.marker, payload: Buffer.from(p.payload) });
     });
   });
   pc.onIceCandidate.subscribe((c) => {
@@ -92,6 +106,80 @@ const metric = async (server: ReactorServer, line: RegExp): Promise<number> => {
   const m = new RegExp(`^${line.source} (\\d+(?:\\.\\d+)?)$`, 'm').exec(text);
   return m ? Number(m[1]) : NaN;
 };
+
+/**
+ * A viewer's frames received whole, in arrival order: a frame counts when its first packet
+ * carries on from the previous frame's marker packet (the next sequence number) and every packet
+ * to its own marker follows the one before it with the same timestamp.
+ */
+function wholeFrames(log: readonly RtpRecord[]): { ts: number; payloads: Buffer[] }[] {
+  const frames = [];
+  let cur: RtpRecord[] | undefined;
+  for (const [i, p] of log.entries()) {
+    const prev = log[i - 1];
+    const follows = prev !== undefined && p.seq === ((prev.seq + 1) & 0xffff);
+    if (prev?.marker) cur = follows ? [p] : undefined;
+    else if (cur && follows && p.ts === cur[0]!.ts) cur.push(p);
+    else cur = undefined;
+    if (p.marker && cur) frames.push({ ts: cur[0]!.ts, payloads: cur.map((x) => x.payload) });
+  }
+  return frames;
+}
+
+describe('WebRTC fan-out', () => {
+  it("sends each viewer of one encoder the RTP payloads of every frame's access unit, each under its own SSRC and its own unbroken sequence numbers", async () => {
+    // The access units the shared encoder made, by RTP timestamp (90 kHz, from the encoder's µs).
+    const units = new Map<number, Uint8Array>();
+    let calls = 0;
+    const recording: VideoEncoderFactory = async (config) => {
+      const e = await webCodecsEncoderFactory(config);
+      return {
+        encode: async (rgb, ts, key) => {
+          calls++;
+          const chunk = await e.encode(rgb, ts, key);
+          if (chunk) units.set(Math.round(ts * 0.09) >>> 0, chunk.data);
+          return chunk;
+        },
+        get codecString() {
+          return e.codecString;
+        },
+        close: () => e.close(),
+      };
+    };
+    // 640x360: key frames are larger than one packet, so FU-A fragments are among the payloads.
+    const server = await start({ video: { codec: 'h264', encoderFactory: recording, keyFrameInterval: 10 } }, { width: 640, height: 360 });
+    const a = await view(server);
+    const b = await view(server);
+    const framesOf = (v: Viewer) => wholeFrames(v.rtp.log);
+    await expect.poll(() => Math.min(framesOf(a).length, framesOf(b).length), { timeout: 15_000 }).toBeGreaterThan(30);
+    expect(server.videoEncoders()).toHaveLength(1);
+    const unitAt = (ts: number): Uint8Array | undefined => units.get(ts) ?? units.get((ts - 1) >>> 0) ?? units.get((ts + 1) >>> 0);
+    let fragments = 0;
+    const seen = new Map<number, Buffer[]>();
+    for (const v of [a, b]) {
+      // One SSRC per viewer.
+      expect(new Set(v.rtp.log.map((p) => p.ssrc))).toEqual(new Set([v.rtp.ssrc]));
+      let matched = 0;
+      for (const f of framesOf(v)) {
+        const au = unitAt(f.ts);
+        if (!au) continue;
+        matched++;
+        // The payloads of the frame's access unit, in order (the marker was on the last one): what packetizing it for this viewer alone gives.
+        expect(f.payloads).toEqual(packetizeH264(au));
+        fragments += f.payloads.filter((p) => (p[0]! & 0x1f) === 28).length;
+        const other = seen.get(f.ts);
+        if (other) expect(f.payloads).toEqual(other);
+        else seen.set(f.ts, f.payloads);
+      }
+      // Whole frames chain by sequence number from one frame's marker to the next frame: this viewer's own counter, a packet per number.
+      expect(matched).toBeGreaterThan(20);
+    }
+    expect(a.rtp.ssrc).not.toBe(b.rtp.ssrc);
+    expect(fragments).toBeGreaterThan(0);
+    // Each frame went through the encoder once for both viewers.
+    expect(calls).toBeLessThanOrEqual(units.size + 2);
+  }, 40_000);
+});
 
 describe('WebRTC: a misbehaving peer', () => {
   it('cuts a flood of PLIs and NACKs at the viewer rate, counts it, keeps key frames rate-limited and streams on', async () => {

@@ -1,11 +1,13 @@
 /**
  * The WebRTC transport's pure parts: RTP payloads of H.264 (RFC 6184: single NAL units, FU-A
- * fragments that rebuild the NAL unit) and VP8 (RFC 7741 descriptor), and the tier controller
- * that moves a viewer from its own feedback with hysteresis.
+ * fragments that rebuild the NAL unit; made once per coded frame for every viewer) and VP8
+ * (RFC 7741 descriptor), the tier controller that moves a viewer from its own feedback with
+ * hysteresis, and the RGB -> RGBX copy every coded frame goes through before the encoder.
  */
 import { describe, expect, it } from 'vitest';
-import { annexBNalUnits, packetizeH264, packetizeVp8 } from '../src/rtp-packetize.js';
+import { annexBNalUnits, packetizeH264, packetizeVp8, sharedH264Payloads } from '../src/rtp-packetize.js';
 import { RtcTierController } from '../src/rtc-tier.js';
+import { rgbToRgbx } from '../src/video-encoder.js';
 
 const nal = (type: number, n: number, fill: number): Uint8Array => {
   const b = new Uint8Array(n).fill(fill);
@@ -44,6 +46,21 @@ describe('RTP packetization', () => {
     }
     const rebuilt = Buffer.concat([Buffer.from([(fus[0]![0]! & 0xe0) | (fus[0]![1]! & 0x1f)]), ...fus.map((p) => p.subarray(2))]);
     expect(rebuilt).toEqual(Buffer.from(idr));
+  });
+
+  it('H.264: a coded frame is packetized once; every later call (every other viewer) gets the same buffers, equal to packetizeH264 of its access unit', () => {
+    const au = annexB(nal(7, 12, 1), nal(8, 5, 2), nal(5, 3000, 3));
+    const header = new Uint8Array([9, 9, 9, 9, 9, 9, 9]);
+    const bytes = Buffer.concat([header, au]);
+    const frame = { bytes, payloadOffset: header.length };
+    const first = sharedH264Payloads(frame);
+    expect(first).toEqual(packetizeH264(au));
+    // A second viewer of the frame: the same array of the same buffers, nothing made again.
+    expect(sharedH264Payloads({ ...frame })).toBe(first);
+    // Another frame (its own wire bytes, even with equal content) is packetized on its own.
+    const other = sharedH264Payloads({ bytes: Buffer.from(bytes), payloadOffset: header.length });
+    expect(other).not.toBe(first);
+    expect(other).toEqual(first);
   });
 
   it('VP8: a descriptor with S on the first packet and the 15-bit PictureID on every one', () => {
@@ -94,5 +111,30 @@ describe('RtcTierController', () => {
     }
     expect(up).toMatchObject({ direction: 'up', tier: { name: 'half' } });
     expect(s).toBeGreaterThanOrEqual(10);
+  });
+});
+
+describe('rgbToRgbx', () => {
+  /** The byte-by-byte copy, as the encoder did it before. */
+  const reference = (rgb: Uint8Array): Uint8Array => {
+    const out = new Uint8Array((rgb.length / 3) * 4);
+    for (let i = 0, o = 0; i < rgb.length; i += 3, o += 4) out.set([rgb[i]!, rgb[i + 1]!, rgb[i + 2]!, 255], o);
+    return out;
+  };
+
+  it('writes R, G, B and X = 255 for every pixel: aligned or not, a pixel count that is a multiple of 4 or not, over whatever the buffer held', () => {
+    let seed = 1;
+    const random = (): number => (seed = (seed * 1103515245 + 12345) >>> 0) >>> 24;
+    for (const pixels of [1, 3, 4, 5, 7, 8, 1280 * 3 + 3]) {
+      for (const offset of [0, 1, 4]) {
+        const rgb = new Uint8Array(offset + pixels * 3).subarray(offset);
+        for (let i = 0; i < rgb.length; i++) rgb[i] = random();
+        expect(rgb.byteOffset).toBe(offset);
+        // A staging buffer holding an older frame with X bytes not 255: every byte must be rewritten.
+        const rgbx = new Uint8Array(pixels * 4).fill(7);
+        rgbToRgbx(rgb, rgbx);
+        expect(rgbx, `${pixels} pixels at byte offset ${offset}`).toEqual(reference(rgb));
+      }
+    }
   });
 });
