@@ -28,7 +28,10 @@ const SMALL = { REACTOR_PATTERN_WIDTH: '320', REACTOR_PATTERN_HEIGHT: '180' };
 type ViewerWindow = Window & {
   reactorViewer: {
     framesDrawn: number;
-    client?: { clientId: string; webrtcSetup?: { iceServers: { urls: string | string[]; username?: string; credential?: string }[]; iceTransportPolicy: string } };
+    client?: {
+      clientId: string;
+      webrtcSetup?: { iceServers: { urls: string | string[]; username?: string; credential?: string }[]; iceTransportPolicy: string };
+    };
     transport: { current: string; reason?: string; stats?: { candidates?: { local: string; remote: string } } };
   };
 };
@@ -85,7 +88,10 @@ describe.skipIf(unavailable !== undefined)('the viewer through the TURN server o
     expect(ice.credential).not.toContain(SECRET);
 
     await page.waitForFunction(() => (window as unknown as ViewerWindow).reactorViewer.transport.stats?.candidates !== undefined, null, { timeout: 10_000 });
-    expect(await page.evaluate(() => (window as unknown as ViewerWindow).reactorViewer.transport.stats!.candidates)).toEqual({ local: 'relay', remote: 'relay' });
+    expect(await page.evaluate(() => (window as unknown as ViewerWindow).reactorViewer.transport.stats!.candidates)).toEqual({
+      local: 'relay',
+      remote: 'relay',
+    });
     expect(await page.textContent('#rtc-stats')).toMatch(/ · relay\/relay$/);
     await startMeter(page);
     const m = await measure(page, 2000);
@@ -94,7 +100,10 @@ describe.skipIf(unavailable !== undefined)('the viewer through the TURN server o
   }, 60_000);
 
   it('falls back to the WebSocket when coturn refuses the credential, says why, and keeps no peer connection', async () => {
-    const page = await viewer(`{ ice_servers: [{ urls: "${turn.urls}" }], turn_secret: not-the-secret, ice_transport_policy: relay, connect_timeout_ms: 2000 }`, 'auto');
+    const page = await viewer(
+      `{ ice_servers: [{ urls: "${turn.urls}" }], turn_secret: not-the-secret, ice_transport_policy: relay, connect_timeout_ms: 2000 }`,
+      'auto',
+    );
     await page.waitForFunction(() => (window as unknown as ViewerWindow).reactorViewer.transport?.reason !== undefined, null, { timeout: 20_000 });
     const t = await page.evaluate(() => (window as unknown as ViewerWindow).reactorViewer.transport);
     expect(t.current).toBe('websocket');

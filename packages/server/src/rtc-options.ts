@@ -74,7 +74,9 @@ function checkIceServers(list: unknown, name: string, minted: boolean): IceServe
     }
     if (!isTurn(s)) return;
     if ((s.username === undefined) !== (s.credential === undefined)) {
-      throw new TypeError(`options.webrtc.${name}[${i}] has a ${s.username === undefined ? 'credential' : 'username'} alone: give both, or neither to mint them from options.webrtc.turnSecret`);
+      throw new TypeError(
+        `options.webrtc.${name}[${i}] has a ${s.username === undefined ? 'credential' : 'username'} alone: give both, or neither to mint them from options.webrtc.turnSecret`,
+      );
     }
     if (s.username === undefined && !minted) {
       throw new TypeError(
@@ -96,7 +98,9 @@ export function resolveWebRtcOptions(o: WebRtcOptions | undefined): ResolvedWebR
     throw new TypeError(`options.webrtc.enabled must be true or false, got ${JSON.stringify(w.enabled)}`);
   const secret = w.turnSecret;
   if (secret !== undefined && (typeof secret !== 'string' || secret === '')) {
-    throw new TypeError(`options.webrtc.turnSecret must be a non-empty string (coturn's static-auth-secret), got ${typeof secret === 'string' ? 'an empty string' : typeof secret}`);
+    throw new TypeError(
+      `options.webrtc.turnSecret must be a non-empty string (coturn's static-auth-secret), got ${typeof secret === 'string' ? 'an empty string' : typeof secret}`,
+    );
   }
   const iceServers = checkIceServers(w.iceServers ?? [], 'iceServers', secret !== undefined);
   const clientIceServers = w.clientIceServers === undefined ? iceServers : checkIceServers(w.clientIceServers, 'clientIceServers', secret !== undefined);
