@@ -32,7 +32,10 @@ afterAll(async () => {
 /** The server on the link, the viewer with `?transport=` in Chromium in the viewer namespace. */
 async function viewer(transport: string, serverYaml: string[] = []): Promise<Page> {
   link ??= await createImpairedLink({ rttMs: 80, rateKbit: 4000 });
-  const server = await serveOnLink(link, { serverYaml: ['video: { codec: h264 }', ...serverYaml], env: { REACTOR_PATTERN_WIDTH: '320', REACTOR_PATTERN_HEIGHT: '180' } });
+  const server = await serveOnLink(link, {
+    serverYaml: ['video: { codec: h264 }', ...serverYaml],
+    env: { REACTOR_PATTERN_WIDTH: '320', REACTOR_PATTERN_HEIGHT: '180' },
+  });
   cleanups.push(() => server.stop());
   const url = new URL(server.url);
   const browser = await chromium.launch(chromiumOnLink(link, url.origin, ['--autoplay-policy=no-user-gesture-required']));
