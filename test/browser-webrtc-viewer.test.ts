@@ -53,7 +53,7 @@ describe('viewer transport ladder', () => {
     await page.waitForFunction((n) => (window as unknown as ViewerWindow).reactorViewer.framesDrawn > n + 20, drawn, { timeout: 15_000 });
     await expect
       .poll(() => page.textContent('#rtc-stats'), { timeout: 10_000 })
-      .toMatch(/^rtt \d+ ms · \d+\.\d\d Mbit\/s · \d+ fps · \d+ freezes \(\d+\.\d s\)$/);
+      .toMatch(/^rtt \d+ ms · \d+\.\d\d Mbit\/s · \d+ fps · \d+ freezes \(\d+\.\d s\) · (host|srflx|prflx)\/(host|srflx|prflx)$/);
     expect(server.connections()[0]?.webrtc?.state).toBe('connected');
     await page.close();
   }, 40_000);

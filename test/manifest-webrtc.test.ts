@@ -3,9 +3,11 @@
  * takes: `reactor run --manifest` as a child process, and a WebRTC offer from werift (a Node
  * RTCPeerConnection) sent over a raw WebSocket. The UDP port range and the advertised address
  * show in the server's ICE candidates; the environment wins over the manifest; `enabled: false`
- * answers `rtc_disabled`; a bad value is named by its manifest key or variable before anything
- * loads.
+ * answers `rtc_disabled`; `client_ice_servers` and `turn_secret` (or `REACTOR_WEBRTC_TURN_SECRET`)
+ * reach the client in `welcome.webrtc`, a TURN credential minted for it; a bad value is named by
+ * its manifest key or variable before anything loads.
  */
+import { createHmac } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -70,6 +72,19 @@ async function offer(viewer: URL, ms = 1500): Promise<{ answer?: string; candida
   return got;
 }
 
+/** The welcome of a raw WebSocket client. */
+async function welcome(viewer: URL): Promise<Record<string, any>> {
+  const ws = new WebSocket(`ws://${viewer.host}/ws`);
+  cleanups.push(() => ws.terminate());
+  return new Promise((res, rej) => {
+    ws.once('error', rej);
+    ws.on('message', (data, binary) => {
+      const msg = binary ? undefined : (JSON.parse(data.toString()) as Record<string, any>);
+      if (msg?.['type'] === 'welcome') res(msg);
+    });
+  });
+}
+
 /** The server's candidates, from the answer SDP and the trickled ones: `{ address, port }`. */
 function candidates(r: { answer?: string; candidates: string[] }): { address: string; port: number }[] {
   const lines = [
@@ -125,7 +140,25 @@ describe('reactor run --manifest: server.webrtc', () => {
     expect(off.answer).toBeUndefined();
   }, 60_000);
 
+  it('gives clients client_ice_servers in the welcome, TURN credentials minted from REACTOR_WEBRTC_TURN_SECRET over turn_secret', async () => {
+    const dir = workspace(
+      '{ port: 0, webrtc: { ice_servers: [{ urls: "stun:127.0.0.1:3478" }], client_ice_servers: [{ urls: "turn:turn.example.com:3478" }], turn_secret: from-yaml, turn_credential_ttl_s: 3600, connect_timeout_ms: 7000 } }',
+    );
+    const w = await welcome(await run(dir, { REACTOR_WEBRTC_TURN_SECRET: 'from-env' }));
+    expect(w['webrtc']).toMatchObject({ iceTransportPolicy: 'all', connectTimeoutMs: 7000, iceServers: [{ urls: 'turn:turn.example.com:3478' }] });
+    const turn = w['webrtc'].iceServers[0] as { username: string; credential: string };
+    expect(turn.username).toMatch(new RegExp(`^\\d+:${w['clientId']}$`));
+    expect(Number(turn.username.split(':')[0]) - Date.now() / 1000).toBeGreaterThan(3600 - 120);
+    expect(turn.credential).toBe(createHmac('sha1', 'from-env').update(turn.username).digest('base64'));
+  }, 60_000);
+
   it('names a bad value by its manifest key or environment variable, and serves nothing', () => {
+    const ice = cliSync(['run', '--manifest', join(workspace('{ port: 0, webrtc: { client_ice_servers: [{ urls: "turn:t:3478" }] } }'), 'reactor.yaml')]);
+    expect(ice.status).toBe(1);
+    expect(ice.stderr).toContain(
+      "server.webrtc.client_ice_servers[0] is a TURN server: it needs a username and a credential, or server.webrtc.turn_secret (coturn's static-auth-secret) to mint them",
+    );
+
     const dir = workspace('{ port: 0, webrtc: { udp_port_range: [5000, 4000] } }');
     const r = cliSync(['run', '--manifest', join(dir, 'reactor.yaml')]);
     expect(r.status).toBe(1);

@@ -30,9 +30,12 @@ afterAll(async () => {
 });
 
 /** The server on the link, the viewer with `?transport=` in Chromium in the viewer namespace. */
-async function viewer(transport: string): Promise<Page> {
+async function viewer(transport: string, serverYaml: string[] = []): Promise<Page> {
   link ??= await createImpairedLink({ rttMs: 80, rateKbit: 4000 });
-  const server = await serveOnLink(link, { serverYaml: ['video: { codec: h264 }'], env: { REACTOR_PATTERN_WIDTH: '320', REACTOR_PATTERN_HEIGHT: '180' } });
+  const server = await serveOnLink(link, {
+    serverYaml: ['video: { codec: h264 }', ...serverYaml],
+    env: { REACTOR_PATTERN_WIDTH: '320', REACTOR_PATTERN_HEIGHT: '180' },
+  });
   cleanups.push(() => server.stop());
   const url = new URL(server.url);
   const browser = await chromium.launch(chromiumOnLink(link, url.origin, ['--autoplay-policy=no-user-gesture-required']));
@@ -48,7 +51,8 @@ describe.skipIf(unavailable !== undefined)('the viewer across two network namesp
     link ??= await createImpairedLink({ rttMs: 80, rateKbit: 4000 });
     link.blockUdp(true);
     cleanups.push(async () => link!.blockUdp(false));
-    const page = await viewer('auto');
+    // The viewer waits the server's connect window (welcome.webrtc) plus 1 s: 3 s here, not the default 10 s.
+    const page = await viewer('auto', ['webrtc: { connect_timeout_ms: 2000 }']);
     await page.waitForFunction(() => (window as unknown as ViewerWindow).reactorViewer.transport?.reason !== undefined, null, { timeout: 30_000 });
     const t = await page.evaluate(() => (window as unknown as ViewerWindow).reactorViewer.transport);
     expect(t.current).toBe('websocket');
@@ -62,9 +66,8 @@ describe.skipIf(unavailable !== undefined)('the viewer across two network namesp
 
   it('plays over WebRTC through 2 % loss and shows the round trip of the link', async () => {
     const page = await viewer('webrtc');
-    // Connected first, then the loss: the viewer gives WebRTC 5 s to connect, which DTLS
-    // retransmissions under loss on this loaded machine can overrun (the raw-client test in
-    // net-webrtc.test.ts connects through the loss, with the server's 10 s).
+    // Connected first, then the loss: DTLS retransmissions under loss on this loaded machine
+    // can overrun the connect window (the viewer's is the server's 10 s plus 1 s).
     await page.waitForFunction(() => (window as unknown as ViewerWindow).reactorViewer.transport?.current === 'webrtc', null, { timeout: 20_000 });
     link!.setLoss(0.02);
     cleanups.push(async () => link!.setLoss(0));

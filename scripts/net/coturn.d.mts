@@ -20,5 +20,7 @@ export function startCoturn(options: {
   realm?: string;
   minPort?: number;
   maxPort?: number;
+  /** coturn's `static-auth-secret` (`use-auth-secret`): credentials minted from it, no static user. */
+  authSecret?: string;
   spawn?: (command: string, args: string[], options: SpawnOptions) => ChildProcess;
 }): Promise<Coturn>;

@@ -1,5 +1,6 @@
 // A real coturn (Debian `coturn`: `turnserver`) for tests and benchmarks: command line only
-// (`-n`: no config file), one static long-term-credential user, plain UDP/TCP listeners (no
+// (`-n`: no config file), one static long-term-credential user or, with `authSecret`, the TURN
+// REST API (`--use-auth-secret`: time-limited credentials minted from a shared secret), plain UDP/TCP listeners (no
 // TLS/DTLS), its SQLite database in a temp dir that `stop()` removes. Started with `spawn`, it
 // runs where the caller says: pass an impaired link's `spawn` to run it inside a namespace.
 import { spawn as spawnChild } from 'node:child_process';
@@ -11,7 +12,9 @@ import { join } from 'node:path';
  * Starts turnserver listening (and relaying) on `ip`:`port` (UDP and TCP); resolves once its log
  * says the listeners are up. `spawn(command, args, options)` defaults to a plain child process.
  * `realm`, `user`, `password`: the credential it accepts (`urls` is the `turn:` URL for an ICE
- * server entry; `urlsTcp` the same over TCP).
+ * server entry; `urlsTcp` the same over TCP). `authSecret`: take credentials minted from this
+ * secret instead (`--use-auth-secret --static-auth-secret`; username `<expiry>:<id>`, credential
+ * base64(HMAC-SHA1(secret, username))): no static user then.
  */
 export async function startCoturn({
   ip,
@@ -21,6 +24,7 @@ export async function startCoturn({
   realm = 'reactor.test',
   minPort = 49152,
   maxPort = 49252,
+  authSecret,
   spawn = spawnChild,
 }) {
   const dir = mkdtempSync(join(tmpdir(), 'reactor-coturn-'));
@@ -37,10 +41,8 @@ export async function startCoturn({
     String(minPort),
     '--max-port',
     String(maxPort),
-    '--lt-cred-mech',
+    ...(authSecret === undefined ? ['--lt-cred-mech', '--user', `${user}:${password}`] : ['--use-auth-secret', `--static-auth-secret=${authSecret}`]),
     '--fingerprint',
-    '--user',
-    `${user}:${password}`,
     '--realm',
     realm,
     '--no-tls',

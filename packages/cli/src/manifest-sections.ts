@@ -100,12 +100,19 @@ export class IceServerSection {
  * `server.webrtc`: the WebRTC transport (docs/webrtc.md). Each key can also come from the
  * environment, which wins: `REACTOR_WEBRTC_ENABLED`, `REACTOR_WEBRTC_ICE_SERVERS` (JSON),
  * `REACTOR_WEBRTC_UDP_PORT_RANGE` (`min-max`), `REACTOR_WEBRTC_PORT`,
- * `REACTOR_WEBRTC_ADVERTISE_ADDRESS`, `REACTOR_WEBRTC_ICE_TRANSPORT_POLICY`.
+ * `REACTOR_WEBRTC_ADVERTISE_ADDRESS`, `REACTOR_WEBRTC_ICE_TRANSPORT_POLICY`,
+ * `REACTOR_WEBRTC_CLIENT_ICE_SERVERS` (JSON), `REACTOR_WEBRTC_TURN_SECRET`.
  */
 export class WebRtcSection {
   /** Whether clients may move their media to WebRTC (default true). */
   @IsOptional() @IsBoolean() enabled?: boolean;
   @IsOptional() @IsArray() @ValidateNested({ each: true }) @Type(() => IceServerSection) ice_servers?: IceServerSection[];
+  /** The servers clients get in `welcome.webrtc` (default: `ice_servers`): a TURN's public name, say. */
+  @IsOptional() @IsArray() @ValidateNested({ each: true }) @Type(() => IceServerSection) client_ice_servers?: IceServerSection[];
+  /** coturn's `static-auth-secret`: TURN servers written without credentials get time-limited ones per client; prefer `REACTOR_WEBRTC_TURN_SECRET`. */
+  @IsOptional() @IsString() turn_secret?: string;
+  /** How long a minted TURN credential is valid, seconds (default 86400). */
+  @IsOptional() @IsInt() turn_credential_ttl_s?: number;
   /** `[min, max]`: the UDP ports peer connections bind (open them in the firewall / the pod). */
   @IsOptional() @IsArray() @IsInt({ each: true }) udp_port_range?: [number, number];
   /** One fixed UDP port (one peer connection at a time); prefer `udp_port_range`. */

@@ -3,10 +3,10 @@
  * over it (the environment wins, as `REACTOR_TOKEN` and `REACTOR_AUTH_*` do): a pod sets its node
  * address and port range from its spec without editing reactor.yaml.
  */
-import type { WebRtcOptions } from '@reactor/server';
+import type { IceServerOptions, WebRtcOptions } from '@reactor/server';
 import { ReactorError } from '@reactor/runtime';
 import { CliErrorCode } from './errors.js';
-import type { WebRtcSection } from './manifest-sections.js';
+import type { IceServerSection, WebRtcSection } from './manifest-sections.js';
 
 function bad(name: string, value: string, want: string): ReactorError {
   return new ReactorError(CliErrorCode.CliUsage, `${name}=${JSON.stringify(value.slice(0, 80))} is not ${want}; unset it or fix it`);
@@ -19,12 +19,16 @@ function bad(name: string, value: string, want: string): ReactorError {
 export function webRtcOptions(w: WebRtcSection | undefined, env: NodeJS.ProcessEnv = process.env): WebRtcOptions | undefined {
   const o: WebRtcOptions = {};
   if (w?.enabled !== undefined) o.enabled = w.enabled;
-  if (w?.ice_servers !== undefined)
-    o.iceServers = w.ice_servers.map((s) => ({
+  const servers = (list: IceServerSection[]): IceServerOptions[] =>
+    list.map((s) => ({
       urls: s.urls,
       ...(s.username !== undefined && { username: s.username }),
       ...(s.credential !== undefined && { credential: s.credential }),
     }));
+  if (w?.ice_servers !== undefined) o.iceServers = servers(w.ice_servers);
+  if (w?.client_ice_servers !== undefined) o.clientIceServers = servers(w.client_ice_servers);
+  if (w?.turn_secret !== undefined) o.turnSecret = w.turn_secret;
+  if (w?.turn_credential_ttl_s !== undefined) o.turnCredentialTtlS = w.turn_credential_ttl_s;
   if (w?.udp_port_range !== undefined) o.udpPortRange = w.udp_port_range;
   if (w?.port !== undefined) o.port = w.port;
   if (w?.advertise_address !== undefined) o.advertiseAddress = w.advertise_address;
@@ -36,14 +40,20 @@ export function webRtcOptions(w: WebRtcSection | undefined, env: NodeJS.ProcessE
     if (!/^(1|0|true|false)$/i.test(enabled)) throw bad('REACTOR_WEBRTC_ENABLED', enabled, '1, 0, true or false');
     o.enabled = /^(1|true)$/i.test(enabled);
   }
-  const servers = env['REACTOR_WEBRTC_ICE_SERVERS'];
-  if (servers !== undefined && servers !== '') {
+  for (const [name, key] of [
+    ['REACTOR_WEBRTC_ICE_SERVERS', 'iceServers'],
+    ['REACTOR_WEBRTC_CLIENT_ICE_SERVERS', 'clientIceServers'],
+  ] as const) {
+    const json = env[name];
+    if (json === undefined || json === '') continue;
     try {
-      o.iceServers = JSON.parse(servers) as WebRtcOptions['iceServers'];
+      o[key] = JSON.parse(json) as IceServerOptions[];
     } catch {
-      throw bad('REACTOR_WEBRTC_ICE_SERVERS', servers, 'JSON such as [{"urls":"turn:turn.example.com:3478","username":"u","credential":"p"}]');
+      throw bad(name, json, 'JSON such as [{"urls":"turn:turn.example.com:3478","username":"u","credential":"p"}]');
     }
   }
+  const secret = env['REACTOR_WEBRTC_TURN_SECRET'];
+  if (secret !== undefined && secret !== '') o.turnSecret = secret;
   const range = env['REACTOR_WEBRTC_UDP_PORT_RANGE'];
   if (range !== undefined && range !== '') {
     const m = /^(\d{1,5})-(\d{1,5})$/.exec(range);

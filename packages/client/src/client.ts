@@ -50,6 +50,7 @@ import {
   type VideoCodecName,
   type VideoConfigMessage,
   type VideoOffer,
+  type RtcWelcome,
   type VideoSelection,
   type WelcomeMessage,
   type ControlStatus,
@@ -75,6 +76,8 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
   stats: StatsMessage | undefined;
   /** The codecs and tiers the server offers (`welcome.video`); undefined: JPEG only. */
   videoOffer: VideoOffer | undefined;
+  /** How the server wants this client's peer connection set up (`welcome.webrtc`: ICE servers, policy, connect window); undefined: its WebRTC transport is off. */
+  webrtcSetup: RtcWelcome | undefined;
   /** The last `video_config` of each outbound video track, by track name. */
   readonly videoConfigs = new Map<string, VideoConfigMessage>();
   /** Resolves when the first welcome arrives; rejects when the first connection fails. */
@@ -457,6 +460,7 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
     this.session = msg.session;
     this.clientId = msg.clientId;
     this.videoOffer = msg.video;
+    this.webrtcSetup = msg.webrtc;
     this.videoConfigs.clear();
     this.#conn.setState({ state: 'open' });
     this.emit('welcome', msg);

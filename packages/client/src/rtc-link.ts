@@ -20,6 +20,7 @@ import type {
   RtcState,
   RtcStateMessage,
   RtcTrackMapping,
+  RtcWelcome,
 } from './protocol.js';
 import type { RtcPublishLink, RtcPublishPeer } from './rtc-publish.js';
 
@@ -29,6 +30,8 @@ import type { RtcPublishLink, RtcPublishPeer } from './rtc-publish.js';
  */
 export interface RtcLinkClient {
   readonly schema: AppSchema;
+  /** `welcome.webrtc` of the current connection: the server's ICE servers, policy and connect window. */
+  readonly webrtcSetup?: RtcWelcome | undefined;
   on(type: 'rtc', listener: (m: RtcAnswerMessage | RtcCandidateMessage | RtcStateMessage) => void): () => void;
   on(type: 'error', listener: (e: Error) => void): () => void;
   on(type: 'welcome', listener: () => void): () => void;
@@ -48,19 +51,40 @@ export interface RtcPeerConnectionLike {
   onicecandidate: ((e: { candidate: { candidate: string; sdpMid?: string | null; sdpMLineIndex?: number | null } | null }) => void) | null;
   ontrack: ((e: { track: { kind: string; id: string }; transceiver?: { mid: string | null }; streams?: readonly unknown[] }) => void) | null;
   onconnectionstatechange: (() => void) | null;
+  /** A STUN/TURN server that answered with an error or could not be reached (a browser's `icecandidateerror`; werift has none). */
+  onicecandidateerror?: ((e: { errorCode?: number; errorText?: string; url?: string }) => void) | null;
 }
 
 export type RtcPeerConnectionConstructor = new (config: {
   iceServers?: { urls: string | string[]; username?: string; credential?: string }[];
+  iceTransportPolicy?: 'all' | 'relay';
 }) => RtcPeerConnectionLike;
+
+/**
+ * What the link's connect window adds to the server's `welcome.webrtc.connectTimeoutMs`: the
+ * server's window starts when the offer reaches it, so its `rtc_state failed` (with the reason)
+ * comes before the client gives up by itself.
+ */
+const SIGNALLING_MARGIN_MS = 1000;
+/** The connect window against a server whose welcome has no `webrtc` (older servers). */
+const DEFAULT_TIMEOUT_MS = 5000;
 
 /** Options of {@link WebRtcLink.open} (and of `connect(url, { transport })`). */
 export interface WebRtcLinkOptions {
   /** Default: `globalThis.RTCPeerConnection` (a browser's). */
   RTCPeerConnection?: RtcPeerConnectionConstructor;
-  /** STUN/TURN servers of the client side (default none). */
+  /**
+   * STUN/TURN servers of the client side. Default: the server's (`welcome.webrtc.iceServers`,
+   * `server.webrtc.client_ice_servers` or `ice_servers` in reactor.yaml); given, they replace them.
+   */
   iceServers?: { urls: string | string[]; username?: string; credential?: string }[];
-  /** How long the link may take to connect before it gives up (default 5000 ms). */
+  /** `relay`: TURN relay candidates only. Default: the server's (`welcome.webrtc.iceTransportPolicy`), or `all` with your own {@link iceServers}. */
+  iceTransportPolicy?: 'all' | 'relay';
+  /**
+   * How long the link may take to connect before it gives up. Default: the server's window
+   * (`welcome.webrtc.connectTimeoutMs`, `server.webrtc.connect_timeout_ms`, 10 s by default) plus
+   * 1 s, or 5000 ms against a server that does not say.
+   */
   timeoutMs?: number;
   /** Receive the outbound audio tracks too (default true). */
   audio?: boolean;
@@ -81,6 +105,8 @@ export interface RtcLinkStats {
   rttMs: number | undefined;
   /** Video bits per second received since the previous call. */
   bitrate: number | undefined;
+  /** Candidate types of the selected pair (`host`, `srflx`, `prflx`, `relay`): `local: 'relay'` when this side goes through TURN. */
+  candidates: { local: string; remote: string } | undefined;
   /** Frames per second decoded (the browser's figure). */
   fps: number | undefined;
   framesDecoded: number;
@@ -108,7 +134,9 @@ export class WebRtcFailedError extends ReactorClientError {
 
 export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> implements RtcPublishLink {
   readonly #client: RtcLinkClient;
-  readonly #o: Required<Omit<WebRtcLinkOptions, 'iceServers'>> & Pick<WebRtcLinkOptions, 'iceServers'>;
+  readonly #o: Required<Pick<WebRtcLinkOptions, 'RTCPeerConnection' | 'audio'>> & Omit<WebRtcLinkOptions, 'RTCPeerConnection' | 'audio'>;
+  /** What STUN/TURN servers answered with an error while connecting (`icecandidateerror`), for the failure's reason. */
+  #iceErrors: string[] = [];
   #pc: RtcPeerConnectionLike | undefined;
   #state: RtcState = 'connecting';
   #mapping: RtcTrackMapping[] = [];
@@ -127,7 +155,7 @@ export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> implements RtcPub
     const PC = options.RTCPeerConnection ?? (globalThis as { RTCPeerConnection?: RtcPeerConnectionConstructor }).RTCPeerConnection;
     if (!PC) throw new WebRtcFailedError("no RTCPeerConnection here: pass options.RTCPeerConnection (in Node, werift's)");
     this.#client = client;
-    this.#o = { RTCPeerConnection: PC, timeoutMs: options.timeoutMs ?? 5000, audio: options.audio ?? true, iceServers: options.iceServers };
+    this.#o = { ...options, RTCPeerConnection: PC, audio: options.audio ?? true };
     this.#off.push(client.on('rtc', (m) => void this.#onSignal(m)));
     // The server refused the offer (an error without id): no answer will come.
     this.#off.push(
@@ -178,17 +206,29 @@ export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> implements RtcPub
     return this.#state === 'connected' ? 'webrtc' : 'websocket';
   }
 
+  /** The connect (and renegotiation) window: the caller's, else the server's plus a margin. */
+  get #timeoutMs(): number {
+    const setup = this.#client.webrtcSetup;
+    return this.#o.timeoutMs ?? (setup ? setup.connectTimeoutMs + SIGNALLING_MARGIN_MS : DEFAULT_TIMEOUT_MS);
+  }
+
+  /** `; this browser's ICE: <server>: 401 Unauthorized` when a STUN/TURN server refused or was unreachable. */
+  #iceErrorNote(): string {
+    return this.#iceErrors.length === 0 ? '' : `; this side's ICE: ${this.#iceErrors.join('; ')}`;
+  }
+
   #connected(): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       if (this.#state === 'connected') return resolve();
+      const timeoutMs = this.#timeoutMs;
       const timer = setTimeout(() => {
         off();
         reject(
           new WebRtcFailedError(
-            `webrtc_failed: WebRTC did not connect within ${this.#o.timeoutMs} ms (UDP blocked or no usable candidate); media stays on the WebSocket`,
+            `webrtc_failed: WebRTC did not connect within ${timeoutMs} ms (UDP blocked or no usable candidate${this.#iceErrorNote()}); media stays on the WebSocket`,
           ),
         );
-      }, this.#o.timeoutMs);
+      }, timeoutMs);
       const off = this.on('state', (s) => {
         if (s.state === 'connected') {
           clearTimeout(timer);
@@ -197,15 +237,28 @@ export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> implements RtcPub
         } else if (s.state === 'failed' || s.state === 'closed') {
           clearTimeout(timer);
           off();
-          reject(new WebRtcFailedError(`WebRTC ${s.state}${s.reason ? `: ${s.reason}` : ''}`));
+          reject(new WebRtcFailedError(`WebRTC ${s.state}${s.reason ? `: ${s.reason}` : ''}${this.#iceErrorNote()}`));
         }
       });
     });
   }
 
   async #offer(): Promise<void> {
-    const pc = new this.#o.RTCPeerConnection(this.#o.iceServers ? { iceServers: this.#o.iceServers } : {});
+    // The caller's servers replace the server's, and then its policy is the caller's too.
+    const setup = this.#client.webrtcSetup;
+    const iceServers = this.#o.iceServers ?? setup?.iceServers;
+    const policy = this.#o.iceTransportPolicy ?? (this.#o.iceServers ? undefined : setup?.iceTransportPolicy);
+    const pc = new this.#o.RTCPeerConnection({
+      ...(iceServers && iceServers.length > 0 ? { iceServers } : {}),
+      ...(policy === 'relay' ? { iceTransportPolicy: policy } : {}),
+    });
     this.#pc = pc;
+    this.#iceErrors = [];
+    pc.onicecandidateerror = (e) => {
+      if (pc !== this.#pc || this.#iceErrors.length >= 3) return;
+      const what = `${e.url ?? 'a STUN/TURN server'} answered ${e.errorCode ?? '?'}${e.errorText ? ` ${e.errorText}` : ''}`;
+      if (!this.#iceErrors.includes(what)) this.#iceErrors.push(what);
+    };
     this.#mapping = [];
     this.tracks.clear();
     const out = this.#client.schema.tracks.filter((t) => t.direction === 'out');
@@ -288,7 +341,8 @@ export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> implements RtcPub
       let timer: ReturnType<typeof setTimeout> | undefined;
       const answered = new Promise<void>((resolve, reject) => {
         this.#answerWaiter = { resolve, reject };
-        timer = setTimeout(() => reject(new WebRtcFailedError(`no rtc_answer to a renegotiation within ${this.#o.timeoutMs} ms`)), this.#o.timeoutMs);
+        const timeoutMs = this.#timeoutMs;
+        timer = setTimeout(() => reject(new WebRtcFailedError(`no rtc_answer to a renegotiation within ${timeoutMs} ms`)), timeoutMs);
       });
       this.#send({ type: 'rtc_offer', sdp: offer.sdp ?? '' });
       try {
@@ -344,6 +398,7 @@ export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> implements RtcPub
     const s: RtcLinkStats = {
       rttMs: undefined,
       bitrate: undefined,
+      candidates: undefined,
       fps: undefined,
       framesDecoded: 0,
       framesDropped: 0,
@@ -357,7 +412,12 @@ export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> implements RtcPub
     if (!pc) return s;
     const report = await pc.getStats();
     let bytes = 0;
+    const byId = new Map<unknown, Record<string, unknown>>();
+    let selectedPair: unknown;
     report.forEach((r) => {
+      byId.set(r['id'], r);
+      if (r['type'] === 'transport' && r['selectedCandidatePairId'] !== undefined) selectedPair = r['selectedCandidatePairId'];
+      if (r['type'] === 'candidate-pair' && selectedPair === undefined && r['nominated'] === true && r['state'] === 'succeeded') selectedPair ??= r['id'];
       const n = (k: string): number => (typeof r[k] === 'number' ? (r[k] as number) : 0);
       if (r['type'] === 'inbound-rtp' && r['kind'] === 'video') {
         bytes += n('bytesReceived');
@@ -374,6 +434,9 @@ export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> implements RtcPub
         s.rttMs = (r['currentRoundTripTime'] as number) * 1000;
       }
     });
+    const pair = selectedPair === undefined ? undefined : byId.get(selectedPair);
+    const type = (id: unknown): string => String(byId.get(id)?.['candidateType'] ?? 'unknown');
+    if (pair) s.candidates = { local: type(pair['localCandidateId']), remote: type(pair['remoteCandidateId']) };
     const now = Date.now();
     if (this.#last && now > this.#last.at) s.bitrate = Math.round(((bytes - this.#last.bytes) * 8 * 1000) / (now - this.#last.at));
     this.#last = { at: now, bytes };

@@ -53,6 +53,8 @@ export type {
   RtcState,
   RtcTrackMapping,
   RtcClientMessage,
+  RtcIceServer,
+  RtcWelcome,
 } from './rtc.js';
 export { KEY_FRAME_MIN_INTERVAL_MS } from './video.js';
 export type { VideoCodecName, VideoTierSchema, VideoOffer, VideoSelection } from './video.js';

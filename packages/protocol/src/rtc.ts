@@ -67,6 +67,32 @@ export interface RtcStateMessage {
   reason?: string;
 }
 
+/** A STUN or TURN server, as `RTCIceServer` (`welcome.webrtc.iceServers`). */
+export interface RtcIceServer {
+  urls: string | string[];
+  username?: string;
+  credential?: string;
+}
+
+/**
+ * `welcome.webrtc`: how this client should set up its peer connection (present when the
+ * server's WebRTC transport is on). Pass `iceServers` and `iceTransportPolicy` to
+ * `new RTCPeerConnection()` before the `rtc_offer`; TURN credentials minted from the server's
+ * `turn_secret` are this client's own and expire (the username is `<expiry-unix>:<clientId>`):
+ * the next welcome brings fresh ones.
+ */
+export interface RtcWelcome {
+  /** The servers to gather candidates with (empty: host candidates only). */
+  iceServers: RtcIceServer[];
+  /** `relay`: use TURN relay candidates only (the server does the same). */
+  iceTransportPolicy: 'all' | 'relay';
+  /**
+   * How long the server gives ICE and DTLS after the offer before `rtc_state failed`
+   * (`rtc_ice_timeout`), ms: a client waits at least this long before it gives up.
+   */
+  connectTimeoutMs: number;
+}
+
 /** The signalling messages a client sends. */
 export type RtcClientMessage = RtcOfferMessage | RtcCandidateMessage | RtcCloseMessage;
 

@@ -1,7 +1,7 @@
 /** The messages a server sends its clients (JSON text frames), and the client's parse of them. */
 import type { AppSchema, ErrorBody, SessionStatus } from './schema.js';
 import type { VideoCodecName, VideoOffer } from './video.js';
-import type { RtcAnswerMessage, RtcCandidateMessage, RtcStateMessage } from './rtc.js';
+import type { RtcAnswerMessage, RtcCandidateMessage, RtcStateMessage, RtcWelcome } from './rtc.js';
 
 export interface WelcomeMessage {
   type: 'welcome';
@@ -33,6 +33,11 @@ export interface WelcomeMessage {
    * (a client sends none to a server whose welcome lacks it).
    */
   clientStats?: { intervalMs: number };
+  /**
+   * The server's WebRTC transport is on: the ICE servers, policy and connect window this client's
+   * peer connection should use (docs/protocol.md "WebRTC"); absent: the transport is off (`rtc_offer` answers `rtc_disabled`).
+   */
+  webrtc?: RtcWelcome;
 }
 
 /** Who steers a single-controller session. */

@@ -30,6 +30,7 @@ import type { ResolvedServerOptions } from './options.js';
 import type { OutboundSender, OutboundStats } from './outbound.js';
 import { WsOutbound } from './outbound-queue.js';
 import { RtcInbound } from './rtc-inbound.js';
+import { iceServersFor } from './turn-credentials.js';
 import { RtcOutbound, type RtcInfo, type RtcServerContext } from './rtc-outbound.js';
 import type { SendBudget } from './send-budget.js';
 import { ConnectionVideo, type VideoSelectionInfo } from './video-sender.js';
@@ -297,15 +298,24 @@ export class ClientConnection implements ClientSink {
     this.#in.afterReply(msg.id, () => this.#out.sendText(JSON.stringify(out)));
   }
 
-  /** The welcome's per-connection fields: the video offer, the resume secret, `resumed: false` when a resume failed, the `client_stats` it takes. */
-  welcomeFields(resumed: boolean): Pick<WelcomeMessage, 'video' | 'resume' | 'resumed' | 'clientStats'> {
-    const fields: Pick<WelcomeMessage, 'video' | 'resume' | 'resumed' | 'clientStats'> = {};
+  /** The welcome's per-connection fields: the video offer, the resume secret, `resumed: false` when a resume failed, the `client_stats` it takes, the WebRTC setup (TURN credentials minted for `clientId`). */
+  welcomeFields(resumed: boolean, clientId: string): Pick<WelcomeMessage, 'video' | 'resume' | 'resumed' | 'clientStats' | 'webrtc'> {
+    const fields: Pick<WelcomeMessage, 'video' | 'resume' | 'resumed' | 'clientStats' | 'webrtc'> = {};
     const offer = this.#ctx.video.offer();
     if (offer) fields.video = offer;
     const graceMs = this.#ctx.options.resumeGraceMs;
     if (graceMs > 0) fields.resume = { secret: this.resumeSecret, graceMs };
     if (this.#resumeFailed && !resumed) fields.resumed = false;
     fields.clientStats = { intervalMs: CLIENT_STATS_INTERVAL_MS };
+    const rtc = this.#ctx.rtc?.options;
+    if (rtc) {
+      fields.webrtc = {
+        // This client's own TURN credentials when they are minted (a fresh expiry with every welcome).
+        iceServers: iceServersFor(rtc.clientIceServers, rtc.turn, clientId),
+        iceTransportPolicy: rtc.iceTransportPolicy,
+        connectTimeoutMs: rtc.connectTimeoutMs,
+      };
+    }
     return fields;
   }
 

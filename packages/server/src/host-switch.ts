@@ -110,7 +110,7 @@ class SwitchClient implements ClientHandle {
       audio: (c) => {
         if (live.on) current().audio?.(c);
       },
-      welcomeFields: (resumed) => (live.on ? current().welcomeFields?.(resumed) : undefined),
+      welcomeFields: (resumed, clientId) => (live.on ? current().welcomeFields?.(resumed, clientId) : undefined),
       statsFields: () => (live.on ? current().statsFields?.() : undefined),
     };
     this.inner = host.connect(wrapper, this.info);

@@ -16,6 +16,20 @@ export interface WebRtcOptions {
   enabled?: boolean;
   /** STUN/TURN servers the server's ICE agent uses (default none: host candidates only, fine on a LAN or loopback). */
   iceServers?: IceServerOptions[];
+  /**
+   * STUN/TURN servers the clients get in `welcome.webrtc` (default: {@link iceServers}): set it
+   * when clients reach the same TURN by another name (a public hostname) or use other servers.
+   */
+  clientIceServers?: IceServerOptions[];
+  /**
+   * coturn's `static-auth-secret` (`use-auth-secret`, the TURN REST API): every TURN server of
+   * {@link iceServers} and {@link clientIceServers} written without a username and credential gets
+   * time-limited ones minted from it, per client (`<expiry>:<clientId>`) and per server peer
+   * connection, instead of a long-term password that every viewer could read.
+   */
+  turnSecret?: string;
+  /** How long a minted TURN credential is valid, seconds (default 86400: longer than a session lasts). */
+  turnCredentialTtlS?: number;
   /** UDP ports the peer connections bind, `[min, max]` (each peer connection takes one); default: any free port. */
   udpPortRange?: [number, number];
   /** One fixed UDP port: the server binds it and the next one (`udpPortRange: [port, port + 1]`: werift binds a socket per local address), so one peer connection at a time (werift has no port sharing). */
@@ -32,6 +46,10 @@ export interface WebRtcOptions {
 export interface ResolvedWebRtcOptions {
   enabled: boolean;
   iceServers: IceServerOptions[];
+  /** What `welcome.webrtc.iceServers` is made from (credentials minted per client when {@link turn} is set). */
+  clientIceServers: IceServerOptions[];
+  /** Minting of TURN credentials (`turnSecret`); undefined: TURN servers carry their own. */
+  turn: { secret: string; ttlS: number } | undefined;
   portRange: [number, number] | undefined;
   advertiseAddress: string | undefined;
   iceTransportPolicy: 'all' | 'relay';
@@ -39,6 +57,35 @@ export interface ResolvedWebRtcOptions {
 }
 
 const isPort = (n: unknown): n is number => typeof n === 'number' && Number.isInteger(n) && n >= 1 && n <= 65535;
+
+const urlsOf = (s: IceServerOptions): string[] => (Array.isArray(s.urls) ? s.urls : [s.urls]);
+const isTurn = (s: IceServerOptions): boolean => urlsOf(s).some((u) => u.startsWith('turn'));
+
+/** Checks one list of ICE servers (`name`: its option); a TURN server may leave its credentials to `turnSecret`. */
+function checkIceServers(list: unknown, name: string, minted: boolean): IceServerOptions[] {
+  if (!Array.isArray(list)) throw new TypeError(`options.webrtc.${name} must be an array of { urls, username?, credential? }, got ${JSON.stringify(list)}`);
+  list.forEach((s: IceServerOptions, i) => {
+    const urls = s && typeof s === 'object' ? urlsOf(s) : [];
+    if (urls.length === 0 || urls.some((u) => typeof u !== 'string' || !/^(stun|stuns|turn|turns):/.test(u))) {
+      throw new TypeError(`options.webrtc.${name}[${i}].urls must be stun:, stuns:, turn: or turns: URLs, got ${JSON.stringify(s?.urls)}`);
+    }
+    for (const k of ['username', 'credential'] as const) {
+      if (s[k] !== undefined && typeof s[k] !== 'string') throw new TypeError(`options.webrtc.${name}[${i}].${k} must be a string`);
+    }
+    if (!isTurn(s)) return;
+    if ((s.username === undefined) !== (s.credential === undefined)) {
+      throw new TypeError(
+        `options.webrtc.${name}[${i}] has a ${s.username === undefined ? 'credential' : 'username'} alone: give both, or neither to mint them from options.webrtc.turnSecret`,
+      );
+    }
+    if (s.username === undefined && !minted) {
+      throw new TypeError(
+        `options.webrtc.${name}[${i}] is a TURN server: it needs a username and a credential, or options.webrtc.turnSecret (coturn's static-auth-secret) to mint them`,
+      );
+    }
+  });
+  return list as IceServerOptions[];
+}
 
 /**
  * Applies the defaults and checks the options.
@@ -49,21 +96,26 @@ export function resolveWebRtcOptions(o: WebRtcOptions | undefined): ResolvedWebR
   if (typeof w !== 'object' || w === null || Array.isArray(w)) throw new TypeError(`options.webrtc must be an object, got ${JSON.stringify(w)}`);
   if (w.enabled !== undefined && typeof w.enabled !== 'boolean')
     throw new TypeError(`options.webrtc.enabled must be true or false, got ${JSON.stringify(w.enabled)}`);
-  const iceServers = w.iceServers ?? [];
-  if (!Array.isArray(iceServers))
-    throw new TypeError(`options.webrtc.iceServers must be an array of { urls, username?, credential? }, got ${JSON.stringify(iceServers)}`);
-  iceServers.forEach((s, i) => {
-    const urls = s && typeof s === 'object' ? (Array.isArray(s.urls) ? s.urls : [s.urls]) : [];
-    if (urls.length === 0 || urls.some((u) => typeof u !== 'string' || !/^(stun|stuns|turn|turns):/.test(u))) {
-      throw new TypeError(`options.webrtc.iceServers[${i}].urls must be stun:, stuns:, turn: or turns: URLs, got ${JSON.stringify(s?.urls)}`);
-    }
-    for (const k of ['username', 'credential'] as const) {
-      if (s[k] !== undefined && typeof s[k] !== 'string') throw new TypeError(`options.webrtc.iceServers[${i}].${k} must be a string`);
-    }
-    if (urls.some((u) => u.startsWith('turn')) && (s.username === undefined || s.credential === undefined)) {
-      throw new TypeError(`options.webrtc.iceServers[${i}] is a TURN server: it needs a username and a credential`);
-    }
-  });
+  const secret = w.turnSecret;
+  if (secret !== undefined && (typeof secret !== 'string' || secret === '')) {
+    throw new TypeError(
+      `options.webrtc.turnSecret must be a non-empty string (coturn's static-auth-secret), got ${typeof secret === 'string' ? 'an empty string' : typeof secret}`,
+    );
+  }
+  const iceServers = checkIceServers(w.iceServers ?? [], 'iceServers', secret !== undefined);
+  const clientIceServers = w.clientIceServers === undefined ? iceServers : checkIceServers(w.clientIceServers, 'clientIceServers', secret !== undefined);
+  const ttlS = w.turnCredentialTtlS ?? 86_400;
+  if (typeof ttlS !== 'number' || !Number.isInteger(ttlS) || ttlS < 60 || ttlS > 2_592_000) {
+    throw new RangeError(`options.webrtc.turnCredentialTtlS must be an integer from 60 to 2592000 (seconds), got ${JSON.stringify(ttlS)}`);
+  }
+  if (w.turnCredentialTtlS !== undefined && secret === undefined) {
+    throw new TypeError('options.webrtc.turnCredentialTtlS is set without options.webrtc.turnSecret: only minted TURN credentials expire');
+  }
+  if (secret !== undefined && ![...iceServers, ...clientIceServers].some((s) => isTurn(s) && s.username === undefined)) {
+    throw new TypeError(
+      'options.webrtc.turnSecret is set but no TURN server takes it: write a TURN server without username and credential in options.webrtc.iceServers or options.webrtc.clientIceServers',
+    );
+  }
   if (w.port !== undefined && w.udpPortRange !== undefined) throw new TypeError('options.webrtc takes port or udpPortRange, not both');
   let portRange: [number, number] | undefined;
   if (w.port !== undefined) {
@@ -88,8 +140,11 @@ export function resolveWebRtcOptions(o: WebRtcOptions | undefined): ResolvedWebR
   }
   const policy = w.iceTransportPolicy ?? 'all';
   if (policy !== 'all' && policy !== 'relay') throw new TypeError(`options.webrtc.iceTransportPolicy must be "all" or "relay", got ${JSON.stringify(policy)}`);
-  if (policy === 'relay' && !iceServers.some((s) => (Array.isArray(s.urls) ? s.urls : [s.urls]).some((u) => u.startsWith('turn')))) {
+  if (policy === 'relay' && !iceServers.some(isTurn)) {
     throw new TypeError('options.webrtc.iceTransportPolicy "relay" needs a TURN server in options.webrtc.iceServers');
+  }
+  if (policy === 'relay' && !clientIceServers.some(isTurn)) {
+    throw new TypeError('options.webrtc.iceTransportPolicy "relay" needs a TURN server in options.webrtc.clientIceServers too: clients get the same policy');
   }
   const timeout = w.connectTimeoutMs ?? 10_000;
   if (typeof timeout !== 'number' || !Number.isInteger(timeout) || timeout < 100 || timeout > 120_000) {
@@ -98,6 +153,8 @@ export function resolveWebRtcOptions(o: WebRtcOptions | undefined): ResolvedWebR
   return {
     enabled: w.enabled ?? true,
     iceServers: iceServers.map((s) => ({ ...s })),
+    clientIceServers: clientIceServers.map((s) => ({ ...s })),
+    turn: secret === undefined ? undefined : { secret, ttlS },
     portRange,
     advertiseAddress: w.advertiseAddress,
     iceTransportPolicy: policy,

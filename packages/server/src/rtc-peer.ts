@@ -18,6 +18,7 @@ import type { RtcCandidateMessage, RtcState, RtcTrackMapping, ServerMessage, Tra
 import type * as Werift from 'werift';
 import { ServerErrorCode } from './errors.js';
 import type { ResolvedWebRtcOptions } from './rtc-options.js';
+import { iceServersFor } from './turn-credentials.js';
 
 /** The playout-delay header extension: the sender asks the receiver for a jitter-buffer range (here 0..0: show frames as soon as they decode). */
 export const PLAYOUT_DELAY_URI = 'http://www.webrtc.org/experiments/rtp-hdrext/playout-delay';
@@ -268,7 +269,8 @@ export class RtcPeer {
         video: [w.useSdesMid(), w.useAbsSendTime(), new w.RTCRtpHeaderExtensionParameters({ uri: PLAYOUT_DELAY_URI })],
         audio: [w.useSdesMid()],
       },
-      iceServers: o.iceServers,
+      // Minted here, per peer connection, when the TURN servers take `turnSecret` credentials.
+      iceServers: iceServersFor(o.iceServers, o.turn, 'reactor'),
       iceTransportPolicy: o.iceTransportPolicy,
       ...(o.portRange ? { icePortRange: o.portRange } : {}),
       ...(o.advertiseAddress ? { iceAdditionalHostAddresses: [o.advertiseAddress] } : {}),

@@ -5,8 +5,11 @@
  * to the WebSocket by itself when the server takes no WebRTC, or when ICE cannot connect (UDP
  * blocked: a relay-only peer without a TURN server); `webrtc` then fails with `webrtc_failed`.
  * `client.publish()` of a track over the link reaches the app's buffer (RGB of the declared
- * size), and `transport: 'webrtc'` without a link is `rtc_not_connected`.
+ * size), and `transport: 'webrtc'` without a link is `rtc_not_connected`. The peer connection
+ * takes the ICE servers and policy of `welcome.webrtc` (`clientIceServers`, TURN credentials
+ * minted from `turnSecret`) unless the caller's `webrtc.iceServers` replace them.
  */
+import { createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { MediaStreamTrack, RTCPeerConnection } from 'werift';
 import { WebSocket } from 'ws';
@@ -94,6 +97,47 @@ describe('client SDK in Node: the WebRTC transport ladder with werift', () => {
     expect(server.connections()[0]?.inbound?.received ?? 0).toBe(0);
     await pub.stop();
     expect(server.host.status.state).toBe('streaming');
+  }, 60_000);
+
+  it("configures the peer connection from welcome.webrtc (minted TURN credentials), and the caller's iceServers replace them", async () => {
+    const configs: { iceServers?: { urls: string | string[]; username?: string; credential?: string }[]; iceTransportPolicy?: string }[] = [];
+    // Records what the link asks for; connects over host candidates (no STUN/TURN is reachable here).
+    class Recording extends RTCPeerConnection {
+      constructor(config: (typeof configs)[number]) {
+        configs.push(config);
+        super({});
+      }
+    }
+    const { server } = await start({
+      webrtc: {
+        clientIceServers: [{ urls: 'stun:stun.example.com:3478' }, { urls: 'turn:turn.example.com:3478' }],
+        turnSecret: 'shared-with-coturn',
+        turnCredentialTtlS: 600,
+        connectTimeoutMs: 4000,
+      },
+    });
+    const client = await connect(server.url, { WebSocket, transport: 'webrtc', webrtc: { RTCPeerConnection: Recording as unknown as PeerCtor } });
+    cleanups.push(() => client.close());
+    const setup = client.webrtcSetup!;
+    expect(setup.iceTransportPolicy).toBe('all');
+    expect(setup.connectTimeoutMs).toBe(4000);
+    expect(setup.iceServers[0]).toEqual({ urls: 'stun:stun.example.com:3478' });
+    const turn = setup.iceServers[1]!;
+    expect(turn.urls).toBe('turn:turn.example.com:3478');
+    const [expiry, id] = turn.username!.split(':');
+    expect(id).toBe(client.clientId);
+    expect(Math.abs(Number(expiry) - (Date.now() / 1000 + 600))).toBeLessThan(60);
+    expect(turn.credential).toBe(createHmac('sha1', 'shared-with-coturn').update(turn.username!).digest('base64'));
+    expect(configs).toEqual([{ iceServers: setup.iceServers }]);
+
+    const own = [{ urls: 'stun:127.0.0.1:9' }];
+    const mine = await connect(server.url, {
+      WebSocket,
+      transport: 'webrtc',
+      webrtc: { RTCPeerConnection: Recording as unknown as PeerCtor, iceServers: own },
+    });
+    cleanups.push(() => mine.close());
+    expect(configs[1]).toEqual({ iceServers: own });
   }, 60_000);
 
   it("publish with transport 'webrtc' and no link: rtc_not_connected, nothing sent", async () => {

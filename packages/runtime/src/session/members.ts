@@ -108,7 +108,7 @@ export class Members {
       ...(this.core.singleController && { control: this.control.controlStatus(client.session === s ? s : undefined) }),
       ...(resumed && { resumed: true }),
     };
-    const own = sink.welcomeFields?.(resumed);
+    const own = sink.welcomeFields?.(resumed, client.id);
     return own ? { ...welcome, ...own } : welcome;
   }
 }

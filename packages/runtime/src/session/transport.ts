@@ -103,10 +103,10 @@ export interface ClientSink {
   close(reason: string): void;
   /**
    * The fields this connection adds to its `welcome` (the server's video offer, resume secret,
-   * `resumed: false`, the `client_stats` it takes), appended after the host's own in this order; `resumed`: the welcome is
-   * a resumed client's (it carries `resumed: true` already). Called while the host builds it.
+   * `resumed: false`, the `client_stats` it takes, its WebRTC setup), appended after the host's own in this order; `resumed`: the welcome is
+   * a resumed client's (it carries `resumed: true` already); `clientId`: the welcome's. Called while the host builds it.
    */
-  welcomeFields?(resumed: boolean): Pick<WelcomeMessage, 'video' | 'resume' | 'resumed' | 'clientStats'> | undefined;
+  welcomeFields?(resumed: boolean, clientId: string): Pick<WelcomeMessage, 'video' | 'resume' | 'resumed' | 'clientStats' | 'webrtc'> | undefined;
   /** The fields this connection adds to its `stats` (the server's video figures), appended after the host's own. */
   statsFields?(): Pick<StatsMessage, 'video'> | undefined;
 }

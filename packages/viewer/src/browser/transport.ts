@@ -1,6 +1,9 @@
 /**
- * The viewer's transport ladder: `?transport=auto` (WebRTC when it connects within 5 s, else the
- * WebSocket with WebCodecs, else JPEG), `webrtc`, or `websocket` (the default). A badge says
+ * The viewer's transport ladder: `?transport=auto` (WebRTC when it connects within the server's
+ * window, `welcome.webrtc.connectTimeoutMs` + 1 s, else the WebSocket with WebCodecs, else JPEG),
+ * `webrtc`, or `websocket` (the default). The peer connection takes the ICE servers and policy the
+ * server gives in `welcome.webrtc` (reactor.yaml `server.webrtc`); the page has no override of its
+ * own (TURN credentials do not belong in a URL). A badge says
  * which transport carries the media and why it fell back; a line under it shows the WebRTC
  * link's round-trip time, bitrate, fps and freezes (from `getStats()`). When the link fails later
  * (`rtc_state failed`), media is back on the WebSocket by itself and the badge says so.
@@ -76,7 +79,7 @@ export async function startTransport(client: ReactorClient): Promise<void> {
     return;
   }
   badge('webrtc: connecting', 'warn');
-  const link = WebRtcLink.start(client, { timeoutMs: 5000 });
+  const link = WebRtcLink.start(client);
   client.rtc = link;
   transportInfo.link = link;
   link.on('track', play);
@@ -107,7 +110,8 @@ export async function startTransport(client: ReactorClient): Promise<void> {
       transportInfo.stats = s;
       const rtt = s.rttMs === undefined ? '-' : `${s.rttMs.toFixed(0)} ms`;
       const rate = s.bitrate === undefined ? '-' : `${(s.bitrate / 1e6).toFixed(2)} Mbit/s`;
-      statsLine(`rtt ${rtt} · ${rate} · ${s.fps ?? '-'} fps · ${s.freezes} freezes (${(s.freezeMs / 1000).toFixed(1)} s)`);
+      const via = s.candidates ? ` · ${s.candidates.local}/${s.candidates.remote}` : '';
+      statsLine(`rtt ${rtt} · ${rate} · ${s.fps ?? '-'} fps · ${s.freezes} freezes (${(s.freezeMs / 1000).toFixed(1)} s)${via}`);
     });
   }, 1000);
 }
