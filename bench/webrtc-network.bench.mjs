@@ -15,7 +15,8 @@
 // Needs root (network namespaces), python3, iptables, tc. Run after `pnpm build`:
 //   node bench/webrtc-network.bench.mjs          (NET_BENCH_MS: measured window per case, default 30000;
 //                                                 NET_BENCH_TRANSPORTS=websocket,webrtc; NET_BENCH_LOSS=2,5;
-//                                                 NET_BENCH_CLEAN=0 skips the control)
+//                                                 NET_BENCH_CLEAN=0 skips the control; NET_BENCH_SERVER_LOG=1
+//                                                 prints the server's WebRTC log lines: tier moves, playout delay)
 import { chromium } from '../test/node_modules/playwright-core/index.mjs';
 import { createImpairedLink, impairedLinkUnavailable, probeLink } from '../scripts/net/impaired-link.mjs';
 import { chromiumOnLink, measure, serveOnLinkWith, startMeter } from '../scripts/net/playback.mjs';
@@ -121,6 +122,9 @@ async function runCase(transport, lossPct, impaired = true) {
       throw new Error(`the viewer asked for WebRTC plays over ${state.current}: ${state.fellBackBecause}`);
     if (impaired && transport === 'webrtc' && lossPct === 2) Object.assign(line, { targetFps: 28, targetFreezeSecondsPerMinute: 1 });
     console.log(JSON.stringify(line));
+    // NET_BENCH_SERVER_LOG=1: the server's WebRTC log lines (tier moves, playout delay) on stderr.
+    if (process.env.NET_BENCH_SERVER_LOG === '1')
+      for (const l of `${server.stdout()}${server.stderr()}`.split('\n')) if (/webrtc viewer/.test(l)) console.error(l);
   } finally {
     await browser?.close();
     await server?.stop();

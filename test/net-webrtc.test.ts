@@ -11,7 +11,8 @@
  *   the pair is relayed on both ends;
  * - UDP blocked between the two: ICE fails within the connect timeout, the server says
  *   `rtc_state failed` (`rtc_ice_timeout`) and the media comes back on the WebSocket by itself;
- * - 80 ms round trip, 4 Mbit/s, 2 % loss each way: it plays, loss is repaired (NACKs sent).
+ * - 80 ms round trip, 4 Mbit/s, 2 % loss each way: it plays, loss is repaired (NACKs sent), and
+ *   the server raised that viewer's playout delay from its NACKs.
  * Needs root (`ip netns`) and coturn; CI runs as root. Skipped, with the reason printed, only off
  * Linux or without root.
  */
@@ -116,7 +117,7 @@ describe.skipIf(unavailable !== undefined)('WebRTC between two network namespace
     expect((await rtc(page)).binaryWhileConnected).toBe(0);
   }, 60_000);
 
-  it('plays over 80 ms, 4 Mbit/s, 2 % loss each way, repairing loss with NACKs', async () => {
+  it("plays over 80 ms, 4 Mbit/s, 2 % loss each way, repairing loss with NACKs, and the server raises that viewer's playout delay", async () => {
     const { page, url } = await setup([]);
     link.setLoss(0.02);
     cleanups.push(async () => link.setLoss(0));
@@ -133,6 +134,10 @@ describe.skipIf(unavailable !== undefined)('WebRTC between two network namespace
       return n;
     });
     expect(nacks).toBeGreaterThan(0);
+    // The server saw this viewer's NACKs and raised its playout delay off 0..0, so a repair no
+    // longer stalls the frames behind it (rtc-playout-delay.ts; GET /metrics).
+    const metrics = await page.evaluate(async () => (await fetch(`/metrics${location.search}`)).text());
+    expect(Number(/^reactor_webrtc_playout_delay_raises_total (\d+)/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(1);
     expect(await selectedPair(page)).toMatchObject({ remote: 'host', remoteAddress: link.server.ip });
   }, 60_000);
 });

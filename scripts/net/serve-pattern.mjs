@@ -6,7 +6,14 @@ import { serve } from '../../packages/server/dist/index.js';
 import { PatternApp } from './pattern-app.mjs';
 
 const options = JSON.parse(process.env.REACTOR_NET_SERVE ?? '{}');
-const quiet = { debug() {}, info() {}, warn: (...a) => console.error(...a), error: (...a) => console.error(...a), child: () => quiet };
+const verbose = process.env.NET_BENCH_SERVER_LOG === '1';
+const quiet = {
+  debug() {},
+  info: (...a) => verbose && console.error(...a),
+  warn: (...a) => console.error(...a),
+  error: (...a) => console.error(...a),
+  child: () => quiet,
+};
 const server = await serve(PatternApp, { port: 0, gracePeriodMs: 0, logger: quiet, ...options });
 await server.loaded;
 const url = new URL(server.url);

@@ -4,9 +4,9 @@
  * is never lost on the way, a link too slow for the tier makes the server drop them) and how
  * late frames arrive (queueing delay over the lowest seen). Frames received against the server's
  * frame rate are not loss: a model slower than real time plays bursts with gaps between them. Down fast on sustained loss, up slowly after a stable period, with a growing hold after a
- * failed step up so it never flaps. Pure logic: no DOM, no socket; tested in Node.
+ * failed step up so it never flaps (the hysteresis is `@reactor/protocol`'s `TierHysteresis`, shared with the server's WebRTC controller). Pure logic: no DOM, no socket; tested in Node.
  */
-import type { VideoTierSchema } from './protocol.js';
+import { TierHysteresis, type VideoTierSchema } from './protocol.js';
 
 /** Options of a {@link TierController}; every time is in ms. */
 export interface TierControllerOptions {
@@ -62,8 +62,6 @@ const DEFAULTS = {
 };
 /** Windows kept for the delay baseline (clock offsets are constant; a route change may lower it). */
 const BASELINE_WINDOWS = 30;
-/** A step up that fails within this many holds doubles the hold of that tier. */
-const FAILED_UP_WITHIN_HOLDS = 1;
 
 /**
  * Picks the tier; feed it every received video frame ({@link frame}) and every `stats` message
@@ -81,7 +79,7 @@ export class TierController {
   readonly tiers: readonly VideoTierSchema[];
   readonly #o: Required<Omit<TierControllerOptions, 'now'>>;
   readonly #now: () => number;
-  #index: number;
+  readonly #h: TierHysteresis;
   #windowStart: number;
   #bytes = 0;
   #frames = 0;
@@ -89,13 +87,6 @@ export class TierController {
   #dropped: number | undefined;
   #droppedAtStart: number | undefined;
   #baselines: number[] = [];
-  #badRun = 0;
-  #goodSince: number | undefined;
-  #settleUntil: number;
-  /** Hold before trying each tier again from below, by index. */
-  readonly #upHold: number[];
-  /** When each tier was last entered from below (a step up), by index. */
-  readonly #triedUpAt: (number | undefined)[];
   #last: TierWindow | undefined;
 
   constructor(tiers: readonly VideoTierSchema[], initialTier?: string, options: TierControllerOptions = {}) {
@@ -112,17 +103,14 @@ export class TierController {
     this.#now = options.now ?? (() => performance.now());
     const i = initialTier === undefined ? 0 : tiers.findIndex((t) => t.name === initialTier);
     if (i < 0) throw new RangeError(`initialTier "${initialTier}" is not one of the tiers: ${tiers.map((t) => t.name).join(', ')}`);
-    this.#index = i;
     const now = this.#now();
     this.#windowStart = now;
-    this.#settleUntil = now + o.settleMs;
-    this.#upHold = tiers.map(() => o.upAfterMs);
-    this.#triedUpAt = tiers.map(() => undefined);
+    this.#h = new TierHysteresis(tiers.length, i, o, now);
   }
 
   /** The current tier's name. */
   get tier(): string {
-    return this.tiers[this.#index]!.name;
+    return this.tiers[this.#h.index]!.name;
   }
 
   /** The last closed window's measurements (undefined before the first). */
@@ -133,7 +121,7 @@ export class TierController {
   /** The hold before stepping up to `tier` again (grows after failed tries). */
   upHoldMs(tier: string): number {
     const i = this.tiers.findIndex((t) => t.name === tier);
-    return i < 0 ? NaN : this.#upHold[i]!;
+    return i < 0 ? NaN : this.#h.upHoldMs(i);
   }
 
   /**
@@ -158,8 +146,8 @@ export class TierController {
    */
   setTier(tier: string): void {
     const i = this.tiers.findIndex((t) => t.name === tier);
-    if (i < 0 || i === this.#index) return;
-    this.#switchTo(i, this.#now());
+    if (i < 0 || i === this.#h.index) return;
+    this.#h.switchTo(i, this.#now());
   }
 
   /** Closes the window when it is over and returns a move when one is due. */
@@ -168,40 +156,12 @@ export class TierController {
     const w = this.#closeWindow(now);
     this.#last = w;
     if (w.verdict === 'none') return undefined;
-    if (w.verdict === 'bad') {
-      this.#goodSince = undefined;
-      this.#badRun++;
-      const severe = w.loss >= 3 * this.#o.lossRatio || w.latenessMs >= 3 * this.#o.latenessMs;
-      if ((this.#badRun >= this.#o.downAfterWindows || severe) && this.#index < this.tiers.length - 1) {
-        const from = this.#index;
-        const reason = describe(w, this.#badRun);
-        // A tier we stepped up to and leave again before it held: wait longer before the next try.
-        const triedAt = this.#triedUpAt[from];
-        if (triedAt !== undefined && now - triedAt < this.#upHold[from]! * FAILED_UP_WITHIN_HOLDS + this.#o.settleMs) {
-          this.#upHold[from] = Math.min(this.#o.maxUpHoldMs, this.#upHold[from]! * 2);
-        }
-        this.#switchTo(from + 1, now);
-        return { from: this.tiers[from]!.name, tier: this.tier, direction: 'down', reason };
-      }
-      return undefined;
-    }
-    this.#badRun = 0;
-    this.#goodSince ??= now - this.#o.windowMs;
-    if (this.#index > 0 && now - this.#goodSince >= this.#upHold[this.#index - 1]!) {
-      const from = this.#index;
-      const stableS = Math.round((now - this.#goodSince) / 1000);
-      this.#switchTo(from - 1, now);
-      this.#triedUpAt[this.#index] = now;
-      return { from: this.tiers[from]!.name, tier: this.tier, direction: 'up', reason: `stable for ${stableS} s` };
-    }
-    return undefined;
-  }
-
-  #switchTo(i: number, now: number): void {
-    this.#index = i;
-    this.#badRun = 0;
-    this.#goodSince = undefined;
-    this.#settleUntil = now + this.#o.settleMs;
+    const severe = w.loss >= 3 * this.#o.lossRatio || w.latenessMs >= 3 * this.#o.latenessMs;
+    const step = this.#h.window(now, w.verdict === 'good' ? 'good' : severe ? 'severe' : 'bad');
+    if (!step) return undefined;
+    const from = this.tiers[step.from]!.name;
+    const reason = step.direction === 'down' ? describe(w, step.badRun) : `stable for ${Math.round(step.stableMs / 1000)} s`;
+    return { from, tier: this.tier, direction: step.direction, reason };
   }
 
   #closeWindow(now: number): TierWindow {
@@ -231,7 +191,7 @@ export class TierController {
     const fps = frames / seconds;
     let verdict: TierWindow['verdict'];
     // A window with no frame and no drop says nothing (a paused stream, a gap between bursts).
-    if (now < this.#settleUntil || (frames === 0 && dropped === 0)) verdict = 'none';
+    if (this.#h.settling(now) || (frames === 0 && dropped === 0)) verdict = 'none';
     else verdict = loss > this.#o.lossRatio || latenessMs > this.#o.latenessMs ? 'bad' : 'good';
     return { bitrate, fps, loss, latenessMs, verdict };
   }

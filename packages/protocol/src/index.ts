@@ -88,3 +88,5 @@ export type { HttpErrorEnvelope, HttpErrorInfo } from './http-error.js';
 export { CodedError } from './coded-error.js';
 export { canTransition, transition, IllegalTransitionError } from './transitions.js';
 export type { TransitionTable } from './transitions.js';
+export { TierHysteresis } from './tier-hysteresis.js';
+export type { TierHysteresisOptions, TierWindowVerdict, TierStep } from './tier-hysteresis.js';

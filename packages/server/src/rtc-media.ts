@@ -23,6 +23,7 @@ import type { ServerErrorCode } from './errors.js';
 import type { DropReason, ServerMetrics } from './metrics.js';
 import type { OpusPacket, OpusStreams } from './rtc-audio.js';
 import type { RtcMetrics } from './rtc-metrics.js';
+import { PlayoutDelayPolicy } from './rtc-playout-delay.js';
 import { RtcTierController } from './rtc-tier.js';
 import { packetizeVp8, sharedH264Payloads } from './rtp-packetize.js';
 import { ConnectionVideo } from './video-sender.js';
@@ -30,8 +31,6 @@ import type { CodedFrame, VideoStreams } from './video-streams.js';
 
 /** NACK or PLI messages a viewer may send per second and kind; more are ignored (counted in `reactor_webrtc_feedback_dropped_total`). */
 export const FEEDBACK_PER_SECOND = 50;
-/** playout-delay extension payload: min 0, max 0 (12 bits each, 10 ms units). */
-const NO_PLAYOUT_DELAY = Buffer.from([0, 0, 0]);
 /** Coded frames of one track waiting for their encoding; a newer one over this drops (as `slow_client`). */
 const MAX_PENDING_FRAMES = 3;
 /** A send werift could not make (the peer is closing): nothing to do, one function for every packet. */
@@ -88,6 +87,10 @@ export interface RtcMediaStats {
   feedbackDropped: number;
   tier: string | undefined;
   estimate: number | undefined;
+  /** The playout delay this viewer is asked for now (max of the range, ms; 0: render at once). */
+  playoutDelayMs: number;
+  /** Times this viewer's playout delay was raised off 0 (its NACKs showed a lossy path). */
+  playoutDelayRaises: number;
 }
 
 export class RtcMedia {
@@ -109,7 +112,12 @@ export class RtcMedia {
     feedbackDropped: 0,
     tier: undefined,
     estimate: undefined,
+    playoutDelayMs: 0,
+    playoutDelayRaises: 0,
   };
+  /** This viewer's playout delay, from its own NACKs. */
+  readonly #playout = new PlayoutDelayPolicy();
+  #raisesSeen = 0;
   /** Feedback counted in the current second, by kind. */
   #budget = { second: 0, nack: 0, pli: 0 };
 
@@ -197,12 +205,21 @@ export class RtcMedia {
     const timestamp = Math.round(frame.ptsMs * 90) >>> 0;
     const { RtpHeader, RtpPacket } = this.#o.rtp;
     let bytes = 0;
+    // werift keeps the round trip it measures from receiver reports (seconds) on the sender, unexported.
+    const rtt = (out.sender as unknown as { rtt?: number }).rtt;
+    this.#playout.rtt(rtt === undefined ? undefined : rtt * 1000);
+    const playoutDelay = this.#playout.payload();
+    if (this.#playout.raises !== this.#raisesSeen) {
+      this.#raisesSeen = this.#playout.raises;
+      this.#o.rtcMetrics.playoutDelayRaises.inc();
+      this.#o.log.info(`webrtc viewer: playout delay up to ${this.#playout.delay.maxMs} ms (NACKs: a lossy path)`);
+    }
     payloads.forEach((payload, i) => {
       out.seq = (out.seq + 1) & 0xffff;
       // This viewer's own header object: werift writes its SSRC into it and keeps it, with the shared payload, to answer NACKs.
       const header = new RtpHeader({ payloadType: 96, sequenceNumber: out.seq, timestamp, marker: i === payloads.length - 1 });
-      // Playout delay 0..0 on the first packet of every frame: Chromium renders as soon as it decodes (no smoothing buffer).
-      if (out.playoutDelayId !== undefined && i === 0) header.extensions = [{ id: out.playoutDelayId, payload: NO_PLAYOUT_DELAY }];
+      // The playout delay on the first packet of every frame: 0..0 (render as soon as decoded) on a clean path, one repair's worth on a lossy one (rtc-playout-delay.ts).
+      if (out.playoutDelayId !== undefined && i === 0) header.extensions = [{ id: out.playoutDelayId, payload: playoutDelay }];
       void out.sender.sendRtp(new RtpPacket(header, payload)).catch(ignore);
       bytes += payload.byteLength;
     });
@@ -251,7 +268,8 @@ export class RtcMedia {
   }
 
   stats(): RtcMediaStats {
-    return { ...this.#stats, tier: this.#video.tier?.name, estimate: this.#tier.estimate };
+    const playoutDelayMs = this.#playout.delay.maxMs;
+    return { ...this.#stats, tier: this.#video.tier?.name, estimate: this.#tier.estimate, playoutDelayMs, playoutDelayRaises: this.#playout.raises };
   }
 
   /** Whether the feedback may go on to werift (false: a flood, ignored and counted). */
@@ -262,8 +280,8 @@ export class RtcMedia {
     // RR / SR: receiver reports with the loss fraction of our stream.
     if (type === 201 || type === 200) {
       const ssrc = this.#out.get(trackIndex)?.sender.ssrc;
-      for (const r of (packet as { reports?: { ssrc: number; fractionLost: number }[] }).reports ?? []) {
-        if (r.ssrc === ssrc) this.#tier.loss(r.fractionLost / 256);
+      for (const r of (packet as { reports?: { ssrc: number; packetsLost: number; highestSequence: number }[] }).reports ?? []) {
+        if (r.ssrc === ssrc) this.#tier.report(r);
       }
       return true;
     }
@@ -278,6 +296,7 @@ export class RtcMedia {
         return false;
       }
       this.#stats.nacks++;
+      this.#playout.nack();
       m.retransmits.inc(fb.lost?.length ?? 0);
       return true;
     }

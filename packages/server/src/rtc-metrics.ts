@@ -11,6 +11,7 @@ export class RtcMetrics {
   readonly feedbackDropped: Counter;
   readonly tierSwitches: Counter;
   readonly retransmits: Counter;
+  readonly playoutDelayRaises: Counter;
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -42,6 +43,11 @@ export class RtcMetrics {
     this.retransmits = new Counter({
       name: 'reactor_webrtc_nack_packets_total',
       help: 'Packets WebRTC viewers asked for again (NACK), answered from the per-viewer packet cache when still there.',
+      registers,
+    });
+    this.playoutDelayRaises = new Counter({
+      name: 'reactor_webrtc_playout_delay_raises_total',
+      help: "Times a WebRTC viewer's playout delay was raised off 0 because its NACKs showed a lossy path (back to 0 after a quiet spell).",
       registers,
     });
     for (const kind of ['nack', 'pli', 'remb'] satisfies RtcFeedbackKind[]) {

@@ -1,10 +1,11 @@
 /**
  * A WebRTC viewer's tier, chosen from its own congestion feedback: the browser's bandwidth
- * estimate (REMB) and the loss its receiver reports show. The same hysteresis as the client's
- * `TierController`: down after 2 bad windows in a row, up after 10 s stable on a tier (doubled
- * after a failed step up, at most 120 s), 2 s after a switch not judged. Pure logic.
+ * estimate (REMB) and the loss its receiver reports show over each window. The hysteresis is the
+ * client's (`TierHysteresis` of `@reactor/protocol`: down after 2 bad windows in a row, up after
+ * 10 s stable on a tier, doubled after a failed step up, at most 120 s, 2 s after a switch not
+ * judged); what makes a window bad is this transport's. Pure logic.
  */
-import type { VideoTierSchema } from '@reactor/protocol';
+import { TierHysteresis, type VideoTierSchema } from '@reactor/protocol';
 
 /** A move the controller asks for. */
 export interface RtcTierDecision {
@@ -13,11 +14,13 @@ export interface RtcTierDecision {
   reason: string;
 }
 
-const WINDOW_MS = 1000;
-const DOWN_AFTER = 2;
-const UP_AFTER_MS = 10_000;
-const MAX_UP_HOLD_MS = 120_000;
-const SETTLE_MS = 2000;
+/** One receiver report block about our stream: cumulative packets lost and the extended highest sequence number received. */
+export interface RtcReceiverReport {
+  packetsLost: number;
+  highestSequence: number;
+}
+
+const HYSTERESIS = { windowMs: 1000, downAfterWindows: 2, upAfterMs: 10_000, maxUpHoldMs: 120_000, settleMs: 2000 };
 /**
  * A window is bad when the browser's estimate is under this share of what we really sent in it
  * (the path does not carry the tier), or its loss is over LOSS_BAD. The tier's nominal bitrate
@@ -25,42 +28,50 @@ const SETTLE_MS = 2000;
  * rate received.
  */
 const HEADROOM = 0.85;
+/**
+ * Loss over a window is measured from the cumulative counters of the first and last receiver
+ * reports in it (packets lost / packets expected), never from a report's own `fraction lost`:
+ * Chromium sends a receiver report with every NACK, a few packets apart, so that fraction is one
+ * lost packet out of two (50 %) under 2 % random loss. A packet repaired by a retransmission
+ * counts as received again, so this is the loss NACK did not repair, which random loss on a path
+ * that carries the rate does not raise.
+ */
 const LOSS_BAD = 0.1;
+/** Fewer packets expected over a window than this say nothing about its loss. */
+const MIN_EXPECTED = 20;
 /** Stepping up needs an estimate this far above what is sent now (Chromium raises it only while the path keeps up). */
 const UP_MARGIN = 1.2;
 
 export class RtcTierController {
   /** Highest bitrate first. */
   readonly #tiers: VideoTierSchema[];
-  #index: number;
+  readonly #h: TierHysteresis;
   readonly #now: () => number;
   #windowStart: number;
   #estimate: number | undefined;
-  #loss = 0;
+  /** The last receiver report of the previous window, and the last one so far. */
+  #reportAtStart: RtcReceiverReport | undefined;
+  #report: RtcReceiverReport | undefined;
   #bytes = 0;
-  #badRun = 0;
-  #goodSince: number;
-  #settleUntil: number;
-  readonly #upHold: number[];
-  readonly #triedUpAt: (number | undefined)[];
 
   constructor(tiers: readonly VideoTierSchema[], initial: VideoTierSchema, now: () => number = () => performance.now()) {
     this.#tiers = [...tiers].sort((a, b) => b.bitrate - a.bitrate);
-    this.#index = Math.max(
-      0,
-      this.#tiers.findIndex((t) => t.name === initial.name),
-    );
     this.#now = now;
     const t = now();
     this.#windowStart = t;
-    this.#goodSince = t;
-    this.#settleUntil = t + SETTLE_MS;
-    this.#upHold = this.#tiers.map(() => UP_AFTER_MS);
-    this.#triedUpAt = this.#tiers.map(() => undefined);
+    this.#h = new TierHysteresis(
+      this.#tiers.length,
+      Math.max(
+        0,
+        this.#tiers.findIndex((x) => x.name === initial.name),
+      ),
+      HYSTERESIS,
+      t,
+    );
   }
 
   get tier(): VideoTierSchema {
-    return this.#tiers[this.#index]!;
+    return this.#tiers[this.#h.index]!;
   }
 
   /** The last bandwidth estimate (bits per second), if any. */
@@ -78,59 +89,44 @@ export class RtcTierController {
     this.#bytes += bytes;
   }
 
-  /** A receiver report's fraction lost (0..1). */
-  loss(fraction: number): void {
-    this.#loss = Math.max(this.#loss, fraction);
+  /** A receiver report block about this viewer's stream (cumulative counters). */
+  report(r: RtcReceiverReport): void {
+    this.#reportAtStart ??= r;
+    this.#report = r;
   }
 
   /** Closes the window when it is due; returns a move when one is needed. */
   tick(): RtcTierDecision | undefined {
     const now = this.#now();
     const elapsed = now - this.#windowStart;
-    if (elapsed < WINDOW_MS) return undefined;
+    if (elapsed < HYSTERESIS.windowMs) return undefined;
     this.#windowStart = now;
-    const loss = this.#loss;
-    this.#loss = 0;
+    const loss = this.#windowLoss();
     const rate = (this.#bytes * 8 * 1000) / elapsed;
     this.#bytes = 0;
     const est = this.#estimate;
-    if (now <= this.#settleUntil || est === undefined) return undefined;
+    if (this.#h.settling(now) || est === undefined) return undefined;
     const cur = this.tier;
     const bad = est < rate * HEADROOM || loss > LOSS_BAD;
-    if (bad) {
-      this.#goodSince = now;
-      if (++this.#badRun < DOWN_AFTER || this.#index === this.#tiers.length - 1) return undefined;
-      // A step up that failed within its hold: that tier waits twice as long next time.
-      const tried = this.#triedUpAt[this.#index];
-      if (tried !== undefined && now - tried < this.#upHold[this.#index]!) {
-        this.#upHold[this.#index] = Math.min(MAX_UP_HOLD_MS, this.#upHold[this.#index]! * 2);
-      }
-      const reason =
-        loss > LOSS_BAD
-          ? `${Math.round(loss * 100)}% loss`
+    const step = this.#h.window(now, bad ? 'bad' : 'good', est >= rate * UP_MARGIN);
+    if (!step) return undefined;
+    const reason =
+      step.direction === 'up'
+        ? `estimate ${Math.round(est / 1000)} kbit/s over the ${Math.round(rate / 1000)} kbit/s sent: trying tier ${this.tier.name}`
+        : loss > LOSS_BAD
+          ? `${Math.round(loss * 100)}% loss not repaired`
           : `estimate ${Math.round(est / 1000)} kbit/s under the ${Math.round(rate / 1000)} kbit/s sent on tier ${cur.name}`;
-      return this.#move(this.#index + 1, 'down', reason, now);
-    }
-    this.#badRun = 0;
-    if (this.#index === 0) return undefined;
-    const up = this.#tiers[this.#index - 1]!;
-    if (now - this.#goodSince >= this.#upHold[this.#index - 1]! && est >= rate * UP_MARGIN) {
-      this.#triedUpAt[this.#index - 1] = now;
-      return this.#move(
-        this.#index - 1,
-        'up',
-        `estimate ${Math.round(est / 1000)} kbit/s over the ${Math.round(rate / 1000)} kbit/s sent: trying tier ${up.name}`,
-        now,
-      );
-    }
-    return undefined;
+    return { tier: this.tier, direction: step.direction, reason };
   }
 
-  #move(index: number, direction: 'down' | 'up', reason: string, now: number): RtcTierDecision {
-    this.#index = index;
-    this.#badRun = 0;
-    this.#goodSince = now;
-    this.#settleUntil = now + SETTLE_MS;
-    return { tier: this.tier, direction, reason };
+  /** Packets lost over the window closing now, of those expected (0 when too few were expected to say). */
+  #windowLoss(): number {
+    const a = this.#reportAtStart;
+    const b = this.#report;
+    this.#reportAtStart = b;
+    if (!a || !b) return 0;
+    const expected = b.highestSequence - a.highestSequence;
+    if (expected < MIN_EXPECTED) return 0;
+    return Math.max(0, b.packetsLost - a.packetsLost) / expected;
   }
 }
