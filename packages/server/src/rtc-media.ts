@@ -225,7 +225,7 @@ export class RtcMedia {
     });
     this.#stats.packetsSent += payloads.length;
     this.#stats.bytesSent += bytes;
-    this.#tier.sent(bytes + 12 * payloads.length);
+    this.#tier.sent(bytes + 12 * payloads.length, payloads.length);
     this.#stats.framesSent++;
     this.#o.metrics.framesSent.inc();
     this.#video.sent(au.byteLength);
@@ -298,6 +298,7 @@ export class RtcMedia {
       this.#stats.nacks++;
       this.#playout.nack();
       m.retransmits.inc(fb.lost?.length ?? 0);
+      this.#tier.nacked(fb.lost?.length ?? 0);
       return true;
     }
     // Payload-specific feedback (206): count 1 PLI, 15 REMB.

@@ -86,9 +86,14 @@ describe('RtcTierController', () => {
    */
   function feeder(c: RtcTierController, clock: { t: number }) {
     const rr = { packetsLost: 0, highestSequence: 1000 };
-    return (sentBits: number, remb: number, o: { packets?: number; lost?: number; reports?: number } = {}): ReturnType<RtcTierController['tick']> => {
-      const { packets = 300, lost = 0, reports = 10 } = o;
-      c.sent(sentBits / 8);
+    return (
+      sentBits: number,
+      remb: number,
+      o: { packets?: number; lost?: number; reports?: number; nacked?: number } = {},
+    ): ReturnType<RtcTierController['tick']> => {
+      const { packets = 300, lost = 0, reports = 10, nacked = 0 } = o;
+      c.sent(sentBits / 8, packets);
+      c.nacked(nacked);
       c.remb(remb);
       for (let i = 1; i <= reports; i++) {
         c.report({ packetsLost: rr.packetsLost + Math.round((lost * i) / reports), highestSequence: rr.highestSequence + Math.round((packets * i) / reports) });
@@ -132,8 +137,20 @@ describe('RtcTierController', () => {
     const second = feeder(c, clock);
     // 2.5 Mbit/s on a path whose estimate is 3.2 Mbit/s; 6 of 300 packets lost, all repaired
     // but one now and then; Chromium reports with every NACK (60 reports a second).
-    for (let i = 0; i < 30; i++) expect(second(2.5e6, 3.2e6, { lost: i % 5 === 0 ? 1 : 0, reports: 60 })).toBeUndefined();
+    for (let i = 0; i < 30; i++) expect(second(2.5e6, 3.2e6, { lost: i % 5 === 0 ? 1 : 0, reports: 60, nacked: 6 })).toBeUndefined();
     expect(c.tier.name).toBe('full');
+  });
+
+  it('goes down when its NACKs ask for over 6 % of the packets sent, though the repair hides the loss and the estimate holds (a queue dropping bursts)', () => {
+    const clock = { t: 0 };
+    const c = new RtcTierController(tiers, tiers[0]!, () => clock.t);
+    const second = feeder(c, clock);
+    for (let i = 0; i < 2; i++) expect(second(3e6, 3.2e6, { nacked: 30 })).toBeUndefined(); // settling
+    expect(second(3e6, 3.2e6, { nacked: 30 })).toBeUndefined(); // 10 %: one bad window
+    expect(second(3e6, 3.2e6, { nacked: 30 })).toMatchObject({ direction: 'down', tier: { name: 'half' }, reason: '10% of packets asked for again (NACK)' });
+    // 5 % asked for (under the line), everything repaired: it stays.
+    for (let i = 0; i < 8; i++) expect(second(1e6, 3.2e6, { nacked: 15 })).toBeUndefined();
+    expect(c.tier.name).toBe('half');
   });
 
   it('does not step up while the estimate is not above what is sent, however long it is stable', () => {
