@@ -119,11 +119,13 @@ describe.skipIf(unavailable !== undefined)('WebRTC between two network namespace
 
   it("plays over 80 ms, 4 Mbit/s, 2 % loss each way, repairing loss with NACKs, and the server raises that viewer's playout delay", async () => {
     const { page, url } = await setup([]);
-    link.setLoss(0.02);
-    cleanups.push(async () => link.setLoss(0));
     await startRtcClient(page, url);
     await startMeter(page);
     await page.waitForFunction(() => (window as unknown as W).__rtc.state === 'connected', null, { timeout: 20_000 });
+    // The loss starts once connected: this is about playing through it (a DTLS handshake that
+    // loses its flights waits out werift's retransmission timers, which is not what this measures).
+    link.setLoss(0.02);
+    cleanups.push(async () => link.setLoss(0));
     const m = await measure(page, 5000);
     expect(m.source).toBe('video');
     expect(m.frames).toBeGreaterThan(20);
@@ -136,8 +138,15 @@ describe.skipIf(unavailable !== undefined)('WebRTC between two network namespace
     expect(nacks).toBeGreaterThan(0);
     // The server saw this viewer's NACKs and raised its playout delay off 0..0, so a repair no
     // longer stalls the frames behind it (rtc-playout-delay.ts; GET /metrics).
-    const metrics = await page.evaluate(async () => (await fetch(`/metrics${location.search}`)).text());
-    expect(Number(/^reactor_webrtc_playout_delay_raises_total (\d+)/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(1);
+    // It takes 2 NACK messages within 5 s; at 320x180 a few seconds of 2 % loss may hold fewer,
+    // so wait for the raise (it comes with the next NACKs) rather than judge one fixed sample.
+    const raises = async (): Promise<number> =>
+      Number(
+        /^reactor_webrtc_playout_delay_raises_total (\d+)/m.exec(await page.evaluate(async () => (await fetch(`/metrics${location.search}`)).text()))?.[1] ?? 0,
+      );
+    const deadline = Date.now() + 20_000;
+    while ((await raises()) < 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 250));
+    expect(await raises()).toBeGreaterThanOrEqual(1);
     expect(await selectedPair(page)).toMatchObject({ remote: 'host', remoteAddress: link.server.ip });
   }, 60_000);
 });
