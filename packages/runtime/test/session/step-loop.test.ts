@@ -179,14 +179,20 @@ describe('step loop', () => {
     expect(Math.max(...aheadAtGenerate)).toBeGreaterThanOrEqual(2); // the buffer is used
   });
 
-  it('flush releases a step held for its due time and tells clients to cut', async () => {
+  // One frame every 5 s, 2 a step, a 2-frame buffer; `cut` flushes. Just in time, step 2 is held
+  // until the 2nd frame's 5 s are nearly up; ahead, step 2 ran at once and its batch waits for
+  // room (1 queued + 2 > 2). Either way the cut releases the waiting step at once.
+  it.each([
+    { pacing: 'just-in-time' as const, before: 1, what: 'a step held for its due time' },
+    { pacing: 'ahead' as const, before: 2, what: 'a producer blocked on a full buffer' },
+  ])('pacing $pacing: flush releases $what and tells clients to cut', async ({ pacing, before }) => {
     let calls = 0;
-    const second = deferred();
-    @reactorApp({ output: Out, fps: 0.2, bufferSize: 2 }) // one frame every 5 s
+    const next = deferred();
+    @reactorApp({ output: Out, fps: 0.2, bufferSize: 2, pacing })
     class App extends ReactorApp<InputState, InputState, Out> {
       generate(): Out {
         calls++;
-        if (calls === 2) second.resolve();
+        if (calls === before + 1) next.resolve();
         return new Out({ main: new Frames(rgbFrames(2, 2, 2), [2, 2, 2, 3]) });
       }
       @event({ name: 'cut' }) cut(): void {
@@ -199,11 +205,10 @@ describe('step loop', () => {
     const h = connectAsTransport(host, sink);
     await sink.waitForFrames(1);
     await turns(10);
-    // Step 2 waits until the 2nd frame's 5 s are nearly up (just in time), not at once.
-    expect(calls).toBe(1);
+    expect(calls).toBe(before);
     const t0 = performance.now();
     const reply = await h.command(cmd('1', 'cut'));
-    await second.promise;
+    await next.promise;
     expect(performance.now() - t0).toBeLessThan(4500); // before the queued frame's 5 s were up
     expect(reply).toEqual({ type: 'reply', id: '1' });
     expect(sink.summary().slice(0, 5)).toEqual(['welcome:waiting', 'session:streaming', 'frame:main#0', 'flush', 'reply:1']);
@@ -232,36 +237,6 @@ describe('step loop', () => {
     // at most the one frame still playing when it makes the next (fewer if timers run late).
     expect(Math.max(...aheadAtGenerate.slice(3))).toBeLessThanOrEqual(1);
     expect(sink.frames.map((f) => f.seq)).toEqual(sink.frames.map((_, i) => i));
-  });
-
-  it('pacing ahead: flush releases a producer blocked on a full buffer and tells clients to cut', async () => {
-    let calls = 0;
-    const third = deferred();
-    @reactorApp({ output: Out, fps: 0.2, bufferSize: 2, pacing: 'ahead' }) // one frame every 5 s, the model running ahead
-    class App extends ReactorApp<InputState, InputState, Out> {
-      generate(): Out {
-        calls++;
-        if (calls === 3) third.resolve();
-        return new Out({ main: new Frames(rgbFrames(2, 2, 2), [2, 2, 2, 3]) });
-      }
-      @event({ name: 'cut' }) cut(): void {
-        this.output.flush();
-      }
-    }
-    const host = start(App);
-    await host.load();
-    const sink = new RecordingSink();
-    const h = connectAsTransport(host, sink);
-    await sink.waitForFrames(1);
-    await turns(10);
-    expect(calls).toBe(2); // step 2's batch waits for room: 1 queued + 2 > 2
-    const t0 = performance.now();
-    const reply = await h.command(cmd('1', 'cut'));
-    await third.promise;
-    expect(performance.now() - t0).toBeLessThan(4500); // before the queued frame's 5 s were up
-    expect(reply).toEqual({ type: 'reply', id: '1' });
-    expect(sink.summary().slice(0, 5)).toEqual(['welcome:waiting', 'session:streaming', 'frame:main#0', 'flush', 'reply:1']);
-    expect(sink.ofType('flush')).toEqual([{ type: 'flush', nextSeq: 1 }]);
   });
 
   it('paces playout at the declared fps', async () => {
