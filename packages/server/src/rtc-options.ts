@@ -59,7 +59,8 @@ export interface ResolvedWebRtcOptions {
 const isPort = (n: unknown): n is number => typeof n === 'number' && Number.isInteger(n) && n >= 1 && n <= 65535;
 
 const urlsOf = (s: IceServerOptions): string[] => (Array.isArray(s.urls) ? s.urls : [s.urls]);
-const isTurn = (s: IceServerOptions): boolean => urlsOf(s).some((u) => u.startsWith('turn'));
+/** Whether one of the server's URLs is `turn:` or `turns:`. */
+export const isTurn = (s: IceServerOptions): boolean => urlsOf(s).some((u) => u.startsWith('turn'));
 
 /** Checks one list of ICE servers (`name`: its option); a TURN server may leave its credentials to `turnSecret`. */
 function checkIceServers(list: unknown, name: string, minted: boolean): IceServerOptions[] {

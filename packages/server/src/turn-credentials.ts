@@ -6,7 +6,7 @@
  * viewer gets a credential of its own that stops working by itself, never the long-term password.
  */
 import { createHmac } from 'node:crypto';
-import type { IceServerOptions } from './rtc-options.js';
+import { type IceServerOptions, isTurn } from './rtc-options.js';
 
 /** A minted credential. */
 export interface TurnCredential {
@@ -36,9 +36,8 @@ export function iceServersFor(
   nowMs: number = Date.now(),
 ): IceServerOptions[] {
   return servers.map((s) => {
-    const urls = Array.isArray(s.urls) ? s.urls : [s.urls];
-    const isTurn = urls.some((u) => u.startsWith('turn'));
-    if (!isTurn || !turn || (s.username !== undefined && s.credential !== undefined)) return { ...s, urls: Array.isArray(s.urls) ? [...s.urls] : s.urls };
-    return { urls: Array.isArray(s.urls) ? [...s.urls] : s.urls, ...mintTurnCredential(turn.secret, id, turn.ttlS, nowMs) };
+    const urls = Array.isArray(s.urls) ? [...s.urls] : s.urls;
+    if (!isTurn(s) || !turn || (s.username !== undefined && s.credential !== undefined)) return { ...s, urls };
+    return { urls, ...mintTurnCredential(turn.secret, id, turn.ttlS, nowMs) };
   });
 }
