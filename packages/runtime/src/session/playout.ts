@@ -84,18 +84,22 @@ export class Playout {
    */
   drainsAt(now = performance.now()): number {
     if (this.clock < 0) return now;
-    let at = Math.max(now, this.nextDue[this.clock]!);
-    for (const slot of this.queues[this.clock]!) at += slot.intervalMs;
-    return at;
+    return Math.max(now, this.nextDue[this.clock]!) + this.queuedMs();
   }
 
   /** How long past its due time a frame pushed now would be, ms (0 when on time or when the clock is idle). */
   lateBy(now = performance.now()): number {
     if (this.clock < 0) return 0;
-    let at = this.nextDue[this.clock]!;
-    if (at === -Infinity) return 0;
-    for (const slot of this.queues[this.clock]!) at += slot.intervalMs;
-    return Math.max(0, now - at);
+    const due = this.nextDue[this.clock]!;
+    if (due === -Infinity) return 0;
+    return Math.max(0, now - (due + this.queuedMs()));
+  }
+
+  /** The play time of the slots queued on the clock track, ms. */
+  private queuedMs(): number {
+    let ms = 0;
+    for (const slot of this.queues[this.clock]!) ms += slot.intervalMs;
+    return ms;
   }
 
   /**
