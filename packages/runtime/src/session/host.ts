@@ -6,7 +6,7 @@ import { APP_BINDING, type AppBinding, type ClipOptions, type ReactorApp } from 
 import { type AppDefinition, describeApp } from '../app/registry.js';
 import { hostContext, type HostContext } from '../app/weights.js';
 import { AppLoadError, HostClosedError, HostOptionError, ReactorError, RuntimeErrorCode } from '../errors/errors.js';
-import { appReadiness, type HostFacts, hostReadiness, hostStatus } from './host-status.js';
+import { appNotice, appReadiness, type HostFacts, hostReadiness, hostStatus } from './host-status.js';
 import { Broadcast } from './broadcast.js';
 import { CommandDispatch } from './command-dispatch.js';
 import { Control } from './control.js';
@@ -179,6 +179,7 @@ export class AppHost implements AppHostApi {
       lastSessionError: this.lastSessionError,
       session: this.session,
       progress: this.progress.current,
+      notice: this.lifecycle.is('ready') ? appNotice(this.app) : undefined,
     };
   }
 
