@@ -433,7 +433,11 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
         r.weightsSha256,
       ),
     );
-    return new EnhanceOutput({ enhanced: new TrackPayload(new Frames(r.frames, [r.n, r.height, r.width, 3])) });
+    const out = new EnhanceOutput({ enhanced: new TrackPayload(new Frames(r.frames, [r.n, r.height, r.width, 3])) });
+    // A pipelined call returns the previous call's frames: they show the previous step's input,
+    // so a command's `applied` names the first frame that really shows it.
+    if (input?.pipeline) out.inputStep = outcome.step - 1;
+    return out;
   }
 
   private sendInfo(info: EnhanceInfo, to?: Client): void {

@@ -107,6 +107,8 @@ export class RunnerRestarting {
   constructor(readonly reason: string) {}
 }
 
+const round1 = (x: number): number => Math.round(x * 10) / 10;
+
 interface WorldLoadArgs {
   model: ModelName;
   checkpoint: string | null;
@@ -209,9 +211,11 @@ export class WorldApp extends ReactorApp<WorldState, WorldInput, WorldResult, Wo
     }
     const r = outcome.result!;
     if (r.chunk === 0 || this.info === undefined) this.announce(r);
-    return new WorldOutput({
-      mainVideo: new TrackPayload(new Frames(r.frames, [r.n, r.height, r.width, 3]), { metadata: { chunk: r.chunk, recached: r.recached } }),
-    });
+    // Each frame says which chunk it is of and what that chunk cost the model: a client measures
+    // model-only time beside delivered fps from it.
+    const t = r.timings;
+    const metadata = { chunk: r.chunk, recached: r.recached, modelMs: round1(t.totalMs), ditMs: round1(t.ditMs), gpuPeakBytes: r.gpuPeakBytes };
+    return new WorldOutput({ mainVideo: new TrackPayload(new Frames(r.frames, [r.n, r.height, r.width, 3]), { metadata }) });
   }
 
   private announce(r: WorldResult, to?: Client): void {

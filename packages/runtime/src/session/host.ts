@@ -381,8 +381,10 @@ export class AppHost implements AppHostApi {
   /** A new session; `chosenId` (a session router's id, see `ClientInfo.sessionId`) when it is label-safe. */
   private createSession(chosenId?: string): HostSession {
     const state = this.def.state.createDefaults();
-    const acks = new AppliedAcks<HostClient>(this.def.tracks[clockTrack(this.def.tracks)]?.name, (client, msg) =>
-      this.core.safe(client.sink, () => client.applied(msg)),
+    const acks = new AppliedAcks<HostClient>(
+      this.def.tracks[clockTrack(this.def.tracks)]?.name,
+      (client, msg) => this.core.safe(client.sink, () => client.applied(msg)),
+      () => session.steps + 1,
     );
     const playout = new Playout(
       this.def.tracks,
