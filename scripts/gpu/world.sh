@@ -27,6 +27,8 @@ else
   tar -xJf "$bundle" -C "$unpack"
   B=$unpack/reactor
   cp "$repo/scripts/gpu/world.mjs" "$B/scripts/gpu/world.mjs"
+  # The tree's model package over the bundle's: a Python-only change needs no new bundle.
+  cp -r "$repo/apps/world/python/." "$B/apps/world/python/"
   nodecmd=("$B/run.sh" node)
 fi
 py=${REACTOR_PYTHON:-python3}
@@ -55,12 +57,14 @@ if [ "$cpu" = 1 ]; then
   bench --models small --chunks 6
   WORLD_SECONDS=3 WORLD_SWITCHES=4 serve cpu-small ''
 else
-  bench --models wan-1.3b --chunks 8 --compile off
-  serve eager-1.3b ''
-  bench --models wan-1.3b --chunks 8 --window 21 --sink 0
-  bench --models wan-14b --chunks 5
-  bench --models wan-1.3b --chunks 8 --compile on
-  serve compiled-1.3b 'compile: on'
+  # WORLD_PARTS picks parts (default all): model, serve-eager, window21, 14b, serve-compiled.
+  parts=",${WORLD_PARTS:-model,serve-eager,window21,14b,serve-compiled},"
+  has() { [[ $parts == *",$1,"* ]]; }
+  has model && bench --models wan-1.3b --chunks 8 --compile off,on
+  has serve-eager && serve eager-1.3b ''
+  has window21 && bench --models wan-1.3b --chunks 9 --window 21 --sink 0
+  has 14b && bench --models wan-14b --chunks 5
+  has serve-compiled && serve compiled-1.3b 'compile: on'
 fi
 echo "python ranks left: $(pgrep -fc 'reactor_worker._rank' || true)" >> "$out/world-env.txt"
 cat "$out/world-env.txt" "$out/world.jsonl"

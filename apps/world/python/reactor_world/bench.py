@@ -33,6 +33,7 @@ def run(name: str, chunks: int, compile_mode: str, dev: torch.device, window: in
     cfg = config_named(name, **overrides)
     dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
     if dev.type == "cuda":
+        torch.cuda.set_device(dev)
         torch.cuda.reset_peak_memory_stats(dev)
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.benchmark = True
@@ -52,8 +53,7 @@ def run(name: str, chunks: int, compile_mode: str, dev: torch.device, window: in
     build_ms = (time.perf_counter() - t0) * 1000
     compiled = "off"
     if compile_mode == "on":
-        for i, b in enumerate(m.blocks):
-            m.blocks[i] = torch.compile(b, dynamic=False)
+        m.compile_blocks()
         compiled = "blocks"
     s = WorldSession(m, d, PromptEncoder(cfg.text_dim, cfg.text_len, dev, dtype), cfg, dev, dtype)
     rows = []

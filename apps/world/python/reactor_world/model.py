@@ -72,14 +72,20 @@ def rope_factors(head_dim: int, frames: int, h: int, w: int, start_frame: int, d
         ],
         dim=-1,
     )
-    return f.reshape(frames * h * w, 1, c)
+    f = f.reshape(frames * h * w, 1, c)
+    # Real and imaginary parts: the rotation below is real arithmetic, which torch.compile
+    # generates code for (its inductor has no complex kernels).
+    return torch.stack([f.real, f.imag])
 
 
 def apply_rope(x: torch.Tensor, factors: torch.Tensor) -> torch.Tensor:
-    """Rotates ``x`` (``[B, L, heads, head_dim]``) by ``factors`` in float64, back in ``x``'s dtype."""
+    """Rotates ``x`` (``[B, L, heads, head_dim]``) by ``factors`` (``rope_factors``) in float64,
+    back in ``x``'s dtype: the reference's complex product ``(a + bi)(c + di)``, written out."""
     b, s, n, _ = x.shape
-    xc = torch.view_as_complex(x.to(torch.float64).reshape(b, s, n, -1, 2))
-    return torch.view_as_real(xc * factors.unsqueeze(0)).flatten(3).type_as(x)
+    pairs = x.to(torch.float64).reshape(b, s, n, -1, 2)
+    a, bi = pairs[..., 0], pairs[..., 1]
+    c, d = factors[0].unsqueeze(0), factors[1].unsqueeze(0)
+    return torch.stack([a * c - bi * d, a * d + bi * c], dim=-1).flatten(3).type_as(x)
 
 
 class RMSNorm(nn.Module):
@@ -111,13 +117,11 @@ class SelfAttention(nn.Module):
         self.norm_q = RMSNorm(dim, eps) if qk_norm else nn.Identity()
         self.norm_k = RMSNorm(dim, eps) if qk_norm else nn.Identity()
 
-    def forward(self, x: torch.Tensor, rope: torch.Tensor, cache: BlockCache, start_token: int) -> torch.Tensor:
+    def qkv(self, x: torch.Tensor, rope: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         b, s, n, d = x.shape[0], x.shape[1], self.num_heads, self.head_dim
         q = apply_rope(self.norm_q(self.q(x)).view(b, s, n, d), rope)
         k = apply_rope(self.norm_k(self.k(x)).view(b, s, n, d), rope)
-        v = self.v(x).view(b, s, n, d)
-        keys, values = cache.write(k, v, start_token)
-        return self.o(attention(q.type_as(v), keys, values).flatten(2))
+        return q, k, self.v(x).view(b, s, n, d)
 
 
 class CrossAttention(nn.Module):
@@ -130,16 +134,20 @@ class CrossAttention(nn.Module):
         self.norm_q = RMSNorm(dim, eps) if qk_norm else nn.Identity()
         self.norm_k = RMSNorm(dim, eps) if qk_norm else nn.Identity()
 
-    def forward(self, x: torch.Tensor, context: torch.Tensor, cache: Optional[CrossCache]) -> torch.Tensor:
+    def kv(self, context: torch.Tensor, cache: Optional[CrossCache]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The text's keys and values (once per prompt when cached)."""
+        if cache is not None and cache.k is not None and cache.v is not None:
+            return cache.k, cache.v
+        b, n, d = context.shape[0], self.num_heads, self.head_dim
+        k = self.norm_k(self.k(context)).view(b, -1, n, d)
+        v = self.v(context).view(b, -1, n, d)
+        if cache is not None:
+            cache.k, cache.v = k, v
+        return k, v
+
+    def forward(self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         b, n, d = x.shape[0], self.num_heads, self.head_dim
         q = self.norm_q(self.q(x)).view(b, -1, n, d)
-        if cache is not None and cache.k is not None:
-            k, v = cache.k, cache.v
-        else:
-            k = self.norm_k(self.k(context)).view(b, -1, n, d)
-            v = self.v(context).view(b, -1, n, d)
-            if cache is not None:
-                cache.k, cache.v = k, v
         return self.o(attention(q, k, v).flatten(2))
 
 
@@ -155,21 +163,33 @@ class Block(nn.Module):
         self.ffn = nn.Sequential(nn.Linear(dim, cfg.ffn_dim), nn.GELU(approximate="tanh"), nn.Linear(cfg.ffn_dim, dim))
         self.modulation = nn.Parameter(torch.randn(1, 6, dim) / dim**0.5)
 
+    # A block is three parts: `pre` (modulation, q/k/v, RoPE) and `post` (the attention's
+    # output, cross-attention, FFN) are fixed-shape tensor code, which `compile()` hands to
+    # torch.compile; the KV cache's write and the attention over it, whose lengths change
+    # chunk by chunk, stay between them, eager (the attention is one fused kernel already).
+    def pre(self, x: torch.Tensor, e: torch.Tensor, rope: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        frames = e.shape[1]
+        m = (self.modulation.unsqueeze(1) + e).chunk(6, dim=2)  # each [B, F, 1, C]
+        h = (self.norm1(x).unflatten(1, (frames, x.shape[1] // frames)) * (1 + m[1]) + m[0]).flatten(1, 2)
+        q, k, v = self.self_attn.qkv(h, rope)
+        return q.type_as(v), k, v, (self.modulation.unsqueeze(1) + e)
+
+    def post(self, x: torch.Tensor, y: torch.Tensor, me: torch.Tensor, ck: torch.Tensor, cv: torch.Tensor) -> torch.Tensor:
+        frames = me.shape[1]
+        per = x.shape[1] // frames
+        m = me.chunk(6, dim=2)
+        x = x + (self.self_attn.o(y.flatten(2)).unflatten(1, (frames, per)) * m[2]).flatten(1, 2)
+        x = x + self.cross_attn(self.norm3(x), ck, cv)
+        y2 = self.ffn((self.norm2(x).unflatten(1, (frames, per)) * (1 + m[4]) + m[3]).flatten(1, 2))
+        return x + (y2.unflatten(1, (frames, per)) * m[5]).flatten(1, 2)
+
     def forward(self, x: torch.Tensor, e: torch.Tensor, rope: torch.Tensor, context: torch.Tensor, cache: BlockCache,
                 cross: Optional[CrossCache], start_token: int) -> torch.Tensor:
-        frames = e.shape[1]
-        per = x.shape[1] // frames
-        m = (self.modulation.unsqueeze(1) + e).chunk(6, dim=2)  # each [B, F, 1, C]
-
-        def mod(t: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-            return (t.unflatten(1, (frames, per)) * (1 + scale) + shift).flatten(1, 2)
-
-        def gate(t: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-            return (t.unflatten(1, (frames, per)) * g).flatten(1, 2)
-
-        x = x + gate(self.self_attn(mod(self.norm1(x), m[0], m[1]), rope, cache, start_token), m[2])
-        x = x + self.cross_attn(self.norm3(x), context, cross)
-        return x + gate(self.ffn(mod(self.norm2(x), m[3], m[4])), m[5])
+        q, k, v, me = self.pre(x, e, rope)
+        keys, values = cache.write(k, v, start_token)
+        y = attention(q, keys, values)
+        ck, cv = self.cross_attn.kv(context, cross)
+        return self.post(x, y, me, ck, cv)
 
 
 class Head(nn.Module):
@@ -227,6 +247,12 @@ class CausalWanModel(nn.Module):
             x = block(x, e0, rope, context, caches[i], cross[i] if cross is not None else None, start_token)
         x = self.head(x, e.unflatten(0, t.shape).unsqueeze(2))
         return self.unpatchify(x, frames, h, w)
+
+    def compile_blocks(self) -> None:
+        """torch.compile of each block's fixed-shape parts (``Block.pre``/``post``); the cache and its attention stay eager."""
+        for b in self.blocks:
+            b.pre = torch.compile(b.pre, dynamic=False)  # type: ignore[method-assign]
+            b.post = torch.compile(b.post, dynamic=False)  # type: ignore[method-assign]
 
     def unpatchify(self, x: torch.Tensor, frames: int, h: int, w: int) -> torch.Tensor:
         p, c = self.cfg.patch_size, self.cfg.out_dim

@@ -159,9 +159,8 @@ class WorldWorker(DistributedWorker):
             print(f"warning: compile asked for, but torch {torch.__version__} has no torch.compile; running eager", flush=True)
             return "off (no torch.compile)"
         try:
-            self.report_progress(0.8, "compiling the DiT blocks (torch.compile)")
-            for i, b in enumerate(self.model.blocks):
-                self.model.blocks[i] = torch.compile(b, dynamic=False)
+            self.report_progress(0.8, "compiling the DiT blocks (torch.compile; traced by the warm-up chunks)")
+            self.model.compile_blocks()
             return "torch.compile (blocks)"
         except Exception as e:  # noqa: BLE001 - any compiler failure falls back, said
             print(f"warning: torch.compile failed ({type(e).__name__}: {e}); running eager", flush=True)
