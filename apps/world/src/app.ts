@@ -214,7 +214,7 @@ export class WorldApp extends ReactorApp<WorldState, WorldInput, WorldResult, Wo
     // Each frame says which chunk it is of and what that chunk cost the model: a client measures
     // model-only time beside delivered fps from it.
     const t = r.timings;
-    const metadata = { chunk: r.chunk, recached: r.recached, modelMs: round1(t.totalMs), ditMs: round1(t.ditMs), gpuPeakBytes: r.gpuPeakBytes };
+    const metadata = { chunk: r.chunk, frames: r.n, recached: r.recached, modelMs: round1(t.totalMs), ditMs: round1(t.ditMs), gpuPeakBytes: r.gpuPeakBytes };
     return new WorldOutput({ mainVideo: new TrackPayload(new Frames(r.frames, [r.n, r.height, r.width, 3]), { metadata }) });
   }
 

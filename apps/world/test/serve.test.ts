@@ -73,7 +73,7 @@ async function client(base: string): Promise<Seen> {
   return seen;
 }
 
-const meta = (f: ClientFrame): { chunk: number; recached: boolean } => f.metadata as { chunk: number; recached: boolean };
+const meta = (f: ClientFrame): { chunk: number; frames: number; recached: boolean } => f.metadata as { chunk: number; frames: number; recached: boolean };
 
 describe('apps/world under reactor run (small config, CPU)', () => {
   it('streams chunks of 9 then 12 frames, says the weights are generated, switches prompts by re-caching, validates its commands and resets', async () => {
@@ -84,10 +84,13 @@ describe('apps/world under reactor run (small config, CPU)', () => {
     await until(() => a.frames.length >= 9 + 12 * 2, 'three chunks of frames');
     // 64x48, the first chunk 9 frames (the decoder's warm-up trimmed), then 12 a chunk.
     expect([a.frames[0]!.width, a.frames[0]!.height]).toEqual([64, 48]);
-    const perChunk = new Map<number, number>();
-    for (const f of a.frames) perChunk.set(meta(f).chunk, (perChunk.get(meta(f).chunk) ?? 0) + 1);
-    expect(perChunk.get(0)).toBe(9);
-    expect(perChunk.get(1)).toBe(12);
+    // Each chunk's frames carry its size and lie within that many consecutive seqs (a frame the
+    // busy test client was too late for may be dropped, newest wins: not counted here).
+    const seqs = new Map<number, number[]>();
+    for (const f of a.frames) seqs.set(meta(f).chunk, [...(seqs.get(meta(f).chunk) ?? []), f.seq]);
+    expect(a.frames.filter((f) => meta(f).chunk === 0).every((f) => meta(f).frames === 9)).toBe(true);
+    expect(a.frames.filter((f) => meta(f).chunk > 0).every((f) => meta(f).frames === 12)).toBe(true);
+    for (const [chunk, s] of seqs) expect(Math.max(...s) - Math.min(...s), `chunk ${chunk}`).toBeLessThan(chunk === 0 ? 9 : 12);
     // The notice: in the session status and in the info message.
     await until(() => a.sessions.some((s) => s.notice === GENERATED_NOTICE), 'the generated-weights notice in the session status');
     await until(() => a.messages.some((m) => m.name === 'world_info'), 'world_info');
@@ -109,12 +112,14 @@ describe('apps/world under reactor run (small config, CPU)', () => {
     const applied = await cmd.applied;
     expect(applied.outcome).toBe('applied');
     const seq = (applied as { seq: number }).seq;
-    await until(() => a.frames.some((f) => f.seq === seq), 'the frame named by applied');
-    const shown = a.frames.find((f) => f.seq === seq)!;
+    await until(() => a.frames.some((f) => f.seq >= seq + 12), 'the chunk named by applied');
+    // The named frame is the first of the re-cached chunk: every frame before it is of an older
+    // chunk, every frame of that chunk is at or after it (a frame dropped for this busy client
+    // leaves the rule as it is).
+    const shown = a.frames.filter((f) => f.seq >= seq).sort((x, y) => x.seq - y.seq)[0]!;
     expect(meta(shown).recached).toBe(true);
-    // Every frame of that chunk is its start: the frame before it belongs to an older chunk.
-    const before = a.frames.find((f) => f.seq === seq - 1);
-    if (before) expect(meta(before).chunk).toBe(meta(shown).chunk - 1);
+    expect(a.frames.filter((f) => f.seq < seq).every((f) => meta(f).chunk < meta(shown).chunk)).toBe(true);
+    expect(a.frames.filter((f) => meta(f).chunk === meta(shown).chunk).every((f) => f.seq >= seq)).toBe(true);
 
     // Bad input: named, nothing applied, the stream goes on.
     await expect(a.c.send('set_prompt', { prompt: 7 })).rejects.toMatchObject({ code: 'invalid_params' });
@@ -165,7 +170,8 @@ describe('apps/world under reactor run (small config, CPU)', () => {
     make(false);
     const cfg = (name: string) => {
       const p = join(dir, `${name}.yaml`);
-      writeFileSync(p, `model: small\ncheckpoint: ${name}.safetensors\n`);
+      // compile: on where torch has no torch.compile (Debian's 1.13): eager, with a warning naming why.
+      writeFileSync(p, `model: small\ncheckpoint: ${name}.safetensors\ncompile: on\n`);
       return p;
     };
     // reactor run refuses to serve a model it cannot load: it exits non-zero with the key named.
@@ -184,6 +190,8 @@ describe('apps/world under reactor run (small config, CPU)', () => {
     await until(() => g.messages.some((m) => m.name === 'world_info'), 'world_info');
     expect(g.messages.find((m) => m.name === 'world_info')!.data).toMatchObject({ weights: 'checkpoint', notice: null });
     expect(g.c.session.notice).toBeUndefined();
+    expect(good.output()).toMatch(/warning: compile asked for, but torch \S+ has no torch\.compile; running eager/);
+    expect(good.output()).toMatch(/world model small: .*checkpoint weights .*compile off \(no torch\.compile\)/);
     g.c.close();
     good.child.kill('SIGTERM');
     expect(await good.exited).toBe(0);

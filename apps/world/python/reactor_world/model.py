@@ -79,9 +79,13 @@ def rope_factors(head_dim: int, frames: int, h: int, w: int, start_frame: int, d
 
 
 def apply_rope(x: torch.Tensor, factors: torch.Tensor) -> torch.Tensor:
-    """Rotates ``x`` (``[B, L, heads, head_dim]``) by ``factors`` (``rope_factors``) in float64,
-    back in ``x``'s dtype: the reference's complex product ``(a + bi)(c + di)``, written out."""
+    """Rotates ``x`` (``[B, L, heads, head_dim]``) by ``factors`` in float64, back in ``x``'s dtype:
+    the reference's complex product. ``factors`` is complex (eager: one kernel) or, for compiled
+    blocks, ``rope_factors``' real and imaginary parts, the product written out (the same numbers)."""
     b, s, n, _ = x.shape
+    if factors.is_complex():
+        xc = torch.view_as_complex(x.to(torch.float64).reshape(b, s, n, -1, 2))
+        return torch.view_as_real(xc * factors.unsqueeze(0)).flatten(3).type_as(x)
     pairs = x.to(torch.float64).reshape(b, s, n, -1, 2)
     a, bi = pairs[..., 0], pairs[..., 1]
     c, d = factors[0].unsqueeze(0), factors[1].unsqueeze(0)
@@ -218,6 +222,7 @@ class CausalWanModel(nn.Module):
         self.time_projection = nn.Sequential(nn.SiLU(), nn.Linear(dim, dim * 6))
         self.blocks = nn.ModuleList([Block(cfg) for _ in range(cfg.num_layers)])
         self.head = Head(cfg)
+        self.compiled = False
 
     def embed_text(self, prompt_embeds: torch.Tensor) -> torch.Tensor:
         """``[B, L, text_dim]`` (L <= text_len) -> ``[B, text_len, dim]``: zero-padded to ``text_len`` first, as the reference pads."""
@@ -242,6 +247,8 @@ class CausalWanModel(nn.Module):
         e = self.time_embedding(sinusoidal_embedding(cfg.freq_dim, t.flatten()).type_as(x))
         e0 = self.time_projection(e).unflatten(1, (6, cfg.dim)).unflatten(0, t.shape)
         rope = rope_factors(cfg.head_dim, frames, h, w, start_frame, x.device)
+        if not self.compiled:
+            rope = torch.complex(rope[0], rope[1])
         start_token = start_frame * h * w
         for i, block in enumerate(self.blocks):
             x = block(x, e0, rope, context, caches[i], cross[i] if cross is not None else None, start_token)
@@ -253,6 +260,14 @@ class CausalWanModel(nn.Module):
         for b in self.blocks:
             b.pre = torch.compile(b.pre, dynamic=False)  # type: ignore[method-assign]
             b.post = torch.compile(b.post, dynamic=False)  # type: ignore[method-assign]
+        self.compiled = True
+
+    def uncompile_blocks(self) -> None:
+        """Back to eager (a compile that failed while tracing)."""
+        for b in self.blocks:
+            b.__dict__.pop("pre", None)
+            b.__dict__.pop("post", None)
+        self.compiled = False
 
     def unpatchify(self, x: torch.Tensor, frames: int, h: int, w: int) -> torch.Tensor:
         p, c = self.cfg.patch_size, self.cfg.out_dim

@@ -72,7 +72,7 @@ class WorldWorker(DistributedWorker):
         overrides: Optional[dict[str, Any]] = None,
         text_encoder: Optional[str] = None,
         weights_seed: int = 0,
-        compile: str = "off",  # noqa: A002 - the config's name
+        compile: str = "auto",  # noqa: A002 - the config's name
         warmup: bool = True,
         threads: Optional[int] = None,
         **_ignored: Any,
@@ -126,10 +126,16 @@ class WorldWorker(DistributedWorker):
         if warmup:
             # One chunk picks the kernels (and traces a compiled model), so the first frame a
             # viewer waits for costs what every other chunk costs.
-            self.report_progress(0.85, "warming up (one chunk)")
-            self.session.step("warm-up", 0, self.cfg.denoising_steps)
-            self.session.step("warm-up", 0, self.cfg.denoising_steps)
-            self.session.reset()
+            self.report_progress(0.85, "warming up (two chunks)")
+            try:
+                self._warm_up()
+            except Exception as e:  # noqa: BLE001 - a compile fails while tracing, not when asked
+                if not self.model.compiled:
+                    raise
+                print(f"warning: torch.compile failed while tracing ({type(e).__name__}: {str(e).splitlines()[0][:200]}); running eager", flush=True)
+                self.model.uncompile_blocks()
+                self.compiled = f"off (compile failed: {type(e).__name__})"
+                self._warm_up()
         self.load_ms = (time.perf_counter() - t_start) * 1000
         self.report_progress(1.0, "ready")
         if self.is_leader:
@@ -140,6 +146,12 @@ class WorldWorker(DistributedWorker):
                 f"loaded in {self.load_ms:.0f} ms",
                 flush=True,
             )
+
+    def _warm_up(self) -> None:
+        self.session.reset()
+        self.session.step("warm-up", 0, self.cfg.denoising_steps)
+        self.session.step("warm-up", 0, self.cfg.denoising_steps)
+        self.session.reset()
 
     def _build(self, cuda: bool) -> CausalWanModel:
         meta = hasattr(torch.nn.Module, "to_empty") and hasattr(torch, "device") and cuda and hasattr(torch.device, "__enter__")

@@ -49,6 +49,13 @@ class GoldenTest(unittest.TestCase):
     def test_prompt_embedding_is_the_goldens(self) -> None:
         self.assertTrue(torch.equal(hashed_embedding(PROMPT, self.cfg.text_dim, self.cfg.text_len), self.g["prompt"]))
 
+    def test_the_compiled_blocks_real_rope_equals_the_eager_complex_one(self) -> None:
+        from reactor_world.model import apply_rope, rope_factors
+
+        f = rope_factors(self.cfg.head_dim, 3, 3, 4, 7, torch.device("cpu"))
+        x = torch.randn(1, 36, self.cfg.num_heads, self.cfg.head_dim, generator=torch.Generator().manual_seed(1))
+        self.assertTrue(torch.equal(apply_rope(x, f), apply_rope(x, torch.complex(f[0], f[1]))))
+
     def test_one_denoising_pass_matches_the_reference(self) -> None:
         cfg, m = self.cfg, self.s.model
         caches = [BlockCache(1, cfg.cache_tokens, cfg.num_heads, cfg.head_dim, cfg.sink_frames * cfg.frame_tokens, torch.float32, torch.device("cpu")) for _ in range(cfg.num_layers)]
