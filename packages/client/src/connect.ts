@@ -102,4 +102,4 @@ const NEW_INSTANCE_ATTEMPTS = 3;
  * the instance is gone (4404/4502) ends the client at once; this bounds the rest (the router
  * itself unreachable).
  */
-export const ROUTED_RECONNECT_ATTEMPTS = 6;
+const ROUTED_RECONNECT_ATTEMPTS = 6;
