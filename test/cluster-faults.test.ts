@@ -208,7 +208,7 @@ describe(`the cluster's faults: ${INSTANCES} reactor run --agones, the sidecar's
     const c = await open();
     const took = performance.now() - t;
     expect(c.route!.instance).not.toBe(hung.name);
-    // Agones handed it out (it still pings? no: stopped, but within 15 s of its last ping it is Ready)...
+    // Agones handed it out (stopped, it sends no pings, but Agones counts it Ready for 15-20 s after the last)...
     expect(cluster.get(hung.name).state).toBe('Allocated');
     // ...and the router waited its check only, not a socket's 15-40 s.
     expect(took).toBeLessThan(CHECK_TIMEOUT_MS + TOLD_WITHIN_MS);

@@ -217,6 +217,8 @@ describe('deploy/helm/reactor', () => {
     it("raises the autoscaler's minReplicas to a count bufferSize and to 1 for a percentage, as Agones' webhook requires (issue 38)", () => {
       const buffer = (values: Record<string, string | number>) => find(render(values, ['ci/agones-values.yaml']), 'FleetAutoscaler').spec.policy.buffer;
       expect(buffer({ 'agones.autoscaler.bufferSize': 5 })).toEqual({ bufferSize: 5, minReplicas: 5, maxReplicas: 20 });
+      // The Fleet starts at that size too (before the autoscaler's first sync).
+      expect(find(render({ 'agones.autoscaler.bufferSize': 5 }, ['ci/agones-values.yaml']), 'Fleet').spec.replicas).toBeGreaterThanOrEqual(5);
       expect(buffer({ 'agones.autoscaler.bufferSize': 1, 'agones.autoscaler.minReplicas': 3 })).toEqual({ bufferSize: 1, minReplicas: 3, maxReplicas: 20 });
       expect(buffer({ 'agones.autoscaler.bufferSize': '20%', 'agones.autoscaler.minReplicas': 0 })).toEqual({
         bufferSize: '20%',
