@@ -13,7 +13,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { rmSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
+import { connect as netConnect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -28,7 +28,7 @@ import { sampleWorkspace } from './fixtures/sample-workspace.js';
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(repo, 'packages/cli/dist/main.js');
 const TOKEN = 'cluster-faults-token-0123456789';
-const INSTANCES = 7;
+const INSTANCES = 8;
 /** Longer than the runner's 10 s signal backstop (SIGNAL_DEFER_MS): the session must still run to this deadline. */
 const DRAIN_MS = 12_000;
 const DRAINING = `${SDK_LABEL_PREFIX}reactor-draining`;
@@ -286,6 +286,49 @@ describe(`the cluster's faults: ${INSTANCES} reactor run --agones, the sidecar's
     // The viewer: told by the same trip (or its own ping, 5 s + 5 s, whichever first), with the code.
     expect(v.reason).toContain('instance_unreachable');
     expect(v.at - knew).toBeLessThan(TOLD_WITHIN_MS);
+  }, 60_000);
+
+  it('a routed client whose link dropped (1006) and whose reconnect the router refuses (the instance died meanwhile) is told its session is lost, once', async () => {
+    // A TCP hop between the client and the router that the test can hold and cut, as a flaky link would.
+    const router = new URL(routerUrl);
+    const links = new Set<{ client: Socket; upstream: Socket }>();
+    let hold = false;
+    const hop = createServer((client) => {
+      const upstream = netConnect({ host: router.hostname, port: Number(router.port) });
+      const link = { client, upstream };
+      links.add(link);
+      client.on('data', (d: Buffer) => upstream.write(d));
+      upstream.on('data', (d: Buffer) => {
+        if (!hold) client.write(d);
+      });
+      const end = (): void => {
+        links.delete(link);
+        client.destroy();
+        upstream.destroy();
+      };
+      client.on('close', end);
+      upstream.on('close', end);
+      client.on('error', end);
+      upstream.on('error', end);
+    });
+    await new Promise<void>((r) => hop.listen(0, '127.0.0.1', r));
+    cleanups.push(() => new Promise<void>((r) => (links.forEach((l) => l.client.destroy()), hop.close(() => r()))));
+    const via = `http://127.0.0.1:${(hop.address() as AddressInfo).port}`;
+    const c = await connect(via, { session: 'new', token: TOKEN, WebSocket: WebSocket as never });
+    clients.push(c);
+    await firstFrame(c);
+    const dead = instances.find((i) => i.name === c.route!.instance)!;
+    const told = closedAt(c);
+    // The router's 4502 for the viewer is held in the hop; the link then drops without a close frame.
+    hold = true;
+    killTree(dead.child);
+    await dead.exited;
+    for (const l of links) l.client.destroy();
+    hold = false;
+    const v = await told;
+    expect(v.reconnects).toBe(1);
+    expect(v.reason).toMatch(/^the session is lost: /);
+    expect(v.reason).toContain('instance_unreachable');
   }, 60_000);
 
   it(`a drain that reaches its deadline (${DRAIN_MS} ms, past the runner's 10 s signal backstop) streams to the end, then closes with 4003 drain_deadline`, async () => {
