@@ -94,6 +94,7 @@ export class SessionRouter {
       log: this.#log,
       registry: this.registry,
       openCircuit: (i) => this.#relay.openCircuit(i),
+      trip: (i, why) => this.#relay.trip(i, why),
       answer: (req, sessionId, instance, role) => this.#answer(req, sessionId, instance, role),
       role: roleParam,
     });

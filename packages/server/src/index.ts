@@ -2,7 +2,7 @@
  * `@reactor/server`: serves a Reactor app over HTTP + WebSocket (viewer, schema, health,
  * metrics, the wire protocol of `@reactor/protocol`). See docs/protocol.md and docs/viewer.md.
  */
-export { ReactorServer, serveHost, CLOSE_GRACE_MS } from './reactor-server.js';
+export { ReactorServer, serveHost, CLOSE_GRACE_MS, type ServerCloseOptions } from './reactor-server.js';
 export type { ServableHost, StepSample, HealthReport } from './reactor-server.js';
 export {
   resolveServerOptions,

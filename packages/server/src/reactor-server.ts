@@ -45,6 +45,14 @@ export const CLOSE_GRACE_MS = 2000;
 /** The header a session router (`reactor route`) sets on a relayed socket: the id the session takes if this socket starts it. */
 export const SESSION_ID_HEADER = 'x-reactor-session-id';
 
+/** Options of {@link ReactorServer.close}: what the clients' close frame says (default 1001, "server shutting down"). */
+export interface ServerCloseOptions {
+  /** The close code (a registered one: `CloseCode` of `@reactor/protocol`, or 1001). */
+  code?: number;
+  /** The close reason (cut to 123 bytes); start it with the wire code it stands for (`drain_deadline: ...`). */
+  reason?: string;
+}
+
 /** A running server. Create it with `serve()` or {@link serveHost}. */
 export class ReactorServer {
   /** The app host this server serves. */
@@ -73,6 +81,8 @@ export class ReactorServer {
   #offStatus: (() => void) | undefined;
   #heartbeat: ReturnType<typeof setInterval> | undefined;
   #closing: Promise<void> | undefined;
+  /** Set by {@link beginDrain}: not ready for a new session, while the running one goes on. */
+  #draining = false;
   #offStep: (() => void) | undefined;
   #port = 0;
   readonly #steps: StepMetrics;
@@ -326,19 +336,29 @@ export class ReactorServer {
 
   /** The host's readiness (see `server-health.ts`). */
   #readiness(): Readiness {
-    return readinessOf(this.host, this.#closing !== undefined, this.#log);
+    return readinessOf(this.host, this.#closing !== undefined, this.#log, this.#draining);
   }
 
   /**
-   * Shuts down: stops accepting, sends every client a close frame (1001), closes the host
-   * (which shuts the app's runner down), and waits for sockets to go. Idempotent.
+   * The instance begins to drain (SIGTERM under a scheduler): from now on `/health/ready` answers
+   * 503 `closing` (a new user must be sent elsewhere: a session router checks it before handing
+   * the instance out), while the running session and its viewers go on until {@link close}.
    */
-  close(): Promise<void> {
-    this.#closing ??= this.#close();
+  beginDrain(): void {
+    this.#draining = true;
+  }
+
+  /**
+   * Shuts down: stops accepting, sends every client a close frame (1001 "server shutting down",
+   * or `options`' code and reason), closes the host (which shuts the app's runner down), and
+   * waits for sockets to go. Idempotent (a second call's options are ignored).
+   */
+  close(options: ServerCloseOptions = {}): Promise<void> {
+    this.#closing ??= this.#close(options);
     return this.#closing;
   }
 
-  async #close(): Promise<void> {
+  async #close(options: ServerCloseOptions): Promise<void> {
     if (this.#heartbeat) clearInterval(this.#heartbeat);
     this.#dashboard.stop();
     this.#sessions.close();
@@ -346,7 +366,7 @@ export class ReactorServer {
     this.#offStatus?.();
     const httpClosed = new Promise<void>((resolve) => this.#http.close(() => resolve()));
     const gone = [...this.#connections].map((c) => c.closed);
-    for (const c of this.#connections) c.close('server shutting down');
+    for (const c of this.#connections) c.close(options.reason ?? 'server shutting down', options.code);
     try {
       await this.host.close?.();
     } catch (err) {
