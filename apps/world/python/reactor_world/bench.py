@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 
 import torch
@@ -89,6 +90,52 @@ def run(name: str, chunks: int, compile_mode: str, dev: torch.device, window: in
     }
 
 
+def rss_mib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def soak(name: str, seconds: float, dev: torch.device) -> dict:
+    """Chunks for ``seconds`` (a prompt switch every 50): host RSS and device memory sampled every 10 s."""
+    cfg = config_named(name)
+    dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+    m = CausalWanModel(cfg).to(dev, dtype)
+    m.generate_weights(0)
+    m.eval().requires_grad_(False)
+    d = TinyDecoder(cfg.decoder_channels).to(dev, torch.float16 if dev.type == "cuda" else torch.float32)
+    d.generate_weights(1)
+    s = WorldSession(m, d, PromptEncoder(cfg.text_dim, cfg.text_len, dev, dtype), cfg, dev, dtype)
+    samples = []
+    t0 = time.perf_counter()
+    nxt = 0.0
+    chunks = 0
+    while (el := time.perf_counter() - t0) < seconds:
+        out = s.step(f"prompt {chunks // 50}", 3, cfg.denoising_steps)
+        to_uint8(out.frames).cpu()
+        chunks += 1
+        if el >= nxt:
+            sync(dev)
+            samples.append({"s": round(el), "chunks": chunks, "rssMiB": round(rss_mib(), 1), "devMiB": round(torch.cuda.memory_allocated(dev) / 2**20, 1) if dev.type == "cuda" else None})
+            nxt += 10
+    # The first sample is taken after one chunk (allocator and caches warm from the second on).
+    warm = samples[1] if len(samples) > 1 else samples[0]
+    return {
+        "bench": "world.soak",
+        "model": name,
+        "seconds": round(time.perf_counter() - t0),
+        "chunks": chunks,
+        "frames": s.frame * 4,
+        "rssMiBAt10s": warm["rssMiB"],
+        "rssMiBEnd": samples[-1]["rssMiB"],
+        "rssMiBMax": max(x["rssMiB"] for x in samples[1:] or samples),
+        "devMiBAt10s": warm["devMiB"],
+        "devMiBEnd": samples[-1]["devMiB"],
+        "samples": samples,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python3 -m reactor_world.bench")
     ap.add_argument("--models", default="wan-1.3b")
@@ -97,8 +144,12 @@ def main() -> None:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--window", type=int, default=None)
     ap.add_argument("--sink", type=int, default=None)
+    ap.add_argument("--soak-seconds", type=float, default=0, help="instead: chunks for this long, memory sampled (world.soak)")
     a = ap.parse_args()
     dev = torch.device(a.device, 0) if a.device == "cuda" else torch.device("cpu")
+    if a.soak_seconds > 0:
+        print(json.dumps(soak(a.models.split(",")[0], a.soak_seconds, dev)), flush=True)
+        return
     for name in a.models.split(","):
         for mode in a.compile.split(","):
             try:

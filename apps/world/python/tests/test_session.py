@@ -6,7 +6,7 @@ import unittest
 
 import torch
 
-from reactor_world.worker import WorldInputInvalid, WorldWorker
+from reactor_world.worker import WorldInputInvalid, WorldOutOfMemory, WorldWorker
 
 from .helpers import session
 
@@ -80,6 +80,21 @@ class WorkerInputTest(unittest.TestCase):
         self.assertEqual(r["weights"]["kind"], "generated")
         r2 = self.w.generate({"prompt": "a forest", "seed": 1, "quality": "fast"})
         self.assertEqual((r2["n"], r2["steps"]), (12, 2))
+
+    def test_a_cuda_out_of_memory_becomes_world_out_of_memory_naming_what_to_lower(self) -> None:
+        oom = getattr(torch.cuda, "OutOfMemoryError", MemoryError)
+
+        def boom(*_a, **_k):
+            raise oom("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+        real = self.w.session.step
+        self.w.session.step = boom  # type: ignore[method-assign]
+        try:
+            with self.assertRaisesRegex(WorldOutOfMemory, r"CUDA ran out of memory generating chunk \d+ of small at 64x48 .*lower window_frames, the resolution, or use wan-1\.3b; the runner is rebuilt"):
+                self.w.generate({"prompt": "x"})
+        finally:
+            self.w.session.step = real  # type: ignore[method-assign]
+        self.assertEqual(WorldOutOfMemory.code, "world_out_of_memory")
 
     def test_bad_inputs_are_named(self) -> None:
         with self.assertRaisesRegex(WorldInputInvalid, "prompt must be a string, got int"):
