@@ -57,6 +57,8 @@ export interface WorldResult {
   chunk: number;
   startFrame: number;
   recached: boolean;
+  /** 16 hex digits of the SHA-256 of the chunk's clean latents: the same inputs give the same hash. */
+  latentHash: string;
   steps: number;
   timings: { recacheMs: number; ditMs: number; decodeMs: number; totalMs: number };
   cacheFrames: number;
@@ -214,7 +216,15 @@ export class WorldApp extends ReactorApp<WorldState, WorldInput, WorldResult, Wo
     // Each frame says which chunk it is of and what that chunk cost the model: a client measures
     // model-only time beside delivered fps from it.
     const t = r.timings;
-    const metadata = { chunk: r.chunk, frames: r.n, recached: r.recached, modelMs: round1(t.totalMs), ditMs: round1(t.ditMs), gpuPeakBytes: r.gpuPeakBytes };
+    const metadata = {
+      chunk: r.chunk,
+      frames: r.n,
+      recached: r.recached,
+      latentHash: r.latentHash,
+      modelMs: round1(t.totalMs),
+      ditMs: round1(t.ditMs),
+      gpuPeakBytes: r.gpuPeakBytes,
+    };
     return new WorldOutput({ mainVideo: new TrackPayload(new Frames(r.frames, [r.n, r.height, r.width, 3]), { metadata }) });
   }
 

@@ -73,7 +73,8 @@ async function client(base: string): Promise<Seen> {
   return seen;
 }
 
-const meta = (f: ClientFrame): { chunk: number; frames: number; recached: boolean } => f.metadata as { chunk: number; frames: number; recached: boolean };
+const meta = (f: ClientFrame): { chunk: number; frames: number; recached: boolean; latentHash: string } =>
+  f.metadata as { chunk: number; frames: number; recached: boolean; latentHash: string };
 
 describe('apps/world under reactor run (small config, CPU)', () => {
   it('streams chunks of 9 then 12 frames, says the weights are generated, switches prompts by re-caching, validates its commands and resets', async () => {
@@ -195,6 +196,59 @@ describe('apps/world under reactor run (small config, CPU)', () => {
     g.c.close();
     good.child.kill('SIGTERM');
     expect(await good.exited).toBe(0);
+  }, 120_000);
+});
+
+describe('apps/world across sessions', () => {
+  it('a new session never sees the previous one’s cache: its first chunks are the first session’s, by their latents’ hash', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'world-sessions-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    // The app's own manifest, with the session ending as its last client leaves.
+    const manifest = join(dir, 'reactor.yaml');
+    writeFileSync(
+      manifest,
+      `model: { name: world-sessions, version: 0.0.1 }\nruntime:\n  import: ${join(app, 'dist/index.js')}:WorldApp\n  config: ${join(app, 'config.yaml')}\n  session_grace_ms: 0\n`,
+    );
+    const child = spawn(process.execPath, [cli, 'run', '--manifest', manifest, '--port', '0'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, REACTOR_PYTHON: PY },
+    });
+    cleanups.push(() => {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    });
+    const base = await new Promise<string>((res, rej) => {
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => {
+        out += d.toString();
+        const m = /Viewer: (\S+)/.exec(out);
+        if (m) res(m[1]!);
+      });
+      child.once('exit', (code) => rej(new Error(`reactor run exited with ${code}`)));
+    });
+    const chunk0 = async (moveOn: (c: Seen) => Promise<void>): Promise<{ sessionId: string; bytes: string[] }> => {
+      const c = await client(base);
+      await until(() => c.frames.filter((f) => meta(f).chunk >= 3).length > 0, 'four chunks');
+      await moveOn(c);
+      const bytes = [...new Set(c.frames.map((f) => `${meta(f).chunk}:${meta(f).latentHash}`))];
+      const sessionId = c.c.session.sessionId!;
+      c.c.close();
+      return { sessionId, bytes };
+    };
+    // Session 1 moves its cache on (a prompt switch re-caches it) before it ends.
+    const first = await chunk0(async (c) => {
+      await c.c.send('set_prompt', { prompt: 'a city at night' });
+      await until(() => c.frames.some((f) => meta(f).recached), 'the re-cached chunk');
+    });
+    // The server has seen the first client go (so the session ends: no grace) before the next comes.
+    const clients = async () => Number(/^reactor_clients (\d+)/m.exec(await (await fetch(new URL('/metrics', base))).text())?.[1] ?? -1);
+    for (let i = 0; i < 500 && (await clients()) !== 0; i++) await new Promise((r) => setTimeout(r, 20));
+    const second = await chunk0(async () => {});
+    expect(second.sessionId).not.toBe(first.sessionId);
+    // Same prompt and seed defaults and a fresh cache: the same chunks 0-2 (what the model made,
+    // by its latents' hash; the first session's chunk 3 and on followed its prompt switch).
+    expect(second.bytes.slice(0, 3)).toEqual(first.bytes.slice(0, 3));
+    expect(new Set(first.bytes.map((b) => b.split(':')[1])).size).toBe(first.bytes.length);
+    child.kill('SIGTERM');
   }, 120_000);
 });
 

@@ -9,6 +9,7 @@ KV cache. The runner keeps this object between calls, so the cache *is* the sess
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from typing import Any, Optional
@@ -220,6 +221,9 @@ class WorldWorker(DistributedWorker):
             "chunk": out.index,
             "startFrame": out.start_frame,
             "recached": out.recached,
+            # What the chunk is, in 16 hex digits: the same seed, prompts and weights give the same
+            # hash (a replay, a fresh session) on every run of one device kind.
+            "latentHash": hashlib.sha256(out.latents.float().cpu().numpy().tobytes()).hexdigest()[:16],
             "steps": len(steps),
             "timings": {**out.timings, "totalMs": total_ms},
             "cacheFrames": min(self.session.frame, self.cfg.window_frames),
