@@ -77,6 +77,8 @@ export const WireErrorCode = {
   ForbiddenRole: 'forbidden_role',
   /** `publish`: the client's token does not list this track (its `pub` claim). */
   PublishNotGranted: 'publish_not_granted',
+  /** `clip`/`recording`: the client's token does not grant it (its `rec` claim lists neither `clip` nor `record`, or not the one asked for). */
+  RecordingNotGranted: 'recording_not_granted',
   /** Single-controller mode: another client holds control; send `request_control` and wait for a `control` message naming you. */
   NotController: 'not_controller',
   /** `release_control` from a client that does not hold control. */

@@ -10,7 +10,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Logger } from '@reactor/log';
 import type { Readiness } from '@reactor/runtime';
-import { authorize, type AccessDenial, type AccessPolicy } from './auth.js';
+import { authorize, bearerChallenge, type AccessDenial, type AccessPolicy } from './auth.js';
 import type { Grant } from './tokens.js';
 import { ServerErrorCode } from './errors.js';
 import { ClientConnection, type ConnectionInfo } from './connection.js';
@@ -325,7 +325,8 @@ export class ReactorServer {
 
   #refuse(res: ServerResponse, denial: AccessDenial): void {
     this.metrics.rejected.inc({ reason: denial.reason });
-    if (denial.status === 401) res.setHeader('WWW-Authenticate', denial.reason === 'token' ? 'Bearer error="invalid_token"' : 'Bearer');
+    const challenge = bearerChallenge(denial);
+    if (challenge !== undefined) res.setHeader('WWW-Authenticate', challenge);
     sendError(res, denial.status, denial.code, denial.message);
   }
 
@@ -443,7 +444,7 @@ export class ReactorServer {
 
   #refuseUpgrade(socket: Duplex, denial: AccessDenial): void {
     this.metrics.rejected.inc({ reason: denial.reason });
-    writeHttpError(socket, denial.status, denial.code, denial.message);
+    writeHttpError(socket, denial.status, denial.code, denial.message, bearerChallenge(denial));
   }
 
   #onConnection(ws: WebSocket, req: IncomingMessage, grant: Grant, resume: string | undefined): void {
@@ -475,13 +476,12 @@ export class ReactorServer {
     this.#connections.add(conn);
     this.metrics.clients.set(this.#connections.size);
     try {
-      const held = resume === undefined ? undefined : this.#sessions.takeHeld(resume);
+      const held = resume === undefined ? undefined : this.#sessions.takeHeld(resume, grant);
       if (held) {
         conn.adopt(held);
         return;
       }
       if (resume !== undefined) this.metrics.resumes.inc({ result: 'new_identity' });
-      this.#sessions.applyGrantLimit(grant);
       const info: { remoteAddress?: string; userAgent?: string; sessionId?: string } = {};
       if (req.socket.remoteAddress) info.remoteAddress = req.socket.remoteAddress;
       if (req.headers['user-agent']) info.userAgent = req.headers['user-agent'];
@@ -489,6 +489,7 @@ export class ReactorServer {
       const chosen = req.headers[SESSION_ID_HEADER];
       if (typeof chosen === 'string' && chosen !== '') info.sessionId = chosen;
       conn.attach(info, resume !== undefined);
+      this.#sessions.admit(conn.id, grant);
     } catch (err) {
       this.#log.error(`the app refused a client: ${(err as Error).stack ?? String(err)}`);
       ws.close(1011, 'the app could not register this client; see the server log');

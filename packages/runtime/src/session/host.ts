@@ -374,6 +374,8 @@ export class AppHost implements AppHostApi {
     rebind: (client, sink) => this.members.rebind(client, sink),
     requestControl: (client, id) => this.control.requestControl(client, id),
     releaseControl: (client, id) => this.control.releaseControl(client, id),
+    controlError: (client, id, what) =>
+      client.role === 'controller' && !this.control.steers(client) ? this.control.roleError(client, id, ['controller'], what) : undefined,
   };
 
   // ---- sessions ---------------------------------------------------------------------------
