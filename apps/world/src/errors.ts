@@ -22,44 +22,44 @@ export const WorldErrorCode = {
 } as const;
 export type WorldErrorCode = (typeof WorldErrorCode)[keyof typeof WorldErrorCode];
 
-/** A model config that cannot run (Python `ConfigError`). @remarks code `world_config_invalid` */
-export class ConfigError extends CodedError {
+/**
+ * Base of the world app's errors: each subclass names its code once (`static code`), and takes
+ * the message alone, so the runner can rebuild a rank's error in the parent.
+ */
+abstract class WorldError extends CodedError {
+  static readonly code: WorldErrorCode;
+
   constructor(message: string) {
-    super(WorldErrorCode.ConfigInvalid, message);
+    super((new.target as unknown as { code: WorldErrorCode }).code, message);
   }
+}
+
+/** A model config that cannot run (Python `ConfigError`). @remarks code `world_config_invalid` */
+export class ConfigError extends WorldError {
+  static override readonly code = WorldErrorCode.ConfigInvalid;
 }
 
 /** A checkpoint refused key by key (Python `CheckpointError`). @remarks code `world_checkpoint_invalid` */
-export class CheckpointError extends CodedError {
-  constructor(message: string) {
-    super(WorldErrorCode.CheckpointInvalid, message);
-  }
+export class CheckpointError extends WorldError {
+  static override readonly code = WorldErrorCode.CheckpointInvalid;
 }
 
 /** The text encoder plug-in failed (Python `TextEncoderError`). @remarks code `world_text_encoder` */
-export class TextEncoderError extends CodedError {
-  constructor(message: string) {
-    super(WorldErrorCode.TextEncoder, message);
-  }
+export class TextEncoderError extends WorldError {
+  static override readonly code = WorldErrorCode.TextEncoder;
 }
 
 /** A bad `generate()` input (Python `WorldInputInvalid`). @remarks code `world_input_invalid` */
-export class WorldInputInvalid extends CodedError {
-  constructor(message: string) {
-    super(WorldErrorCode.InputInvalid, message);
-  }
+export class WorldInputInvalid extends WorldError {
+  static override readonly code = WorldErrorCode.InputInvalid;
 }
 
 /** CUDA out of memory (Python `WorldOutOfMemory`). @remarks code `world_out_of_memory` */
-export class WorldOutOfMemory extends CodedError {
-  constructor(message: string) {
-    super(WorldErrorCode.OutOfMemory, message);
-  }
+export class WorldOutOfMemory extends WorldError {
+  static override readonly code = WorldErrorCode.OutOfMemory;
 }
 
 /** The app config is unreadable or invalid. @remarks code `world_app_config_invalid` */
-export class WorldConfigError extends CodedError {
-  constructor(message: string) {
-    super(WorldErrorCode.AppConfigInvalid, message);
-  }
+export class WorldConfigError extends WorldError {
+  static override readonly code = WorldErrorCode.AppConfigInvalid;
 }

@@ -111,8 +111,8 @@ class LayerNorm(nn.LayerNorm):
         return super().forward(x).type_as(x)
 
 
-class SelfAttention(nn.Module):
-    """q/k/v/o projections, RMS q/k norms; reads and writes one block's KV cache."""
+class Projections(nn.Module):
+    """q/k/v/o projections and RMS q/k norms: Wan's attention layers (its cross-attention extends its self-attention too)."""
 
     def __init__(self, dim: int, num_heads: int, qk_norm: bool, eps: float) -> None:
         super().__init__()
@@ -120,6 +120,10 @@ class SelfAttention(nn.Module):
         self.q, self.k, self.v, self.o = nn.Linear(dim, dim), nn.Linear(dim, dim), nn.Linear(dim, dim), nn.Linear(dim, dim)
         self.norm_q = RMSNorm(dim, eps) if qk_norm else nn.Identity()
         self.norm_k = RMSNorm(dim, eps) if qk_norm else nn.Identity()
+
+
+class SelfAttention(Projections):
+    """Self-attention: its q/k/v (RoPE applied) go to one block's KV cache (``Block.forward``)."""
 
     def qkv(self, x: torch.Tensor, rope: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         b, s, n, d = x.shape[0], x.shape[1], self.num_heads, self.head_dim
@@ -128,15 +132,8 @@ class SelfAttention(nn.Module):
         return q, k, self.v(x).view(b, s, n, d)
 
 
-class CrossAttention(nn.Module):
+class CrossAttention(Projections):
     """Text cross-attention; the text's keys and values are computed once per prompt (``CrossCache``)."""
-
-    def __init__(self, dim: int, num_heads: int, qk_norm: bool, eps: float) -> None:
-        super().__init__()
-        self.num_heads, self.head_dim = num_heads, dim // num_heads
-        self.q, self.k, self.v, self.o = nn.Linear(dim, dim), nn.Linear(dim, dim), nn.Linear(dim, dim), nn.Linear(dim, dim)
-        self.norm_q = RMSNorm(dim, eps) if qk_norm else nn.Identity()
-        self.norm_k = RMSNorm(dim, eps) if qk_norm else nn.Identity()
 
     def kv(self, context: torch.Tensor, cache: Optional[CrossCache]) -> tuple[torch.Tensor, torch.Tensor]:
         """The text's keys and values (once per prompt when cached)."""
