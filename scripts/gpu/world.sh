@@ -57,7 +57,8 @@ if [ "$cpu" = 1 ]; then
   bench --models small --chunks 6
   WORLD_SECONDS=3 WORLD_SWITCHES=4 serve cpu-small ''
 else
-  # WORLD_PARTS picks parts (default all): model, serve-eager, window21, 14b, serve-compiled.
+  # WORLD_PARTS picks parts (default: the first five): model, serve-eager, window21, 14b,
+  # serve-compiled, graphs (eager / compiled / CUDA graphs), soak (WORLD_SOAK_S of chunks, memory sampled).
   parts=",${WORLD_PARTS:-model,serve-eager,window21,14b,serve-compiled},"
   has() { [[ $parts == *",$1,"* ]]; }
   has model && bench --models wan-1.3b --chunks 8 --compile off,on
@@ -65,6 +66,8 @@ else
   has window21 && bench --models wan-1.3b --chunks 9 --window 21 --sink 0
   has 14b && bench --models wan-14b --chunks 5
   has serve-compiled && serve compiled-1.3b 'compile: on'
+  has graphs && bench --models wan-1.3b --chunks 8 --compile off,on,graphs
+  has soak && bench --models wan-1.3b --soak-seconds "${WORLD_SOAK_S:-180}"
 fi
 echo "python ranks left: $(pgrep -fc 'reactor_worker._rank' || true)" >> "$out/world-env.txt"
 cat "$out/world-env.txt" "$out/world.jsonl"

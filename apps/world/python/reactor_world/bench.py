@@ -56,6 +56,9 @@ def run(name: str, chunks: int, compile_mode: str, dev: torch.device, window: in
     if compile_mode == "on":
         m.compile_blocks()
         compiled = "blocks"
+    elif compile_mode == "graphs":
+        m.compile_blocks("reduce-overhead")
+        compiled = "blocks + CUDA graphs (reduce-overhead)"
     s = WorldSession(m, d, PromptEncoder(cfg.text_dim, cfg.text_len, dev, dtype), cfg, dev, dtype)
     rows = []
     for c in range(chunks):
@@ -104,6 +107,8 @@ def soak(name: str, seconds: float, dev: torch.device) -> dict:
     m = CausalWanModel(cfg).to(dev, dtype)
     m.generate_weights(0)
     m.eval().requires_grad_(False)
+    if dev.type == "cuda" and hasattr(torch, "compile"):
+        m.compile_blocks()
     d = TinyDecoder(cfg.decoder_channels).to(dev, torch.float16 if dev.type == "cuda" else torch.float32)
     d.generate_weights(1)
     s = WorldSession(m, d, PromptEncoder(cfg.text_dim, cfg.text_len, dev, dtype), cfg, dev, dtype)

@@ -252,11 +252,12 @@ class CausalWanModel(nn.Module):
         x = self.head(x, e.unflatten(0, t.shape).unsqueeze(2))
         return self.unpatchify(x, frames, h, w)
 
-    def compile_blocks(self) -> None:
-        """torch.compile of each block's fixed-shape parts (``Block.pre``/``post``); the cache and its attention stay eager."""
+    def compile_blocks(self, mode: Optional[str] = None) -> None:
+        """torch.compile of each block's fixed-shape parts (``Block.pre``/``post``); the cache and its
+        attention stay eager. ``mode="reduce-overhead"`` replays them as CUDA graphs."""
         for b in self.blocks:
-            b.pre = torch.compile(b.pre, dynamic=False)  # type: ignore[method-assign]
-            b.post = torch.compile(b.post, dynamic=False)  # type: ignore[method-assign]
+            b.pre = torch.compile(b.pre, dynamic=False, mode=mode)  # type: ignore[method-assign]
+            b.post = torch.compile(b.post, dynamic=False, mode=mode)  # type: ignore[method-assign]
         self.compiled = True
 
     def uncompile_blocks(self) -> None:
