@@ -323,46 +323,90 @@ describe('clips and recordings (reactor run with a recording: section)', () => {
     expect(decodeErrors(join(dir, 'rec', rec.name))).toBe('');
   }, 90_000);
 
-  it('on a nearly full disk (a 1 MiB tmpfs) stops the recording with disk_full, refuses a new one and a clip with disk_full, and the stream goes on', async () => {
+  it('on a nearly full disk (a 3 MiB tmpfs) stops the recording with disk_full on a whole fragment, refuses a new one and a clip with disk_full, and the stream goes on', async () => {
     const dir = sampleWorkspace({
       prefix: 'reactor-diskfull-',
       name: 'diskfull-test',
       config: 'width: 256\nheight: 192\nframesPerChunk: 4\nworldSize: 1\ndevices: cpu\nbackend: wasm\n',
       server: '{ port: 0, encoding: jpeg }',
-      extra: ['recording:', '  dir: rec', '  min_free_bytes: 700000'],
+      extra: ['recording:', '  dir: rec', '  min_free_bytes: 1500000'],
     });
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-    const { url } = startCli(dir, 1024 * 1024);
+    const { url } = startCli(dir, 3 * 1024 * 1024);
     const base = await url;
     const client = await connect(base, { WebSocket, token: TOKEN, reconnect: false });
     cleanups.push(() => client.close());
     let frames = 0;
     client.on('frame', () => frames++);
-    await sleep(1500);
+    await until(client, () => frames, 1, 'first frame');
     const rec = await client.recording('start');
     expect(rec.state).toBe('recording');
     const list = async (): Promise<Array<{ name: string; state: string; bytes: number }>> =>
       ((await (await fetch(`${base}/recordings?token=${TOKEN}`)).json()) as { recordings: Array<{ name: string; state: string; bytes: number }> }).recordings;
-    const end = Date.now() + 30_000;
-    let state = 'recording';
-    while (state === 'recording' && Date.now() < end) {
-      await sleep(250);
-      state = (await list()).find((r) => r.name === rec.name)!.state;
-    }
-    expect(state).toBe('disk_full');
+    await expect.poll(async () => (await list()).find((r) => r.name === rec.name)?.state, { timeout: 45_000, interval: 200 }).toBe('disk_full');
+    // Asked at once: the recording that stopped by itself is not in the way, the disk is.
     const again = await client.recording('start').then(
       () => undefined,
       (e: { code: string; message: string }) => e,
     );
     expect(again?.code).toBe('disk_full');
-    expect(again?.message).toMatch(/below recording\.min_free_bytes \(700000\)/);
-    const clip = await client.clip({ seconds: 2 }).then(
+    expect(again?.message).toMatch(/below recording\.min_free_bytes \(1500000\) plus room for one fragment \(\d+ bytes, the largest written\)/);
+    // All of the ring: it holds the refused fragment's frames and more, so it cannot fit either.
+    const clip = await client.clip().then(
       () => undefined,
       (e: { code: string }) => e,
     );
     expect(clip?.code).toBe('disk_full');
+    // The file ends on a whole fragment: every frame of it decodes, nothing is torn.
+    const listed = await list();
+    expect(listed.map((r) => r.state)).toEqual(['disk_full']);
+    const got = new Uint8Array(await (await fetch(`${base}/recordings/${rec.name}?token=${TOKEN}`)).arrayBuffer());
+    expect(got.byteLength).toBe(listed[0]!.bytes);
+    const file = join(dir, 'full.mp4');
+    writeFileSync(file, got);
+    expect(Number(ffprobe(file).streams.find((x) => x.codec_type === 'video')!.nb_read_frames)).toBeGreaterThan(0);
+    expect(decodeErrors(file)).toBe('');
     const before = frames;
-    await sleep(1000);
-    expect(frames).toBeGreaterThan(before + 10);
+    await until(client, () => frames, before + 10, 'frames after disk_full');
+  }, 90_000);
+
+  it('answers recording start on a full disk (min_free_bytes: 0) with disk_full and leaves no file behind', async () => {
+    const dir = sampleWorkspace({
+      prefix: 'reactor-diskfull0-',
+      name: 'diskfull0-test',
+      config: 'width: 128\nheight: 96\nframesPerChunk: 4\nworldSize: 1\ndevices: cpu\nbackend: wasm\n',
+      server: '{ port: 0, encoding: jpeg }',
+      extra: ['recording:', '  dir: rec', '  min_free_bytes: 0'],
+    });
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const { child, url } = startCli(dir, 512 * 1024);
+    let stderr = '';
+    child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    const base = await url;
+    const client = await connect(base, { WebSocket, token: TOKEN, reconnect: false });
+    cleanups.push(() => client.close());
+    let frames = 0;
+    client.on('frame', () => frames++);
+    await until(client, () => frames, 1, 'first frame');
+    // Fill the server's tmpfs (it is mounted in the server's own mount namespace: reached through /proc/<pid>/root).
+    const rec = join(`/proc/${child.pid}/root`, dir, 'rec');
+    try {
+      writeFileSync(join(rec, 'filler'), new Uint8Array(1024 * 1024));
+    } catch (err) {
+      expect((err as NodeJS.ErrnoException).code).toBe('ENOSPC');
+    }
+    const failed = await client.recording('start').then(
+      () => undefined,
+      (e: { code: string; message: string }) => e,
+    );
+    expect(failed?.code).toBe('disk_full');
+    expect(failed?.message).toMatch(/disk of .*rec is full/);
+    expect(readdirSync(rec)).toEqual(['filler']);
+    const listed = (await (await fetch(`${base}/recordings?token=${TOKEN}`)).json()) as { recordings: unknown[] };
+    expect(listed.recordings).toEqual([]);
+    // The stream goes on, and nothing was left open for the garbage collector to close.
+    const before = frames;
+    await until(client, () => frames, before + 10, 'frames after the refusal');
+    expect(stderr).not.toMatch(/FileHandle|file descriptor/);
   }, 60_000);
 });

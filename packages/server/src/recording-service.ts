@@ -74,6 +74,8 @@ export class RecordingService implements VideoSubscriber {
   /** The generation `record: true` started a recording for. */
   #autoRecorded = -1;
   #recorder: SessionRecorder | undefined;
+  /** The largest fragment a recording of this server wrote (or was refused): what a new one must have room for. */
+  #fragmentBytes = 0;
   #opening: Promise<SessionRecorder> | undefined;
   readonly #stops = new Set<Promise<void>>();
   /** Stopped recordings of this process, by file name. */
@@ -344,9 +346,11 @@ export class RecordingService implements VideoSubscriber {
         maxDurationMs: this.options.maxDurationMs,
         minFreeBytes: this.options.minFreeBytes,
         retentionMs: this.options.retentionMs,
+        startReserveBytes: this.#fragmentBytes,
       },
       this.#log,
       (r) => {
+        this.#fragmentBytes = Math.max(this.#fragmentBytes, r.largestWrite);
         if (this.#recorder === r) this.#recorder = undefined;
         this.#done.set(r.name, r.info());
         this.#log.info(`recording ${r.name} ${r.state}: ${r.bytes} bytes, ${r.durationS.toFixed(1)} s`);

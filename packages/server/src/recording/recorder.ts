@@ -19,6 +19,12 @@ export interface RecorderLimits {
   maxDurationMs: number;
   minFreeBytes: number;
   retentionMs: number;
+  /**
+   * Room a recording needs above `minFreeBytes` to start: the largest fragment written so far
+   * (0 before any), so that a start right after a `disk_full` stop is refused rather than
+   * opening a file whose first fragment cannot fit.
+   */
+  startReserveBytes?: number;
 }
 
 export class SessionRecorder {
@@ -36,6 +42,7 @@ export class SessionRecorder {
   readonly #log: Logger;
   readonly #onStop: (r: SessionRecorder) => void;
   #chain: Promise<void> = Promise.resolve();
+  #largestWrite = 0;
   #stopping: Promise<void> | undefined;
   /** A write failed: nothing more is written. */
   #broken = false;
@@ -64,6 +71,7 @@ export class SessionRecorder {
         this.#bytes = size;
       },
       beforeWrite: async (bytes) => {
+        this.#largestWrite = Math.max(this.#largestWrite, bytes);
         const free = await freeBytes(dir);
         if (free - bytes < limits.minFreeBytes) {
           throw new RecorderDiskFullError(
@@ -88,9 +96,11 @@ export class SessionRecorder {
     onStop: (r: SessionRecorder) => void,
   ): Promise<SessionRecorder> {
     const free = await freeBytes(dir);
-    if (free < limits.minFreeBytes) {
+    const reserve = limits.startReserveBytes ?? 0;
+    if (free < limits.minFreeBytes + reserve) {
+      const room = reserve > 0 ? ` plus room for one fragment (${reserve} bytes, the largest written)` : '';
       throw new RecorderDiskFullError(
-        `the disk of ${dir} has ${free} bytes free, below recording.min_free_bytes (${limits.minFreeBytes}); free some space or lower the setting`,
+        `the disk of ${dir} has ${free} bytes free, below recording.min_free_bytes (${limits.minFreeBytes})${room}; free some space or lower the setting`,
       );
     }
     const stamp = new Date().toISOString().replace(/[:.]/g, '-');
@@ -110,6 +120,11 @@ export class SessionRecorder {
       if (isDiskFull(err)) throw new RecorderDiskFullError(`the disk of ${dir} is full (${(err as Error).message})`);
       throw err;
     }
+  }
+
+  /** The largest single write (a fragment) asked for so far, bytes. */
+  get largestWrite(): number {
+    return this.#largestWrite;
   }
 
   get bytes(): number {
