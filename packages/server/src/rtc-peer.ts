@@ -116,6 +116,24 @@ function hasCodec(line: MLine, codec: Exclude<VideoCodecName, 'jpeg'>): boolean 
 }
 
 /** A candidate line as `RTCPeerConnection.onicecandidate` gives it: `candidate:<foundation> <component> <udp|tcp> <priority> <address> <port> typ <type> ...`. */
+/** Whether a list of ICE servers names a STUN server (`stun:`/`stuns:`). */
+function hasStun(servers: ResolvedWebRtcOptions['iceServers']): boolean {
+  return servers.some((s) => (Array.isArray(s.urls) ? s.urls : [s.urls]).some((u) => /^stuns?:/i.test(u)));
+}
+
+/**
+ * werift's ICE agent falls back to Google's public STUN server when it is given none (in
+ * `Connection`'s constructor, `stunServer ?? ['stun.l.google.com', 19302]`), and the peer
+ * connection has no option to say "none". On a host without egress that lookup held each answer
+ * up to werift's 5 s gathering timeout (issue 43). So, as docs/webrtc.md promises (no STUN
+ * unless configured), the agents of this peer connection's transports are told there is none
+ * before they gather (at `setLocalDescription`). `stunServer` is a public field of werift's
+ * `Connection`; the test of this (test/manifest-webrtc.test.ts) watches the server's DNS.
+ */
+function withoutDefaultStun(pc: Werift.RTCPeerConnection): void {
+  for (const t of pc.iceTransports) (t.connection as { stunServer?: unknown }).stunServer = undefined;
+}
+
 const CANDIDATE = /^candidate:\S+ \d+ (udp|tcp) \d+ \S+ \d{1,5} typ (host|srflx|prflx|relay)( .*)?$/i;
 
 export class RtcPeer {
@@ -190,6 +208,7 @@ export class RtcPeer {
     } catch (err) {
       throw new OfferRefused(ServerErrorCode.RtcBadOffer, `the offer SDP could not be read: ${(err as Error).message?.slice(0, 300)}`);
     }
+    if (!hasStun(this.#c.options.iceServers)) withoutDefaultStun(pc);
     // Match m-lines to tracks by kind, in order.
     const outs = {
       video: tracks.map((t, i) => ({ t, i })).filter((x) => x.t.direction === 'out' && x.t.kind === 'video'),
