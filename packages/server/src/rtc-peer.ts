@@ -31,8 +31,27 @@ type WeriftModule = typeof Werift;
 let loading: Promise<WeriftModule> | undefined;
 /** Loads werift once (a server that never sees an offer never loads it). */
 export function loadWerift(): Promise<WeriftModule> {
-  loading ??= import('werift');
+  loading ??= import('werift').then((w) => {
+    boundGenericNack(w);
+    return w;
+  });
   return loading;
+}
+
+/**
+ * werift hands each packet of a compound RTCP datagram the rest of the datagram, not its own
+ * `length` words, and its generic NACK reads FCI entries to the end of what it is given: a NACK
+ * followed by a REMB or an SDES (as Chromium sends them) read those packets' bytes as lost
+ * sequence numbers and bitmasks (issue 43: 81 NACKs "carrying" 2,000 numbers for one lost
+ * packet, werift retransmitting the bogus ones, the tier stepped down for "504 % asked for
+ * again"). Bound to its own length here, once, for every peer connection of the process.
+ */
+function boundGenericNack(w: WeriftModule): void {
+  const nack = w.GenericNack as unknown as { deSerialize(data: Buffer, header: { length: number }): unknown; reactorBounded?: true };
+  if (nack.reactorBounded) return;
+  const read = nack.deSerialize.bind(nack);
+  nack.deSerialize = (data, header) => read(data.subarray(0, header.length * 4), header);
+  nack.reactorBounded = true;
 }
 
 /** What a peer needs from its connection. */

@@ -12,6 +12,7 @@ import { WebSocket } from 'ws';
 import {
   GenericNack,
   PictureLossIndication,
+  ReceiverEstimatedMaxBitrate,
   RTCPeerConnection,
   RTCRtpCodecParameters,
   RtcpPayloadSpecificFeedback,
@@ -226,5 +227,35 @@ describe('WebRTC: a misbehaving peer', () => {
     expect(server.connections()[0]!.webrtc).toBeUndefined();
     expect(await metric(server, /reactor_webrtc_peers/)).toBe(0);
     expect(await metric(server, /reactor_webrtc_peer_outcomes_total\{outcome="failed"\}/)).toBe(1);
+  }, 40_000);
+});
+
+describe('WebRTC: congestion feedback', () => {
+  it('counts only the sequence numbers a NACK names when a REMB follows it in one compound packet, starts a new viewer on the lowest tier and steps it up on REMB headroom', async () => {
+    const server = await start({ video: { codec: 'h264' } });
+    const v = await view(server);
+    const tiers = [...server.options.video.tiers].sort((a, b) => b.bitrate - a.bitrate);
+    const media = () => server.connections()[0]!.webrtc!.media!;
+    // Conservative first: the lowest tier, whatever the path (no estimate yet).
+    expect(media().tier).toBe(tiers.at(-1)!.name);
+    const ssrc = v.rtp.ssrc!;
+    const dtls = v.transceiver.receiver.dtlsTransport;
+    // 20 Mbit/s: mantissa 156250, exponent 7.
+    const remb = (): RtcpPayloadSpecificFeedback =>
+      new RtcpPayloadSpecificFeedback({
+        feedback: new ReceiverEstimatedMaxBitrate({ senderSsrc: 1, mediaSsrc: 0, brExp: 7, brMantissa: 156_250, ssrcNum: 1, ssrcFeedbacks: [ssrc] }),
+      });
+    // One compound datagram, NACK then REMB, as Chromium sends them: three numbers asked for, not the REMB's bytes read as more.
+    const before = await metric(server, /reactor_webrtc_nack_packets_total/);
+    const nack = new GenericNack({ senderSsrc: 1, mediaSourceSsrc: ssrc, lost: [100, 101, 105] });
+    await dtls.sendRtcp([new RtcpTransportLayerFeedback({ feedback: nack }), remb()]);
+    await expect.poll(() => metric(server, /reactor_webrtc_feedback_total\{kind="remb"\}/), { timeout: 5000 }).toBeGreaterThanOrEqual(1);
+    expect(await metric(server, /reactor_webrtc_feedback_total\{kind="nack"\}/)).toBe(1);
+    expect((await metric(server, /reactor_webrtc_nack_packets_total/)) - (Number.isNaN(before) ? 0 : before)).toBe(3);
+    // Headroom (an estimate far above what is sent): up one tier at a time to the top.
+    const feed = setInterval(() => void dtls.sendRtcp([remb()]), 200);
+    cleanups.push(() => clearInterval(feed));
+    await expect.poll(() => media().tier, { timeout: 20_000, interval: 200 }).toBe(tiers[0]!.name);
+    clearInterval(feed);
   }, 40_000);
 });
