@@ -45,6 +45,8 @@ interface Viewer {
   /** Binary frames on the WebSocket; `whileConnected`: those after rtc_state connected and before it ended. */
   binary: { n: number; whileConnected: number };
   states: { state: string; reason?: string }[];
+  /** Codes of the `error` messages the server sent. */
+  errors: string[];
 }
 
 async function view(server: ReactorServer): Promise<Viewer> {
@@ -67,6 +69,7 @@ async function view(server: ReactorServer): Promise<Viewer> {
     rtp: { packets: 0, ssrc: undefined, log: [] },
     binary: { n: 0, whileConnected: 0 },
     states: [],
+    errors: [],
   };
   v.transceiver.onTrack.subscribe((track) => {
     track.onReceiveRtp.subscribe((p) => {
@@ -92,6 +95,7 @@ async function view(server: ReactorServer): Promise<Viewer> {
       if (msg['type'] === 'rtc_answer') void pc.setRemoteDescription({ type: 'answer', sdp: msg['sdp'] });
       if (msg['type'] === 'rtc_candidate' && msg['candidate'])
         void pc.addIceCandidate({ candidate: msg['candidate'], sdpMid: msg['sdpMid'], sdpMLineIndex: msg['sdpMLineIndex'] });
+      if (msg['type'] === 'error') v.errors.push(msg['code']);
       if (msg['type'] === 'rtc_state') v.states.push({ state: msg['state'], ...(msg['reason'] ? { reason: msg['reason'] } : {}) });
     });
   });
@@ -227,6 +231,12 @@ describe('WebRTC: a misbehaving peer', () => {
     expect(server.connections()[0]!.webrtc).toBeUndefined();
     expect(await metric(server, /reactor_webrtc_peers/)).toBe(0);
     expect(await metric(server, /reactor_webrtc_peer_outcomes_total\{outcome="failed"\}/)).toBe(1);
+    // Candidates still trickling in after the failure are stale, not "before rtc_offer": dropped. (A bad offer after them is answered, in order.)
+    // (The helper trickles its own candidates before it sends its offer: those were answered rtc_bad_candidate, rightly.)
+    const earlier = v.errors.length;
+    v.ws.send(JSON.stringify({ type: 'rtc_candidate', candidate: 'candidate:1 1 udp 2122260223 127.0.0.1 50000 typ host', sdpMid: '0', sdpMLineIndex: 0 }));
+    v.ws.send(JSON.stringify({ type: 'rtc_offer', sdp: 'hello' }));
+    await expect.poll(() => v.errors.slice(earlier), { timeout: 5000 }).toEqual(['rtc_bad_offer']);
   }, 40_000);
 });
 

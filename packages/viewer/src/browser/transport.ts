@@ -69,6 +69,12 @@ function play(t: RtcTrack): void {
   void v.play().catch(() => undefined);
 }
 
+/** How the selected candidate pair carries the media, in words: `UDP`, `TCP`, `TURN over UDP`, `TURN over TLS`. */
+export function pathName(c: { local: string; remote: string; protocol: string }): string {
+  const p = c.protocol.toUpperCase();
+  return c.local === 'relay' || c.remote === 'relay' ? `TURN over ${p}` : p;
+}
+
 /** Starts the transport the page's `?transport=` asks for. */
 export async function startTransport(client: ReactorClient): Promise<void> {
   const asked = new URLSearchParams(location.search).get('transport');
@@ -83,7 +89,12 @@ export async function startTransport(client: ReactorClient): Promise<void> {
   client.rtc = link;
   transportInfo.link = link;
   link.on('track', play);
-  const fellBack = (why: string): void => {
+  // The link says it failed twice (its state, then `ready` rejecting with the same reason): told once.
+  let told: string | undefined;
+  const fellBack = (reason: string): void => {
+    const why = reason.replace(/^(WebRTC failed: )+/, '');
+    if (told === why) return;
+    told = why;
     transportInfo.current = 'websocket';
     transportInfo.reason = why;
     badge('websocket (WebRTC failed)', mode === 'webrtc' ? 'err' : 'warn', `WebRTC failed, media is on the WebSocket: ${why}`);
@@ -91,9 +102,14 @@ export async function startTransport(client: ReactorClient): Promise<void> {
   };
   link.on('state', (s) => {
     if (s.state === 'connected') {
+      told = undefined;
       transportInfo.current = 'webrtc';
       transportInfo.reason = undefined;
-      badge('webrtc', 'ok', 'media over WebRTC (UDP)');
+      badge('webrtc', 'ok', 'media over WebRTC');
+      // The path, once the browser names it: UDP direct, or TCP, or through TURN.
+      void link.stats().then((st) => {
+        if (link.state === 'connected' && st.candidates) badge('webrtc', 'ok', `media over WebRTC (${pathName(st.candidates)})`);
+      });
     } else if (s.state === 'failed') {
       fellBack(s.reason ?? 'failed');
     }
@@ -111,6 +127,7 @@ export async function startTransport(client: ReactorClient): Promise<void> {
       const rtt = s.rttMs === undefined ? '-' : `${s.rttMs.toFixed(0)} ms`;
       const rate = s.bitrate === undefined ? '-' : `${(s.bitrate / 1e6).toFixed(2)} Mbit/s`;
       const via = s.candidates ? ` · ${s.candidates.local}/${s.candidates.remote}` : '';
+      if (s.candidates) badge('webrtc', 'ok', `media over WebRTC (${pathName(s.candidates)})`);
       statsLine(`rtt ${rtt} · ${rate} · ${s.fps ?? '-'} fps · ${s.freezes} freezes (${(s.freezeMs / 1000).toFixed(1)} s)${via}`);
     });
   }, 1000);
