@@ -61,6 +61,40 @@ describe('viewer transport ladder', () => {
     await page.close();
   }, 40_000);
 
+  it('measures a WebRTC viewer as WebRTC: its status line follows the link (picture size, frames), a freeze it sees is reported with transport webrtc', async () => {
+    const server = await start();
+    const page = await viewer(server, 'auto');
+    await page.waitForFunction(() => (window as unknown as ViewerWindow).reactorViewer.transport?.current === 'webrtc', null, { timeout: 15_000 });
+    // The status line follows the link: the picture size its tier gives (not the WebSocket receiver's last tier), frames decoded.
+    await expect
+      .poll(async () => [await page.textContent('#tier'), await page.evaluate(() => document.querySelector('video[data-rtc-track]') !== null)], {
+        timeout: 15_000,
+      })
+      .toEqual([expect.stringMatching(/^\d+x\d+$/), true]);
+    expect(await page.textContent('#tier')).toBe(
+      await page.evaluate(() => {
+        const v = document.querySelector<HTMLVideoElement>('video[data-rtc-track]')!;
+        return `${v.videoWidth}x${v.videoHeight}`;
+      }),
+    );
+    const frames = Number(await page.textContent('#seq'));
+    await expect.poll(async () => Number(await page.textContent('#seq')), { timeout: 10_000 }).toBeGreaterThan(frames);
+    expect(
+      await page.evaluate(
+        () => (window as unknown as { reactorViewer: { client: { latency: { transport: string } } } }).reactorViewer.client.latency.transport,
+      ),
+    ).toBe('webrtc');
+    // The server stalls (it shares this process: 600 ms with its event loop blocked); the viewer sees the gap in its WebRTC video.
+    const until = performance.now() + 600;
+    while (performance.now() < until) {
+      // blocked
+    }
+    await expect
+      .poll(async () => (await fetch(`${server.url}/metrics`)).text(), { timeout: 15_000 })
+      .toMatch(/^reactor_client_freezes_total\{transport="webrtc"\} [1-9]/m);
+    await page.close();
+  }, 40_000);
+
   it('falls back to the WebSocket and says why when the server has WebRTC off', async () => {
     const server = await start({ webrtc: { enabled: false } });
     const page = await viewer(server, 'auto');

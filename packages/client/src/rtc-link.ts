@@ -36,6 +36,8 @@ export interface RtcLinkClient {
   on(type: 'error', listener: (e: Error) => void): () => void;
   on(type: 'welcome', listener: () => void): () => void;
   signal(msg: RequestKeyFrameMessage | RtcClientMessage): void;
+  /** Its latency tracker: told where the video comes from (`client_stats.transport`). */
+  readonly latency?: { transport: 'websocket' | 'webrtc' } | undefined;
 }
 
 /** The parts of `RTCPeerConnection` the link uses (the browser's, or werift's in Node). */
@@ -369,6 +371,7 @@ export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> implements RtcPub
     this.#state = state;
     if (reason !== undefined && state === 'failed') this.reason = reason;
     if (state === 'failed') this.#dropPeer(true);
+    if (this.#client.latency) this.#client.latency.transport = state === 'connected' ? 'webrtc' : 'websocket';
     this.emit('state', reason === undefined ? { state } : { state, reason });
   }
 
@@ -468,6 +471,7 @@ export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> implements RtcPub
     const was = this.#pc !== undefined;
     this.#dropPeer(was && this.#state !== 'failed');
     this.#closed = true;
+    if (this.#client.latency) this.#client.latency.transport = 'websocket';
     for (const off of this.#off.splice(0)) off();
     if (this.#state !== 'failed') {
       this.#state = 'closed';

@@ -48,6 +48,8 @@ export interface RtcOutboundInit {
 /** A connection's WebRTC state, for `ConnectionInfo`. */
 export interface RtcInfo {
   state: RtcState;
+  /** The video codec its peer connection carries. */
+  codec: Exclude<VideoCodecName, 'jpeg'>;
   media?: RtcMediaStats;
   /** Inbound tracks received over WebRTC (`publish` with `"transport":"webrtc"`): counters by track. */
   inbound?: Record<string, RtcIntakeInfo>;
@@ -201,7 +203,7 @@ export class RtcOutbound implements OutboundSender {
     if (!state) return undefined;
     const media = this.#media?.stats();
     const inbound = this.#o.inbound?.info();
-    return { state, ...(media ? { media } : {}), ...(inbound && Object.keys(inbound).length > 0 ? { inbound } : {}) };
+    return { state, codec: this.#codec, ...(media ? { media } : {}), ...(inbound && Object.keys(inbound).length > 0 ? { inbound } : {}) };
   }
 
   // ---- OutboundSender ----------------------------------------------------------------------

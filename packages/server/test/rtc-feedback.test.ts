@@ -267,5 +267,10 @@ describe('WebRTC: congestion feedback', () => {
     cleanups.push(() => clearInterval(feed));
     await expect.poll(() => media().tier, { timeout: 20_000, interval: 200 }).toBe(tiers[0]!.name);
     clearInterval(feed);
+    // The dashboard lists it as what it is: a WebRTC viewer, its codec and its own tier.
+    const dash = (await (await fetch(`${server.url}/dashboard/data`)).json()) as {
+      now: { clients: Array<{ transport: string; codec: string; tier: string }> };
+    };
+    expect(dash.now.clients).toEqual([expect.objectContaining({ transport: 'webrtc', codec: 'h264', tier: media().tier })]);
   }, 40_000);
 });

@@ -11,6 +11,7 @@
 import { WebRtcLink, type ReactorClient, type RtcTrack } from '@reactor/client';
 import { drawRtcVideo } from './canvas.js';
 import { $, el, logMessage } from './dom.js';
+import { viewer } from './hooks.js';
 
 /** What `window.reactorViewer.transport` shows tests and debugging. */
 export const transportInfo = {
@@ -55,6 +56,7 @@ function play(t: RtcTrack): void {
     return;
   }
   const v = document.createElement('video');
+  v.dataset['rtcTrack'] = t.name;
   v.muted = true;
   v.autoplay = true;
   v.playsInline = true;
@@ -73,6 +75,15 @@ function play(t: RtcTrack): void {
 export function pathName(c: { local: string; remote: string; protocol: string }): string {
   const p = c.protocol.toUpperCase();
   return c.local === 'relay' || c.remote === 'relay' ? `TURN over ${p}` : p;
+}
+
+/**
+ * What a WebRTC viewer's tier gives it: the picture size it decodes (the server picks the tier
+ * from this viewer's own feedback and does not name it on the link; the dashboard lists it).
+ */
+function rtcPicture(): string | undefined {
+  const v = document.querySelector<HTMLVideoElement>('video[data-rtc-track]');
+  return v && v.videoWidth > 0 ? `${v.videoWidth}x${v.videoHeight}` : undefined;
 }
 
 /** Starts the transport the page's `?transport=` asks for. */
@@ -101,6 +112,7 @@ export async function startTransport(client: ReactorClient): Promise<void> {
     logMessage('transport', `WebRTC failed, media on the WebSocket: ${why}`);
   };
   link.on('state', (s) => {
+    viewer.media = s.state === 'connected' ? 'webrtc' : 'websocket';
     if (s.state === 'connected') {
       told = undefined;
       transportInfo.current = 'webrtc';
@@ -128,6 +140,10 @@ export async function startTransport(client: ReactorClient): Promise<void> {
       const rate = s.bitrate === undefined ? '-' : `${(s.bitrate / 1e6).toFixed(2)} Mbit/s`;
       const via = s.candidates ? ` · ${s.candidates.local}/${s.candidates.remote}` : '';
       if (s.candidates) badge('webrtc', 'ok', `media over WebRTC (${pathName(s.candidates)})`);
+      // The status line, from the link: what the browser decodes, not the WebSocket receiver's last figures.
+      $('bitrate').textContent = s.bitrate === undefined ? '-' : `${(s.bitrate / 1e6).toFixed(2)} Mbit/s`;
+      $('seq').textContent = String(s.framesDecoded);
+      $('tier').textContent = rtcPicture() ?? '-';
       statsLine(`rtt ${rtt} · ${rate} · ${s.fps ?? '-'} fps · ${s.freezes} freezes (${(s.freezeMs / 1000).toFixed(1)} s)${via}`);
     });
   }, 1000);
