@@ -201,7 +201,8 @@ const STATIC = 'static-token-0123456789';
   const api = await new MockKubeApi(cluster).start();
   const { kubeConfig, namespace } = loadKubeConfig({ file: api.writeKubeconfig(), env: {} });
   // The default poll (1 s) stays: the watch's Ready event is what this measures.
-  const router = await route({ kubeConfig, namespace, fleet: cluster.fleet, port: 0, logger: quiet });
+  // Nothing listens at the instances' addresses: no readiness check before handing one out (it costs one round trip to the pod in a cluster).
+  const router = await route({ kubeConfig, namespace, fleet: cluster.fleet, port: 0, logger: quiet, allocationCheckTimeoutMs: 0 });
   await fetch(`${router.url}/sessions`, { method: 'POST' }).then((r) => r.arrayBuffer());
   const xs = [];
   for (let i = 0; i < 30; i++) {

@@ -56,7 +56,8 @@ async function fleet(n, address = (i) => ({ address: `10.0.0.${i + 1}`, port: 70
   }
   const api = await new MockKubeApi(cluster).start();
   const { kubeConfig, namespace } = loadKubeConfig({ file: api.writeKubeconfig(), env: {} });
-  const router = await route({ kubeConfig, namespace, fleet: cluster.fleet, port: 0, logger: quiet });
+  // Nothing listens at the instances' addresses: no readiness check before handing one out (it costs one round trip to the pod in a cluster).
+  const router = await route({ kubeConfig, namespace, fleet: cluster.fleet, port: 0, logger: quiet, allocationCheckTimeoutMs: 0 });
   return { cluster, api, router, close: async () => (await router.close(), await api.close()) };
 }
 

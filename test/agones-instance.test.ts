@@ -131,6 +131,8 @@ describe('reactor run --agones (fake SDK sidecar on a FakeAgonesCluster, not a r
 
     viewer.ws.close();
     await until(() => sidecar.callsOf('Ready').length === 2, 'Ready() after the session ended');
+    // The sidecar writes behind Agones' 500 ms rate limit: the GameServer says it once the write lands.
+    await sidecar.settled();
     expect(c.get('reactor-gs-1').state).toBe('Ready');
     expect(c.get('reactor-gs-1').labels[SESSION_LABEL]).toBe('');
     const clear = sidecar.callsOf('SetLabel').at(-1)!;
@@ -162,6 +164,8 @@ describe('reactor run --agones (fake SDK sidecar on a FakeAgonesCluster, not a r
     expect(c.get('reactor-gs-1').labels[SESSION_LABEL]).toBe('router-session-1');
     viewer.ws.close();
     await until(() => sidecar.callsOf('Ready').length === 2, 'Ready() after the session ended');
+    // The sidecar writes behind Agones' 500 ms rate limit: the GameServer says it once the write lands.
+    await sidecar.settled();
 
     // Allocated again, and nobody joins.
     const allocatedAt = Date.now();
@@ -216,9 +220,9 @@ describe('reactor run --agones (fake SDK sidecar on a FakeAgonesCluster, not a r
     console.log(`agones figure: SIGKILL -> Unhealthy in ${took} ms (${sinceLastPing} ms after the last ping; period 1 s x 3, pings every 2 s)`);
   }, 60_000);
 
-  it('SIGTERM: the existing drain (clients closed 1001, ranks stopped), then Shutdown(), exit 0, no process left', async () => {
+  it('SIGTERM: the drain to its deadline (clients closed 4003 drain_deadline, ranks stopped), then Shutdown(), exit 0, no process left', async () => {
     const { cluster: c, sidecar } = await cluster();
-    const inst = startInstance(workspace('agones: { enabled: true }'), sidecar.env());
+    const inst = startInstance(workspace('agones: { enabled: true }'), { ...sidecar.env(), REACTOR_DRAIN_TIMEOUT_MS: '1500' });
     const url = await inst.url;
     await until(() => c.get('reactor-gs-1').state === 'Ready', 'Ready');
     const viewer = await viewerJoins(url);
@@ -229,7 +233,9 @@ describe('reactor run --agones (fake SDK sidecar on a FakeAgonesCluster, not a r
     void viewer.closed.then(() => (closedAt = Date.now()));
     inst.child.kill('SIGTERM');
     expect(await inst.exited).toBe(0);
-    expect(await viewer.closed).toBe(1001);
+    // The viewer's session outlived the 1.5 s drain: the drain's own close, not a bare 1001.
+    expect(await viewer.closed).toBe(4003);
+    await sidecar.settled();
     expect(c.get('reactor-gs-1').state).toBe('Shutdown');
     const shutdown = sidecar.callsOf('Shutdown');
     expect(shutdown).toHaveLength(1);

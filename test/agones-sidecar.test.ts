@@ -7,7 +7,7 @@
 import sdkModule from '@google-cloud/agones-sdk';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FakeAgonesCluster, SDK_LABEL_PREFIX } from './fixtures/agones/cluster.js';
-import { FakeAgonesSidecar } from './fixtures/agones/sidecar.js';
+import { AGONES_REQUEST_RATE_LIMIT_MS, FakeAgonesSidecar } from './fixtures/agones/sidecar.js';
 
 // The package's types declare a default export; at run time (CommonJS) the class is the module itself.
 const AgonesSDK = sdkModule as unknown as typeof sdkModule.default;
@@ -18,10 +18,11 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-async function setup(): Promise<{ cluster: FakeAgonesCluster; sidecar: FakeAgonesSidecar; sdk: AgonesSDK }> {
+async function setup(requestRateLimitMs = 0): Promise<{ cluster: FakeAgonesCluster; sidecar: FakeAgonesSidecar; sdk: AgonesSDK }> {
   const cluster = new FakeAgonesCluster({ healthPeriodMs: 200, healthFailureThreshold: 3, healthInitialDelayMs: 200 });
   cluster.addServer('gs-1', '10.0.0.1', 7000);
-  const sidecar = await FakeAgonesSidecar.start(cluster, 'gs-1');
+  // These tests pin the fake's state machine call by call: writes at once (its rate limit has its own test below).
+  const sidecar = await FakeAgonesSidecar.start(cluster, 'gs-1', { requestRateLimitMs });
   cleanups.push(() => sidecar.stop());
   process.env['AGONES_SDK_GRPC_PORT'] = String(sidecar.port);
   const sdk = new AgonesSDK();
@@ -45,6 +46,21 @@ function until(check: () => boolean, what: string, timeoutMs = 5000): Promise<vo
 }
 
 describe('FakeAgonesSidecar (a fake sidecar driven by the official SDK, not a real cluster)', () => {
+  it("writes state and labels behind Agones' 500 ms request-rate-limit by default: the call answers at once, the GameServer changes later", async () => {
+    const { cluster, sidecar, sdk } = await setup(AGONES_REQUEST_RATE_LIMIT_MS);
+    await sdk.ready();
+    const t = Date.now();
+    expect(cluster.get('gs-1').state).toBe('Scheduled');
+    await until(() => cluster.get('gs-1').state === 'Ready', 'Ready');
+    expect(Date.now() - t).toBeGreaterThanOrEqual(AGONES_REQUEST_RATE_LIMIT_MS - 50);
+    // Labels set while a write waits join it.
+    await sdk.setLabel('reactor-draining', '1');
+    await sdk.setLabel('other', 'x');
+    expect(cluster.get('gs-1').labels['agones.dev/sdk-reactor-draining']).toBeUndefined();
+    await sidecar.settled();
+    expect(cluster.get('gs-1').labels).toMatchObject({ 'agones.dev/sdk-reactor-draining': '1', 'agones.dev/sdk-other': 'x' });
+  });
+
   it('moves the GameServer Ready -> Allocated -> Ready -> Shutdown and answers GetGameServer with it', async () => {
     const { cluster, sidecar, sdk } = await setup();
     expect(cluster.get('gs-1').state).toBe('Scheduled');

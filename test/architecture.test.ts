@@ -41,6 +41,7 @@ const allowed: Record<string, string[]> = {
   '@reactor/app-camera': ['@reactor/runtime', '@reactor/distributed'],
   '@reactor/app-seed-video': ['@reactor/protocol', '@reactor/runtime', '@reactor/distributed'],
   '@reactor/app-enhance': ['@reactor/log', '@reactor/protocol', '@reactor/runtime', '@reactor/distributed', '@reactor/tfjs-backend'],
+  '@reactor/app-world': ['@reactor/protocol', '@reactor/runtime', '@reactor/distributed'],
 };
 
 /** A cycle written from its smallest file, so the same cycle always reads the same. */

@@ -40,6 +40,11 @@ class BurstOutput extends Output {
 class BurstyApp extends ReactorApp<BurstState, null, Output> {
   n = 0;
 
+  /** A standing notice (the world app's kind): the viewer shows it as a badge. */
+  override notice(): string {
+    return 'generated weights: the picture is noise';
+  }
+
   override processInput(): null {
     if (this.state.paused) throw new ApplicationError('paused');
     if (this.state.failWith !== '') throw new Error(this.state.failWith);
@@ -97,6 +102,18 @@ describe('viewer in Chromium: a model slower than real time', () => {
       expect([...tiers]).toEqual(['full']);
       expect(await text(p, 'messages')).not.toMatch(/tier full ->/);
       expect(Number(await p.evaluate(() => (window as unknown as { reactorViewer: { framesDrawn: number } }).reactorViewer.framesDrawn))).toBeGreaterThan(20);
+    } finally {
+      await p.close();
+    }
+  }, 60_000);
+
+  it("shows the app's standing notice (status.notice) as a badge next to the session's", async () => {
+    const p = await open();
+    try {
+      await expect
+        .poll(() => p.evaluate(() => document.getElementById('notice')?.textContent ?? null), { timeout: 10_000 })
+        .toBe('generated weights: the picture is noise');
+      expect(await p.evaluate(() => document.getElementById('session')!.nextElementSibling?.id)).toBe('notice');
     } finally {
       await p.close();
     }

@@ -182,7 +182,19 @@ describe('clips and recordings (reactor run with a recording: section)', () => {
         video.onerror = () => rej(new Error(`video error ${video.error?.code}: ${video.error?.message}`));
       });
       await video.play();
-      await new Promise((r) => setTimeout(r, 1500));
+      // Played for a second (an event of the element, not a sleep: a busy machine plays slower).
+      await new Promise<void>((res, rej) => {
+        const t = setTimeout(() => rej(new Error(`the clip played only to ${video.currentTime} s in 20 s`)), 20_000);
+        const check = (): void => {
+          if (video.currentTime >= 1 || video.ended) {
+            clearTimeout(t);
+            res();
+          }
+        };
+        video.ontimeupdate = check;
+        video.onended = check;
+        check();
+      });
       const q = video.getVideoPlaybackQuality();
       return {
         duration: video.duration,

@@ -409,6 +409,19 @@ const CHECKS: Record<string, Check> = {
       expect((await firstFrame(url)).byteLength).toBeGreaterThan(0);
     },
   },
+  'readme-world': {
+    what: "the world model: reactor run of apps/world's manifest (run as typed, REACTOR_PYTHON as documented, on --port 0) streams frames and its status says the weights are generated",
+    run: async (b) => {
+      expect(b.commands[0]).toBe('pnpm install && pnpm build');
+      const run = envPrefix(b.commands[1]!);
+      expect(run.command).toBe('pnpm reactor run --manifest apps/world/reactor.yaml');
+      expect(run.env['REACTOR_PYTHON']).toBe('/usr/bin/python3');
+      const url = await serve(['reactor', 'run', '--manifest', 'apps/world/reactor.yaml', '--port', '0'], repo, 'pnpm', { ...process.env, REACTOR_PYTHON: PY });
+      const { msg } = await welcome(url);
+      expect((msg['session'] as { notice?: string }).notice).toBe("generated weights: the picture is noise; the speed is the real model's");
+      expect((await firstFrame(url)).byteLength).toBeGreaterThan(0);
+    },
+  },
   'readme-token': {
     what: 'reactor token as typed (an Ed25519 private key in REACTOR_AUTH_PRIVATE_KEY, in an app workspace) prints a JWT signed by that key: role spectator, 15 minutes',
     run: async (b) => {

@@ -16,6 +16,7 @@ import { RouterErrorCode } from '@reactor/router';
 import { VideoErrorCode } from '@reactor/app-video';
 import { CameraErrorCode } from '@reactor/app-camera';
 import { EnhanceErrorCode } from '@reactor/app-enhance';
+import { WorldErrorCode } from '@reactor/app-world';
 
 const maps: Record<string, Record<string, string>> = {
   RuntimeErrorCode,
@@ -32,6 +33,7 @@ const maps: Record<string, Record<string, string>> = {
   VideoErrorCode,
   CameraErrorCode,
   EnhanceErrorCode,
+  WorldErrorCode,
 };
 
 const doc = (name: string): string => readFileSync(new URL(`../docs/${name}`, import.meta.url), 'utf8');

@@ -185,7 +185,8 @@ describe('deploy/helm/reactor', () => {
       const fleet = find(objs, 'Fleet');
       const gs = fleet.spec.template.spec;
       expect(gs.eviction).toEqual({ safe: 'OnUpgrade' });
-      expect(gs.health).toEqual({ disabled: false, initialDelaySeconds: 10, periodSeconds: 5, failureThreshold: 3 });
+      // The first Health() may come up to 30 + (3 - 1) x 5 = 40 s after the container starts (instances took 10-25 s with 10-12 starting at once).
+      expect(gs.health).toEqual({ disabled: false, initialDelaySeconds: 30, periodSeconds: 5, failureThreshold: 3 });
       expect(gs.container).toBe('reactor');
       // Never 8080: the Agones SDK sidecar's health server listens there in every GameServer pod.
       expect(gs.ports).toEqual([{ name: 'default', portPolicy: 'Dynamic', containerPort: 8000, protocol: 'TCP' }]);
@@ -211,6 +212,27 @@ describe('deploy/helm/reactor', () => {
         policy: { type: 'Buffer', buffer: { bufferSize: 2, minReplicas: 2, maxReplicas: 20 } },
         sync: { type: 'FixedInterval', fixedInterval: { seconds: 30 } },
       });
+    });
+
+    it("raises the autoscaler's minReplicas to a count bufferSize and to 1 for a percentage, as Agones' webhook requires (issue 38)", () => {
+      const buffer = (values: Record<string, string | number>) => find(render(values, ['ci/agones-values.yaml']), 'FleetAutoscaler').spec.policy.buffer;
+      expect(buffer({ 'agones.autoscaler.bufferSize': 5 })).toEqual({ bufferSize: 5, minReplicas: 5, maxReplicas: 20 });
+      // The Fleet starts at that size too (before the autoscaler's first sync).
+      expect(find(render({ 'agones.autoscaler.bufferSize': 5 }, ['ci/agones-values.yaml']), 'Fleet').spec.replicas).toBeGreaterThanOrEqual(5);
+      expect(buffer({ 'agones.autoscaler.bufferSize': 1, 'agones.autoscaler.minReplicas': 3 })).toEqual({ bufferSize: 1, minReplicas: 3, maxReplicas: 20 });
+      expect(buffer({ 'agones.autoscaler.bufferSize': '20%', 'agones.autoscaler.minReplicas': 0 })).toEqual({
+        bufferSize: '20%',
+        minReplicas: 1,
+        maxReplicas: 20,
+      });
+      // Every one of them valid against the FleetAutoscaler schema (deploy/schemas).
+      const variants: Array<Record<string, string | number>> = [
+        { 'agones.autoscaler.bufferSize': 5 },
+        { 'agones.autoscaler.bufferSize': '20%', 'agones.autoscaler.minReplicas': 0 },
+      ];
+      for (const v of variants) {
+        expect(render(v, ['ci/agones-values.yaml']).flatMap(problems)).toEqual([]);
+      }
     });
 
     it('lets the router create allocations, read and watch game servers and patch them (DELETE /sessions), nothing more, in its own namespace', () => {
@@ -240,8 +262,11 @@ describe('deploy/helm/reactor', () => {
         path: '/metrics',
         authorization: { type: 'Bearer', credentials: { name: 'rx-reactor-token', key: 'token' } },
       });
-      // The headless instances Service selects the Fleet's pods.
+      // The headless instances Service selects the Fleet's pods, on the container port's number:
+      // Agones adds the Fleet's port to the container without a name, so a named targetPort would match no pod.
       const headless = find(objs, 'Service', 'rx-reactor-instances');
+      expect(headless.spec.ports).toEqual([{ name: 'http', port: 8000, targetPort: 8000, protocol: 'TCP' }]);
+      expect(find(objs, 'Fleet').spec.template.spec.ports[0]).not.toHaveProperty('name', 'http');
       const podLabels = find(objs, 'Fleet').spec.template.spec.template.metadata.labels as Record<string, string>;
       expect(Object.entries(headless.spec.selector as Record<string, string>).every(([k, v]) => podLabels[k] === v)).toBe(true);
     });
@@ -389,6 +414,9 @@ describe('deploy/helm/reactor', () => {
         'terminationGracePeriodSeconds (30) is below sessionGraceSeconds (60): Kubernetes would SIGKILL an instance before its session',
       );
       expect(refused({ 'agones.autoscaler.bufferSize': 30 })).toContain('agones.autoscaler.bufferSize (30) is above maxReplicas (20)');
+      expect(refused({ 'agones.autoscaler.minReplicas': 30 })).toContain(
+        "agones.autoscaler.minReplicas (30) is above maxReplicas (20): Agones' FleetAutoscaler webhook refuses it",
+      );
       expect(refused({ 'app.port': 8080 })).toContain("app.port is 8080: in a GameServer pod the Agones SDK sidecar's health server listens on :8080");
       expect(refused({ 'agones.drainSeconds': 90 })).toContain('agones.drainSeconds (90) is not below terminationGracePeriodSeconds (90)');
     });

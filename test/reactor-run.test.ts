@@ -344,22 +344,35 @@ describe('reactor run: manifests without traps', () => {
     await stop(child);
   });
 
-  it('names the key and the folder a wrong path was resolved from', () => {
+  // One reactor process per test: each spawn loads the whole CLI (seconds on a busy machine), so
+  // the three paths are three tests, each with its own time budget.
+  it('names the key and the folder a wrong path was resolved from: runtime.import', () => {
     const dir = contextWorkspace();
     const manifest = join(dir, 'reactor.yaml');
     writeFileSync(manifest, 'runtime: { import: nowhere/app.js:ContextApp }\n');
-    let r = cliRun(dir, 'run');
+    const r = cliRun(dir, 'run');
     expect(r.status).toBe(1);
     expect(r.stderr).toContain(
       `reactor: runtime.import points at ${join(dir, 'nowhere/app.js')}, which does not exist (resolved from ${dir}, the folder of ${manifest}); fix the path in runtime.import [app_import_failed]`,
     );
+  });
+
+  it('names the key and the folder a wrong path was resolved from: runtime.config', () => {
+    const dir = contextWorkspace();
+    const manifest = join(dir, 'reactor.yaml');
     writeFileSync(manifest, 'runtime: { import: app.mjs:ContextApp, config: conf/missing.yaml }\n');
-    r = cliRun(dir, 'run');
+    const r = cliRun(dir, 'run');
+    expect(r.status).toBe(1);
     expect(r.stderr).toContain(
       `reactor: runtime.config: ${join(dir, 'conf/missing.yaml')} does not exist (resolved from ${dir}, the folder of ${manifest}); fix the path or pass --config <file> [manifest_invalid]`,
     );
+  });
+
+  it('names the key and the folder a wrong path was resolved from: runtime.weights_path (reactor doctor)', () => {
+    const dir = contextWorkspace();
+    const manifest = join(dir, 'reactor.yaml');
     writeFileSync(manifest, 'runtime: { import: app.mjs:ContextApp, weights_path: w }\n');
-    r = cliRun(dir, 'doctor');
+    const r = cliRun(dir, 'doctor');
     expect(r.stderr).toContain(
       `reactor: runtime.weights_path: ${join(dir, 'w')} does not exist (resolved from ${dir}, the folder of ${manifest}); fix the path or set REACTOR_WEIGHTS_PATH [manifest_invalid]`,
     );

@@ -32,7 +32,17 @@ async function setup(ready: number, options: Partial<RouterOptions> = {}, addres
   const api = await new MockKubeApi(cluster).start();
   cleanups.push(() => api.close());
   const { kubeConfig, namespace } = loadKubeConfig({ file: api.writeKubeconfig(), env: {} });
-  const router = await route({ kubeConfig, namespace, fleet: cluster.fleet, port: 0, logger: silentLogger, queuePollMs: 50, ...options });
+  // No instance here answers /health/ready (nothing listens at their addresses): the router's check before handing one out is off (test/cluster-faults.test.ts pins it).
+  const router = await route({
+    kubeConfig,
+    namespace,
+    fleet: cluster.fleet,
+    port: 0,
+    logger: silentLogger,
+    queuePollMs: 50,
+    allocationCheckTimeoutMs: 0,
+    ...options,
+  });
   cleanups.push(() => router.close());
   await until(() => api.counts.watches > 0, 'the router watching GameServers');
   return { cluster, router };
@@ -293,8 +303,12 @@ describe('reactor route with --api-key and REACTOR_AUTH_SECRET', () => {
   it('serves the queue and mints instance tokens, as a user starts it', async () => {
     const { spawn } = await import('node:child_process');
     const { CLI } = await import('./fixtures/reactor-cli.js');
+    // The instance: only its /health/ready, which the router asks before handing it out.
+    const pod = createServer((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end('{"ready":true,"reasons":[]}'));
+    await new Promise<void>((r) => pod.listen(0, '127.0.0.1', r));
+    cleanups.push(() => new Promise<void>((r) => pod.close(() => r())));
     const cluster = new FakeAgonesCluster();
-    cluster.addServer('reactor-0', '10.0.0.1', 7000);
+    cluster.addServer('reactor-0', '127.0.0.1', (pod.address() as AddressInfo).port);
     cluster.setState('reactor-0', 'Ready');
     const api = await new MockKubeApi(cluster).start();
     cleanups.push(() => api.close());

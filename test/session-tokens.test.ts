@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { SignJWT, exportJWK } from 'jose';
 import { connect, type ReactorClient } from '@reactor/client';
+import { TokenMinter } from '@reactor/server';
 import { cameraWorkspace, removeDir } from './fixtures/camera-run.js';
 import { cliSync, runCli, type RunningCli } from './fixtures/reactor-cli.js';
 
@@ -63,17 +64,29 @@ function reactorToken(args: string[], env: Record<string, string> = { REACTOR_AU
   return token;
 }
 
+/** What a refused request says: its status, code, message and `WWW-Authenticate`. */
+interface Refusal {
+  status: number;
+  code?: string;
+  message?: string;
+  challenge?: string | null;
+}
+
 /** The HTTP status and error code of `GET /schema` with a bearer token. */
-async function http(token: string | undefined): Promise<{ status: number; code?: string }> {
+async function http(token: string | undefined, full = false): Promise<Refusal> {
   // A fresh connection each time: a kept-alive one may be closed by the server's idle timeout between two spawns of the CLI.
   const headers: Record<string, string> = { connection: 'close', ...(token !== undefined && { authorization: `Bearer ${token}` }) };
   const res = await fetch(`${base}/schema`, { headers });
-  const body = (await res.json()) as { error?: { code: string } };
-  return { status: res.status, ...(body.error && { code: body.error.code }) };
+  const body = (await res.json()) as { error?: { code: string; message: string } };
+  return {
+    status: res.status,
+    ...(body.error && { code: body.error.code }),
+    ...(full && body.error && { message: body.error.message, challenge: res.headers.get('www-authenticate') }),
+  };
 }
 
-/** The status (and refusal code) of a WebSocket upgrade with `?token=`. */
-function upgrade(token: string | undefined): Promise<{ status: number; code?: string }> {
+/** The status (and refusal code) of a WebSocket upgrade with `?token=`; `full`: its message and `WWW-Authenticate` too. */
+function upgrade(token: string | undefined, full = false): Promise<Refusal> {
   const url = `${base.replace('http', 'ws')}/ws${token === undefined ? '' : `?token=${encodeURIComponent(token)}`}`;
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(url);
@@ -84,7 +97,14 @@ function upgrade(token: string | undefined): Promise<{ status: number; code?: st
     ws.once('unexpected-response', (_req, res) => {
       let body = '';
       res.on('data', (d: Buffer) => (body += d.toString()));
-      res.on('end', () => resolve({ status: res.statusCode!, code: (JSON.parse(body) as { error: { code: string } }).error.code }));
+      res.on('end', () => {
+        const error = (JSON.parse(body) as { error: { code: string; message: string } }).error;
+        resolve({
+          status: res.statusCode!,
+          code: error.code,
+          ...(full && { message: error.message, challenge: (res.headers['www-authenticate'] as string | undefined) ?? null }),
+        });
+      });
     });
     ws.once('error', (err) => {
       if (!/Unexpected server response/.test(err.message)) reject(err);
@@ -98,6 +118,8 @@ async function expectBoth(token: string | undefined, status: number, code?: stri
   expect(await upgrade(token)).toEqual({ status, ...(code && { code }) });
 }
 
+/** Tokens of the server's secret, minted in this process (`reactor token` mints the same; each spawn of it costs seconds on a busy machine). */
+const minter = new TokenMinter({ secret: SECRET });
 const now = (): number => Math.floor(Date.now() / 1000);
 const hmac = new TextEncoder().encode(SECRET);
 const b64 = (o: object): string => Buffer.from(JSON.stringify(o)).toString('base64url');
@@ -124,36 +146,59 @@ describe('session tokens through reactor run', () => {
       .setExpirationTime(now() - 3600)
       .sign(hmac);
     await expectBoth(expired, 401, 'token_expired');
-    await expectBoth(reactorToken(['--not-before', '10m']), 401, 'token_not_yet_valid');
-    const otherKey = reactorToken([], { REACTOR_AUTH_SECRET: 'another-secret-that-is-long-enough-000000' });
+    await expectBoth(await minter.mint({ notBeforeS: 600 }), 401, 'token_not_yet_valid');
+    const otherKey = await new TokenMinter({ secret: 'another-secret-that-is-long-enough-000000' }).mint();
     await expectBoth(otherKey, 401, 'token_wrong_key');
-    const otherEd = reactorToken([], {
-      REACTOR_AUTH_PRIVATE_KEY: generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
-    });
+    const otherEd = await new TokenMinter({ privateKey: generateKeyPairSync('ed25519').privateKey }).mint();
     await expectBoth(otherEd, 401, 'token_wrong_key');
-    await expectBoth(reactorToken(['--session', 'some-other-session']), 403, 'token_wrong_session');
+    await expectBoth(await minter.mint({ session: 'some-other-session' }), 403, 'token_wrong_session');
     // A spectator's token with its role changed to controller: the signature no longer matches.
-    const [h, p, s] = reactorToken(['--role', 'spectator']).split('.');
+    const [h, p, s] = (await minter.mint({ role: 'spectator' })).split('.');
     const claims = JSON.parse(Buffer.from(p!, 'base64url').toString()) as Record<string, unknown>;
     await expectBoth(`${h}.${b64({ ...claims, role: 'controller' })}.${s}`, 401, 'token_tampered');
     await expectBoth(`${b64({ alg: 'none', typ: 'JWT' })}.${b64({ role: 'controller', exp: now() + 600 })}.`, 401, 'token_alg_not_allowed');
     await expectBoth(`${b64({ alg: 'HS512' })}.${b64({ exp: now() + 600 })}.c2ln`, 401, 'token_alg_not_allowed');
     await expectBoth('eyJub3QiOiJqc29u.eyJ9.c2ln', 401, 'token_malformed');
+    // A header of this server's key and a payload that is not JSON: unreadable, not tampered.
+    await expectBoth(`${h}.${Buffer.from('not json').toString('base64url')}.${s}`, 401, 'token_malformed');
     const tooLong = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().setExpirationTime('7h').sign(hmac);
     await expectBoth(tooLong, 401, 'token_invalid_claims');
   });
 
   it('accepts a token bound to the session the server holds', async () => {
-    const first = await connect(base, { token: reactorToken([]), WebSocket: WebSocket as never });
+    const first = await connect(base, { token: await minter.mint(), WebSocket: WebSocket as never });
     clients.push(first);
     const sessionId = first.session.sessionId!;
     expect(sessionId).toBeTruthy();
     await expectBoth(reactorToken(['--session', sessionId]), 101);
   });
 
+  it('answers a refused token with WWW-Authenticate: Bearer error="invalid_token" on both doors, and never names the session it holds', async () => {
+    const holder = await connect(base, { token: await minter.mint(), WebSocket: WebSocket as never });
+    clients.push(holder);
+    const sessionId = holder.session.sessionId!;
+    expect(sessionId).toBeTruthy();
+    const wrong = await minter.mint({ session: 'some-other-session' });
+    for (const answer of [await http(wrong, true), await upgrade(wrong, true)]) {
+      expect(answer).toMatchObject({ status: 403, code: 'token_wrong_session' });
+      expect(answer.message).toContain('"some-other-session"');
+      expect(answer.message).not.toContain(sessionId);
+    }
+    const expired = await new SignJWT({})
+      .setProtectedHeader({ alg: 'HS256' })
+      .setIssuedAt(now() - 7200)
+      .setExpirationTime(now() - 3600)
+      .sign(hmac);
+    for (const answer of [await http(expired, true), await upgrade(expired, true)])
+      expect(answer).toMatchObject({ status: 401, code: 'token_expired', challenge: 'Bearer error="invalid_token"' });
+    // No credential: a plain challenge (RFC 6750: no error code when none was presented).
+    for (const answer of [await http(undefined, true), await upgrade(undefined, true)])
+      expect(answer).toMatchObject({ status: 401, code: 'unauthorized', challenge: 'Bearer' });
+  });
+
   it("refuses a spectator's command, publication and upload with clear codes; a controller's go through", async () => {
-    const viewer = await connect(base, { token: reactorToken(['--role', 'spectator']), WebSocket: WebSocket as never });
-    const steer = await connect(base, { token: reactorToken([]), WebSocket: WebSocket as never });
+    const viewer = await connect(base, { token: await minter.mint({ role: 'spectator' }), WebSocket: WebSocket as never });
+    const steer = await connect(base, { token: await minter.mint(), WebSocket: WebSocket as never });
     clients.push(viewer, steer);
     expect(viewer.role).toBe('spectator');
     await expect(viewer.send('set_effect', { effect: 'blur' })).rejects.toMatchObject({ code: 'forbidden_role' });

@@ -12,6 +12,7 @@
 #             error and the server streams JPEG; what the enhance measurements carry
 #   enhance   apps/enhance with its ESRGAN models and tfjs wasm/webgpu binaries' extra weight:
 #             what the codec measurements carry (apps/video stays)
+#   world     apps/world (the world model's Python package; a few hundred KB)
 # Default: BUNDLE_SKIP=codec (the enhance/GPU bundle, as before the codec).
 set -euo pipefail
 skip=",${BUNDLE_SKIP-codec},"
@@ -36,6 +37,7 @@ log "copying sources, manifests and build output"
 log "installing production dependencies (offline, from the local store)"
 filters=(--filter '@reactor/app-video...' --filter '@reactor/cli...' --filter reactor-workspace)
 has_skip enhance || filters+=(--filter '@reactor/app-enhance...')
+has_skip world || filters+=(--filter '@reactor/app-world...')
 (cd "$stage" && CI=true pnpm install --prod --frozen-lockfile --offline --config.node-linker=hoisted "${filters[@]}" >/dev/null)
 
 log "trimming what a linux-x64 node never loads"

@@ -1,10 +1,10 @@
 // The app's config, its plan for the machine found, and what `reactor doctor` is told to expect.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { AppStatics } from '@reactor/runtime';
 import { afterAll, describe, expect, it } from 'vitest';
-import { EnhanceApp, EnhanceConfig, EnhanceConfigError, chooseSplit, loadEnhanceConfig, planEnhance } from '../src/app.js';
+import { EnhanceApp, EnhanceConfig, EnhanceConfigError, H200_TORCH_FPS_720P, chooseSplit, loadEnhanceConfig, planEnhance } from '../src/app.js';
 import { backendFramework } from '../src/backend.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'enhance-config-'));
@@ -108,6 +108,22 @@ describe('EnhanceApp.requirements', () => {
     expect(bad.checks![0]).toMatchObject({ name: 'torch', status: 'fail', fix: expect.stringContaining('install NumPy and PyTorch for /nonexistent/python3') });
     const noTorch = await EnhanceApp.requirements({ configPath: config('backend: torch\npython: /usr/bin/false\n'), manifestGpuCount: 2, gpuCount: 0 });
     expect(noTorch.checks![0]).toMatchObject({ name: 'torch', status: 'fail' });
+  }, 60_000);
+
+  it('with backend: torch on a GPU: states the measured range of docs/benchmarks.md, not one figure it promises', async () => {
+    const r = await EnhanceApp.requirements({
+      configPath: config('backend: torch\npython: /usr/bin/python3\nmodel: medium\n'),
+      manifestGpuCount: 1,
+      gpuCount: 1,
+    });
+    const enhance = r.checks!.find((c) => c.name === 'enhance')!;
+    expect(enhance).toMatchObject({ status: 'ok' });
+    expect(enhance.detail).toBe(
+      'ESRGAN medium at 1280x720 with torch: 51-89 fps on one H200 in the runs of docs/benchmarks.md (measured at 1280x720 through JPEG, one rank)',
+    );
+    // The ranges are the ones docs/benchmarks.md states, model by model.
+    const bench = readFileSync(resolve(import.meta.dirname, '../../../docs/benchmarks.md'), 'utf8');
+    for (const [model, range] of Object.entries(H200_TORCH_FPS_720P)) expect(bench).toContain(`| ${model} | ${range![0]}-${range![1]} fps |`);
   }, 60_000);
 
   it('REACTOR_BACKEND=torch overrides the config; torch inside an order is refused', () => {

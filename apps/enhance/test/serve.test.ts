@@ -62,6 +62,8 @@ describe('reactor run --manifest (the enhance app)', () => {
     expect(client.schema.commands.map((c) => c.name).sort()).toEqual(['set_model', 'set_paused', 'set_scale', 'set_side_by_side']);
     const ranks = descendants(child.pid!).filter((p) => readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('child-main'));
     expect(ranks).toHaveLength(2);
+    // The config names the model: the log says so, without "(auto)".
+    expect(stderr()).toMatch(/2 CPU rank\(s\) \(no GPU on this machine\); ESRGAN slim at 64x40; starting the runner/);
     // The weights were read from the installed package and their hashes logged.
     expect(stderr()).toMatch(
       /weights ESRGAN slim x4 \(float32, 0\.9 MiB.*\) from .*esrgan-slim\/models\/x4: sha256 [0-9a-f]{64}; files: model\.json=[0-9a-f]{64} group1-shard1of1\.bin=[0-9a-f]{64}/,
@@ -86,6 +88,21 @@ describe('reactor run --manifest (the enhance app)', () => {
     await client.send('set_scale', { scale: 2 });
     await until(() => infos.some((i) => i['scale'] === 2), 'an enhance_info for x2');
     expect(infos.find((i) => i['scale'] === 2)).toMatchObject({ input_width: 32, input_height: 20, output_width: 64, output_height: 40 });
+
+    // A late joiner (a raw socket: it sees every message from its first) learns what runs at once.
+    const late = new WebSocket(`${new URL(await url).origin.replace(/^http/, 'ws')}/ws`);
+    cleanups.push(() => late.terminate());
+    const lateInfo = await new Promise<Record<string, unknown>>((resolve, reject) => {
+      late.on('message', (data, binary) => {
+        if (binary) return;
+        const m = JSON.parse(data.toString()) as { type: string; name?: string; data?: Record<string, unknown> };
+        if (m.type === 'message' && m.name === 'enhance_info') resolve(m.data!);
+      });
+      late.once('error', reject);
+    });
+    expect(lateInfo).toMatchObject({ model: 'slim', scale: 2, input_width: 32, input_height: 20, output_width: 64, output_height: 40, source: 'scene' });
+    expect(stderr()).not.toMatch(/onConnected threw/);
+    late.close();
     await expect(client.send('set_scale', { scale: 5 })).rejects.toMatchObject({ code: 'invalid_params' });
 
     // Side by side: twice as wide.

@@ -140,6 +140,7 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult> {
   }
 
   override async unload(): Promise<void> {
-    await this.runner.shutdown();
+    // A load that failed before its runner existed (no weights path, say) leaves nothing to shut down.
+    if (this.runner !== undefined) await this.runner.shutdown();
   }
 }

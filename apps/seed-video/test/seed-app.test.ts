@@ -6,7 +6,8 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -150,4 +151,27 @@ describe('the seed example (VideoApp + the page’s video_worker.py) under react
     expect(pythonRanks(child.pid!)).toEqual([]);
     expect(segmentsOf(child.pid!)).toEqual([]);
   }, 120_000);
+
+  it('after a load that failed before its runner existed (no weights_path), reports the load error and exits without an unload error', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'seed-no-weights-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    writeFileSync(join(dir, 'reactor.yaml'), `runtime:\n  import: ${join(app, 'dist/index.js')}:VideoApp\nserver: { port: 0 }\n`);
+    const child = spawn(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml')], {
+      cwd: dir,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: Object.fromEntries(Object.entries({ ...process.env, REACTOR_PYTHON: PY }).filter(([k]) => k !== 'REACTOR_WEIGHTS_PATH')),
+    });
+    cleanups.push(() => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    });
+    let err = '';
+    child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+    child.stdout!.resume();
+    // reactor run gives up on a failed load: it unloads the app and exits 1.
+    const code = await new Promise<number | null>((r) => child.once('exit', (c) => r(c)));
+    expect(code).toBe(1);
+    expect(err).toContain('VideoApp.load() failed: WeightsPathNotSetError');
+    expect(err).not.toMatch(/unload\(\) threw/);
+    expect(err).not.toContain("Cannot read properties of undefined (reading 'shutdown')");
+  }, 90_000);
 });

@@ -16,8 +16,8 @@
  * SDK failures never reach the server: they are logged (once per outage) and retried on the
  * next tick with a fresh SDK client.
  */
-import type { SessionStatus } from '@reactor/protocol';
-import type { Logger } from '@reactor/log';
+import { CloseCode, WireErrorCode, type SessionStatus } from '@reactor/protocol';
+import { holdShutdown, type Logger } from '@reactor/log';
 import type { HealthReport, ServableHost } from '@reactor/server';
 import { AgonesErrorCode } from './errors.js';
 import { resolveAgonesOptions, type AgonesOptions, type ResolvedAgonesOptions } from './options.js';
@@ -47,7 +47,15 @@ export interface AgonesServer {
   readonly host: Pick<ServableHost, 'status' | 'onStatus' | 'endCurrentSession'>;
   /** Set to the GameServer name once known (it then appears in the session descriptor). */
   instance: string | undefined;
+  /** The drain began: `/health/ready` says 503 `closing` at once (a router checks it before handing the instance out), sessions go on. */
+  beginDrain?(): void;
   readonly options?: { readonly logger: Logger };
+}
+
+/** The close frame a drain's deadline gives the viewers still there (close code 4003, reason `drain_deadline: ...`). */
+export interface DrainClose {
+  code: number;
+  reason: string;
 }
 
 /** What the agent last told Agones. */
@@ -131,33 +139,41 @@ export class AgonesAgent {
    */
   drain(): void {
     if (this.#phase === 'running' || this.#phase === 'new') this.#phase = 'draining';
+    // Before any SDK call: the draining label lands only after the sidecar's rate limit (500 ms), readiness now.
+    this.#server.beginDrain?.();
+    // The runner's signal backstop waits past the drain instead of cutting the session at 10 s.
+    if (!this.#leaving) holdShutdown(Date.now() + this.options.drainTimeoutMs);
     this.#clearAllocationTimer();
     this.#leaving ??= this.#leavePool();
   }
 
   /**
    * After {@link drain}: resolves when no session runs any more (it ended, or the instance was
-   * idle), or after `drainTimeoutMs`; the caller then closes the server (viewers still there get
-   * the close frame with the reason). Never rejects.
+   * idle), or after `drainTimeoutMs`; the caller then closes the server. Never rejects.
+   * @returns the close the viewers still there get: `undefined` (the server's default), or at the
+   *   deadline close code 4003 with the reason `drain_deadline: ...` (pass it to `server.close()`).
    */
-  async drainSessions(): Promise<void> {
+  async drainSessions(): Promise<DrainClose | undefined> {
     this.drain();
     await this.#leaving;
     const host = this.#server.host;
-    if (host.status.sessionId === undefined) return;
+    if (host.status.sessionId === undefined) return undefined;
     const limit = this.options.drainTimeoutMs;
     this.#log.info(`draining: the running session may go on for up to ${limit} ms (agones.drainTimeoutMs)`);
-    await new Promise<void>((resolve) => {
+    return new Promise<DrainClose | undefined>((resolve) => {
       const sub: { off?: (() => void) | void } = {};
-      const done = (): void => {
+      const done = (close?: DrainClose): void => {
         clearTimeout(timer);
         clearInterval(poll);
         if (typeof sub.off === 'function') sub.off();
-        resolve();
+        resolve(close);
       };
       const timer = setTimeout(() => {
-        this.#log.warn(`drain deadline (${limit} ms) reached with the session still running: closing its viewers`);
-        done();
+        this.#log.warn(`drain deadline (${limit} ms) reached with the session still running: closing its viewers (${CloseCode.DrainDeadline} drain_deadline)`);
+        done({
+          code: CloseCode.DrainDeadline,
+          reason: `${WireErrorCode.DrainDeadline}: the instance is shutting down and the session outlived its ${Math.round(limit / 1000)} s drain; start a new session`,
+        });
       }, limit);
       // A status listener, and a poll in case the host has none.
       sub.off = host.onStatus?.((st) => st.sessionId === undefined && done());

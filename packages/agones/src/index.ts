@@ -5,7 +5,7 @@
  * The official `@google-cloud/agones-sdk` (gRPC) is loaded on first use. See docs/scale-out.md.
  */
 export { AgonesAgent, startAgones, SESSION_LABEL, DRAINING_LABEL, RELEASE_ANNOTATION, TRANSIENT_READINESS_CODES } from './agones-agent.js';
-export type { AgonesServer } from './agones-agent.js';
+export type { AgonesServer, DrainClose } from './agones-agent.js';
 export {
   resolveAgonesOptions,
   DEFAULT_HEALTH_INTERVAL_MS,

@@ -297,8 +297,8 @@ function closingFor(server: ReactorServer, agones: AgonesAgent | undefined): Par
   return {
     options: server.options,
     close: async () => {
-      await agones.drainSessions();
-      await server.close();
+      // At the drain's deadline the viewers still there get its own close (4003 drain_deadline), not a bare 1001.
+      await server.close(await agones.drainSessions());
       await agones.shutdown();
     },
   };

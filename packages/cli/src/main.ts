@@ -75,7 +75,11 @@ cli
   .option('--not-before <duration>', 'valid only from this long on (default: at once)')
   .option('--publish <tracks>', 'inbound tracks it may publish: comma-separated, * or none (default: * for a controller, none otherwise)')
   .option('--upload-bytes <n>', "bytes it may upload (default: the server's limits for a controller, 0 otherwise)")
-  .option('--max-session <duration>', 'the longest session it may hold (default: no limit)')
+  .option(
+    '--rec <what>',
+    'clips and recordings it may make: clip, record (start and stop), comma-separated, * or none (default: * for a controller, none otherwise)',
+  )
+  .option('--max-session <duration>', 'the longest its holder may stay in a session, from its arrival (default: no limit)')
   .option('--subject <id>', 'who holds it (the sub claim)')
   .action((o: TokenOptions) => tokenCommand(o, logger));
 cli

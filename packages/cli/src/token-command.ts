@@ -6,7 +6,16 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { ReactorError } from '@reactor/runtime';
-import { MAX_TOKEN_TTL_S, TokenMinter, TokenVerifier, type SigningKey, type TokenAuthOptions, type TokenRequest } from '@reactor/server';
+import {
+  MAX_TOKEN_TTL_S,
+  RECORDING_GRANTS,
+  TokenMinter,
+  TokenVerifier,
+  type RecordingGrant,
+  type SigningKey,
+  type TokenAuthOptions,
+  type TokenRequest,
+} from '@reactor/server';
 import type { Logger } from '@reactor/log';
 import { CliErrorCode } from './errors.js';
 import { manifestFrom, type Manifest } from './manifest.js';
@@ -74,7 +83,9 @@ export interface TokenOptions {
   publish?: string;
   /** Bytes it may upload. */
   uploadBytes?: string | number;
-  /** The longest session it may hold (same units as --ttl). */
+  /** Clips and recordings it may make: `clip`, `record`, both comma-separated, `*`, or `none`. */
+  rec?: string;
+  /** The longest its holder may stay in a session, from its arrival (same units as --ttl). */
   maxSession?: string | number;
   subject?: string;
 }
@@ -88,6 +99,20 @@ export function durationS(value: string | number, flag: string): number {
       `${flag} must be a whole number of seconds or a duration such as 90s, 15m or 1h, got ${JSON.stringify(String(value))}`,
     );
   return Number(m[1]) * (m[2] === 'h' ? 3600 : m[2] === 'm' ? 60 : 1);
+}
+
+/** `--rec`: `*`, `none`, or a comma-separated list of `clip` and `record`. @throws ReactorError `cli_usage` */
+export function recordingFlag(value: string): '*' | RecordingGrant[] {
+  if (value.trim() === '*') return '*';
+  if (value.trim() === 'none') return [];
+  const list = value
+    .split(',')
+    .map((t) => t.trim())
+    .filter(Boolean);
+  const bad = list.find((t) => !(RECORDING_GRANTS as readonly string[]).includes(t));
+  if (bad !== undefined || list.length === 0)
+    throw new ReactorError(CliErrorCode.CliUsage, `--rec takes clip, record (comma-separated), * or none, got ${JSON.stringify(value)}`);
+  return list as RecordingGrant[];
 }
 
 /**
@@ -127,6 +152,7 @@ export async function tokenCommand(o: TokenOptions, _logger: Logger): Promise<vo
                 .filter(Boolean),
     }),
     ...(o.uploadBytes !== undefined && { uploadBytes: Number(o.uploadBytes) }),
+    ...(o.rec !== undefined && { recording: recordingFlag(String(o.rec)) }),
     ...(o.maxSession !== undefined && { maxSessionS: durationS(o.maxSession, '--max-session') }),
     ...(o.subject !== undefined && { subject: String(o.subject) }),
     ...(m.server.auth?.issuer !== undefined && { issuer: m.server.auth.issuer }),

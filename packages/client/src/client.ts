@@ -315,7 +315,8 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
    * key-frame interval longer than asked.
    * @throws {ReactorClientError} `clips_disabled` (the server keeps no ring: `recording:` in
    *   reactor.yaml), `clip_unavailable` (no video yet, or none at all), `clip_busy`, `clip_failed`,
-   *   `disk_full`, `invalid_params`.
+   *   `disk_full`, `invalid_params`; `forbidden_role` (a spectator's token without the `clip`
+   *   grant: `reactor token --rec clip`), `recording_not_granted` (a controller's token without it).
    * @example
    * const { url } = await client.clip({ seconds: 10 });
    * video.src = url;
@@ -335,7 +336,9 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
    * Starts (`'start'`) or stops (`'stop'`) recording the session into the server's recording
    * folder, as fragmented MP4 written as it streams. Resolves with the recording's description.
    * @throws {ReactorClientError} `recording_disabled`, `recording_state` (already recording / not
-   *   recording), `disk_full`, `clip_unavailable` (no video to record).
+   *   recording), `disk_full`, `clip_unavailable` (no video to record); `forbidden_role` (a
+   *   spectator's token without the `record` grant), `recording_not_granted` (a controller's token
+   *   without it), `not_controller` (single-controller mode, another client holds control).
    */
   async recording(action: 'start' | 'stop', options: SendOptions = {}): Promise<RecordingInfo> {
     return (await this.#request(

@@ -67,7 +67,9 @@ export async function connect<T extends AppTypes = UntypedApp>(url: string, opti
       ...(options.role ? { role: options.role } : {}),
     });
     // A router that mints instance tokens: the instance takes that token, never the router's key.
-    const client = new ReactorClient<T>(route.url, route.token !== undefined ? { ...options, token: route.token } : options);
+    // Through a router, reconnecting is bounded: a session whose instance is gone is lost, and the router says so.
+    const routed: ConnectOptions = { ...options, reconnect: options.reconnect ?? { maxAttempts: ROUTED_RECONNECT_ATTEMPTS } };
+    const client = new ReactorClient<T>(route.url, route.token !== undefined ? { ...routed, token: route.token } : routed);
     client.route = route;
     try {
       await client.ready;
@@ -94,3 +96,10 @@ export async function connect<T extends AppTypes = UntypedApp>(url: string, opti
 
 /** Instances `connect(router, { session: 'new' })` tries when the one it was given turns out unreachable. */
 const NEW_INSTANCE_ATTEMPTS = 3;
+/**
+ * Reconnect attempts in a row of a client connected through a session router (default of
+ * `reconnect.maxAttempts` there): with the default back-off about 20 s. A router's answer that
+ * the instance is gone (4404/4502) ends the client at once; this bounds the rest (the router
+ * itself unreachable).
+ */
+const ROUTED_RECONNECT_ATTEMPTS = 6;

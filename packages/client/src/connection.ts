@@ -5,7 +5,7 @@
  */
 import type { ConnectionState, ConnectionStatus, ReconnectOptions, WebSocketConstructor, WebSocketLike } from './client-types.js';
 import { ClientErrorCode, ConnectionError, ProtocolMismatchError } from './errors.js';
-import { CloseCode, PROTOCOL_VERSION, parseServerMessage, type ServerMessage, type WelcomeMessage } from './protocol.js';
+import { CloseCode, HttpErrorCode, PROTOCOL_VERSION, parseServerMessage, type ServerMessage, type WelcomeMessage } from './protocol.js';
 import { redact, routerRefusal } from './socket-url.js';
 
 const OPEN = 1;
@@ -199,7 +199,7 @@ export class ClientConnection {
     const resumable = this.#resumeSecret !== undefined && this.#reconnect !== undefined && !this.#closedByUser && code !== 1000 && code !== 1008;
     if (resumable) this.#droppedAt ??= performance.now();
     else this.#hooks.endPublications();
-    if (code === CloseCode.SessionTimeLimit || code === CloseCode.IdleTimeout) {
+    if (code === CloseCode.SessionTimeLimit || code === CloseCode.IdleTimeout || code === CloseCode.DrainDeadline) {
       // The session ended for good (a limit): reconnecting would only start another.
       this.#droppedAt = undefined;
       this.#hooks.endPublications();
@@ -212,7 +212,11 @@ export class ClientConnection {
     );
     if (this.#closedByUser) return;
     // The router found the instance gone: reconnecting to it cannot help; the session is lost.
-    if (!this.#reconnect || routerRefusal(code, reason)) {
+    if (routerRefusal(code, reason)) {
+      this.setState({ state: 'closed', reason: `the session is lost: closed by the session router (code ${code}, ${reason})` });
+      return;
+    }
+    if (!this.#reconnect) {
       this.setState({ state: 'closed', reason: `closed by the server (code ${code}${reason ? `, ${reason}` : ''})` });
       return;
     }
@@ -233,7 +237,16 @@ export class ClientConnection {
       this.#retryTimer = undefined;
       if (this.#closedByUser) return;
       this.open().catch((err: Error) => {
-        if (!this.#closedByUser) this.#scheduleReconnect(attempt + 1, err.message);
+        if (this.#closedByUser) return;
+        // The session router answered for the instance: it is gone (or holds no session now), so the session is lost.
+        const code = (err as { code?: string }).code;
+        if (code === HttpErrorCode.InstanceUnreachable || code === HttpErrorCode.UnknownInstance) {
+          this.#droppedAt = undefined;
+          this.#hooks.endPublications();
+          this.setState({ state: 'closed', reason: `the session is lost: ${err.message}` });
+          return;
+        }
+        this.#scheduleReconnect(attempt + 1, err.message);
       });
     }, delayMs);
   }

@@ -17,6 +17,8 @@ interface Registry {
   listeners: Map<NodeJS.Signals, SignalHandler>;
   exitHandlers: Set<() => void>;
   exitListener: (() => void) | null;
+  /** `Date.now()` until which the handler of a signal shuts down in order ({@link holdShutdown}); 0: none announced. */
+  heldUntil?: number;
 }
 
 const SLOT = Symbol.for('@reactor/log.process-signals');
@@ -96,4 +98,20 @@ export function onProcessExit(handler: () => void): () => void {
       r.exitListener = null;
     }
   };
+}
+
+/**
+ * Announces that the process's own signal handler shuts down in order until `untilMs`
+ * (`Date.now()` time): a drain that lets a running session finish. Libraries' backstops (the
+ * runner tearing its ranks down after a signal someone else handles) wait past it instead of
+ * cutting the session in the middle of its drain. The latest deadline wins.
+ */
+export function holdShutdown(untilMs: number): void {
+  const r = registry();
+  r.heldUntil = Math.max(r.heldUntil ?? 0, untilMs);
+}
+
+/** The deadline {@link holdShutdown} announced (`Date.now()` time), or 0. */
+export function shutdownHeldUntil(): number {
+  return registry().heldUntil ?? 0;
 }

@@ -13,6 +13,8 @@ export const CloseCode = {
   SessionTimeLimit: 4001,
   /** No command, publication or frame from any client for the server's `idleTimeoutMs`. */
   IdleTimeout: 4002,
+  /** The instance was draining (SIGTERM: its pod deleted, evicted, its node drained) and the session outlived the drain's deadline. */
+  DrainDeadline: 4003,
 } as const;
 export type CloseCode = (typeof CloseCode)[keyof typeof CloseCode];
 
@@ -75,6 +77,8 @@ export const WireErrorCode = {
   ForbiddenRole: 'forbidden_role',
   /** `publish`: the client's token does not list this track (its `pub` claim). */
   PublishNotGranted: 'publish_not_granted',
+  /** `clip`/`recording`: the client's token does not grant it (its `rec` claim lists neither `clip` nor `record`, or not the one asked for). */
+  RecordingNotGranted: 'recording_not_granted',
   /** Single-controller mode: another client holds control; send `request_control` and wait for a `control` message naming you. */
   NotController: 'not_controller',
   /** `release_control` from a client that does not hold control. */
@@ -83,6 +87,8 @@ export const WireErrorCode = {
   SessionTimeLimit: 'session_time_limit',
   /** Close reason: no command, publication or frame from any controller for the idle timeout. */
   IdleTimeout: 'idle_timeout',
+  /** Close reason (close code 4003): the instance was shutting down and the session outlived its drain deadline (`agones.drainSeconds`). */
+  DrainDeadline: 'drain_deadline',
   /** `reactor dev` reloaded the app and its state class changed: the session started again from the new defaults (no id; the socket stays open). */
   StateReset: 'state_reset',
   /** A `client_stats` report out of bounds (its shape, a value's range, an unknown command, more samples than commands replied to, more than 2 a second): nothing of it counted. */

@@ -109,6 +109,12 @@ export interface SessionStatus {
    * Agones GameServer name, once the instance knows it). Absent for a lone server.
    */
   instance?: string;
+  /**
+   * A standing notice from the app while it is loaded (the app's `notice()`):
+   * what a viewer should know about what it sees, e.g. `generated weights: the picture is noise;
+   * the speed is the real model's`. Absent when the app has none.
+   */
+  notice?: string;
 }
 
 /** Per-field validation failure, as carried in `error.details`. */

@@ -12,9 +12,10 @@ import { RouterError, RouterErrorCode } from './errors.js';
 import type { RouterMetrics } from './metrics.js';
 import type { ResolvedRouterOptions } from './options.js';
 import type { AgonesRegistry, Instance } from './registry.js';
+import { checkInstance } from './instance-check.js';
 import { SessionQueue, type QueueOutcome } from './session-queue.js';
 
-/** Allocations in a row that may land on instances the breaker knows unreachable before the router gives up (503). */
+/** Allocations in a row that may land on instances that cannot take a user (circuit open, not ready, no answer) before the router gives up (503). */
 const MAX_DEAD_ALLOCATIONS = 3;
 
 /** The answer of `POST /sessions` (201) and `GET /sessions/{id}` (200). */
@@ -52,6 +53,8 @@ export interface AllocatorContext {
   registry: AgonesRegistry;
   /** The breaker's entry while an instance's circuit is open. */
   openCircuit(instance: Instance): { why: string } | undefined;
+  /** Opens an instance's circuit (it did not answer the router's check). */
+  trip(instance: Instance, why: string): void;
   /** The answer naming `instance` for `sessionId` (with an instance token when configured). */
   answer(req: IncomingMessage, sessionId: string, instance: Instance, role: string): Promise<SessionAnswer>;
   /** The request's `role` (default `controller`); undefined for another value. */
@@ -78,22 +81,35 @@ export class SessionAllocator {
     });
   }
 
-  /** One allocation for `sessionId`, skipping instances the breaker knows unreachable; `undefined` when none is free. @throws {RouterError} */
+  /**
+   * One allocation for `sessionId`, handing out only an instance that this router saw answer:
+   * one whose circuit is closed and (with `allocationCheckTimeoutMs`) whose `/health/ready` says
+   * 200 now; `undefined` when none is free.
+   * @throws {RouterError} `instance_unreachable` after {@link MAX_DEAD_ALLOCATIONS} unusable instances in a row.
+   */
   async #allocateOnce(sessionId: string): Promise<Instance | undefined> {
     for (let dead = 0; ; dead++) {
       const outcome = await this.#c.registry.allocate(sessionId);
       if (!outcome.allocated) return undefined;
-      const open = this.#c.openCircuit(outcome.instance);
-      if (!open) return outcome.instance;
-      // Agones still counts it Ready (its pings have not timed out yet), but it did not answer this router lately.
+      const instance = outcome.instance;
+      const open = this.#c.openCircuit(instance);
+      let why: string | undefined = open ? `it did not answer lately (${open.why})` : undefined;
+      if (!open && this.#c.options.allocationCheckTimeoutMs > 0) {
+        // Agones' view lags: a draining label lands after the sidecar's rate limit, a hung or stalled
+        // instance turns Unhealthy after the health check's period. The instance's own answer does not.
+        const check = await checkInstance(instance, this.#c.options.allocationCheckTimeoutMs);
+        if (!check.ok) {
+          why = check.why;
+          if (!check.answered) this.#c.trip(instance, check.why);
+        }
+      }
+      if (why === undefined) return instance;
       this.#c.metrics.deadAllocations.inc();
-      this.#c.log.warn(
-        `allocation gave instance ${outcome.instance.name}, which did not answer lately (${open.why}); it stays Allocated to nobody, allocating again`,
-      );
+      this.#c.log.warn(`allocation gave instance ${instance.name}, which cannot take a user: ${why}; it stays Allocated to nobody, allocating again`);
       if (dead + 1 >= MAX_DEAD_ALLOCATIONS) {
         throw new RouterError(
           RouterErrorCode.InstanceUnreachable,
-          `the last ${MAX_DEAD_ALLOCATIONS} instances allocated did not answer lately (${open.why}); retry after ${this.#c.options.retryAfterS} s`,
+          `the last ${MAX_DEAD_ALLOCATIONS} instances allocated could not take a user (the last: ${why}); retry after ${this.#c.options.retryAfterS} s`,
         );
       }
     }

@@ -58,7 +58,7 @@ export class RouterMetrics {
   });
   readonly deadAllocations = new Counter({
     name: 'reactor_router_dead_allocations_total',
-    help: 'Allocations Agones answered with an instance whose circuit was open (it failed a relay lately); the router allocated again.',
+    help: 'Allocations Agones answered with an instance that could not take a user (its circuit open, its /health/ready not 200, or no answer); the router allocated again.',
     registers: [this.registry],
   });
   readonly breakerTrips = new Counter({

@@ -59,6 +59,20 @@ export interface RouterOptions {
   resyncMs?: number;
   /** Longest wait for an instance's pod to accept a relayed connection, ms (default 3000). */
   relayConnectTimeoutMs?: number;
+  /**
+   * Longest wait, once a relayed request is sent (or a WebSocket upgrade asked), for the head of
+   * the instance's answer, ms (default 5000). A hung process (stopped, its event loop blocked)
+   * accepts connections in its kernel and never answers: past this, the client gets
+   * `instance_unreachable` (502, or close code 4502) and the instance's circuit opens.
+   */
+  relayResponseTimeoutMs?: number;
+  /**
+   * After Agones allocated an instance, the router asks its `GET /health/ready` and hands it out
+   * only on a 200 within this many ms (default 1000); an instance that is draining, not ready
+   * (`rank_stalled`, ...) or that does not answer is left to the lost allocation and another is
+   * allocated. 0 turns the check off (allocation then follows Agones' state and labels only).
+   */
+  allocationCheckTimeoutMs?: number;
   /** A relayed socket whose instance sent nothing this long gets a WebSocket ping from the router, ms (default 5000). */
   relayPingIntervalMs?: number;
   /** No byte from the instance this long after that ping: the instance is gone; the viewer is told (`instance_unreachable`), ms (default 5000). */
@@ -115,6 +129,8 @@ export interface ResolvedRouterOptions {
   apiTimeoutMs: number;
   resyncMs: number;
   relayConnectTimeoutMs: number;
+  relayResponseTimeoutMs: number;
+  allocationCheckTimeoutMs: number;
   relayPingIntervalMs: number;
   relayPingTimeoutMs: number;
   relayIdleTimeoutMs: number;
@@ -175,6 +191,8 @@ export function resolveRouterOptions(o: RouterOptions): ResolvedRouterOptions {
     apiTimeoutMs: o.apiTimeoutMs ?? 5000,
     resyncMs: o.resyncMs ?? 30_000,
     relayConnectTimeoutMs: o.relayConnectTimeoutMs ?? 3000,
+    relayResponseTimeoutMs: o.relayResponseTimeoutMs ?? 5000,
+    allocationCheckTimeoutMs: o.allocationCheckTimeoutMs ?? 1000,
     relayPingIntervalMs: o.relayPingIntervalMs ?? 5000,
     relayPingTimeoutMs: o.relayPingTimeoutMs ?? 5000,
     relayIdleTimeoutMs: o.relayIdleTimeoutMs ?? 60_000,
@@ -242,6 +260,8 @@ export function resolveRouterOptions(o: RouterOptions): ResolvedRouterOptions {
   int('apiTimeoutMs', r.apiTimeoutMs, 10, 120_000);
   int('resyncMs', r.resyncMs, 100, 3_600_000);
   int('relayConnectTimeoutMs', r.relayConnectTimeoutMs, 10, 120_000);
+  int('relayResponseTimeoutMs', r.relayResponseTimeoutMs, 10, 600_000);
+  int('allocationCheckTimeoutMs', r.allocationCheckTimeoutMs, 0, 60_000);
   int('relayPingIntervalMs', r.relayPingIntervalMs, 10, 600_000);
   int('relayPingTimeoutMs', r.relayPingTimeoutMs, 10, 600_000);
   int('relayIdleTimeoutMs', r.relayIdleTimeoutMs, 100, 3_600_000);

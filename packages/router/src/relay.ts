@@ -33,6 +33,10 @@ const HOP_BY_HOP = new Set([
   'host',
   'origin',
 ]);
+/** How long an instance whose relayed connection ended without a close frame has to answer `/health/live` before its sessions count as lost, ms. */
+const LIVENESS_CHECK_MS = 1500;
+/** The longest answer head to an upgrade the relay holds (the instance's is a few hundred bytes). */
+const MAX_RESPONSE_HEAD = 16 * 1024;
 /** A GameServer name: a Kubernetes object name. */
 const INSTANCE_NAME = /^[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?$/;
 
@@ -53,6 +57,8 @@ export class InstanceRelay {
   readonly #relays = new Set<Duplex>();
   /** The relayed sockets of each instance, by the function that cuts one (when the instance is found gone). */
   readonly #relaysTo = new Map<string, Set<(why: string) => void>>();
+  /** Instances whose relayed connection ended without a close frame, being checked (do they still accept connections?): the relays' end functions. */
+  readonly #probing = new Map<string, Array<() => void>>();
   /** Instances that failed a relayed connection or ping lately: name -> until when (`performance.now()`) and why. */
   readonly #breaker = new Map<string, { until: number; why: string; address: string }>();
 
@@ -77,11 +83,19 @@ export class InstanceRelay {
     return e;
   }
 
-  /** Opens an instance's circuit: for `breakerOpenMs` it is given to nobody and its relays answer `instance_unreachable` at once. */
+  /**
+   * The instance failed: its circuit opens (for `breakerOpenMs` it is given to nobody and its
+   * relays answer `instance_unreachable` at once), and every socket relayed to it is cut with 4502.
+   */
+  trip(instance: Instance, why: string): void {
+    this.#trip(instance, why);
+  }
+
   #trip(instance: Instance, why: string): void {
-    if (this.#c.options.breakerOpenMs === 0) return;
-    if (!this.#breaker.has(instance.name)) this.#c.metrics.breakerTrips.inc();
-    this.#breaker.set(instance.name, { until: performance.now() + this.#c.options.breakerOpenMs, why, address: `${instance.address}:${instance.port}` });
+    if (this.#c.options.breakerOpenMs > 0) {
+      if (!this.#breaker.has(instance.name)) this.#c.metrics.breakerTrips.inc();
+      this.#breaker.set(instance.name, { until: performance.now() + this.#c.options.breakerOpenMs, why, address: `${instance.address}:${instance.port}` });
+    }
     // Every socket still relayed to it goes the same way: its viewers are told now, not when TCP gives up.
     for (const cut of this.#relaysTo.get(instance.name) ?? []) cut(why);
   }
@@ -155,8 +169,18 @@ export class InstanceRelay {
       sock.setTimeout(this.#c.options.relayIdleTimeoutMs);
     });
     upstream.on('timeout', () => upstream.destroy(new Error(`no byte for ${this.#c.options.relayIdleTimeoutMs} ms (relayIdleTimeoutMs)`)));
+    // A hung process (SIGSTOP, a blocked event loop) accepts the connection in its kernel and never answers:
+    // once the request is sent, its answer's head must come within relayResponseTimeoutMs.
+    let answerTimer: ReturnType<typeof setTimeout> | undefined;
+    upstream.on('finish', () => {
+      answerTimer = setTimeout(
+        () => upstream.destroy(new Error(`no answer within ${this.#c.options.relayResponseTimeoutMs} ms (relayResponseTimeoutMs)`)),
+        this.#c.options.relayResponseTimeoutMs,
+      );
+    });
     upstream.on('response', (answer) => {
       clearTimeout(connectTimer);
+      clearTimeout(answerTimer);
       this.#reset(instance);
       this.#c.metrics.proxied.inc({ kind: 'http', result: 'ok' });
       const headers: Record<string, string | string[]> = {};
@@ -166,6 +190,7 @@ export class InstanceRelay {
     });
     upstream.on('error', (err) => {
       clearTimeout(connectTimer);
+      clearTimeout(answerTimer);
       if (res.headersSent) {
         res.destroy();
         return;
@@ -182,6 +207,7 @@ export class InstanceRelay {
     });
     res.on('close', () => {
       clearTimeout(connectTimer);
+      clearTimeout(answerTimer);
       if (!res.writableFinished) upstream.destroy();
     });
     req.pipe(upstream);
@@ -189,10 +215,20 @@ export class InstanceRelay {
 
   /**
    * Relays a WebSocket upgrade on `/s/{instance}/...` to the instance's pod, byte for byte, with
-   * a connect timeout and the router's own pings: when the instance sent nothing for
-   * `relayPingIntervalMs` the router puts a ping between two of the client's frames, and when no
-   * byte follows within `relayPingTimeoutMs` it closes the viewer's socket with
-   * `instance_unreachable` (and opens the instance's circuit) instead of letting it freeze.
+   * the router's own timeouts and pings, and a close frame on every cut the router sees:
+   *
+   * - no connection within `relayConnectTimeoutMs`, a refusal, no answer to the upgrade within
+   *   `relayResponseTimeoutMs` (a hung process accepts in its kernel and never answers), or the
+   *   connection lost before the answer: the viewer's socket is accepted and closed at once with
+   *   4502 `instance_unreachable` (the instance's answer is held until it is whole, so nothing of
+   *   it has reached the viewer yet);
+   * - when the instance sent nothing for `relayPingIntervalMs` the router puts a ping between two
+   *   of the client's frames, and when no byte follows within `relayPingTimeoutMs` it closes the
+   *   viewer's socket with 4502;
+   * - the instance's connection ends without its close frame: when the instance no longer answers
+   *   `/health/live` within 1.5 s (its process died), 4502 (the session is lost); when it still
+   *   does (it cut this one socket: a missed heartbeat, a backlog), the socket is cut as the
+   *   instance cut it.
    */
   async upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, url: URL): Promise<void> {
     const key = req.headers['sec-websocket-key'];
@@ -213,6 +249,7 @@ export class InstanceRelay {
       return refuse(status, e.code, e.message);
     }
     const { instance, rest } = target;
+    const o = this.#c.options;
     const upstream: Socket = netConnect({ host: instance.address, port: instance.port });
     let connected = false;
     let upgraded = false;
@@ -220,30 +257,50 @@ export class InstanceRelay {
     upstream.setNoDelay(true);
     const fromClient = new FrameBoundaries();
     const fromInstance = new FrameBoundaries();
+    /** The instance's answer to the upgrade, held until its head is whole. */
     let responseHead: Buffer | undefined = Buffer.alloc(0);
     let lastFromInstance = performance.now();
     let pingSentAt: number | undefined;
     let pingPending = false;
-    const connectTimer = setTimeout(() => {
-      upstream.destroy(new Error(`no connection within ${this.#c.options.relayConnectTimeoutMs} ms (relayConnectTimeoutMs)`));
-    }, this.#c.options.relayConnectTimeoutMs);
-    const end = (): void => {
-      if (ended) return;
-      ended = true;
-      clearTimeout(connectTimer);
+    /** Until the connection: relayConnectTimeoutMs; from it until the answer's head: relayResponseTimeoutMs. */
+    let timer = setTimeout(() => {
+      upstream.destroy(new Error(`no connection within ${o.relayConnectTimeoutMs} ms (relayConnectTimeoutMs)`));
+    }, o.relayConnectTimeoutMs);
+    const unlink = (): void => {
+      clearTimeout(timer);
       clearInterval(pinger);
       this.#relays.delete(socket);
       const set = this.#relaysTo.get(instance.name);
       set?.delete(cut);
       if (set?.size === 0) this.#relaysTo.delete(instance.name);
+    };
+    const end = (): void => {
+      if (ended) return;
+      ended = true;
+      unlink();
       if (connected) this.#c.metrics.openSockets.dec();
       upstream.destroy();
       socket.destroy();
     };
-    /** The instance is gone: the viewer gets a close frame that says so (if the instance was between frames), then the socket ends. */
-    const cut = (why: string): void => {
+    /** Before the instance's answer reached the viewer: the viewer's socket is refused with 4502 and the instance's circuit opens. */
+    const failBeforeAnswer = (why: string): void => {
       if (ended) return;
-      if (upgraded && fromInstance.atBoundary) {
+      ended = true;
+      unlink();
+      if (connected) this.#c.metrics.openSockets.dec();
+      upstream.destroy();
+      this.#c.metrics.proxied.inc({ kind: 'ws', result: 'unreachable' });
+      this.#c.log.warn(`instance ${instance.name} (${instance.address}:${instance.port}) unreachable: ${why}`);
+      this.#trip(instance, why);
+      refuse(502, RouterErrorCode.InstanceUnreachable, `instance ${instance.name} ${why}; start a new session with POST /sessions`);
+    };
+    /** The instance is gone: the viewer gets a close frame that says so (if the instance was between frames), then the socket ends. */
+    let cutting = false;
+    const cut = (why: string): void => {
+      if (ended || cutting) return;
+      if (!upgraded) return failBeforeAnswer(`stopped answering (${why})`);
+      cutting = true;
+      if (fromInstance.atBoundary && !fromInstance.closed) {
         socket.end(
           serverCloseFrame(RouterCloseCode.InstanceUnreachable, `${RouterErrorCode.InstanceUnreachable}: instance ${instance.name} stopped answering (${why})`),
         );
@@ -257,20 +314,20 @@ export class InstanceRelay {
         if (!upgraded || ended) return;
         const now = performance.now();
         if (pingSentAt !== undefined) {
-          if (now - pingSentAt > this.#c.options.relayPingTimeoutMs) {
-            const why = `no answer to a ping within ${this.#c.options.relayPingTimeoutMs} ms`;
+          if (now - pingSentAt > o.relayPingTimeoutMs) {
+            const why = `no answer to a ping within ${o.relayPingTimeoutMs} ms`;
             this.#c.log.warn(`instance ${instance.name} (${instance.address}:${instance.port}): ${why}; closing its relayed sockets`);
+            // The trip cuts every socket relayed to it, this one included.
             this.#trip(instance, why);
-            cut(why);
           }
           return;
         }
-        if (now - lastFromInstance < this.#c.options.relayPingIntervalMs) return;
+        if (now - lastFromInstance < o.relayPingIntervalMs) return;
         pingSentAt = now;
         if (fromClient.atBoundary) upstream.write(clientPingFrame());
         else pingPending = true;
       },
-      Math.max(5, Math.min(this.#c.options.relayPingIntervalMs, this.#c.options.relayPingTimeoutMs) / 4),
+      Math.max(5, Math.min(o.relayPingIntervalMs, o.relayPingTimeoutMs) / 4),
     );
     pinger.unref();
     this.#relays.add(socket);
@@ -279,7 +336,11 @@ export class InstanceRelay {
     set.add(cut);
 
     upstream.once('connect', () => {
-      clearTimeout(connectTimer);
+      clearTimeout(timer);
+      timer = setTimeout(
+        () => failBeforeAnswer(`did not answer the upgrade within ${o.relayResponseTimeoutMs} ms (relayResponseTimeoutMs)`),
+        o.relayResponseTimeoutMs,
+      );
       connected = true;
       this.#c.metrics.proxied.inc({ kind: 'ws', result: 'ok' });
       this.#c.metrics.openSockets.inc();
@@ -309,47 +370,64 @@ export class InstanceRelay {
       upstream.on('data', (chunk: Buffer) => {
         lastFromInstance = performance.now();
         pingSentAt = undefined;
-        let frames = chunk;
+        let out = chunk;
         if (responseHead !== undefined) {
-          // The instance's answer to the upgrade first; frames follow a 101 only.
+          // The instance's answer to the upgrade first, held until its head is whole; frames follow a 101 only.
           responseHead = Buffer.concat([responseHead, chunk]);
           const at = headEnd(responseHead);
           if (at < 0) {
-            if (!socket.write(chunk)) upstream.pause();
+            if (responseHead.length > MAX_RESPONSE_HEAD) failBeforeAnswer(`answered the upgrade with a head over ${MAX_RESPONSE_HEAD} bytes`);
             return;
           }
+          clearTimeout(timer);
           upgraded = responseHead.subarray(0, 12).toString('latin1').startsWith('HTTP/1.1 101');
           if (upgraded) this.#reset(instance);
-          frames = responseHead.subarray(at);
+          out = responseHead;
+          const frames = responseHead.subarray(at);
           responseHead = undefined;
-        }
-        if (upgraded && frames.length > 0) fromInstance.push(frames);
-        if (!socket.write(chunk)) upstream.pause();
+          if (upgraded && frames.length > 0) fromInstance.push(frames);
+        } else if (upgraded) fromInstance.push(chunk);
+        if (!socket.write(out)) upstream.pause();
       });
     });
     upstream.on('error', (err) => {
-      if (!connected) {
-        clearTimeout(connectTimer);
-        this.#c.metrics.proxied.inc({ kind: 'ws', result: 'unreachable' });
-        this.#c.log.warn(`instance ${instance.name} (${instance.address}:${instance.port}) unreachable: ${err.message}`);
-        this.#trip(instance, err.message);
-        ended = true;
-        clearInterval(pinger);
-        this.#relays.delete(socket);
-        this.#relaysTo.get(instance.name)?.delete(cut);
-        refuse(
-          502,
-          RouterErrorCode.InstanceUnreachable,
-          `instance ${instance.name} did not accept the connection: ${err.message}; start a new session with POST /sessions`,
-        );
-        return;
-      }
-      end();
+      if (!connected) failBeforeAnswer(`did not accept the connection: ${err.message}`);
+      else if (!upgraded && responseHead !== undefined) failBeforeAnswer(`dropped the connection before answering the upgrade: ${err.message}`);
+      // After the answer, 'close' follows and decides.
     });
     upstream.on('close', () => {
-      if (connected) end();
+      if (!connected || ended) return;
+      if (!upgraded && responseHead !== undefined) return failBeforeAnswer('closed the connection before answering the upgrade');
+      if (!upgraded || fromInstance.closed) return end();
+      this.#lostWithoutClose(instance, 'its connection ended without a close frame', end);
     });
     socket.on('close', end);
+  }
+
+  /**
+   * A relayed socket's instance connection ended without the instance's close frame. If the
+   * instance no longer answers `/health/live` (its process died: kill -9, OOM), its circuit opens and
+   * every viewer of it gets 4502 (the session is lost); if it still does, it cut this one socket
+   * itself (a missed heartbeat, an unread backlog), and the viewer's socket is cut the same way.
+   */
+  #lostWithoutClose(instance: Instance, why: string, end: () => void): void {
+    if (this.#probing.has(instance.name)) {
+      this.#probing.get(instance.name)!.push(end);
+      return;
+    }
+    const waiting = [end];
+    this.#probing.set(instance.name, waiting);
+    void servesStill(instance, LIVENESS_CHECK_MS).then((alive) => {
+      this.#probing.delete(instance.name);
+      if (alive) {
+        for (const e of waiting) e();
+        return;
+      }
+      this.#c.log.warn(`instance ${instance.name} (${instance.address}:${instance.port}): ${why}, and its /health/live does not answer: its sessions are lost`);
+      // The trip cuts every socket still relayed to it (this one included), each with its close frame.
+      this.#trip(instance, `${why}; /health/live does not answer`);
+      for (const e of waiting) setTimeout(e, 200).unref();
+    });
   }
 
   /** The headers of a relayed request, with the session id of the instance (the router's id becomes the session's). */
@@ -359,6 +437,29 @@ export class InstanceRelay {
     if (instance.sessionId) out[SESSION_ID_HEADER] = instance.sessionId;
     return out;
   }
+}
+
+/**
+ * Whether the instance's process still serves: its `GET /health/live` answers within `timeoutMs`.
+ * A TCP connect alone is not enough: a process being killed may still have its listening socket
+ * for a moment after its connections ended, and the kernel accepts (then resets) for it.
+ */
+function servesStill(instance: Instance, timeoutMs: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const req = httpRequest({ host: instance.address, port: instance.port, path: '/health/live', method: 'GET', agent: false });
+    const done = (alive: boolean): void => {
+      clearTimeout(timer);
+      req.destroy();
+      resolve(alive);
+    };
+    const timer = setTimeout(() => done(false), timeoutMs);
+    req.on('response', (res) => {
+      res.resume();
+      done(true);
+    });
+    req.on('error', () => done(false));
+    req.end();
+  });
 }
 
 /** The headers of a relayed request: the client's, less hop-by-hop ones and `Origin` (checked here), plus `X-Forwarded-*`. */

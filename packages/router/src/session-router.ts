@@ -13,6 +13,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from '@reactor/log';
 import {
   authorize,
+  bearerChallenge,
   checkAccess,
   hostAllowed,
   oneOfParam,
@@ -94,6 +95,7 @@ export class SessionRouter {
       log: this.#log,
       registry: this.registry,
       openCircuit: (i) => this.#relay.openCircuit(i),
+      trip: (i, why) => this.#relay.trip(i, why),
       answer: (req, sessionId, instance, role) => this.#answer(req, sessionId, instance, role),
       role: roleParam,
     });
@@ -181,7 +183,8 @@ export class SessionRouter {
     const denial = await this.#access(req, url);
     if (denial) {
       this.metrics.rejected.inc({ reason: denial.reason });
-      if (denial.status === 401) res.setHeader('WWW-Authenticate', denial.reason === 'token' ? 'Bearer error="invalid_token"' : 'Bearer');
+      const challenge = bearerChallenge(denial);
+      if (challenge !== undefined) res.setHeader('WWW-Authenticate', challenge);
       req.resume();
       return sendRouterError(res, denial.status, denial.code as RouterErrorCode, denial.message);
     }
@@ -400,7 +403,7 @@ export class SessionRouter {
     const denial = await this.#access(req, url);
     if (denial) {
       this.metrics.rejected.inc({ reason: denial.reason });
-      return writeHttpError(socket, denial.status, denial.code as RouterErrorCode, denial.message);
+      return writeHttpError(socket, denial.status, denial.code as RouterErrorCode, denial.message, bearerChallenge(denial));
     }
     if (!url.pathname.startsWith(INSTANCE_PATH_PREFIX)) {
       return writeHttpError(socket, 404, RouterErrorCode.NotFound, `the router relays WebSockets at /s/{instance}/ws, not ${url.pathname}`);

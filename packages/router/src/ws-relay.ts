@@ -18,6 +18,12 @@ export class FrameBoundaries {
   #need = 0;
   /** The current frame's header bytes so far, while it is incomplete. */
   #header: number[] = [];
+  #closed = false;
+
+  /** Whether a close frame (opcode 8) has begun in this direction: the peer closed the WebSocket itself. */
+  get closed(): boolean {
+    return this.#closed;
+  }
 
   /** Whether the stream is between two frames now. */
   get atBoundary(): boolean {
@@ -40,6 +46,7 @@ export class FrameBoundaries {
       i++;
       const length = headerLength(this.#header);
       if (length === undefined || this.#header.length < length) continue;
+      if ((this.#header[0]! & 0x0f) === 0x8) this.#closed = true;
       const payload = payloadLength(this.#header);
       this.#header = [];
       this.#need = payload;

@@ -66,6 +66,7 @@ export function connectAsTransport(host: AppHostApi, sink: ClientSink, info?: Cl
     rebind: (next) => handle.rebind(next),
     requestControl: (id) => send(handle.requestControl(id)),
     releaseControl: (id) => send(handle.releaseControl(id)),
+    controlError: (id, what) => handle.controlError(id, what),
     reportDropped: (count) => handle.reportDropped(count),
   };
 }

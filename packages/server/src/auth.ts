@@ -84,6 +84,16 @@ export async function authorize(req: IncomingMessage, url: URL, policy: AccessPo
 }
 
 /**
+ * The `WWW-Authenticate` value of a refused request (RFC 6750): `Bearer` when no usable
+ * credential came, `Bearer error="invalid_token"` when a token was presented and refused; none
+ * for a 403. The same on HTTP routes and refused upgrades.
+ */
+export function bearerChallenge(denial: AccessDenial): string | undefined {
+  if (denial.status !== 401) return undefined;
+  return denial.reason === 'token' ? 'Bearer error="invalid_token"' : 'Bearer';
+}
+
+/**
  * Checks a request against the policy, in this order: Host, token, Origin.
  * @returns `undefined` when the request may proceed, else the denial to answer.
  */

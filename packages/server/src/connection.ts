@@ -173,6 +173,7 @@ export class ClientConnection implements ClientSink {
       maxFrameBytes: ctx.maxFrameBytes,
       recording: ctx.recording,
       owner: this,
+      grant,
       out: this.#out,
       activity: () => ctx.activity(),
       id,

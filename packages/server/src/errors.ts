@@ -50,6 +50,7 @@ export const ServerErrorCode = {
   RecordingDisabled: WireErrorCode.RecordingDisabled,
   RecordingState: WireErrorCode.RecordingState,
   DiskFull: WireErrorCode.DiskFull,
+  RecordingNotGranted: WireErrorCode.RecordingNotGranted,
   ClipExpired: HttpErrorCode.ClipExpired,
   InvalidParams: WireErrorCode.InvalidParams,
   NoSession: WireErrorCode.NoSession,

@@ -192,6 +192,10 @@ class SwitchClient implements ClientHandle {
     return this.inner.requestControl(id);
   }
 
+  controlError(id: string, what: string): ErrorMessage | undefined {
+    return this.inner?.controlError(id, what);
+  }
+
   releaseControl(id: string): ReplyMessage | ErrorMessage {
     if (!this.inner)
       return { type: 'error', id, code: WireErrorCode.NoSession, message: 'the app is being reloaded; release again once the new welcome has arrived' };

@@ -64,11 +64,14 @@ export function sendError(
   sendJson(res, status, extra ? { ...errorEnvelope(code, message), ...extra } : errorEnvelope(code, message), style);
 }
 
-/** A complete HTTP error answer on a raw socket (refused upgrades, unparsable requests), then close. */
-export function writeHttpError(socket: Duplex, status: number, code: string, message: string): void {
+/**
+ * A complete HTTP error answer on a raw socket (refused upgrades, unparsable requests), then close.
+ * @param challenge the `WWW-Authenticate` value of a 401 (`bearerChallenge()`; default `Bearer`)
+ */
+export function writeHttpError(socket: Duplex, status: number, code: string, message: string, challenge = 'Bearer'): void {
   const body = encodeHttpError(code, message);
   socket.end(
-    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${status === 401 ? 'WWW-Authenticate: Bearer\r\n' : ''}\r\n${body}`,
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${status === 401 ? `WWW-Authenticate: ${challenge}\r\n` : ''}\r\n${body}`,
   );
 }
 

@@ -35,7 +35,9 @@ import type { ServerMetrics } from './metrics.js';
 import type { ResolvedServerOptions } from './options.js';
 import type { OutboundSender } from './outbound.js';
 import { recordingDisabled } from './recording-errors.js';
+import { recordingRefusal } from './recording-grant.js';
 import type { RecordingService } from './recording-service.js';
+import type { Grant } from './tokens.js';
 
 /** Messages `ws` had already read when the socket was paused, held until it resumes; more is a broken client. */
 const MAX_HELD_MESSAGES = 65_536;
@@ -70,6 +72,8 @@ export interface InboundContext {
   recording: RecordingService | undefined;
   /** The connection (it owns the clips and recordings it starts). */
   owner: object;
+  /** What the client's credential grants (clips and recordings are checked against its `rec`). */
+  grant: Grant;
   out: OutboundSender;
   controls: ConnectionControls;
   /** A client did something (a command, a publication, a frame): the idle timeout starts over. */
@@ -229,7 +233,9 @@ export class InboundChannel {
         return controls.rtc(msg);
       case 'clip':
       case 'recording':
-        return this.#answerInOrder(() => this.#c.recording?.answer(msg, this.#c.owner) ?? recordingDisabled(msg));
+        return this.#answerInOrder(
+          () => recordingRefusal(msg, this.#c.grant, this.#handle) ?? this.#c.recording?.answer(msg, this.#c.owner) ?? recordingDisabled(msg),
+        );
       case 'request_control':
         return this.#answerInOrder(() => this.#handle!.requestControl(msg.id));
       case 'release_control':

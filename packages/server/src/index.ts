@@ -2,7 +2,7 @@
  * `@reactor/server`: serves a Reactor app over HTTP + WebSocket (viewer, schema, health,
  * metrics, the wire protocol of `@reactor/protocol`). See docs/protocol.md and docs/viewer.md.
  */
-export { ReactorServer, serveHost, CLOSE_GRACE_MS } from './reactor-server.js';
+export { ReactorServer, serveHost, CLOSE_GRACE_MS, type ServerCloseOptions } from './reactor-server.js';
 export type { ServableHost, StepSample, HealthReport } from './reactor-server.js';
 export {
   resolveServerOptions,
@@ -40,13 +40,15 @@ export {
   TokenVerifier,
   mintToken,
   mayPublish,
+  mayRecord,
+  RECORDING_GRANTS,
   DEFAULT_TOKEN_TTL_S,
   MAX_TOKEN_TTL_S,
   TOKEN_CLOCK_TOLERANCE_S,
   ROLES,
   FULL_GRANT,
 } from './tokens.js';
-export type { Grant, Role, SigningKey, TokenAuthOptions, TokenCheck, TokenErrorCode, TokenRequest } from './tokens.js';
+export type { Grant, RecordingGrant, Role, SigningKey, TokenAuthOptions, TokenCheck, TokenErrorCode, TokenRequest } from './tokens.js';
 export { DEFAULT_RESUME_GRACE_MS } from './options.js';
 export type { ServeOptions } from './serve.js';
 export { HostSwitch, serveSwitchable, sameTracks, hostOptionsOf } from './host-switch.js';

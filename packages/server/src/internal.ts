@@ -5,7 +5,18 @@
  * @packageDocumentation
  */
 /** @internal The server's access rules (Host, token, Origin), reused by `@reactor/router` so both answer the same way. */
-export { authorize, checkAccess, presentedToken, tokenMatches, originAllowed, hostAllowed, TOKEN_COOKIE, LOOPBACK_HOSTS, isLoopbackHost } from './auth.js';
+export {
+  authorize,
+  bearerChallenge,
+  checkAccess,
+  presentedToken,
+  tokenMatches,
+  originAllowed,
+  hostAllowed,
+  TOKEN_COOKIE,
+  LOOPBACK_HOSTS,
+  isLoopbackHost,
+} from './auth.js';
 /** @internal */
 export type { AccessPolicy, AccessDenial, Authorization } from './auth.js';
 /** @internal Signed tokens, for the router (it mints instance tokens and checks its callers'). */

@@ -10,7 +10,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Logger } from '@reactor/log';
 import type { Readiness } from '@reactor/runtime';
-import { authorize, type AccessDenial, type AccessPolicy } from './auth.js';
+import { authorize, bearerChallenge, type AccessDenial, type AccessPolicy } from './auth.js';
 import type { Grant } from './tokens.js';
 import { ServerErrorCode } from './errors.js';
 import { ClientConnection, type ConnectionInfo } from './connection.js';
@@ -45,6 +45,14 @@ export const CLOSE_GRACE_MS = 2000;
 /** The header a session router (`reactor route`) sets on a relayed socket: the id the session takes if this socket starts it. */
 export const SESSION_ID_HEADER = 'x-reactor-session-id';
 
+/** Options of {@link ReactorServer.close}: what the clients' close frame says (default 1001, "server shutting down"). */
+export interface ServerCloseOptions {
+  /** The close code (a registered one: `CloseCode` of `@reactor/protocol`, or 1001). */
+  code?: number;
+  /** The close reason (cut to 123 bytes); start it with the wire code it stands for (`drain_deadline: ...`). */
+  reason?: string;
+}
+
 /** A running server. Create it with `serve()` or {@link serveHost}. */
 export class ReactorServer {
   /** The app host this server serves. */
@@ -73,6 +81,8 @@ export class ReactorServer {
   #offStatus: (() => void) | undefined;
   #heartbeat: ReturnType<typeof setInterval> | undefined;
   #closing: Promise<void> | undefined;
+  /** Set by {@link beginDrain}: not ready for a new session, while the running one goes on. */
+  #draining = false;
   #offStep: (() => void) | undefined;
   #port = 0;
   readonly #steps: StepMetrics;
@@ -315,7 +325,8 @@ export class ReactorServer {
 
   #refuse(res: ServerResponse, denial: AccessDenial): void {
     this.metrics.rejected.inc({ reason: denial.reason });
-    if (denial.status === 401) res.setHeader('WWW-Authenticate', denial.reason === 'token' ? 'Bearer error="invalid_token"' : 'Bearer');
+    const challenge = bearerChallenge(denial);
+    if (challenge !== undefined) res.setHeader('WWW-Authenticate', challenge);
     sendError(res, denial.status, denial.code, denial.message);
   }
 
@@ -326,19 +337,29 @@ export class ReactorServer {
 
   /** The host's readiness (see `server-health.ts`). */
   #readiness(): Readiness {
-    return readinessOf(this.host, this.#closing !== undefined, this.#log);
+    return readinessOf(this.host, this.#closing !== undefined, this.#log, this.#draining);
   }
 
   /**
-   * Shuts down: stops accepting, sends every client a close frame (1001), closes the host
-   * (which shuts the app's runner down), and waits for sockets to go. Idempotent.
+   * The instance begins to drain (SIGTERM under a scheduler): from now on `/health/ready` answers
+   * 503 `closing` (a new user must be sent elsewhere: a session router checks it before handing
+   * the instance out), while the running session and its viewers go on until {@link close}.
    */
-  close(): Promise<void> {
-    this.#closing ??= this.#close();
+  beginDrain(): void {
+    this.#draining = true;
+  }
+
+  /**
+   * Shuts down: stops accepting, sends every client a close frame (1001 "server shutting down",
+   * or `options`' code and reason), closes the host (which shuts the app's runner down), and
+   * waits for sockets to go. Idempotent (a second call's options are ignored).
+   */
+  close(options: ServerCloseOptions = {}): Promise<void> {
+    this.#closing ??= this.#close(options);
     return this.#closing;
   }
 
-  async #close(): Promise<void> {
+  async #close(options: ServerCloseOptions): Promise<void> {
     if (this.#heartbeat) clearInterval(this.#heartbeat);
     this.#dashboard.stop();
     this.#sessions.close();
@@ -346,7 +367,7 @@ export class ReactorServer {
     this.#offStatus?.();
     const httpClosed = new Promise<void>((resolve) => this.#http.close(() => resolve()));
     const gone = [...this.#connections].map((c) => c.closed);
-    for (const c of this.#connections) c.close('server shutting down');
+    for (const c of this.#connections) c.close(options.reason ?? 'server shutting down', options.code);
     try {
       await this.host.close?.();
     } catch (err) {
@@ -423,7 +444,7 @@ export class ReactorServer {
 
   #refuseUpgrade(socket: Duplex, denial: AccessDenial): void {
     this.metrics.rejected.inc({ reason: denial.reason });
-    writeHttpError(socket, denial.status, denial.code, denial.message);
+    writeHttpError(socket, denial.status, denial.code, denial.message, bearerChallenge(denial));
   }
 
   #onConnection(ws: WebSocket, req: IncomingMessage, grant: Grant, resume: string | undefined): void {
@@ -455,13 +476,12 @@ export class ReactorServer {
     this.#connections.add(conn);
     this.metrics.clients.set(this.#connections.size);
     try {
-      const held = resume === undefined ? undefined : this.#sessions.takeHeld(resume);
+      const held = resume === undefined ? undefined : this.#sessions.takeHeld(resume, grant);
       if (held) {
         conn.adopt(held);
         return;
       }
       if (resume !== undefined) this.metrics.resumes.inc({ result: 'new_identity' });
-      this.#sessions.applyGrantLimit(grant);
       const info: { remoteAddress?: string; userAgent?: string; sessionId?: string } = {};
       if (req.socket.remoteAddress) info.remoteAddress = req.socket.remoteAddress;
       if (req.headers['user-agent']) info.userAgent = req.headers['user-agent'];
@@ -469,6 +489,7 @@ export class ReactorServer {
       const chosen = req.headers[SESSION_ID_HEADER];
       if (typeof chosen === 'string' && chosen !== '') info.sessionId = chosen;
       conn.attach(info, resume !== undefined);
+      this.#sessions.admit(conn.id, grant);
     } catch (err) {
       this.#log.error(`the app refused a client: ${(err as Error).stack ?? String(err)}`);
       ws.close(1011, 'the app could not register this client; see the server log');

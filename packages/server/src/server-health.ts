@@ -6,9 +6,12 @@ import type { Logger } from '@reactor/log';
 import { type Readiness, ReadinessCode } from '@reactor/runtime';
 import type { HealthReport, ServableHost } from './servable-host.js';
 
-/** The host's readiness; a host that throws is not ready (and says why). */
-export function readinessOf(host: ServableHost, closing: boolean, log: Logger): Readiness {
+/** The host's readiness; a host that throws is not ready (and says why); `draining`: the server's `beginDrain()` was called. */
+export function readinessOf(host: ServableHost, closing: boolean, log: Logger, draining = false): Readiness {
   if (closing) return { ready: false, reasons: [{ code: ReadinessCode.Closing, message: 'the server is shutting down' }] };
+  if (draining) {
+    return { ready: false, reasons: [{ code: ReadinessCode.Closing, message: 'the instance is draining: it takes no new session (a running one goes on)' }] };
+  }
   try {
     const r = host.readiness();
     return { ready: r.ready && r.reasons.length === 0, reasons: r.reasons };

@@ -7,7 +7,8 @@
  * Claims beyond the registered ones (`exp`, `nbf`, `iat`, `sub`, `iss`, `aud`, `jti`):
  * `sid` (the session or instance, `*` for any), `role` (`controller`, `spectator`, or an app's
  * own), `pub` (inbound tracks the holder may publish, `*` for all), `upl` (bytes it may upload),
- * `mst` (the longest session it may hold, seconds). The header carries `kid`, a fingerprint of
+ * `rec` (what it may do with clips and recordings: `clip`, `record`, `*` for both), `mst` (the
+ * longest this holder may stay in a session, seconds, from its arrival). The header carries `kid`, a fingerprint of
  * the signing key, so that a token of another key is told apart from a tampered one.
  */
 import { createHash, createPrivateKey, createPublicKey, webcrypto, type KeyObject } from 'node:crypto';
@@ -27,6 +28,10 @@ export const ROLES = ['controller', 'spectator'] as const;
 /** A role name: `controller`, `spectator`, or an app's own snake_case role. */
 export type Role = string;
 const ROLE_PATTERN = /^[a-z][a-z0-9_]{0,31}$/;
+/** What a token may do with clips and recordings (its `rec` claim): take clips, start and stop recordings. */
+export const RECORDING_GRANTS = ['clip', 'record'] as const;
+/** One of {@link RECORDING_GRANTS}. */
+export type RecordingGrant = (typeof RECORDING_GRANTS)[number];
 
 /** What a token (or the static token, or an open server) lets its holder do. */
 export interface Grant {
@@ -38,7 +43,9 @@ export interface Grant {
   readonly publish: '*' | readonly string[];
   /** Bytes it may upload in all; `undefined`: the server's own limits only. */
   readonly uploadBytes: number | undefined;
-  /** The longest session it may hold, ms; `undefined`: no limit. */
+  /** What it may do with clips and recordings (`rec`): `clip`, `record` (start and stop a recording); `*`: both. */
+  readonly recording: '*' | readonly RecordingGrant[];
+  /** The longest its holder may stay in a session, ms, counted from its arrival; `undefined`: no limit. */
   readonly maxSessionMs: number | undefined;
   /** When the token expires (ms since the epoch); `undefined`: never (static token, open server). */
   readonly expiresAt: number | undefined;
@@ -54,9 +61,15 @@ export const FULL_GRANT: Grant = Object.freeze({
   session: '*',
   publish: '*',
   uploadBytes: undefined,
+  recording: '*',
   maxSessionMs: undefined,
   expiresAt: undefined,
 });
+
+/** Whether a grant lets its holder take clips (`clip`) or start and stop recordings (`record`). */
+export function mayRecord(grant: Grant, what: RecordingGrant): boolean {
+  return grant.recording === '*' || grant.recording.includes(what);
+}
 
 /** The keys a server checks tokens with (`ServerOptions.auth`). At least one of them. */
 export interface TokenAuthOptions {
@@ -91,7 +104,9 @@ export interface TokenRequest {
   publish?: '*' | readonly string[];
   /** Bytes it may upload (default: the server's limits for a controller, 0 for any other role). */
   uploadBytes?: number;
-  /** The longest session it may hold, seconds (default: no limit). */
+  /** Clips and recordings it may make (default: `*` for a controller, none for any other role). */
+  recording?: '*' | readonly RecordingGrant[];
+  /** The longest its holder may stay in a session, seconds, from its arrival (default: no limit). */
   maxSessionS?: number;
   /** `sub`: who holds it (a user id). */
   subject?: string;
@@ -208,11 +223,15 @@ export class TokenMinter {
     const upl = request.uploadBytes ?? (role === 'controller' ? undefined : 0);
     if (upl !== undefined && !(Number.isSafeInteger(upl) && upl >= 0))
       throw new RangeError(`uploadBytes must be a non-negative integer, got ${JSON.stringify(upl)}`);
+    const rec = request.recording ?? (role === 'controller' ? '*' : []);
+    if (rec !== '*' && (!Array.isArray(rec) || rec.some((r) => !(RECORDING_GRANTS as readonly string[]).includes(r)))) {
+      throw new TypeError(`recording must be "*" or a list of ${RECORDING_GRANTS.map((r) => `"${r}"`).join(', ')}, got ${JSON.stringify(rec)}`);
+    }
     const mst = request.maxSessionS;
     if (mst !== undefined && !(Number.isInteger(mst) && mst > 0))
       throw new RangeError(`maxSessionS must be a positive integer of seconds, got ${JSON.stringify(mst)}`);
     const now = Math.floor(Date.now() / 1000);
-    const claims: JWTPayload = { sid: session, role, pub: publish };
+    const claims: JWTPayload = { sid: session, role, pub: publish, rec };
     if (upl !== undefined) claims['upl'] = upl;
     if (mst !== undefined) claims['mst'] = mst;
     const jwt = new SignJWT(claims)
@@ -235,6 +254,16 @@ export class TokenMinter {
  */
 export function mintToken(key: SigningKey, request: TokenRequest = {}): Promise<string> {
   return new TokenMinter(key).mint(request);
+}
+
+/** Whether the token's middle part decodes to a JSON object (jose checks the signature first, which would call any other payload tampered). */
+function payloadIsJsonObject(token: string): boolean {
+  try {
+    const claims: unknown = JSON.parse(Buffer.from(token.split('.')[1] ?? '', 'base64url').toString('utf8'));
+    return typeof claims === 'object' && claims !== null && !Array.isArray(claims);
+  } catch {
+    return false;
+  }
 }
 
 /** Whether a presented credential has the shape of a JWT (three base64url parts). */
@@ -312,6 +341,12 @@ export class TokenVerifier {
       header = decodeProtectedHeader(token);
     } catch {
       return refuse(ServerErrorCode.TokenMalformed, 'the token is not a JWT (three base64url parts, a JSON header); mint a new one with "reactor token"');
+    }
+    if (!payloadIsJsonObject(token)) {
+      return refuse(
+        ServerErrorCode.TokenMalformed,
+        "the token's payload is not a base64url JSON object (its claims cannot be read); present the token whole, as minted",
+      );
     }
     const alg = header.alg;
     const kid = header.kid;
@@ -402,7 +437,8 @@ export class TokenVerifier {
     if (sid !== '*' && !sessions.includes(sid)) {
       return refuse(
         ServerErrorCode.TokenWrongSession,
-        `the token is for session ${JSON.stringify(sid.slice(0, 64))}, which this server does not hold${sessions.length ? ` (it holds ${sessions.map((s) => JSON.stringify(s)).join(', ')})` : ''}; ask for a token of this session`,
+        // The session this server holds is not named: a token for another session must not learn it.
+        `the token is for session ${JSON.stringify(sid.slice(0, 64))}, which this server does not hold; ask for a token of the session you join`,
         403,
       );
     }
@@ -412,6 +448,9 @@ export class TokenVerifier {
     const upl = p['upl'] ?? (role === 'controller' ? undefined : 0);
     if (upl !== undefined && !(typeof upl === 'number' && Number.isSafeInteger(upl) && upl >= 0))
       return refuse(ServerErrorCode.TokenInvalidClaims, 'the token\'s "upl" claim must be a byte count');
+    const rec = p['rec'] ?? (role === 'controller' ? '*' : []);
+    if (rec !== '*' && !(Array.isArray(rec) && rec.every((r) => (RECORDING_GRANTS as readonly unknown[]).includes(r))))
+      return refuse(ServerErrorCode.TokenInvalidClaims, `the token's "rec" claim must be "*" or a list of ${RECORDING_GRANTS.map((r) => `"${r}"`).join(', ')}`);
     const mst = p['mst'];
     if (mst !== undefined && !(typeof mst === 'number' && Number.isInteger(mst) && mst > 0))
       return refuse(ServerErrorCode.TokenInvalidClaims, 'the token\'s "mst" claim must be a positive number of seconds');
@@ -420,6 +459,7 @@ export class TokenVerifier {
       session: sid,
       publish: pub as Grant['publish'],
       uploadBytes: upl as number | undefined,
+      recording: rec as Grant['recording'],
       maxSessionMs: mst === undefined ? undefined : (mst as number) * 1000,
       expiresAt: p.exp! * 1000,
       ...(typeof p.sub === 'string' && { subject: p.sub }),

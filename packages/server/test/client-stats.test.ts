@@ -187,7 +187,10 @@ describe('client_stats', () => {
     const client = await connect(server.url, { WebSocket, reconnect: false });
     cleanups.push(() => client.close());
     const delivered = new Map<number, { track: string; at: number }>();
-    client.on('frame', (f) => delivered.set(f.seq, { track: f.trackName, at: performance.now() }));
+    // The frame's own delivery stamp, the one the tracker reads: a clock read here, a listener later,
+    // can be a few ms after it when the OS preempts the process between the two (issue 43: a sample
+    // 4.8 ms below such a reading was that, not a clock bug).
+    client.on('frame', (f) => delivered.set(f.seq, { track: f.trackName, at: f.receivedAt }));
     await until(() => delivered.size >= 3, 10_000, 'frames');
     const before = performance.now();
     const p = client.send('set_speed', { speed: 7 });
@@ -201,8 +204,8 @@ describe('client_stats', () => {
     await until(() => [...delivered].some(([seq, d]) => seq >= info.seq && d.track === info.track), 5000, 'the applied frame');
     const [, shown] = [...delivered].filter(([seq, d]) => seq >= info.seq && d.track === info.track).sort((a, b) => a[0] - b[0])[0]!;
     const ms = client.latency!.summary().lastMs!;
-    expect(ms).toBeGreaterThanOrEqual(shown.at - after - 1);
-    expect(ms).toBeLessThanOrEqual(shown.at - before + 1);
+    expect(ms).toBeGreaterThanOrEqual(shown.at - after);
+    expect(ms).toBeLessThanOrEqual(shown.at - before);
     await until(
       async () => /reactor_command_to_pixel_seconds_count\{command="set_speed",transport="websocket"\} 1/.test(await metrics(server.url)),
       5000,

@@ -53,6 +53,7 @@ export class RecordingHost implements ServableHost {
       rebind: (s) => h.rebind(s),
       requestControl: (id) => h.requestControl(id),
       releaseControl: (id) => h.releaseControl(id),
+      controlError: (id, what) => h.controlError(id, what),
     };
   }
 }

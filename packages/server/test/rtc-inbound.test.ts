@@ -64,7 +64,10 @@ describe('server: camera and microphone over WebRTC', () => {
     // On this shared 2-core machine a few may be dropped (counted: a decode backlog), not more.
     await until(() => host.pushed.filter((f) => f.track === 'webcam' && f.accepted).length >= 10, 10_000, 'camera frames in the app');
     await until(() => host.pushed.filter((f) => f.track === 'mic' && f.accepted).length >= 40, 10_000, 'microphone chunks in the app');
-    expect(p.ws.texts.filter((m) => m.type === 'error')).toEqual([]);
+    // The only errors a busy machine may bring are those drops, each told as a decode backlog
+    // (ffmpeg sends as fast as it encodes); any other error is a failure.
+    const errors = p.ws.texts.filter((m) => m.type === 'error') as unknown as { code: string; message: string }[];
+    expect(errors.filter((e) => !(e.code === 'frame_rate_limited' && /the server is still decoding \d+ earlier/.test(e.message)))).toEqual([]);
     for (const f of host.pushed.filter((x) => x.track === 'webcam')) {
       expect(f.frame).toMatchObject({ width: WEBCAM.width, height: WEBCAM.height });
       expect(f.frame.data.length).toBe(WEBCAM.width * WEBCAM.height * 3);

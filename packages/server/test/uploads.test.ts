@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { decodeFrame, type ErrorMessage, type ReplyMessage, type UploadInfo, type UploadTicket } from '@reactor/client';
-import { type ReactorServer, serve, type ServeOptions } from '../src/index.js';
+import { mintToken, type ReactorServer, serve, type ServeOptions } from '../src/index.js';
 import { quiet, useCleanups } from './fixtures/cleanups.js';
 import { RawClient } from './fixtures/net.js';
 import { UploadApp } from './fixtures/upload-app.js';
@@ -372,6 +372,28 @@ describe('uploads: access', () => {
     expect((await fetch(`${s.server.url}/uploads`, { headers: auth })).status).toBe(405);
     expect(await put(s, t.url, [pngLike(10)], { headers: auth })).toMatchObject({ status: 200, json: { uploadId: t.uploadId } });
     await stillHealthy(s, [t.uploadId]);
+  });
+
+  it("refuses a spectator's set_image naming an upload whose bytes are still arriving with forbidden_role at once, not after the upload wait", async () => {
+    const secret = 'an-upload-roles-test-hmac-secret-0123456789';
+    // A wait far longer than the answer's own wait below: an answer only after it would fail the test.
+    const s = await start({ auth: { secret }, uploadWaitMs: 600_000 }, false);
+    const steerToken = await mintToken({ secret }, { ttlS: 600 });
+    const steer = await new RawClient(s.server.wsUrl, { headers: { authorization: `Bearer ${steerToken}` } }).open();
+    cleanups.push(() => steer.close());
+    const steerId = (await steer.waitFor<{ type: 'welcome'; clientId: string } & ReplyMessage>((m) => m.type === 'welcome')) as unknown as { clientId: string };
+    await steer.waitFor((m) => m.type === 'session' && m.session.state === 'streaming');
+    const viewer = await new RawClient(s.server.wsUrl, {
+      headers: { authorization: `Bearer ${await mintToken({ secret }, { role: 'spectator', ttlS: 600 })}` },
+    }).open();
+    cleanups.push(() => viewer.close());
+    // The controller announces a picture and sends none of its bytes yet.
+    const announced = await announce(s, { name: 'a.png', size: 10, clientId: steerId.clientId }, { authorization: `Bearer ${steerToken}` });
+    expect(announced.status).toBe(201);
+    const { uploadId } = announced.json as UploadTicket;
+    const answer = (await viewer.command('v1', 'set_image', { image: { uploadId }, prompt: 'x' })) as ErrorMessage;
+    expect(answer).toMatchObject({ type: 'error', code: 'forbidden_role' });
+    expect(answer.message).toMatch(/command set_image: your role "spectator" may not/);
   });
 });
 

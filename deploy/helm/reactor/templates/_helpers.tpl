@@ -227,3 +227,19 @@ affinity:
 {{- $_ := set $a "reactor.dev/gpu-count" (toString .Values.gpu.count) -}}
 {{- toYaml $a -}}
 {{- end -}}
+
+{{/*
+The FleetAutoscaler's minReplicas as rendered: agones.autoscaler.minReplicas, raised to a count
+bufferSize (unless 0) and to 1 for a percentage bufferSize, since Agones' webhook
+(ValidateBufferPolicy in pkg/apis/autoscaling/v1/fleetautoscaler.go) refuses less.
+*/}}
+{{- define "reactor.autoscalerMinReplicas" -}}
+{{- $a := .Values.agones.autoscaler }}
+{{- $min := int $a.minReplicas }}
+{{- if kindIs "string" $a.bufferSize }}
+{{- $min = max $min 1 | int }}
+{{- else if and (ne $min 0) (lt $min (int $a.bufferSize)) }}
+{{- $min = int $a.bufferSize }}
+{{- end }}
+{{- $min }}
+{{- end }}

@@ -7,7 +7,7 @@
  * `onProcessExit`); "the application handles it" is `signalHandledElsewhere`.
  * @internal
  */
-import { SHUTDOWN_SIGNALS, onProcessExit, onProcessSignal, signalHandledElsewhere } from '@reactor/log';
+import { SHUTDOWN_SIGNALS, onProcessExit, onProcessSignal, shutdownHeldUntil, signalHandledElsewhere } from '@reactor/log';
 
 /** What the hooks need from a live runner. */
 export interface ExitHookTarget {
@@ -29,17 +29,25 @@ function onExit(): void {
 /**
  * How long a runner waits, after a signal the application handles itself, for the application
  * to shut it down in order (a server ends its session, the app's `unload()` calls `shutdown()`)
- * before it tears the ranks down anyway. Process exit tears them down at once in any case.
+ * before it tears the ranks down anyway, counted from the signal or from the end of a drain the
+ * application announced (`holdShutdown` of `@reactor/log`). Process exit tears them down at once.
  */
 export const SIGNAL_DEFER_MS = 10_000;
 
 function onSignal(signal: NodeJS.Signals): void {
   if (signalHandledElsewhere(signal, signalListener)) {
     // The application handles this signal: tearing the ranks down now would fail the step in
-    // flight and turn an orderly shutdown into a crash. Give it time; 'exit' is the backstop.
-    setTimeout(() => {
+    // flight and turn an orderly shutdown into a crash. Give it time, past a drain it announced
+    // (`holdShutdown`: a session may run to its drain deadline); 'exit' is the backstop.
+    const backstop = (): void => {
+      const wait = shutdownHeldUntil() + SIGNAL_DEFER_MS - Date.now();
+      if (wait > 0) {
+        setTimeout(backstop, wait).unref();
+        return;
+      }
       for (const t of live) void t.terminate();
-    }, SIGNAL_DEFER_MS).unref();
+    };
+    setTimeout(backstop, SIGNAL_DEFER_MS).unref();
     return;
   }
   const targets = [...live];

@@ -184,6 +184,15 @@ export abstract class ReactorApp<
     return true;
   }
 
+  /**
+   * A standing notice for viewers while the app is loaded (`status.notice`, shown by the viewer),
+   * e.g. that the weights are generated and the picture is noise. Called whenever the status is
+   * built: keep it cheap and synchronous. A throw or an empty string counts as none. Default: none.
+   */
+  notice(): string | undefined {
+    return undefined;
+  }
+
   /** Builds the model input; throw `ApplicationError(reason)` to refuse the step. Default: the state. */
   processInput(): Input | Promise<Input> {
     return this.state as unknown as Input;

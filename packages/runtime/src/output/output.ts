@@ -125,8 +125,27 @@ export type OutputInit<T> = { [K in TrackKeys<T>]?: T[K] };
  * return VideoOutput.of({ mainVideo: frames }); // typed track names
  */
 export class Output {
+  #inputStep: number | undefined;
+
   constructor(payloads?: Record<string, Video | Audio | undefined>) {
     if (payloads !== undefined) Object.assign(this, payloads);
+  }
+
+  /**
+   * The step whose input these frames show (its `StepOutcome.step`), for a model whose output
+   * lags its input: a pipelined worker that returns the previous call's frames sets
+   * `outcome.step - 1`. The `applied` acknowledgements then name the first frame that really
+   * shows a command. Default (undefined): this step.
+   * @throws RangeError for a value that is not a non-negative integer.
+   */
+  get inputStep(): number | undefined {
+    return this.#inputStep;
+  }
+
+  set inputStep(step: number | undefined) {
+    if (step !== undefined && !(Number.isInteger(step) && step >= 0))
+      throw new RangeError(`Output.inputStep must be a non-negative integer step number, got ${String(step)}`);
+    this.#inputStep = step;
   }
 
   /** Typed construction: only declared track fields are accepted. */

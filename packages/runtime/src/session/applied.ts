@@ -9,6 +9,11 @@
  * the `seq` playout gives it ({@link AppliedAcks.played}). A step with no slot there (no output,
  * or frames of other tracks only) leaves them waiting for the next one.
  *
+ * A model whose output lags its input (a pipelined worker returns the previous call's frames)
+ * says so per output (`Output.inputStep`, the `StepOutcome.step` whose input the frames show):
+ * a command waits for the first output that shows the step that first read it, not for the
+ * first output after it ran.
+ *
  * Outcomes other than `applied`, decided here:
  * - `superseded`: a later command on the same key (the same state field, or the same event) ran
  *   while this one was still waiting (no slot made of it yet);
@@ -33,19 +38,26 @@ export interface PendingApplied<C> {
   readonly key: string;
 }
 
+/** A waiting command and the step that first reads its change. */
+interface Waiting<C> extends PendingApplied<C> {
+  readonly readBy: number;
+}
+
 /** The acknowledgements of one session. */
 export class AppliedAcks<C> {
   /** Commands no slot has been made of yet, oldest first. */
-  #waiting: Array<PendingApplied<C>> = [];
+  #waiting: Array<Waiting<C>> = [];
   #ended = false;
 
   /**
    * @param track the ack track's name (undefined: the app has no outbound track; commands wait until superseded or the session ends).
    * @param send tells `client` its command's outcome (a client that left is skipped there).
+   * @param nextStep the number of the session's next step (the one that first reads a change made now).
    */
   constructor(
     readonly track: string | undefined,
     private readonly send: (client: C, msg: AppliedMessage) => void,
+    private readonly nextStep: () => number = () => 0,
   ) {}
 
   /** Commands waiting for a slot (for tests and status). */
@@ -56,20 +68,24 @@ export class AppliedAcks<C> {
   /** A command changed state (under the step lock): it supersedes a waiting one on the same key. */
   changed(ack: PendingApplied<C>): void {
     if (this.#ended) return this.#settle(ack, 'ended');
-    const kept: Array<PendingApplied<C>> = [];
+    const kept: Array<Waiting<C>> = [];
     for (const w of this.#waiting) {
       if (w.key === ack.key) this.#settle(w, 'superseded');
       else kept.push(w);
     }
-    kept.push(ack);
+    kept.push({ ...ack, readBy: this.nextStep() });
     this.#waiting = kept;
   }
 
-  /** A step made a slot on the ack track: every waiting command goes with it (undefined when none waits). */
-  take(): ReadonlyArray<PendingApplied<C>> | undefined {
+  /**
+   * A step made a slot on the ack track showing the input of step `shows` (default: every
+   * waiting command): the commands read by that step or earlier go with it (undefined when none).
+   */
+  take(shows = Infinity): ReadonlyArray<PendingApplied<C>> | undefined {
     if (this.#waiting.length === 0 || this.track === undefined) return undefined;
-    const taken = this.#waiting;
-    this.#waiting = [];
+    const taken = this.#waiting.filter((w) => w.readBy <= shows);
+    if (taken.length === 0) return undefined;
+    this.#waiting = this.#waiting.filter((w) => w.readBy > shows);
     return taken;
   }
 
@@ -86,14 +102,14 @@ export class AppliedAcks<C> {
   returned(acks: ReadonlyArray<PendingApplied<C>>): void {
     if (acks.length === 0) return;
     const newer = new Set(this.#waiting.map((w) => w.key));
-    const back: Array<PendingApplied<C>> = [];
+    const back: Array<Waiting<C>> = [];
     // Among the returned ones too, the latest on a key wins.
     for (let i = acks.length - 1; i >= 0; i--) {
       const a = acks[i]!;
       if (newer.has(a.key)) this.#settle(a, 'superseded');
       else {
         newer.add(a.key);
-        back.unshift(a);
+        back.unshift({ ...a, readBy: (a as Partial<Waiting<C>>).readBy ?? 0 });
       }
     }
     this.#waiting = [...back, ...this.#waiting];

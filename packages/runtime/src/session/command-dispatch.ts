@@ -36,7 +36,12 @@ export class CommandDispatch {
     let answer: ReplyMessage | ErrorMessage;
     try {
       const refs = this.uploadRefs(client, msg);
-      if (refs.length === 0 && client.uploadChain === undefined) {
+      // A command the client's role may not send is refused at once, not after a wait for the bytes of its uploads.
+      const refused = refs.length > 0 ? this.roleRefusal(client, msg, id) : undefined;
+      if (refused) {
+        this.core.counters.commands++;
+        answer = refused;
+      } else if (refs.length === 0 && client.uploadChain === undefined) {
         answer = await this.core.task(() => this.execute(client, msg, id));
       } else {
         // Upload references are resolved outside the lock (a wait for bytes must not hold the
@@ -155,6 +160,12 @@ export class CommandDispatch {
       logger.error({ err }, `command ${spec.name} (${def.appClass.name}.${spec.method}) threw`);
       return errorReply(id, WireErrorCode.InternalError, `command ${spec.name} failed inside the app; the server log has the details`);
     }
+  }
+
+  /** The role refusal (`forbidden_role`, `not_controller`) of a known command, checked before its uploads are waited for. */
+  private roleRefusal(client: HostClient, msg: CommandMessage, id: string): ErrorMessage | undefined {
+    const spec = this.core.def.commands.get(msg.name);
+    return spec ? this.control.roleError(client, id, spec.roles, `command ${spec.name}`) : undefined;
   }
 
   // ---- upload references ----------------------------------------------------------------------

@@ -23,6 +23,7 @@ export interface ClientOwner {
   rebind(client: HostClient, sink: ClientSink): void;
   requestControl(client: HostClient, id: string): ReplyMessage | ErrorMessage;
   releaseControl(client: HostClient, id: string): ReplyMessage | ErrorMessage;
+  controlError(client: HostClient, id: string, what: string): ErrorMessage | undefined;
 }
 
 /** One connected client: the transport's handle and the app's `Client`. */
@@ -109,6 +110,10 @@ export class HostClient implements Client, ClientHandle {
 
   releaseControl(id: string): ReplyMessage | ErrorMessage {
     return this.owner.releaseControl(this, id);
+  }
+
+  controlError(id: string, what: string): ErrorMessage | undefined {
+    return this.owner.controlError(this, id, what);
   }
 
   reportDropped(count: number): void {

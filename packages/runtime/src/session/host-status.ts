@@ -22,6 +22,8 @@ export interface HostFacts {
   session: HostSession | undefined;
   /** The load progress (the app's or its runners' latest report), while loading. */
   progress: LoadProgressReport | undefined;
+  /** The app's standing notice ({@link ReactorApp.notice}), once loaded. */
+  notice: string | undefined;
 }
 
 /** Where the host stands: loading, ready, a session's phase, or failed (`AppHost.status`). */
@@ -29,8 +31,9 @@ export function hostStatus(facts: HostFacts): SessionStatus {
   const { host, clients } = facts;
   if (host === 'created' || host === 'loading') return { state: 'loading', clients, ...(facts.progress && { progress: { ...facts.progress } }) };
   if (host === 'failed') return { state: 'failed', clients, ...(facts.loadError ? { error: facts.loadError } : {}) };
+  const notice = facts.notice ? { notice: facts.notice } : {};
   const s = facts.session;
-  if (!s) return { state: 'ready', clients, ...(facts.lastSessionError ? { error: facts.lastSessionError } : {}) };
+  if (!s) return { state: 'ready', clients, ...(facts.lastSessionError ? { error: facts.lastSessionError } : {}), ...notice };
   const phase = s.lifecycle.state;
   const state = phase === 'starting' || phase === 'waiting' ? 'waiting' : phase === 'ended' ? 'closing' : phase;
   return {
@@ -39,7 +42,18 @@ export function hostStatus(facts: HostFacts): SessionStatus {
     clients,
     ...(s.error ? { error: s.error } : {}),
     ...(state === 'streaming' && s.lastRefusal !== undefined ? { refused: s.lastRefusal } : {}),
+    ...notice,
   };
+}
+
+/** The app's notice ({@link ReactorApp.notice}): a throw or an empty string is none. */
+export function appNotice(app: ReactorApp<any, any, any, any>): string | undefined {
+  try {
+    const n = app.notice();
+    return typeof n === 'string' && n !== '' ? n.slice(0, 500) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** `AppHost.readiness()`: `now` is the host's state now (closing counts as closing here); `app` asks the app. */

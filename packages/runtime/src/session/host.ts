@@ -6,7 +6,7 @@ import { APP_BINDING, type AppBinding, type ClipOptions, type ReactorApp } from 
 import { type AppDefinition, describeApp } from '../app/registry.js';
 import { hostContext, type HostContext } from '../app/weights.js';
 import { AppLoadError, HostClosedError, HostOptionError, ReactorError, RuntimeErrorCode } from '../errors/errors.js';
-import { appReadiness, type HostFacts, hostReadiness, hostStatus } from './host-status.js';
+import { appNotice, appReadiness, type HostFacts, hostReadiness, hostStatus } from './host-status.js';
 import { Broadcast } from './broadcast.js';
 import { CommandDispatch } from './command-dispatch.js';
 import { Control } from './control.js';
@@ -179,6 +179,7 @@ export class AppHost implements AppHostApi {
       lastSessionError: this.lastSessionError,
       session: this.session,
       progress: this.progress.current,
+      notice: this.lifecycle.is('ready') ? appNotice(this.app) : undefined,
     };
   }
 
@@ -373,6 +374,8 @@ export class AppHost implements AppHostApi {
     rebind: (client, sink) => this.members.rebind(client, sink),
     requestControl: (client, id) => this.control.requestControl(client, id),
     releaseControl: (client, id) => this.control.releaseControl(client, id),
+    controlError: (client, id, what) =>
+      client.role === 'controller' && !this.control.steers(client) ? this.control.roleError(client, id, ['controller'], what) : undefined,
   };
 
   // ---- sessions ---------------------------------------------------------------------------
@@ -380,8 +383,10 @@ export class AppHost implements AppHostApi {
   /** A new session; `chosenId` (a session router's id, see `ClientInfo.sessionId`) when it is label-safe. */
   private createSession(chosenId?: string): HostSession {
     const state = this.def.state.createDefaults();
-    const acks = new AppliedAcks<HostClient>(this.def.tracks[clockTrack(this.def.tracks)]?.name, (client, msg) =>
-      this.core.safe(client.sink, () => client.applied(msg)),
+    const acks = new AppliedAcks<HostClient>(
+      this.def.tracks[clockTrack(this.def.tracks)]?.name,
+      (client, msg) => this.core.safe(client.sink, () => client.applied(msg)),
+      () => session.steps + 1,
     );
     const playout = new Playout(
       this.def.tracks,

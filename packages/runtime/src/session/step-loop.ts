@@ -181,9 +181,9 @@ export class StepLoop {
     this.sampled = true;
     let output: Output | null | undefined;
     try {
-      output = await app.processOutput(new StepOutcome(result, error, elapsedMs));
+      output = await app.processOutput(new StepOutcome(result, error, elapsedMs, session.steps));
       if (output === null || output === undefined) return undefined;
-      return this.withAcks(session, normalizeOutput(this.core.def, output, elapsedMs));
+      return this.withAcks(session, normalizeOutput(this.core.def, output, elapsedMs), output.inputStep ?? session.steps);
     } catch (err) {
       this.emitStep(t1);
       await this.failSession(session, 'processOutput', err);
@@ -197,11 +197,11 @@ export class StepLoop {
    * Puts the commands waiting for a frame on the step's first slot of the ack track, if the step
    * made one there (on a video track, audio alone is no frame of it): see `applied.ts`.
    */
-  private withAcks(session: HostSession, chunk: Chunk): Chunk {
+  private withAcks(session: HostSession, chunk: Chunk, shows: number): Chunk {
     const slots = chunk[this.ackTrack];
     const first = slots?.[0];
     if (!slots || !first || (this.ackOnVideo && first.rgb === undefined)) return chunk;
-    const acks = session.acks.take();
+    const acks = session.acks.take(shows);
     if (acks) slots[0] = { ...first, acks };
     return chunk;
   }

@@ -168,6 +168,13 @@ export interface ClientHandle {
   requestControl(id: string): ReplyMessage | ErrorMessage;
   /** Single-controller mode: `release_control`; the reply (or error) is returned. */
   releaseControl(id: string): ReplyMessage | ErrorMessage;
+  /**
+   * Single-controller mode: the `not_controller` answer (to request `id`, named `what` in its
+   * message) when this client is a controller that does not hold control; `undefined` when it
+   * holds it, when the host is not in that mode, and for other roles (the transport checks those).
+   * For what a transport gates itself on control (recording start and stop).
+   */
+  controlError(id: string, what: string): ErrorMessage | undefined;
   /** Frames dropped for this client, as counted by its transport; included in its stats. */
   reportDropped(count: number): void;
 }

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { IsInt } from 'class-validator';
 import type { AppliedMessage } from '@reactor/protocol';
-import { Audio, Frames, InputField, InputState, Output, ReactorApp, reactorApp, Video } from '../../src/index.js';
+import { Audio, Frames, InputField, InputState, Output, ReactorApp, reactorApp, type StepOutcome, Video } from '../../src/index.js';
 import { AppliedAcks } from '../../src/session/applied.js';
 import { command as cmd, RecordingSink, rgbFrames, useHosts } from '../../src/testing.js';
 
@@ -129,6 +129,63 @@ describe('applied-at in the host', () => {
       expect(frame!.rgb[0]).toBe(v);
       expect(sink.frames.filter((f) => f.seq < m.seq).every((f) => f.rgb[0] !== v)).toBe(true);
     }
+  });
+
+  it('a model whose output lags its input by a step (Output.inputStep) gets the frame that really shows the command', async () => {
+    // A pipelined worker: each call returns the frames of the previous call's input.
+    let previous: number | undefined;
+    @reactorApp({ state: ValueState, output: AvOut, fps: 200 })
+    class Pipelined extends ReactorApp<ValueState, number, number | undefined> {
+      override processInput(): number {
+        return this.state.value;
+      }
+      generate(value: number): number | undefined {
+        const out = previous;
+        previous = value;
+        return out;
+      }
+      override processOutput(o: StepOutcome<number | undefined>): AvOut | null {
+        if (o.result === undefined) return null;
+        const out = new AvOut({ main: rgbFrames(1, 1, 1, o.result) });
+        out.inputStep = o.step - 1;
+        return out;
+      }
+    }
+    const host = start(Pipelined);
+    await host.load();
+    const sink = new RecordingSink();
+    const h = host.connect(sink);
+    await sink.waitForFrames(2);
+    for (let v = 1; v <= 8; v++) {
+      await h.command(cmd(`p${v}`, 'set_value', { value: v }));
+      await sink.waitForMessage((m) => m.type === 'applied' && m.id === `p${v}`);
+    }
+    for (const m of appliedOf(sink)) {
+      expect(m.outcome).toBe('applied');
+      if (m.outcome !== 'applied') continue;
+      const v = Number(m.id.slice(1));
+      const frame = sink.frames.find((f) => f.seq === m.seq)!;
+      // The named frame is the first that shows v (one step later than the step that read it).
+      expect(frame.rgb[0], `applied ${m.id} names seq ${m.seq}`).toBe(v);
+      expect(sink.frames.filter((f) => f.seq < m.seq).every((f) => f.rgb[0] !== v)).toBe(true);
+    }
+  });
+
+  it('AppliedAcks.take(shows) leaves the commands a later step reads waiting', () => {
+    let next = 1;
+    const told: string[] = [];
+    const a = new AppliedAcks<string>(
+      'main',
+      (c, m) => told.push(`${c}:${m.id}:${m.outcome}`),
+      () => next,
+    );
+    a.changed({ client: 'x', id: '1', key: 'field:value' });
+    next = 2;
+    a.changed({ client: 'x', id: '2', key: 'event:paint' });
+    expect(a.take(0)).toBeUndefined();
+    expect(a.take(1)!.map((t) => t.id)).toEqual(['1']);
+    expect(a.waiting).toBe(1);
+    expect(a.take(2)!.map((t) => t.id)).toEqual(['2']);
   });
 
   it('an app without video names its first audio track and the chunk seq', async () => {

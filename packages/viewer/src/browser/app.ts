@@ -35,6 +35,21 @@ function stageCard(text: string | undefined, tone: 'warn' | 'err' = 'warn'): voi
   card.className = `stage-card ${tone}`;
 }
 
+/** The app's standing notice (`status.notice`: e.g. generated weights), a badge beside the session's; none: no badge. */
+function notice(text: string | undefined): void {
+  let b = document.getElementById('notice');
+  if (text === undefined) {
+    b?.remove();
+    return;
+  }
+  if (!b) {
+    b = el('span', { className: 'badge warn', id: 'notice' });
+    $('session').after(b);
+  }
+  b.textContent = text;
+  b.title = text;
+}
+
 async function main(): Promise<void> {
   const token = new URLSearchParams(location.search).get('token') ?? undefined;
   const url = `${location.protocol === 'https:' ? 'wss:' : 'ws:'}//${location.host}${config.wsPath}`;
@@ -57,6 +72,7 @@ async function main(): Promise<void> {
   const session = (): void => {
     const s = client.session;
     showLoading(s);
+    notice(s.notice);
     const clients = `${s.clients} client${s.clients === 1 ? '' : 's'}`;
     if (s.error) {
       // The badge names the code; the card carries the whole message (a badge cuts long text off).

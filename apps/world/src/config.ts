@@ -1,0 +1,96 @@
+/**
+ * The world app's config (`runtime.config` in the manifest): which model, its checkpoint, its
+ * cache window, how it runs. Absent keys are planned for the machine ({@link planWorld}).
+ */
+import { dirname, isAbsolute, resolve } from 'node:path';
+import { IsArray, IsIn, IsInt, IsOptional, IsString, Max, Min } from 'class-validator';
+import { loadAppConfig } from '@reactor/runtime';
+import { WorldConfigError } from './errors.js';
+
+/** The model configs of `python/reactor_world/configs.py`. */
+export const MODEL_NAMES = ['small', 'wan-1.3b', 'wan-14b'] as const;
+export type ModelName = (typeof MODEL_NAMES)[number];
+
+export class WorldConfig {
+  /** `auto`: wan-1.3b (832x480) on a GPU, small (64x48) on CPU. */
+  @IsIn(['auto', ...MODEL_NAMES]) model: ModelName | 'auto' = 'auto';
+  /** A checkpoint in the reference's key layout (relative to the config file). Absent: generated weights. */
+  @IsOptional() @IsString() checkpoint?: string;
+  /** The state dict inside a `.pt` (Self-Forcing: `generator`, the default, or `generator_ema`). */
+  @IsOptional() @IsString() checkpointKey?: string;
+  /** TAEHV's Wan2.1 decoder (`taew2_1.pth`). Absent: generated. */
+  @IsOptional() @IsString() decoderCheckpoint?: string;
+  /** `module:callable` returning `[tokens, text_dim]` for a prompt (a real text encoder). */
+  @IsOptional() @IsString() textEncoder?: string;
+  /** Folders added to the ranks' import path (the text encoder's module), relative to the config file. */
+  @IsOptional() @IsArray() @IsString({ each: true }) pythonPath?: string[];
+  /** Output size in pixels (multiples of 16). Default: the config's (832x480 for wan-*, 64x48 for small). */
+  @IsOptional() @IsInt() @Min(16) @Max(4096) width?: number;
+  @IsOptional() @IsInt() @Min(16) @Max(4096) height?: number;
+  /** Latent frames of KV cache the attention reads (the chunk included); default 12 (9 for small). */
+  @IsOptional() @IsInt() @Min(2) @Max(256) windowFrames?: number;
+  /** Latent frames of the session's start kept in the cache for good (LongLive's sink); default 3. */
+  @IsOptional() @IsInt() @Min(0) @Max(64) sinkFrames?: number;
+  @IsIn(['auto', 'bf16', 'fp16', 'fp32']) dtype: 'auto' | 'bf16' | 'fp16' | 'fp32' = 'auto';
+  /**
+   * `torch.compile` of the DiT blocks' fixed-shape parts: `auto` (on CUDA: 1.5x the DiT's speed
+   * on an H200, traced by the warm-up chunks in `load()`), `on`, `off`. A compile that fails, or a
+   * torch without it, runs eager and says why in the log.
+   */
+  @IsIn(['auto', 'on', 'off']) compile: 'auto' | 'on' | 'off' = 'auto';
+  /** The seed of generated weights. */
+  @IsInt() @Min(0) weightsSeed = 0;
+  @IsIn(['auto', 'cpu']) devices: 'auto' | 'cpu' = 'auto';
+  /** The Python interpreter (default: `REACTOR_PYTHON`, else `python3`); it needs NumPy and torch. */
+  @IsOptional() @IsString() python?: string;
+  @IsInt() @Min(100) callTimeoutMs = 120_000;
+  /** Loading a 14B model takes minutes. */
+  @IsInt() @Min(1000) startTimeoutMs = 1_800_000;
+}
+
+const CONFIG_KEYS = [
+  'model',
+  'checkpoint',
+  'checkpointKey',
+  'decoderCheckpoint',
+  'textEncoder',
+  'pythonPath',
+  'width',
+  'height',
+  'windowFrames',
+  'sinkFrames',
+  'dtype',
+  'compile',
+  'weightsSeed',
+  'devices',
+  'python',
+  'callTimeoutMs',
+  'startTimeoutMs',
+];
+
+/** Reads and validates the app config, with its paths made absolute (relative to the file); every problem is named by its key. */
+export function loadWorldConfig(path: string | undefined): WorldConfig {
+  const cfg = loadAppConfig(WorldConfig, path, { name: 'world app', keys: CONFIG_KEYS, error: (message) => new WorldConfigError(message) });
+  const base = path ? dirname(path) : process.cwd();
+  const abs = (p: string): string => (isAbsolute(p) ? p : resolve(base, p));
+  if (cfg.checkpoint !== undefined) cfg.checkpoint = abs(cfg.checkpoint);
+  if (cfg.decoderCheckpoint !== undefined) cfg.decoderCheckpoint = abs(cfg.decoderCheckpoint);
+  if (cfg.pythonPath !== undefined) cfg.pythonPath = cfg.pythonPath.map(abs);
+  return cfg;
+}
+
+/** What the app runs with on this machine. */
+export interface WorldPlan {
+  model: ModelName;
+  devices: 'auto' | 'cpu';
+  note: string;
+}
+
+/** `auto` resolved against the machine: the real 1.3B on a GPU, the small config on CPU. */
+export function planWorld(cfg: WorldConfig, gpus: number): WorldPlan {
+  const onCpu = cfg.devices === 'cpu' || gpus === 0;
+  const model: ModelName = cfg.model !== 'auto' ? cfg.model : onCpu ? 'small' : 'wan-1.3b';
+  const where = onCpu ? `one CPU rank${gpus === 0 ? ' (no GPU on this machine)' : ''}` : 'one GPU rank';
+  const weights = cfg.checkpoint ? `checkpoint ${cfg.checkpoint}` : `generated weights (seed ${cfg.weightsSeed})`;
+  return { model, devices: onCpu ? 'cpu' : 'auto', note: `${where}; ${model}${cfg.model === 'auto' ? ' (auto)' : ''} with ${weights}` };
+}

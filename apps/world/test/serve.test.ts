@@ -1,0 +1,258 @@
+/**
+ * The world app as a user runs it: `reactor run --manifest apps/world/reactor.yaml` in a child
+ * process (the small config on one CPU rank, Debian's torch), a Node client over a real socket.
+ */
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
+import { type ClientFrame, connect, type ReactorClient, type SessionStatus } from '@reactor/client';
+import { GENERATED_NOTICE } from '../src/app.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const app = resolve(here, '..');
+const repo = resolve(app, '../..');
+const cli = join(repo, 'packages/cli/dist/main.js');
+const PY = process.env['REACTOR_PYTHON'] ?? '/usr/bin/python3';
+
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function until(cond: () => boolean, what: string, ms = 60_000): Promise<void> {
+  const end = performance.now() + ms;
+  while (!cond()) {
+    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+function startCli(args: string[] = []): { child: ChildProcess; url: Promise<string>; output: () => string; exited: Promise<number | null> } {
+  const child = spawn(process.execPath, [cli, 'run', '--manifest', join(app, 'reactor.yaml'), '--port', '0', ...args], {
+    cwd: app,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, REACTOR_PYTHON: PY },
+  });
+  let out = '';
+  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  const url = new Promise<string>((res, rej) => {
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /Viewer: (\S+)/.exec(out);
+      if (m) res(m[1]!);
+    });
+    child.once('exit', (code) => rej(new Error(`reactor run exited with ${code} before printing the viewer URL:\n${out}`)));
+  });
+  cleanups.push(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+  return { child, url, output: () => out, exited };
+}
+
+interface Seen {
+  c: ReactorClient;
+  frames: ClientFrame[];
+  flushes: number[];
+  sessions: SessionStatus[];
+  messages: { name: string; data: unknown }[];
+}
+
+async function client(base: string): Promise<Seen> {
+  const c = await connect(base, { WebSocket, reconnect: false });
+  cleanups.push(() => c.close());
+  const seen: Seen = { c, frames: [], flushes: [], sessions: [c.session], messages: [] };
+  c.on('frame', (f) => seen.frames.push(f));
+  c.on('flush', (f) => seen.flushes.push(f.nextSeq));
+  c.on('session', (s) => seen.sessions.push(s));
+  c.on('message', (m) => seen.messages.push({ name: m.name, data: m.data }));
+  return seen;
+}
+
+const meta = (f: ClientFrame): { chunk: number; frames: number; recached: boolean; latentHash: string } =>
+  f.metadata as { chunk: number; frames: number; recached: boolean; latentHash: string };
+
+describe('apps/world under reactor run (small config, CPU)', () => {
+  it('streams chunks of 9 then 12 frames, says the weights are generated, switches prompts by re-caching, validates its commands and resets', async () => {
+    const { child, url, output, exited } = startCli();
+    const base = await url;
+    const a = await client(base);
+    expect(a.c.schema.commands.map((x) => x.name).sort()).toEqual(['reset', 'set_prompt', 'set_quality', 'set_seed']);
+    await until(() => a.frames.length >= 9 + 12 * 2, 'three chunks of frames');
+    // 64x48, the first chunk 9 frames (the decoder's warm-up trimmed), then 12 a chunk.
+    expect([a.frames[0]!.width, a.frames[0]!.height]).toEqual([64, 48]);
+    // Each chunk's frames carry its size and lie within that many consecutive seqs (a frame the
+    // busy test client was too late for may be dropped, newest wins: not counted here).
+    const seqs = new Map<number, number[]>();
+    for (const f of a.frames) seqs.set(meta(f).chunk, [...(seqs.get(meta(f).chunk) ?? []), f.seq]);
+    expect(a.frames.filter((f) => meta(f).chunk === 0).every((f) => meta(f).frames === 9)).toBe(true);
+    expect(a.frames.filter((f) => meta(f).chunk > 0).every((f) => meta(f).frames === 12)).toBe(true);
+    for (const [chunk, s] of seqs) expect(Math.max(...s) - Math.min(...s), `chunk ${chunk}`).toBeLessThan(chunk === 0 ? 9 : 12);
+    // The notice: in the session status and in the info message.
+    await until(() => a.sessions.some((s) => s.notice === GENERATED_NOTICE), 'the generated-weights notice in the session status');
+    await until(() => a.messages.some((m) => m.name === 'world_info'), 'world_info');
+    expect(a.messages.find((m) => m.name === 'world_info')!.data).toMatchObject({
+      model: 'small',
+      weights: 'generated',
+      notice: GENERATED_NOTICE,
+      width: 64,
+      height: 48,
+    });
+
+    // A late joiner gets world_info too (the message class, not a parsed copy).
+    const late = await client(base);
+    await until(() => late.messages.some((m) => m.name === 'world_info'), 'world_info for a late joiner');
+
+    // A prompt switch lands at the next chunk, whose frames say the cache was re-encoded.
+    const cmd = a.c.send('set_prompt', { prompt: 'a city at night' });
+    await cmd;
+    const applied = await cmd.applied;
+    expect(applied.outcome).toBe('applied');
+    const seq = (applied as { seq: number }).seq;
+    await until(() => a.frames.some((f) => f.seq >= seq + 12), 'the chunk named by applied');
+    // The named frame is the first of the re-cached chunk: every frame before it is of an older
+    // chunk, every frame of that chunk is at or after it (a frame dropped for this busy client
+    // leaves the rule as it is).
+    const shown = a.frames.filter((f) => f.seq >= seq).sort((x, y) => x.seq - y.seq)[0]!;
+    expect(meta(shown).recached).toBe(true);
+    expect(a.frames.filter((f) => f.seq < seq).every((f) => meta(f).chunk < meta(shown).chunk)).toBe(true);
+    expect(a.frames.filter((f) => meta(f).chunk === meta(shown).chunk).every((f) => f.seq >= seq)).toBe(true);
+
+    // Bad input: named, nothing applied, the stream goes on.
+    await expect(a.c.send('set_prompt', { prompt: 7 })).rejects.toMatchObject({ code: 'invalid_params' });
+    await expect(a.c.send('set_prompt', { prompt: 'x'.repeat(501) })).rejects.toMatchObject({ code: 'invalid_params' });
+    await expect(a.c.send('set_seed', { seed: -1 })).rejects.toMatchObject({ code: 'invalid_params' });
+    await expect(a.c.send('set_seed', { seed: 2 ** 31 })).rejects.toMatchObject({ code: 'invalid_params' });
+    await expect(a.c.send('set_quality', { quality: 'best' })).rejects.toMatchObject({ code: 'invalid_params' });
+
+    // reset: a flush, and the next chunk is chunk 0 again (9 frames).
+    const flushes = a.flushes.length;
+    await a.c.send('reset');
+    await until(() => a.flushes.length > flushes, 'the flush of reset');
+    const cut = a.flushes[a.flushes.length - 1]!;
+    await until(() => a.frames.filter((f) => f.seq >= cut).length >= 9, 'a new rollout');
+    expect(meta(a.frames.find((f) => f.seq >= cut)!).chunk).toBe(0);
+
+    a.c.close();
+    late.c.close();
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    expect(output()).toMatch(/world model small: .*generated weights \(seed 0\)/);
+    expect(readdirSync('/dev/shm').filter((f) => f.startsWith(`reactor-${child.pid}.`))).toEqual([]);
+  }, 120_000);
+
+  it('fails to load with the key named when the checkpoint is not the model’s, and serves a right one', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'world-ckpt-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    // A checkpoint of the small config in the reference's layout, with one key misshapen.
+    const make = (bad: boolean) =>
+      spawnPy(
+        [
+          '-c',
+          [
+            'import sys, torch',
+            'from reactor_world.configs import config_named',
+            'from reactor_world.model import CausalWanModel',
+            'from reactor_world.checkpoint import write_safetensors',
+            'm = CausalWanModel(config_named("small")); m.generate_weights(5)',
+            'sd = {k: v for k, v in m.state_dict().items()}',
+            `${bad ? 'sd["blocks.0.self_attn.o.weight"] = torch.zeros(5, 48)' : 'pass'}`,
+            'write_safetensors(sys.argv[1], sd)',
+          ].join('\n'),
+          join(dir, bad ? 'bad.safetensors' : 'good.safetensors'),
+        ],
+        resolve(app, 'python'),
+      );
+    make(true);
+    make(false);
+    const cfg = (name: string) => {
+      const p = join(dir, `${name}.yaml`);
+      // compile: on where torch has no torch.compile (Debian's 1.13): eager, with a warning naming why.
+      writeFileSync(p, `model: small\ncheckpoint: ${name}.safetensors\ncompile: on\n`);
+      return p;
+    };
+    // reactor run refuses to serve a model it cannot load: it exits non-zero with the key named.
+    const bad = startCli(['--config', cfg('bad')]);
+    await expect(bad.url).rejects.toThrow(/exited/);
+    expect(await bad.exited).not.toBe(0);
+    expect(bad.output()).toMatch(
+      /reactor: loading reactor-world 0\.1\.0 failed .*key 'blocks\.0\.self_attn\.o\.weight' has shape \[5, 48\], the small DiT needs \[48, 48\] \[app_load_failed\]/,
+    );
+    expect(bad.output()).toContain('bad.safetensors');
+    expect(readdirSync('/dev/shm').filter((f) => f.startsWith(`reactor-${bad.child.pid}.`))).toEqual([]);
+
+    const good = startCli(['--config', cfg('good')]);
+    const g = await client(await good.url);
+    await until(() => g.frames.length >= 9, 'frames from the checkpoint');
+    await until(() => g.messages.some((m) => m.name === 'world_info'), 'world_info');
+    expect(g.messages.find((m) => m.name === 'world_info')!.data).toMatchObject({ weights: 'checkpoint', notice: null });
+    expect(g.c.session.notice).toBeUndefined();
+    expect(good.output()).toMatch(/warning: compile asked for, but torch \S+ has no torch\.compile; running eager/);
+    expect(good.output()).toMatch(/world model small: .*checkpoint weights .*compile off \(no torch\.compile\)/);
+    g.c.close();
+    good.child.kill('SIGTERM');
+    expect(await good.exited).toBe(0);
+  }, 120_000);
+});
+
+describe('apps/world across sessions', () => {
+  it('a new session never sees the previous one’s cache: its first chunks are the first session’s, by their latents’ hash', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'world-sessions-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    // The app's own manifest, with the session ending as its last client leaves.
+    const manifest = join(dir, 'reactor.yaml');
+    writeFileSync(
+      manifest,
+      `model: { name: world-sessions, version: 0.0.1 }\nruntime:\n  import: ${join(app, 'dist/index.js')}:WorldApp\n  config: ${join(app, 'config.yaml')}\n  session_grace_ms: 0\n`,
+    );
+    const child = spawn(process.execPath, [cli, 'run', '--manifest', manifest, '--port', '0'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, REACTOR_PYTHON: PY },
+    });
+    cleanups.push(() => {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    });
+    const base = await new Promise<string>((res, rej) => {
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => {
+        out += d.toString();
+        const m = /Viewer: (\S+)/.exec(out);
+        if (m) res(m[1]!);
+      });
+      child.once('exit', (code) => rej(new Error(`reactor run exited with ${code}`)));
+    });
+    const chunk0 = async (moveOn: (c: Seen) => Promise<void>): Promise<{ sessionId: string; bytes: string[] }> => {
+      const c = await client(base);
+      await until(() => c.frames.filter((f) => meta(f).chunk >= 3).length > 0, 'four chunks');
+      await moveOn(c);
+      const bytes = [...new Set(c.frames.map((f) => `${meta(f).chunk}:${meta(f).latentHash}`))];
+      const sessionId = c.c.session.sessionId!;
+      c.c.close();
+      return { sessionId, bytes };
+    };
+    // Session 1 moves its cache on (a prompt switch re-caches it) before it ends.
+    const first = await chunk0(async (c) => {
+      await c.c.send('set_prompt', { prompt: 'a city at night' });
+      await until(() => c.frames.some((f) => meta(f).recached), 'the re-cached chunk');
+    });
+    // The server has seen the first client go (so the session ends: no grace) before the next comes.
+    const clients = async () => Number(/^reactor_clients (\d+)/m.exec(await (await fetch(new URL('/metrics', base))).text())?.[1] ?? -1);
+    for (let i = 0; i < 500 && (await clients()) !== 0; i++) await new Promise((r) => setTimeout(r, 20));
+    const second = await chunk0(async () => {});
+    expect(second.sessionId).not.toBe(first.sessionId);
+    // Same prompt and seed defaults and a fresh cache: the same chunks 0-2 (what the model made,
+    // by its latents' hash; the first session's chunk 3 and on followed its prompt switch).
+    expect(second.bytes.slice(0, 3)).toEqual(first.bytes.slice(0, 3));
+    expect(new Set(first.bytes.map((b) => b.split(':')[1])).size).toBe(first.bytes.length);
+    child.kill('SIGTERM');
+  }, 120_000);
+});
+
+function spawnPy(args: string[], cwd: string): void {
+  const r = spawnSync(PY, args, { cwd, encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`python failed: ${r.stderr}`);
+}

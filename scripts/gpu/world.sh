@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The world app on a GPU host (issue 35), in one command of about 8 minutes: unpack the offline
+# bundle (BUNDLE_SKIP=codec,enhance scripts/bundle/make.sh .bundle/world.tar.xz), print the
+# machine, then
+#   1. the model alone (python3 -m reactor_world.bench): wan-1.3b at 832x480, chunk time at each
+#      fill of the KV cache, eager and torch.compile; Self-Forcing's own 21-frame window; wan-14b;
+#   2. the whole serving path (scripts/gpu/world.mjs: `reactor run` in a child process, a client
+#      in another): model-only and delivered fps in one run, time to first frame, command-to-pixel
+#      of prompt switches, GPU memory; eager, then compiled.
+# One JSON object per line in $OUT/world.jsonl; progress in $OUT/world.err; the machine in
+# $OUT/world-env.txt.
+#   WORLD_CPU=1 REACTOR_PYTHON=/usr/bin/python3 bash scripts/gpu/world.sh   rehearsal without a GPU
+#   WORLD_FROM_TREE=1 ...                                                   the built checkout, no bundle
+set -u
+repo=$(pwd)
+out=${OUT:-/tmp/gpu-out}
+mkdir -p "$out"
+cpu=${WORLD_CPU:-0}
+if [ "${WORLD_FROM_TREE:-0}" = 1 ]; then
+  B=$repo
+  nodecmd=(node)
+else
+  bundle=${WORLD_BUNDLE:-$repo/.bundle/world.tar.xz}
+  [ -f "$bundle" ] || { echo "world.sh: no bundle at $bundle" >&2; exit 1; }
+  unpack=$(mktemp -d /tmp/world.XXXXXX)
+  trap 'rm -rf "$unpack"' EXIT
+  tar -xJf "$bundle" -C "$unpack"
+  B=$unpack/reactor
+  cp "$repo/scripts/gpu/world.mjs" "$B/scripts/gpu/world.mjs"
+  # The tree's model package over the bundle's: a Python-only change needs no new bundle.
+  cp -r "$repo/apps/world/python/." "$B/apps/world/python/"
+  nodecmd=("$B/run.sh" node)
+fi
+py=${REACTOR_PYTHON:-python3}
+export REACTOR_PYTHON=$py PYTHONUNBUFFERED=1
+cd "$B"
+{
+  date -u
+  nvidia-smi 2>&1 | head -15 || echo "no nvidia-smi"
+  echo "cores: $(nproc)"
+  "$py" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "devices", torch.cuda.device_count())' 2>&1
+} > "$out/world-env.txt"
+: > "$out/world.jsonl"
+: > "$out/world.err"
+limit=${WORLD_TIMEOUT_S:-540}
+deadline=$(($(date +%s) + limit))
+left() { echo $((deadline - $(date +%s))); }
+bench() { (cd apps/world/python && PYTHONPATH="$B/packages/distributed/python" timeout -k 5 "$(left)" "$py" -m reactor_world.bench "$@") >> "$out/world.jsonl" 2>> "$out/world.err"; }
+serve() {
+  local label=$1 cfg=$2
+  [ "$(left)" -gt 40 ] || { echo "{\"bench\":\"error.world.timeout\",\"label\":\"$label\"}" >> "$out/world.jsonl"; return; }
+  echo "[world] serve $label (${cfg}) $(left) s left" >> "$out/world.err"
+  WORLD_LABEL=$label WORLD_CONFIG=$cfg timeout -k 10 "$(left)" "${nodecmd[@]}" scripts/gpu/world.mjs >> "$out/world.jsonl" 2>> "$out/world.err" \
+    || echo "{\"bench\":\"error.world.serve\",\"label\":\"$label\",\"rc\":$?}" >> "$out/world.jsonl"
+}
+if [ "$cpu" = 1 ]; then
+  bench --models small --chunks 6
+  WORLD_SECONDS=3 WORLD_SWITCHES=4 serve cpu-small ''
+else
+  # WORLD_PARTS picks parts (default all): model, serve-eager, window21, 14b, serve-compiled.
+  parts=",${WORLD_PARTS:-model,serve-eager,window21,14b,serve-compiled},"
+  has() { [[ $parts == *",$1,"* ]]; }
+  has model && bench --models wan-1.3b --chunks 8 --compile off,on
+  has serve-eager && serve eager-1.3b ''
+  has window21 && bench --models wan-1.3b --chunks 9 --window 21 --sink 0
+  has 14b && bench --models wan-14b --chunks 5
+  has serve-compiled && serve compiled-1.3b 'compile: on'
+fi
+echo "python ranks left: $(pgrep -fc 'reactor_worker._rank' || true)" >> "$out/world-env.txt"
+cat "$out/world-env.txt" "$out/world.jsonl"
