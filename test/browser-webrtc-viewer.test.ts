@@ -9,6 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, Page } from 'playwright-core';
 import { serve, type ReactorServer, type ServeOptions } from '@reactor/server';
+import { RecordingLogger } from '@reactor/runtime/testing';
 import { patternApp } from '../packages/server/test/fixtures/pattern-app.js';
 import { quiet } from './fixtures/cleanups.js';
 import { launchWithFakeMedia } from './fixtures/chromium.js';
@@ -55,6 +56,42 @@ describe('viewer transport ladder', () => {
       .poll(() => page.textContent('#rtc-stats'), { timeout: 10_000 })
       .toMatch(/^rtt \d+ ms · \d+\.\d\d Mbit\/s · \d+ fps · \d+ freezes \(\d+\.\d s\) · (host|srflx|prflx)\/(host|srflx|prflx)$/);
     expect(server.connections()[0]?.webrtc?.state).toBe('connected');
+    // The badge names the path the browser selected: loopback host candidates, UDP.
+    await expect.poll(() => page.getAttribute('#transport', 'title'), { timeout: 10_000 }).toBe('media over WebRTC (UDP)');
+    await page.close();
+  }, 40_000);
+
+  it('measures a WebRTC viewer as WebRTC: its status line follows the link (picture size, frames), a freeze it sees is reported with transport webrtc', async () => {
+    const server = await start();
+    const page = await viewer(server, 'auto');
+    await page.waitForFunction(() => (window as unknown as ViewerWindow).reactorViewer.transport?.current === 'webrtc', null, { timeout: 15_000 });
+    // The status line follows the link: the picture size its tier gives (not the WebSocket receiver's last tier), frames decoded.
+    await expect
+      .poll(async () => [await page.textContent('#tier'), await page.evaluate(() => document.querySelector('video[data-rtc-track]') !== null)], {
+        timeout: 15_000,
+      })
+      .toEqual([expect.stringMatching(/^\d+x\d+$/), true]);
+    expect(await page.textContent('#tier')).toBe(
+      await page.evaluate(() => {
+        const v = document.querySelector<HTMLVideoElement>('video[data-rtc-track]')!;
+        return `${v.videoWidth}x${v.videoHeight}`;
+      }),
+    );
+    const frames = Number(await page.textContent('#seq'));
+    await expect.poll(async () => Number(await page.textContent('#seq')), { timeout: 10_000 }).toBeGreaterThan(frames);
+    expect(
+      await page.evaluate(
+        () => (window as unknown as { reactorViewer: { client: { latency: { transport: string } } } }).reactorViewer.client.latency.transport,
+      ),
+    ).toBe('webrtc');
+    // The server stalls (it shares this process: 600 ms with its event loop blocked); the viewer sees the gap in its WebRTC video.
+    const until = performance.now() + 600;
+    while (performance.now() < until) {
+      // blocked
+    }
+    await expect
+      .poll(async () => (await fetch(`${server.url}/metrics`)).text(), { timeout: 15_000 })
+      .toMatch(/^reactor_client_freezes_total\{transport="webrtc"\} [1-9]/m);
     await page.close();
   }, 40_000);
 
@@ -67,13 +104,21 @@ describe('viewer transport ladder', () => {
     await page.close();
   }, 40_000);
 
-  it('falls back by itself when ICE never completes: rtc_state failed with rtc_ice_timeout', async () => {
+  it('falls back by itself when ICE never completes: rtc_state failed with rtc_ice_timeout, said once; the server says its TURN gave no relay', async () => {
+    const log = new RecordingLogger();
     const server = await start({
+      logger: log,
       webrtc: { iceTransportPolicy: 'relay', iceServers: [{ urls: 'turn:127.0.0.1:9', username: 'u', credential: 'p' }], connectTimeoutMs: 1500 },
     });
     const page = await viewer(server, 'auto');
     await expect.poll(() => page.textContent('#transport'), { timeout: 15_000 }).toBe('websocket (WebRTC failed)');
     expect(await page.getAttribute('#transport', 'title')).toContain('rtc_ice_timeout');
+    // Told once, with the reason once (the link reports its failure as a state and as the rejection of `ready`).
+    const fallbacks = (await page.$$eval('#messages li', (li) => li.map((x) => x.textContent ?? ''))).filter((t) => t.includes('WebRTC failed'));
+    expect(fallbacks).toHaveLength(1);
+    expect(fallbacks[0]).not.toMatch(/WebRTC failed.*WebRTC failed/);
+    // The server's own TURN allocation came to nothing: it says so, naming the setting.
+    expect(log.at('warn').join('\n')).toMatch(/no TURN relay candidate from turn:127\.0\.0\.1:9: .*server\.webrtc\.ice_servers/);
     await page.waitForFunction(() => (window as unknown as ViewerWindow).reactorViewer.framesDrawn > 10, null, { timeout: 15_000 });
     // The failed peer is closed on the server.
     await expect.poll(() => server.connections()[0]?.webrtc).toBeUndefined();
@@ -102,9 +147,18 @@ describe('bad WebRTC signalling', () => {
         trickle: false,
         offer: (sdp) => {
           const h264 = [...sdp.matchAll(/a=rtpmap:(\d+) H264\/90000/g)].map((m) => m[1]);
+          // As a browser without H.264 offers it: neither its payload types on the m= line nor their attributes.
           return sdp
             .split('\r\n')
             .filter((l) => !h264.some((pt) => l.startsWith(`a=rtpmap:${pt} `) || l.startsWith(`a=fmtp:${pt} `) || l.startsWith(`a=rtcp-fb:${pt} `)))
+            .map((l) =>
+              l.startsWith('m=video ')
+                ? l
+                    .split(' ')
+                    .filter((f, i) => i < 3 || !h264.includes(f))
+                    .join(' ')
+                : l,
+            )
             .join('\r\n');
         },
       }),
@@ -114,13 +168,26 @@ describe('bad WebRTC signalling', () => {
     await t({ type: 'rtc_offer', sdp: 'hello' });
     await t({ type: 'rtc_offer', sdp: 'v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n' });
     await t({ type: 'rtc_offer' });
+    // An offer cut in half (its video section's payload types without their a=rtpmap lines): rtc_bad_offer, not rtc_no_codec.
+    const whole = await page.evaluate(() => (window as unknown as { rtcTest: { pc: RTCPeerConnection } }).rtcTest.pc.localDescription!.sdp);
+    expect(whole).toMatch(/a=fingerprint:[^]*a=rtpmap:/);
+    await t({ type: 'rtc_offer', sdp: whole.slice(0, whole.indexOf('a=rtpmap:')) });
     await t({ type: 'rtc_candidate', candidate: 'not a candidate' });
     await t({ type: 'rtc_candidate', candidate: 'x'.repeat(2000) });
     await t({ type: 'rtc_close', extra: 1 });
     // Malformed messages are answered at once, signalling in its own order: compare as sets with counts.
     await expect
       .poll(() => page.evaluate(() => [...(window as unknown as W).rtcTest.errors].sort()))
-      .toEqual(['malformed_message', 'malformed_message', 'malformed_message', 'rtc_bad_candidate', 'rtc_bad_offer', 'rtc_bad_offer', 'rtc_no_codec']);
+      .toEqual([
+        'malformed_message',
+        'malformed_message',
+        'malformed_message',
+        'rtc_bad_candidate',
+        'rtc_bad_offer',
+        'rtc_bad_offer',
+        'rtc_bad_offer',
+        'rtc_no_codec',
+      ]);
     // The session streams on, over the WebSocket.
     const before = await page.evaluate(() => (window as unknown as W).rtcTest.binaryAfterClose + (window as unknown as W).rtcTest.binaryWhileConnected);
     expect(before).toBe(0);

@@ -110,9 +110,13 @@ describe('WebRTC transport in Chromium, sample video app', () => {
     const waited = Date.now() - started;
     // One key-frame interval at the app's frame rate, plus a second for a loaded 2-core machine.
     expect(waited).toBeLessThan((KEY_FRAME_INTERVAL / fps) * 1000 + 1000);
-    // Both viewers share one encoder per tier.
-    const encoders = server.videoEncoders().filter((e) => e.track === 'main_video' && e.tier === 'full');
-    expect(encoders).toHaveLength(1);
+    // Both viewers share one encoder per tier (each starts on the lowest and steps up by its own feedback, so a tier is not known in advance).
+    const tiers = server
+      .videoEncoders()
+      .filter((e) => e.track === 'main_video')
+      .map((e) => `${e.codec}:${e.tier}`);
+    expect(tiers.length).toBeGreaterThan(0);
+    expect(new Set(tiers).size).toBe(tiers.length);
     await first.close();
     await late.close();
   }, 60_000);

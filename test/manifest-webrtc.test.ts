@@ -117,6 +117,24 @@ describe('reactor run --manifest: server.webrtc', () => {
     expect(c.map((x) => x.address)).toContain('10.11.12.13');
   }, 60_000);
 
+  it('looks up no STUN server when server.webrtc names none (werift would fall back to Google), and the one it names otherwise', async () => {
+    const watch = { NODE_OPTIONS: `--require ${join(import.meta.dirname, 'fixtures/log-dns.cjs')}` };
+    const none = runCli(workspace('{ port: 0, video: { codec: h264 } }'), watch);
+    cleanups.push(() => none.stop());
+    const r = await offer(new URL(await none.url), 300);
+    expect(r.errors).toEqual([]);
+    expect(r.answer).toMatch(/^v=0/);
+    expect(candidates(r).length).toBeGreaterThan(0);
+    expect(none.stderr()).not.toMatch(/\[dns\] .*stun/i);
+    // The watch sees a STUN server that is configured (.invalid never resolves: its lookup is all there is to see).
+    const named = runCli(workspace('{ port: 0, video: { codec: h264 }, webrtc: { ice_servers: [{ urls: "stun:stun.example.invalid:3478" }] } }'), watch);
+    cleanups.push(() => named.stop());
+    const r2 = await offer(new URL(await named.url), 300);
+    expect(r2.answer).toMatch(/^v=0/);
+    expect(named.stderr()).toMatch(/\[dns\] stun\.example\.invalid/);
+    expect(named.stderr()).not.toMatch(/\[dns\] stun\.l\.google\.com/);
+  }, 60_000);
+
   it('answers on a fixed port (and the next one: werift binds a socket per local address)', async () => {
     const fixed = base + 200;
     const r = await offer(await run(workspace(`{ port: 0, video: { codec: h264 }, webrtc: { port: ${fixed} } }`)));

@@ -131,8 +131,13 @@ export class LatencyTracker {
     list.push({ command, sentAt, seq: info.seq });
   }
 
-  /** A video frame of `track` was presented to the user at `at` (drawn, shown by a `<video>`, or handed to the app). */
-  presented(track: string, seq: number, at = this.#now()): void {
+  /**
+   * A video frame of `track` was presented to the user at `at` (drawn, shown by a `<video>`, or
+   * handed to the app). `seq` undefined: a frame whose number is not known here (WebRTC video,
+   * which carries RTP timestamps, not the session's `seq`): it counts for the first frame,
+   * freezes and the presentation rate, not for command-to-pixel samples.
+   */
+  presented(track: string, seq: number | undefined, at = this.#now()): void {
     if (this.#openedAt !== undefined && this.#firstFrameMs === undefined) this.#firstFrameMs = Math.max(0, at - this.#openedAt);
     this.#presentedInWindow.set(track, (this.#presentedInWindow.get(track) ?? 0) + 1);
     const last = this.#lastAt.get(track);
@@ -142,6 +147,7 @@ export class LatencyTracker {
     }
     if (this.#streaming && !this.#paused.has(track)) this.#lastAt.set(track, at);
     else this.#lastAt.delete(track);
+    if (seq === undefined) return;
     let shown = this.#shown.get(track);
     if (!shown) this.#shown.set(track, (shown = []));
     shown.push([seq, at]);

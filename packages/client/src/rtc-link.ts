@@ -36,6 +36,8 @@ export interface RtcLinkClient {
   on(type: 'error', listener: (e: Error) => void): () => void;
   on(type: 'welcome', listener: () => void): () => void;
   signal(msg: RequestKeyFrameMessage | RtcClientMessage): void;
+  /** Its latency tracker: told where the video comes from (`client_stats.transport`). */
+  readonly latency?: { transport: 'websocket' | 'webrtc' } | undefined;
 }
 
 /** The parts of `RTCPeerConnection` the link uses (the browser's, or werift's in Node). */
@@ -99,14 +101,21 @@ export interface RtcTrack {
   track: unknown;
 }
 
+/** The shortest span the link's bitrate is measured over, ms. */
+const BITRATE_WINDOW_MS = 500;
+
 /** What {@link WebRtcLink.stats} measures, from the peer connection's `getStats()`. */
 export interface RtcLinkStats {
   /** Round-trip time of the selected candidate pair, ms. */
   rttMs: number | undefined;
   /** Video bits per second received since the previous call. */
   bitrate: number | undefined;
-  /** Candidate types of the selected pair (`host`, `srflx`, `prflx`, `relay`): `local: 'relay'` when this side goes through TURN. */
-  candidates: { local: string; remote: string } | undefined;
+  /**
+   * Candidate types of the selected pair (`host`, `srflx`, `prflx`, `relay`): `local: 'relay'`
+   * when this side goes through TURN; `protocol`, how this side's packets travel (`udp`, `tcp`:
+   * for a relay, to the TURN server, `tls` included).
+   */
+  candidates: { local: string; remote: string; protocol: string } | undefined;
   /** Frames per second decoded (the browser's figure). */
   fps: number | undefined;
   framesDecoded: number;
@@ -144,6 +153,7 @@ export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> implements RtcPub
   #closed = false;
   #pendingTracks: { mid: string | null | undefined; track: { kind: string; id: string } }[] = [];
   #last: { at: number; bytes: number } | undefined;
+  #bitrate: number | undefined;
   readonly #off: (() => void)[] = [];
   /** Renegotiations run one after the other (publications add and remove sendonly transceivers). */
   #renegotiating: Promise<void> = Promise.resolve();
@@ -361,6 +371,7 @@ export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> implements RtcPub
     this.#state = state;
     if (reason !== undefined && state === 'failed') this.reason = reason;
     if (state === 'failed') this.#dropPeer(true);
+    if (this.#client.latency) this.#client.latency.transport = state === 'connected' ? 'webrtc' : 'websocket';
     this.emit('state', reason === undefined ? { state } : { state, reason });
   }
 
@@ -436,10 +447,21 @@ export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> implements RtcPub
     });
     const pair = selectedPair === undefined ? undefined : byId.get(selectedPair);
     const type = (id: unknown): string => String(byId.get(id)?.['candidateType'] ?? 'unknown');
-    if (pair) s.candidates = { local: type(pair['localCandidateId']), remote: type(pair['remoteCandidateId']) };
+    if (pair) {
+      const local = byId.get(pair['localCandidateId']);
+      const protocol = String(local?.['candidateType'] === 'relay' ? (local['relayProtocol'] ?? local['protocol'] ?? 'udp') : (local?.['protocol'] ?? 'udp'));
+      s.candidates = { local: type(pair['localCandidateId']), remote: type(pair['remoteCandidateId']), protocol };
+    }
+    // Over at least half a second: two callers a moment apart (a status line, the stats reporter) must not see each other's share as 0.
     const now = Date.now();
-    if (this.#last && now > this.#last.at) s.bitrate = Math.round(((bytes - this.#last.bytes) * 8 * 1000) / (now - this.#last.at));
-    this.#last = { at: now, bytes };
+    const last = this.#last;
+    if (last && now - last.at >= BITRATE_WINDOW_MS) {
+      this.#bitrate = Math.round(((bytes - last.bytes) * 8 * 1000) / (now - last.at));
+      this.#last = { at: now, bytes };
+    } else if (!last) {
+      this.#last = { at: now, bytes };
+    }
+    s.bitrate = this.#bitrate;
     return s;
   }
 
@@ -449,6 +471,7 @@ export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> implements RtcPub
     const was = this.#pc !== undefined;
     this.#dropPeer(was && this.#state !== 'failed');
     this.#closed = true;
+    if (this.#client.latency) this.#client.latency.transport = 'websocket';
     for (const off of this.#off.splice(0)) off();
     if (this.#state !== 'failed') {
       this.#state = 'closed';

@@ -194,6 +194,12 @@ export class ClientConnection implements ClientSink {
       refuse: (message) => this.#in.error(ServerErrorCode.InvalidClientStats, message, undefined, false),
     });
     ws.on('pong', () => (this.alive = true));
+    // `ws` closes with 1009 and no reason when a message is over its maxPayload (the larger of the
+    // two limits): the close says why, as the connection's own 1009s do.
+    const close = ws.close.bind(ws);
+    const biggest = Math.max(ctx.options.maxMessageBytes, ctx.maxFrameBytes);
+    ws.close = (code?: number, reason?: string | Buffer): void =>
+      close(code, reason === undefined && code === 1009 ? `message over the limit of ${biggest} bytes` : reason);
     // `ws` reports protocol violations (too-big message -> 1009) here and then closes the socket.
     ws.on('error', (err) => ctx.logger.warn({ client: this.id }, `client ${this.id}: ${err.message}`));
     ws.on('close', (code: number) => this.#teardown(code));

@@ -56,13 +56,14 @@ export interface DashboardClient {
 /** A connection's row in the dashboard's client list. */
 export function dashboardClient(c: ClientConnection): Omit<DashboardClient, 'connectedS'> {
   const info = c.info();
+  // A connected WebRTC peer carries its media (its own codec and tier, from its own feedback); otherwise the WebSocket does.
+  const rtc = info.webrtc?.state === 'connected' ? info.webrtc.media : undefined;
   return {
     id: info.id,
     role: c.grant.role,
-    // Media goes over the client's WebSocket (binary frames); a WebRTC transport reports itself here.
-    transport: 'websocket',
-    codec: info.video?.codec ?? 'jpeg',
-    tier: info.video?.tier ?? '-',
+    transport: rtc ? 'webrtc' : 'websocket',
+    codec: rtc ? info.webrtc!.codec : (info.video?.codec ?? 'jpeg'),
+    tier: rtc ? (rtc.tier ?? '-') : (info.video?.tier ?? '-'),
     framesSent: info.framesSent,
     framesDropped: info.framesDropped,
     bufferedBytes: info.bufferedBytes,

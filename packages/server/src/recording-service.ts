@@ -32,12 +32,15 @@ import type { ResolvedRecordingOptions } from './recording/recording-options.js'
 
 /** What the service needs of the host: the schema, its status, and the playout tap. */
 export interface RecordableHost {
-  readonly schema: { readonly tracks: readonly { name: string; kind: string; direction: string }[] };
+  readonly schema: { readonly tracks: readonly { name: string; kind: string; direction: string; sampleRate?: number }[] };
   readonly status: SessionStatus;
   onMedia?(listener: MediaListener): () => void;
   onStatus?(listener: (status: SessionStatus) => void): (() => void) | void;
   setClipper?(clipper: ((options: ClipOptions) => Promise<ClipResult>) | undefined): void;
 }
+
+/** How far the sound may fall behind the picture before silence is played to keep it up, µs. */
+const AUDIO_PAD_SLACK_US = 1_000_000;
 
 /** Largest number of retention sweeps' worth of time between two sweeps, ms. */
 const MAX_SWEEP_INTERVAL_MS = 60_000;
@@ -71,6 +74,8 @@ export class RecordingService implements VideoSubscriber {
   /** The generation `record: true` started a recording for. */
   #autoRecorded = -1;
   #recorder: SessionRecorder | undefined;
+  /** The largest fragment a recording of this server wrote (or was refused): what a new one must have room for. */
+  #fragmentBytes = 0;
   #opening: Promise<SessionRecorder> | undefined;
   readonly #stops = new Set<Promise<void>>();
   /** Stopped recordings of this process, by file name. */
@@ -178,6 +183,12 @@ export class RecordingService implements VideoSubscriber {
     }
     const gen = this.#generation;
     const ptsUs = Math.round(frame.ptsMs * 1000);
+    // The sound keeps up with the picture through stretches where the app sends none (a
+    // recording interleaves by time and would hold its fragments until the sound caught up).
+    if (this.#audioIndex >= 0 && frame.trackIndex === this.#firstTrack()?.index) {
+      const rate = this.#host.schema.tracks[this.#audioIndex]?.sampleRate;
+      if (rate !== undefined) this.#audioEncoder(rate)?.padTo(ptsUs, AUDIO_PAD_SLACK_US);
+    }
     // `record: true`: each session is recorded once from its first frame (a cap that stops it does not start another).
     if (this.options.record && this.#autoRecorded !== gen && frame.trackIndex === this.#firstTrack()?.index) {
       this.#autoRecorded = gen;
@@ -205,28 +216,36 @@ export class RecordingService implements VideoSubscriber {
   }
 
   #onAudio(chunk: OutputAudio): void {
-    if (this.#closed || this.#unavailable || chunk.trackIndex !== this.#audioIndex || this.#audioFailed) return;
-    if (!this.#audio) {
-      const gen = this.#generation;
-      try {
-        this.#audio = new AacEncoder(
-          this.#wc,
-          chunk.sampleRate,
-          (u, config) => {
-            if (gen === this.#generation) this.#audioUnit(u, config);
-          },
-          (err) => {
-            this.#audioFailed = true;
-            this.#log.error(`the AAC encoder of track "${chunk.track}" failed: ${err.message}; clips and recordings of this session have no sound`);
-          },
-        );
-      } catch (err) {
-        this.#audioFailed = true;
-        this.#log.error(`no AAC encoder for track "${chunk.track}" (${chunk.sampleRate} Hz): ${(err as Error).message}; clips and recordings have no sound`);
-        return;
-      }
+    if (this.#closed || this.#unavailable || chunk.trackIndex !== this.#audioIndex) return;
+    this.#audioEncoder(chunk.sampleRate)?.encode(chunk.pcm, Math.round(chunk.ptsMs * 1000));
+  }
+
+  /** The session's AAC encoder (made at its first frame or sound), undefined once it failed. */
+  #audioEncoder(sampleRate: number): AacEncoder | undefined {
+    if (this.#audioFailed) return undefined;
+    if (this.#audio) return this.#audio;
+    const gen = this.#generation;
+    const track = this.#host.schema.tracks[this.#audioIndex]?.name ?? 'audio';
+    try {
+      this.#audio = new AacEncoder(
+        this.#wc,
+        sampleRate,
+        (u, config) => {
+          if (gen === this.#generation) this.#audioUnit(u, config);
+        },
+        (err) => {
+          this.#audioFailed = true;
+          this.#recorder?.endAudio();
+          this.#log.error(`the AAC encoder of track "${track}" failed: ${err.message}; clips and recordings of this session have no sound`);
+        },
+      );
+    } catch (err) {
+      this.#audioFailed = true;
+      this.#recorder?.endAudio();
+      this.#log.error(`no AAC encoder for track "${track}" (${sampleRate} Hz): ${(err as Error).message}; clips and recordings have no sound`);
+      return undefined;
     }
-    this.#audio.encode(chunk.pcm, Math.round(chunk.ptsMs * 1000));
+    return this.#audio;
   }
 
   #audioUnit(u: AudioUnit, config: AudioStreamConfig): void {
@@ -304,6 +323,8 @@ export class RecordingService implements VideoSubscriber {
 
   /** Starts recording the current session. @throws ReactorError `recording_state`, `clip_unavailable`, `disk_full` */
   async startRecording(): Promise<RecordingInfo> {
+    // One that stopped by itself (a limit, a full disk) is still writing its last fragment: it is done once that is.
+    if (this.#recorder && this.#recorder.state !== 'recording') await this.#recorder.stop();
     if (this.#recorder || this.#opening)
       throw fail(ServerErrorCode.RecordingState, `this session is already being recorded (${this.#recorder?.name ?? 'starting'}); stop it first`);
     if (this.#unavailable) throw fail(ServerErrorCode.ClipUnavailable, `recording is unavailable on this server: ${this.#unavailable}`);
@@ -319,15 +340,17 @@ export class RecordingService implements VideoSubscriber {
     this.#opening = SessionRecorder.open(
       this.options.dir,
       session,
-      this.#audioIndex >= 0 && this.#wc !== undefined,
+      this.#audioIndex >= 0 && this.#wc !== undefined && !this.#audioFailed,
       {
         maxBytes: this.options.maxBytes,
         maxDurationMs: this.options.maxDurationMs,
         minFreeBytes: this.options.minFreeBytes,
         retentionMs: this.options.retentionMs,
+        startReserveBytes: this.#fragmentBytes,
       },
       this.#log,
       (r) => {
+        this.#fragmentBytes = Math.max(this.#fragmentBytes, r.largestWrite);
         if (this.#recorder === r) this.#recorder = undefined;
         this.#done.set(r.name, r.info());
         this.#log.info(`recording ${r.name} ${r.state}: ${r.bytes} bytes, ${r.durationS.toFixed(1)} s`);

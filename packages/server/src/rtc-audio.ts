@@ -3,7 +3,11 @@
  * `AudioEncoder`, libopus inside), fed once per played-out chunk whatever the number of viewers,
  * its packets fanned out to every WebRTC viewer of the track. The app's mono PCM is cut into
  * 20 ms frames; Opus takes 8, 12, 16, 24 or 48 kHz, any other rate is resampled (linear) to 48
- * kHz. RTP timestamps run at 48 kHz (RFC 7587) from the track's sample count.
+ * kHz. RTP timestamps run at 48 kHz (RFC 7587) from the track's sample count, and jump with the
+ * played-out pts across a gap (an underrun, a stall, a session left without a client), so that
+ * they stay on the video's clock (its RTP timestamps are its pts): the receiver lines both up by
+ * them. The encoder stamps its packets from its own count whatever it is given, so each packet
+ * gets the timestamp kept here for its input frame.
  */
 import type { Logger } from '@reactor/log';
 import type { OutputAudio } from '@reactor/runtime';
@@ -19,6 +23,8 @@ export interface OpusPacket {
 /** Opus bitrate of a mono track. */
 const OPUS_BITRATE = 48_000;
 const OPUS_RATES = new Set([8000, 12000, 16000, 24000, 48000]);
+/** One Opus frame, µs: a pts jump longer than this is a gap the RTP timestamps jump over. */
+const OPUS_FRAME_US = 20_000;
 
 // The subset of @napi-rs/webcodecs used here.
 interface NativeAudioChunk {
@@ -46,8 +52,13 @@ class TrackOpus {
   #encoder: NativeAudioEncoder | undefined;
   #rate = 0;
   #inRate = 0;
-  /** Samples (at the encoder's rate) handed to the encoder. */
-  #samples = 0;
+  /** RTP timestamp (48 kHz) of the next sample handed to the encoder. */
+  #rtpNext = 0;
+  /** The pts the next sample received plays at, µs (undefined before the first chunk). */
+  #ptsNextUs: number | undefined;
+  /** The RTP timestamps of the frames handed to the encoder whose packet is not out yet, in order. */
+  #stamps: number[] = [];
+  #lastStamp = 0;
   #carry = new Int16Array(0);
   #failed = false;
   readonly #wc: AudioModule;
@@ -79,38 +90,59 @@ class TrackOpus {
     const enc = this.#encoder;
     if (!enc) return;
     const pcm = this.#inRate === this.#rate ? chunk.pcm : resample(chunk.pcm, this.#inRate, this.#rate);
+    const frame = this.#rate / 50;
+    const ptsUs = chunk.ptsMs * 1000;
+    const gapUs = this.#ptsNextUs === undefined ? 0 : ptsUs - this.#ptsNextUs;
+    if (gapUs > OPUS_FRAME_US) {
+      // A gap: what is left of the sound before it is played out (padded to a frame), and the timestamps jump over it.
+      if (this.#carry.length > 0) {
+        const last = new Int16Array(frame);
+        last.set(this.#carry);
+        this.#carry = new Int16Array(0);
+        if (!this.#encode(enc, last)) return;
+      }
+      this.#rtpNext += Math.round((gapUs * 48000) / 1e6);
+    }
+    this.#ptsNextUs = ptsUs + (chunk.pcm.length * 1e6) / this.#inRate;
     const all = new Int16Array(this.#carry.length + pcm.length);
     all.set(this.#carry, 0);
     all.set(pcm, this.#carry.length);
-    const frame = this.#rate / 50;
     let off = 0;
-    for (; off + frame <= all.length; off += frame) {
-      const ts = Math.round((this.#samples * 1_000_000) / this.#rate);
-      this.#samples += frame;
-      try {
-        const data = new this.#wc.AudioData({
-          format: 's16',
-          sampleRate: this.#rate,
-          numberOfFrames: frame,
-          numberOfChannels: 1,
-          timestamp: ts,
-          data: all.slice(off, off + frame),
-        });
-        enc.encode(data);
-        data.close();
-      } catch (err) {
-        this.#fail(err as Error);
-        return;
-      }
-    }
+    for (; off + frame <= all.length; off += frame) if (!this.#encode(enc, all.slice(off, off + frame))) return;
     this.#carry = all.slice(off);
+  }
+
+  /** Hands one 20 ms frame to the encoder; false once it failed. */
+  #encode(enc: NativeAudioEncoder, samples: Int16Array): boolean {
+    const stamp = this.#rtpNext;
+    this.#rtpNext += (samples.length * 48000) / this.#rate;
+    try {
+      const data = new this.#wc.AudioData({
+        format: 's16',
+        sampleRate: this.#rate,
+        numberOfFrames: samples.length,
+        numberOfChannels: 1,
+        timestamp: Math.round((stamp * 1_000_000) / 48000),
+        data: samples,
+      });
+      this.#stamps.push(stamp);
+      enc.encode(data);
+      data.close();
+      return true;
+    } catch (err) {
+      this.#fail(err as Error);
+      return false;
+    }
   }
 
   #open(inRate: number): void {
     this.close();
     this.#inRate = inRate;
     this.#rate = OPUS_RATES.has(inRate) ? inRate : 48000;
-    this.#samples = 0;
+    this.#rtpNext = 0;
+    this.#ptsNextUs = undefined;
+    this.#stamps = [];
+    this.#lastStamp = 0;
     this.#carry = new Int16Array(0);
     const rate = this.#rate;
     try {
@@ -118,7 +150,10 @@ class TrackOpus {
         output: (c) => {
           const data = new Uint8Array(c.byteLength);
           c.copyTo(data);
-          const p = { data, timestamp48k: Math.round((c.timestamp * 48000) / 1_000_000) };
+          // One packet per frame, in order (a packet more at a flush, which never comes here: one frame on).
+          const stamp = this.#stamps.shift() ?? this.#lastStamp + 960;
+          this.#lastStamp = stamp;
+          const p = { data, timestamp48k: Math.round(stamp) };
           for (const l of this.#listeners) l(p);
         },
         error: (e) => this.#fail(e),

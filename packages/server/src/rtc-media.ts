@@ -131,8 +131,9 @@ export class RtcMedia {
       unqueueVideo: () => undefined,
       closed: () => this.#closed,
     });
-    const first = [...init.tiers].sort((a, b) => b.bitrate - a.bitrate)[0]!;
-    this.#tier = new RtcTierController(init.tiers, first);
+    // Conservative first, as GCC starts low: the lowest tier, stepped up as the browser's estimate shows headroom.
+    this.#tier = new RtcTierController(init.tiers);
+    const first = this.#tier.tier;
     this.#video.use(init.codec, first);
     this.#stats.tier = first.name;
     this.#tick = setInterval(() => this.#judge(), 250);
@@ -298,7 +299,7 @@ export class RtcMedia {
       this.#stats.nacks++;
       this.#playout.nack();
       m.retransmits.inc(fb.lost?.length ?? 0);
-      this.#tier.nacked(fb.lost?.length ?? 0);
+      this.#tier.nacked(fb.lost ?? []);
       return true;
     }
     // Payload-specific feedback (206): count 1 PLI, 15 REMB.

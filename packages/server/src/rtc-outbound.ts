@@ -48,6 +48,8 @@ export interface RtcOutboundInit {
 /** A connection's WebRTC state, for `ConnectionInfo`. */
 export interface RtcInfo {
   state: RtcState;
+  /** The video codec its peer connection carries. */
+  codec: Exclude<VideoCodecName, 'jpeg'>;
   media?: RtcMediaStats;
   /** Inbound tracks received over WebRTC (`publish` with `"transport":"webrtc"`): counters by track. */
   inbound?: Record<string, RtcIntakeInfo>;
@@ -64,6 +66,8 @@ export class RtcOutbound implements OutboundSender {
   #counted = false;
   readonly #paused = new Set<number>();
   #closed = false;
+  /** An `rtc_offer` came on this connection (later candidates without a peer are stale, not early). */
+  #offered = false;
   /** Signalling is handled one message at a time, in arrival order (an offer's werift work is async). */
   #signals: Promise<void> = Promise.resolve();
 
@@ -97,13 +101,15 @@ export class RtcOutbound implements OutboundSender {
     }
     if (msg.type === 'rtc_candidate') {
       if (!this.#peer) {
-        this.#o.error(ServerErrorCode.RtcBadCandidate, 'rtc_candidate before rtc_offer; send rtc_offer first');
+        // Candidates still trickling in after a peer connection failed or closed are stale, not a mistake: dropped.
+        if (!this.#offered) this.#o.error(ServerErrorCode.RtcBadCandidate, 'rtc_candidate before rtc_offer; send rtc_offer first');
         return;
       }
       // Not awaited: werift may take long on a candidate (an mDNS name to resolve), and rtc_close must not wait behind it.
       void this.#peer.candidate(msg);
       return;
     }
+    this.#offered = true;
     await this.#offer(rtc, msg.sdp);
   }
 
@@ -197,7 +203,7 @@ export class RtcOutbound implements OutboundSender {
     if (!state) return undefined;
     const media = this.#media?.stats();
     const inbound = this.#o.inbound?.info();
-    return { state, ...(media ? { media } : {}), ...(inbound && Object.keys(inbound).length > 0 ? { inbound } : {}) };
+    return { state, codec: this.#codec, ...(media ? { media } : {}), ...(inbound && Object.keys(inbound).length > 0 ? { inbound } : {}) };
   }
 
   // ---- OutboundSender ----------------------------------------------------------------------

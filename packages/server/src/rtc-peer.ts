@@ -17,7 +17,7 @@ import type { Logger } from '@reactor/log';
 import type { RtcCandidateMessage, RtcState, RtcTrackMapping, ServerMessage, TrackSchema, VideoCodecName } from '@reactor/protocol';
 import type * as Werift from 'werift';
 import { ServerErrorCode } from './errors.js';
-import type { ResolvedWebRtcOptions } from './rtc-options.js';
+import { isTurn, type ResolvedWebRtcOptions } from './rtc-options.js';
 import { iceServersFor } from './turn-credentials.js';
 
 /** The playout-delay header extension: the sender asks the receiver for a jitter-buffer range (here 0..0: show frames as soon as they decode). */
@@ -31,8 +31,27 @@ type WeriftModule = typeof Werift;
 let loading: Promise<WeriftModule> | undefined;
 /** Loads werift once (a server that never sees an offer never loads it). */
 export function loadWerift(): Promise<WeriftModule> {
-  loading ??= import('werift');
+  loading ??= import('werift').then((w) => {
+    boundGenericNack(w);
+    return w;
+  });
   return loading;
+}
+
+/**
+ * werift hands each packet of a compound RTCP datagram the rest of the datagram, not its own
+ * `length` words, and its generic NACK reads FCI entries to the end of what it is given: a NACK
+ * followed by a REMB or an SDES (as Chromium sends them) read those packets' bytes as lost
+ * sequence numbers and bitmasks (issue 43: 81 NACKs "carrying" 2,000 numbers for one lost
+ * packet, werift retransmitting the bogus ones, the tier stepped down for "504 % asked for
+ * again"). Bound to its own length here, once, for every peer connection of the process.
+ */
+function boundGenericNack(w: WeriftModule): void {
+  const nack = w.GenericNack as unknown as { deSerialize(data: Buffer, header: { length: number }): unknown; reactorBounded?: true };
+  if (nack.reactorBounded) return;
+  const read = nack.deSerialize.bind(nack);
+  nack.deSerialize = (data, header) => read(data.subarray(0, header.length * 4), header);
+  nack.reactorBounded = true;
 }
 
 /** What a peer needs from its connection. */
@@ -100,10 +119,17 @@ export function readOffer(sdp: string): MLine[] {
       const m = /^a=fmtp:(\d+) (.*)$/.exec(l);
       if (m) fmtp.set(m[1]!, m[2]!);
     }
-    const codecs = lines
-      .map((l) => /^a=rtpmap:(\d+) ([^/]+)\//.exec(l))
-      .filter((m): m is RegExpExecArray => m !== null)
-      .map((m) => `${m[2]!.toLowerCase()}${fmtp.has(m[1]!) ? ` ${fmtp.get(m[1]!)}` : ''}`);
+    const maps = lines.map((l) => /^a=rtpmap:(\d+) ([^/]+)\//.exec(l)).filter((m): m is RegExpExecArray => m !== null);
+    // A payload type of the m= line without its a=rtpmap (dynamic ones, 96 and up, have no meaning without it): the SDP was cut short.
+    const mapped = new Set(maps.map((m) => m[1]!));
+    const unmapped = (lines[0]!.split(' ').slice(3) ?? []).filter((pt) => /^\d+$/.test(pt) && Number(pt) >= 96 && !mapped.has(pt));
+    if ((kind === 'video' || kind === 'audio') && unmapped.length > 0) {
+      throw new OfferRefused(
+        ServerErrorCode.RtcBadOffer,
+        `the offer's ${kind} section lists payload types ${unmapped.slice(0, 8).join(', ')} with no a=rtpmap line: the SDP looks cut short; send all of RTCPeerConnection.createOffer().sdp`,
+      );
+    }
+    const codecs = maps.map((m) => `${m[2]!.toLowerCase()}${fmtp.has(m[1]!) ? ` ${fmtp.get(m[1]!)}` : ''}`);
     return { kind, direction: dir ?? 'sendrecv', mid, codecs };
   });
 }
@@ -113,6 +139,24 @@ function hasCodec(line: MLine, codec: Exclude<VideoCodecName, 'jpeg'>): boolean 
   if (line.kind === 'audio') return line.codecs.some((c) => c.startsWith('opus'));
   if (codec === 'vp8') return line.codecs.some((c) => c.startsWith('vp8'));
   return line.codecs.some((c) => c.startsWith('h264') && /packetization-mode=1/.test(c));
+}
+
+/** Whether a list of ICE servers names a STUN server (`stun:`/`stuns:`). */
+function hasStun(servers: ResolvedWebRtcOptions['iceServers']): boolean {
+  return servers.some((s) => (Array.isArray(s.urls) ? s.urls : [s.urls]).some((u) => /^stuns?:/i.test(u)));
+}
+
+/**
+ * werift's ICE agent falls back to Google's public STUN server when it is given none (in
+ * `Connection`'s constructor, `stunServer ?? ['stun.l.google.com', 19302]`), and the peer
+ * connection has no option to say "none". On a host without egress that lookup held each answer
+ * up to werift's 5 s gathering timeout (issue 43). So, as docs/webrtc.md promises (no STUN
+ * unless configured), the agents of this peer connection's transports are told there is none
+ * before they gather (at `setLocalDescription`). `stunServer` is a public field of werift's
+ * `Connection`; the test of this (test/manifest-webrtc.test.ts) watches the server's DNS.
+ */
+function withoutDefaultStun(pc: Werift.RTCPeerConnection): void {
+  for (const t of pc.iceTransports) (t.connection as { stunServer?: unknown }).stunServer = undefined;
 }
 
 /** A candidate line as `RTCPeerConnection.onicecandidate` gives it: `candidate:<foundation> <component> <udp|tcp> <priority> <address> <port> typ <type> ...`. */
@@ -129,6 +173,10 @@ export class RtcPeer {
   /** Serialises offers (a renegotiation waits for the one before). */
   #busy: Promise<void> = Promise.resolve();
   #closed = false;
+  /** The candidates this side gathered so far (trickled), to tell whether TURN gave a relay. */
+  #gathered = '';
+  /** Whether the missing relay was logged (once a peer). */
+  #relaySaid = false;
   /** Local candidates found before the answer went out (the client cannot add them before it has the answer). */
   #early: ServerMessage[] | undefined = [];
 
@@ -190,6 +238,7 @@ export class RtcPeer {
     } catch (err) {
       throw new OfferRefused(ServerErrorCode.RtcBadOffer, `the offer SDP could not be read: ${(err as Error).message?.slice(0, 300)}`);
     }
+    if (!hasStun(this.#c.options.iceServers)) withoutDefaultStun(pc);
     // Match m-lines to tracks by kind, in order.
     const outs = {
       video: tracks.map((t, i) => ({ t, i })).filter((x) => x.t.direction === 'out' && x.t.kind === 'video'),
@@ -240,6 +289,7 @@ export class RtcPeer {
     const answer = await pc.createAnswer();
     await pc.setLocalDescription(answer);
     if (this.#closed) return;
+    this.#checkRelay(pc.localDescription?.sdp ?? '');
     this.#c.negotiated(senders);
     this.#c.inboundAttached?.(inbound);
     this.#c.send({ type: 'rtc_answer', sdp: pc.localDescription?.sdp ?? answer.sdp, tracks: mapping });
@@ -280,6 +330,7 @@ export class RtcPeer {
     pc.onIceCandidate.subscribe((c) => {
       if (this.#closed || !c) return;
       const j = c.toJSON();
+      this.#gathered += `${j.candidate ?? ''}\n`;
       const msg: ServerMessage = {
         type: 'rtc_candidate',
         candidate: j.candidate ?? '',
@@ -320,12 +371,29 @@ export class RtcPeer {
     this.#setState('connected');
   }
 
+  /**
+   * With TURN configured, gathering that brought no relay candidate means the server's own
+   * allocation was refused (credentials, quota) or its TURN server is unreachable: werift says
+   * nothing of it, and a relay-only viewer would then time out with no word on the server.
+   */
+  #checkRelay(gathered: string): void {
+    const turn = this.#c.options.iceServers.filter(isTurn);
+    if (turn.length === 0 || this.#relaySaid || / typ relay/.test(gathered)) return;
+    this.#relaySaid = true;
+    const urls = turn.flatMap((t) => (Array.isArray(t.urls) ? t.urls : [t.urls])).join(', ');
+    this.#c.log.warn(
+      `webrtc: no TURN relay candidate from ${urls}: the server's allocation was refused or its TURN server did not answer; check server.webrtc.ice_servers (username, credential or turn_secret) and that the TURN server is reachable from here`,
+    );
+  }
+
   /** `rtc_candidate` from the client. */
   async candidate(msg: RtcCandidateMessage): Promise<void> {
     await this.#busy;
     const pc = this.#pc;
-    if (!pc || this.#closed) {
-      this.#c.error(ServerErrorCode.RtcBadCandidate, 'rtc_candidate before rtc_offer (or after the peer connection closed); send rtc_offer first');
+    // Candidates still trickling in after the peer connection failed or closed are stale, not a mistake: dropped.
+    if (this.#closed) return;
+    if (!pc) {
+      this.#c.error(ServerErrorCode.RtcBadCandidate, 'rtc_candidate before an rtc_offer was accepted; send rtc_offer first');
       return;
     }
     // End of candidates: nothing to do (werift checks the pairs it has).
@@ -347,6 +415,8 @@ export class RtcPeer {
   /** Fails the peer (`rtc_state failed` with the code in its reason) and closes it. */
   fail(code: ServerErrorCode, why: string): void {
     if (this.#closed) return;
+    // Gathering may still be waiting on the TURN server when the connect timeout fires.
+    if (code === ServerErrorCode.RtcIceTimeout) this.#checkRelay(`${this.#gathered}${this.#pc?.localDescription?.sdp ?? ''}`);
     this.#end('failed', `${code}: ${why}`);
   }
 

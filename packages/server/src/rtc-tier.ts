@@ -3,7 +3,10 @@
  * estimate (REMB) and the loss its receiver reports show over each window. The hysteresis is the
  * client's (`TierHysteresis` of `@reactor/protocol`: down after 2 bad windows in a row, up after
  * 10 s stable on a tier, doubled after a failed step up, at most 120 s, 2 s after a switch not
- * judged); what makes a window bad is this transport's. Pure logic.
+ * judged); what makes a window bad is this transport's. A viewer starts on the lowest tier
+ * and, until its first step down, ramps up faster: one tier per {@link RAMP_UP_MS} of good
+ * windows with the estimate above what is sent (as GCC starts low and probes up), so that a
+ * viewer on a narrow path is never sent more than it carries at the start. Pure logic.
  */
 import { TierHysteresis, type VideoTierSchema } from '@reactor/protocol';
 
@@ -50,6 +53,8 @@ const NACKED_BAD = 0.06;
 const MIN_EXPECTED = 20;
 /** Stepping up needs an estimate this far above what is sent now (Chromium raises it only while the path keeps up). */
 const UP_MARGIN = 1.2;
+/** Good time with headroom on a tier before the start-up ramp tries the next one, ms (the settling after each switch comes on top). */
+export const RAMP_UP_MS = 2000;
 
 export class RtcTierController {
   /** Highest bitrate first. */
@@ -63,22 +68,28 @@ export class RtcTierController {
   #report: RtcReceiverReport | undefined;
   #bytes = 0;
   #packets = 0;
-  #nacked = 0;
+  /** Distinct sequence numbers asked for again in this window (Chromium asks for a missing packet again every round trip). */
+  readonly #nacked = new Set<number>();
+  /** The start-up ramp runs until the first step down. */
+  #ramping = true;
+  #rampGoodSince: number | undefined;
 
-  constructor(tiers: readonly VideoTierSchema[], initial: VideoTierSchema, now: () => number = () => performance.now()) {
+  /**
+   * @param initial the tier to start on; default the lowest (the start-up ramp takes it up)
+   */
+  constructor(tiers: readonly VideoTierSchema[], initial?: VideoTierSchema, now: () => number = () => performance.now()) {
     this.#tiers = [...tiers].sort((a, b) => b.bitrate - a.bitrate);
     this.#now = now;
     const t = now();
     this.#windowStart = t;
-    this.#h = new TierHysteresis(
-      this.#tiers.length,
-      Math.max(
-        0,
-        this.#tiers.findIndex((x) => x.name === initial.name),
-      ),
-      HYSTERESIS,
-      t,
-    );
+    const at =
+      initial === undefined
+        ? this.#tiers.length - 1
+        : Math.max(
+            0,
+            this.#tiers.findIndex((x) => x.name === initial.name),
+          );
+    this.#h = new TierHysteresis(this.#tiers.length, at, HYSTERESIS, t);
   }
 
   get tier(): VideoTierSchema {
@@ -101,9 +112,9 @@ export class RtcTierController {
     this.#packets += packets;
   }
 
-  /** Sequence numbers a NACK of this viewer asked for again. */
-  nacked(count: number): void {
-    this.#nacked += count;
+  /** The sequence numbers a NACK of this viewer asked for again (each counted once per window). */
+  nacked(seqs: readonly number[]): void {
+    for (const q of seqs) this.#nacked.add(q & 0xffff);
   }
 
   /** A receiver report block about this viewer's stream (cumulative counters). */
@@ -120,15 +131,31 @@ export class RtcTierController {
     this.#windowStart = now;
     const loss = this.#windowLoss();
     const rate = (this.#bytes * 8 * 1000) / elapsed;
-    const nacked = this.#packets >= MIN_EXPECTED ? this.#nacked / this.#packets : 0;
+    const nacked = this.#packets >= MIN_EXPECTED ? this.#nacked.size / this.#packets : 0;
     this.#bytes = 0;
     this.#packets = 0;
-    this.#nacked = 0;
+    this.#nacked.clear();
     const est = this.#estimate;
-    if (this.#h.settling(now) || est === undefined) return undefined;
+    if (this.#h.settling(now) || est === undefined) {
+      this.#rampGoodSince = undefined;
+      return undefined;
+    }
     const cur = this.tier;
     const bad = est < rate * HEADROOM || loss > LOSS_BAD || nacked > NACKED_BAD;
-    const step = this.#h.window(now, bad ? 'bad' : 'good', est >= rate * UP_MARGIN);
+    const headroom = est >= rate * UP_MARGIN;
+    let step: { direction: 'down' | 'up' } | undefined;
+    if (this.#ramping && !bad && this.#h.index > 0) {
+      this.#rampGoodSince = headroom ? (this.#rampGoodSince ?? now - elapsed) : undefined;
+      if (this.#rampGoodSince !== undefined && now - this.#rampGoodSince >= RAMP_UP_MS) {
+        this.#h.switchTo(this.#h.index - 1, now);
+        this.#rampGoodSince = undefined;
+        step = { direction: 'up' };
+      }
+    } else {
+      this.#rampGoodSince = undefined;
+      step = this.#h.window(now, bad ? 'bad' : 'good', headroom);
+      if (step?.direction === 'down') this.#ramping = false;
+    }
     if (!step) return undefined;
     const reason =
       step.direction === 'up'

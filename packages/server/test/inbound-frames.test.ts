@@ -282,6 +282,11 @@ describe('server: inbound frames', () => {
     // The default frame limit (RGB at 160x120 plus 64 KiB) is above the 64 KiB text limit: text is still held to it.
     c.send({ type: 'command', id: 'x', name: 'y', params: { pad: 'x'.repeat(70 * 1024) } });
     expect(await c.closed).toBe(1009);
+    // Over both limits, `ws` itself stops reading it (its maxPayload): the close still says why.
+    const d = await client(big.server);
+    const reason = new Promise<[number, string]>((res) => d.ws.once('close', (code: number, why: Buffer) => res([code, why.toString()])));
+    d.ws.send(new Uint8Array(big.server.options.maxMessageBytes + 200 * 1024));
+    expect(await reason).toEqual([1009, expect.stringMatching(/^message over the limit of \d+ bytes$/)]);
     await keepsStreaming(b);
   });
 

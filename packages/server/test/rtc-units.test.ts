@@ -86,6 +86,7 @@ describe('RtcTierController', () => {
    */
   function feeder(c: RtcTierController, clock: { t: number }) {
     const rr = { packetsLost: 0, highestSequence: 1000 };
+    let seq = 0;
     return (
       sentBits: number,
       remb: number,
@@ -93,7 +94,10 @@ describe('RtcTierController', () => {
     ): ReturnType<RtcTierController['tick']> => {
       const { packets = 300, lost = 0, reports = 10, nacked = 0 } = o;
       c.sent(sentBits / 8, packets);
-      c.nacked(nacked);
+      // Distinct sequence numbers, each asked for twice (Chromium asks again every round trip): counted once.
+      const asked = Array.from({ length: nacked }, () => seq++ & 0xffff);
+      c.nacked(asked);
+      c.nacked(asked);
       c.remb(remb);
       for (let i = 1; i <= reports; i++) {
         c.report({ packetsLost: rr.packetsLost + Math.round((lost * i) / reports), highestSequence: rr.highestSequence + Math.round((packets * i) / reports) });
@@ -158,7 +162,35 @@ describe('RtcTierController', () => {
     const c = new RtcTierController(tiers, tiers[1]!, () => clock.t);
     const second = feeder(c, clock);
     for (let i = 0; i < 40; i++) expect(second(1e6, 1.1e6)).toBeUndefined();
+    // No step down yet: the start-up ramp steps up after RAMP_UP_MS (2 s) of headroom.
+    expect(second(1e6, 1.3e6)).toBeUndefined();
     expect(second(1e6, 1.3e6)).toMatchObject({ direction: 'up', tier: { name: 'full' } });
+  });
+
+  it('starts on the lowest tier and ramps up one tier per 2 s of headroom, as GCC starts low; after its first step down it holds 10 s before a try', () => {
+    const clock = { t: 0 };
+    const c = new RtcTierController(tiers, undefined, () => clock.t);
+    expect(c.tier.name).toBe('low');
+    const second = feeder(c, clock);
+    // Settling, then 2 s of an estimate 1.5 x what is sent (what Chromium's estimate does on a path that carries more).
+    const seen: string[] = [];
+    for (let i = 0; i < 12 && c.tier.name !== 'full'; i++) {
+      const sent = c.tier.bitrate * 0.9;
+      const d = second(sent, sent * 1.5);
+      if (d) seen.push(`${d.direction}:${d.tier.name}`);
+    }
+    expect(seen).toEqual(['up:half', 'up:full']);
+    // On the top tier the path gives out: down after 2 bad windows, and then the ramp is over.
+    for (let i = 0; i < 3; i++) second(3e6, 2e6); // settling after the switch, then one bad window
+    expect(second(3e6, 2e6)).toMatchObject({ direction: 'down', tier: { name: 'half' } });
+    let s = 0;
+    let up;
+    while (!up && s < 30) {
+      up = second(1e6, 2e6);
+      s++;
+    }
+    expect(up).toMatchObject({ direction: 'up', tier: { name: 'full' } });
+    expect(s).toBeGreaterThanOrEqual(10);
   });
 });
 

@@ -4,6 +4,14 @@ import type { OutputAudio, OutputFrame } from './transport.js';
 import { type Chunk, type QueuedSlot, clockTrack } from './normalize.js';
 
 /**
+ * Longest stall of playout itself (its timer fired late: a blocked event loop, a loaded machine)
+ * that is caught up rather than skipped, ms. Frames that were queued in time play at once with
+ * their own due time and pts, so the stream's timeline (and the sound counted in samples along
+ * it) has no jump; a longer stall is a gap, and the clock restarts after it.
+ */
+export const MAX_CATCH_UP_MS = 1000;
+
+/**
  * Paces one session's frames out to the clients, track by track, and applies back-pressure:
  * {@link Playout.push} waits until every track has room, so the model is never more than
  * `bufferSize` frames (or one batch, if a batch is larger) ahead of playout.
@@ -14,6 +22,8 @@ import { type Chunk, type QueuedSlot, clockTrack } from './normalize.js';
  */
 export class Playout {
   private readonly queues: QueuedSlot[][];
+  /** When each queued slot was queued (`performance.now()`), in step with {@link queues}. */
+  private readonly queuedAt: number[][];
   private readonly nextDue: number[];
   private seq = 0;
   private timer: NodeJS.Timeout | undefined;
@@ -44,6 +54,7 @@ export class Playout {
     private readonly acks?: Pick<AppliedAcks<unknown>, 'played' | 'returned'>,
   ) {
     this.queues = tracks.map(() => []);
+    this.queuedAt = tracks.map(() => []);
     this.nextDue = tracks.map(() => -Infinity);
     const video = tracks.filter((t) => t.kind === 'video').length;
     this.clockTracks = video > 0 ? video : clockTrack(tracks) >= 0 ? 1 : 0;
@@ -132,6 +143,7 @@ export class Playout {
   flush(): number {
     const unplayed = this.acks ? this.unplayedAcks() : [];
     for (const q of this.queues) q.length = 0;
+    for (const q of this.queuedAt) q.length = 0;
     // A cut: the next frame plays as soon as it arrives, not one interval after the dropped ones.
     this.nextDue.fill(-Infinity);
     this.releaseWaiter(false);
@@ -172,11 +184,16 @@ export class Playout {
   }
 
   private enqueue(chunk: Chunk): void {
+    const now = performance.now();
     for (let t = 0; t < chunk.length; t++) {
       const frames = chunk[t];
       if (!frames) continue;
       const q = this.queues[t]!;
-      for (const f of frames) q.push(f);
+      const at = this.queuedAt[t]!;
+      for (const f of frames) {
+        q.push(f);
+        at.push(now);
+      }
     }
     this.schedule();
   }
@@ -225,10 +242,17 @@ export class Playout {
       while (q.length > 0) {
         let due = this.nextDue[t]!;
         const head = q[0]!;
-        // After an underrun (or a long stall) restart the clock instead of bursting to catch up.
-        if (due < now - Math.max(head.intervalMs, 2)) due = now;
+        if (due < now - Math.max(head.intervalMs, 2)) {
+          // Late by more than a frame. A slot queued in time is late because playout itself
+          // stalled: it plays now with its own due time (a burst of what was queued), so pts,
+          // and the sound counted along them, have no jump. A slot that came after its due time
+          // (an underrun: the model was late) or a stall past MAX_CATCH_UP_MS restarts the clock.
+          const queuedInTime = this.queuedAt[t]![0]! <= due + Math.max(head.intervalMs, 2);
+          if (!queuedInTime || due < now - MAX_CATCH_UP_MS) due = now;
+        }
         if (due > now + 0.5) break;
         q.shift();
+        this.queuedAt[t]!.shift();
         this.nextDue[t] = due + head.intervalMs;
         const ptsMs = due - this.startedAt;
         const firstSeq = this.seq;

@@ -63,6 +63,39 @@ describe('audio out', () => {
     expect(host.counters.audioChunksPlayed).toBeGreaterThanOrEqual(30);
   });
 
+  it('keeps picture and sound within one frame across a stall of playout (a blocked event loop): the frames queued in time play at once, with no pts jump', async () => {
+    const FPS = 25;
+    const PER_FRAME = RATE / FPS; // 320 samples, 40 ms
+    @reactorApp({ output: AvOut, fps: FPS, pacing: 'ahead', bufferSize: 25 })
+    class App extends ReactorApp {
+      generate(): AvOut {
+        return new AvOut({ main: new Frames(rgbFrames(4, 1, 1), [4, 1, 1, 3]), sound: new Int16Array(4 * PER_FRAME) });
+      }
+    }
+    const host = start(App);
+    await host.load();
+    const sink = new RecordingSink();
+    host.connect(sink);
+    await sink.waitForAudio(10);
+    // The injected stall: 250 ms (6 frames) with the event loop blocked, frames queued ahead.
+    const until = performance.now() + 250;
+    while (performance.now() < until) {
+      // blocked
+    }
+    const stalledAt = sink.audioChunks.length;
+    await sink.waitForAudio(stalledAt + 20);
+    // Where each chunk plays by its pts, against where the sound has got to by its samples.
+    const audio = sink.audioChunks;
+    let samples = 0;
+    let worst = 0;
+    for (const a of audio) {
+      const bySamples = (samples / RATE) * 1000;
+      worst = Math.max(worst, Math.abs(a.ptsMs - audio[0]!.ptsMs - bySamples));
+      samples += a.pcm.length;
+    }
+    expect(worst).toBeLessThan(1000 / FPS);
+  });
+
   it('paces a step that has audio and no frame by the audio duration, in order with the frames around it', async () => {
     const samples = new Counter();
     let step = 0;

@@ -34,14 +34,51 @@ interface AudioModule {
 /** Bits per second of the AAC stream (mono). */
 export const AAC_BITRATE = 96_000;
 
-/** Encodes one audio track; units come out in order through `onUnit`. */
+/**
+ * Largest gap in the sound that is filled with silence, µs. Longer gaps (a session left without
+ * a client for minutes) are not encoded: the packets after one are stamped past it, so the track
+ * has a hole there, as the picture has a frozen frame.
+ */
+export const MAX_SILENCE_FILL_US = 60_000_000;
+
+/**
+ * A jump of the played-out pts ahead of the sound's own count of samples larger than this is a
+ * gap (filled with silence); smaller ones are rounding of the pieces' boundaries, µs. One AAC
+ * frame at 48 kHz: the sound stays within it of the picture.
+ */
+const GAP_TOLERANCE_US = 20_000;
+
+/** Silence is handed to the encoder in pieces of this many samples at most. */
+const SILENCE_PIECE = 8192;
+
+/** Where a run of contiguous samples starts: its first sample's index and its pts on the session clock. */
+interface Segment {
+  readonly sample: number;
+  readonly ptsUs: number;
+}
+
+/**
+ * Encodes one audio track; units come out in order through `onUnit`.
+ *
+ * FFmpeg's AAC encoder (as `@napi-rs/webcodecs` drives it) stamps its packets from the first
+ * input timestamp and the samples counted since, ignoring every later input timestamp: across a
+ * gap in the stream its packets would run on as if there were none, minutes behind the picture
+ * (issue 43). So the timeline is kept here: the encoder is fed one contiguous count of samples,
+ * gaps up to {@link MAX_SILENCE_FILL_US} are filled with silence, and each packet's pts is
+ * mapped back from its sample index to the session clock through the segments fed.
+ */
 export class AacEncoder {
   readonly sampleRate: number;
   readonly #native: NativeAudioEncoder;
   readonly #wc: AudioModule;
   #config: AudioStreamConfig | undefined;
   #failed: Error | undefined;
-  #nextUs: number | undefined;
+  /** The encoder's own timestamp of its first sample (the first chunk's pts). */
+  #baseUs: number | undefined;
+  /** Samples fed so far (silence included). */
+  #samples = 0;
+  /** Runs of contiguous samples fed, oldest first (the first still needed by a packet to come at the front). */
+  readonly #segments: Segment[] = [];
 
   constructor(wc: unknown, sampleRate: number, onUnit: (u: AudioUnit, config: AudioStreamConfig) => void, onError: (err: Error) => void) {
     this.#wc = wc as AudioModule;
@@ -57,7 +94,7 @@ export class AacEncoder {
         if (!this.#config) return;
         const data = new Uint8Array(chunk.byteLength);
         chunk.copyTo(data);
-        onUnit({ data, ptsUs: chunk.timestamp, durationUs: chunk.duration ?? Math.round((1024 * 1e6) / sampleRate) }, this.#config);
+        onUnit({ data, ptsUs: this.#ptsOf(chunk.timestamp), durationUs: chunk.duration ?? Math.round((1024 * 1e6) / sampleRate) }, this.#config);
       },
       error: (err) => {
         this.#failed ??= err;
@@ -72,28 +109,84 @@ export class AacEncoder {
     return this.#config;
   }
 
+  /** The pts the next sample fed would play at on the current segment, µs (undefined before the first chunk). */
+  get nextUs(): number | undefined {
+    const seg = this.#segments[this.#segments.length - 1];
+    return seg && seg.ptsUs + ((this.#samples - seg.sample) * 1e6) / this.sampleRate;
+  }
+
   /**
-   * Encodes a chunk played at `ptsUs`. Chunks are stamped back to back from the first one
-   * (a gap of more than 100 ms restarts the count), so AAC frames get exact timestamps.
+   * Encodes a chunk played at `ptsUs`. Chunks within {@link GAP_TOLERANCE_US} of where the sound
+   * has got to are taken as contiguous (exact timestamps, no rounding drift); a later one is a
+   * gap: filled with silence, or, past {@link MAX_SILENCE_FILL_US}, a new segment. A chunk that
+   * starts earlier than the sound has got to (an app that gives more sound than its frames
+   * last) stays contiguous: packets never go back in time.
    */
   encode(pcm: Int16Array, ptsUs: number): void {
     if (this.#failed || pcm.length === 0) return;
-    const expected = this.#nextUs;
-    const ts = expected !== undefined && Math.abs(ptsUs - expected) < 100_000 ? expected : ptsUs;
-    this.#nextUs = ts + (pcm.length * 1e6) / this.sampleRate;
+    this.#jumpTo(ptsUs);
+    this.#feed(pcm);
+  }
+
+  /**
+   * Plays silence up to `ptsUs` when the sound has fallen behind it by more than `slackUs` (a
+   * stretch where the app sends no sound): a recording's muxer interleaves by time and would
+   * hold every fragment back until the sound catches up.
+   */
+  padTo(ptsUs: number, slackUs: number): void {
+    if (this.#failed) return;
+    const next = this.nextUs;
+    // The first frame starts the sound's timeline, whether sound comes with it or not.
+    if (next === undefined || ptsUs - next > slackUs) this.#jumpTo(ptsUs);
+  }
+
+  #jumpTo(ptsUs: number): void {
+    const next = this.nextUs;
+    if (next === undefined) {
+      this.#baseUs = ptsUs;
+      this.#segments.push({ sample: 0, ptsUs });
+      return;
+    }
+    const gap = ptsUs - next;
+    if (gap <= GAP_TOLERANCE_US) return;
+    if (gap <= MAX_SILENCE_FILL_US) {
+      let n = Math.round((gap * this.sampleRate) / 1e6);
+      const zeros = new Int16Array(Math.min(n, SILENCE_PIECE));
+      while (n > 0 && !this.#failed) {
+        const k = Math.min(n, zeros.length);
+        this.#feed(k === zeros.length ? zeros : zeros.subarray(0, k));
+        n -= k;
+      }
+    } else {
+      this.#segments.push({ sample: this.#samples, ptsUs });
+    }
+  }
+
+  #feed(pcm: Int16Array): void {
     const data = new this.#wc.AudioData({
       format: 's16',
       sampleRate: this.sampleRate,
       numberOfFrames: pcm.length,
       numberOfChannels: 1,
-      timestamp: Math.round(ts),
+      // One contiguous count: what the encoder stamps its packets with in any case.
+      timestamp: Math.round(this.#baseUs! + (this.#samples * 1e6) / this.sampleRate),
       data: pcm,
     });
+    this.#samples += pcm.length;
     try {
       this.#native.encode(data);
     } finally {
       data.close();
     }
+  }
+
+  /** The session-clock pts of the packet the encoder stamped `encoderUs` (its own contiguous count). */
+  #ptsOf(encoderUs: number): number {
+    const sample = Math.round(((encoderUs - this.#baseUs!) * this.sampleRate) / 1e6);
+    // Packets come out in order: segments wholly before this one are done with.
+    while (this.#segments.length > 1 && this.#segments[1]!.sample <= sample) this.#segments.shift();
+    const seg = this.#segments[0]!;
+    return Math.round(seg.ptsUs + ((sample - seg.sample) * 1e6) / this.sampleRate);
   }
 
   close(): void {

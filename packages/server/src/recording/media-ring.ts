@@ -176,6 +176,12 @@ export class MediaRing {
    * The last `seconds` of the ring, from the latest key frame at or before `end - seconds` (the
    * earliest one when the ring is shorter), all of one stream configuration; the audio that
    * plays with it. `undefined` when the ring holds no frame.
+   *
+   * Gaps in the stream (no frame for longer than {@link GAP_US}: a session left without a client,
+   * a stall) are cut out: `seconds` counts what was played, and the slice's timestamps run on
+   * across a gap as if the frame before it lasted as long as the one before that, its sound
+   * likewise (the silence the encoder was fed for the gap is left out). So a clip asked for right
+   * after a gap is at most one key-frame interval longer than asked, with no frozen frame in it.
    */
   slice(seconds: number): RingSlice | undefined {
     let n = this.#video.length;
@@ -189,27 +195,68 @@ export class MediaRing {
       while (n > 1 && this.#video.at(n - 1)!.ptsUs + this.#frameUs > audioEnd + this.#frameUs / 2) n--;
     }
     const last = this.#video.at(n - 1)!;
-    const target = last.ptsUs + this.#frameUs - seconds * 1e6;
     const same = (c: VideoStreamConfig): boolean => sameConfig(c, last.config);
+    // Walking back from the end, `played` is the play time from frame i to the end, gaps cut out.
+    let played = this.#frameUs;
     let start = -1;
+    const cuts: Cut[] = [];
     for (let i = n - 1; i >= 0; i--) {
       const u = this.#video.at(i)!;
       // A configuration change (a new size) starts on a key frame: the clip starts at the change at the earliest.
       if (!same(u.config)) break;
+      if (i < n - 1) {
+        const next = this.#video.at(i + 1)!;
+        const gap = next.ptsUs - u.ptsUs;
+        const before = i > 0 ? u.ptsUs - this.#video.at(i - 1)!.ptsUs : this.#frameUs;
+        const normal = before > 0 && before <= GAP_US ? before : this.#frameUs;
+        if (gap > GAP_US && gap > 2 * normal) {
+          cuts.push({ fromUs: u.ptsUs + normal, toUs: next.ptsUs });
+          played += normal;
+        } else {
+          played += gap;
+        }
+      }
       if (u.key) {
         start = i;
-        if (u.ptsUs <= target) break;
+        if (played >= seconds * 1e6) break;
       }
     }
     if (start < 0) return undefined;
-    const video = this.#video.slice(start).slice(0, n - start);
-    const from = video[0]!.ptsUs;
+    const from = this.#video.at(start)!.ptsUs;
+    cuts.reverse();
+    // Only the cuts inside the slice (the walk may have gone past its start to a key frame before it).
+    while (cuts.length > 0 && cuts[0]!.fromUs <= from) cuts.shift();
+    const shift = (t: number): number | undefined => {
+      let removed = 0;
+      for (const c of cuts) {
+        if (t >= c.toUs) removed += c.toUs - c.fromUs;
+        else if (t >= c.fromUs) return undefined;
+        else break;
+      }
+      return t - removed;
+    };
+    const video: VideoUnit[] = [];
+    for (let i = start; i < n; i++) {
+      const u = this.#video.at(i)!;
+      video.push(cuts.length === 0 ? u : { ...u, ptsUs: shift(u.ptsUs)! });
+    }
     const to = last.ptsUs + this.#frameUs;
     const audio: AudioUnit[] = [];
     for (let i = 0; i < this.#audio.length; i++) {
       const a = this.#audio.at(i)!;
-      if (a.ptsUs >= from && a.ptsUs < to) audio.push(a);
+      if (a.ptsUs < from || a.ptsUs >= to) continue;
+      const t = cuts.length === 0 ? a.ptsUs : shift(a.ptsUs);
+      if (t !== undefined) audio.push(t === a.ptsUs ? a : { ...a, ptsUs: t });
     }
     return { video, audio, frameUs: this.#frameUs };
   }
 }
+
+/** A stretch of a slice's timeline with no frame in it, cut out of the clip: `[fromUs, toUs)`. */
+interface Cut {
+  readonly fromUs: number;
+  readonly toUs: number;
+}
+
+/** A pause between two frames longer than this (and than two frames) is a gap in the stream, not a slow frame, µs. */
+export const GAP_US = 250_000;

@@ -56,16 +56,34 @@ function addAudio(as: EncodedAudioPacketSource, a: AudioUnit, t0: number, first:
   return as.add(new EncodedPacket(a.data, 'key', (a.ptsUs - t0) / 1e6, a.durationUs / 1e6), first ? audioMeta(first) : undefined);
 }
 
+/** What a {@link FragmentedMp4Writer} is told and asked while it writes. */
+export interface FragmentedMp4WriterOptions {
+  /** Called with the file's size after each write completed. */
+  onWrite(size: number): void;
+  /**
+   * Asked before each write (one fragment, or the header), with its size: throws to refuse it
+   * (a disk that would fall under its free-space margin). Nothing more is written after a refusal.
+   */
+  beforeWrite?(bytes: number): Promise<void>;
+  /** A write was refused or failed: the file was cut back to its last whole fragment. */
+  onError(err: unknown): void;
+  /** The shortest fragment, seconds. Default 1. */
+  fragmentS?: number;
+}
+
 /**
  * A fragmented MP4 written to an open file as packets arrive: `ftyp`+`moov`, then one
  * `moof`+`mdat` per group of pictures (mediabunny starts each fragment on a key frame, at
- * least `fragmentS` long). Writes go through `write`, which may throw (disk full): the
- * error rejects the next `addVideo`/`addAudio`.
+ * least `fragmentS` long, and hands each one over as one write). A write that fails (no space
+ * left, part of it written) or that `beforeWrite` refuses cuts the file back to where it was
+ * before it, so the file ends on a whole fragment; it is reported to `onError` at once, and
+ * rejects a later `addVideo`/`addAudio`/`finish`.
  */
 export class FragmentedMp4Writer {
   readonly #output: Output;
   readonly #video: EncodedVideoPacketSource;
   readonly #audio: EncodedAudioPacketSource | undefined;
+  #audioEnded = false;
   #videoConfig: VideoStreamConfig | undefined;
   #audioConfig: AudioStreamConfig | undefined;
   #t0: number | undefined;
@@ -76,20 +94,36 @@ export class FragmentedMp4Writer {
   /**
    * @param file where the bytes go (at their positions)
    * @param withAudio whether an audio track is made (its config comes with its first packet)
-   * @param onWrite called with the file's size after each write completed
    */
-  constructor(file: FileHandle, withAudio: boolean, onWrite: (size: number) => void, fragmentS = 1) {
+  constructor(file: FileHandle, withAudio: boolean, options: FragmentedMp4WriterOptions) {
     let size = 0;
+    let failed: unknown;
     const writable = new WritableStream<{ type: 'write'; data: Uint8Array; position: number }>({
       write: async (chunk) => {
-        await file.write(chunk.data, 0, chunk.data.byteLength, chunk.position);
+        if (failed !== undefined) throw failed as Error;
+        try {
+          await options.beforeWrite?.(chunk.data.byteLength);
+          // A write may land only in part (the disk filled up under it): the rest is written, or its error thrown.
+          for (let off = 0; off < chunk.data.byteLength;) {
+            const { bytesWritten } = await file.write(chunk.data, off, chunk.data.byteLength - off, chunk.position + off);
+            if (bytesWritten <= 0) throw Object.assign(new Error('no space left on device (a write wrote nothing)'), { code: 'ENOSPC' });
+            off += bytesWritten;
+          }
+        } catch (err) {
+          failed = err;
+          // Each write is a whole fragment (the muxer flushes once per fragment): cutting the file back to its size
+          // before this one leaves no torn fragment at its end.
+          await file.truncate(size).catch(() => undefined);
+          options.onError(err);
+          throw err;
+        }
         // The muxer writes each byte once, but may go back to patch a header: the size is the furthest end.
         size = Math.max(size, chunk.position + chunk.data.byteLength);
-        onWrite(size);
+        options.onWrite(size);
       },
     });
     this.#output = new Output({
-      format: new Mp4OutputFormat({ fastStart: 'fragmented', minimumFragmentDuration: fragmentS }),
+      format: new Mp4OutputFormat({ fastStart: 'fragmented', minimumFragmentDuration: options.fragmentS ?? 1 }),
       target: new StreamTarget(writable),
     });
     this.#video = new EncodedVideoPacketSource('avc');
@@ -136,10 +170,21 @@ export class FragmentedMp4Writer {
   /** Adds an audio packet (those before the first frame are skipped). */
   async addAudio(a: AudioUnit, config: AudioStreamConfig): Promise<void> {
     await this.#started;
-    if (!this.#audio || this.#t0 === undefined || a.ptsUs < this.#t0) return;
+    if (!this.#audio || this.#audioEnded || this.#t0 === undefined || a.ptsUs < this.#t0) return;
     const first = this.#audioConfig === undefined;
     this.#audioConfig ??= config;
     await this.#audio.add(new EncodedPacket(a.data, 'key', (a.ptsUs - this.#t0) / 1e6, a.durationUs / 1e6), first ? audioMeta(config) : undefined);
+  }
+
+  /**
+   * No more sound comes (its encoder failed): the muxer, which interleaves the tracks by time,
+   * stops waiting for it, and the rest is written as video alone.
+   */
+  async endAudio(): Promise<void> {
+    await this.#started;
+    if (!this.#audio || this.#audioEnded) return;
+    this.#audioEnded = true;
+    this.#audio.close();
   }
 
   /** Writes the last frame and the last fragment (and the index). The file stays open: the caller closes it. */

@@ -1,11 +1,11 @@
 /**
  * One recording: a session's video (and audio) written to `<dir>/<name>.mp4` as fragmented MP4
  * while it streams, with a `<name>.json` beside it that describes it (rewritten when it stops).
- * It stops by itself at `maxBytes` or `maxDurationMs`, when the disk's free space falls under
- * `minFreeBytes` (checked at most once a second while writing) or a write fails; what was
- * written before stays a playable file.
+ * It stops by itself at `maxBytes` or `maxDurationMs`, when a fragment would leave less than
+ * `minFreeBytes` free on the disk (checked before each one is written) or a write fails; the
+ * file then ends on its last whole fragment and plays.
  */
-import { open, writeFile, type FileHandle } from 'node:fs/promises';
+import { open, rm, writeFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CodedError, WireErrorCode, type RecordingInfo } from '@reactor/protocol';
 import type { Logger } from '@reactor/log';
@@ -19,10 +19,13 @@ export interface RecorderLimits {
   maxDurationMs: number;
   minFreeBytes: number;
   retentionMs: number;
+  /**
+   * Room a recording needs above `minFreeBytes` to start: the largest fragment written so far
+   * (0 before any), so that a start right after a `disk_full` stop is refused rather than
+   * opening a file whose first fragment cannot fit.
+   */
+  startReserveBytes?: number;
 }
-
-/** How often the free space is checked while writing, ms. */
-const DISK_CHECK_INTERVAL_MS = 1000;
 
 export class SessionRecorder {
   readonly name: string;
@@ -39,7 +42,7 @@ export class SessionRecorder {
   readonly #log: Logger;
   readonly #onStop: (r: SessionRecorder) => void;
   #chain: Promise<void> = Promise.resolve();
-  #lastDiskCheck = 0;
+  #largestWrite = 0;
   #stopping: Promise<void> | undefined;
   /** A write failed: nothing more is written. */
   #broken = false;
@@ -63,8 +66,20 @@ export class SessionRecorder {
     this.#limits = limits;
     this.#log = log;
     this.#onStop = onStop;
-    this.#writer = new FragmentedMp4Writer(file, withAudio, (size) => {
-      this.#bytes = size;
+    this.#writer = new FragmentedMp4Writer(file, withAudio, {
+      onWrite: (size) => {
+        this.#bytes = size;
+      },
+      beforeWrite: async (bytes) => {
+        this.#largestWrite = Math.max(this.#largestWrite, bytes);
+        const free = await freeBytes(dir);
+        if (free - bytes < limits.minFreeBytes) {
+          throw new RecorderDiskFullError(
+            `its next fragment (${bytes} bytes) would leave ${Math.max(0, free - bytes)} of the ${free} bytes free on the disk of ${dir}, below recording.min_free_bytes (${limits.minFreeBytes})`,
+          );
+        }
+      },
+      onError: (err) => this.#fail(err),
     });
   }
 
@@ -81,17 +96,35 @@ export class SessionRecorder {
     onStop: (r: SessionRecorder) => void,
   ): Promise<SessionRecorder> {
     const free = await freeBytes(dir);
-    if (free < limits.minFreeBytes) {
+    const reserve = limits.startReserveBytes ?? 0;
+    if (free < limits.minFreeBytes + reserve) {
+      const room = reserve > 0 ? ` plus room for one fragment (${reserve} bytes, the largest written)` : '';
       throw new RecorderDiskFullError(
-        `the disk of ${dir} has ${free} bytes free, below recording.min_free_bytes (${limits.minFreeBytes}); free some space or lower the setting`,
+        `the disk of ${dir} has ${free} bytes free, below recording.min_free_bytes (${limits.minFreeBytes})${room}; free some space or lower the setting`,
       );
     }
     const stamp = new Date().toISOString().replace(/[:.]/g, '-');
     const name = `${stamp}_${sessionId.replace(/[^\w-]/g, '_').slice(0, 64)}.mp4`;
-    const file = await open(join(dir, name), 'wx');
-    const r = new SessionRecorder(dir, name, sessionId, file, withAudio, limits, log, onStop);
-    await r.#writeInfo();
-    return r;
+    const path = join(dir, name);
+    let file: FileHandle | undefined;
+    try {
+      file = await open(path, 'wx');
+      const r = new SessionRecorder(dir, name, sessionId, file, withAudio, limits, log, onStop);
+      await r.#writeInfo();
+      return r;
+    } catch (err) {
+      // Nothing of a recording that could not start stays behind: no open handle, no empty file listed as stopped.
+      await file?.close().catch(() => undefined);
+      await rm(path, { force: true });
+      await rm(path.replace(/\.mp4$/, '.json'), { force: true });
+      if (isDiskFull(err)) throw new RecorderDiskFullError(`the disk of ${dir} is full (${(err as Error).message})`);
+      throw err;
+    }
+  }
+
+  /** The largest single write (a fragment) asked for so far, bytes. */
+  get largestWrite(): number {
+    return this.#largestWrite;
   }
 
   get bytes(): number {
@@ -122,24 +155,16 @@ export class SessionRecorder {
     if (this.#bytes >= this.#limits.maxBytes) return void this.stop('max_bytes');
     this.#lastPtsUs = u.ptsUs;
     this.#enqueue(() => this.#writer.addVideo(u));
-    const now = performance.now();
-    if (now - this.#lastDiskCheck >= DISK_CHECK_INTERVAL_MS) {
-      this.#lastDiskCheck = now;
-      freeBytes(this.#dir).then(
-        (free) => {
-          if (free < this.#limits.minFreeBytes && this.state === 'recording') {
-            this.#log.warn(`recording ${this.name} stopped: the disk has ${free} bytes free, below recording.min_free_bytes (${this.#limits.minFreeBytes})`);
-            void this.stop('disk_full');
-          }
-        },
-        () => undefined,
-      );
-    }
   }
 
   audio(a: AudioUnit, config: AudioStreamConfig): void {
     if (this.state !== 'recording') return;
     this.#enqueue(() => this.#writer.addAudio(a, config));
+  }
+
+  /** No more sound comes this session (its encoder failed): the rest is recorded as picture alone. */
+  endAudio(): void {
+    if (this.state === 'recording') this.#enqueue(() => this.#writer.endAudio());
   }
 
   #enqueue(fn: () => Promise<void>): void {
@@ -156,8 +181,10 @@ export class SessionRecorder {
   #fail(err: unknown): void {
     if (this.#broken) return;
     this.#broken = true;
-    this.state = isDiskFull(err) ? 'disk_full' : 'write_failed';
-    this.#log.error(`recording ${this.name} stopped (${this.state}): ${(err as Error)?.message ?? String(err)}; what was written before plays`);
+    if (this.state === 'recording') this.state = err instanceof RecorderDiskFullError || isDiskFull(err) ? 'disk_full' : 'write_failed';
+    this.#log.error(
+      `recording ${this.name} stopped (${this.state}): ${(err as Error)?.message ?? String(err)}; it ends on its last whole fragment, which plays`,
+    );
     this.#stopping ??= this.#close(false);
   }
 
@@ -176,7 +203,7 @@ export class SessionRecorder {
       if (finish && !this.#broken) await this.#writer.finish();
       else await this.#writer.abort();
     } catch (err) {
-      this.state = isDiskFull(err) ? 'disk_full' : 'write_failed';
+      this.state = err instanceof RecorderDiskFullError || isDiskFull(err) ? 'disk_full' : 'write_failed';
       this.#log.error(`recording ${this.name}: its last fragment could not be written: ${(err as Error)?.message ?? String(err)}`);
     }
     await this.#file.close().catch(() => undefined);

@@ -110,6 +110,8 @@ export function drawRtcVideo(video: HTMLVideoElement, trackName: string): void {
   ctx.drawImage(video, 0, 0);
   viewer.framesDrawn++;
   drawTimes.push(performance.now());
+  // Freezes, the first frame and the presentation rate are measured over WebRTC too (client_stats transport "webrtc").
+  framePresented(trackName, undefined);
 }
 
 function logDecoded(entry: (typeof viewer.decodeLog)[number]): void {
@@ -170,6 +172,8 @@ export async function startVideo(client: ReactorClient, offer: VideoOffer | unde
   viewer.videoSelectedAt = performance.now();
   pending = undefined;
   const show = (): void => {
+    // Over WebRTC the link's stats fill these (transport.ts): the WebSocket receiver's would be stale.
+    if (viewer.media === 'webrtc') return;
     $('codec').textContent = receiver.codec;
     $('tier').textContent = receiver.tier ?? '-';
     const bits = receiver.serverStats?.bitrate ?? receiver.reception?.bitrate;

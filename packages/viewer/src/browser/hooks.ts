@@ -20,6 +20,8 @@ export const viewer = {
   audioChunks: 0,
   /** Coded video (WebCodecs), when the server offers a codec this browser decodes; else undefined (JPEG as before). */
   video: undefined as VideoReceiver | undefined,
+  /** Where the picture comes from now: the WebRTC link's `<video>` fills the status line then, not the WebSocket receiver. */
+  media: 'websocket' as 'websocket' | 'webrtc',
   /** `performance.now()` when the server answered the first `select_video`. */
   videoSelectedAt: undefined as number | undefined,
   /** Every decoded picture drawn: seq, `performance.now()` at arrival and at decode, its encoding. */

@@ -11,6 +11,7 @@
 import { WebRtcLink, type ReactorClient, type RtcTrack } from '@reactor/client';
 import { drawRtcVideo } from './canvas.js';
 import { $, el, logMessage } from './dom.js';
+import { viewer } from './hooks.js';
 
 /** What `window.reactorViewer.transport` shows tests and debugging. */
 export const transportInfo = {
@@ -55,6 +56,7 @@ function play(t: RtcTrack): void {
     return;
   }
   const v = document.createElement('video');
+  v.dataset['rtcTrack'] = t.name;
   v.muted = true;
   v.autoplay = true;
   v.playsInline = true;
@@ -67,6 +69,21 @@ function play(t: RtcTrack): void {
   };
   v.requestVideoFrameCallback(onFrame);
   void v.play().catch(() => undefined);
+}
+
+/** How the selected candidate pair carries the media, in words: `UDP`, `TCP`, `TURN over UDP`, `TURN over TLS`. */
+export function pathName(c: { local: string; remote: string; protocol: string }): string {
+  const p = c.protocol.toUpperCase();
+  return c.local === 'relay' || c.remote === 'relay' ? `TURN over ${p}` : p;
+}
+
+/**
+ * What a WebRTC viewer's tier gives it: the picture size it decodes (the server picks the tier
+ * from this viewer's own feedback and does not name it on the link; the dashboard lists it).
+ */
+function rtcPicture(): string | undefined {
+  const v = document.querySelector<HTMLVideoElement>('video[data-rtc-track]');
+  return v && v.videoWidth > 0 ? `${v.videoWidth}x${v.videoHeight}` : undefined;
 }
 
 /** Starts the transport the page's `?transport=` asks for. */
@@ -83,17 +100,28 @@ export async function startTransport(client: ReactorClient): Promise<void> {
   client.rtc = link;
   transportInfo.link = link;
   link.on('track', play);
-  const fellBack = (why: string): void => {
+  // The link says it failed twice (its state, then `ready` rejecting with the same reason): told once.
+  let told: string | undefined;
+  const fellBack = (reason: string): void => {
+    const why = reason.replace(/^(WebRTC failed: )+/, '');
+    if (told === why) return;
+    told = why;
     transportInfo.current = 'websocket';
     transportInfo.reason = why;
     badge('websocket (WebRTC failed)', mode === 'webrtc' ? 'err' : 'warn', `WebRTC failed, media is on the WebSocket: ${why}`);
     logMessage('transport', `WebRTC failed, media on the WebSocket: ${why}`);
   };
   link.on('state', (s) => {
+    viewer.media = s.state === 'connected' ? 'webrtc' : 'websocket';
     if (s.state === 'connected') {
+      told = undefined;
       transportInfo.current = 'webrtc';
       transportInfo.reason = undefined;
-      badge('webrtc', 'ok', 'media over WebRTC (UDP)');
+      badge('webrtc', 'ok', 'media over WebRTC');
+      // The path, once the browser names it: UDP direct, or TCP, or through TURN.
+      void link.stats().then((st) => {
+        if (link.state === 'connected' && st.candidates) badge('webrtc', 'ok', `media over WebRTC (${pathName(st.candidates)})`);
+      });
     } else if (s.state === 'failed') {
       fellBack(s.reason ?? 'failed');
     }
@@ -111,6 +139,11 @@ export async function startTransport(client: ReactorClient): Promise<void> {
       const rtt = s.rttMs === undefined ? '-' : `${s.rttMs.toFixed(0)} ms`;
       const rate = s.bitrate === undefined ? '-' : `${(s.bitrate / 1e6).toFixed(2)} Mbit/s`;
       const via = s.candidates ? ` · ${s.candidates.local}/${s.candidates.remote}` : '';
+      if (s.candidates) badge('webrtc', 'ok', `media over WebRTC (${pathName(s.candidates)})`);
+      // The status line, from the link: what the browser decodes, not the WebSocket receiver's last figures.
+      $('bitrate').textContent = s.bitrate === undefined ? '-' : `${(s.bitrate / 1e6).toFixed(2)} Mbit/s`;
+      $('seq').textContent = String(s.framesDecoded);
+      $('tier').textContent = rtcPicture() ?? '-';
       statsLine(`rtt ${rtt} · ${rate} · ${s.fps ?? '-'} fps · ${s.freezes} freezes (${(s.freezeMs / 1000).toFixed(1)} s)${via}`);
     });
   }, 1000);
