@@ -139,6 +139,34 @@ describe('Python ranks under fault injection', () => {
     expect(runner.healthy).toBe(true);
   });
 
+  it('an idle Python rank is not a stall (as a TypeScript one); a frozen idle rank (SIGSTOP) is named, and clears on SIGCONT', async () => {
+    const runner = echo(2, { stallMs: 300 });
+    await runner.start();
+    await runner.generate({});
+    const stalls: { rank: number; phase: string }[] = [];
+    const cleared: number[] = [];
+    runner.on('stall', (s) => stalls.push(s));
+    runner.on('stallCleared', (r) => cleared.push(r));
+    // Idle for five times stallMs (the idle watch reads every 75 ms): nothing reported.
+    const until = performance.now() + 1500;
+    while (performance.now() < until) {
+      expect(runner.stalledRanks).toEqual([]);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(stalls).toEqual([]);
+    process.kill(runner.pids[1]!, 'SIGSTOP');
+    try {
+      await eventually(() => stalls.length > 0, 10_000, 'the stall of the stopped idle rank');
+      expect(stalls).toMatchObject([{ rank: 1, phase: 'idle' }]);
+      expect(runner.stalledRanks).toMatchObject([{ rank: 1, phase: 'idle' }]);
+    } finally {
+      process.kill(runner.pids[1]!, 'SIGCONT');
+    }
+    await eventually(() => cleared.includes(1), 10_000, 'the stall to clear');
+    expect(runner.healthy).toBe(true);
+    expect((await runner.generate({})).rank).toBe(0);
+  });
+
   it('a rank waiting inside a torch.distributed collective is named, in phase collective, long before any NCCL/gloo timeout', async () => {
     const runner = echo(2, { stallMs: 400 }, 'collective_worker:CollectiveWorker');
     await runner.start();
