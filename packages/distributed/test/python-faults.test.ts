@@ -16,6 +16,7 @@ import {
   WorkerTimeoutError,
   pythonWorker,
 } from '../src/index.js';
+import { MAX_OUTPUT_LINES_PER_S } from '../src/process/worker-process.js';
 import { captureLogger, eventually, expectNothingLeft, quiet, rankProcesses, segments, trackRunners, useTempDirs } from './helpers.js';
 import { FIXTURES, PY } from './python-helpers.js';
 
@@ -100,6 +101,34 @@ describe('Python ranks that crash', () => {
     expect(err.stderrTail.join('\n')).toMatch(/Fatal Python error: Segmentation fault[\s\S]*echo_worker\.py", line \d+ in generate/);
     await runner.shutdown();
     expectNothingLeft(runner);
+  });
+});
+
+describe('a Python rank that floods its output', () => {
+  it('51,200 lines of 1 KiB in load() reach the log at most MAX_OUTPUT_LINES_PER_S a second, the rest counted in "N lines dropped" lines', async () => {
+    const log = captureLogger();
+    const lines = 51_200;
+    const runner = track(
+      new DistributedRunner<any, any, any>(pythonWorker('flood_worker:FloodWorker', { path: [FIXTURES], interpreter: PY }), {
+        worldSize: 1,
+        logger: log,
+        loadArgs: { lines, width: 1024 },
+      }),
+    );
+    const t0 = performance.now();
+    await runner.start();
+    const seconds = (performance.now() - t0) / 1000;
+    // The flood's lines, then one stderr line: each is passed on or counted in a "dropped" line,
+    // which comes when its second is over even though nothing follows the flood.
+    const passed = () => log.lines.filter((l) => /^info \[rank 0\] \d{7} x+$/.test(l) || l === 'warn [rank 0] flood done').length;
+    const dropped = () =>
+      log.lines.reduce((n, l) => n + Number(/^warn \[rank 0\] \.\.\. (\d+) lines? of rank output dropped \(over 200 lines a second\)$/.exec(l)?.[1] ?? 0), 0);
+    await eventually(() => passed() + dropped() >= lines + 1, 10_000, 'every line passed on or counted');
+    expect(passed() + dropped()).toBe(lines + 1);
+    expect(passed()).toBeLessThanOrEqual(MAX_OUTPUT_LINES_PER_S * (Math.ceil(seconds) + 2));
+    expect(dropped()).toBeGreaterThan(lines / 2);
+    expect(log.lines.join('\n').length).toBeLessThan(lines * 1024 * 0.1);
+    await runner.shutdown();
   });
 });
 
