@@ -248,7 +248,15 @@ export const MANIFEST_SCHEMA_PATH = `node_modules/@reactor/cli/${MANIFEST_SCHEMA
 
 function manifestText(modelName: string, cls: string, gpus: number, template: InitTemplate): string {
   const python =
-    template === 'python' ? ['  # The Python of the worker (worker/app_worker.py); REACTOR_PYTHON overrides it.', '  python:', '    interpreter: python3'] : [];
+    template === 'python'
+      ? [
+          '  # The Python of the worker (worker/app_worker.py); REACTOR_PYTHON overrides it.',
+          '  python:',
+          '    interpreter: python3',
+          '    # Its import path: `reactor dev` watches it (a .py edit loads the ranks again; a .ts edit keeps them).',
+          '    path: [worker]',
+        ]
+      : [];
   return [
     // Editors with the YAML language server check and complete this file against the schema of the installed framework.
     `# yaml-language-server: $schema=${MANIFEST_SCHEMA_PATH}`,
