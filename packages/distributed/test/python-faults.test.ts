@@ -292,6 +292,79 @@ describe('bad input to a Python worker', () => {
     expectNothingLeft(runner);
   });
 
+  it('a module-name typo: "did you mean" naming the module that is there and its file, not "add the folder"', async () => {
+    const runner = echo(1, {}, 'echo_wroker:EchoWorker');
+    const err = await rejection(runner.start());
+    expect(err).toBeInstanceOf(PythonWorkerError);
+    expect(err.code).toBe('python_worker_not_found');
+    expect(err.message).toMatch(
+      /No Python module named 'echo_wroker' for rank 0 .*\. Did you mean 'echo_worker' \(\S+fixtures\/python\/echo_worker\.py\)\? Fix the name in pythonWorker\('echo_wroker:EchoWorker'\)/,
+    );
+    expect(err.message).not.toMatch(/Add the folder/);
+    expectNothingLeft(runner);
+  });
+
+  it('a syntax error in the worker module: python_worker_invalid naming the file, the line and its source, on every rank', async () => {
+    const dir = tempDir('reactor-pysyntax-');
+    writeFileSync(
+      join(dir, 'broken_worker.py'),
+      'from reactor_worker import DistributedWorker\n\nclass BrokenWorker(DistributedWorker):\n    def load(self:\n        pass\n',
+    );
+    const runner = track(
+      new DistributedRunner<any, any, any>(pythonWorker('broken_worker:BrokenWorker', { path: [dir], interpreter: PY }), { worldSize: 2, logger: quiet }),
+    );
+    const err = await rejection(runner.start());
+    expect(err).toBeInstanceOf(PythonWorkerError);
+    expect(err.code).toBe('python_worker_invalid');
+    expect(err.message).toMatch(
+      new RegExp(`^The worker module broken_worker does not parse on rank \\d: .* in ${dir}/broken_worker\\.py, line 4\\n    def load\\(self:\\n`),
+    );
+    expectNothingLeft(runner);
+  });
+
+  it('a raise in reset() on every rank is rethrown (healthy); on one rank it is a RankDesyncError naming it; each with file and line', async () => {
+    const dir = tempDir('reactor-pyreset-');
+    writeFileSync(
+      join(dir, 'reset_worker.py'),
+      'from reactor_worker import DistributedWorker\n\nclass ResetWorker(DistributedWorker):\n    def load(self):\n        self.resets = 0\n    def generate(self, input):\n        self.raise_on = input["raiseOn"]\n        return {}\n    def reset(self):\n        if self.rank in self.raise_on:\n            raise KeyError(f"no state on rank {self.rank}")\n',
+    );
+    const runner = track(
+      new DistributedRunner<any, any, any>(pythonWorker('reset_worker:ResetWorker', { path: [dir], interpreter: PY }), { worldSize: 2, logger: quiet }),
+    );
+    await runner.start();
+    await runner.generate({ raiseOn: [0, 1] });
+    const all = await rejection(runner.reset());
+    expect(all).toMatchObject({ name: 'KeyError', rank: 0 });
+    expect(all.rankStack).toMatch(/reset_worker\.py", line 11, in reset\n\s+raise KeyError/);
+    expect(runner.healthy).toBe(true);
+    await runner.generate({ raiseOn: [1] });
+    const one = await rejection(runner.reset());
+    expect(one).toBeInstanceOf(RankDesyncError);
+    expect(one.message).toMatch(/rank 1: threw KeyError: 'no state on rank 1'/);
+    expect(one.cause.rankStack).toMatch(/reset_worker\.py", line 11, in reset/);
+    expect(runner.healthy).toBe(false);
+  });
+
+  it('CUDA asked for on a CPU rank: the error says the rank runs on CPU and to use self.device', async () => {
+    const dir = tempDir('reactor-pycuda-');
+    writeFileSync(
+      join(dir, 'cuda_worker.py'),
+      'import torch\nfrom reactor_worker import DistributedWorker\n\nclass CudaWorker(DistributedWorker):\n    def load(self):\n        self.weights = torch.zeros(4, device="cuda")\n    def generate(self, input):\n        return {}\n',
+    );
+    const runner = track(
+      new DistributedRunner<any, any, any>(pythonWorker('cuda_worker:CudaWorker', { path: [dir], interpreter: PY }), {
+        worldSize: 1,
+        devices: 'cpu',
+        logger: quiet,
+      }),
+    );
+    const err = await rejection(runner.start());
+    expect(err.rank).toBe(0);
+    expect(err.message).toMatch(/\(rank 0 runs on CPU: it has no GPU \(CUDA_VISIBLE_DEVICES is empty\)\. Put tensors on self\.device, not 'cuda'/);
+    expect(err.rankStack).toMatch(/cuda_worker\.py", line 6, in load/);
+    expectNothingLeft(runner);
+  });
+
   it('a class that does not exist, one that is not a DistributedWorker, one that needs constructor arguments', async () => {
     const cases: [string, string, RegExp][] = [
       ['echo_worker:Missing', 'python_worker_not_found', /has no Missing\. DistributedWorker classes it defines: EchoWorker, NeedsArgs, TypedWorker/],
