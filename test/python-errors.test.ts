@@ -4,7 +4,7 @@
  * its traceback (file, line, source) is in the server log, the session status the viewer's error
  * card shows, and what `reactor run` prints when load() fails and it exits.
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -134,5 +134,43 @@ describe('a Python NameError on rank 1 of 2, through reactor run', () => {
     );
     const exitMessage = out.slice(out.indexOf('reactor: loading py-err 0.0.1 failed'));
     expect(exitMessage).toMatch(FRAME);
+  });
+});
+
+describe('reactor doctor imports the Python worker', () => {
+  const doctor = (dir: string) =>
+    spawnSync(process.execPath, [cli, 'doctor', '--manifest', join(dir, 'reactor.yaml')], { cwd: dir, encoding: 'utf8', timeout: 120_000 });
+
+  it('passes for a worker that imports, and says how many ranks the GPUs allow', () => {
+    const r = doctor(workspace());
+    expect(r.status, `${r.stdout}${r.stderr}`).toBe(0);
+    expect(`${r.stdout}${r.stderr}`).toMatch(/python worker.*raising_worker:RaisingWorker imports \(\S+raising_worker\.py\)/);
+    expect(`${r.stdout}${r.stderr}`).toMatch(/world size/);
+  });
+
+  it('fails for a worker module with a syntax error, naming the file and the line', () => {
+    const dir = workspace();
+    writeFileSync(
+      join(dir, 'broken_worker.py'),
+      'from reactor_worker import DistributedWorker\n\nclass Broken(DistributedWorker):\n    def load(self:\n        pass\n',
+    );
+    writeFileSync(
+      join(dir, 'reactor.yaml'),
+      [
+        'runtime:',
+        '  import: app.mjs:PyApp',
+        '  python:',
+        `    interpreter: ${PY}`,
+        '    path: [.]',
+        '    worker: broken_worker:Broken',
+        '    torch: false',
+        'server: { port: 0 }',
+        '',
+      ].join('\n'),
+    );
+    const r = doctor(dir);
+    const out = `${r.stdout}${r.stderr}`;
+    expect(r.status, out).not.toBe(0);
+    expect(out).toMatch(new RegExp(`python worker.*importing broken_worker failed: SyntaxError: .* \\(${dir}/broken_worker\\.py, line 4\\)`));
   });
 });
