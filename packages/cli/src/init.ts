@@ -403,7 +403,16 @@ export async function initProject(o: InitOptions): Promise<InitResult> {
   const from = relative(o.cwd ?? process.cwd(), target) || '.';
   const nextSteps = workspace
     ? [`cd ${relative(o.cwd ?? process.cwd(), workspace) || '.'} && pnpm install`, `cd ${relative(o.cwd ?? process.cwd(), target)} && pnpm start`]
-    : [`cd ${from}`, 'pnpm install', 'pnpm start'];
+    : [
+        `cd ${from}`,
+        'pnpm install',
+        // The ranks' Python: checked by doctor; REACTOR_PYTHON picks another when the python3 on PATH lacks NumPy or torch.
+        ...(template === 'python'
+          ? ['pnpm exec reactor doctor   # NumPy and torch; if missing: export REACTOR_PYTHON=/usr/bin/python3 (a Python that has them)']
+          : []),
+        'pnpm test',
+        'pnpm start',
+      ];
   return { dir: target, name, template, mode: workspace ? 'workspace' : 'standalone', nextSteps };
 }
 
