@@ -73,7 +73,7 @@ async function firstFrame(url: string): Promise<void> {
 }
 
 describe('reactor dev on the python template', () => {
-  it('a TypeScript edit keeps the Python rank and its loaded model; a Python edit loads a new one', async () => {
+  it('a TypeScript edit keeps the Python rank and its loaded model; a Python edit loads a new one; a syntax error is named and the server stays up', async () => {
     expect(readFileSync(join(project, 'reactor.yaml'), 'utf8')).toContain('    path: [worker]');
     const worker = join(project, 'worker/app_worker.py');
     const source = readFileSync(worker, 'utf8');
@@ -130,6 +130,20 @@ describe('reactor dev on the python template', () => {
       await until(() => !alive(rank), 'the old rank to end', 20_000);
       // Its bytecode cache (worker/__pycache__) is not an edit: no fourth server.
       expect(viewers()).toHaveLength(3);
+
+      // A syntax error in the worker: said with the file, the line and its source; the server stays up.
+      const good = readFileSync(worker, 'utf8');
+      atomicWrite(worker, good.replace('    def reset(self) -> None:', '    def reset(self -> None:'));
+      await until(() => /does not parse on rank 0/.test(err), `the syntax error:\n${err}`, 180_000);
+      expect(err).toMatch(/The worker module app_worker does not parse on rank 0: .* in \S+worker\/app_worker\.py, line \d+\n\s+def reset\(self -> None:/);
+      expect(child.exitCode).toBe(null);
+      // The location the host adds is the app's, never reactor_worker's own frame.
+      expect(err).toMatch(/DevPyApp\.load\(\) failed: PythonWorkerError: The worker module app_worker does not parse on rank 0: .* line \d+ \(rank 0\)\n/);
+      expect(err).not.toMatch(/_rank\.py line \d+, in find_class/);
+      // Fixed: the next save serves again.
+      atomicWrite(worker, good);
+      await until(() => viewers().length === 4, `server #4:\n${err}`, 180_000);
+      await firstFrame(viewers()[3]!);
     } finally {
       const tree = descendants(child.pid!);
       child.kill('SIGTERM');

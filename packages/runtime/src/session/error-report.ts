@@ -66,16 +66,19 @@ function parseFrames(stack: string): Frame[] {
 function isOwnFrame(f: Frame): boolean {
   return (
     /[/\\]reactor_worker[/\\]_rank\.py$/.test(f.file) ||
+    f.file.startsWith('<frozen ') ||
     f.file.startsWith('node:') ||
     /@reactor[/\\]distributed[/\\]|packages[/\\]distributed[/\\]dist[/\\]/.test(f.file)
   );
 }
 
-/** The app's frames of a rank's stack, innermost last, at most `max` (the innermost ones). */
+/**
+ * The app's frames of a rank's stack, innermost last; none when every frame is the framework's
+ * (an error the rank itself raised about the app, such as a module that does not parse, whose
+ * message names the file and line already).
+ */
 function appFrames(stack: string): Frame[] {
-  const all = parseFrames(stack);
-  const mine = all.filter((f) => !isOwnFrame(f));
-  return mine.length > 0 ? mine : all;
+  return parseFrames(stack).filter((f) => !isOwnFrame(f));
 }
 
 /**

@@ -50,6 +50,18 @@ describe('withTraceback', () => {
     expect(errorWhere(rankError(stack, 0))).toBe('rank 0, file:///app/dist/worker.js line 12, in Worker.generate');
   });
 
+  it("adds only the rank when every frame is the framework's (an error the rank raised about the app's file)", () => {
+    const stack = [
+      'Traceback (most recent call last):',
+      '  File "/x/reactor_worker/_rank.py", line 429, in find_class',
+      '    raise PythonWorkerError(',
+      'PythonWorkerError: does not parse',
+    ].join('\n');
+    expect(withTraceback('load() failed: PythonWorkerError: does not parse', rankError(stack, 0))).toBe(
+      'load() failed: PythonWorkerError: does not parse (rank 0)',
+    );
+  });
+
   it('leaves an error without a rank stack as it is', () => {
     expect(withTraceback('generate() failed: Error: plain', new Error('plain'))).toBe('generate() failed: Error: plain');
   });
