@@ -134,7 +134,8 @@ describe('reactor dev on the python template', () => {
       // A syntax error in the worker: said with the file, the line and its source; the server stays up.
       const good = readFileSync(worker, 'utf8');
       atomicWrite(worker, good.replace('    def reset(self) -> None:', '    def reset(self -> None:'));
-      await until(() => /does not parse on rank 0/.test(err), `the syntax error:\n${err}`, 180_000);
+      // The rank's own stderr comes first; the host's line (what the test reads) after it.
+      await until(() => /DevPyApp\.load\(\) failed: .*does not parse on rank 0/.test(err), `the syntax error:\n${err}`, 180_000);
       expect(err).toMatch(/The worker module app_worker does not parse on rank 0: .* in \S+worker\/app_worker\.py, line \d+\n\s+def reset\(self -> None:/);
       expect(child.exitCode).toBe(null);
       // The location the host adds is the app's, never reactor_worker's own frame.
