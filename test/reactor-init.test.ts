@@ -108,7 +108,35 @@ async function loadFailureOnRank1(dir: string): Promise<void> {
   expect(r.code, r.out).not.toBe(0);
   expect(r.out).toMatch(/rank 1 \(pid \d+\): load\(\) threw RangeError: the weights of rank 1 are missing\n/);
   expect(r.out).toMatch(/\n\s+at \S+\.load \(file:\/\/\S+\/dist\/worker\.js:\d+:\d+\)/);
-  expect(r.out).toMatch(/\(in rank 1's load\(\); its stack is in the log above\): .*the weights of rank 1 are missing \[app_load_failed\]/);
+  // Where it was raised ends the first line (issue 37: the rank's file and line wherever its error surfaces).
+  expect(r.out).toMatch(
+    /\(in rank 1's load\(\); its stack is in the log above\): .*the weights of rank 1 are missing \(rank 1, file:\/\/\S+\/dist\/worker\.js line \d+, in \S+\.load\) \[app_load_failed\]/,
+  );
+}
+
+/**
+ * The typed-client snippet of docs/first-app.md ("4. A typed client") compiled against the
+ * project's own generated types (`MyAppTypes` is `~/my-app`'s name: the project's is read from
+ * src/app-types.ts): its one deliberate error, and nothing else, is reported.
+ */
+async function typedClientCompiles(dir: string): Promise<void> {
+  const doc = readFileSync(join(repo, 'docs/first-app.md'), 'utf8');
+  const section = doc.slice(doc.indexOf('## 4. A typed client'));
+  const code = /```ts\n([\s\S]*?)```/.exec(section)?.[1];
+  expect(code, 'docs/first-app.md lost its typed-client snippet').toBeDefined();
+  const name = /export type (\w+) =/.exec(readFileSync(join(dir, 'src/app-types.ts'), 'utf8'))?.[1];
+  expect(code).toContain('MyAppTypes');
+  writeFileSync(join(dir, 'client-snippet.ts'), code!.replaceAll('MyAppTypes', name!));
+  const tsc = await run(
+    'npx',
+    ['tsc', '--noEmit', '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022', '--skipLibCheck', 'client-snippet.ts'],
+    dir,
+  );
+  const errors = tsc.out.split('\n').filter((l) => /error TS\d+/.test(l));
+  const wrongLine = code!.split('\n').findIndex((l) => l.includes('// compile error')) + 1;
+  expect(errors, tsc.out).toEqual([
+    expect.stringMatching(new RegExp(`^client-snippet\\.ts\\(${wrongLine},\\d+\\): error TS2322: Type 'number' is not assignable to type 'string'\\.`)),
+  ]);
 }
 
 describe('your first app, from an empty folder (docs/first-app.md)', () => {
@@ -144,6 +172,8 @@ describe('your first app, from an empty folder (docs/first-app.md)', () => {
         expect(readme).toContain('takes your camera in and streams it');
         expect(readme).toContain('`webcam`');
       } else expect(readme).not.toContain('webcam');
+      // The typed-client snippet is the video and python templates' (both send runner_info).
+      if (template === 'video' || template === 'python') await typedClientCompiles(dir);
       if (template === 'video') await loadFailureOnRank1(dir);
     },
     420_000,

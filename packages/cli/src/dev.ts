@@ -162,7 +162,9 @@ export async function devCommand(o: DevOptions, logger: Logger): Promise<void> {
   const watchPath = (path: string | undefined, model: boolean): Promise<void> => {
     if (path === undefined || !existsSync(path)) return Promise.resolve();
     if (model) modelFiles.add(path);
-    const w = chokidarWatch(path, { ignoreInitial: true, ignored: (p) => p.includes('/node_modules/') || editorScratch(p) });
+    // Python writes its bytecode cache next to the sources when a rank imports them: not an edit.
+    const ignored = (p: string): boolean => p.includes('/node_modules/') || /\/__pycache__(\/|$)/.test(p) || /\.py[co]$/.test(p) || editorScratch(p);
+    const w = chokidarWatch(path, { ignoreInitial: true, ignored });
     watched.push(w);
     w.on('all', (_event, file) => onChange(file));
     w.on('error', (err) => logger.warn(`watching ${path}: ${(err as Error).message}; changes to it may need a restart of reactor dev`));

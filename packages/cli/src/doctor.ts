@@ -3,10 +3,11 @@
  * Each check says what it found and, when it fails, how to fix it.
  */
 import { execFile } from 'node:child_process';
-import { statfsSync, existsSync } from 'node:fs';
+import { existsSync, readdirSync, statfsSync } from 'node:fs';
+import { delimiter } from 'node:path';
 import { createServer } from 'node:net';
 import { promisify } from 'node:util';
-import { PYTHON_ENV, findExecutable, pythonInterpreter } from '@reactor/distributed';
+import { PYTHON_ENV, PYTHON_PACKAGE_DIR, findExecutable, pythonInterpreter } from '@reactor/distributed';
 import type { AppRequirements, RequirementCheck } from '@reactor/runtime';
 import { MANIFEST_FILE, type Manifest } from './manifest.js';
 
@@ -87,8 +88,31 @@ export async function runDoctor(manifest: Manifest, requirements: AppRequirement
     });
   } else if (ws !== undefined) {
     checks.push({ name: 'world size', status: 'ok', detail: `${ws} rank(s)${requirements.usesGpu ? ' on GPUs' : ' on CPU'}` });
+  } else if (manifest.runtime.python) {
+    // The app sizes its runner itself (the python template: one rank per declared GPU, capped by those visible).
+    const ranks = gpuCount === 0 ? 1 : Math.max(1, Math.min(declared > 0 ? declared : gpuCount, gpuCount));
+    checks.push(
+      declared > gpuCount && gpuCount > 0
+        ? {
+            name: 'world size',
+            status: 'warn',
+            detail: `${MANIFEST_FILE} declares ${declared} GPU(s) but ${gpuCount} are visible: an app that sizes its runner by them starts ${ranks} rank(s)`,
+            fix: `lower model.resources.gpu.count to ${gpuCount}, or run where ${declared} GPUs are visible`,
+          }
+        : {
+            name: 'world size',
+            status: 'ok',
+            detail:
+              gpuCount === 0
+                ? 'no GPU visible: the ranks run on CPU'
+                : `up to ${ranks} GPU rank(s) (${declared} declared in ${MANIFEST_FILE}, ${gpuCount} visible)`,
+          },
+    );
   }
-  if (manifest.runtime.python) checks.push(...(await checkPython(process.env, manifest.runtime.python.torch, gpuCount)));
+  if (manifest.runtime.python) {
+    checks.push(...(await checkPython(process.env, manifest.runtime.python.torch, gpuCount)));
+    checks.push(...(await checkPythonWorker(process.env, manifest.runtime.python)));
+  }
   checks.push(...(requirements.checks ?? []));
   checks.push(await checkPort(host, port));
   return checks;
@@ -223,4 +247,82 @@ export async function checkPython(env: NodeJS.ProcessEnv, torch: boolean, gpuCou
     );
   }
   return checks;
+}
+
+/** Run by the interpreter: imports each module named in argv[1] (JSON), as a rank would, and prints one JSON line per module. */
+const WORKER_PROBE = `
+import importlib, json, sys, traceback
+req = json.loads(sys.argv[1])
+from reactor_worker import DistributedWorker
+for module in req["modules"]:
+    out = {"module": module}
+    try:
+        mod = importlib.import_module(module)
+        out["file"] = getattr(mod, "__file__", None)
+        name = req.get("className")
+        if name:
+            cls = getattr(mod, name, None)
+            if not (isinstance(cls, type) and issubclass(cls, DistributedWorker)):
+                out["error"] = f"{module} has no DistributedWorker named {name}"
+    except SyntaxError as e:
+        out["error"] = f"SyntaxError: {e.msg}"
+        out["where"] = f"{e.filename}, line {e.lineno}"
+    except BaseException as e:
+        out["error"] = f"{type(e).__name__}: {e}"
+        frames = traceback.extract_tb(e.__traceback__)
+        inner = next((f for f in reversed(frames) if "importlib" not in f.filename), None)
+        if inner is not None:
+            out["where"] = f"{inner.filename}, line {inner.lineno}"
+    print(json.dumps(out))
+`;
+
+/**
+ * Imports the Python worker as a rank would (a syntax error, a missing import or a typo fails the
+ * check, naming the file and line): the module of `runtime.python.worker`, else every top-level
+ * module of the `runtime.python.path` folders. Nothing when no interpreter is found (the
+ * `python` check says so) or nothing names a module.
+ */
+export async function checkPythonWorker(env: NodeJS.ProcessEnv, python: { path: string[]; worker?: string }): Promise<DoctorCheck[]> {
+  const interpreter = findExecutable(pythonInterpreter(undefined, env), env);
+  if (!interpreter) return [];
+  const [module, className] = python.worker?.split(':') ?? [];
+  const modules =
+    module !== undefined
+      ? [module]
+      : python.path.flatMap((dir) => {
+          try {
+            return readdirSync(dir)
+              .filter((f) => f.endsWith('.py') && !f.startsWith('_') && !f.startsWith('test_'))
+              .map((f) => f.slice(0, -3))
+              .slice(0, 20);
+          } catch {
+            return [];
+          }
+        });
+  if (modules.length === 0) return [];
+  const pythonPath = [PYTHON_PACKAGE_DIR.replace(/\/$/, ''), ...python.path, ...(env['PYTHONPATH'] ?? '').split(delimiter).filter(Boolean)].join(delimiter);
+  let stdout: string;
+  try {
+    ({ stdout } = await promisify(execFile)(interpreter, ['-c', WORKER_PROBE, JSON.stringify({ modules, className: className ?? null })], {
+      env: { ...env, PYTHONPATH: pythonPath, CUDA_VISIBLE_DEVICES: env['CUDA_VISIBLE_DEVICES'] ?? '' },
+      timeout: 120_000,
+    }));
+  } catch (err) {
+    return [{ name: 'python worker', status: 'fail', detail: `importing ${modules.join(', ')} did not finish: ${(err as Error).message.split('\n')[0]}` }];
+  }
+  const results = stdout
+    .trim()
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as { module: string; file?: string; error?: string; where?: string });
+  return results.map((r) =>
+    r.error === undefined
+      ? { name: 'python worker', status: 'ok', detail: `${python.worker ?? r.module} imports (${r.file ?? r.module})` }
+      : {
+          name: 'python worker',
+          status: 'fail',
+          detail: `importing ${r.module} failed: ${r.error}${r.where ? ` (${r.where})` : ''}`,
+          fix: r.where ? `fix ${r.where}; the ranks would fail the same way at start` : `fix ${MANIFEST_FILE}'s runtime.python.worker or path`,
+        },
+  );
 }

@@ -248,7 +248,15 @@ export const MANIFEST_SCHEMA_PATH = `node_modules/@reactor/cli/${MANIFEST_SCHEMA
 
 function manifestText(modelName: string, cls: string, gpus: number, template: InitTemplate): string {
   const python =
-    template === 'python' ? ['  # The Python of the worker (worker/app_worker.py); REACTOR_PYTHON overrides it.', '  python:', '    interpreter: python3'] : [];
+    template === 'python'
+      ? [
+          '  # The Python of the worker (worker/app_worker.py); REACTOR_PYTHON overrides it.',
+          '  python:',
+          '    interpreter: python3',
+          '    # Its import path: `reactor dev` watches it (a .py edit loads the ranks again; a .ts edit keeps them).',
+          '    path: [worker]',
+        ]
+      : [];
   return [
     // Editors with the YAML language server check and complete this file against the schema of the installed framework.
     `# yaml-language-server: $schema=${MANIFEST_SCHEMA_PATH}`,
@@ -395,7 +403,16 @@ export async function initProject(o: InitOptions): Promise<InitResult> {
   const from = relative(o.cwd ?? process.cwd(), target) || '.';
   const nextSteps = workspace
     ? [`cd ${relative(o.cwd ?? process.cwd(), workspace) || '.'} && pnpm install`, `cd ${relative(o.cwd ?? process.cwd(), target)} && pnpm start`]
-    : [`cd ${from}`, 'pnpm install', 'pnpm start'];
+    : [
+        `cd ${from}`,
+        'pnpm install',
+        // The ranks' Python: checked by doctor; REACTOR_PYTHON picks another when the python3 on PATH lacks NumPy or torch.
+        ...(template === 'python'
+          ? ['pnpm exec reactor doctor   # NumPy and torch; if missing: export REACTOR_PYTHON=/usr/bin/python3 (a Python that has them)']
+          : []),
+        'pnpm test',
+        'pnpm start',
+      ];
   return { dir: target, name, template, mode: workspace ? 'workspace' : 'standalone', nextSteps };
 }
 

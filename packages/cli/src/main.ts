@@ -146,7 +146,9 @@ async function main(): Promise<void> {
     await cli.runMatchedCommand();
   } catch (err) {
     const e = err as Error & { code?: string };
-    console.error(`reactor: ${e.message}${e.code ? ` [${e.code}]` : ''}`);
+    // The code ends the first line; a rank's traceback (a Python error's frames) follows it.
+    const [first, ...rest] = e.message.split('\n');
+    console.error([`reactor: ${first}${e.code ? ` [${e.code}]` : ''}`, ...rest].join('\n'));
     process.exitCode = 1;
   }
 }

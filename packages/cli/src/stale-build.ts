@@ -26,11 +26,11 @@ function newestSource(dir: string): { path: string; mtimeMs: number } | undefine
   }
   for (const e of entries) {
     const path = join(dir, e.name);
-    const found = e.isDirectory()
-      ? newestSource(path)
-      : SOURCE.test(e.name) && !e.name.endsWith('.d.ts')
-        ? { path, mtimeMs: statSync(path).mtimeMs }
-        : undefined;
+    // An empty source holds no code the build lacks: `reactor types > src/app-types.ts` (pnpm
+    // types) has the shell truncate its output file before reactor starts, which made every run
+    // warn that dist/ is older than the file it is about to write.
+    const stat = e.isDirectory() ? undefined : SOURCE.test(e.name) && !e.name.endsWith('.d.ts') ? statSync(path) : undefined;
+    const found = e.isDirectory() ? newestSource(path) : stat && stat.size > 0 ? { path, mtimeMs: stat.mtimeMs } : undefined;
     if (found && (!newest || found.mtimeMs > newest.mtimeMs)) newest = found;
   }
   return newest;

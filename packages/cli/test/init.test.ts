@@ -85,6 +85,17 @@ describe('reactor init', { timeout: 120_000 }, () => {
     expect(readdirSync(scratch).filter((f) => f.includes('reactor-init'))).toEqual([]);
   });
 
+  it('prints Next: steps that include pnpm test, and for the python template the Python check and REACTOR_PYTHON', async () => {
+    const r = await reactor(['init', 'proj-next-python', '--template', 'python']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain(
+      'Next:\n  cd proj-next-python\n  pnpm install\n  pnpm exec reactor doctor   # NumPy and torch; if missing: export REACTOR_PYTHON=/usr/bin/python3 (a Python that has them)\n  pnpm test\n  pnpm start\n',
+    );
+    expect(readFileSync(join(scratch, 'proj-next-python', 'reactor.yaml'), 'utf8')).toContain('    path: [worker]');
+    const minimal = await reactor(['init', 'proj-next-minimal']);
+    expect(minimal.stdout).toContain('Next:\n  cd proj-next-minimal\n  pnpm install\n  pnpm test\n  pnpm start\n');
+  });
+
   it('inside a workspace with apps/*, adds a workspace app (workspace:* and catalog: dependencies)', async () => {
     const ws = join(scratch, 'ws');
     mkdirSync(join(ws, 'apps'), { recursive: true });

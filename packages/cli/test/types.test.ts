@@ -51,6 +51,42 @@ describe('reactor types', () => {
     expect(r.stdout).toBe(readFileSync(resolve(repo, 'test/fixtures/video-app-types.ts'), 'utf8'));
   });
 
+  it('pnpm types (reactor types > src/app-types.ts) gives no false stale-build warning; a real stale source still warns', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'reactor-types-stale-'));
+    try {
+      const runtime = JSON.stringify(resolve(repo, 'packages/runtime/dist/index.js'));
+      writeFileSync(join(dir, 'reactor.yaml'), 'runtime:\n  import: dist/index.js:TinyApp\n');
+      spawnSync('mkdir', ['-p', join(dir, 'src'), join(dir, 'dist')]);
+      writeFileSync(join(dir, 'src/app.ts'), '// the source of dist/index.js\n');
+      writeFileSync(join(dir, 'src/app-types.ts'), '// written by reactor types\n');
+      writeFileSync(
+        join(dir, 'dist/index.js'),
+        [
+          `import { InputState, Output, ReactorApp, reactorApp, Video } from ${runtime};`,
+          'class Out extends Output {}',
+          "Video({ width: 8, height: 8 })(Out.prototype, 'main');",
+          'export class TinyApp extends ReactorApp { generate() {} }',
+          "reactorApp({ name: 'tiny', version: '0.0.1', state: InputState, output: Out })(TinyApp);",
+          '',
+        ].join('\n'),
+      );
+      // The shell truncates src/app-types.ts (now newer than dist/) before reactor starts, as pnpm types does.
+      const types = spawnSync('sh', ['-c', `${JSON.stringify(process.execPath)} ${JSON.stringify(bin)} types > src/app-types.ts`], {
+        cwd: dir,
+        encoding: 'utf8',
+      });
+      expect(types.status, types.stderr).toBe(0);
+      expect(types.stderr).not.toMatch(/is older than/);
+      expect(readFileSync(join(dir, 'src/app-types.ts'), 'utf8')).toContain('// The client types of tiny 0.0.1');
+      // An edit after the build is still a stale build.
+      writeFileSync(join(dir, 'src/app.ts'), '// edited after the build\nexport const x = 1;\n');
+      const stale = spawnSync(process.execPath, [bin, 'types'], { cwd: dir, encoding: 'utf8' });
+      expect(stale.stderr).toMatch(/dist\/index\.js is older than \S+src\/app\.ts/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("reads a running server's GET /schema with --url", async () => {
     const server = await serve(KnobApp, { port: 0, logger: silentLogger });
     try {

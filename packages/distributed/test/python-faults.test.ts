@@ -16,6 +16,7 @@ import {
   WorkerTimeoutError,
   pythonWorker,
 } from '../src/index.js';
+import { MAX_OUTPUT_LINES_PER_S } from '../src/process/worker-process.js';
 import { captureLogger, eventually, expectNothingLeft, quiet, rankProcesses, segments, trackRunners, useTempDirs } from './helpers.js';
 import { FIXTURES, PY } from './python-helpers.js';
 
@@ -103,6 +104,34 @@ describe('Python ranks that crash', () => {
   });
 });
 
+describe('a Python rank that floods its output', () => {
+  it('51,200 lines of 1 KiB in load() reach the log at most MAX_OUTPUT_LINES_PER_S a second, the rest counted in "N lines dropped" lines', async () => {
+    const log = captureLogger();
+    const lines = 51_200;
+    const runner = track(
+      new DistributedRunner<any, any, any>(pythonWorker('flood_worker:FloodWorker', { path: [FIXTURES], interpreter: PY }), {
+        worldSize: 1,
+        logger: log,
+        loadArgs: { lines, width: 1024 },
+      }),
+    );
+    const t0 = performance.now();
+    await runner.start();
+    const seconds = (performance.now() - t0) / 1000;
+    // The flood's lines, then one stderr line: each is passed on or counted in a "dropped" line,
+    // which comes when its second is over even though nothing follows the flood.
+    const passed = () => log.lines.filter((l) => /^info \[rank 0\] \d{7} x+$/.test(l) || l === 'warn [rank 0] flood done').length;
+    const dropped = () =>
+      log.lines.reduce((n, l) => n + Number(/^warn \[rank 0\] \.\.\. (\d+) lines? of rank output dropped \(over 200 lines a second\)$/.exec(l)?.[1] ?? 0), 0);
+    await eventually(() => passed() + dropped() >= lines + 1, 10_000, 'every line passed on or counted');
+    expect(passed() + dropped()).toBe(lines + 1);
+    expect(passed()).toBeLessThanOrEqual(MAX_OUTPUT_LINES_PER_S * (Math.ceil(seconds) + 2));
+    expect(dropped()).toBeGreaterThan(lines / 2);
+    expect(log.lines.join('\n').length).toBeLessThan(lines * 1024 * 0.1);
+    await runner.shutdown();
+  });
+});
+
 describe('Python ranks under fault injection', () => {
   it('hang: WorkerTimeoutError after callTimeoutMs; the silent rank is killed', async () => {
     const runner = echo(2, { faults: [{ rank: 1, call: 1, kind: 'hang' }], callTimeoutMs: 1500 });
@@ -137,6 +166,34 @@ describe('Python ranks under fault injection', () => {
     expect(r.rank).toBe(0);
     expect(stalls.map((s) => s.rank).sort()).toEqual([0, 1]);
     expect(runner.healthy).toBe(true);
+  });
+
+  it('an idle Python rank is not a stall (as a TypeScript one); a frozen idle rank (SIGSTOP) is named, and clears on SIGCONT', async () => {
+    const runner = echo(2, { stallMs: 300 });
+    await runner.start();
+    await runner.generate({});
+    const stalls: { rank: number; phase: string }[] = [];
+    const cleared: number[] = [];
+    runner.on('stall', (s) => stalls.push(s));
+    runner.on('stallCleared', (r) => cleared.push(r));
+    // Idle for five times stallMs (the idle watch reads every 75 ms): nothing reported.
+    const until = performance.now() + 1500;
+    while (performance.now() < until) {
+      expect(runner.stalledRanks).toEqual([]);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(stalls).toEqual([]);
+    process.kill(runner.pids[1]!, 'SIGSTOP');
+    try {
+      await eventually(() => stalls.length > 0, 10_000, 'the stall of the stopped idle rank');
+      expect(stalls).toMatchObject([{ rank: 1, phase: 'idle' }]);
+      expect(runner.stalledRanks).toMatchObject([{ rank: 1, phase: 'idle' }]);
+    } finally {
+      process.kill(runner.pids[1]!, 'SIGCONT');
+    }
+    await eventually(() => cleared.includes(1), 10_000, 'the stall to clear');
+    expect(runner.healthy).toBe(true);
+    expect((await runner.generate({})).rank).toBe(0);
   });
 
   it('a rank waiting inside a torch.distributed collective is named, in phase collective, long before any NCCL/gloo timeout', async () => {
@@ -232,6 +289,79 @@ describe('bad input to a Python worker', () => {
     expect(err).toBeInstanceOf(PythonWorkerError);
     expect(err.code).toBe('python_worker_not_found');
     expect(err.message).toMatch(/No Python module named 'no_such_module'[\s\S]*pythonWorker\('no_such_module:Worker', \{ path: \[\.\.\.\] \}\)/);
+    expectNothingLeft(runner);
+  });
+
+  it('a module-name typo: "did you mean" naming the module that is there and its file, not "add the folder"', async () => {
+    const runner = echo(1, {}, 'echo_wroker:EchoWorker');
+    const err = await rejection(runner.start());
+    expect(err).toBeInstanceOf(PythonWorkerError);
+    expect(err.code).toBe('python_worker_not_found');
+    expect(err.message).toMatch(
+      /No Python module named 'echo_wroker' for rank 0 .*\. Did you mean 'echo_worker' \(\S+fixtures\/python\/echo_worker\.py\)\? Fix the name in pythonWorker\('echo_wroker:EchoWorker'\)/,
+    );
+    expect(err.message).not.toMatch(/Add the folder/);
+    expectNothingLeft(runner);
+  });
+
+  it('a syntax error in the worker module: python_worker_invalid naming the file, the line and its source, on every rank', async () => {
+    const dir = tempDir('reactor-pysyntax-');
+    writeFileSync(
+      join(dir, 'broken_worker.py'),
+      'from reactor_worker import DistributedWorker\n\nclass BrokenWorker(DistributedWorker):\n    def load(self:\n        pass\n',
+    );
+    const runner = track(
+      new DistributedRunner<any, any, any>(pythonWorker('broken_worker:BrokenWorker', { path: [dir], interpreter: PY }), { worldSize: 2, logger: quiet }),
+    );
+    const err = await rejection(runner.start());
+    expect(err).toBeInstanceOf(PythonWorkerError);
+    expect(err.code).toBe('python_worker_invalid');
+    expect(err.message).toMatch(
+      new RegExp(`^The worker module broken_worker does not parse on rank \\d: .* in ${dir}/broken_worker\\.py, line 4\\n    def load\\(self:\\n`),
+    );
+    expectNothingLeft(runner);
+  });
+
+  it('a raise in reset() on every rank is rethrown (healthy); on one rank it is a RankDesyncError naming it; each with file and line', async () => {
+    const dir = tempDir('reactor-pyreset-');
+    writeFileSync(
+      join(dir, 'reset_worker.py'),
+      'from reactor_worker import DistributedWorker\n\nclass ResetWorker(DistributedWorker):\n    def load(self):\n        self.resets = 0\n    def generate(self, input):\n        self.raise_on = input["raiseOn"]\n        return {}\n    def reset(self):\n        if self.rank in self.raise_on:\n            raise KeyError(f"no state on rank {self.rank}")\n',
+    );
+    const runner = track(
+      new DistributedRunner<any, any, any>(pythonWorker('reset_worker:ResetWorker', { path: [dir], interpreter: PY }), { worldSize: 2, logger: quiet }),
+    );
+    await runner.start();
+    await runner.generate({ raiseOn: [0, 1] });
+    const all = await rejection(runner.reset());
+    expect(all).toMatchObject({ name: 'KeyError', rank: 0 });
+    expect(all.rankStack).toMatch(/reset_worker\.py", line 11, in reset\n\s+raise KeyError/);
+    expect(runner.healthy).toBe(true);
+    await runner.generate({ raiseOn: [1] });
+    const one = await rejection(runner.reset());
+    expect(one).toBeInstanceOf(RankDesyncError);
+    expect(one.message).toMatch(/rank 1: threw KeyError: 'no state on rank 1'/);
+    expect(one.cause.rankStack).toMatch(/reset_worker\.py", line 11, in reset/);
+    expect(runner.healthy).toBe(false);
+  });
+
+  it('CUDA asked for on a CPU rank: the error says the rank runs on CPU and to use self.device', async () => {
+    const dir = tempDir('reactor-pycuda-');
+    writeFileSync(
+      join(dir, 'cuda_worker.py'),
+      'import torch\nfrom reactor_worker import DistributedWorker\n\nclass CudaWorker(DistributedWorker):\n    def load(self):\n        self.weights = torch.zeros(4, device="cuda")\n    def generate(self, input):\n        return {}\n',
+    );
+    const runner = track(
+      new DistributedRunner<any, any, any>(pythonWorker('cuda_worker:CudaWorker', { path: [dir], interpreter: PY }), {
+        worldSize: 1,
+        devices: 'cpu',
+        logger: quiet,
+      }),
+    );
+    const err = await rejection(runner.start());
+    expect(err.rank).toBe(0);
+    expect(err.message).toMatch(/\(rank 0 runs on CPU: it has no GPU \(CUDA_VISIBLE_DEVICES is empty\)\. Put tensors on self\.device, not 'cuda'/);
+    expect(err.rankStack).toMatch(/cuda_worker\.py", line 6, in load/);
     expectNothingLeft(runner);
   });
 

@@ -105,6 +105,15 @@ describe('DistributedRunner with a Python worker (2 ranks)', () => {
       ['bool', /result\.mask is a bool array[\s\S]*astype\(np\.uint8\)/],
       ['nan', /result\.score is nan/],
       ['device', /result\.frames is a torch tensor on meta: only CPU memory can travel\. Send frames\.cpu\(\)/],
+      [
+        'bfloat16',
+        /result\.frames is a bfloat16 torch tensor, which has no TypeScript typed array: convert it where it leaves the model, frames\.float\(\) \(float32\), or frames as \(frames\.clamp\(0, 1\) \* 255\)\.to\(torch\.uint8\)/,
+      ],
+      ['float16', /result\.frames is a float16 torch tensor, which has no TypeScript typed array: .*frames\.float\(\)/],
+      [
+        'np_float16',
+        /result\.frames is a float16 array, which cannot travel: float16 has no TypeScript typed array: send arr\.astype\(np\.float32\), frames as \(arr\.clip\(0, 1\) \* 255\)\.astype\(np\.uint8\)/,
+      ],
     ];
     for (const [bad, re] of cases) {
       const err = await runner.generate({ bad }).catch((e: unknown) => e as any);

@@ -57,7 +57,7 @@ _TYPE_OF = {
 }
 _DTYPE_FIX = {
     "b": "bool arrays have no TypeScript typed array: send arr.astype(np.uint8)",
-    "f2": "float16 has no TypeScript typed array: send arr.astype(np.float32) (or arr.view(np.uint16) and decode it yourself)",
+    "f2": "float16 has no TypeScript typed array: send arr.astype(np.float32), frames as (arr.clip(0, 1) * 255).astype(np.uint8) (or arr.view(np.uint16) and decode it yourself)",
     "c": "complex arrays have no TypeScript typed array: send the real and imaginary parts as two float arrays",
     "O": "object arrays cannot travel: send a list, or an array of a numeric dtype",
 }
@@ -159,6 +159,13 @@ def encode(value: Any, what: str = "result") -> Encoded:
                 )
             if v.requires_grad:
                 v = v.detach()
+            if str(v.dtype) in ("torch.float16", "torch.bfloat16"):
+                name = path.split(".")[-1]
+                raise UnsendableValueError(
+                    f"{path} is a {str(v.dtype)[6:]} torch tensor, which has no TypeScript typed array: convert it where it leaves the model, "
+                    f"{name}.float() (float32), or frames as ({name}.clamp(0, 1) * 255).to(torch.uint8) (a quarter of the bytes). "
+                    f"Keep computing in {str(v.dtype)[6:]}: only the result converts."
+                )
             if not v.is_contiguous():
                 raise UnsendableValueError(f"{path} is a non-contiguous torch tensor: send {path.split('.')[-1]}.contiguous().")
             try:

@@ -203,6 +203,27 @@ def _convert(value: Any, hint: Any, path: str) -> Any:
     return value
 
 
+def _near_modules(name: str) -> list:
+    """Modules on the import path's own folders (PYTHONPATH, not the standard library's) whose name is close to ``name``."""
+    import difflib
+
+    found: Dict[str, str] = {}
+    for folder in [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]:
+        try:
+            entries = os.listdir(folder)
+        except OSError:
+            continue
+        for entry in entries:
+            full = os.path.join(folder, entry)
+            if entry.endswith(".py"):
+                found.setdefault(entry[:-3], full)
+            elif os.path.isfile(os.path.join(full, "__init__.py")):
+                found.setdefault(entry, full)
+    found.pop("reactor_worker", None)
+    found.pop("reactor_runtime", None)
+    return [(n, found[n]) for n in difflib.get_close_matches(name, list(found), n=1, cutoff=0.75)]
+
+
 def _torch_device(device: str) -> str:
     # A GPU rank sees only its own GPU (CUDA_VISIBLE_DEVICES): it is cuda:0 there.
     return "cuda:0" if device.startswith("gpu:") else "cpu"
@@ -384,15 +405,45 @@ class RankLoop:
             sys.stderr.write(f"load() failed on rank {self.rank}:\n")
             traceback.print_exc(file=sys.stderr)
             sys.stderr.flush()
-            self.chan.send({"t": "loadFailed", "error": wire_error(e)})
+            self.chan.send({"t": "loadFailed", "error": self.with_device_hint(wire_error(e))})
+
+    def with_device_hint(self, w: dict) -> dict:
+        """CUDA asked for on a CPU rank: the message says which device this rank has and what to write instead."""
+        worker = self.worker
+        text = w.get("message", "")
+        if worker is not None and worker.device == "cpu" and any(k in text for k in ("CUDA", "NVIDIA driver", "cuda")):
+            w["message"] = (
+                f"{text} (rank {self.rank} runs on CPU: it has no GPU (CUDA_VISIBLE_DEVICES is empty). "
+                f"Put tensors on self.device, not 'cuda', so the worker runs on CPU ranks too.)"
+            )
+        return w
 
     def find_class(self, module: str, name: str) -> type:
         where = f"{sys.executable} (Python {sys.version.split()[0]})"
         try:
             mod = importlib.import_module(module)
+        except SyntaxError as e:
+            # The worker's own file does not parse: say which file, which line, and show it.
+            text = (e.text or "").rstrip("\n")
+            shown_line = f"\n    {text.strip()}" if text.strip() else ""
+            raise PythonWorkerError(
+                "python_worker_invalid",
+                f"The worker module {module} does not parse on rank {self.rank}: {e.msg} in {e.filename}, line {e.lineno}{shown_line}\n"
+                f"Fix the syntax error (python3 -m py_compile {e.filename} shows it too).",
+            ) from e
         except ModuleNotFoundError as e:
             missing = e.name or ""
             if missing == module or module.startswith(missing + "."):
+                top = module.split(".")[0]
+                near = _near_modules(top)
+                if near:
+                    # A typo: the folder is searched already, so adding it is not the fix.
+                    raise PythonWorkerError(
+                        "python_worker_not_found",
+                        f"No Python module named {module!r} for rank {self.rank} ({where}). Did you mean "
+                        + " or ".join(f"{n!r} ({path})" for n, path in near)
+                        + f"? Fix the name in pythonWorker('{module}:{name}') (or reactor.yaml's runtime.python.worker).",
+                    ) from None
                 shown = ", ".join(p for p in sys.path[:8] if p)
                 raise PythonWorkerError(
                     "python_worker_not_found",
@@ -471,7 +522,7 @@ class RankLoop:
             else:
                 worker.reset()
         except Exception as e:  # noqa: BLE001 - the outcome policy decides
-            self.answer({"t": "failed", "id": msg["id"], "error": wire_error(e)}, input_hash)
+            self.answer({"t": "failed", "id": msg["id"], "error": self.with_device_hint(wire_error(e))}, input_hash)
             return
         if op != "generate" or self.rank != 0:
             self.answer({"t": "result", "id": msg["id"], "value": None}, input_hash)

@@ -26,6 +26,7 @@ INITIAL_SEGMENT_BYTES = 1 << 20
 PAGE = 4096
 PROGRESS_PHASES = ["idle", "loading", "generate", "reset", "collective"]
 PROGRESS_TICK_S = 0.1
+_IDLE = 0
 _COLLECTIVE = 4
 #: Bytes before the data of a ``native`` block (shm-typed-array's size_t header).
 NATIVE_HEADER = 8
@@ -217,7 +218,8 @@ class ProgressPublisher:
     checks whether the main thread's innermost Python frame moved, or its CPU clock advanced
     (it computes: Python bytecode, or a long native call such as a matmul). A rank stopped
     (SIGSTOP), blocked (a sleep, a lock, a peer it waits for), or deadlocked stops advancing it,
-    as a TypeScript rank whose event loop is blocked does. Inside a ``torch.distributed``
+    as a TypeScript rank whose event loop is blocked does. While idle (no call) it advances on
+    every tick, as a TypeScript rank's does. Inside a ``torch.distributed``
     collective (labelled by :func:`reactor_worker.init_distributed`) only the frame counts, so a
     rank spin-waiting in one is still named, in phase ``collective``.
     """
@@ -266,7 +268,12 @@ class ProgressPublisher:
                 # At least a fifth of the tick on the CPU: computing, not waiting.
                 computing = cpu - self._cpu >= PROGRESS_TICK_S / 5 and self.phase != _COLLECTIVE
                 self._cpu = cpu
-            if self.keepalive or computing or s != self._last:
+            # Between calls the main thread waits for the parent's next message: healthy, so the
+            # counter advances as a TypeScript rank's event-loop timer does (stall detection
+            # watches calls, not idleness). A stopped process (SIGSTOP, a debugger) runs no ticker
+            # either, so an idle rank that is frozen is still named.
+            idle = self.phase == _IDLE
+            if self.keepalive or idle or computing or s != self._last:
                 self._last = s
                 with self._lock:
                     self.counter = (self.counter + 1) & 0xFFFFFFFF

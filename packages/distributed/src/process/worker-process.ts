@@ -43,6 +43,13 @@ export const STDERR_DRAIN_MS = 30;
 export const STDERR_TAIL_LINES = 20;
 /** Longest line of rank output passed on whole; longer ones are cut (a worker printing megabytes cannot flood the log). */
 export const MAX_OUTPUT_LINE_CHARS = 16 * 1024;
+/**
+ * Most lines of one rank's output (stdout and stderr together) passed on per second; the rest
+ * are counted and said in one line, `... N lines of rank output dropped`, once the second is over
+ * (a worker printing many short lines cannot flood the log either).
+ */
+export const MAX_OUTPUT_LINES_PER_S = 200;
+const OUTPUT_WINDOW_MS = 1_000;
 
 /** Exit facts handed to the runner. */
 export interface ExitInfo extends Omit<CrashInfo, 'during'> {
@@ -176,15 +183,45 @@ export class WorkerProcess {
       if (dropped >= 0) this.line(name, `... (${dropped} more characters of that line dropped)`);
       else if (partial) this.line(name, cut(partial));
       partial = '';
+      this.flushDropped();
     });
   }
 
+  /** The output rate limit's current window: when it began, lines passed on, lines dropped. */
+  private readonly output = { start: -Infinity, lines: 0, dropped: 0, timer: null as NodeJS.Timeout | null };
+
   private line(name: 'stdout' | 'stderr', line: string): void {
+    // The crash report's tail keeps the last lines even of a flood: they are the ones that tell.
     if (name === 'stderr') {
       this.tail.push(line);
       if (this.tail.length > STDERR_TAIL_LINES) this.tail.shift();
     }
-    this.opts.onLine(name, line);
+    const w = this.output;
+    const now = performance.now();
+    if (now - w.start >= OUTPUT_WINDOW_MS) {
+      this.flushDropped();
+      w.start = now;
+      w.lines = 0;
+    }
+    if (w.lines < MAX_OUTPUT_LINES_PER_S) {
+      w.lines++;
+      this.opts.onLine(name, line);
+      return;
+    }
+    w.dropped++;
+    // Said when the second is over, even if the flood stops (no later line would say it).
+    w.timer ??= setTimeout(() => this.flushDropped(), Math.max(0, w.start + OUTPUT_WINDOW_MS - now)).unref();
+  }
+
+  /** Says how many lines the rate limit dropped since it last said so. */
+  private flushDropped(): void {
+    const w = this.output;
+    if (w.timer) clearTimeout(w.timer);
+    w.timer = null;
+    if (w.dropped === 0) return;
+    const n = w.dropped;
+    w.dropped = 0;
+    this.opts.onLine('stderr', `... ${n} line${n > 1 ? 's' : ''} of rank output dropped (over ${MAX_OUTPUT_LINES_PER_S} lines a second)`);
   }
 
   private handleExit(code: number | null, signal: NodeJS.Signals | null): void {

@@ -37,6 +37,8 @@ export interface InFlight {
   done: number;
   timer: NodeJS.Timeout;
   progressTimer: NodeJS.Timeout | null;
+  /** Set once a rank failed while peers still work: watches whether they wait for it in a collective the runner does not own. */
+  abandonTimer: NodeJS.Timeout | null;
   /** Set once the caller cancelled: the reason and the acknowledgement deadline. */
   cancel: { reason: unknown; timer: NodeJS.Timeout } | null;
   detachSignal: () => void;
@@ -80,6 +82,16 @@ export function finishedWhileWaiting(finished: number[], phase: string, waiting:
     `rank${plural(waiting)} ${waiting.join(', ')} wait${waiting.length > 1 ? '' : 's'} for ${finished.length > 1 ? 'them' : 'it'} in ${op}() (collective #${seq})`
   );
 }
+
+/**
+ * How long every rank still in a call must sit in a collective (the `collective` phase of its
+ * progress block: a `torch.distributed` one, which the runner does not own) after a peer raised,
+ * before the call ends as a desync. Long enough for a rank to leave a collective its peer did
+ * join before raising (milliseconds even on a loaded machine), short enough for "within 1 s".
+ */
+export const ABANDONED_COLLECTIVE_MS = 400;
+/** How often the phases are read while a rank that raised may have left its peers waiting. */
+const ABANDONED_CHECK_MS = 25;
 
 export class CallTracker {
   private watches: Watch[] = [];
@@ -127,6 +139,7 @@ export class CallTracker {
         // The call's deadline timer keeps the event loop alive while the call is in flight.
         timer: setTimeout(() => this.onCallTimeout(flight), clampTimer(this.host.opts.callTimeoutMs)),
         progressTimer: null,
+        abandonTimer: null,
         cancel: null,
         detachSignal: () => signal?.removeEventListener('abort', onAbort),
         timing: null,
@@ -164,6 +177,7 @@ export class CallTracker {
     if (!f) return null;
     clearTimeout(f.timer);
     if (f.progressTimer) clearInterval(f.progressTimer);
+    if (f.abandonTimer) clearInterval(f.abandonTimer);
     if (f.cancel) clearTimeout(f.cancel.timer);
     f.detachSignal();
     for (const [rank, w] of this.watches.entries()) {
@@ -283,6 +297,43 @@ export class CallTracker {
     }
   }
 
+  // ---- a rank that raised while its peers wait for it in a collective --------------------------
+
+  /**
+   * A rank raised and left the call; its peers may sit in a `torch.distributed` collective it
+   * never joined, where they would wait out `callTimeoutMs` (gloo's and NCCL's own timeouts are
+   * longer still). Once every rank still working has been in the `collective` phase for
+   * {@link ABANDONED_COLLECTIVE_MS}, they wait for the one that left: the call ends at once as a
+   * desync whose cause is the raising rank's error (with its traceback), and the waiting ranks
+   * are killed, since nothing can take them out of a collective the runner does not own.
+   */
+  private watchAbandoned(f: InFlight): void {
+    let since: number | null = null;
+    f.abandonTimer = setInterval(() => {
+      if (!this.current(f)) return;
+      const waiting = f.outcomes.flatMap((o, r) => (o ? [] : [r]));
+      const inCollective = waiting.length > 0 && waiting.every((r) => this.watches[r]?.reader.read()?.phase === 'collective');
+      const now = performance.now();
+      if (!inCollective) {
+        since = null;
+        return;
+      }
+      since ??= now;
+      if (now - since < ABANDONED_COLLECTIVE_MS) return;
+      const failed = f.outcomes.flatMap((o, r) => (o && !o.ok ? [{ r, error: o.error }] : []));
+      const first = failed[0]!;
+      const plural = (n: unknown[]) => (n.length > 1 ? 's' : '');
+      for (const r of waiting) this.host.group.procs[r]?.killNow();
+      this.failDesync(
+        `rank${plural(failed)} ${failed.map((x) => x.r).join(', ')} raised ${first.error.type}: ${first.error.message.split('\n')[0]} ` +
+          `while rank${plural(waiting)} ${waiting.join(', ')} waited for ${failed.length > 1 ? 'them' : 'it'} in a torch.distributed collective ` +
+          `(${Math.round(now - since)} ms; killed, as nothing else takes a rank out of one)`,
+        [],
+        waiting,
+      );
+    }, ABANDONED_CHECK_MS);
+  }
+
   // ---- cancellation --------------------------------------------------------------------------
 
   private onCancel(f: InFlight, reason: unknown): void {
@@ -340,7 +391,10 @@ export class CallTracker {
       this.failDesync(finishedWhileWaiting([rank], f.op, stuck.waiting, stuck.op, stuck.seq));
       return;
     }
-    if (f.done < this.worldSize) return;
+    if (f.done < this.worldSize) {
+      if (!outcome.ok && !f.abandonTimer) this.watchAbandoned(f);
+      return;
+    }
     const outcomes = f.outcomes as Outcome[];
     if (this.host.opts.verifyInputs && this.checkInputs(f, outcomes)) return;
     const failures = outcomes.map((o, r) => ({ o, r })).filter((x): x is { o: Extract<Outcome, { ok: false }>; r: number } => !x.o.ok);
@@ -421,20 +475,20 @@ export class CallTracker {
     return true;
   }
 
-  private describeOutcomes(f: InFlight): string[] {
+  private describeOutcomes(f: InFlight, waiting: number[] = []): string[] {
     return f.outcomes.map((o, r) => {
-      if (!o) return `rank ${r}: no answer yet`;
+      if (!o) return waiting.includes(r) ? `rank ${r}: waiting in a collective, killed` : `rank ${r}: no answer yet`;
       if (o.ok) return `rank ${r}: ok`;
       return `rank ${r}: threw ${o.error.type}: ${o.error.message.split('\n')[0]}`;
     });
   }
 
   /** A desync: fails `start()` when it is in flight, else the call in flight (unusable). */
-  failDesync(detail: string, ranks: number[] = []): void {
+  failDesync(detail: string, ranks: number[] = [], waiting: number[] = []): void {
     if (this.host.failStart(new RankDesyncError('start()', detail, [], undefined, ranks))) return;
     const f = this.host.inFlight();
     if (!f) return;
-    const outcomes = this.describeOutcomes(f);
+    const outcomes = this.describeOutcomes(f, waiting);
     const firstFailure = f.outcomes.map((o, r) => ({ o, r })).find((x) => x.o && !x.o.ok);
     const cause = firstFailure && firstFailure.o && !firstFailure.o.ok ? reviveError(firstFailure.o.error, firstFailure.r, this.host.errorClasses) : undefined;
     this.host.failUnusable(new RankDesyncError(f.op, detail, outcomes, cause, ranks), true);

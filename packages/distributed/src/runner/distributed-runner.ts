@@ -8,12 +8,12 @@ import { type PythonWorkerSpec, isPythonWorkerSpec, resolvePythonWorker, unsenda
 import type { ShmBackendKind } from '../protocol.js';
 import { encodeValue } from '../shm/codec.js';
 import type { DistributedWorker, WorkerClass } from '../worker/distributed-worker.js';
-import { type WorkerLocation, locateWorker } from '../worker/locate.js';
+import { locateWorker } from '../worker/locate.js';
 import { assignDevices } from './devices.js';
 import { detectGpuCount } from './gpu-count.js';
 import { type DistributedRunnerOptions, type ResolvedOptions, resolveOptions } from './options.js';
-import { type RankReusePool, argsFingerprint, installedRankPool, moduleKeyOf, moduleTreeHash } from './rank-reuse.js';
-import { type CoreWorker, RunnerCore } from './runner-core.js';
+import { type RankReusePool, argsFingerprint, installedRankPool, moduleKeyOf, moduleTreeHash, pythonTreeHash } from './rank-reuse.js';
+import { type Adopted, type CoreWorker, RunnerCore } from './runner-core.js';
 import type { CallOptions, DistributedRunnerEvents, RunnerStateName, SharedResult, StallInfo } from './runner-types.js';
 
 export { RUNNER_TRANSITIONS } from './runner-types.js';
@@ -75,12 +75,23 @@ function checkRunner(WorkerClass: unknown, options: DistributedRunnerOptions<unk
   return { worker: { kind: 'typescript', cls, location }, opts, loadArgs: options.loadArgs, gpuCount, assignments };
 }
 
-/** The rank reuse fingerprint: what decides whether a parked runner may serve this one, and its worker module. */
-function reuseKeyOf(spec: RunnerSpec, location: WorkerLocation, cls: WorkerClass): { key: string; moduleKey: string } {
+/**
+ * The rank reuse fingerprint: what decides whether a parked runner may serve this one, and its
+ * worker module. A TypeScript worker: its module tree; a Python worker: the interpreter, the
+ * import path and every `.py` file under the import path's folders (`pythonTreeHash`).
+ */
+function reuseKeyOf(spec: RunnerSpec): { key: string; moduleKey: string; adopted: Adopted } {
   const { logger: _logger, ...opts } = spec.opts;
-  const moduleKey = moduleKeyOf(location.runnableUrl);
-  const key = JSON.stringify([moduleKey, moduleTreeHash(location.runnableUrl), cls.name, opts, argsFingerprint(spec.loadArgs)]);
-  return { key, moduleKey };
+  const w = spec.worker;
+  if (w.kind === 'python') {
+    const { python } = w;
+    const moduleKey = `python:${python.module}:${python.className}`;
+    const key = JSON.stringify([moduleKey, python.interpreterPath, python.pythonPath, pythonTreeHash(python.pythonPath), opts, argsFingerprint(spec.loadArgs)]);
+    return { key, moduleKey, adopted: { kind: 'python', errors: python.errors } };
+  }
+  const moduleKey = moduleKeyOf(w.location.runnableUrl);
+  const key = JSON.stringify([moduleKey, moduleTreeHash(w.location.runnableUrl), w.cls.name, opts, argsFingerprint(spec.loadArgs)]);
+  return { key, moduleKey, adopted: { kind: 'typescript', location: w.location } };
 }
 
 /**
@@ -116,7 +127,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
   /** With rank reuse on (`reactor dev`): what decides whether a parked runner may serve this one, its worker module, and the pool. */
   private reuse: { key: string; moduleKey: string; pool: RankReusePool } | null = null;
   /** Ranks handed over from the pool: `start()` has nothing to start. */
-  private adopted: WorkerLocation | null = null;
+  private adopted: Adopted | null = null;
 
   /**
    * Checks everything that can be checked without starting a process.
@@ -131,14 +142,15 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     const spec = checkRunner(WorkerClass, options as DistributedRunnerOptions<unknown>);
     this.worldSize = spec.opts.worldSize;
     const pool = installedRankPool();
-    if (pool?.enabled && spec.worker.kind === 'typescript') {
-      this.reuse = { ...reuseKeyOf(spec, spec.worker.location, spec.worker.cls), pool };
-      const parked = pool.take(this.reuse.key)?.target as DistributedRunner<TInput, TResult, TArgs> | undefined;
+    if (pool?.enabled) {
+      const { key, moduleKey, adopted } = reuseKeyOf(spec);
+      this.reuse = { key, moduleKey, pool };
+      const parked = pool.take(key)?.target as DistributedRunner<TInput, TResult, TArgs> | undefined;
       if (parked) {
         // The loaded ranks serve the new instance: its events come here from now on.
         this.core = parked.core;
         this.core.attach(this);
-        this.adopted = spec.worker.location;
+        this.adopted = adopted;
         return;
       }
     }
@@ -158,11 +170,11 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     options: DistributedRunnerOptions<TArgs>,
   ): DistributedRunner<TInput, TResult, TArgs> {
     const spec = checkRunner(WorkerClass, options as DistributedRunnerOptions<unknown>);
-    if (pool.enabled && spec.worker.kind === 'typescript') {
-      const { key } = reuseKeyOf(spec, spec.worker.location, spec.worker.cls);
+    if (pool.enabled) {
+      const { key, adopted } = reuseKeyOf(spec);
       const parked = pool.take(key)?.target as DistributedRunner<TInput, TResult, TArgs> | undefined;
       if (parked) {
-        parked.adopted = spec.worker.location;
+        parked.adopted = adopted;
         return parked;
       }
     }
@@ -220,10 +232,10 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
    */
   async start(): Promise<void> {
     if (this.adopted) {
-      const location = this.adopted;
+      const adopted = this.adopted;
       this.adopted = null;
-      // Errors are rebuilt as the classes of the module the app imports now, so `instanceof` holds.
-      await this.core.readopt(location);
+      // Errors are rebuilt as the classes the app has now, so `instanceof` holds.
+      await this.core.readopt(adopted);
       this.core.logger.info(
         `reusing the ${this.worldSize} loaded rank${this.worldSize > 1 ? 's' : ''} (pid ${this.pids.join(', ')}): the model half did not change`,
       );

@@ -15,8 +15,8 @@
  * @internal
  */
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { type Dirent, readFileSync, readdirSync } from 'node:fs';
+import { delimiter, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** What the pool needs of a runner. */
@@ -175,4 +175,48 @@ export function argsFingerprint(value: unknown): string {
     if (typeof v === 'bigint') return `bigint:${v}`;
     return v;
   });
+}
+
+/** Folders a Python import path holds that are never the app's sources. */
+const PY_SKIP_DIRS = new Set(['__pycache__', '.git', 'node_modules', '.venv', 'venv', 'site-packages', 'dist-packages', '.mypy_cache', '.pytest_cache']);
+/** Bounds of {@link pythonTreeHash}'s walk: past them, the rest is not looked at (said in the hash, so it stays stable). */
+const PY_MAX_FILES = 5_000;
+const PY_MAX_DEPTH = 8;
+
+/**
+ * A hash of every `.py` file under the folders of a Python import path (`PYTHONPATH`, with its
+ * delimiter), by path and bytes: a Python worker's ranks are reused only while none of them
+ * changed (Python has no import graph to follow before it runs). Caches, virtual environments
+ * and `node_modules` are skipped; the walk stops at {@link PY_MAX_FILES} files.
+ * @internal
+ */
+export function pythonTreeHash(pythonPath: string): string {
+  const hash = createHash('sha256');
+  let files = 0;
+  const walk = (dir: string, depth: number): void => {
+    let entries: Dirent[];
+    try {
+      entries = readdirSync(dir, { withFileTypes: true });
+    } catch {
+      hash.update(`${dir}\0missing\0`);
+      return;
+    }
+    for (const e of entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
+      if (files >= PY_MAX_FILES) return;
+      const full = join(dir, e.name);
+      if (e.isDirectory()) {
+        if (depth < PY_MAX_DEPTH && !PY_SKIP_DIRS.has(e.name) && !e.name.startsWith('.')) walk(full, depth + 1);
+      } else if (e.name.endsWith('.py')) {
+        files++;
+        try {
+          hash.update(`${full}\0`).update(readFileSync(full)).update('\0');
+        } catch {
+          hash.update(`${full}\0missing\0`);
+        }
+      }
+    }
+  };
+  for (const dir of pythonPath.split(delimiter).filter(Boolean)) walk(resolve(dir), 0);
+  if (files >= PY_MAX_FILES) hash.update(`\0truncated at ${PY_MAX_FILES} files\0`);
+  return hash.digest('hex');
 }

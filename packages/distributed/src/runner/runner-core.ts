@@ -59,6 +59,9 @@ type RunnerState =
   | { name: 'shutdown'; reason: string; cause: unknown };
 
 /** What the ranks run: a TypeScript worker's class and module, or a Python worker. */
+/** What a runner that takes over parked ranks brings: the worker as the app names it now. */
+export type Adopted = { kind: 'typescript'; location: WorkerLocation } | { kind: 'python'; errors: ReadonlyMap<string, ErrorClass> };
+
 export type CoreWorker = { kind: 'typescript'; cls: WorkerClass; location: WorkerLocation } | { kind: 'python'; python: ResolvedPythonWorker };
 
 let runnerSeq = 0;
@@ -154,9 +157,17 @@ export class RunnerCore implements CallHost {
     return this.backend;
   }
 
-  /** Rank reuse: the worker module as the app imports it now rebuilds the error classes, so `instanceof` holds. */
-  async readopt(location: WorkerLocation): Promise<void> {
-    const mod = (await import(location.sourceUrl)) as Record<string, unknown>;
+  /**
+   * Rank reuse: the worker module as the app imports it now (a TypeScript worker), or the
+   * `errors` classes the app passes now (a Python worker), rebuild the error classes, so
+   * `instanceof` holds.
+   */
+  async readopt(adopted: Adopted): Promise<void> {
+    if (adopted.kind === 'python') {
+      this.errorClasses = new Map([...OWN_ERROR_CLASSES, ...adopted.errors]);
+      return;
+    }
+    const mod = (await import(adopted.location.sourceUrl)) as Record<string, unknown>;
     this.errorClasses = new Map([...OWN_ERROR_CLASSES, ...collectErrorClasses(mod)]);
   }
 

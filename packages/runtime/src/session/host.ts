@@ -12,6 +12,7 @@ import { CommandDispatch } from './command-dispatch.js';
 import { Control } from './control.js';
 import { type ClientOwner, HostClient, type HostSession } from './host-client.js';
 import { errorText, type HostCounters, HostCore } from './host-core.js';
+import { withTraceback } from './error-report.js';
 import { type AppHostOptions, resolveHostOptions } from './host-options.js';
 import { HostUploads } from './host-uploads.js';
 import { InputTracks } from './input-tracks.js';
@@ -260,7 +261,7 @@ export class AppHost implements AppHostApi {
       await this.loading;
     } catch (cause) {
       this.progress.stop();
-      this.loadError = { code: RuntimeErrorCode.LoadFailed, message: `${this.def.appClass.name}.load() failed: ${errorText(cause)}` };
+      this.loadError = { code: RuntimeErrorCode.LoadFailed, message: withTraceback(`${this.def.appClass.name}.load() failed: ${errorText(cause)}`, cause) };
       if (this.lifecycle.is('loading')) this.lifecycle.to('failed');
       else this.stateBeforeClose = 'failed';
       this.logger.error({ err: cause }, this.loadError.message);

@@ -12,6 +12,7 @@ import type { Output } from '../output/output.js';
 import type { Broadcast } from './broadcast.js';
 import type { HostSession } from './host-client.js';
 import { errorText, type HostCore, stepGaveWay } from './host-core.js';
+import { withTraceback } from './error-report.js';
 import { type Chunk, clockTrack, normalizeOutput } from './normalize.js';
 import { StepPacer } from './step-pacer.js';
 import { RunnerCallCollector, type StepSample } from './step-stages.js';
@@ -230,9 +231,16 @@ export class StepLoop {
   }
 
   private async failSession(session: HostSession, where: string, err: unknown): Promise<void> {
-    this.core.logger.error({ err }, `${this.core.def.appClass.name}.${where}() threw; ending the session`);
     const code = typeof (err as { code?: unknown })?.code === 'string' ? ` [${(err as { code: string }).code}]` : '';
-    await this.endSession(session, { code: RuntimeErrorCode.SessionFailed, message: `${where}() failed: ${errorText(err)}${code}` });
+    // A rank's error (a Python exception, a desync whose cause is one) shows where it was raised:
+    // the first line names the file and line, the frames follow (bounded), in the log and the status.
+    const message = withTraceback(`${where}() failed: ${errorText(err)}${code}`, err);
+    const [first, ...frames] = message.split('\n');
+    this.core.logger.error(
+      { err },
+      [`${this.core.def.appClass.name}.${where}() threw; ending the session: ${first!.slice(`${where}() failed: `.length)}`, ...frames].join('\n'),
+    );
+    await this.endSession(session, { code: RuntimeErrorCode.SessionFailed, message });
   }
 }
 

@@ -1,0 +1,65 @@
+// Issue 37, point 5: `python -m reactor_worker run module:Class --input in.json [--world-size 2]`
+// runs a worker without Node, for debugging (rank 0 in the foreground, pdb included), printing
+// the result's shapes; a rank's exception exits non-zero with its traceback.
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { FIXTURES, PY } from './python-helpers.js';
+
+const PACKAGE = fileURLToPath(new URL('../python/', import.meta.url));
+
+function python(args: string[], stdin?: string): Promise<{ code: number | null; out: string; err: string }> {
+  return new Promise((done) => {
+    const child = spawn(PY, args, { cwd: FIXTURES, env: { ...process.env, PYTHONPATH: PACKAGE }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    child.stdin.end(stdin ?? '');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      done({ code, out, err });
+    });
+  });
+}
+
+describe('python -m reactor_worker run', () => {
+  it('runs load() and generate() on two ranks (torch.distributed, gloo) and prints the result fields with dtype and shape', async () => {
+    const r = await python(['-m', 'reactor_worker', 'run', 'collective_worker:CollectiveWorker', '--input', '{"reduce": true}', '--world-size', '2']);
+    expect(r.code, r.err).toBe(0);
+    expect(r.out).toBe("rank 0 of 2: generate() returned\n  result.backend: str 'gloo'\n  result.gathered: tensor float32 (4,) on cpu\n");
+  });
+
+  it('a raise on rank 1 exits 1 with its traceback (file, line, source), even while rank 0 waits in all_gather', async () => {
+    const r = await python([
+      '-m',
+      'reactor_worker',
+      'run',
+      'collective_worker:CollectiveWorker',
+      '--input',
+      '{"raiseOn": [1], "where": "before"}',
+      '--world-size',
+      '2',
+    ]);
+    expect(r.code).toBe(1);
+    expect(r.err).toMatch(
+      /rank 1 failed:\nTraceback \(most recent call last\):[\s\S]*collective_worker\.py", line \d+, in generate\n\s+raise ValueError\(f"rank \{self\.rank\} refuses the input before all_gather"\)[\s\S]*ValueError: rank 1 refuses the input before all_gather/,
+    );
+    expect(r.out).not.toContain('generate() returned');
+  });
+
+  it('runs under pdb: rank 0 is the foreground process', async () => {
+    const r = await python(['-m', 'pdb', '-m', 'reactor_worker', 'run', 'echo_worker:EchoWorker', '--input', '{"value": 3}'], 'continue\n');
+    expect(r.out).toContain('(Pdb)');
+    expect(r.out).toMatch(/rank 0 of 1: generate\(\) returned\n {2}result\.rank: int 0\n/);
+  });
+
+  it('names a worker that does not exist, and ships py.typed for editors and type checkers', async () => {
+    const r = await python(['-m', 'reactor_worker', 'run', 'echo_worker:EchoWorkr', '--input', '{}']);
+    expect(r.code).not.toBe(0);
+    expect(r.err).toMatch(/reactor_worker: echo_worker \(\S+echo_worker\.py\) has no DistributedWorker named EchoWorkr; it defines EchoWorker/);
+    expect(existsSync(`${PACKAGE}reactor_worker/py.typed`)).toBe(true);
+  });
+});
