@@ -180,7 +180,7 @@ describe('apps/world under reactor run (small config, CPU)', () => {
     await expect(bad.url).rejects.toThrow(/exited/);
     expect(await bad.exited).not.toBe(0);
     expect(bad.output()).toMatch(
-      /reactor: loading reactor-world 0\.1\.0 failed .*key 'blocks\.0\.self_attn\.o\.weight' has shape \[5, 48\], the small DiT needs \[48, 48\] \[app_load_failed\]/,
+      /reactor: loading reactor-world 0\.1\.0 failed .*key 'blocks\.0\.self_attn\.o\.weight' has shape \[5, 48\], the small DiT needs \[48, 48\] \(rank 0, \S+checkpoint\.py line \d+, in check_state_dict\) \[app_load_failed\]/,
     );
     expect(bad.output()).toContain('bad.safetensors');
     expect(readdirSync('/dev/shm').filter((f) => f.startsWith(`reactor-${bad.child.pid}.`))).toEqual([]);
