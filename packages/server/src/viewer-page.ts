@@ -72,6 +72,9 @@ button:hover { filter:brightness(1.1); }
 button.secondary { background:transparent; color:var(--text); border:1px solid var(--line); }
 .result { font-size:12px; margin-top:4px; min-height:1em; overflow-wrap:anywhere; }
 .result.ok { color:var(--ok); }
+.keys { flex-wrap:wrap; gap:6px; }
+.keys kbd { font:12px ui-monospace, monospace; border:1px solid var(--line); border-radius:5px; padding:3px 6px; background:var(--panel); }
+.keys kbd.held { border-color:var(--ok); color:var(--ok); }
 .result.err { color:var(--err); }
 .toggle { position:relative; width:40px; height:22px; flex:none; }
 .toggle input { opacity:0; width:0; height:0; }

@@ -32,6 +32,14 @@ export interface InputFieldOptions<T = unknown> {
    * A client's role comes from its token (`controller`, `spectator`, or the app's own).
    */
   roles?: readonly string[];
+  /**
+   * Marks the field as held keys (an action field): `KeyboardEvent.key` (lower case) -> the value
+   * the field's array holds while that key is down, e.g. `{ w: 'forward', a: 'turn_left' }`.
+   * Published as `x-reactor-keys`; the viewer then sends the held set on every key down and up
+   * (and `[]` when its window loses focus). The field should be a string array whose values the
+   * constraints allow (`@IsIn([...], { each: true })`).
+   */
+  keys?: Readonly<Record<string, string>>;
 }
 
 /** Options of `@UploadField`: what a file must be for this field or parameter to take it. */

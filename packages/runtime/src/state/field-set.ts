@@ -34,6 +34,26 @@ export interface FieldSpec {
   readonly upload?: UploadSpec;
 }
 
+/** `@InputField({ keys })`: a map of single keyboard keys to non-empty strings (lower case keys). */
+function checkKeys(cls: string, prop: string, keys: unknown): Record<string, string> {
+  const fix = 'give keys as { [KeyboardEvent.key in lower case]: the value held }, e.g. { w: "forward" }';
+  if (keys === null || typeof keys !== 'object' || Array.isArray(keys))
+    throw new AppDefinitionError(RuntimeErrorCode.InvalidStateField, cls, prop, `keys must be an object; ${fix}`);
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(keys as Record<string, unknown>)) {
+    if (k === '' || k !== k.toLowerCase() || typeof v !== 'string' || v === '') {
+      throw new AppDefinitionError(
+        RuntimeErrorCode.InvalidStateField,
+        cls,
+        prop,
+        `keys entry ${JSON.stringify(k)}: ${JSON.stringify(v)} is not a lower-case key to a non-empty string; ${fix}`,
+      );
+    }
+    out[k] = v;
+  }
+  return out;
+}
+
 /** Result of validating a payload. */
 export type Validated<T> = { ok: true; value: T } | { ok: false; errors: FieldError[] };
 
@@ -156,6 +176,7 @@ export class FieldSet<T extends object = object> {
       if (o.description !== undefined) schema.description = o.description;
       if ('default' in o && o.default !== undefined) schema.default = o.default;
       if (o.moderate) schema['x-moderate'] = true;
+      if (o.keys !== undefined) schema['x-reactor-keys'] = checkKeys(cls.name, r.property, o.keys);
       fields.push({ property: r.property, wire, isPrivate, options: o, hasDefault: r.hasDefault, schema });
     }
     const set = new FieldSet(cls, fields);

@@ -6,6 +6,7 @@
 import { type CommandSchema, type JsonSchema, type ReactorClient, CommandFailedError } from '@reactor/client';
 import { buildTrackSelect } from './canvas.js';
 import { $, el, errorText, formatBytes, richText } from './dom.js';
+import { buildKeys, keyBindings, stopKeys } from './keys.js';
 import { buildMedia } from './media.js';
 
 type Field = JsonSchema & {
@@ -237,6 +238,11 @@ function buildControl(client: ReactorClient, cmd: CommandSchema): HTMLElement {
   if (cmd.kind === 'setter' && names.length === 1) {
     const key = names[0]!;
     const field = props[key]!;
+    const bindings = keyBindings(field);
+    if (bindings !== undefined) {
+      wrap.append(buildKeys(client, cmd, key, bindings, out), out);
+      return wrap;
+    }
     const send = (): void => showResult(out, sendWithUploads(client, cmd.name, { [key]: input.read() }, out));
     const stateKey = cmd.field ?? key;
     const initial = client.state[stateKey] ?? field.default;
@@ -293,6 +299,7 @@ export function buildControls(client: ReactorClient): void {
   const box = $('controls');
   box.replaceChildren();
   stateUpdaters.clear();
+  stopKeys();
   if (client.schema.commands.length === 0) box.append(el('p', { className: 'empty' }, 'This app has no commands.'));
   for (const cmd of client.schema.commands) box.append(buildControl(client, cmd));
   buildTrackSelect(client);
