@@ -13,3 +13,16 @@ export {
 } from './app.js';
 export { MODEL_NAMES, type ModelName, WorldConfig, type WorldPlan, loadWorldConfig, planWorld } from './config.js';
 export { CheckpointError, ConfigError, TextEncoderError, WorldConfigError, WorldErrorCode, WorldInputInvalid, WorldOutOfMemory } from './errors.js';
+export {
+  TINY_WORLD_ACTIONS,
+  TINY_WORLD_KEYS,
+  TINY_WORLD_WEIGHTS,
+  TINY_WORLD_WORKER,
+  type TinyWorldAction,
+  TinyWorldApp,
+  TinyWorldConfig,
+  TinyWorldInfo,
+  TinyWorldOutput,
+  TinyWorldState,
+  loadTinyWorldConfig,
+} from './tiny.js';

@@ -73,6 +73,23 @@ class TrainingFileTest(unittest.TestCase):
             self.assertIn("truncated", str(e.exception))
             self.assertEqual(e.exception.code, "world_training_data_invalid")
 
+    def test_train_py_names_a_truncated_training_file_and_stops(self) -> None:
+        """The door a user opens: ``train.py --data FILE`` as typed, on a file cut short."""
+        import subprocess
+        import sys
+
+        frames, actions = generate(2, 6, data_seed=3)
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "rec.npz")
+            write_training_file(p, frames, actions, source="recording")
+            with open(p, "r+b") as f:
+                f.truncate(os.path.getsize(p) - 100)
+            script = os.path.join(os.path.dirname(__file__), "..", "..", "train", "train.py")
+            r = subprocess.run([sys.executable, script, "--out", os.path.join(d, "out"), "--data", p, "--device", "cpu"], capture_output=True, text=True, timeout=120)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn(f"TrainingDataError: training file {p} is truncated or not an .npz", r.stderr)
+            self.assertFalse(os.path.exists(os.path.join(d, "out", "tiny-world.safetensors")))
+
     def test_a_file_of_another_shape_is_refused_by_name(self) -> None:
         frames, actions = generate(2, 6, data_seed=2)
         with tempfile.TemporaryDirectory() as d:

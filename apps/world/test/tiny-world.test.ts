@@ -1,0 +1,214 @@
+/**
+ * The tiny world as a user plays it: `reactor run --manifest apps/world/tiny-world.yaml` in a child
+ * process (the shipped weights on one CPU rank, Debian's torch), a Node client over a real socket
+ * holding keys. The direction a key moves the view is the renderer's: the same start pose and
+ * keys are drawn by `reactor_world.tiny.render` and the shifts compared.
+ */
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
+import { type ClientFrame, connect, type ReactorClient } from '@reactor/client';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const app = resolve(here, '..');
+const repo = resolve(app, '../..');
+const cli = join(repo, 'packages/cli/dist/main.js');
+const PY = process.env['REACTOR_PYTHON'] ?? '/usr/bin/python3';
+const SIZE = 64;
+
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function until(cond: () => boolean, what: string, ms = 90_000): Promise<void> {
+  const end = performance.now() + ms;
+  while (!cond()) {
+    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+function startCli(config: string): { child: ChildProcess; url: Promise<string>; output: () => string; exited: Promise<number | null> } {
+  const child = spawn(process.execPath, [cli, 'run', '--manifest', join(app, 'tiny-world.yaml'), '--config', config, '--port', '0'], {
+    cwd: app,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, REACTOR_PYTHON: PY },
+  });
+  let out = '';
+  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  const url = new Promise<string>((res, rej) => {
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /Viewer: (\S+)/.exec(out);
+      if (m) res(m[1]!);
+    });
+    child.once('exit', (code) => rej(new Error(`reactor run exited with ${code} before printing the viewer URL:\n${out}`)));
+  });
+  cleanups.push(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+  return { child, url, output: () => out, exited };
+}
+
+function tmpConfig(body: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'tiny-world-'));
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  const p = join(dir, 'config.yaml');
+  writeFileSync(p, body);
+  return p;
+}
+
+interface Seen {
+  c: ReactorClient;
+  frames: ClientFrame[];
+  states: Record<string, unknown>[];
+}
+
+async function client(base: string): Promise<Seen> {
+  const c = await connect(base, { WebSocket, reconnect: false });
+  cleanups.push(() => c.close());
+  const seen: Seen = { c, frames: [], states: [] };
+  c.on('frame', (f) => seen.frames.push(f));
+  c.on('state', (s) => seen.states.push(s));
+  return seen;
+}
+
+type Meta = { chunk: number; keys: string[]; fromRenderer: boolean };
+const meta = (f: ClientFrame): Meta => f.metadata as Meta;
+
+/** Grey levels of a 64x64 RGB frame. */
+function grey(rgb: Uint8Array): Float64Array {
+  const g = new Float64Array(SIZE * SIZE);
+  for (let i = 0; i < g.length; i++) g[i] = (rgb[3 * i]! + rgb[3 * i + 1]! + rgb[3 * i + 2]!) / 3;
+  return g;
+}
+
+/** The whole-pixel shift s that best explains b[x] = a[x - s] (as tiny/evaluate.py's horizontal_shift). */
+function shift(a: Uint8Array, b: Uint8Array, max = 16): number {
+  const ga = grey(a);
+  const gb = grey(b);
+  let best = Infinity;
+  let arg = 0;
+  for (let s = -max; s <= max; s++) {
+    let e = 0;
+    let n = 0;
+    for (let y = 0; y < SIZE; y++) {
+      for (let x = Math.max(0, s); x < Math.min(SIZE, SIZE + s); x++) {
+        const d = gb[y * SIZE + x]! - ga[y * SIZE + x - s]!;
+        e += d * d;
+        n++;
+      }
+    }
+    if (e / n < best) [best, arg] = [e / n, s];
+  }
+  return arg;
+}
+
+/** The renderer's frames: the start chunk at pose `start`, then one chunk with `key` held (uint8 64x64x3 each). */
+function truth(start: number, key: string): Uint8Array[] {
+  const code = [
+    'import sys, numpy as np',
+    'from reactor_world.tiny.render import ACTION_KEYS, World, random_pose, rollout',
+    'w = World(); start, key = int(sys.argv[1]), sys.argv[2]',
+    'pose = random_pose(w, np.random.default_rng(start), 1)',
+    'still = np.zeros((1, 3, 6), np.uint8); ctx, poses = rollout(w, pose, still)',
+    'a = still.copy(); a[:, :, ACTION_KEYS.index(key)] = 1',
+    'nxt, _ = rollout(w, poses[:, -1], a)',
+    'sys.stdout.buffer.write(np.concatenate([ctx[0], nxt[0]]).tobytes())',
+  ].join('\n');
+  const r = spawnSync(PY, ['-c', code, String(start), key], { cwd: join(app, 'python'), maxBuffer: 1 << 24 });
+  if (r.status !== 0) throw new Error(`the renderer failed: ${r.stderr.toString()}`);
+  const out: Uint8Array[] = [];
+  for (let i = 0; i < 6; i++) out.push(new Uint8Array(r.stdout.buffer, r.stdout.byteOffset + i * SIZE * SIZE * 3, SIZE * SIZE * 3));
+  return out;
+}
+
+describe('apps/world tiny-world under reactor run (shipped weights, CPU)', () => {
+  it('starts from the renderer, publishes the key bindings, and a held key moves the view the way the renderer says', async () => {
+    const weights = join(app, 'weights/tiny-world.safetensors');
+    const info = JSON.parse(readFileSync(join(app, 'weights/tiny-world.json'), 'utf8')) as { sha256: string };
+    expect(createHash('sha256').update(readFileSync(weights)).digest('hex')).toBe(info.sha256);
+    const { child, url, exited, output } = startCli(tmpConfig('upscale: 1\n'));
+    const a = await client(await url);
+    const setKeys = a.c.schema.commands.find((x) => x.name === 'set_keys')!;
+    const field = (setKeys.params['properties'] as Record<string, Record<string, unknown>>)['keys']!;
+    expect(field['x-reactor-keys']).toMatchObject({ w: 'forward', a: 'turn_left', d: 'turn_right', s: 'back' });
+
+    // Chunk 0 is the renderer's start pose (start 0): the same pixels the renderer draws.
+    await until(() => a.frames.length >= 3, 'the start chunk');
+    const first = a.frames.slice(0, 3);
+    expect(first.map((f) => meta(f).fromRenderer)).toEqual([true, true, true]);
+    expect([first[0]!.width, first[0]!.height]).toEqual([SIZE, SIZE]);
+    const left = truth(0, 'turn_left');
+    expect(Buffer.from(first[2]!.payload).equals(Buffer.from(left[2]!))).toBe(true);
+
+    // Hold turn-left: the chunk the command reached shows the view moved as the renderer moves it.
+    for (const [key, t] of [
+      ['turn_left', left],
+      ['turn_right', truth(0, 'turn_right')],
+    ] as const) {
+      const flushes = a.frames.length;
+      await a.c.send('reset');
+      await until(() => a.frames.slice(flushes).some((f) => meta(f).fromRenderer), 'the start chunk after reset');
+      const cmd = a.c.send('set_keys', { keys: [key] });
+      await cmd;
+      const applied = await cmd.applied;
+      expect(applied.outcome).toBe('applied');
+      const seq = (applied as { seq: number }).seq;
+      await until(() => a.frames.some((f) => f.seq === seq), 'the frame named by applied');
+      const shown = a.frames.find((f) => f.seq === seq)!;
+      expect(meta(shown).keys).toEqual([key]);
+      const before = a.frames.filter((f) => f.seq < seq && meta(f).fromRenderer).at(-1)!;
+      const want = shift(t[2]!, t[3]!);
+      const got = shift(before.payload, shown.payload);
+      expect(Math.sign(want), `${key}: the renderer's shift ${want}`).toBe(key === 'turn_left' ? 1 : -1);
+      expect(Math.sign(got), `${key}: generated shift ${got}, the renderer's ${want}`).toBe(Math.sign(want));
+      await a.c.send('set_keys', { keys: [] });
+    }
+
+    // An unknown action is refused by name; nothing is applied.
+    await expect(a.c.send('set_keys', { keys: ['jump'] })).rejects.toMatchObject({ code: 'invalid_params' });
+    await expect(a.c.send('set_keys', { keys: 'forward' })).rejects.toMatchObject({ code: 'invalid_params' });
+
+    // Keys held across a reconnect: the leaving client's keys are let go; a new connection finds [].
+    await a.c.send('set_keys', { keys: ['forward'] });
+    await until(() => (a.c.state['keys'] as string[])[0] === 'forward', 'forward held');
+    a.c.close();
+    const b = await client(await url);
+    await until(() => (b.c.state['keys'] as string[] | undefined)?.length === 0, 'the keys released');
+    const fromB = b.frames.length;
+    await until(() => b.frames.length >= fromB + 3, 'frames after the reconnect');
+    expect(b.frames.slice(fromB + 3).every((f) => meta(f).keys.length === 0)).toBe(true);
+    b.c.close();
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    expect(output()).toMatch(/tiny world: [\d.]+M parameters from .*tiny-world\.safetensors, bfloat16 on CPU/);
+  }, 180_000);
+
+  it('refuses weights of another config with the key named', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tiny-ckpt-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const code = [
+      'import sys',
+      'from dataclasses import replace',
+      'from reactor_world.tiny.model import TINY_WORLD, ActionWanModel',
+      'from reactor_world.checkpoint import write_safetensors',
+      'm = ActionWanModel(replace(TINY_WORLD, dim=64, ffn_dim=128))',
+      'write_safetensors(sys.argv[1], m.state_dict())',
+    ].join('\n');
+    const r = spawnSync(PY, ['-c', code, join(dir, 'other.safetensors')], { cwd: join(app, 'python'), encoding: 'utf8' });
+    expect(r.status, r.stderr).toBe(0);
+    const bad = startCli(tmpConfig(`weights: ${join(dir, 'other.safetensors')}\n`));
+    await expect(bad.url).rejects.toThrow(/exited/);
+    expect(await bad.exited).not.toBe(0);
+    expect(bad.output()).toMatch(/key 'patch_embedding\.weight' has shape \[64, 3, 1, 8, 8\], the tiny-world config needs \[256, 3, 1, 8, 8\]/);
+    expect(bad.output()).toMatch(/loading reactor-tiny-world 0\.1\.0 failed .*CheckpointError: .*other\.safetensors.*\[app_load_failed\]/);
+  }, 120_000);
+});
