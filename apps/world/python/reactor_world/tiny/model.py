@@ -32,12 +32,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..attention import HAS_SDPA
+from ..checkpoint import CheckpointError
 from ..cache import BlockCache
 from ..configs import ModelConfig
 from ..model import Block, CausalWanModel, apply_rope, rope_factors, sinusoidal_embedding
 from .render import ACTION_KEYS, SIZE
 
-__all__ = ["TINY_WORLD", "ActionWanModel", "train_mask"]
+__all__ = ["TINY_WORLD", "ActionWanModel", "train_mask", "check_weights"]
 
 #: The tiny-world config: 64x64 RGB, 8x8 patches (64 tokens a frame), 6 blocks of width 256.
 TINY_WORLD = ModelConfig(
@@ -187,3 +188,18 @@ class ActionWanModel(CausalWanModel):
 def build(cfg: ModelConfig = TINY_WORLD, device: Optional[torch.device] = None) -> ActionWanModel:
     m = ActionWanModel(cfg)
     return m.to(device) if device is not None else m
+
+
+def check_weights(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor], where: str) -> None:
+    """Raises ``CheckpointError`` (``world_checkpoint_invalid``) for a missing, unknown or misshapen key, naming it."""
+    missing = [k for k in want if k not in got]
+    unknown = [k for k in got if k not in want]
+    if missing and len(missing) == len(want):
+        raise CheckpointError(f"{where}: none of the {len(want)} keys of the tiny-world model is in it (it has e.g. {', '.join(list(got)[:3])}); is it a tiny-world weights file?")
+    if missing:
+        raise CheckpointError(f"{where}: missing key {missing[0]!r}" + (f" and {len(missing) - 1} more" if len(missing) > 1 else "") + " of the tiny-world model; the weights are of another config")
+    for k, v in want.items():
+        if tuple(got[k].shape) != tuple(v.shape):
+            raise CheckpointError(f"{where}: key {k!r} has shape {list(got[k].shape)}, the tiny-world config needs {list(v.shape)}; the weights are of another config (retrain with apps/world/train/train.py)")
+    if unknown:
+        raise CheckpointError(f"{where}: unexpected key {unknown[0]!r}" + (f" and {len(unknown) - 1} more" if len(unknown) > 1 else "") + ", which the tiny-world model does not have")

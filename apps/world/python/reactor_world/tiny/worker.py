@@ -21,29 +21,14 @@ import torch
 
 from reactor_worker import DistributedWorker
 
-from ..checkpoint import CheckpointError, read_checkpoint
+from ..checkpoint import read_checkpoint
 from ..configs import ConfigError
 from ..worker import MAX_SEED, WorldInputInvalid, _device_of
-from .model import TINY_WORLD, ActionWanModel
+from .model import TINY_WORLD, ActionWanModel, check_weights
 from .render import ACTION_KEYS, World, random_pose, rollout
 from .session import TinySession
 
 __all__ = ["TinyWorldWorker", "check_weights"]
-
-
-def check_weights(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor], where: str) -> None:
-    """Raises ``CheckpointError`` (``world_checkpoint_invalid``) for a missing, unknown or misshapen key, naming it."""
-    missing = [k for k in want if k not in got]
-    unknown = [k for k in got if k not in want]
-    if missing and len(missing) == len(want):
-        raise CheckpointError(f"{where}: none of the {len(want)} keys of the tiny-world model is in it (it has e.g. {', '.join(list(got)[:3])}); is it a tiny-world weights file?")
-    if missing:
-        raise CheckpointError(f"{where}: missing key {missing[0]!r}" + (f" and {len(missing) - 1} more" if len(missing) > 1 else "") + " of the tiny-world model; the weights are of another config")
-    for k, v in want.items():
-        if tuple(got[k].shape) != tuple(v.shape):
-            raise CheckpointError(f"{where}: key {k!r} has shape {list(got[k].shape)}, the tiny-world config needs {list(v.shape)}; the weights are of another config (retrain with apps/world/train/train.py)")
-    if unknown:
-        raise CheckpointError(f"{where}: unexpected key {unknown[0]!r}" + (f" and {len(unknown) - 1} more" if len(unknown) > 1 else "") + ", which the tiny-world model does not have")
 
 
 class TinyWorldWorker(DistributedWorker):
