@@ -19,6 +19,8 @@ export const WorldErrorCode = {
   InputInvalid: 'world_input_invalid',
   /** CUDA ran out of memory: the session ends and the runner is rebuilt. */
   OutOfMemory: 'world_out_of_memory',
+  /** A tiny-world training file `apps/world/train/train.py` cannot read (Python `TrainingDataError`; the script's, not the server's). */
+  TrainingDataInvalid: 'world_training_data_invalid',
 } as const;
 export type WorldErrorCode = (typeof WorldErrorCode)[keyof typeof WorldErrorCode];
 

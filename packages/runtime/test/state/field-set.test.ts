@@ -66,6 +66,30 @@ describe('FieldSet', () => {
       });
     });
 
+    it('publishes the key bindings of an action field (keys) as x-reactor-keys, and refuses bindings that are not lower-case keys to values', () => {
+      class Walk extends InputState {
+        @InputField({ default: Object.freeze([]) as unknown as string[], keys: { w: 'forward', arrowleft: 'turn_left' } })
+        @IsArray()
+        @IsIn(['forward', 'turn_left'], { each: true })
+        keys!: string[];
+      }
+      expect(FieldSet.compile(Walk).publicFields[0]!.schema['x-reactor-keys']).toEqual({ w: 'forward', arrowleft: 'turn_left' });
+      class Upper extends InputState {
+        @InputField({ default: Object.freeze([]) as unknown as string[], keys: { W: 'forward' } })
+        @IsArray()
+        keys!: string[];
+      }
+      const e = compileError(Upper);
+      expect(e.code).toBe('invalid_state_field');
+      expect(e.message).toContain('Upper.keys: keys entry "W": "forward" is not a lower-case key to a non-empty string');
+      class Empty extends InputState {
+        @InputField({ default: Object.freeze([]) as unknown as string[], keys: { w: '' } })
+        @IsArray()
+        keys!: string[];
+      }
+      expect(compileError(Empty).code).toBe('invalid_state_field');
+    });
+
     it('rejects a default that breaks its own constraints, naming class and field', () => {
       class Bad extends InputState {
         @InputField({ default: 'x'.repeat(30) })
