@@ -35,7 +35,7 @@ from ..attention import HAS_SDPA
 from ..checkpoint import CheckpointError
 from ..cache import BlockCache
 from ..configs import ModelConfig
-from ..model import Block, CausalWanModel, apply_rope, rope_factors, sinusoidal_embedding
+from ..model import Block, CausalWanModel, rope_factors, sinusoidal_embedding
 from .render import ACTION_KEYS, SIZE
 
 __all__ = ["TINY_WORLD", "ActionWanModel", "train_mask", "check_weights"]
@@ -97,26 +97,12 @@ def _masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: t
 
 
 def _block_train(block: Block, x: torch.Tensor, e: torch.Tensor, rope: torch.Tensor, context: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """``Block.forward`` with the whole clip's keys and a mask instead of the cache (the same maths)."""
-    frames = e.shape[1]
-    per = x.shape[1] // frames
-    m = (block.modulation.unsqueeze(1) + e).chunk(6, dim=2)
-
-    def mod(t: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-        return (t.unflatten(1, (frames, per)) * (1 + scale) + shift).flatten(1, 2)
-
-    def gate(t: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-        return (t.unflatten(1, (frames, per)) * g).flatten(1, 2)
-
-    sa = block.self_attn
-    y = mod(block.norm1(x), m[0], m[1])
-    b, s, n, d = y.shape[0], y.shape[1], sa.num_heads, sa.head_dim
-    q = apply_rope(sa.norm_q(sa.q(y)).view(b, s, n, d), rope)
-    k = apply_rope(sa.norm_k(sa.k(y)).view(b, s, n, d), rope)
-    v = sa.v(y).view(b, s, n, d)
-    x = x + gate(sa.o(_masked_attention(q.type_as(v), k.type_as(v), v, mask).flatten(2)), m[2])
-    x = x + block.cross_attn(block.norm3(x), context, None)
-    return x + gate(block.ffn(mod(block.norm2(x), m[3], m[4])), m[5])
+    """``Block.forward`` with the whole clip's keys and a mask in place of the cache: the block's
+    own ``pre`` (modulation, q/k/v, RoPE) and ``post`` (output, cross-attention, FFN) around it."""
+    q, k, v, me = block.pre(x, e, rope)
+    y = _masked_attention(q, k.type_as(v), v, mask)
+    ck, cv = block.cross_attn.kv(context, None)
+    return block.post(x, y, me, ck, cv)
 
 
 class ActionWanModel(CausalWanModel):
@@ -174,7 +160,7 @@ class ActionWanModel(CausalWanModel):
         x = x.flatten(2).transpose(1, 2)
         e, e0 = self._embed(torch.cat([t_clean, t_noisy], dim=1), torch.cat([actions, actions], dim=1), x)
         r = rope_factors(self.cfg.head_dim, frames, h, w, 0, x.device)
-        rope = torch.cat([r, r], dim=0)
+        rope = torch.cat([r, r], dim=-3)  # the tokens' axis (``[L, 1, c]`` complex or ``[2, L, 1, c]`` real/imaginary)
         context = self._context(x.shape[0], x)
         for block in self.blocks:
             x = _block_train(block, x, e0, rope, context, mask)
