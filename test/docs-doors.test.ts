@@ -422,6 +422,21 @@ const CHECKS: Record<string, Check> = {
       expect((await firstFrame(url)).byteLength).toBeGreaterThan(0);
     },
   },
+  'tiny-world-run': {
+    what: "the tiny world (docs/tiny-world.md): reactor run of its manifest as typed (on --port 0) streams frames, and its schema publishes the held keys' bindings for the viewer's key caps",
+    run: async (b) => {
+      expect(b.commands[0]).toBe('pnpm install && pnpm build');
+      const run = envPrefix(b.commands[1]!);
+      expect(run.command).toBe('pnpm reactor run --manifest apps/world/tiny-world.yaml');
+      const url = await serve(['reactor', 'run', '--manifest', 'apps/world/tiny-world.yaml', '--port', '0'], repo, 'pnpm', {
+        ...process.env,
+        REACTOR_PYTHON: run.env['REACTOR_PYTHON'] ?? PY,
+      });
+      const { msg } = await welcome(url);
+      expect(JSON.stringify(msg['schema'])).toContain('x-reactor-keys');
+      expect((await firstFrame(url)).byteLength).toBeGreaterThan(0);
+    },
+  },
   'readme-token': {
     what: 'reactor token as typed (an Ed25519 private key in REACTOR_AUTH_PRIVATE_KEY, in an app workspace) prints a JWT signed by that key: role spectator, 15 minutes',
     run: async (b) => {
