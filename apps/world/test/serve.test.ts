@@ -2,56 +2,23 @@
  * The world app as a user runs it: `reactor run --manifest apps/world/reactor.yaml` in a child
  * process (the small config on one CPU rank, Debian's torch), a Node client over a real socket.
  */
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, resolve } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { type ClientFrame, connect, type ReactorClient, type SessionStatus } from '@reactor/client';
 import { GENERATED_NOTICE } from '../src/app.js';
-
-const here = dirname(fileURLToPath(import.meta.url));
-const app = resolve(here, '..');
-const repo = resolve(app, '../..');
-const cli = join(repo, 'packages/cli/dist/main.js');
-const PY = process.env['REACTOR_PYTHON'] ?? '/usr/bin/python3';
+import { PY, type Served, app, startCli, until } from './helpers.js';
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-async function until(cond: () => boolean, what: string, ms = 60_000): Promise<void> {
-  const end = performance.now() + ms;
-  while (!cond()) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
-function startCli(args: string[] = []): { child: ChildProcess; url: Promise<string>; output: () => string; exited: Promise<number | null> } {
-  const child = spawn(process.execPath, [cli, 'run', '--manifest', join(app, 'reactor.yaml'), '--port', '0', ...args], {
-    cwd: app,
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, REACTOR_PYTHON: PY },
-  });
-  let out = '';
-  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-  const url = new Promise<string>((res, rej) => {
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /Viewer: (\S+)/.exec(out);
-      if (m) res(m[1]!);
-    });
-    child.once('exit', (code) => rej(new Error(`reactor run exited with ${code} before printing the viewer URL:\n${out}`)));
-  });
-  cleanups.push(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-  return { child, url, output: () => out, exited };
+function startCliHere(args: string[] = []): Served {
+  return startCli(join(app, 'reactor.yaml'), args, cleanups);
 }
 
 interface Seen {
@@ -78,7 +45,7 @@ const meta = (f: ClientFrame): { chunk: number; frames: number; recached: boolea
 
 describe('apps/world under reactor run (small config, CPU)', () => {
   it('streams chunks of 9 then 12 frames, says the weights are generated, switches prompts by re-caching, validates its commands and resets', async () => {
-    const { child, url, output, exited } = startCli();
+    const { child, url, output, exited } = startCliHere();
     const base = await url;
     const a = await client(base);
     expect(a.c.schema.commands.map((x) => x.name).sort()).toEqual(['reset', 'set_prompt', 'set_quality', 'set_seed']);
@@ -176,7 +143,7 @@ describe('apps/world under reactor run (small config, CPU)', () => {
       return p;
     };
     // reactor run refuses to serve a model it cannot load: it exits non-zero with the key named.
-    const bad = startCli(['--config', cfg('bad')]);
+    const bad = startCliHere(['--config', cfg('bad')]);
     await expect(bad.url).rejects.toThrow(/exited/);
     expect(await bad.exited).not.toBe(0);
     expect(bad.output()).toMatch(
@@ -185,7 +152,7 @@ describe('apps/world under reactor run (small config, CPU)', () => {
     expect(bad.output()).toContain('bad.safetensors');
     expect(readdirSync('/dev/shm').filter((f) => f.startsWith(`reactor-${bad.child.pid}.`))).toEqual([]);
 
-    const good = startCli(['--config', cfg('good')]);
+    const good = startCliHere(['--config', cfg('good')]);
     const g = await client(await good.url);
     await until(() => g.frames.length >= 9, 'frames from the checkpoint');
     await until(() => g.messages.some((m) => m.name === 'world_info'), 'world_info');
@@ -209,22 +176,9 @@ describe('apps/world across sessions', () => {
       manifest,
       `model: { name: world-sessions, version: 0.0.1 }\nruntime:\n  import: ${join(app, 'dist/index.js')}:WorldApp\n  config: ${join(app, 'config.yaml')}\n  session_grace_ms: 0\n`,
     );
-    const child = spawn(process.execPath, [cli, 'run', '--manifest', manifest, '--port', '0'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, REACTOR_PYTHON: PY },
-    });
-    cleanups.push(() => {
-      if (child.exitCode === null) child.kill('SIGKILL');
-    });
-    const base = await new Promise<string>((res, rej) => {
-      let out = '';
-      child.stdout.on('data', (d: Buffer) => {
-        out += d.toString();
-        const m = /Viewer: (\S+)/.exec(out);
-        if (m) res(m[1]!);
-      });
-      child.once('exit', (code) => rej(new Error(`reactor run exited with ${code}`)));
-    });
+    const served = startCli(manifest, [], cleanups);
+    const child = served.child;
+    const base = await served.url;
     const chunk0 = async (moveOn: (c: Seen) => Promise<void>): Promise<{ sessionId: string; bytes: string[] }> => {
       const c = await client(base);
       await until(() => c.frames.filter((f) => meta(f).chunk >= 3).length > 0, 'four chunks');

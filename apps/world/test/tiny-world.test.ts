@@ -4,21 +4,15 @@
  * holding keys. The direction a key moves the view is the renderer's: the same start pose and
  * keys are drawn by `reactor_world.tiny.render` and the shifts compared.
  */
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { type ClientFrame, connect, type ReactorClient } from '@reactor/client';
-
-const here = dirname(fileURLToPath(import.meta.url));
-const app = resolve(here, '..');
-const repo = resolve(app, '../..');
-const cli = join(repo, 'packages/cli/dist/main.js');
-const PY = process.env['REACTOR_PYTHON'] ?? '/usr/bin/python3';
+import { PY, type Served, app, startCli, until } from './helpers.js';
 const SIZE = 64;
 
 const cleanups: (() => unknown)[] = [];
@@ -26,35 +20,8 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-async function until(cond: () => boolean, what: string, ms = 90_000): Promise<void> {
-  const end = performance.now() + ms;
-  while (!cond()) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
-function startCli(config: string): { child: ChildProcess; url: Promise<string>; output: () => string; exited: Promise<number | null> } {
-  const child = spawn(process.execPath, [cli, 'run', '--manifest', join(app, 'tiny-world.yaml'), '--config', config, '--port', '0'], {
-    cwd: app,
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, REACTOR_PYTHON: PY },
-  });
-  let out = '';
-  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-  const url = new Promise<string>((res, rej) => {
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /Viewer: (\S+)/.exec(out);
-      if (m) res(m[1]!);
-    });
-    child.once('exit', (code) => rej(new Error(`reactor run exited with ${code} before printing the viewer URL:\n${out}`)));
-  });
-  cleanups.push(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-  return { child, url, output: () => out, exited };
+function startTiny(config: string): Served {
+  return startCli(join(app, 'tiny-world.yaml'), ['--config', config], cleanups);
 }
 
 function tmpConfig(body: string): string {
@@ -157,7 +124,7 @@ describe('apps/world tiny-world under reactor run (shipped weights, CPU)', () =>
     const weights = join(app, 'weights/tiny-world.safetensors');
     const info = JSON.parse(readFileSync(join(app, 'weights/tiny-world.json'), 'utf8')) as { sha256: string };
     expect(createHash('sha256').update(readFileSync(weights)).digest('hex')).toBe(info.sha256);
-    const { child, url, exited, output } = startCli(tmpConfig('upscale: 1\n'));
+    const { child, url, exited, output } = startTiny(tmpConfig('upscale: 1\n'));
     const a = await client(await url);
     const setKeys = a.c.schema.commands.find((x) => x.name === 'set_keys')!;
     const field = (setKeys.params['properties'] as Record<string, Record<string, unknown>>)['keys']!;
@@ -246,7 +213,7 @@ describe('apps/world tiny-world under reactor run (shipped weights, CPU)', () =>
     ].join('\n');
     const r = spawnSync(PY, ['-c', code, join(dir, 'other.safetensors')], { cwd: join(app, 'python'), encoding: 'utf8' });
     expect(r.status, r.stderr).toBe(0);
-    const bad = startCli(tmpConfig(`weights: ${join(dir, 'other.safetensors')}\n`));
+    const bad = startTiny(tmpConfig(`weights: ${join(dir, 'other.safetensors')}\n`));
     await expect(bad.url).rejects.toThrow(/exited/);
     expect(await bad.exited).not.toBe(0);
     expect(bad.output()).toMatch(/key 'patch_embedding\.weight' has shape \[64, 3, 1, 8, 8\], the tiny-world config needs \[256, 3, 1, 8, 8\]/);
