@@ -199,9 +199,15 @@ describe('apps/world across sessions', () => {
     const second = await chunk0(async () => {});
     expect(second.sessionId).not.toBe(first.sessionId);
     // Same prompt and seed defaults and a fresh cache: the same chunks 0-2 (what the model made,
-    // by its latents' hash; the first session's chunk 3 and on followed its prompt switch).
-    expect(second.bytes.slice(0, 3)).toEqual(first.bytes.slice(0, 3));
-    expect(new Set(first.bytes.map((b) => b.split(':')[1])).size).toBe(first.bytes.length);
+    // by its latents' hash; the first session's chunk 3 and on followed its prompt switch). A
+    // chunk this busy client lost every frame of (newest wins) is left out, not counted.
+    const byChunk = (xs: string[]) => new Map(xs.map((x) => [Number(x.split(':')[0]), x.split(':')[1]!]));
+    const a = byChunk(first.bytes);
+    const b = byChunk(second.bytes);
+    const common = [0, 1, 2].filter((k) => a.has(k) && b.has(k));
+    expect(common.length, `chunks seen by both sessions: ${first.bytes.join(' ')} / ${second.bytes.join(' ')}`).toBeGreaterThanOrEqual(2);
+    for (const k of common) expect(b.get(k), `chunk ${k}`).toBe(a.get(k));
+    expect(new Set(a.values()).size).toBe(a.size);
     child.kill('SIGTERM');
   }, 120_000);
 });
