@@ -32,7 +32,7 @@ type ViewerWindow = Window & {
       clientId: string;
       webrtcSetup?: { iceServers: { urls: string | string[]; username?: string; credential?: string }[]; iceTransportPolicy: string };
     };
-    transport: { current: string; reason?: string; stats?: { candidates?: { local: string; remote: string } } };
+    transport: { current: string; reason?: string; stats?: { candidates?: { local: string; remote: string; protocol?: string } } };
   };
 };
 
@@ -88,11 +88,15 @@ describe.skipIf(unavailable !== undefined)('the viewer through the TURN server o
     expect(ice.credential).not.toContain(SECRET);
 
     await page.waitForFunction(() => (window as unknown as ViewerWindow).reactorViewer.transport.stats?.candidates !== undefined, null, { timeout: 10_000 });
+    // Relayed on both ends; the pair's transport protocol rides along (the badge names the path: TURN).
     expect(await page.evaluate(() => (window as unknown as ViewerWindow).reactorViewer.transport.stats!.candidates)).toEqual({
       local: 'relay',
       remote: 'relay',
+      protocol: 'udp',
     });
     expect(await page.textContent('#rtc-stats')).toMatch(/ · relay\/relay$/);
+    // The badge names the path: relayed, so TURN (issue 43 point 12), not UDP.
+    expect(await page.getAttribute('#transport', 'title')).toBe('media over WebRTC (TURN over UDP)');
     await startMeter(page);
     const m = await measure(page, 2000);
     expect(m.source).toBe('video');
