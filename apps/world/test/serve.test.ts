@@ -193,9 +193,11 @@ describe('apps/world across sessions', () => {
       await c.c.send('set_prompt', { prompt: 'a city at night' });
       await until(() => c.frames.some((f) => meta(f).recached), 'the re-cached chunk');
     });
-    // The server has seen the first client go (so the session ends: no grace) before the next comes.
-    const clients = async () => Number(/^reactor_clients (\d+)/m.exec(await (await fetch(new URL('/metrics', base))).text())?.[1] ?? -1);
-    for (let i = 0; i < 500 && (await clients()) !== 0; i++) await new Promise((r) => setTimeout(r, 20));
+    // The first session has ended (no grace: its last client left) before the next client comes:
+    // /health names no session once it has.
+    const health = async () => (await (await fetch(new URL('/health', base))).json()) as { session: string; sessionId?: string };
+    for (let i = 0; i < 1500 && (await health()).sessionId !== undefined; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(await health()).toMatchObject({ session: 'ready' });
     const second = await chunk0(async () => {});
     expect(second.sessionId).not.toBe(first.sessionId);
     // Same prompt and seed defaults and a fresh cache: the same chunks 0-2 (what the model made,
