@@ -35,6 +35,7 @@ describe('server: the viewer modules of @reactor/viewer', () => {
       'dom.js',
       'form.js',
       'hooks.js',
+      'keys.js',
       'latency.js',
       'loading.js',
       'media.js',
