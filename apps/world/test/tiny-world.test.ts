@@ -185,6 +185,81 @@ describe('apps/world tiny-world under reactor run (shipped weights, CPU)', () =>
     await expect(a.c.send('set_keys', { keys: ['jump'] })).rejects.toMatchObject({ code: 'invalid_params' });
     await expect(a.c.send('set_keys', { keys: 'forward' })).rejects.toMatchObject({ code: 'invalid_params' });
 
+    // A played session as training data: a recording of it (with its .frames.jsonl, the
+    // manifest's recording.frame_metadata) becomes a training file train.py reads.
+    const rec = await a.c.recording('start');
+    cleanups.push(() => {
+      for (const f of [rec.name, rec.name.replace(/\.mp4$/, '.json'), rec.name.replace(/\.mp4$/, '.frames.jsonl')])
+        rmSync(join(app, 'recordings', f), { force: true });
+    });
+    expect(rec.frames).toBe(rec.name.replace(/\.mp4$/, '.frames.jsonl'));
+    await a.c.send('set_keys', { keys: ['forward', 'turn_left'] });
+    const recFrom = a.frames.length;
+    await until(() => a.frames.length >= recFrom + 30, '30 frames recorded');
+    await a.c.send('set_keys', { keys: [] });
+    const recSeen = a.frames.length;
+    await until(() => a.frames.length >= recSeen + 9, '9 more frames recorded');
+    const done = await a.c.recording('stop');
+    const sidecar = readFileSync(join(app, 'recordings', done.frames!), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { seq: number; metadata: Meta });
+    // One line per frame, in order; the keys each frame says are the ones the client saw with it.
+    const bySeq = new Map(a.frames.map((f) => [f.seq, meta(f)]));
+    expect(sidecar.length).toBeGreaterThanOrEqual(30);
+    sidecar.forEach((l, i) => {
+      if (i > 0) expect(l.seq).toBe(sidecar[i - 1]!.seq + 1);
+      expect(l.metadata.keys).toEqual(bySeq.get(l.seq)?.keys);
+    });
+    const npz = join(tmpConfig('').replace(/config\.yaml$/, ''), 'played.npz');
+    const conv = spawnSync(PY, ['-m', 'reactor_world.tiny.recording', join(app, 'recordings', done.name), '--out', npz, '--seq-frames', '6'], {
+      cwd: join(app, 'python'),
+      encoding: 'utf8',
+    });
+    expect(conv.status, conv.stderr).toBe(0);
+    const check = [
+      'import sys, numpy as np',
+      'from reactor_world.tiny.data import read_training_file',
+      'f, a, m = read_training_file(sys.argv[1])',
+      'print(f.shape[0], f.shape[1], m["source"], int(a[:, :, 0].sum()), int(a[:, :, 2].sum()), int(a[:, :, 3].sum()))',
+      'open(sys.argv[2], "wb").write(f[0].tobytes())',
+    ].join('\n');
+    const seq0 = `${npz}.seq0`;
+    const read = spawnSync(PY, ['-c', check, npz, seq0], { cwd: join(app, 'python'), encoding: 'utf8' });
+    expect(read.status, read.stderr).toBe(0);
+    const [n, t, source, fwd, heldLeft, heldRight] = read.stdout.trim().split(' ');
+    expect(Number(n)).toBeGreaterThanOrEqual(3);
+    expect([t, source]).toEqual(['6', 'recording']);
+    // forward and turn_left were held together, turn_right never.
+    expect(Number(fwd)).toBeGreaterThan(0);
+    expect(heldLeft).toBe(fwd);
+    expect(heldRight).toBe('0');
+    // The first sequence's pixels are the frames the client saw at those seqs (after one H.264
+    // encode): each nearer its own frame than the frame after it.
+    const startsChunk = sidecar.findIndex((l, i) => i === 0 || l.metadata.chunk !== sidecar[i - 1]!.metadata.chunk);
+    const bytes = readFileSync(seq0);
+    const px = SIZE * SIZE * 3;
+    const seen = (i: number): Uint8Array => a.frames.find((f) => f.seq === sidecar[startsChunk + i]!.seq)!.payload;
+    for (let i = 0; i < 5; i++) {
+      const decoded = new Uint8Array(bytes.buffer, bytes.byteOffset + i * px, px);
+      expect(psnr([decoded], [seen(i)])).toBeGreaterThan(psnr([decoded], [seen(i + 1)]));
+    }
+    // Listed and served beside its .mp4.
+    const origin = new URL(await url).origin;
+    const listed = (await (await fetch(`${origin}/recordings`)).json()) as { recordings: { name: string; frames?: string }[] };
+    expect(listed.recordings.find((r) => r.name === done.name)?.frames).toBe(done.frames);
+    const served = await fetch(`${origin}/recordings/${done.frames!}`);
+    expect(served.headers.get('content-type')).toBe('application/x-ndjson');
+    expect((await served.text()).trim().split('\n').length).toBe(sidecar.length);
+    // Without its .frames.jsonl a recording is refused by name, with the setting that writes one.
+    rmSync(join(app, 'recordings', done.frames!));
+    const none = spawnSync(PY, ['-m', 'reactor_world.tiny.recording', join(app, 'recordings', done.name), '--out', npz], {
+      cwd: join(app, 'python'),
+      encoding: 'utf8',
+    });
+    expect(none.status).toBe(2);
+    expect(none.stderr).toMatch(/world_training_data_invalid.*has no .*\.frames\.jsonl beside it: record with `recording: \{frame_metadata: true\}`/);
+
     // Keys held across a reconnect: the leaving client's keys are let go; a new connection finds [].
     await a.c.send('set_keys', { keys: ['forward'] });
     await until(() => (a.c.state['keys'] as string[])[0] === 'forward', 'forward held');

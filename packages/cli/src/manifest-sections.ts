@@ -207,6 +207,8 @@ export class RecordingSection {
   @IsOptional() @IsNumber() @Min(1) @Max(7 * 86_400) max_duration_s?: number;
   @IsOptional() @IsNumber() @Min(1) @Max(3650 * 86_400) retention_s?: number;
   @IsOptional() @IsInt() @Min(0) min_free_bytes?: number;
+  /** Write `<name>.frames.jsonl` (each frame's time, seq and metadata) beside each recording. */
+  @IsOptional() @IsBoolean() frame_metadata?: boolean;
 }
 
 /** `agones:`: run as an Agones GameServer (see docs/scale-out.md); `reactor run --agones` turns it on too. */

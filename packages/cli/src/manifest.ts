@@ -312,6 +312,7 @@ function recordingOptions(r: RecordingSection, root: string): RecordingOptions {
   if (r.max_duration_s !== undefined) o.maxDurationMs = ms(r.max_duration_s)!;
   if (r.retention_s !== undefined) o.retentionMs = ms(r.retention_s)!;
   if (r.min_free_bytes !== undefined) o.minFreeBytes = r.min_free_bytes;
+  if (r.frame_metadata !== undefined) o.frameMetadata = r.frame_metadata;
   return o;
 }
 

@@ -98,7 +98,7 @@ extra: 1
   it('reads recording: (seconds to ms, dir against the manifest folder) and rejects unknown keys and bad values', () => {
     const base = 'runtime: { import: app.js:App }\n';
     const file = write(
-      `${base}recording:\n  dir: out/rec\n  clip_seconds: 45\n  clip_expiry_s: 3600\n  record: true\n  max_duration_s: 1.5\n  retention_s: 86400\n  min_free_bytes: 0\n`,
+      `${base}recording:\n  dir: out/rec\n  clip_seconds: 45\n  clip_expiry_s: 3600\n  record: true\n  max_duration_s: 1.5\n  retention_s: 86400\n  min_free_bytes: 0\n  frame_metadata: true\n`,
     );
     expect(loadManifest(file).recording).toEqual({
       dir: join(dirname(file), 'out/rec'),
@@ -108,6 +108,7 @@ extra: 1
       maxDurationMs: 1500,
       retentionMs: 86_400_000,
       minFreeBytes: 0,
+      frameMetadata: true,
     });
     const empty = write(`${base}recording: {}\n`);
     expect(loadManifest(empty).recording).toEqual({ dir: join(dirname(empty), 'recordings') });
@@ -119,12 +120,12 @@ extra: 1
       err = e;
     }
     expect((err as ManifestError).problems).toEqual([
-      'recording.keep: unknown key (allowed: dir, clips, clip_seconds, clip_max_bytes, clip_expiry_s, record, max_bytes, max_duration_s, retention_s, min_free_bytes)',
+      'recording.keep: unknown key (allowed: dir, clips, clip_seconds, clip_max_bytes, clip_expiry_s, record, max_bytes, max_duration_s, retention_s, min_free_bytes, frame_metadata)',
       'recording.clip_seconds: must not be greater than 300',
       'recording.record: must be a boolean value',
     ]);
     expect(() => loadManifest(write(`${base}recording: 30\n`))).toThrow(
-      'recording: must be a mapping of its keys (dir, clips, clip_seconds, clip_max_bytes, clip_expiry_s, record, max_bytes, max_duration_s, retention_s, min_free_bytes), got 30',
+      'recording: must be a mapping of its keys (dir, clips, clip_seconds, clip_max_bytes, clip_expiry_s, record, max_bytes, max_duration_s, retention_s, min_free_bytes, frame_metadata), got 30',
     );
   });
 

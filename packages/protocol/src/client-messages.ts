@@ -126,6 +126,8 @@ export interface RecordingInfo {
   durationS: number;
   /** When retention deletes it (ISO 8601). */
   deleteAt: string;
+  /** Its `.frames.jsonl` (each frame's time, seq and metadata; `recording.frame_metadata`), when one was written. */
+  frames?: string;
 }
 
 /**

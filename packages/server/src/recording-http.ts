@@ -8,7 +8,8 @@ import type { ClipStore } from './recording/clip-store.js';
 import { sendFile } from './recording/files.js';
 
 /**
- * `GET /clips/<id>.mp4`, `GET /recordings` (the listing), `GET /recordings/<name>` (a file);
+ * `GET /clips/<id>.mp4`, `GET /recordings` (the listing), `GET /recordings/<name>` (a file: the
+ * `.mp4`, or its `.frames.jsonl` when `recording.frame_metadata` wrote one);
  * the caller has checked access. Returns false for any other path.
  */
 export async function serveRecordingFiles(
@@ -39,7 +40,7 @@ export async function serveRecordingFiles(
     return true;
   }
   if (pathname === '/recordings') return json(200, { recordings: await files.list() });
-  const rec = /^\/recordings\/([\w.-]{1,200}\.mp4)$/.exec(pathname);
+  const rec = /^\/recordings\/([\w.-]{1,200}\.(?:mp4|frames\.jsonl))$/.exec(pathname);
   if (rec && !rec[1]!.startsWith('.')) {
     const path = join(files.dir, rec[1]!);
     const s = await stat(path).catch(() => undefined);

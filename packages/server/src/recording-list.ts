@@ -24,6 +24,8 @@ export async function listRecordings(dir: string, retentionMs: number, knownInfo
       // No description beside it: what the file itself says.
     }
     const startedAt = info.startedAt ?? s.mtime.toISOString();
+    const frames = name.replace(/\.mp4$/, '.frames.jsonl');
+    const hasFrames = (await stat(join(dir, frames)).catch(() => undefined))?.isFile() === true;
     out.push({
       name,
       sessionId: info.sessionId ?? '',
@@ -32,6 +34,7 @@ export async function listRecordings(dir: string, retentionMs: number, knownInfo
       bytes: s.size,
       durationS: info.durationS ?? 0,
       deleteAt: new Date(Date.parse(startedAt) + retentionMs).toISOString(),
+      ...(hasFrames && { frames }),
     });
   }
   return out.sort((a, b) => b.startedAt.localeCompare(a.startedAt));

@@ -27,7 +27,7 @@ import { ClipStore } from './recording/clip-store.js';
 import { annexBToAvcc, avcDecoderConfigurationRecord } from './recording/avc.js';
 import { MediaRing, sameConfig, type AudioUnit, type VideoStreamConfig, type VideoUnit } from './recording/media-ring.js';
 import type { AudioStreamConfig } from './recording/mp4.js';
-import { RecorderDiskFullError, SessionRecorder } from './recording/recorder.js';
+import { framesPath, RecorderDiskFullError, SessionRecorder } from './recording/recorder.js';
 import type { ResolvedRecordingOptions } from './recording/recording-options.js';
 
 /** What the service needs of the host: the schema, its status, and the playout tap. */
@@ -209,7 +209,7 @@ export class RecordingService implements VideoSubscriber {
         if (!t.config || t.config.width !== width || t.config.height !== height) return;
         const u: VideoUnit = { data: avcc.data, key: cf.key, ptsUs, config: t.config };
         if (this.options.clips) t.ring.pushVideo(u);
-        if (t === this.#firstTrack()) this.#recorder?.video(u);
+        if (t === this.#firstTrack()) this.#recorder?.video(u, { seq: frame.seq, metadata: frame.metadata });
       },
       () => undefined,
     );
@@ -347,6 +347,7 @@ export class RecordingService implements VideoSubscriber {
         minFreeBytes: this.options.minFreeBytes,
         retentionMs: this.options.retentionMs,
         startReserveBytes: this.#fragmentBytes,
+        frameMetadata: this.options.frameMetadata,
       },
       this.#log,
       (r) => {
@@ -402,6 +403,7 @@ export class RecordingService implements VideoSubscriber {
       if (r.state === 'recording' || Date.parse(r.deleteAt) > now) continue;
       await rm(join(this.options.dir, r.name), { force: true });
       await rm(join(this.options.dir, r.name.replace(/\.mp4$/, '.json')), { force: true });
+      await rm(framesPath(join(this.options.dir, r.name)), { force: true });
       this.#done.delete(r.name);
       this.#log.info(`recording ${r.name} deleted (older than recording.retention_s)`);
     }

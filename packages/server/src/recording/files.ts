@@ -20,7 +20,7 @@ export function isDiskFull(err: unknown): boolean {
  * seeks); `HEAD` sends the headers only.
  */
 export function sendFile(req: IncomingMessage, res: ServerResponse, path: string, size: number, filename: string): void {
-  res.setHeader('Content-Type', 'video/mp4');
+  res.setHeader('Content-Type', filename.endsWith('.jsonl') ? 'application/x-ndjson' : 'video/mp4');
   res.setHeader('Accept-Ranges', 'bytes');
   res.setHeader('Cache-Control', 'private, no-store');
   res.setHeader('Content-Disposition', `inline; filename="${filename.replace(/[^\w.-]/g, '_')}"`);

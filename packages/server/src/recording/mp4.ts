@@ -142,12 +142,13 @@ export class FragmentedMp4Writer {
 
   /**
    * Adds a frame (the first must be a key frame: earlier ones are skipped). Frames are held
-   * one behind, so each gets its real duration.
+   * one behind, so each gets its real duration. Resolves whether the frame is the file's (false:
+   * skipped before the first key frame).
    */
-  async addVideo(u: VideoUnit): Promise<void> {
+  async addVideo(u: VideoUnit): Promise<boolean> {
     await this.#started;
     if (this.#t0 === undefined) {
-      if (!u.key) return;
+      if (!u.key) return false;
       this.#t0 = u.ptsUs;
     }
     const prev = this.#pendingVideo;
@@ -156,6 +157,7 @@ export class FragmentedMp4Writer {
       if (u.ptsUs > prev.ptsUs) this.#frameUs = u.ptsUs - prev.ptsUs;
       await this.#addVideoNow(prev, u.ptsUs - prev.ptsUs);
     }
+    return true;
   }
 
   async #addVideoNow(u: VideoUnit, durUs: number): Promise<void> {

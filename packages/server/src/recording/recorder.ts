@@ -3,7 +3,8 @@
  * while it streams, with a `<name>.json` beside it that describes it (rewritten when it stops).
  * It stops by itself at `maxBytes` or `maxDurationMs`, when a fragment would leave less than
  * `minFreeBytes` free on the disk (checked before each one is written) or a write fails; the
- * file then ends on its last whole fragment and plays.
+ * file then ends on its last whole fragment and plays. With `frameMetadata`, a
+ * `<name>.frames.jsonl` beside it has one line per frame of the file, in the file's order.
  */
 import { open, rm, writeFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -25,6 +26,14 @@ export interface RecorderLimits {
    * opening a file whose first fragment cannot fit.
    */
   startReserveBytes?: number;
+  /** Write `<name>.frames.jsonl`: each frame's time in the file, seq and metadata (recording.frame_metadata). */
+  frameMetadata?: boolean;
+}
+
+/** What the recording says of one frame in its `.frames.jsonl`. */
+export interface RecordedFrame {
+  readonly seq: number;
+  readonly metadata?: unknown;
 }
 
 export class SessionRecorder {
@@ -37,6 +46,7 @@ export class SessionRecorder {
   #lastPtsUs: number | undefined;
   readonly #dir: string;
   readonly #file: FileHandle;
+  readonly #frames: FileHandle | undefined;
   readonly #writer: FragmentedMp4Writer;
   readonly #limits: RecorderLimits;
   readonly #log: Logger;
@@ -52,6 +62,7 @@ export class SessionRecorder {
     name: string,
     sessionId: string,
     file: FileHandle,
+    frames: FileHandle | undefined,
     withAudio: boolean,
     limits: RecorderLimits,
     log: Logger,
@@ -63,6 +74,7 @@ export class SessionRecorder {
     this.path = join(dir, name);
     this.startedAt = new Date();
     this.#file = file;
+    this.#frames = frames;
     this.#limits = limits;
     this.#log = log;
     this.#onStop = onStop;
@@ -107,15 +119,19 @@ export class SessionRecorder {
     const name = `${stamp}_${sessionId.replace(/[^\w-]/g, '_').slice(0, 64)}.mp4`;
     const path = join(dir, name);
     let file: FileHandle | undefined;
+    let frames: FileHandle | undefined;
     try {
       file = await open(path, 'wx');
-      const r = new SessionRecorder(dir, name, sessionId, file, withAudio, limits, log, onStop);
+      if (limits.frameMetadata) frames = await open(framesPath(path), 'wx');
+      const r = new SessionRecorder(dir, name, sessionId, file, frames, withAudio, limits, log, onStop);
       await r.#writeInfo();
       return r;
     } catch (err) {
       // Nothing of a recording that could not start stays behind: no open handle, no empty file listed as stopped.
       await file?.close().catch(() => undefined);
+      await frames?.close().catch(() => undefined);
       await rm(path, { force: true });
+      await rm(framesPath(path), { force: true });
       await rm(path.replace(/\.mp4$/, '.json'), { force: true });
       if (isDiskFull(err)) throw new RecorderDiskFullError(`the disk of ${dir} is full (${(err as Error).message})`);
       throw err;
@@ -145,16 +161,23 @@ export class SessionRecorder {
       bytes: this.#bytes,
       durationS: Math.round(this.durationS * 1000) / 1000,
       deleteAt: new Date(this.startedAt.getTime() + this.#limits.retentionMs).toISOString(),
+      ...(this.#frames && { frames: framesPath(this.name) }),
     };
   }
 
-  video(u: VideoUnit): void {
+  video(u: VideoUnit, frame?: RecordedFrame): void {
     if (this.state !== 'recording') return;
     const t0 = this.#writer.startUs;
     if (t0 !== undefined && (u.ptsUs - t0) / 1000 >= this.#limits.maxDurationMs) return void this.stop('max_duration');
     if (this.#bytes >= this.#limits.maxBytes) return void this.stop('max_bytes');
     this.#lastPtsUs = u.ptsUs;
-    this.#enqueue(() => this.#writer.addVideo(u));
+    this.#enqueue(async () => {
+      const inFile = await this.#writer.addVideo(u);
+      const frames = this.#frames;
+      if (!inFile || !frames) return;
+      const line = { t: (u.ptsUs - this.#writer.startUs!) / 1e6, seq: frame?.seq ?? null, metadata: frame?.metadata ?? null };
+      await frames.appendFile(JSON.stringify(line) + '\n');
+    });
   }
 
   audio(a: AudioUnit, config: AudioStreamConfig): void {
@@ -207,6 +230,7 @@ export class SessionRecorder {
       this.#log.error(`recording ${this.name}: its last fragment could not be written: ${(err as Error)?.message ?? String(err)}`);
     }
     await this.#file.close().catch(() => undefined);
+    await this.#frames?.close().catch(() => undefined);
     await this.#writeInfo().catch(() => undefined);
     this.#onStop(this);
   }
@@ -221,4 +245,9 @@ export class RecorderDiskFullError extends CodedError {
   constructor(message: string) {
     super(WireErrorCode.DiskFull, message);
   }
+}
+
+/** The `.frames.jsonl` beside a recording's `.mp4`. */
+export function framesPath(mp4: string): string {
+  return mp4.replace(/\.mp4$/, '.frames.jsonl');
 }

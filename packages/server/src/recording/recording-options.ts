@@ -29,6 +29,13 @@ export interface RecordingOptions {
   retentionMs?: number;
   /** Free space the folder's disk must keep, bytes: checked before a recording or clip starts and while it is written. Default 256 MiB. */
   minFreeBytes?: number;
+  /**
+   * Write `<name>.frames.jsonl` beside each recording: one line per frame of the file, in its
+   * order (`{"t": seconds into the file, "seq": frame number, "metadata": the frame's metadata}`),
+   * so a recording can be paired with what the app said of each frame (e.g. the tiny world's held
+   * keys: its training data). Default `false`.
+   */
+  frameMetadata?: boolean;
 }
 
 export type ResolvedRecordingOptions = Required<RecordingOptions>;
@@ -43,11 +50,23 @@ export function resolveRecordingOptions(r: RecordingOptions): ResolvedRecordingO
   if (typeof r !== 'object' || r === null || Array.isArray(r)) {
     throw new TypeError(`options.recording must be an object such as { clipSeconds: 30 }, got ${JSON.stringify(r)}`);
   }
-  const known = ['dir', 'clips', 'clipSeconds', 'clipMaxBytes', 'clipExpiryMs', 'record', 'maxBytes', 'maxDurationMs', 'retentionMs', 'minFreeBytes'];
+  const known = [
+    'dir',
+    'clips',
+    'clipSeconds',
+    'clipMaxBytes',
+    'clipExpiryMs',
+    'record',
+    'maxBytes',
+    'maxDurationMs',
+    'retentionMs',
+    'minFreeBytes',
+    'frameMetadata',
+  ];
   for (const k of Object.keys(r)) if (!known.includes(k)) throw new TypeError(`options.recording.${k} is not an option; it takes ${known.join(', ')}`);
   if (r.dir !== undefined && (typeof r.dir !== 'string' || r.dir === ''))
     throw new TypeError(`options.recording.dir must be a folder path, got ${JSON.stringify(r.dir)}`);
-  for (const k of ['clips', 'record'] as const) {
+  for (const k of ['clips', 'record', 'frameMetadata'] as const) {
     if (r[k] !== undefined && typeof r[k] !== 'boolean') throw new TypeError(`options.recording.${k} must be true or false, got ${JSON.stringify(r[k])}`);
   }
   const num = (k: keyof RecordingOptions, v: number | undefined, def: number, min: number, max: number): number => {
@@ -68,5 +87,6 @@ export function resolveRecordingOptions(r: RecordingOptions): ResolvedRecordingO
     maxDurationMs: num('maxDurationMs', r.maxDurationMs, 4 * 3600_000, 1000, 7 * 24 * 3600_000),
     retentionMs: num('retentionMs', r.retentionMs, 7 * 24 * 3600_000, 1000, 3650 * 24 * 3600_000),
     minFreeBytes: num('minFreeBytes', r.minFreeBytes, 256 * MIB, 0, Number.MAX_SAFE_INTEGER),
+    frameMetadata: r.frameMetadata ?? false,
   };
 }
