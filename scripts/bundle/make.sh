@@ -13,6 +13,8 @@
 #   enhance   apps/enhance with its ESRGAN models and tfjs wasm/webgpu binaries' extra weight:
 #             what the codec measurements carry (apps/video stays)
 #   world     apps/world (the world model's Python package; a few hundred KB)
+#   world-weights  apps/world/weights (the tiny world's 12.5 MB): scripts/gpu/world.sh copies the
+#             carried tree's instead
 # Default: BUNDLE_SKIP=codec (the enhance/GPU bundle, as before the codec).
 set -euo pipefail
 skip=",${BUNDLE_SKIP-codec},"
@@ -57,6 +59,10 @@ rm -rf "$nm"/shm-typed-array/build/Release/obj.target "$nm"/shm-typed-array/src 
 if has_skip codec; then
   log "leaving out @napi-rs/webcodecs (BUNDLE_SKIP=codec): the server streams JPEG only"
   rm -rf "$nm"/@napi-rs/webcodecs "$nm"/@napi-rs/webcodecs-*
+fi
+if has_skip world-weights; then
+  log "leaving out apps/world/weights (BUNDLE_SKIP=world-weights): the carried tree brings them"
+  rm -rf "$stage/apps/world/weights"
 fi
 if has_skip enhance; then
   log "leaving out apps/enhance and its models (BUNDLE_SKIP=enhance)"

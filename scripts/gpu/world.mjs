@@ -10,6 +10,8 @@
 //   WORLD_SECONDS     the delivered-fps window (default 20)
 //   WORLD_SWITCHES    prompt switches for command-to-pixel (default 20)
 //   WORLD_LABEL       a label for the JSON line
+//   WORLD_APP=tiny    the tiny world (TinyWorldApp, the shipped weights, raw RGB frames, 3-frame
+//                     chunks): command-to-pixel is a held turn key (set_keys) instead of a prompt
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -21,6 +23,8 @@ import { connect } from '../../packages/client/dist/index.js';
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const SECONDS = Number(process.env.WORLD_SECONDS ?? 20);
 const SWITCHES = Number(process.env.WORLD_SWITCHES ?? 20);
+const TINY = process.env.WORLD_APP === 'tiny';
+const CHUNK = TINY ? 3 : 12;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const pct = (xs, p) => {
   if (xs.length === 0) return null;
@@ -46,7 +50,8 @@ const dir = mkdtempSync(join(tmpdir(), 'world-bench-'));
 writeFileSync(join(dir, 'config.yaml'), `${(process.env.WORLD_CONFIG ?? '').replaceAll('\\n', '\n')}\n`);
 writeFileSync(
   join(dir, 'reactor.yaml'),
-  `model: { name: world-bench, version: 0.0.1, resources: { gpu: { count: 1 } } }\nruntime:\n  import: ${join(root, 'apps/world/dist/index.js')}:WorldApp\n  config: config.yaml\n`,
+  `model: { name: world-bench, version: 0.0.1, resources: { gpu: { count: 1 } } }\nruntime:\n  import: ${join(root, 'apps/world/dist/index.js')}:${TINY ? 'TinyWorldApp' : 'WorldApp'}\n  config: config.yaml\n` +
+    (TINY ? 'server:\n  encoding: rgb\n' : ''),
 );
 const t0 = performance.now();
 const child = spawn(process.execPath, [join(root, 'packages/cli/dist/main.js'), 'run', '--manifest', join(dir, 'reactor.yaml'), '--port', '0'], {
@@ -75,7 +80,7 @@ c.on('frame', (f) => frames.push({ seq: f.seq, at: performance.now(), meta: f.me
 while (frames.length === 0) await sleep(5);
 const firstFrameMs = frames[0].at - connectedAt;
 // Warm: two chunks, then the delivered window.
-while (frames.length < 9 + 24) await sleep(10);
+while (frames.length < 3 * CHUNK + 24) await sleep(10);
 const util = [];
 const w0 = performance.now();
 const n0 = frames.length;
@@ -92,10 +97,11 @@ const memMiB = smiMiB();
 // Command-to-pixel: prompt switches at random moments.
 const c2p = [];
 const prompts = ['a city at night', 'a walk through a forest', 'a desert road at noon', 'snow on a mountain pass'];
+const held = [['turn_left'], [], ['turn_right'], ['forward']];
 for (let i = 0; i < SWITCHES; i++) {
   await sleep(100 + Math.random() * 600);
   const sent = performance.now();
-  const cmd = c.send('set_prompt', { prompt: `${prompts[i % prompts.length]} ${i}` });
+  const cmd = TINY ? c.send('set_keys', { keys: held[i % held.length] }) : c.send('set_prompt', { prompt: `${prompts[i % prompts.length]} ${i}` });
   const a = await cmd.applied;
   if (a.outcome !== 'applied') continue;
   const until = performance.now() + 15_000;
@@ -117,8 +123,9 @@ process.stdout.write(
     firstFrameMs: Math.round(firstFrameMs),
     deliveredFps: Math.round(deliveredFps * 10) / 10,
     modelChunkMsP50: med,
-    modelFps: med ? Math.round((12000 / med) * 10) / 10 : null,
-    deliveredOverModel: med ? Math.round((deliveredFps / (12000 / med)) * 1000) / 1000 : null,
+    app: TINY ? 'tiny-world' : 'world',
+    modelFps: med ? Math.round(((CHUNK * 1000) / med) * 10) / 10 : null,
+    deliveredOverModel: med ? Math.round((deliveredFps / ((CHUNK * 1000) / med)) * 1000) / 1000 : null,
     ditMsP50: pct(ditMs, 50),
     c2pMsP50: pct(
       c2p.map((x) => x.ms),
@@ -136,6 +143,6 @@ process.stdout.write(
       util.filter((u) => u !== null),
       50,
     ),
-    loadLine: /world model .*loaded in \d+ ms/.exec(log)?.[0] ?? null,
+    loadLine: (TINY ? /tiny world: .*/ : /world model .*loaded in \d+ ms/).exec(log)?.[0] ?? null,
   })}\n`,
 );

@@ -29,6 +29,8 @@ else
   cp "$repo/scripts/gpu/world.mjs" "$B/scripts/gpu/world.mjs"
   # The tree's model package over the bundle's: a Python-only change needs no new bundle.
   cp -r "$repo/apps/world/python/." "$B/apps/world/python/"
+  # ... and its weights (a bundle made with BUNDLE_SKIP=...,world-weights leaves them to the tree).
+  mkdir -p "$B/apps/world/weights" && cp -r "$repo/apps/world/weights/." "$B/apps/world/weights/"
   nodecmd=("$B/run.sh" node)
 fi
 py=${REACTOR_PYTHON:-python3}
@@ -56,9 +58,11 @@ serve() {
 if [ "$cpu" = 1 ]; then
   bench --models small --chunks 6
   WORLD_SECONDS=3 WORLD_SWITCHES=4 serve cpu-small ''
+  case ",${WORLD_PARTS:-}," in *,tiny,*) WORLD_APP=tiny WORLD_SECONDS=3 WORLD_SWITCHES=4 serve cpu-tiny '' ;; esac
 else
   # WORLD_PARTS picks parts (default: the first five): model, serve-eager, window21, 14b,
-  # serve-compiled, graphs (eager / compiled / CUDA graphs), soak (WORLD_SOAK_S of chunks, memory sampled).
+  # serve-compiled, graphs (eager / compiled / CUDA graphs), soak (WORLD_SOAK_S of chunks, memory sampled),
+  # tiny (the trained tiny world served, issue 40).
   parts=",${WORLD_PARTS:-model,serve-eager,window21,14b,serve-compiled},"
   has() { [[ $parts == *",$1,"* ]]; }
   has model && bench --models wan-1.3b --chunks 8 --compile off,on
@@ -68,6 +72,9 @@ else
   has serve-compiled && serve compiled-1.3b 'compile: on'
   has graphs && bench --models wan-1.3b --chunks 8 --compile off,on,graphs
   has soak && bench --models wan-1.3b --soak-seconds "${WORLD_SOAK_S:-180}"
+  # tiny: the trained tiny world (issue 40) through the serving path, bf16 and fp32.
+  has tiny && WORLD_APP=tiny serve tiny-bf16 ''
+  has tiny && WORLD_APP=tiny WORLD_SECONDS=10 WORLD_SWITCHES=12 serve tiny-fp32 'dtype: fp32'
 fi
 echo "python ranks left: $(pgrep -fc 'reactor_worker._rank' || true)" >> "$out/world-env.txt"
 cat "$out/world-env.txt" "$out/world.jsonl"
