@@ -13,6 +13,8 @@
 #   enhance   apps/enhance with its ESRGAN models and tfjs wasm/webgpu binaries' extra weight:
 #             what the codec measurements carry (apps/video stays)
 #   world     apps/world (the world model's Python package; a few hundred KB)
+#   webgpu    the webgpu addon and the Vulkan libraries (tfjs on WebGPU; ~8 MB compressed): what
+#             a PyTorch-only run (the world app) carries
 #   world-weights  apps/world/weights (the tiny world's 12.5 MB): scripts/gpu/world.sh copies the
 #             carried tree's instead
 # Default: BUNDLE_SKIP=codec (the enhance/GPU bundle, as before the codec).
@@ -59,6 +61,10 @@ rm -rf "$nm"/shm-typed-array/build/Release/obj.target "$nm"/shm-typed-array/src 
 if has_skip codec; then
   log "leaving out @napi-rs/webcodecs (BUNDLE_SKIP=codec): the server streams JPEG only"
   rm -rf "$nm"/@napi-rs/webcodecs "$nm"/@napi-rs/webcodecs-*
+fi
+if has_skip webgpu; then
+  log "leaving out the webgpu addon (BUNDLE_SKIP=webgpu): tfjs runs on its CPU/wasm backends only"
+  rm -rf "$nm"/webgpu
 fi
 if has_skip world-weights; then
   log "leaving out apps/world/weights (BUNDLE_SKIP=world-weights): the carried tree brings them"
