@@ -3,7 +3,8 @@
  * (the camera sample with `server.auth`, `single_controller: true`, a resume grace and a
  * `recording:` section), tokens of `reactor token` as typed or minted with the server's secret,
  * `@reactor/client` and raw sockets over a proxy that cuts connections:
- * - who may take clips and start or stop recordings: the token's `rec` grant, and control;
+ * - who may take clips and start or stop recordings: the token's `rec` grant, and control; the
+ *   same grants on the HTTP doors (`GET /recordings`, a recording's file, a clip's file);
  * - a leaked resume secret gives no one else's identity;
  * - a late joiner's `--max-session` counts from its arrival and closes that joiner only.
  */
@@ -155,6 +156,31 @@ describe('clips and recordings are a grant (rec), not every viewer’s', () => {
     const stopped = await anchor.recording('stop');
     expect(stopped).toMatchObject({ name: started.name, state: 'stopped' });
     for (const c of [watcher, other, clipsOnly, clipper]) c.close();
+
+    // The HTTP doors take the same grants: the listing and the files of recordings `record`, a clip's file `clip`.
+    const get = async (path: string, token: string): Promise<[number, string | undefined]> => {
+      const res = await fetch(new URL(path, base), { headers: { authorization: `Bearer ${token}`, connection: 'close' } });
+      const body = res.headers.get('content-type')?.startsWith('application/json')
+        ? ((await res.json()) as { error?: { code: string } })
+        : (await res.arrayBuffer(), {});
+      return [res.status, body.error?.code];
+    };
+    const spectator = await mint({ role: 'spectator' });
+    const clipPath = new URL(clip.url).pathname;
+    const recFile = `/recordings/${started.name}`;
+    expect(await get('/recordings', spectator)).toEqual([403, 'forbidden_role']);
+    expect(await get(recFile, spectator)).toEqual([403, 'forbidden_role']);
+    expect(await get(clipPath, spectator)).toEqual([403, 'forbidden_role']);
+    expect(await get('/recordings', r.stdout.trim())).toEqual([403, 'forbidden_role']);
+    expect(await get(clipPath, r.stdout.trim())).toEqual([200, undefined]);
+    const clipsOnlyToken = await mint({ recording: ['clip'] });
+    expect(await get('/recordings', clipsOnlyToken)).toEqual([403, 'recording_not_granted']);
+    expect(await get(recFile, clipsOnlyToken)).toEqual([403, 'recording_not_granted']);
+    expect(await get(clipPath, await mint({ recording: ['record'] }))).toEqual([403, 'recording_not_granted']);
+    const controller = await mint();
+    expect(await get(recFile, controller)).toEqual([200, undefined]);
+    expect(await get(clipPath, controller)).toEqual([200, undefined]);
+    expect((await recordings()).map((x) => x.name)).toContain(started.name);
   });
 
   it('reactor token refuses a --rec it does not know', () => {
