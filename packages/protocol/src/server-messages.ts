@@ -38,6 +38,12 @@ export interface WelcomeMessage {
    * peer connection should use (docs/protocol.md "WebRTC"); absent: the transport is off (`rtc_offer` answers `rtc_disabled`).
    */
   webrtc?: RtcWelcome;
+  /**
+   * Present when the server keeps clips and recordings (a `recording:` section): what this
+   * client's token grants (its `rec` claim): `clip` takes clips and downloads them, `record`
+   * starts and stops recordings and lists and downloads them.
+   */
+  recording?: { clip: boolean; record: boolean };
 }
 
 /** Who steers a single-controller session. */

@@ -16,7 +16,7 @@ import type { WebSocket } from 'ws';
 import type { AppliedMessage, PauseTrackMessage, ResumeTrackMessage, ServerMessage, StatsMessage, WelcomeMessage } from '@reactor/protocol';
 import type { Logger } from '@reactor/log';
 import type { AppHostApi, ClientHandle, ClientSink, OutputAudio, OutputFrame } from '@reactor/runtime';
-import type { Grant } from './tokens.js';
+import { mayRecord, type Grant } from './tokens.js';
 import { CLIENT_STATS_INTERVAL_MS, ClientStatsIntake } from './client-stats.js';
 import { ConnectionLifecycle } from './connection-state.js';
 import { capError, truncateReason } from './error-answer.js';
@@ -306,8 +306,8 @@ export class ClientConnection implements ClientSink {
   }
 
   /** The welcome's per-connection fields: the video offer, the resume secret, `resumed: false` when a resume failed, the `client_stats` it takes, the WebRTC setup (TURN credentials minted for `clientId`). */
-  welcomeFields(resumed: boolean, clientId: string): Pick<WelcomeMessage, 'video' | 'resume' | 'resumed' | 'clientStats' | 'webrtc'> {
-    const fields: Pick<WelcomeMessage, 'video' | 'resume' | 'resumed' | 'clientStats' | 'webrtc'> = {};
+  welcomeFields(resumed: boolean, clientId: string): Pick<WelcomeMessage, 'video' | 'resume' | 'resumed' | 'clientStats' | 'webrtc' | 'recording'> {
+    const fields: Pick<WelcomeMessage, 'video' | 'resume' | 'resumed' | 'clientStats' | 'webrtc' | 'recording'> = {};
     const offer = this.#ctx.video.offer();
     if (offer) fields.video = offer;
     const graceMs = this.#ctx.options.resumeGraceMs;
@@ -323,6 +323,8 @@ export class ClientConnection implements ClientSink {
         connectTimeoutMs: rtc.connectTimeoutMs,
       };
     }
+    // What the token's `rec` claim lets this client do, so a page can leave out what it would be refused.
+    if (this.#ctx.recording) fields.recording = { clip: mayRecord(this.grant, 'clip'), record: mayRecord(this.grant, 'record') };
     return fields;
   }
 
