@@ -294,13 +294,19 @@ export class ClientConnection implements ClientSink {
 
   /**
    * An `applied` message goes out after its command's reply (held until that is sent). A frame
-   * of a track this connection paused was not sent to it: it hears `paused` instead.
+   * of a track this connection paused was not sent to it: it hears `paused` instead. With a
+   * WebRTC peer it names the frame's RTP timestamp too (`rtpTimestamp`).
    */
   #applied(msg: AppliedMessage): void {
     let out = msg;
     if (msg.outcome === 'applied') {
       const index = this.#ctx.host.schema.tracks.findIndex((t) => t.name === msg.track);
       if (this.#out.stats().pausedTracks.includes(index)) out = { type: 'applied', id: msg.id, outcome: 'paused' };
+      else {
+        // A WebRTC frame carries its RTP timestamp, not the seq: the client pairs the two with this.
+        const rtp = this.#rtc.rtpTimestamp(msg.seq);
+        if (rtp !== undefined) out = { ...msg, rtpTimestamp: rtp };
+      }
     }
     this.#in.afterReply(msg.id, () => this.#out.sendText(JSON.stringify(out)));
   }
@@ -328,10 +334,13 @@ export class ClientConnection implements ClientSink {
     return fields;
   }
 
-  /** The stats' per-connection fields: this connection's video (codec, tier, bitrate since the last stats, key frames asked for). */
-  statsFields(): Pick<StatsMessage, 'video'> | undefined {
+  /** The stats' per-connection fields: this connection's video (codec, tier, bitrate since the last stats, key frames asked for), its WebRTC link's codec and tier. */
+  statsFields(): Pick<StatsMessage, 'video' | 'webrtc'> | undefined {
     const video = this.#video.statsField();
-    return video ? { video } : undefined;
+    const rtc = this.#rtc.info();
+    const tier = rtc?.state === 'connected' ? rtc.media?.tier : undefined;
+    if (!video && tier === undefined) return undefined;
+    return { ...(video && { video }), ...(tier !== undefined && { webrtc: { codec: rtc!.codec, tier } }) };
   }
 
   frame(frame: OutputFrame): void {

@@ -108,7 +108,7 @@ export interface ClientSink {
    */
   welcomeFields?(resumed: boolean, clientId: string): Pick<WelcomeMessage, 'video' | 'resume' | 'resumed' | 'clientStats' | 'webrtc' | 'recording'> | undefined;
   /** The fields this connection adds to its `stats` (the server's video figures), appended after the host's own. */
-  statsFields?(): Pick<StatsMessage, 'video'> | undefined;
+  statsFields?(): Pick<StatsMessage, 'video' | 'webrtc'> | undefined;
 }
 
 /** Optional facts about a client, kept for hooks (`@connected(client)`). */
