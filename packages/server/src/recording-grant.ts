@@ -16,7 +16,7 @@ import { mayRecord, type Grant } from './tokens.js';
  * controller, `recording_not_granted` for a controller whose `rec` claim leaves it out. The same
  * answer on the socket (an `error`) and on the HTTP doors (403).
  */
-export function grantRefusal(grant: Grant, what: 'clip' | 'record', asked: string): { code: ServerErrorCode; message: string } | undefined {
+function grantRefusal(grant: Grant, what: 'clip' | 'record', asked: string): { code: ServerErrorCode; message: string } | undefined {
   if (mayRecord(grant, what)) return undefined;
   const granted = grant.recording === '*' ? '*' : grant.recording.join(', ') || 'none';
   return grant.role === 'controller'
