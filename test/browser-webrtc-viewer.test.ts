@@ -1,6 +1,7 @@
 /**
  * The viewer's transport ladder in Chromium (`/?transport=auto`, the 64x64 pattern app in H.264):
- * it plays over WebRTC and shows the transport with RTT, bitrate, fps and freezes; against a
+ * it plays over WebRTC and shows the transport with RTT, bitrate, fps and freezes, its tier, a live
+ * frame number and command-to-pixel samples paired by RTP timestamp (applied.rtpTimestamp); against a
  * server whose WebRTC is off it ends up on the WebSocket and says why; when ICE can never
  * complete (relay-only to a TURN server that does not exist) the server fails the peer after its
  * connect timeout (`rtc_ice_timeout`) and the viewer falls back by itself. Bad signalling from a
@@ -61,29 +62,50 @@ describe('viewer transport ladder', () => {
     await page.close();
   }, 40_000);
 
-  it('measures a WebRTC viewer as WebRTC: its status line follows the link (picture size, frames), a freeze it sees is reported with transport webrtc', async () => {
+  it('measures a WebRTC viewer as WebRTC: its status line follows the link (tier, bitrate, frames), command-to-pixel and a freeze are reported with transport webrtc', async () => {
     const server = await start();
     const page = await viewer(server, 'auto');
     await page.waitForFunction(() => (window as unknown as ViewerWindow).reactorViewer.transport?.current === 'webrtc', null, { timeout: 15_000 });
-    // The status line follows the link: the picture size its tier gives (not the WebSocket receiver's last tier), frames decoded.
+    // The status line follows the link: the tier the server picked for it (the one the dashboard lists) and its picture size, not the WebSocket receiver's last tier.
+    const dashboardTier = async (): Promise<string | undefined> => {
+      const data = (await (await fetch(`${server.url}/dashboard/data`)).json()) as { now: { clients: Array<{ transport: string; tier: string }> } };
+      const c = data.now.clients[0];
+      return c?.transport === 'webrtc' ? c.tier : undefined;
+    };
+    const picture = (): Promise<string> =>
+      page.evaluate(() => {
+        const v = document.querySelector<HTMLVideoElement>('video[data-rtc-track]');
+        return v ? `${v.videoWidth}x${v.videoHeight}` : '';
+      });
     await expect
-      .poll(async () => [await page.textContent('#tier'), await page.evaluate(() => document.querySelector('video[data-rtc-track]') !== null)], {
-        timeout: 15_000,
-      })
-      .toEqual([expect.stringMatching(/^\d+x\d+$/), true]);
-    expect(await page.textContent('#tier')).toBe(
-      await page.evaluate(() => {
-        const v = document.querySelector<HTMLVideoElement>('video[data-rtc-track]')!;
-        return `${v.videoWidth}x${v.videoHeight}`;
-      }),
-    );
+      .poll(async () => [await page.textContent('#tier'), `${await dashboardTier()} (${await picture()})`], { timeout: 15_000 })
+      .toSatisfy(([shown, served]) => shown === served && /^(full|half|low) \(\d+x\d+\)$/.test(shown!));
+    expect(await page.textContent('#codec')).toBe('h264');
+    // A real bitrate, and a frame number that moves between two frames (not once a second).
+    await expect.poll(() => page.textContent('#bitrate'), { timeout: 10_000 }).toMatch(/^(?!0\.00)\d+\.\d\d Mbit\/s$/);
     const frames = Number(await page.textContent('#seq'));
-    await expect.poll(async () => Number(await page.textContent('#seq')), { timeout: 10_000 }).toBeGreaterThan(frames);
+    await page.waitForFunction((n) => Number(document.getElementById('seq')!.textContent) > n, frames, { timeout: 10_000, polling: 'raf' });
     expect(
       await page.evaluate(
         () => (window as unknown as { reactorViewer: { client: { latency: { transport: string } } } }).reactorViewer.client.latency.transport,
       ),
     ).toBe('webrtc');
+    // Command-to-pixel over WebRTC: the applied message names the frame's RTP timestamp, the <video> presents it.
+    for (const [i, color] of ['green', 'blue', 'red'].entries()) {
+      const applied = await page.evaluate(
+        (value) =>
+          (window as unknown as { reactorViewer: { client: { command(n: string, p: unknown): { applied: Promise<unknown> } } } }).reactorViewer.client.command(
+            'set_color',
+            { color: value },
+          ).applied,
+        color,
+      );
+      expect(applied).toMatchObject({ outcome: 'applied', rtpTimestamp: expect.any(Number) });
+      await expect.poll(() => page.textContent('#c2p-samples'), { timeout: 10_000 }).toBe(String(i + 1));
+    }
+    await expect
+      .poll(async () => (await fetch(`${server.url}/metrics`)).text(), { timeout: 15_000 })
+      .toMatch(/^reactor_command_to_pixel_seconds_count\{command="set_color",transport="webrtc"\} 3$/m);
     // The server stalls (it shares this process: 600 ms with its event loop blocked); the viewer sees the gap in its WebRTC video.
     const until = performance.now() + 600;
     while (performance.now() < until) {

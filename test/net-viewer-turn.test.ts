@@ -7,6 +7,8 @@
  * - `ice_servers` names coturn without credentials, `REACTOR_WEBRTC_TURN_SECRET` is coturn's
  *   secret, `ice_transport_policy: relay`: the welcome carries the TURN server with a credential
  *   minted for this client, the page plays over WebRTC and its selected pair is relay on both ends;
+ *   the badge names the path: TURN over UDP, or TURN over TCP when `client_ice_servers` gives
+ *   the page coturn's TCP listener;
  * - a wrong `turn_secret`: coturn refuses (401), the viewer falls back to the WebSocket by itself,
  *   says why (the server's `rtc_ice_timeout` and the browser's 401), keeps drawing, and the server
  *   holds no peer connection afterwards.
@@ -101,6 +103,26 @@ describe.skipIf(unavailable !== undefined)('the viewer through the TURN server o
     const m = await measure(page, 2000);
     expect(m.source).toBe('video');
     expect(m.frames).toBeGreaterThan(10);
+  }, 60_000);
+
+  it('names the path TURN over TCP when the page reaches coturn over TCP (client_ice_servers)', async () => {
+    // The server relays through coturn over UDP as before; the page is told the TCP listener.
+    const page = await viewer(
+      `{ ice_servers: [{ urls: "${turn.urls}" }], client_ice_servers: [{ urls: "${turn.urlsTcp}" }], ice_transport_policy: relay }`,
+      'webrtc',
+      {
+        REACTOR_WEBRTC_TURN_SECRET: SECRET,
+      },
+    );
+    await page.waitForFunction(() => (window as unknown as ViewerWindow).reactorViewer.transport?.current === 'webrtc', null, { timeout: 20_000 });
+    await page.waitForFunction(() => (window as unknown as ViewerWindow).reactorViewer.transport.stats?.candidates !== undefined, null, { timeout: 10_000 });
+    // This side's relay candidate: allocated over TCP (the candidate's relayProtocol).
+    expect(await page.evaluate(() => (window as unknown as ViewerWindow).reactorViewer.transport.stats!.candidates)).toMatchObject({
+      local: 'relay',
+      protocol: 'tcp',
+    });
+    expect(await page.getAttribute('#transport', 'title')).toBe('media over WebRTC (TURN over TCP)');
+    await page.waitForFunction(() => (window as unknown as ViewerWindow).reactorViewer.framesDrawn > 10, null, { timeout: 10_000 });
   }, 60_000);
 
   it('falls back to the WebSocket when coturn refuses the credential, says why, and keeps no peer connection', async () => {

@@ -3,16 +3,20 @@
  * (the camera sample with `server.auth`, `single_controller: true`, a resume grace and a
  * `recording:` section), tokens of `reactor token` as typed or minted with the server's secret,
  * `@reactor/client` and raw sockets over a proxy that cuts connections:
- * - who may take clips and start or stop recordings: the token's `rec` grant, and control;
+ * - who may take clips and start or stop recordings: the token's `rec` grant, and control; the
+ *   same grants on the HTTP doors (`GET /recordings`, a recording's file, a clip's file), and the
+ *   viewer page (Chromium) disabling the buttons its token does not grant;
  * - a leaked resume secret gives no one else's identity;
  * - a late joiner's `--max-session` counts from its arrival and closes that joiner only.
  */
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
 import { WebSocket } from 'ws';
 import { connect, type ReactorClient, type RecordingInfo } from '@reactor/client';
 import { TokenMinter, type TokenRequest } from '@reactor/server';
 import { cameraWorkspace, removeDir } from './fixtures/camera-run.js';
+import { launchChromium } from './fixtures/chromium.js';
 import { CutProxy } from './fixtures/cut-proxy.js';
 import { cliSync, runCli, type RunningCli } from './fixtures/reactor-cli.js';
 
@@ -155,6 +159,67 @@ describe('clips and recordings are a grant (rec), not every viewer’s', () => {
     const stopped = await anchor.recording('stop');
     expect(stopped).toMatchObject({ name: started.name, state: 'stopped' });
     for (const c of [watcher, other, clipsOnly, clipper]) c.close();
+
+    // The HTTP doors take the same grants: the listing and the files of recordings `record`, a clip's file `clip`.
+    const get = async (path: string, token: string): Promise<[number, string | undefined]> => {
+      const res = await fetch(new URL(path, base), { headers: { authorization: `Bearer ${token}`, connection: 'close' } });
+      const body = res.headers.get('content-type')?.startsWith('application/json')
+        ? ((await res.json()) as { error?: { code: string } })
+        : (await res.arrayBuffer(), {});
+      return [res.status, body.error?.code];
+    };
+    const spectator = await mint({ role: 'spectator' });
+    const clipPath = new URL(clip.url).pathname;
+    const recFile = `/recordings/${started.name}`;
+    expect(await get('/recordings', spectator)).toEqual([403, 'forbidden_role']);
+    expect(await get(recFile, spectator)).toEqual([403, 'forbidden_role']);
+    expect(await get(clipPath, spectator)).toEqual([403, 'forbidden_role']);
+    expect(await get('/recordings', r.stdout.trim())).toEqual([403, 'forbidden_role']);
+    expect(await get(clipPath, r.stdout.trim())).toEqual([200, undefined]);
+    const clipsOnlyToken = await mint({ recording: ['clip'] });
+    expect(await get('/recordings', clipsOnlyToken)).toEqual([403, 'recording_not_granted']);
+    expect(await get(recFile, clipsOnlyToken)).toEqual([403, 'recording_not_granted']);
+    expect(await get(clipPath, await mint({ recording: ['record'] }))).toEqual([403, 'recording_not_granted']);
+    const controller = await mint();
+    expect(await get(recFile, controller)).toEqual([200, undefined]);
+    expect(await get(clipPath, controller)).toEqual([200, undefined]);
+    expect((await recordings()).map((x) => x.name)).toContain(started.name);
+  });
+
+  it('the viewer disables, with a tooltip, the clip and record buttons a token does not grant, and lists no recordings without record', async () => {
+    const browser = await launchChromium();
+    try {
+      const page = async (token: string): Promise<Page> => {
+        const p = await browser.newPage();
+        await p.goto(`${base}/?token=${encodeURIComponent(token)}`);
+        await p.waitForFunction(() => (window as unknown as { reactorViewer: { client?: { clientId: string } } }).reactorViewer.client?.clientId);
+        return p;
+      };
+      const buttons = (p: Page): Promise<Array<[boolean, string]>> =>
+        p.$$eval('#clip-button, #record-button', (bs) => bs.map((b) => [(b as HTMLButtonElement).disabled, b.title] as [boolean, string]));
+      // A spectator: neither; the list says why instead of polling a listing it would be refused.
+      const watcher = await page(await mint({ role: 'spectator' }));
+      expect(await buttons(watcher)).toEqual([
+        [true, 'your token does not grant clips (ask for one minted with reactor token --rec clip)'],
+        [true, 'your token does not grant recordings (ask for one minted with reactor token --rec record)'],
+      ]);
+      expect(await watcher.textContent('#recordings')).toBe('Your token does not grant recordings: none listed.');
+      // A spectator granted clips: the clip button only.
+      const clipper = await page(await mint({ role: 'spectator', recording: ['clip'] }));
+      expect(await buttons(clipper)).toEqual([
+        [false, 'an MP4 of the last seconds of the stream'],
+        [true, 'your token does not grant recordings (ask for one minted with reactor token --rec record)'],
+      ]);
+      // A controller: both, and the list is filled from GET /recordings.
+      const controller = await page(await mint());
+      expect(await buttons(controller)).toEqual([
+        [false, 'an MP4 of the last seconds of the stream'],
+        [false, 'start or stop recording the session'],
+      ]);
+      await expect.poll(() => controller.textContent('#recordings'), { timeout: 10_000 }).toMatch(/\.mp4 · /);
+    } finally {
+      await browser.close();
+    }
   });
 
   it('reactor token refuses a --rec it does not know', () => {

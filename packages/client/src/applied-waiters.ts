@@ -14,7 +14,15 @@
 import type { AppliedMessage } from './protocol.js';
 
 /** Where a command's change first showed, or why it never will (`.applied` of a command). */
-export type AppliedInfo = { outcome: 'applied'; seq: number; track: string } | { outcome: 'superseded' | 'paused' | 'ended' };
+export type AppliedInfo =
+  | {
+      outcome: 'applied';
+      seq: number;
+      track: string;
+      /** While the client's WebRTC link is up: the RTP timestamp that frame carries on its WebRTC video. */
+      rtpTimestamp?: number;
+    }
+  | { outcome: 'superseded' | 'paused' | 'ended' };
 
 /** What `client.command()` returns: the reply, and the frame that first shows the command. */
 export type CommandPromise<R = unknown> = Promise<R> & {
@@ -46,7 +54,8 @@ export class AppliedWaiters {
     const w = this.#waiting.get(msg.id);
     if (!w) return;
     this.#waiting.delete(msg.id);
-    w.resolve(msg.outcome === 'applied' ? { outcome: 'applied', seq: msg.seq, track: msg.track } : { outcome: msg.outcome });
+    if (msg.outcome !== 'applied') return w.resolve({ outcome: msg.outcome });
+    w.resolve({ outcome: 'applied', seq: msg.seq, track: msg.track, ...(msg.rtpTimestamp !== undefined && { rtpTimestamp: msg.rtpTimestamp }) });
   }
 
   /** The command failed: its `.applied` rejects with the same error. */

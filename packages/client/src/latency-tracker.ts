@@ -24,6 +24,8 @@ export interface AppliedFrame {
   outcome: string;
   seq?: number;
   track?: string;
+  /** The frame's RTP timestamp on the WebRTC video (the server names it while a peer exists). */
+  rtpTimestamp?: number;
 }
 
 /** The figures a status display shows. */
@@ -47,6 +49,13 @@ interface Waiting {
   command: string;
   sentAt: number;
   seq: number;
+  /** The frame's RTP timestamp, when the server named one: a WebRTC frame at or after it shows the command. */
+  rtp?: number;
+}
+
+/** Whether RTP timestamp `a` is at or after `b` (32 bits, wrapping: within half the range). */
+function rtpAtOrAfter(a: number, b: number): boolean {
+  return ((a - b) | 0) >= 0;
 }
 
 /** Measures one client's command-to-pixel latency, time to first frame, freezes and drops (see the module comment). */
@@ -58,6 +67,8 @@ export class LatencyTracker {
   readonly #waiting = new Map<string, Waiting[]>();
   /** Recent presentations by track: [seq, at], oldest first. */
   readonly #shown = new Map<string, [number, number][]>();
+  /** Recent WebRTC presentations by track: [RTP timestamp, at], oldest first. */
+  readonly #shownRtp = new Map<string, [number, number][]>();
   /** When the last frame of each track was presented (absent: no freeze can start from there). */
   readonly #lastAt = new Map<string, number>();
   readonly #paused = new Set<string>();
@@ -95,6 +106,7 @@ export class LatencyTracker {
   welcome(): void {
     this.#waiting.clear();
     this.#shown.clear();
+    this.#shownRtp.clear();
     this.#lastAt.clear();
     this.#queued = [];
   }
@@ -120,24 +132,29 @@ export class LatencyTracker {
   /**
    * A command sent at `sentAt` was acknowledged: with `outcome: 'applied'`, a sample is taken
    * when the frame `seq` of `track` (or a later one of it) is presented, or at once if it
-   * already was. Other outcomes never reach a frame and give no sample.
+   * already was; with an `rtpTimestamp` too, when a WebRTC frame of `track` with that RTP
+   * timestamp or a later one is. Other outcomes never reach a frame and give no sample.
    */
   applied(command: string, sentAt: number, info: AppliedFrame): void {
     if (info.outcome !== 'applied' || info.seq === undefined || info.track === undefined) return;
-    const hit = this.#shown.get(info.track)?.find(([seq]) => seq >= info.seq!);
+    const rtp = info.rtpTimestamp;
+    const hit =
+      this.#shown.get(info.track)?.find(([seq]) => seq >= info.seq!) ??
+      (rtp === undefined ? undefined : this.#shownRtp.get(info.track)?.find(([ts]) => rtpAtOrAfter(ts, rtp)));
     if (hit) return this.#sample(command, hit[1] - sentAt);
     let list = this.#waiting.get(info.track);
     if (!list) this.#waiting.set(info.track, (list = []));
-    list.push({ command, sentAt, seq: info.seq });
+    list.push({ command, sentAt, seq: info.seq, ...(rtp !== undefined && { rtp }) });
   }
 
   /**
    * A video frame of `track` was presented to the user at `at` (drawn, shown by a `<video>`, or
    * handed to the app). `seq` undefined: a frame whose number is not known here (WebRTC video,
    * which carries RTP timestamps, not the session's `seq`): it counts for the first frame,
-   * freezes and the presentation rate, not for command-to-pixel samples.
+   * freezes and the presentation rate, and, given its `rtpTimestamp` (`requestVideoFrameCallback`'s
+   * metadata), for the command-to-pixel samples of `applied` messages that named one.
    */
-  presented(track: string, seq: number | undefined, at = this.#now()): void {
+  presented(track: string, seq: number | undefined, at = this.#now(), rtpTimestamp?: number): void {
     if (this.#openedAt !== undefined && this.#firstFrameMs === undefined) this.#firstFrameMs = Math.max(0, at - this.#openedAt);
     this.#presentedInWindow.set(track, (this.#presentedInWindow.get(track) ?? 0) + 1);
     const last = this.#lastAt.get(track);
@@ -147,16 +164,18 @@ export class LatencyTracker {
     }
     if (this.#streaming && !this.#paused.has(track)) this.#lastAt.set(track, at);
     else this.#lastAt.delete(track);
-    if (seq === undefined) return;
-    let shown = this.#shown.get(track);
-    if (!shown) this.#shown.set(track, (shown = []));
-    shown.push([seq, at]);
+    if (seq === undefined && rtpTimestamp === undefined) return;
+    const history = seq !== undefined ? this.#shown : this.#shownRtp;
+    let shown = history.get(track);
+    if (!shown) history.set(track, (shown = []));
+    shown.push([seq ?? rtpTimestamp!, at]);
     if (shown.length > HISTORY) shown.shift();
     const list = this.#waiting.get(track);
     if (!list) return;
     const still: Waiting[] = [];
     for (const w of list) {
-      if (w.seq <= seq) this.#sample(w.command, at - w.sentAt);
+      const reached = seq !== undefined ? w.seq <= seq : w.rtp !== undefined && rtpAtOrAfter(rtpTimestamp!, w.rtp);
+      if (reached) this.#sample(w.command, at - w.sentAt);
       else if (at - w.sentAt <= MAX_CLIENT_STATS_MS) still.push(w);
     }
     this.#waiting.set(track, still);

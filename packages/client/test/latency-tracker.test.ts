@@ -35,6 +35,25 @@ describe('LatencyTracker', () => {
     expect(t.takeReport()!.samples).toEqual([{ command: 'set_color', ms: 58 }]);
   });
 
+  it('pairs a WebRTC frame with its applied message by RTP timestamp (wrapping at 32 bits), before or after the acknowledgement', () => {
+    const { t } = tracker();
+    const near = 0xffff_ff00; // just before the wrap
+    t.applied('set_speed', 0, { outcome: 'applied', seq: 9, track: 'main', rtpTimestamp: near + 3000 - 0x1_0000_0000 });
+    t.presented('main', undefined, 10, near); // earlier than the applied frame: no sample
+    t.presented('main', undefined, 20); // no timestamp: no sample either
+    t.presented('main', undefined, 45, near + 6000 - 0x1_0000_0000); // after the wrap, later than the applied one: it shows it
+    t.presented('main', undefined, 60, near + 9000 - 0x1_0000_0000);
+    // Presented before its acknowledgement arrived: taken at once from the history.
+    t.applied('set_color', 30, { outcome: 'applied', seq: 10, track: 'main', rtpTimestamp: near + 9000 - 0x1_0000_0000 });
+    // An applied message without a timestamp (no peer when the server sent it) is not paired with WebRTC frames.
+    t.applied('set_label', 30, { outcome: 'applied', seq: 11, track: 'main' });
+    t.presented('main', undefined, 90, near + 12000 - 0x1_0000_0000);
+    expect(t.takeReport()!.samples).toEqual([
+      { command: 'set_speed', ms: 45 },
+      { command: 'set_color', ms: 30 },
+    ]);
+  });
+
   it('takes no sample of a command that never reaches a frame', () => {
     const { t } = tracker();
     for (const outcome of ['superseded', 'paused', 'ended']) t.applied('set_speed', 0, { outcome });

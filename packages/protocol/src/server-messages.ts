@@ -38,6 +38,12 @@ export interface WelcomeMessage {
    * peer connection should use (docs/protocol.md "WebRTC"); absent: the transport is off (`rtc_offer` answers `rtc_disabled`).
    */
   webrtc?: RtcWelcome;
+  /**
+   * Present when the server keeps clips and recordings (a `recording:` section): what this
+   * client's token grants (its `rec` claim): `clip` takes clips and downloads them, `record`
+   * starts and stops recordings and lists and downloads them.
+   */
+  recording?: { clip: boolean; record: boolean };
 }
 
 /** Who steers a single-controller session. */
@@ -128,6 +134,11 @@ export interface StatsMessage {
     /** Key frames this client asked for so far. */
     keyFrameRequests: number;
   };
+  /**
+   * While this connection's WebRTC link is connected: the codec it carries and the tier the
+   * server picked for it from its own feedback (there is no `video_config` on WebRTC).
+   */
+  webrtc?: { codec: VideoCodecName; tier: string };
 }
 
 /** Playout was cut: drop every frame of these tracks with `seq < nextSeq`. */
@@ -154,14 +165,23 @@ export type AppliedOutcome = (typeof APPLIED_OUTCOMES)[number];
  * Which frame first reflects a command that changed state (a generated setter, an event), sent
  * to its sender after the command's `reply` (issue 26). `applied`: `seq` is the header `seq` of
  * the first frame of `track` (the first outbound video track in schema order; an app without
- * video: its first audio track) whose step read the new state. Otherwise no frame will show it:
+ * video: its first audio track) whose step read the new state; with a WebRTC peer also
+ * `rtpTimestamp`, the RTP timestamp that frame carries on the WebRTC video. Otherwise no frame will show it:
  * `superseded` (a later command on the same field or event replaced it before a step made a
  * frame of it), `paused` (the step that read it was refused, or this client paused `track`
  * when that frame played), `ended` (the session ended first). One per command; a command
  * answered with an `error` gets none.
  */
 export type AppliedMessage =
-  | { type: 'applied'; id: string; outcome: 'applied'; seq: number; track: string }
+  | {
+      type: 'applied';
+      id: string;
+      outcome: 'applied';
+      seq: number;
+      track: string;
+      /** While this connection has a WebRTC peer: the RTP timestamp (90 kHz) the frame `seq` carries on its WebRTC video. */
+      rtpTimestamp?: number;
+    }
   | { type: 'applied'; id: string; outcome: Exclude<AppliedOutcome, 'applied'> };
 
 export type ServerMessage =
@@ -193,7 +213,7 @@ export function parseServerMessage(text: string): ServerMessage {
 
 /** @throws TypeError when an `applied` message lacks its id, has an unknown outcome, or a `seq`/`track` that does not fit its outcome. */
 function checkApplied(msg: Record<string, unknown>): void {
-  const { id, outcome, seq, track } = msg;
+  const { id, outcome, seq, track, rtpTimestamp } = msg;
   if (typeof id !== 'string' || id === '') throw new TypeError('applied message: "id" must be a non-empty string');
   if (!(APPLIED_OUTCOMES as readonly unknown[]).includes(outcome)) {
     throw new TypeError(`applied message: "outcome" must be one of ${APPLIED_OUTCOMES.join(', ')}, got ${JSON.stringify(outcome)}`);
@@ -201,7 +221,10 @@ function checkApplied(msg: Record<string, unknown>): void {
   if (outcome === 'applied') {
     if (typeof seq !== 'number' || !Number.isInteger(seq) || seq < 0) throw new TypeError('applied message: "seq" must be a non-negative integer');
     if (typeof track !== 'string' || track === '') throw new TypeError('applied message: "track" must be a non-empty string');
-  } else if (seq !== undefined || track !== undefined) {
-    throw new TypeError(`applied message: outcome ${outcome as string} carries no "seq" or "track"`);
+    if (rtpTimestamp !== undefined && (typeof rtpTimestamp !== 'number' || !Number.isInteger(rtpTimestamp) || rtpTimestamp < 0 || rtpTimestamp > 0xffffffff)) {
+      throw new TypeError('applied message: "rtpTimestamp" must be a 32-bit unsigned integer');
+    }
+  } else if (seq !== undefined || track !== undefined || rtpTimestamp !== undefined) {
+    throw new TypeError(`applied message: outcome ${outcome as string} carries no "seq", "track" or "rtpTimestamp"`);
   }
 }

@@ -114,7 +114,10 @@ describe('parseServerMessage', () => {
     ['{"type":"applied","id":"1","outcome":"applied","seq":-1,"track":"v"}', '"seq" must be a non-negative integer'],
     ['{"type":"applied","id":"1","outcome":"applied","seq":1.5,"track":"v"}', '"seq" must be a non-negative integer'],
     ['{"type":"applied","id":"1","outcome":"applied","seq":1}', '"track" must be a non-empty string'],
-    ['{"type":"applied","id":"1","outcome":"ended","seq":1}', 'outcome ended carries no "seq" or "track"'],
+    ['{"type":"applied","id":"1","outcome":"ended","seq":1}', 'outcome ended carries no "seq", "track" or "rtpTimestamp"'],
+    ['{"type":"applied","id":"1","outcome":"ended","rtpTimestamp":1}', 'outcome ended carries no "seq", "track" or "rtpTimestamp"'],
+    ['{"type":"applied","id":"1","outcome":"applied","seq":1,"track":"v","rtpTimestamp":4294967296}', '"rtpTimestamp" must be a 32-bit unsigned integer'],
+    ['{"type":"applied","id":"1","outcome":"applied","seq":1,"track":"v","rtpTimestamp":"9"}', '"rtpTimestamp" must be a 32-bit unsigned integer'],
   ])('refuses the applied message %s', (text, why) => {
     expect(() => parseServerMessage(text)).toThrow(new TypeError(`applied message: ${why}`));
   });

@@ -16,7 +16,7 @@ import type { WebSocket } from 'ws';
 import type { AppliedMessage, PauseTrackMessage, ResumeTrackMessage, ServerMessage, StatsMessage, WelcomeMessage } from '@reactor/protocol';
 import type { Logger } from '@reactor/log';
 import type { AppHostApi, ClientHandle, ClientSink, OutputAudio, OutputFrame } from '@reactor/runtime';
-import type { Grant } from './tokens.js';
+import { mayRecord, type Grant } from './tokens.js';
 import { CLIENT_STATS_INTERVAL_MS, ClientStatsIntake } from './client-stats.js';
 import { ConnectionLifecycle } from './connection-state.js';
 import { capError, truncateReason } from './error-answer.js';
@@ -294,20 +294,26 @@ export class ClientConnection implements ClientSink {
 
   /**
    * An `applied` message goes out after its command's reply (held until that is sent). A frame
-   * of a track this connection paused was not sent to it: it hears `paused` instead.
+   * of a track this connection paused was not sent to it: it hears `paused` instead. With a
+   * WebRTC peer it names the frame's RTP timestamp too (`rtpTimestamp`).
    */
   #applied(msg: AppliedMessage): void {
     let out = msg;
     if (msg.outcome === 'applied') {
       const index = this.#ctx.host.schema.tracks.findIndex((t) => t.name === msg.track);
       if (this.#out.stats().pausedTracks.includes(index)) out = { type: 'applied', id: msg.id, outcome: 'paused' };
+      else {
+        // A WebRTC frame carries its RTP timestamp, not the seq: the client pairs the two with this.
+        const rtp = this.#rtc.rtpTimestamp(msg.seq);
+        if (rtp !== undefined) out = { ...msg, rtpTimestamp: rtp };
+      }
     }
     this.#in.afterReply(msg.id, () => this.#out.sendText(JSON.stringify(out)));
   }
 
   /** The welcome's per-connection fields: the video offer, the resume secret, `resumed: false` when a resume failed, the `client_stats` it takes, the WebRTC setup (TURN credentials minted for `clientId`). */
-  welcomeFields(resumed: boolean, clientId: string): Pick<WelcomeMessage, 'video' | 'resume' | 'resumed' | 'clientStats' | 'webrtc'> {
-    const fields: Pick<WelcomeMessage, 'video' | 'resume' | 'resumed' | 'clientStats' | 'webrtc'> = {};
+  welcomeFields(resumed: boolean, clientId: string): Pick<WelcomeMessage, 'video' | 'resume' | 'resumed' | 'clientStats' | 'webrtc' | 'recording'> {
+    const fields: Pick<WelcomeMessage, 'video' | 'resume' | 'resumed' | 'clientStats' | 'webrtc' | 'recording'> = {};
     const offer = this.#ctx.video.offer();
     if (offer) fields.video = offer;
     const graceMs = this.#ctx.options.resumeGraceMs;
@@ -323,13 +329,18 @@ export class ClientConnection implements ClientSink {
         connectTimeoutMs: rtc.connectTimeoutMs,
       };
     }
+    // What the token's `rec` claim lets this client do, so a page can leave out what it would be refused.
+    if (this.#ctx.recording) fields.recording = { clip: mayRecord(this.grant, 'clip'), record: mayRecord(this.grant, 'record') };
     return fields;
   }
 
-  /** The stats' per-connection fields: this connection's video (codec, tier, bitrate since the last stats, key frames asked for). */
-  statsFields(): Pick<StatsMessage, 'video'> | undefined {
+  /** The stats' per-connection fields: this connection's video (codec, tier, bitrate since the last stats, key frames asked for), its WebRTC link's codec and tier. */
+  statsFields(): Pick<StatsMessage, 'video' | 'webrtc'> | undefined {
     const video = this.#video.statsField();
-    return video ? { video } : undefined;
+    const rtc = this.#rtc.info();
+    const tier = rtc?.state === 'connected' ? rtc.media?.tier : undefined;
+    if (!video && tier === undefined) return undefined;
+    return { ...(video && { video }), ...(tier !== undefined && { webrtc: { codec: rtc!.codec, tier } }) };
   }
 
   frame(frame: OutputFrame): void {

@@ -411,7 +411,7 @@ export class ReactorServer {
     if (found?.access === 'open') return found.run(req, res, url);
     const auth = await authorize(req, url, this.#policy, this.#sessionKeys);
     if (!auth.ok) return this.#refuse(res, auth.denial);
-    if (found) return found.run(req, res, url);
+    if (found) return found.run(req, res, url, auth.grant);
     return notFound(res, url, this.options);
   }
 

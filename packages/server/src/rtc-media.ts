@@ -203,7 +203,7 @@ export class RtcMedia {
     out.pictureId = (out.pictureId + 1) & 0x7fff;
     // H.264: packetized once for every viewer of the encoder (shared, read-only buffers); VP8's descriptor carries this viewer's PictureID.
     const payloads = this.#o.codec === 'h264' ? sharedH264Payloads(chunk) : packetizeVp8(au, out.pictureId);
-    const timestamp = Math.round(frame.ptsMs * 90) >>> 0;
+    const timestamp = rtpVideoTimestamp(frame.ptsMs);
     const { RtpHeader, RtpPacket } = this.#o.rtp;
     let bytes = 0;
     // werift keeps the round trip it measures from receiver reports (seconds) on the sender, unexported.
@@ -343,4 +343,9 @@ export class RtcMedia {
     for (const out of this.#out.values()) if (out.kind === 'audio') out.unsubscribe();
     this.#out.clear();
   }
+}
+
+/** The RTP timestamp (90 kHz, 32 bits, wrapping) a video frame of presentation time `ptsMs` carries on every WebRTC viewer's link. */
+export function rtpVideoTimestamp(ptsMs: number): number {
+  return Math.round(ptsMs * 90) >>> 0;
 }

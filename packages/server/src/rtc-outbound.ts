@@ -17,11 +17,14 @@ import type { OutboundSender, OutboundStats } from './outbound.js';
 import type { OpusStreams } from './rtc-audio.js';
 import type { RtcInbound } from './rtc-inbound.js';
 import type { RtcIntakeInfo } from './rtc-intake-report.js';
-import { RtcMedia, type RtcMediaStats } from './rtc-media.js';
+import { RtcMedia, rtpVideoTimestamp, type RtcMediaStats } from './rtc-media.js';
 import type { RtcMetrics } from './rtc-metrics.js';
 import type { ResolvedWebRtcOptions } from './rtc-options.js';
 import { loadWerift, RtcPeer } from './rtc-peer.js';
 import type { VideoStreams } from './video-streams.js';
+
+/** Video frames whose pts a connection with a peer keeps, for the RTP timestamp of its `applied` messages (~4 s at 30 fps). */
+const PTS_KEPT = 128;
 
 /** What the server gives every connection for WebRTC (one per server). */
 export interface RtcServerContext {
@@ -70,6 +73,8 @@ export class RtcOutbound implements OutboundSender {
   #offered = false;
   /** Signalling is handled one message at a time, in arrival order (an offer's werift work is async). */
   #signals: Promise<void> = Promise.resolve();
+  /** While a peer exists: the pts of the last {@link PTS_KEPT} video frames, by seq (an `applied` names a seq; RTP carries the pts). */
+  readonly #ptsBySeq = new Map<number, number>();
 
   constructor(init: RtcOutboundInit) {
     this.#o = init;
@@ -212,7 +217,20 @@ export class RtcOutbound implements OutboundSender {
     this.#ws.sendText(text);
   }
 
+  /**
+   * The RTP timestamp the video frame `seq` carries on this connection's WebRTC link, for its
+   * `applied` message (undefined: no peer connection, or a frame it did not see).
+   */
+  rtpTimestamp(seq: number): number | undefined {
+    const pts = this.#peer ? this.#ptsBySeq.get(seq) : undefined;
+    return pts === undefined ? undefined : rtpVideoTimestamp(pts);
+  }
+
   frame(frame: OutputFrame): void {
+    if (this.#peer) {
+      this.#ptsBySeq.set(frame.seq, frame.ptsMs);
+      if (this.#ptsBySeq.size > PTS_KEPT) this.#ptsBySeq.delete(this.#ptsBySeq.keys().next().value!);
+    }
     if (this.#live && this.#media) this.#media.frame(frame);
     else this.#ws.frame(frame);
   }

@@ -13,8 +13,10 @@ import { ServerErrorCode } from './errors.js';
 import { RouteTable, sendBody, sendError, sendJson, writeHttpError } from './http.js';
 import type { ServerMetrics } from './metrics.js';
 import type { ResolvedServerOptions } from './options.js';
+import { recordingFileRefusal } from './recording-grant.js';
 import type { RecordingService } from './recording-service.js';
 import type { HealthReport, ServableHost } from './servable-host.js';
+import type { Grant } from './tokens.js';
 import { ViewerNotBuiltError, type ViewerAssets } from './static-assets.js';
 import type { UploadRoutes } from './upload-routes.js';
 import { renderViewerPage, viewerBasePath, viewerSecurityHeaders } from './viewer-page.js';
@@ -22,7 +24,8 @@ import { renderViewerPage, viewerBasePath, viewerSecurityHeaders } from './viewe
 /** One route's handler and who may use it. */
 export interface ServerRoute {
   readonly access: 'self' | 'open' | 'token';
-  run(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> | void;
+  /** `grant`: what the request's credential grants (a `token` route's; the others get none). */
+  run(req: IncomingMessage, res: ServerResponse, url: URL, grant?: Grant): Promise<void> | void;
 }
 
 /** What the routes need from the server. */
@@ -122,8 +125,13 @@ export function serverRoutes(c: ServerRoutesContext): RouteTable<ServerRoute> {
     {
       methods: GET,
       path: /^\/(?:clips|recordings)(?:$|\/)/,
-      handler: token(async (req, res, url) => {
-        if (c.recording && (await c.recording.serve(req, res, url.pathname))) return;
+      handler: token(async (req, res, url, grant) => {
+        if (c.recording) {
+          // The clip files take the token's `clip` grant, the recordings' listing and files its `record` grant (as on the socket).
+          const refused = grant && recordingFileRefusal(url.pathname, grant);
+          if (refused) return sendError(res, 403, refused.code, refused.message);
+          if (await c.recording.serve(req, res, url.pathname)) return;
+        }
         notFound(res, url, c.options);
       }),
     },

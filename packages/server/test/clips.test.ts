@@ -113,7 +113,8 @@ describe('clips', () => {
     const server = await start({ dir, minFreeBytes: 0 });
     const a = await client(server);
     const b = await client(server);
-    await sleep(2500);
+    // 2.5 s of stream, counted in frames (30 fps; a busy machine plays them later, not fewer).
+    await Promise.all([more(a, 'frame', 75), more(b, 'frame', 75)]);
     const [ca, cb, busy] = await Promise.allSettled([a.clip({ seconds: 1 }), b.clip({ seconds: 1 }), a.clip({ seconds: 1 })]);
     expect(ca.status).toBe('fulfilled');
     expect(cb.status).toBe('fulfilled');
@@ -139,7 +140,7 @@ describe('clips', () => {
     const token = 'a-token-of-sixteen-chars';
     const server = await start({ dir: tempDir(), minFreeBytes: 0 }, {}, { token });
     const c = await client(server, token);
-    await sleep(1500);
+    await more(c, 'frame', 45); // 1.5 s of stream
     const r = (await c.send('take_clip')) as { url: string; durationS: number };
     expect(r.url).toMatch(/^\/clips\/[\w-]{24}\.mp4$/);
     expect(r.durationS).toBeGreaterThanOrEqual(1);
@@ -162,7 +163,7 @@ describe('clips', () => {
     const dir = tempDir();
     const server = await start({ dir, clipExpiryMs: 1000, minFreeBytes: 0 });
     const c = await client(server);
-    await sleep(1500);
+    await more(c, 'frame', 45); // 1.5 s of stream
     const clip = await c.clip({ seconds: 1 });
     expect((await fetch(clip.url)).status).toBe(200);
     await sleep(1100);
@@ -184,7 +185,7 @@ describe('recordings', () => {
     const started = await c.recording('start');
     expect(started.state).toBe('recording');
     expect((await failure(c.recording('start'))).code).toBe('recording_state');
-    await sleep(2500);
+    await more(c, 'frame', 75); // 2.5 s recorded
     const stopped = await c.recording('stop');
     expect(stopped.state).toBe('stopped');
     expect(stopped.durationS).toBeGreaterThan(1.5);

@@ -106,9 +106,9 @@ export interface ClientSink {
    * `resumed: false`, the `client_stats` it takes, its WebRTC setup), appended after the host's own in this order; `resumed`: the welcome is
    * a resumed client's (it carries `resumed: true` already); `clientId`: the welcome's. Called while the host builds it.
    */
-  welcomeFields?(resumed: boolean, clientId: string): Pick<WelcomeMessage, 'video' | 'resume' | 'resumed' | 'clientStats' | 'webrtc'> | undefined;
+  welcomeFields?(resumed: boolean, clientId: string): Pick<WelcomeMessage, 'video' | 'resume' | 'resumed' | 'clientStats' | 'webrtc' | 'recording'> | undefined;
   /** The fields this connection adds to its `stats` (the server's video figures), appended after the host's own. */
-  statsFields?(): Pick<StatsMessage, 'video'> | undefined;
+  statsFields?(): Pick<StatsMessage, 'video' | 'webrtc'> | undefined;
 }
 
 /** Optional facts about a client, kept for hooks (`@connected(client)`). */

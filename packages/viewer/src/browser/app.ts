@@ -113,7 +113,7 @@ async function main(): Promise<void> {
     else if (s.state === 'reconnecting') badge('connection', `reconnecting (attempt ${s.attempt}, ${((s.delayMs ?? 0) / 1000).toFixed(1)} s)`, 'warn');
     else if (s.state === 'closed') badge('connection', 'disconnected', 'err');
   });
-  buildClips(client);
+  buildClips(client, welcome?.recording);
   startLatencyOverlay(client);
   (viewer as unknown as { transport: typeof transportInfo }).transport = transportInfo;
   startTransport(client).catch((err: unknown) => logMessage('transport', errorText(err)));

@@ -102,16 +102,19 @@ function drawVideoFrame(frame: VideoFrame, info: ClientBrowser.DecodedVideoInfo)
 
 /**
  * A picture of the WebRTC video (the `<video>` element playing the track, at its
- * `requestVideoFrameCallback`): drawn on the same canvas, counted as every other frame.
+ * `requestVideoFrameCallback`, whose metadata is `frame`): drawn on the same canvas, counted as
+ * every other frame.
  */
-export function drawRtcVideo(video: HTMLVideoElement, trackName: string): void {
+export function drawRtcVideo(video: HTMLVideoElement, trackName: string, frame: VideoFrameCallbackMetadata): void {
   if (trackName !== viewer.client?.schema.tracks[selectedTrack]?.name || video.videoWidth === 0) return;
   fitCanvas(video.videoWidth, video.videoHeight);
   ctx.drawImage(video, 0, 0);
   viewer.framesDrawn++;
   drawTimes.push(performance.now());
-  // Freezes, the first frame and the presentation rate are measured over WebRTC too (client_stats transport "webrtc").
-  framePresented(trackName, undefined);
+  // Freezes, the first frame, the presentation rate and (by the frame's RTP timestamp) command-to-pixel are measured over WebRTC too (client_stats transport "webrtc").
+  framePresented(trackName, undefined, frame.rtpTimestamp);
+  // The frame number, live: frames this <video> presented (a WebRTC frame carries no session seq).
+  if (viewer.media === 'webrtc') $('seq').textContent = String(frame.presentedFrames);
 }
 
 function logDecoded(entry: (typeof viewer.decodeLog)[number]): void {

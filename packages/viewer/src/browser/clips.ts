@@ -1,8 +1,10 @@
 /**
  * Clips and recordings: the clip button (an MP4 of the last seconds, with a download link and a
- * preview), the record button and the recordings list (`GET /recordings`, polled).
+ * preview), the record button and the recordings list (`GET /recordings`, polled). What the
+ * token does not grant (`welcome.recording`, its `rec` claim) is disabled, with a tooltip that
+ * says why, and the list is not polled without the `record` grant.
  */
-import { type ReactorClient, type RecordingInfo } from '@reactor/client';
+import { type ReactorClient, type RecordingInfo, type WelcomeMessage } from '@reactor/client';
 import { $, config, el, errorText, formatBytes } from './dom.js';
 import { viewer } from './hooks.js';
 
@@ -41,8 +43,36 @@ async function refreshRecordings(): Promise<void> {
   );
 }
 
-/** The clip button, the record button and the recordings list. */
-export function buildClips(client: ReactorClient): void {
+/** What this client may do: `welcome.recording` (absent, from an older server: both, and the server answers). */
+let granted: NonNullable<WelcomeMessage['recording']> = { clip: true, record: true };
+let polling: ReturnType<typeof setInterval> | undefined;
+
+function refusal(button: string, what: 'clip' | 'record', allowed: boolean, title: string): void {
+  const b = $<HTMLButtonElement>(button);
+  b.disabled = !allowed;
+  b.title = allowed ? title : `your token does not grant ${what === 'clip' ? 'clips' : 'recordings'} (ask for one minted with reactor token --rec ${what})`;
+}
+
+/** A welcome said what this client's token grants: the buttons and the list follow it. */
+export function clipGrants(recording: WelcomeMessage['recording']): void {
+  granted = recording ?? { clip: true, record: true };
+  refusal('clip-button', 'clip', granted.clip, 'an MP4 of the last seconds of the stream');
+  $<HTMLSelectElement>('clip-seconds').disabled = !granted.clip;
+  refusal('record-button', 'record', granted.record, 'start or stop recording the session');
+  if (!config.recording) return;
+  if (!granted.record) {
+    if (polling) clearInterval(polling);
+    polling = undefined;
+    viewer.recordings = [];
+    $('recordings').replaceChildren(el('li', { className: 'empty' }, 'Your token does not grant recordings: none listed.'));
+  } else if (!polling) {
+    void refreshRecordings();
+    polling = setInterval(() => void refreshRecordings(), 5000);
+  }
+}
+
+/** The clip button, the record button and the recordings list; `recording`: the first welcome's grants. */
+export function buildClips(client: ReactorClient, recording: WelcomeMessage['recording']): void {
   const out = $('clip-out');
   $('clip-button').addEventListener('click', () => {
     const seconds = Number($<HTMLSelectElement>('clip-seconds').value);
@@ -78,8 +108,7 @@ export function buildClips(client: ReactorClient): void {
   if (!config.recording) {
     // The server keeps no recordings: nothing to list or poll.
     $('recordings').replaceChildren(el('li', { className: 'empty' }, 'This server keeps no recordings (no recording: section).'));
-    return;
   }
-  void refreshRecordings();
-  setInterval(() => void refreshRecordings(), 5000);
+  clipGrants(recording);
+  client.on('welcome', (w) => clipGrants(w.recording));
 }

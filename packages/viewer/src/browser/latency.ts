@@ -12,9 +12,9 @@ import { viewer } from './hooks.js';
 /** The connect options that make the client wait for the canvas to say a frame was presented. */
 export const LATENCY_OPTIONS = { stats: { presentation: 'manual' } } as const;
 
-/** A frame of `track` was drawn on the canvas now (`seq` undefined: a WebRTC frame, which carries no session seq). */
-export function framePresented(track: string, seq: number | undefined): void {
-  viewer.client?.latency?.presented(track, seq);
+/** A frame of `track` was drawn on the canvas now (`seq` undefined: a WebRTC frame, which carries no session seq but its RTP timestamp). */
+export function framePresented(track: string, seq: number | undefined, rtpTimestamp?: number): void {
+  viewer.client?.latency?.presented(track, seq, undefined, rtpTimestamp);
 }
 
 /** Frames received and never drawn (a newer one replaced them, or they could not be decoded). */

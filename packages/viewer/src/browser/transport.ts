@@ -5,7 +5,8 @@
  * server gives in `welcome.webrtc` (reactor.yaml `server.webrtc`); the page has no override of its
  * own (TURN credentials do not belong in a URL). A badge says
  * which transport carries the media and why it fell back; a line under it shows the WebRTC
- * link's round-trip time, bitrate, fps and freezes (from `getStats()`). When the link fails later
+ * link's round-trip time, bitrate, fps and freezes (from `getStats()`); the status line's
+ * bitrate, tier (`stats.webrtc`), codec and frame number follow the link while it carries the media. When the link fails later
  * (`rtc_state failed`), media is back on the WebSocket by itself and the badge says so.
  */
 import { WebRtcLink, type ReactorClient, type RtcTrack } from '@reactor/client';
@@ -63,8 +64,9 @@ function play(t: RtcTrack): void {
   v.hidden = true;
   v.srcObject = stream;
   document.body.appendChild(v);
-  const onFrame = (): void => {
-    drawRtcVideo(v, t.name);
+  // The frame's RTP timestamp (Chromium gives it for WebRTC video) pairs it with the `applied` message that named it: command-to-pixel over WebRTC.
+  const onFrame = (_now: number, frame: VideoFrameCallbackMetadata): void => {
+    drawRtcVideo(v, t.name, frame);
     v.requestVideoFrameCallback(onFrame);
   };
   v.requestVideoFrameCallback(onFrame);
@@ -78,12 +80,14 @@ export function pathName(c: { local: string; remote: string; protocol: string })
 }
 
 /**
- * What a WebRTC viewer's tier gives it: the picture size it decodes (the server picks the tier
- * from this viewer's own feedback and does not name it on the link; the dashboard lists it).
+ * A WebRTC viewer's tier: its name (the server picks it from this viewer's own feedback and names
+ * it in `stats.webrtc`) and the picture size it decodes.
  */
-function rtcPicture(): string | undefined {
+function rtcTier(client: ReactorClient): string {
   const v = document.querySelector<HTMLVideoElement>('video[data-rtc-track]');
-  return v && v.videoWidth > 0 ? `${v.videoWidth}x${v.videoHeight}` : undefined;
+  const picture = v && v.videoWidth > 0 ? `${v.videoWidth}x${v.videoHeight}` : undefined;
+  const tier = client.stats?.webrtc?.tier;
+  return tier === undefined ? (picture ?? '-') : picture === undefined ? tier : `${tier} (${picture})`;
 }
 
 /** Starts the transport the page's `?transport=` asks for. */
@@ -142,8 +146,9 @@ export async function startTransport(client: ReactorClient): Promise<void> {
       if (s.candidates) badge('webrtc', 'ok', `media over WebRTC (${pathName(s.candidates)})`);
       // The status line, from the link: what the browser decodes, not the WebSocket receiver's last figures.
       $('bitrate').textContent = s.bitrate === undefined ? '-' : `${(s.bitrate / 1e6).toFixed(2)} Mbit/s`;
-      $('seq').textContent = String(s.framesDecoded);
-      $('tier').textContent = rtcPicture() ?? '-';
+      $('tier').textContent = rtcTier(client);
+      const codec = client.stats?.webrtc?.codec;
+      if (codec) $('codec').textContent = codec;
       statsLine(`rtt ${rtt} · ${rate} · ${s.fps ?? '-'} fps · ${s.freezes} freezes (${(s.freezeMs / 1000).toFixed(1)} s)${via}`);
     });
   }, 1000);
