@@ -28,8 +28,10 @@ export const DistributedErrorCode = {
   NotBuilt: 'not_built',
   /** A call on a runner that is no longer usable ({@link RunnerUnusableError}). */
   RunnerUnusable: 'runner_unusable',
-  /** A call while another is in flight ({@link RunnerStateError}). */
+  /** A call while another is in flight ({@link RunnerStateError}): `maxInFlight` calls are. */
   RunnerBusy: 'runner_busy',
+  /** A runner option out of its range: `maxInFlight`, `outputRank` ({@link RunnerOptionError}). */
+  RunnerOption: 'runner_option',
   /** A call in the wrong state: `start()` twice, a call before `start()` ({@link RunnerStateError}). */
   RunnerState: 'runner_state',
   /** A collective used wrongly ({@link CollectiveError}). */
@@ -216,6 +218,19 @@ export class RunnerUnusableError extends DistributedError {
  * @remarks code `runner_state` (wrong state) and `runner_busy` (concurrent call)
  */
 export class RunnerStateError extends DistributedError {}
+
+/**
+ * A runner option out of its range (`maxInFlight`, `outputRank`), thrown by the constructor
+ * before any process exists; the message names the option, the range and the fix.
+ */
+export class RunnerOptionError extends DistributedError {
+  /** The option's name, `maxInFlight` or `outputRank`. */
+  readonly option: string;
+  constructor(option: string, message: string) {
+    super(DistributedErrorCode.RunnerOption, message);
+    this.option = option;
+  }
+}
 
 /**
  * A collective was used wrongly (bad root, receive array of the wrong type or length) or ranks
