@@ -54,6 +54,8 @@ export const DistributedErrorCode = {
   PythonWorkerInvalid: 'python_worker_invalid',
   /** A value that cannot travel between TypeScript and a Python rank ({@link PythonWorkerError}). */
   PythonValue: 'python_value',
+  /** Two stages of a pipeline of Python ranks disagree on an activation's shape or dtype (`reactor_worker.pipeline`; {@link PythonWorkerError}). */
+  PipelineShape: 'pipeline_shape',
 } as const;
 /** One of {@link DistributedErrorCode}'s values. */
 export type DistributedErrorCode = (typeof DistributedErrorCode)[keyof typeof DistributedErrorCode];
@@ -356,4 +358,6 @@ export const OWN_ERROR_CLASSES: ReadonlyMap<string, abstract new (...args: never
   ['PythonWorkerError', PythonWorkerError],
   // A Python rank's codec error (reactor_worker.UnsendableValueError, code python_value).
   ['UnsendableValueError', PythonWorkerError],
+  // reactor_worker.pipeline's shape check (code pipeline_shape).
+  ['PipelineShapeError', PythonWorkerError],
 ]);

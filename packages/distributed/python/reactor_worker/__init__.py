@@ -297,11 +297,16 @@ def _label_collectives(dist: Any) -> None:
         if fn is None or getattr(fn, "_reactor_labelled", False):
             continue
 
-        def labelled(*args: Any, __fn: Any = fn, **kwargs: Any) -> Any:
+        def labelled(*args: Any, __fn: Any = fn, __name: str = name, **kwargs: Any) -> Any:
             hook = _collective_hook
             if hook is None:
                 return __fn(*args, **kwargs)
-            hook(True)
+            if __name in ("send", "recv"):
+                # A pipeline's point-to-point call: the stall detector names the peer this rank waits on.
+                peer = kwargs.get("dst" if __name == "send" else "src", args[1] if len(args) > 1 else None)
+                hook(True, (__name, int(peer)) if isinstance(peer, int) else None)
+            else:
+                hook(True)
             try:
                 return __fn(*args, **kwargs)
             finally:

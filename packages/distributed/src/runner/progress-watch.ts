@@ -123,8 +123,10 @@ export class ProgressWatch {
     const since = now - w.lastChange;
     if (!w.stalled && since >= this.host.opts.stallMs) {
       w.stalled = true;
-      const info: StallInfo = { rank, phase: reading.phase, sinceMs: Math.round(since) };
-      const where = op === undefined ? 'while idle' : `in ${reading.phase} during ${op}`;
+      const info: StallInfo = { rank, phase: reading.phase, sinceMs: Math.round(since), ...(reading.waitsOn && { waitsOn: reading.waitsOn }) };
+      const peer = reading.waitsOn;
+      const waits = peer ? ` (${peer.op === 'recv' ? 'receiving from' : 'sending to'} rank ${peer.rank}: rank ${rank} waits on rank ${peer.rank})` : '';
+      const where = op === undefined ? 'while idle' : `in ${reading.phase}${waits} during ${op}`;
       this.host.logger
         .child({ rank })
         .warn(
@@ -138,6 +140,10 @@ export class ProgressWatch {
   /** Ranks that made no progress for `stallMs` (see `DistributedRunner.stalledRanks`). */
   stalledRanks(): StallInfo[] {
     const now = performance.now();
-    return this.watches.flatMap((w, rank) => (w.stalled ? [{ rank, phase: w.reader.read()?.phase ?? 'idle', sinceMs: Math.round(now - w.lastChange) }] : []));
+    return this.watches.flatMap((w, rank) => {
+      if (!w.stalled) return [];
+      const r = w.reader.read();
+      return [{ rank, phase: r?.phase ?? 'idle', sinceMs: Math.round(now - w.lastChange), ...(r?.waitsOn && { waitsOn: r.waitsOn }) }];
+    });
   }
 }
