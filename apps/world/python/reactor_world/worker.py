@@ -17,13 +17,14 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from reactor_worker import DistributedWorker
+from reactor_worker import DistributedWorker, init_distributed
 
 from .checkpoint import CheckpointError, check_state_dict, read_checkpoint
 from .configs import ConfigError, ModelConfig, config_named
 from .decoder import TinyDecoder, to_uint8
 from .model import CausalWanModel
 from .pipeline import WorldSession
+from .staged import SHAPES, BlockStages, StepStagesSession
 from .text import PromptEncoder, TextEncoderError
 
 __all__ = ["WorldWorker", "WorldError", "WorldInputInvalid", "WorldOutOfMemory", "CheckpointError", "ConfigError", "TextEncoderError"]
@@ -61,7 +62,9 @@ def _device_of(spec: str) -> torch.device:
 
 
 class WorldWorker(DistributedWorker):
-    """One rank of the world model (a world size of 1: see docs/world-model.md for splitting a 14B over GPUs)."""
+    """One rank of the world model: alone (``pipeline="none"``), or a stage of a pipeline over the
+    runner's ranks (``"blocks"``: the DiT's blocks split; ``"steps"``: the denoising steps split;
+    ``staged.py``), whose last rank is the runner's ``outputRank``."""
 
     def load(
         self,
@@ -76,11 +79,19 @@ class WorldWorker(DistributedWorker):
         compile: str = "auto",  # noqa: A002 - the config's name
         warmup: bool = True,
         threads: Optional[int] = None,
+        pipeline: str = "none",
         **_ignored: Any,
     ) -> None:
         t_start = time.perf_counter()
-        if self.world_size != 1:
-            raise ConfigError(f"the world model runs on one rank (world size {self.world_size} given); set worldSize: 1")
+        if pipeline not in ("none", *SHAPES):
+            raise ConfigError(f"pipeline {pipeline!r} is not one of none, {', '.join(SHAPES)}")
+        if self.world_size != 1 and pipeline == "none":
+            raise ConfigError(
+                f"the world model runs on one rank unless it is a pipeline (world size {self.world_size} given); set worldSize: 1, or pipeline: blocks or steps"
+            )
+        if self.world_size > 1 and self.output_rank != self.world_size - 1:
+            raise ConfigError(f"a pipeline's frames come from its last stage: set the runner's outputRank to {self.world_size - 1} (it is {self.output_rank})")
+        self.pipeline = pipeline if self.world_size > 1 else "none"
         self.cfg: ModelConfig = config_named(model, **(overrides or {}))
         self.torch_device = _device_of(str(self.device))
         cuda = self.torch_device.type == "cuda"
@@ -120,7 +131,7 @@ class WorldWorker(DistributedWorker):
             self.weights["decoder"] = "generated"
         self.decoder.eval().requires_grad_(False)
         self.text = PromptEncoder(self.cfg.text_dim, self.cfg.text_len, self.torch_device, self.dtype, text_encoder)
-        self.session = WorldSession(self.model, self.decoder, self.text, self.cfg, self.torch_device, self.dtype)
+        self.session = self._session()
         self.compiled = "off"
         if compile != "off":
             self.compiled = self._compile(compile == "on" or (compile == "auto" and cuda))
@@ -147,6 +158,17 @@ class WorldWorker(DistributedWorker):
                 f"loaded in {self.load_ms:.0f} ms",
                 flush=True,
             )
+
+    def _session(self) -> WorldSession:
+        args = (self.decoder, self.text, self.cfg, self.torch_device, self.dtype)
+        if self.pipeline == "none":
+            return WorldSession(self.model, *args)
+        init_distributed()
+        if self.pipeline == "steps":
+            return StepStagesSession(self.model, *args, rank=self.rank, world_size=self.world_size)
+        session = WorldSession(BlockStages(self.model, self.rank, self.world_size, self.torch_device), *args)  # type: ignore[arg-type]
+        session.decodes = self.is_output
+        return session
 
     def _warm_up(self) -> None:
         self.session.reset()
@@ -200,6 +222,9 @@ class WorldWorker(DistributedWorker):
         t0 = time.perf_counter()
         try:
             out = self.session.step(prompt, seed, steps)
+            if not self.is_output:
+                # A stage before the last: its part is done, the last stage answers.
+                return {"stage": self.rank, "chunk": out.index}
             frames = out.frames
             n, _, h, w = frames.shape
             result = self.result_array((n, h, w, 3), np.uint8)

@@ -48,7 +48,11 @@ def send_tensor(tensor: Any, dst: int) -> None:
     for i, d in enumerate(tensor.shape):
         header[2 + i] = int(d)
     dist.send(header, dst)
-    dist.send(tensor.contiguous(), dst)
+    # gloo moves CPU tensors only: a CUDA tensor goes through host memory (ranks sharing one GPU).
+    data = tensor.contiguous()
+    if data.is_cuda and dist.get_backend() == "gloo":
+        data = data.cpu()
+    dist.send(data, dst)
 
 
 def recv_tensor(src: int, shape: Optional[Sequence[int]] = None, dtype: Any = None, device: Any = "cpu") -> Any:
@@ -64,8 +68,11 @@ def recv_tensor(src: int, shape: Optional[Sequence[int]] = None, dtype: Any = No
     dist.recv(header, src)
     sent_dtype = _DTYPES[int(header[0])]
     sent_shape = [int(d) for d in header[2 : 2 + int(header[1])]]
-    buf = torch.empty(sent_shape, dtype=getattr(torch, sent_dtype), device=device)
+    staged = str(device).startswith("cuda") and dist.get_backend() == "gloo"
+    buf = torch.empty(sent_shape, dtype=getattr(torch, sent_dtype), device="cpu" if staged else device)
     dist.recv(buf, src)
+    if staged:
+        buf = buf.to(device)
     want_dtype = None if dtype is None else str(dtype).replace("torch.", "")
     if (shape is not None and list(shape) != sent_shape) or (want_dtype is not None and want_dtype != sent_dtype):
         me = dist.get_rank()
