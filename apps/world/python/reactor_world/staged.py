@@ -33,8 +33,6 @@ from .pipeline import WorldSession
 
 __all__ = ["BlockStages", "StepStagesSession", "split"]
 
-SHAPES = ("blocks", "steps")
-
 
 def split(n: int, parts: int, what: str) -> list[tuple[int, int]]:
     """``n`` items in ``parts`` contiguous ranges, as even as they go (the first ones longer)."""

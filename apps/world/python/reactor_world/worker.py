@@ -24,13 +24,14 @@ from .configs import ConfigError, ModelConfig, config_named
 from .decoder import TinyDecoder, to_uint8
 from .model import CausalWanModel
 from .pipeline import WorldSession
-from .staged import SHAPES, BlockStages, StepStagesSession
 from .text import PromptEncoder, TextEncoderError
 
 __all__ = ["WorldWorker", "WorldError", "WorldInputInvalid", "WorldOutOfMemory", "CheckpointError", "ConfigError", "TextEncoderError"]
 
 MAX_SEED = 2**31 - 1
 QUALITY_STEPS = {"full": None, "fast": (1000, 500)}
+#: The pipeline shapes over ranks (``staged.py``, imported only for a pipeline: it needs reactor_worker.pipeline).
+PIPELINE_SHAPES = ("blocks", "steps")
 
 
 class WorldError(RuntimeError):
@@ -80,17 +81,29 @@ class WorldWorker(DistributedWorker):
         warmup: bool = True,
         threads: Optional[int] = None,
         pipeline: str = "none",
+        dist_backend: str = "auto",
+        share_gpu: Optional[int] = None,
         **_ignored: Any,
     ) -> None:
         t_start = time.perf_counter()
-        if pipeline not in ("none", *SHAPES):
-            raise ConfigError(f"pipeline {pipeline!r} is not one of none, {', '.join(SHAPES)}")
+        if share_gpu is not None:
+            # Bench only (scripts/gpu/world-pipeline.mjs): the runner gives each rank its own GPU, so
+            # two stages on one GPU are CPU ranks that take that GPU before CUDA starts.
+            os.environ["CUDA_VISIBLE_DEVICES"] = str(share_gpu)
+            self.device = "cuda:0"
+        if dist_backend not in ("auto", "gloo", "nccl"):
+            raise ConfigError(f"dist_backend {dist_backend!r} is not one of auto, gloo, nccl")
+        self.dist_backend = None if dist_backend == "auto" else dist_backend
+        if pipeline not in ("none", *PIPELINE_SHAPES):
+            raise ConfigError(f"pipeline {pipeline!r} is not one of none, {', '.join(PIPELINE_SHAPES)}")
         if self.world_size != 1 and pipeline == "none":
             raise ConfigError(
                 f"the world model runs on one rank unless it is a pipeline (world size {self.world_size} given); set worldSize: 1, or pipeline: blocks or steps"
             )
-        if self.world_size > 1 and self.output_rank != self.world_size - 1:
-            raise ConfigError(f"a pipeline's frames come from its last stage: set the runner's outputRank to {self.world_size - 1} (it is {self.output_rank})")
+        if self.world_size > 1 and getattr(self, "output_rank", 0) != self.world_size - 1:
+            raise ConfigError(
+                f"a pipeline's frames come from its last stage: set the runner's outputRank to {self.world_size - 1} (it is {getattr(self, 'output_rank', 0)})"
+            )
         self.pipeline = pipeline if self.world_size > 1 else "none"
         self.cfg: ModelConfig = config_named(model, **(overrides or {}))
         self.torch_device = _device_of(str(self.device))
@@ -159,15 +172,22 @@ class WorldWorker(DistributedWorker):
                 flush=True,
             )
 
+    @property
+    def _answers(self) -> bool:
+        """This rank's result is the runner's answer (``output_rank``; a reactor_worker before issue 39 has none: rank 0)."""
+        return self.rank == getattr(self, "output_rank", 0)
+
     def _session(self) -> WorldSession:
         args = (self.decoder, self.text, self.cfg, self.torch_device, self.dtype)
         if self.pipeline == "none":
             return WorldSession(self.model, *args)
-        init_distributed()
+        from .staged import BlockStages, StepStagesSession
+
+        init_distributed(self.dist_backend)
         if self.pipeline == "steps":
             return StepStagesSession(self.model, *args, rank=self.rank, world_size=self.world_size)
         session = WorldSession(BlockStages(self.model, self.rank, self.world_size, self.torch_device), *args)  # type: ignore[arg-type]
-        session.decodes = self.is_output
+        session.decodes = self._answers
         return session
 
     def _warm_up(self) -> None:
@@ -222,7 +242,7 @@ class WorldWorker(DistributedWorker):
         t0 = time.perf_counter()
         try:
             out = self.session.step(prompt, seed, steps)
-            if not self.is_output:
+            if not self._answers:
                 # A stage before the last: its part is done, the last stage answers.
                 return {"stage": self.rank, "chunk": out.index}
             frames = out.frames
