@@ -31,7 +31,11 @@ from .model import CausalWanModel
 from .scheduler import FlowMatch
 from .text import PromptEncoder
 
-__all__ = ["WorldSession", "ChunkOut"]
+__all__ = ["WorldSession", "ChunkOut", "ChunkCancelled"]
+
+
+class ChunkCancelled(Exception):
+    """The call making a chunk was cancelled (an urgent change): nothing of the chunk is kept."""
 
 
 @dataclass
@@ -64,6 +68,9 @@ class WorldSession:
         self.frame = 0
         #: False on a pipeline's stages other than the last (``staged.py``): they make no pictures.
         self.decodes = True
+        #: Asked before each DiT pass of a chunk: True stops the chunk (an urgent change cancelled
+        #: the call). The chunk's counters do not move, so the next call makes the same chunk again.
+        self.should_stop = lambda: False
 
     @property
     def cache_bytes(self) -> int:
@@ -129,6 +136,8 @@ class WorldSession:
         first_flow = None
         x0 = x
         for i in range(len(ts)):
+            if self.should_stop():
+                raise ChunkCancelled(f"chunk {self.chunk} cancelled before denoising pass {i + 1} of {len(ts)}")
             t = torch.ones([b, f], device=self.device) * ts[i].to(self.device)
             flow = self.model(x.permute(0, 2, 1, 3, 4), t, self.context, self.caches, self.cross, self.frame).permute(0, 2, 1, 3, 4)
             if first_flow is None:

@@ -145,6 +145,10 @@ class WorldWorker(DistributedWorker):
         self.decoder.eval().requires_grad_(False)
         self.text = PromptEncoder(self.cfg.text_dim, self.cfg.text_len, self.torch_device, self.dtype, text_encoder)
         self.session = self._session()
+        if self.pipeline == "none":
+            # An urgent change cancels the call: stop between DiT passes (a pipeline's stages would
+            # have to stop together, so they finish the chunk).
+            self.session.should_stop = lambda: self.signal.aborted
         self.compiled = "off"
         if compile != "off":
             self.compiled = self._compile(compile == "on" or (compile == "auto" and cuda))
