@@ -60,7 +60,19 @@ async function compute() {
   const loadBefore = load();
   const one = await run(1, 1);
   const two = await run(2, inFlight);
-  emit({ bench: 'pipeline.compute', stages: 2, dim, layersPerStage: work, calls, oneRankCallsPerS: round(one), twoRanksCallsPerS: round(two), ratio: round(two / one), inFlight, loadBefore, loadAfter: load() });
+  emit({
+    bench: 'pipeline.compute',
+    stages: 2,
+    dim,
+    layersPerStage: work,
+    calls,
+    oneRankCallsPerS: round(one),
+    twoRanksCallsPerS: round(two),
+    ratio: round(two / one),
+    inFlight,
+    loadBefore,
+    loadAfter: load(),
+  });
 }
 
 async function world() {

@@ -25,7 +25,12 @@ const pct = (xs, p) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length ? round(s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]) : null;
 };
-const log = { debug() {}, info: (m) => process.stderr.write(`${m}\n`), warn: (m) => process.stderr.write(`${m}\n`), error: (m) => process.stderr.write(`${m}\n`) };
+const log = {
+  debug() {},
+  info: (m) => process.stderr.write(`${m}\n`),
+  warn: (m) => process.stderr.write(`${m}\n`),
+  error: (m) => process.stderr.write(`${m}\n`),
+};
 log.child = () => log;
 
 async function measure(shape) {

@@ -10,7 +10,10 @@
 #   3. with WORLD_PARTS=...,pipeline (issue 39; scripts/gpu/world-pipeline.mjs): chunks a second of
 #      the plain wan-1.3b and of a 2-rank pipeline of each shape (blocks split, steps split) whose
 #      stages share GPU 0, and whether their latents equal the plain model's. Needs a bundle built
-#      from a tree with issue 39 (runner protocol 5); an older one is named in world.jsonl.
+#      from a tree with issue 39 (runner protocol 5); an older one is named in world.jsonl;
+#   4. with WORLD_PARTS=...,urgent (issue 39): the serving path twice, the prompt urgent (a switch
+#      restarts the chunk in flight; the default) and not (`urgent: false`): command-to-pixel p50/p99
+#      and delivered fps of each, in one run.
 # One JSON object per line in $OUT/world.jsonl; progress in $OUT/world.err; the machine in
 # $OUT/world-env.txt.
 #   WORLD_CPU=1 REACTOR_PYTHON=/usr/bin/python3 bash scripts/gpu/world.sh   rehearsal without a GPU
@@ -74,10 +77,12 @@ if [ "$cpu" = 1 ]; then
   bench --models small --chunks 6
   WORLD_SECONDS=3 WORLD_SWITCHES=4 serve cpu-small ''
   WORLD_PIPE_MODEL=small WORLD_PIPE_DEVICE=cpu WORLD_PIPE_CHUNKS=4 pipe
+  WORLD_SECONDS=3 WORLD_SWITCHES=4 serve cpu-small-not-urgent 'urgent: false'
 else
   # WORLD_PARTS picks parts (default: the first five): model, serve-eager, window21, 14b,
   # serve-compiled, graphs (eager / compiled / CUDA graphs), soak (WORLD_SOAK_S of chunks, memory sampled),
-  # pipeline (the two pipeline shapes against the plain model, issue 39).
+  # pipeline (the two pipeline shapes against the plain model, issue 39), urgent (command-to-pixel
+  # with the prompt urgent and not, issue 39).
   parts=",${WORLD_PARTS:-model,serve-eager,window21,14b,serve-compiled},"
   has() { [[ $parts == *",$1,"* ]]; }
   has model && bench --models wan-1.3b --chunks 8 --compile off,on
@@ -88,6 +93,8 @@ else
   has graphs && bench --models wan-1.3b --chunks 8 --compile off,on,graphs
   has soak && bench --models wan-1.3b --soak-seconds "${WORLD_SOAK_S:-180}"
   has pipeline && pipe
+  has urgent && serve urgent-1.3b 'urgent: true'
+  has urgent && serve not-urgent-1.3b 'urgent: false'
 fi
 echo "python ranks left: $(pgrep -fc 'reactor_worker._rank' || true)" >> "$out/world-env.txt"
 cat "$out/world-env.txt" "$out/world.jsonl"

@@ -56,8 +56,14 @@ describe('the world model as a pipeline over ranks', () => {
     expect(reference.map((c) => c.recached)).toEqual([false, false, true, false]);
     for (const shape of ['blocks', 'steps']) {
       const got = await chunks(world(2, shape));
-      expect(got.map((c) => c.chunk), shape).toEqual([0, 1, 2, 3]);
-      expect(got.map((c) => c.latentHash), shape).toEqual(reference.map((c) => c.latentHash));
+      expect(
+        got.map((c) => c.chunk),
+        shape,
+      ).toEqual([0, 1, 2, 3]);
+      expect(
+        got.map((c) => c.latentHash),
+        shape,
+      ).toEqual(reference.map((c) => c.latentHash));
       for (let i = 0; i < CHUNKS; i++) expect(Buffer.compare(Buffer.from(got[i]!.frames), Buffer.from(reference[i]!.frames)), `${shape} chunk ${i}`).toBe(0);
     }
   }, 180_000);

@@ -71,7 +71,7 @@ describe('a pipeline of Python ranks', () => {
     expect(err.cause).toMatchObject({ name: 'PipelineShapeError', code: 'pipeline_shape', rank: 1 });
     expect(err.cause.message).toBe(
       'pipeline stages disagree: rank 1 expected [8, 128] float32 from rank 0, which sent [8, 64] float32. ' +
-        'Give every stage the same config (the split of the blocks, the chunk\'s shape, the dtype).',
+        "Give every stage the same config (the split of the blocks, the chunk's shape, the dtype).",
     );
     expect(err.cause.rankStack).toContain('pipeline_worker.py');
     // The call behind it fails with it, at once.

@@ -224,7 +224,11 @@ export class RankLoop {
   /** The output rank's result block of call slot `slot` (slot 0 keeps the one-slot name). */
   private outFor(slot: number): SegmentWriter {
     const { prefix, rank } = this.init!;
-    this.outs[slot] ??= new SegmentWriter(this.env!, `${prefix}-r${rank}-out${slot === 0 ? '' : slot}`, `rank ${rank}'s results${slot ? ` (call slot ${slot})` : ''}`);
+    this.outs[slot] ??= new SegmentWriter(
+      this.env!,
+      `${prefix}-r${rank}-out${slot === 0 ? '' : slot}`,
+      `rank ${rank}'s results${slot ? ` (call slot ${slot})` : ''}`,
+    );
     return this.outs[slot];
   }
 

@@ -105,7 +105,6 @@ export class CallTracker {
     return this.host.opts.worldSize;
   }
 
-
   /** The oldest call in flight, or null. */
   head(): InFlight | null {
     return this.flights[0] ?? null;

@@ -31,7 +31,10 @@ export type LaunchWorker =
   | { kind: 'python'; python: ResolvedPythonWorker };
 
 /** The options the plan reads. */
-export type LaunchOptions = Pick<ResolvedOptions, 'worldSize' | 'devices' | 'shm' | 'env' | 'faults' | 'verifyInputs' | 'maxShmBytes' | 'maxInFlight' | 'outputRank'>;
+export type LaunchOptions = Pick<
+  ResolvedOptions,
+  'worldSize' | 'devices' | 'shm' | 'env' | 'faults' | 'verifyInputs' | 'maxShmBytes' | 'maxInFlight' | 'outputRank'
+>;
 
 /** Everything the plan is made from, besides the machine. */
 export interface LaunchRequest {

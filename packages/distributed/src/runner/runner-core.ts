@@ -35,10 +35,10 @@ import { childMainPath, freePort, probeMachine } from './machine-facts.js';
 import type { ResolvedOptions } from './options.js';
 import { RankGroup } from './rank-group.js';
 import { callChannel, gpuChannel, progressChannel, type RankGpuBusy, type RunnerLoadProgress } from './runner-channels.js';
+import { RUNNER_TRANSITIONS, type DistributedRunnerEvents, type RunnerStateName, type StallInfo } from './runner-types.js';
 
 /** A rank's GPU busy report counts for this long (it reports once a second), ms. */
 export const GPU_BUSY_STALE_MS = 3000;
-import { RUNNER_TRANSITIONS, type DistributedRunnerEvents, type RunnerStateName, type StallInfo } from './runner-types.js';
 
 interface StartPhase {
   loaded: Set<number>;
@@ -58,7 +58,6 @@ type RunnerState =
   | { name: 'unusable'; reason: string; cause: unknown }
   | { name: 'shutdown'; reason: string; cause: unknown };
 
-/** What the ranks run: a TypeScript worker's class and module, or a Python worker. */
 /** What a runner that takes over parked ranks brings: the worker as the app names it now. */
 export type Adopted = { kind: 'typescript'; location: WorkerLocation } | { kind: 'python'; errors: ReadonlyMap<string, ErrorClass> };
 
@@ -318,16 +317,13 @@ export class RunnerCore implements CallHost {
       case 'starting':
         return Promise.reject(new RunnerStateError(DistributedErrorCode.RunnerState, `${name} called before start() finished: await runner.start() first.`));
       case 'busy': {
-        const { maxInFlight } = this.opts;
-        if (this.tracker.inFlightCount < maxInFlight) break;
-        return Promise.reject(
-          new RunnerStateError(
-            DistributedErrorCode.RunnerBusy,
-            maxInFlight === 1
-              ? `${name} called while ${this.tracker.head()?.op} is in flight: the runner runs one call at a time; await the previous call first (or raise options.maxInFlight).`
-              : `${name} called while ${maxInFlight} calls are in flight (options.maxInFlight ${maxInFlight}): await the oldest one first.`,
-          ),
-        );
+        const n = this.opts.maxInFlight;
+        if (this.tracker.inFlightCount < n) break;
+        const why =
+          n === 1
+            ? `${this.tracker.head()?.op} is in flight: the runner runs one call at a time; await the previous call first (or raise options.maxInFlight).`
+            : `${n} calls are in flight (options.maxInFlight ${n}): await the oldest one first.`;
+        return Promise.reject(new RunnerStateError(DistributedErrorCode.RunnerBusy, `${name} called while ${why}`));
       }
       case 'unusable':
       case 'shutdown':
@@ -459,9 +455,7 @@ export class RunnerCore implements CallHost {
       this.logger.warn(err.message);
       return;
     }
-    const rejectAll = () => {
-      for (const f of calls) f.reject(err);
-    };
+    const rejectAll = () => calls.forEach((f) => f.reject(err));
     if (awaitTeardown) void done.then(rejectAll);
     else rejectAll();
   }

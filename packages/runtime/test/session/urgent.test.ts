@@ -35,15 +35,16 @@ class HoldingApp extends ReactorApp<PromptState> {
       const signal = this.restartSignal!;
       this.held();
       await new Promise((_resolve, reject) =>
-        signal.aborted ? reject(signal.reason as Error) :
-        signal.addEventListener(
-          'abort',
-          () => {
-            this.aborts++;
-            reject(signal.reason as Error);
-          },
-          { once: true },
-        ),
+        signal.aborted
+          ? reject(signal.reason as Error)
+          : signal.addEventListener(
+              'abort',
+              () => {
+                this.aborts++;
+                reject(signal.reason as Error);
+              },
+              { once: true },
+            ),
       );
     }
     return new Out({ main: rgbFrames(1, 1, 1, s.prompt.length) });
