@@ -68,6 +68,30 @@ describe('the world model as a pipeline over ranks', () => {
     }
   }, 180_000);
 
+  it('a cancelled chunk (an urgent prompt change) leaves nothing behind: the next call makes that chunk with the new prompt', async () => {
+    const reference = world(1, 'none');
+    await reference.start();
+    const want: Chunk[] = [
+      await reference.generate({ prompt: 'a forest at dawn', seed: 7 }),
+      await reference.generate({ prompt: 'a river at night', seed: 7 }),
+    ];
+    await reference.shutdown();
+    const runner = world(1, 'none');
+    await runner.start();
+    try {
+      const first: Chunk = await runner.generate({ prompt: 'a forest at dawn', seed: 7 });
+      // Cancelled as soon as it is sent: the worker stops before its first DiT pass of chunk 1.
+      const ac = new AbortController();
+      const cancelled = runner.generate({ prompt: 'a forest at dawn', seed: 7 }, { signal: ac.signal });
+      ac.abort(new Error('an urgent change'));
+      await expect(cancelled).rejects.toMatchObject({ code: 'call_aborted', runnerUsable: true });
+      const next: Chunk = await runner.generate({ prompt: 'a river at night', seed: 7 });
+      expect([first.latentHash, next.chunk, next.recached, next.latentHash]).toEqual([want[0]!.latentHash, 1, true, want[1]!.latentHash]);
+    } finally {
+      await runner.shutdown();
+    }
+  }, 60_000);
+
   it('refuses a pipeline whose answer is not its last stage, and ranks without a pipeline', async () => {
     await expect(world(2, 'blocks', { outputRank: 0 }).start()).rejects.toMatchObject({
       name: 'ConfigError',
