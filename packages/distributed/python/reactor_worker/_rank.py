@@ -511,9 +511,11 @@ class RankLoop:
         worker.signal = reactor_worker.CancelSignal()
         self.running = msg["id"]
         if self.cancelled:
-            if msg["id"] in self.cancelled:
-                worker.signal._abort()
-            self.cancelled = {c for c in self.cancelled if c > msg["id"]}
+            # In place: the reader thread adds to it meanwhile.
+            for c in [c for c in list(self.cancelled) if c <= msg["id"]]:
+                if c == msg["id"]:
+                    worker.signal._abort()
+                self.cancelled.discard(c)
         if self.out is not None:
             self.out = self.out_for(int(msg.get("slot", 0)))
         self.progress.set_phase(op)
