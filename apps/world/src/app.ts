@@ -70,7 +70,11 @@ export interface WorldResult {
 }
 
 export class WorldState extends InputState {
-  @InputField({ default: 'A walk through a forest.', description: 'What the world shows; a change re-encodes the KV cache at the next chunk.' })
+  @InputField({
+    default: 'A walk through a forest.',
+    description: 'What the world shows; a change restarts the chunk in flight with it (urgent) and re-encodes the KV cache.',
+    urgent: true,
+  })
   @IsString()
   @MaxLength(500)
   prompt!: string;
@@ -145,6 +149,8 @@ export class WorldApp extends ReactorApp<WorldState, WorldInput, WorldResult, Wo
 
   override async load(context: LoadContext): Promise<void> {
     this.config = loadWorldConfig(context.configPath);
+    // urgent: false measures the app without it (the prompt then shows after the chunk in flight).
+    this.urgent = this.config.urgent;
     await this.runners.start();
   }
 
@@ -199,7 +205,9 @@ export class WorldApp extends ReactorApp<WorldState, WorldInput, WorldResult, Wo
   }
 
   override generate(input: WorldInput): Promise<WorldResult> {
-    return this.runners.generate(input);
+    // An urgent prompt change cancels the chunk in flight (the worker stops between denoising
+    // passes) and the step runs again with the new prompt.
+    return this.runners.generate(input, { signal: this.restartSignal });
   }
 
   override processOutput(outcome: StepOutcome<WorldResult>): WorldOutput | null {

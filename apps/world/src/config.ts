@@ -3,7 +3,7 @@
  * cache window, how it runs. Absent keys are planned for the machine ({@link planWorld}).
  */
 import { dirname, isAbsolute, resolve } from 'node:path';
-import { IsArray, IsIn, IsInt, IsOptional, IsString, Max, Min } from 'class-validator';
+import { IsArray, IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, Min } from 'class-validator';
 import { loadAppConfig } from '@reactor/runtime';
 import { WorldConfigError } from './errors.js';
 
@@ -44,6 +44,8 @@ export class WorldConfig {
   /** The Python interpreter (default: `REACTOR_PYTHON`, else `python3`); it needs NumPy and torch. */
   @IsOptional() @IsString() python?: string;
   @IsInt() @Min(100) callTimeoutMs = 120_000;
+  /** A prompt change restarts the chunk in flight (issue 39; default true); false: it shows after that chunk. */
+  @IsBoolean() urgent = true;
   /** Loading a 14B model takes minutes. */
   @IsInt() @Min(1000) startTimeoutMs = 1_800_000;
 }
@@ -66,6 +68,7 @@ const CONFIG_KEYS = [
   'python',
   'callTimeoutMs',
   'startTimeoutMs',
+  'urgent',
 ];
 
 /** Reads and validates the app config, with its paths made absolute (relative to the file); every problem is named by its key. */

@@ -28,8 +28,10 @@ export const DistributedErrorCode = {
   NotBuilt: 'not_built',
   /** A call on a runner that is no longer usable ({@link RunnerUnusableError}). */
   RunnerUnusable: 'runner_unusable',
-  /** A call while another is in flight ({@link RunnerStateError}). */
+  /** A call while another is in flight ({@link RunnerStateError}): `maxInFlight` calls are. */
   RunnerBusy: 'runner_busy',
+  /** A runner option out of its range: `maxInFlight`, `outputRank` ({@link RunnerOptionError}). */
+  RunnerOption: 'runner_option',
   /** A call in the wrong state: `start()` twice, a call before `start()` ({@link RunnerStateError}). */
   RunnerState: 'runner_state',
   /** A collective used wrongly ({@link CollectiveError}). */
@@ -52,6 +54,8 @@ export const DistributedErrorCode = {
   PythonWorkerInvalid: 'python_worker_invalid',
   /** A value that cannot travel between TypeScript and a Python rank ({@link PythonWorkerError}). */
   PythonValue: 'python_value',
+  /** Two stages of a pipeline of Python ranks disagree on an activation's shape or dtype (`reactor_worker.pipeline`; {@link PythonWorkerError}). */
+  PipelineShape: 'pipeline_shape',
 } as const;
 /** One of {@link DistributedErrorCode}'s values. */
 export type DistributedErrorCode = (typeof DistributedErrorCode)[keyof typeof DistributedErrorCode];
@@ -218,6 +222,19 @@ export class RunnerUnusableError extends DistributedError {
 export class RunnerStateError extends DistributedError {}
 
 /**
+ * A runner option out of its range (`maxInFlight`, `outputRank`), thrown by the constructor
+ * before any process exists; the message names the option, the range and the fix.
+ */
+export class RunnerOptionError extends DistributedError {
+  /** The option's name, `maxInFlight` or `outputRank`. */
+  readonly option: string;
+  constructor(option: string, message: string) {
+    super(DistributedErrorCode.RunnerOption, message);
+    this.option = option;
+  }
+}
+
+/**
  * A collective was used wrongly (bad root, receive array of the wrong type or length) or ranks
  * called different collectives at the same point.
  * @remarks code `collective_misuse`
@@ -341,4 +358,6 @@ export const OWN_ERROR_CLASSES: ReadonlyMap<string, abstract new (...args: never
   ['PythonWorkerError', PythonWorkerError],
   // A Python rank's codec error (reactor_worker.UnsendableValueError, code python_value).
   ['UnsendableValueError', PythonWorkerError],
+  // reactor_worker.pipeline's shape check (code pipeline_shape).
+  ['PipelineShapeError', PythonWorkerError],
 ]);

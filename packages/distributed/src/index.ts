@@ -41,6 +41,7 @@ export {
   ProtocolError,
   PythonWorkerError,
   RankDesyncError,
+  RunnerOptionError,
   RunnerStateError,
   RunnerUnusableError,
   SharedMemoryCapacityError,

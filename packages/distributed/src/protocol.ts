@@ -9,7 +9,7 @@ import { ProtocolError } from './errors.js';
 import type { FaultSpec } from './faults.js';
 
 /** Bumped whenever a message shape changes; the child refuses a parent of another version. */
-export const PROTOCOL_VERSION = 4;
+export const PROTOCOL_VERSION = 5;
 
 /** Where a payload lies: a shared-memory segment name and the byte length of the message in it. */
 export interface SlotRef {
@@ -70,14 +70,23 @@ export interface InitMessage {
   faults: FaultSpec[];
   /** Divergence check: answer every generate() with a hash of the input as decoded. */
   verifyInputs: boolean;
+  /** `maxInFlight`: calls may queue on the rank (it runs them one at a time, in order); each has a slot below this. */
+  slots: number;
+  /** The rank whose result is the answer (`outputRank`): only it writes its result into shared memory. */
+  outputRank: number;
 }
 export interface CallMessage {
   t: 'call';
   id: number;
   op: CallOp;
   input: Payload | null;
-  /** The number of this call's first collective (the same on every rank, whatever a cancelled call left). */
+  /**
+   * The number of this call's first collective (the same on every rank, whatever a cancelled call
+   * left); -1 for a call sent while others are in flight: the rank goes on from where it is.
+   */
   collSeq: number;
+  /** The call's slot (0 .. slots-1): which of the output rank's result blocks its result goes in. */
+  slot: number;
 }
 /** The call `id` was cancelled: abort the worker's `signal`; the rank's answer is its acknowledgement. */
 export interface CancelMessage {
@@ -114,7 +123,7 @@ export interface LoadFailedMessage {
 export interface ResultMessage {
   t: 'result';
   id: number;
-  /** Rank 0's encoded result (null for other ranks: their results are not sent). */
+  /** The output rank's encoded result (null for other ranks: their results are not sent). */
   value: Payload | null;
   /** With `verifyInputs`: a hash of the input this rank decoded. */
   inputHash?: string;

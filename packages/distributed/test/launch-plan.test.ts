@@ -12,6 +12,8 @@ const opts = (o: Partial<LaunchOptions> = {}): LaunchOptions => ({
   faults: [],
   verifyInputs: false,
   maxShmBytes: null,
+  maxInFlight: 1,
+  outputRank: 0,
   ...o,
 });
 const facts = (f: Partial<MachineFacts> = {}): MachineFacts => ({ gpuCount: 0, nativeShmError: null, vulkan: undefined, env: { PATH: '/bin' }, ...f });

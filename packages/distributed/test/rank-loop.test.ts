@@ -27,6 +27,8 @@ describe('RankLoop', () => {
       args: toPayload(encodeValue(options.args ?? null), input),
       faults: options.faults ?? [],
       verifyInputs: false,
+      slots: 1,
+      outputRank: 0,
     } as const;
   }
 

@@ -144,7 +144,7 @@ describe('DistributedRunner', () => {
       const second = await runner.generate({}).catch((e: unknown) => e);
       expect(second).toMatchObject({ code: 'runner_busy' });
       expect((second as Error).message).toMatchInlineSnapshot(
-        `"generate() called while generate() is in flight: the runner runs one call at a time; await the previous call first."`,
+        `"generate() called while generate() is in flight: the runner runs one call at a time; await the previous call first (or raise options.maxInFlight)."`,
       );
       await expect(runner.reset()).rejects.toMatchObject({ code: 'runner_busy' });
       expect((await first).steps).toBe(1);

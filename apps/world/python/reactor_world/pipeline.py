@@ -31,7 +31,11 @@ from .model import CausalWanModel
 from .scheduler import FlowMatch
 from .text import PromptEncoder
 
-__all__ = ["WorldSession", "ChunkOut"]
+__all__ = ["WorldSession", "ChunkOut", "ChunkCancelled"]
+
+
+class ChunkCancelled(Exception):
+    """The call making a chunk was cancelled (an urgent change): nothing of the chunk is kept."""
 
 
 @dataclass
@@ -62,6 +66,11 @@ class WorldSession:
         self.context: Optional[torch.Tensor] = None
         self.chunk = 0
         self.frame = 0
+        #: False on a pipeline's stages other than the last (``staged.py``): they make no pictures.
+        self.decodes = True
+        #: Asked before each DiT pass of a chunk: True stops the chunk (an urgent change cancelled
+        #: the call). The chunk's counters do not move, so the next call makes the same chunk again.
+        self.should_stop = lambda: False
 
     @property
     def cache_bytes(self) -> int:
@@ -100,8 +109,14 @@ class WorldSession:
             c.clear()
         chunks = ([self.first] if self.first is not None and (not self.kept or self.kept[0][0] != self.first[0]) else []) + list(self.kept)
         for start, lat in chunks:
-            t = torch.full([self.batch, lat.shape[1]], float(self.cfg.context_noise), device=self.device)
-            self.model(lat.permute(0, 2, 1, 3, 4), t, self.context, self.caches, self.cross, start)
+            self._write_clean(lat, start)
+
+    def _write_clean(self, lat: torch.Tensor, start: int) -> None:
+        """The DiT pass over clean latents ``[B, F, C, h, w]`` at ``context_noise``: it writes their keys into the cache (its output is not used)."""
+        t = torch.full([self.batch, lat.shape[1]], float(self.cfg.context_noise), device=self.device)
+        # A pipeline's stages (staged.py) skip the head of a pass whose output nobody reads.
+        write = getattr(self.model, "write_cache", self.model)
+        write(lat.permute(0, 2, 1, 3, 4), t, self.context, self.caches, self.cross, start)
 
     def _keep(self, start: int, latents: torch.Tensor) -> None:
         if self.first is None:
@@ -121,6 +136,8 @@ class WorldSession:
         first_flow = None
         x0 = x
         for i in range(len(ts)):
+            if self.should_stop():
+                raise ChunkCancelled(f"chunk {self.chunk} cancelled before denoising pass {i + 1} of {len(ts)}")
             t = torch.ones([b, f], device=self.device) * ts[i].to(self.device)
             flow = self.model(x.permute(0, 2, 1, 3, 4), t, self.context, self.caches, self.cross, self.frame).permute(0, 2, 1, 3, 4)
             if first_flow is None:
@@ -129,8 +146,7 @@ class WorldSession:
             if i < len(ts) - 1:
                 nt = ts[i + 1].to(self.device) * torch.ones([b * f], device=self.device)
                 x = self.flow.add_noise(x0.flatten(0, 1), renoise[i].reshape(x0.shape).flatten(0, 1), nt).unflatten(0, (b, f))
-        ctx_t = torch.full([b, f], float(self.cfg.context_noise), device=self.device)
-        self.model(x0.permute(0, 2, 1, 3, 4), ctx_t, self.context, self.caches, self.cross, self.frame)
+        self._write_clean(x0, self.frame)
         assert first_flow is not None
         return x0, first_flow
 
@@ -158,7 +174,7 @@ class WorldSession:
         x0, _ = self.denoise(n, r, steps)
         self._sync()
         t2 = time.perf_counter()
-        frames = self.decoder.decode(x0[0].to(next(self.decoder.parameters()).dtype), self.decoder_state)
+        frames = self.decoder.decode(x0[0].to(next(self.decoder.parameters()).dtype), self.decoder_state) if self.decodes else x0.new_zeros(0, 3, 0, 0)
         self._sync()
         t3 = time.perf_counter()
         out = ChunkOut(x0, frames, self.chunk, self.frame, recached, {"recacheMs": (t1 - t0) * 1000, "ditMs": (t2 - t1) * 1000, "decodeMs": (t3 - t2) * 1000})

@@ -17,7 +17,7 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from reactor_worker import DistributedWorker
+from reactor_worker import DistributedWorker, init_distributed
 
 from .checkpoint import CheckpointError, check_state_dict, read_checkpoint
 from .configs import ConfigError, ModelConfig, config_named
@@ -30,6 +30,8 @@ __all__ = ["WorldWorker", "WorldError", "WorldInputInvalid", "WorldOutOfMemory",
 
 MAX_SEED = 2**31 - 1
 QUALITY_STEPS = {"full": None, "fast": (1000, 500)}
+#: The pipeline shapes over ranks (``staged.py``, imported only for a pipeline: it needs reactor_worker.pipeline).
+PIPELINE_SHAPES = ("blocks", "steps")
 
 
 class WorldError(RuntimeError):
@@ -61,7 +63,9 @@ def _device_of(spec: str) -> torch.device:
 
 
 class WorldWorker(DistributedWorker):
-    """One rank of the world model (a world size of 1: see docs/world-model.md for splitting a 14B over GPUs)."""
+    """One rank of the world model: alone (``pipeline="none"``), or a stage of a pipeline over the
+    runner's ranks (``"blocks"``: the DiT's blocks split; ``"steps"``: the denoising steps split;
+    ``staged.py``), whose last rank is the runner's ``outputRank``."""
 
     def load(
         self,
@@ -76,11 +80,31 @@ class WorldWorker(DistributedWorker):
         compile: str = "auto",  # noqa: A002 - the config's name
         warmup: bool = True,
         threads: Optional[int] = None,
+        pipeline: str = "none",
+        dist_backend: str = "auto",
+        share_gpu: Optional[int] = None,
         **_ignored: Any,
     ) -> None:
         t_start = time.perf_counter()
-        if self.world_size != 1:
-            raise ConfigError(f"the world model runs on one rank (world size {self.world_size} given); set worldSize: 1")
+        if share_gpu is not None:
+            # Bench only (scripts/gpu/world-pipeline.mjs): the runner gives each rank its own GPU, so
+            # two stages on one GPU are CPU ranks that take that GPU before CUDA starts.
+            os.environ["CUDA_VISIBLE_DEVICES"] = str(share_gpu)
+            self.device = "cuda:0"
+        if dist_backend not in ("auto", "gloo", "nccl"):
+            raise ConfigError(f"dist_backend {dist_backend!r} is not one of auto, gloo, nccl")
+        self.dist_backend = None if dist_backend == "auto" else dist_backend
+        if pipeline not in ("none", *PIPELINE_SHAPES):
+            raise ConfigError(f"pipeline {pipeline!r} is not one of none, {', '.join(PIPELINE_SHAPES)}")
+        if self.world_size != 1 and pipeline == "none":
+            raise ConfigError(
+                f"the world model runs on one rank unless it is a pipeline (world size {self.world_size} given); set worldSize: 1, or pipeline: blocks or steps"
+            )
+        if self.world_size > 1 and getattr(self, "output_rank", 0) != self.world_size - 1:
+            raise ConfigError(
+                f"a pipeline's frames come from its last stage: set the runner's outputRank to {self.world_size - 1} (it is {getattr(self, 'output_rank', 0)})"
+            )
+        self.pipeline = pipeline if self.world_size > 1 else "none"
         self.cfg: ModelConfig = config_named(model, **(overrides or {}))
         self.torch_device = _device_of(str(self.device))
         cuda = self.torch_device.type == "cuda"
@@ -120,7 +144,11 @@ class WorldWorker(DistributedWorker):
             self.weights["decoder"] = "generated"
         self.decoder.eval().requires_grad_(False)
         self.text = PromptEncoder(self.cfg.text_dim, self.cfg.text_len, self.torch_device, self.dtype, text_encoder)
-        self.session = WorldSession(self.model, self.decoder, self.text, self.cfg, self.torch_device, self.dtype)
+        self.session = self._session()
+        if self.pipeline == "none":
+            # An urgent change cancels the call: stop between DiT passes (a pipeline's stages would
+            # have to stop together, so they finish the chunk).
+            self.session.should_stop = lambda: self.signal.aborted
         self.compiled = "off"
         if compile != "off":
             self.compiled = self._compile(compile == "on" or (compile == "auto" and cuda))
@@ -147,6 +175,24 @@ class WorldWorker(DistributedWorker):
                 f"loaded in {self.load_ms:.0f} ms",
                 flush=True,
             )
+
+    @property
+    def _answers(self) -> bool:
+        """This rank's result is the runner's answer (``output_rank``; a reactor_worker before issue 39 has none: rank 0)."""
+        return self.rank == getattr(self, "output_rank", 0)
+
+    def _session(self) -> WorldSession:
+        args = (self.decoder, self.text, self.cfg, self.torch_device, self.dtype)
+        if self.pipeline == "none":
+            return WorldSession(self.model, *args)
+        from .staged import BlockStages, StepStagesSession
+
+        init_distributed(self.dist_backend)
+        if self.pipeline == "steps":
+            return StepStagesSession(self.model, *args, rank=self.rank, world_size=self.world_size)
+        session = WorldSession(BlockStages(self.model, self.rank, self.world_size, self.torch_device), *args)  # type: ignore[arg-type]
+        session.decodes = self._answers
+        return session
 
     def _warm_up(self) -> None:
         self.session.reset()
@@ -200,6 +246,9 @@ class WorldWorker(DistributedWorker):
         t0 = time.perf_counter()
         try:
             out = self.session.step(prompt, seed, steps)
+            if not self._answers:
+                # A stage before the last: its part is done, the last stage answers.
+                return {"stage": self.rank, "chunk": out.index}
             frames = out.frames
             n, _, h, w = frames.shape
             result = self.result_array((n, h, w, 3), np.uint8)

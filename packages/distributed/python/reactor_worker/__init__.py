@@ -136,6 +136,8 @@ class DistributedWorker:
     gpu_index: Optional[int] = None
     #: The cancel switch of the call in flight (a new one per call).
     signal: CancelSignal = CancelSignal()
+    #: The rank whose result the runner returns (the runner's ``outputRank``: a pipeline's last stage).
+    output_rank: int = 0
 
     # Set by the rank process on rank 0: allocates result arrays in rank 0's shared-memory block.
     _result_allocator: Any = None
@@ -179,8 +181,13 @@ class DistributedWorker:
 
     @property
     def is_leader(self) -> bool:
-        """True on rank 0, whose result the runner returns."""
+        """True on rank 0."""
         return self.rank == 0
+
+    @property
+    def is_output(self) -> bool:
+        """True on the rank whose result the runner returns (``output_rank``; rank 0 unless the runner's ``outputRank`` says otherwise)."""
+        return self.rank == self.output_rank
 
     def load(self, **kwargs: Any) -> None:
         """Loads weights and state; called once, with the runner's ``loadArgs`` as keyword arguments."""
@@ -199,7 +206,7 @@ class DistributedWorker:
     def result_array(self, shape: Any, dtype: Any = "uint8") -> Any:
         """A C-contiguous NumPy array to return in the result without any copy.
 
-        On rank 0 it lies in the result's shared-memory block (the runner reads it in place); on
+        On the output rank it lies in the result's shared-memory block (the runner reads it in place); on
         other ranks, and when the block cannot grow, it is an ordinary array. Valid until the
         next ``generate()`` starts.
         """
@@ -290,11 +297,16 @@ def _label_collectives(dist: Any) -> None:
         if fn is None or getattr(fn, "_reactor_labelled", False):
             continue
 
-        def labelled(*args: Any, __fn: Any = fn, **kwargs: Any) -> Any:
+        def labelled(*args: Any, __fn: Any = fn, __name: str = name, **kwargs: Any) -> Any:
             hook = _collective_hook
             if hook is None:
                 return __fn(*args, **kwargs)
-            hook(True)
+            if __name in ("send", "recv"):
+                # A pipeline's point-to-point call: the stall detector names the peer this rank waits on.
+                peer = kwargs.get("dst" if __name == "send" else "src", args[1] if len(args) > 1 else None)
+                hook(True, (__name, int(peer)) if isinstance(peer, int) else None)
+            else:
+                hook(True)
             try:
                 return __fn(*args, **kwargs)
             finally:

@@ -1,9 +1,10 @@
 """The rank process of a Python worker: ``python3 -m reactor_worker._rank --reactor-runner=<prefix> --rank=<n>``.
 
-Speaks the parent<->rank protocol of ``packages/distributed/src/protocol.ts`` (version 4) on the
+Speaks the parent<->rank protocol of ``packages/distributed/src/protocol.ts`` (version 5) on the
 IPC channel Node opened for it (``NODE_CHANNEL_FD``: newline-delimited JSON). A reader thread
 takes every message off the channel (a ``cancel`` it handles at once); the main thread runs
-``load()`` and the calls, one at a time. The rank never outlives its parent: the channel's end
+``load()`` and the calls, one at a time, in the order they came (with ``maxInFlight`` > 1 the
+parent sends the next call while this rank still runs one: it waits in the inbox). The rank never outlives its parent: the channel's end
 of file, a failed send, or a change of ``getppid()`` makes it unlink the runner's segments and
 kill its own process group.
 
@@ -32,7 +33,7 @@ from typing import Any, Dict, Optional
 import reactor_worker
 from reactor_worker import DistributedWorker, InjectedFaultError, PythonWorkerError
 
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 # A worker's gpu_busy() is asked at most this often, seconds; a load-progress report at most every PROGRESS_REPORT_S.
 GPU_SAMPLE_S = 1.0
 PROGRESS_REPORT_S = 0.05
@@ -239,9 +240,14 @@ class RankLoop:
         self.faults: Dict[int, str] = {}
         self.generate_calls = 0
         self.running: Optional[int] = None
+        # Calls cancelled while they waited in the inbox: their signal starts aborted.
+        self.cancelled: set = set()
         self.progress: Any = None
         self.reader: Any = None
         self.out: Any = None
+        # The output rank's result blocks, one per call slot.
+        self.outs: Dict[int, Any] = {}
+        self.output_rank = 0
         self.input_hint: Any = None
         self.parent_pid = os.getppid()
         self.loading = False
@@ -320,8 +326,8 @@ class RankLoop:
         if self.progress is not None:
             self.progress.dispose()
             self.progress = None
-        if self.out is not None:
-            self.out.dispose()
+        for out in self.outs.values():
+            out.dispose()
         if self.reader is not None:
             self.reader.close()
 
@@ -382,9 +388,11 @@ class RankLoop:
             worker.device = _torch_device(msg["device"])
             worker.gpu_index = int(os.environ["REACTOR_GPU_INDEX"]) if os.environ.get("REACTOR_GPU_INDEX") else None
             worker.signal = reactor_worker.CancelSignal()
-            if self.rank == 0:
-                self.out = _shm.SegmentWriter(msg["backend"], f"{self.prefix}-r0-out", "rank 0's results", msg.get("maxShmBytes"))
-                worker._result_allocator = self.out.allocate
+            self.output_rank = int(msg.get("outputRank", 0))
+            worker.output_rank = self.output_rank
+            if self.rank == self.output_rank:
+                self.out = self.out_for(0)
+                worker._result_allocator = lambda nbytes: self.out.allocate(nbytes)
             self.worker = worker
             worker._progress_reporter = self.report_progress
             params = list(inspect.signature(worker.generate).parameters.values())
@@ -475,10 +483,26 @@ class RankLoop:
 
     # ---- calls -----------------------------------------------------------------------------
 
+    def out_for(self, slot: int) -> Any:
+        """The output rank's result block of call slot ``slot`` (slot 0 keeps the one-slot name)."""
+        out = self.outs.get(slot)
+        if out is None:
+            from . import _shm
+
+            msg = self.init or {}
+            what = f"rank {self.rank}'s results" + (f" (call slot {slot})" if slot else "")
+            out = _shm.SegmentWriter(msg["backend"], f"{self.prefix}-r{self.rank}-out{slot or ''}", what, msg.get("maxShmBytes"))
+            self.outs[slot] = out
+        return out
+
     def on_cancel(self, msg: dict) -> None:
-        # A cancel that crossed the rank's answer on the way is simply late.
-        if self.running is not None and self.running == msg.get("id") and self.worker is not None:
+        # A cancel that crossed the rank's answer on the way is simply late; one for a call still
+        # in the inbox (maxInFlight > 1) makes it start cancelled.
+        cid = msg.get("id")
+        if self.running is not None and self.running == cid and self.worker is not None:
             self.worker.signal._abort()
+        elif isinstance(cid, int) and (self.running is None or cid > self.running):
+            self.cancelled.add(cid)
 
     def call(self, msg: dict) -> None:
         worker = self.worker
@@ -486,6 +510,14 @@ class RankLoop:
         op = msg["op"]
         worker.signal = reactor_worker.CancelSignal()
         self.running = msg["id"]
+        if self.cancelled:
+            # In place: the reader thread adds to it meanwhile.
+            for c in [c for c in list(self.cancelled) if c <= msg["id"]]:
+                if c == msg["id"]:
+                    worker.signal._abort()
+                self.cancelled.discard(c)
+        if self.out is not None:
+            self.out = self.out_for(int(msg.get("slot", 0)))
         self.progress.set_phase(op)
         fault = None
         if op == "generate":
@@ -524,7 +556,7 @@ class RankLoop:
         except Exception as e:  # noqa: BLE001 - the outcome policy decides
             self.answer({"t": "failed", "id": msg["id"], "error": self.with_device_hint(wire_error(e))}, input_hash)
             return
-        if op != "generate" or self.rank != 0:
+        if op != "generate" or self.rank != self.output_rank:
             self.answer({"t": "result", "id": msg["id"], "value": None}, input_hash)
             return
         try:

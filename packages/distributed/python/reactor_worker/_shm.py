@@ -266,7 +266,7 @@ class ProgressPublisher:
                 except OSError:
                     cpu = self._cpu
                 # At least a fifth of the tick on the CPU: computing, not waiting.
-                computing = cpu - self._cpu >= PROGRESS_TICK_S / 5 and self.phase != _COLLECTIVE
+                computing = cpu - self._cpu >= PROGRESS_TICK_S / 5 and (self.phase & 0xFF) != _COLLECTIVE
                 self._cpu = cpu
             # Between calls the main thread waits for the parent's next message: healthy, so the
             # counter advances as a TypeScript rank's event-loop timer does (stall detection
@@ -284,11 +284,15 @@ class ProgressPublisher:
             self.phase = PROGRESS_PHASES.index(phase)
             self._publish()
 
-    def collective(self, inside: bool) -> None:
+    def collective(self, inside: bool, peer: Optional[Tuple[str, int]] = None) -> None:
+        """Enters (``inside``) or leaves a ``torch.distributed`` call; ``peer`` names a send's or a
+        receive's peer: ``("send", 1)``, published in bits 8-16 of the phase word (``progress.ts``)."""
         with self._lock:
             if inside:
                 self.saved_phase = self.phase
                 self.phase = PROGRESS_PHASES.index("collective")
+                if peer is not None and 0 <= peer[1] < 255:
+                    self.phase |= (peer[1] + 1) << 8 | (0x10000 if peer[0] == "recv" else 0)
             else:
                 self.phase = self.saved_phase
             self._publish()

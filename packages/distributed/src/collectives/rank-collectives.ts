@@ -38,6 +38,8 @@ export class RankCollectives implements Collectives {
     env: SegmentEnv,
     prefix: string,
     private readonly send: (msg: CollectiveMessage) => void,
+    /** The runner's `maxInFlight`: above 1 the ranks may be in different calls, which these collectives cannot pair. */
+    private readonly slots = 1,
   ) {
     this.memory = new CollectiveMemory(env.backend);
     this.arena = new CollectiveArena(env, `${prefix}-r${rank}-coll`, `rank ${rank}'s collective parts`);
@@ -65,6 +67,13 @@ export class RankCollectives implements Collectives {
     }
     if (op !== 'barrier' && !isCollectiveArray(array)) {
       throw new CollectiveError(`${op}() takes a typed array (Uint8Array, Float32Array, ...), got ${describe(array)} (rank ${this.rank}).`);
+    }
+    if (this.slots > 1 && this.worldSize > 1) {
+      throw new CollectiveError(
+        `${op}() on rank ${this.rank} of a runner with maxInFlight ${this.slots}: the host collectives pair every rank within one call, ` +
+          `and with several calls in flight the ranks may be in different ones. Use maxInFlight 1 for a worker that calls collectives ` +
+          `(a pipeline of TypeScript ranks is not supported; Python ranks send to each other with torch.distributed).`,
+      );
     }
     if (this.worldSize === 1) {
       if (op === 'gather' || op === 'allGather') return [array];

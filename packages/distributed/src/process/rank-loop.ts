@@ -66,6 +66,12 @@ export class RankLoop {
   private readonly faults = new Map<number, FaultKind>();
   /** The call in flight and its cancel switch. */
   private running: { id: number; controller: AbortController } | null = null;
+  /** With `maxInFlight` > 1: calls sent while one runs, run next in order. */
+  private readonly queue: CallMessage[] = [];
+  /** Queued calls cancelled before they began: their signal starts aborted. */
+  private readonly cancelled = new Set<number>();
+  /** The output rank's result blocks, one per call slot (created on first use). */
+  private readonly outs: SegmentWriter[] = [];
 
   constructor(private readonly io: ChildIo) {}
 
@@ -88,11 +94,22 @@ export class RankLoop {
           this.transition('loading');
           return await this.load(msg);
         case 'call':
+          if (this.current === 'busy' && (this.init?.slots ?? 1) > 1) {
+            this.queue.push(msg);
+            return;
+          }
           this.transition('busy');
-          return await this.call(msg);
+          await this.call(msg);
+          // The calls that queued meanwhile, in order (an exit or a crash leaves the state).
+          for (let next = this.queue.shift(); next && this.current === 'ready'; next = this.queue.shift()) {
+            this.transition('busy');
+            await this.call(next);
+          }
+          return;
         case 'cancel':
           // A cancel that crossed the rank's answer on the way is simply late.
           if (this.running?.id === msg.id) this.running.controller.abort();
+          else if (this.queue.some((q) => q.id === msg.id)) this.cancelled.add(msg.id);
           return;
         case 'collGo':
           this.comm?.onGo(msg);
@@ -145,17 +162,16 @@ export class RankLoop {
       worker.rank = msg.rank;
       worker.worldSize = msg.worldSize;
       worker.device = msg.device;
-      this.comm = new RankCollectives(msg.rank, msg.worldSize, env, msg.prefix, (m) => this.io.send(m));
+      this.comm = new RankCollectives(msg.rank, msg.worldSize, env, msg.prefix, (m) => this.io.send(m), msg.slots);
       worker.comm = this.comm;
-      if (msg.rank === 0) {
-        const out = new SegmentWriter(env, `${msg.prefix}-r0-out`, "rank 0's results");
-        this.out = out;
+      if (msg.rank === msg.outputRank) {
+        this.out = this.outFor(0);
         // A block that cannot grow enough: resultArray() falls back to a heap array, and the
         // result path then reports the capacity error as undeliverable (the runner stays healthy)
-        // instead of a throw in rank 0's generate() alone (a desync).
+        // instead of a throw in the output rank's generate() alone (a desync).
         worker.resultAllocator = (bytes) => {
           try {
-            return out.allocate(bytes);
+            return this.out!.allocate(bytes);
           } catch (err) {
             if (err instanceof SharedMemoryCapacityError) return null;
             throw err;
@@ -205,13 +221,27 @@ export class RankLoop {
     this.gpuTimer = null;
   }
 
+  /** The output rank's result block of call slot `slot` (slot 0 keeps the one-slot name). */
+  private outFor(slot: number): SegmentWriter {
+    const { prefix, rank } = this.init!;
+    this.outs[slot] ??= new SegmentWriter(
+      this.env!,
+      `${prefix}-r${rank}-out${slot === 0 ? '' : slot}`,
+      `rank ${rank}'s results${slot ? ` (call slot ${slot})` : ''}`,
+    );
+    return this.outs[slot];
+  }
+
   private async call(msg: CallMessage): Promise<void> {
     const worker = this.worker!;
     const rank = this.init!.rank;
     const controller = new AbortController();
+    if (this.cancelled.delete(msg.id)) controller.abort();
     this.running = { id: msg.id, controller };
     worker.signal = controller.signal;
-    this.comm!.beginCall(msg.collSeq);
+    if (this.out) this.out = this.outFor(msg.slot ?? 0);
+    // A call sent while others were in flight goes on from this rank's own collective count.
+    if (msg.collSeq >= 0) this.comm!.beginCall(msg.collSeq);
     this.progress!.setPhase(msg.op);
     let fault: FaultKind | undefined;
     if (msg.op === 'generate') {
@@ -250,7 +280,7 @@ export class RankLoop {
       this.answer({ t: 'failed', id: msg.id, error: serializeError(err), ...(inputHash !== undefined && { inputHash }) });
       return;
     }
-    if (msg.op !== 'generate' || rank !== 0) {
+    if (msg.op !== 'generate' || rank !== this.init!.outputRank) {
       this.answer({ t: 'result', id: msg.id, value: null, ...(inputHash !== undefined && { inputHash }) });
       return;
     }
@@ -276,7 +306,7 @@ export class RankLoop {
     this.progress?.dispose();
     this.progress = null;
     this.comm?.dispose();
-    this.out?.dispose();
+    for (const o of this.outs) o?.dispose();
     this.reader?.close();
   }
 

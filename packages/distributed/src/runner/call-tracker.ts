@@ -1,31 +1,24 @@
 /**
- * The call tracker: the call in flight and everything about it: its deadline, the outcome
- * policy (every rank succeeds -> rank 0's result; every rank throws the same error type -> rank
- * 0's error, healthy; anything else -> `RankDesyncError`, unusable), the divergence check, the
- * progress watch (during a call, and while idle) and cancellation. The runner owns the state;
- * the tracker asks it to change through {@link CallHost}.
+ * The call tracker: the calls in flight (up to `maxInFlight`, settled in call order) and
+ * everything about each: its deadline, its slot, the outcome policy (every rank succeeds -> the
+ * output rank's result; every rank throws the same error type -> the output rank's error,
+ * healthy; anything else -> `RankDesyncError`, unusable), the divergence check, the progress
+ * watch (during calls, and while idle) and cancellation. The runner owns the state; the tracker
+ * asks it to change through {@link CallHost}.
  * @internal
  */
 import type { Logger } from '@reactor/log';
 import { CallAbortedError, DistributedErrorCode, RankDesyncError, RunnerStateError, WorkerStalledError, WorkerTimeoutError } from '../errors.js';
 import type { CallOp, Payload, WireError } from '../protocol.js';
-import { ProgressReader, type ProgressReading } from '../shm/progress.js';
 import { fromPayload } from '../shm/segments.js';
 import { type ErrorClass, reviveError } from '../worker/error-codec.js';
 import type { ResolvedOptions } from './options.js';
 import { callChannel, type RunnerCallTiming } from './runner-channels.js';
 import type { RankGroup } from './rank-group.js';
-import type { DistributedRunnerEvents, SharedResult, StallInfo } from './runner-types.js';
+import { ProgressWatch } from './progress-watch.js';
+import type { DistributedRunnerEvents, SharedResult } from './runner-types.js';
 
 export type Outcome = { ok: true; value: Payload | null; inputHash?: string } | { ok: false; error: WireError; transport: boolean; inputHash?: string };
-
-/** The progress watch of one rank during a call. */
-interface Watch {
-  reader: ProgressReader;
-  counter: number | null;
-  lastChange: number;
-  stalled: boolean;
-}
 
 export interface InFlight {
   op: string;
@@ -33,10 +26,11 @@ export interface InFlight {
   /** generateView(): resolve with a SharedResult of views instead of an owned copy. */
   view: boolean;
   id: number;
+  /** The call slot (`(id - 1) % maxInFlight`): whose input and result blocks it uses. */
+  slot: number;
   outcomes: (Outcome | undefined)[];
   done: number;
   timer: NodeJS.Timeout;
-  progressTimer: NodeJS.Timeout | null;
   /** Set once a rank failed while peers still work: watches whether they wait for it in a collective the runner does not own. */
   abandonTimer: NodeJS.Timeout | null;
   /** Set once the caller cancelled: the reason and the acknowledgement deadline. */
@@ -56,13 +50,11 @@ export interface CallHost {
   readonly logger: Logger;
   readonly group: RankGroup;
   readonly errorClasses: ReadonlyMap<string, ErrorClass>;
-  /** The call in flight (the runner is `busy`), or null. */
-  inFlight(): InFlight | null;
-  /** `ready` -> `busy` with `call`. */
-  enterBusy(call: InFlight): void;
-  /** `busy` -> `ready`. */
+  /** `ready` -> `busy` (the first call in flight). */
+  enterBusy(): void;
+  /** `busy` -> `ready` (the last call in flight settled). */
   enterReady(): void;
-  /** Makes the runner unusable, rejects the call in flight, and tears down. */
+  /** Makes the runner unusable, rejects every call in flight, and tears down. */
   failUnusable(err: Error, awaitTeardown: boolean): void;
   /** Fails `start()` with a desync when it is in flight; true when it did. */
   failStart(err: unknown): boolean;
@@ -94,39 +86,55 @@ export const ABANDONED_COLLECTIVE_MS = 400;
 const ABANDONED_CHECK_MS = 25;
 
 export class CallTracker {
-  private watches: Watch[] = [];
+  /** Every rank's progress block, read during calls and while idle. */
+  readonly watch: ProgressWatch;
   private callId = 0;
-  /** Counts generate() calls: a SharedResult is valid while this equals its call's number. */
-  private resultGeneration = 0;
-  /** Reads every rank's progress block while no call runs, so a frozen idle rank shows in `stalledRanks` within `stallMs`. */
-  private idleTimer: NodeJS.Timeout | null = null;
+  /** The calls in flight, oldest first (every rank answers them in this order). */
+  private flights: InFlight[] = [];
+  /** Per rank, how many calls in flight it has not answered yet. */
+  private owed: number[] = [];
+  private progressTimer: NodeJS.Timeout | null = null;
+  /** Per call slot, counts the generate() calls that used it: a SharedResult is valid while this equals its call's number. */
+  private readonly slotGeneration: number[] = [];
 
-  constructor(private readonly host: CallHost) {}
+  constructor(private readonly host: CallHost) {
+    this.watch = new ProgressWatch(host);
+  }
 
   private get worldSize(): number {
     return this.host.opts.worldSize;
   }
 
-  /** Opens every rank's progress block (once the ranks are spawned). */
-  watchRanks(prefix: string): void {
-    for (let rank = 0; rank < this.worldSize; rank++) {
-      this.watches.push({ reader: new ProgressReader(prefix, rank), counter: null, lastChange: 0, stalled: false });
-    }
+  /** The oldest call in flight, or null. */
+  head(): InFlight | null {
+    return this.flights[0] ?? null;
   }
 
-  /** Closes the progress blocks (in the teardown). */
-  close(): void {
-    for (const w of this.watches) w.reader.close();
+  /** How many calls are in flight. */
+  get inFlightCount(): number {
+    return this.flights.length;
+  }
+
+  /** The slot the next call takes (its input is written there before {@link begin}). */
+  nextSlot(): number {
+    return this.callId % this.host.opts.maxInFlight;
+  }
+
+  /** True when the one call in flight was cancelled: a collective arriving now is released at once. */
+  cancelledAlone(): boolean {
+    return this.flights.length === 1 && this.flights[0]!.cancel !== null;
   }
 
   /**
-   * Sends the call to every rank; the promise settles by the outcome policy. `input` is already in
-   * shared memory. `t0` (performance.now() when the call began, or -1: untimed) times the call.
+   * Sends the call to every rank (queued behind the calls it has not answered yet); the promise
+   * settles by the outcome policy, in call order. `input` is already in shared memory, in slot
+   * {@link nextSlot}. `t0` (performance.now() when the call began, or -1: untimed) times the call.
    */
   begin(op: CallOp, ref: Payload | null, signal: AbortSignal | undefined, view: boolean, t0 = -1): Promise<unknown> {
     const name = `${op}()`;
+    const slot = this.nextSlot();
     const id = ++this.callId;
-    if (op === 'generate') this.resultGeneration++;
+    if (op === 'generate') this.slotGeneration[slot] = (this.slotGeneration[slot] ?? 0) + 1;
     return new Promise((resolve, reject) => {
       const onAbort = () => this.onCancel(flight, signal!.reason);
       const flight: InFlight = {
@@ -134,11 +142,11 @@ export class CallTracker {
         callOp: op,
         view,
         id,
+        slot,
         outcomes: new Array<Outcome | undefined>(this.worldSize).fill(undefined),
         done: 0,
         // The call's deadline timer keeps the event loop alive while the call is in flight.
         timer: setTimeout(() => this.onCallTimeout(flight), clampTimer(this.host.opts.callTimeoutMs)),
-        progressTimer: null,
         abandonTimer: null,
         cancel: null,
         detachSignal: () => signal?.removeEventListener('abort', onAbort),
@@ -147,15 +155,21 @@ export class CallTracker {
         resolve,
         reject,
       };
-      this.host.enterBusy(flight);
-      const hub = this.host.group.hub;
-      hub?.reset();
-      const collSeq = hub?.nextSeq ?? 0;
-      this.startProgressWatch(flight);
+      const first = this.flights.length === 0;
+      this.flights.push(flight);
+      let collSeq = -1;
+      if (first) {
+        this.host.enterBusy();
+        const hub = this.host.group.hub;
+        hub?.reset();
+        collSeq = hub?.nextSeq ?? 0;
+        this.startProgressWatch();
+      }
       signal?.addEventListener('abort', onAbort, { once: true });
-      for (const p of this.host.group.procs) {
-        p.beginCall();
-        p.send({ t: 'call', id, op, input: ref, collSeq });
+      for (const [rank, p] of this.host.group.procs.entries()) {
+        this.owed[rank] = (this.owed[rank] ?? 0) + 1;
+        if (this.owed[rank] === 1) p.beginCall();
+        p.send({ t: 'call', id, op, input: ref, collSeq, slot });
       }
       if (t0 >= 0) {
         // Published here, synchronously, so the subscriber sees it in the caller's async context.
@@ -166,132 +180,77 @@ export class CallTracker {
     });
   }
 
-  /** The call in flight, if `f` is it. */
+  /** `f` is still in flight. */
   private current(f: InFlight): boolean {
-    return this.host.inFlight() === f;
+    return this.flights.includes(f);
   }
 
-  /** Ends the call in flight (timers, signal, stall bookkeeping); the runner is ready again unless `next` says otherwise. */
-  finishCall(): InFlight | null {
-    const f = this.host.inFlight();
-    if (!f) return null;
+  /** One call's timers and signal. */
+  private static release(f: InFlight): void {
     clearTimeout(f.timer);
-    if (f.progressTimer) clearInterval(f.progressTimer);
     if (f.abandonTimer) clearInterval(f.abandonTimer);
     if (f.cancel) clearTimeout(f.cancel.timer);
     f.detachSignal();
-    for (const [rank, w] of this.watches.entries()) {
-      if (w.stalled) {
-        w.stalled = false;
-        this.host.emit('stallCleared', rank);
-      }
+  }
+
+  /** No call is in flight any more: the progress watch stops and reported stalls clear. */
+  private quiesce(): void {
+    if (this.progressTimer) clearInterval(this.progressTimer);
+    this.progressTimer = null;
+    this.owed = [];
+    this.watch.clearStalls();
+  }
+
+  /** Ends every call in flight (timers, signals, stall bookkeeping) and returns them, oldest first, for the caller to reject. */
+  finishAll(): InFlight[] {
+    const all = this.flights;
+    if (all.length === 0) return [];
+    this.flights = [];
+    for (const f of all) CallTracker.release(f);
+    this.quiesce();
+    return all;
+  }
+
+  /** Ends call `f` (settled by the outcome policy); the runner is ready again when it was the last in flight. */
+  private settle(f: InFlight): void {
+    const at = this.flights.indexOf(f);
+    if (at < 0) return;
+    this.flights.splice(at, 1);
+    CallTracker.release(f);
+    if (this.flights.length === 0) {
+      this.quiesce();
+      this.host.enterReady();
     }
-    return f;
   }
 
-  /** Ends the call in flight with the runner ready for the next one. */
-  private settleCall(): InFlight | null {
-    const f = this.finishCall();
-    if (f) this.host.enterReady();
-    return f;
-  }
-
-  /** Ranks that finished the call in flight. */
+  /** Ranks that answered every call in flight (the newest one: they answer in order). */
   finishedRanks(): number[] {
-    return this.host.inFlight()?.outcomes.flatMap((o, r) => (o ? [r] : [])) ?? [];
-  }
-
-  // ---- idle watch: ranks without a call are checked too ----------------------------------------
-
-  startIdleWatch(): void {
-    if (this.idleTimer) return;
-    const now = performance.now();
-    for (const w of this.watches) {
-      w.counter = w.reader.read()?.counter ?? w.counter;
-      w.lastChange = now;
-    }
-    this.idleTimer = setInterval(() => this.checkIdle(), Math.max(10, Math.min(250, this.host.opts.stallMs / 4)));
-    this.idleTimer.unref();
-  }
-
-  stopIdleWatch(): void {
-    if (this.idleTimer) clearInterval(this.idleTimer);
-    this.idleTimer = null;
-  }
-
-  /** The idle counterpart of {@link checkProgress}: a rank's event loop advances its block every 100 ms even with nothing to do. */
-  private checkIdle(): void {
-    if (!this.idleTimer) return;
-    const now = performance.now();
-    for (const [rank, w] of this.watches.entries()) {
-      const reading = w.reader.read();
-      if (reading !== null) this.observeProgress(rank, w, reading, now, undefined);
-    }
-  }
-
-  /**
-   * One look at a rank's progress block, idle (`op` undefined) or during a call: a change clears
-   * a reported stall; standing still for `stallMs` reports one (log line, `stall` event).
-   * Returns the ms since the counter last changed (0 when it just did).
-   */
-  private observeProgress(rank: number, w: Watch, reading: ProgressReading, now: number, op: string | undefined): number {
-    if (reading.counter !== w.counter) {
-      w.counter = reading.counter;
-      w.lastChange = now;
-      if (w.stalled) {
-        w.stalled = false;
-        this.host.logger.info(`Rank ${rank} makes progress again after a stall${op === undefined ? ' (idle)' : ''}.`);
-        this.host.emit('stallCleared', rank);
-      }
-      return 0;
-    }
-    const since = now - w.lastChange;
-    if (!w.stalled && since >= this.host.opts.stallMs) {
-      w.stalled = true;
-      const info: StallInfo = { rank, phase: reading.phase, sinceMs: Math.round(since) };
-      const where = op === undefined ? 'while idle' : `in ${reading.phase} during ${op}`;
-      this.host.logger
-        .child({ rank })
-        .warn(
-          `Rank ${rank} (pid ${this.host.group.procs[rank]?.pid}) made no progress for ${info.sinceMs} ms ${where}: stopped, blocked in synchronous code, or deadlocked.`,
-        );
-      this.host.emit('stall', info);
-    }
-    return since;
-  }
-
-  /** Ranks that made no progress for `stallMs` (see `DistributedRunner.stalledRanks`). */
-  stalledRanks(): StallInfo[] {
-    const now = performance.now();
-    return this.watches.flatMap((w, rank) => (w.stalled ? [{ rank, phase: w.reader.read()?.phase ?? 'idle', sinceMs: Math.round(now - w.lastChange) }] : []));
+    return this.flights.at(-1)?.outcomes.flatMap((o, r) => (o ? [r] : [])) ?? [];
   }
 
   // ---- progress watch ------------------------------------------------------------------------
 
-  private startProgressWatch(f: InFlight): void {
-    const now = performance.now();
-    for (const w of this.watches) {
-      w.counter = w.reader.read()?.counter ?? null;
-      w.lastChange = now;
-      w.stalled = false;
-    }
+  private startProgressWatch(): void {
+    this.watch.restart();
     const every = Math.max(10, Math.min(250, this.host.opts.stallMs / 4));
-    f.progressTimer = setInterval(() => this.checkProgress(f), every);
+    this.progressTimer = setInterval(() => this.checkProgress(), every);
   }
 
-  private checkProgress(f: InFlight): void {
-    if (!this.current(f)) return;
+  /** Watches each rank that owes an answer to a call in flight (the oldest it owes names the call). */
+  private checkProgress(): void {
+    const f = this.head();
+    if (!f) return;
     const now = performance.now();
     const overdue: number[] = [];
     const { stallTimeoutMs } = this.host.opts;
-    for (const [rank, w] of this.watches.entries()) {
-      const reading = w.reader.read();
-      if (reading === null || f.outcomes[rank]) continue;
-      const since = this.observeProgress(rank, w, reading, now, f.op);
-      if (stallTimeoutMs !== null && since >= stallTimeoutMs) overdue.push(rank);
+    for (let rank = 0; rank < this.worldSize; rank++) {
+      const owing = this.flights.find((x) => !x.outcomes[rank]);
+      if (!owing) continue;
+      const since = this.watch.look(rank, now, owing.op);
+      if (since !== null && stallTimeoutMs !== null && since >= stallTimeoutMs) overdue.push(rank);
     }
     if (overdue.length > 0) {
-      const phases = overdue.map((r) => this.watches[r]!.reader.read()?.phase ?? 'idle');
+      const phases = overdue.map((r) => this.watch.phase(r));
       for (const r of overdue) this.host.group.procs[r]?.killNow();
       this.host.failUnusable(new WorkerStalledError(f.op, overdue, phases, stallTimeoutMs!), true);
     }
@@ -312,7 +271,7 @@ export class CallTracker {
     f.abandonTimer = setInterval(() => {
       if (!this.current(f)) return;
       const waiting = f.outcomes.flatMap((o, r) => (o ? [] : [r]));
-      const inCollective = waiting.length > 0 && waiting.every((r) => this.watches[r]?.reader.read()?.phase === 'collective');
+      const inCollective = waiting.length > 0 && waiting.every((r) => this.watch.phase(r) === 'collective');
       const now = performance.now();
       if (!inCollective) {
         since = null;
@@ -343,8 +302,9 @@ export class CallTracker {
       timer: setTimeout(() => this.onCancelTimeout(f), clampTimer(this.host.opts.cancelTimeoutMs)),
     };
     for (const [rank, p] of this.host.group.procs.entries()) if (!f.outcomes[rank]) p.send({ t: 'cancel', id: f.id });
-    // Ranks waiting in a collective for a peer that stops early would wait forever: release them.
-    this.host.group.hub?.cancelAll();
+    // Ranks waiting in a collective for a peer that stops early would wait forever: release them
+    // (only when no other call is in flight, whose collectives these may be).
+    if (this.flights.length === 1) this.host.group.hub?.cancelAll();
   }
 
   private onCancelTimeout(f: InFlight): void {
@@ -371,37 +331,49 @@ export class CallTracker {
   // ---- the outcome policy ----------------------------------------------------------------------
 
   onOutcome(rank: number, id: number, outcome: Outcome): void {
-    const f = this.host.inFlight();
-    if (!f) return;
-    if (f.id !== id || f.outcomes[rank]) return;
+    const f = this.flights.find((x) => x.id === id);
+    if (!f || f.outcomes[rank]) return;
     f.outcomes[rank] = outcome;
     f.done++;
     const { group } = this.host;
-    group.procs[rank]?.endCall();
+    this.owed[rank] = (this.owed[rank] ?? 1) - 1;
+    if (this.owed[rank] === 0) group.procs[rank]?.endCall();
     if (f.cancel) {
       // Every answer after a cancel is that rank's acknowledgement, whatever it says.
-      group.hub?.cancelAll();
+      if (this.flights.length === 1) group.hub?.cancelAll();
       if (f.done < this.worldSize) return;
-      this.settleCall();
+    } else {
+      // A rank with calls still queued will join the collectives its peers wait in.
+      const stuck = this.owed[rank] === 0 ? group.hub?.waitingWithout(rank) : null;
+      if (stuck) {
+        this.failDesync(finishedWhileWaiting([rank], f.op, stuck.waiting, stuck.op, stuck.seq), [], [], f);
+        return;
+      }
+      if (f.done < this.worldSize) {
+        if (!outcome.ok && !f.abandonTimer) this.watchAbandoned(f);
+        return;
+      }
+    }
+    // Settled in call order: the ranks answer in order, so a call completes only after the ones before it.
+    while (this.flights[0]?.done === this.worldSize) this.conclude(this.flights[0]);
+  }
+
+  /** The outcome policy for `f`, which every rank has answered. */
+  private conclude(f: InFlight): void {
+    const { group } = this.host;
+    if (f.cancel) {
+      this.settle(f);
       f.reject(new CallAbortedError(f.op, true, 'every rank stopped; the runner is ready for the next call.', f.cancel.reason));
       return;
     }
-    const stuck = group.hub?.waitingWithout(rank);
-    if (stuck) {
-      this.failDesync(finishedWhileWaiting([rank], f.op, stuck.waiting, stuck.op, stuck.seq));
-      return;
-    }
-    if (f.done < this.worldSize) {
-      if (!outcome.ok && !f.abandonTimer) this.watchAbandoned(f);
-      return;
-    }
+    const out = this.host.opts.outputRank;
     const outcomes = f.outcomes as Outcome[];
     if (this.host.opts.verifyInputs && this.checkInputs(f, outcomes)) return;
     const failures = outcomes.map((o, r) => ({ o, r })).filter((x): x is { o: Extract<Outcome, { ok: false }>; r: number } => !x.o.ok);
     if (failures.length === 0) {
       const answered = f.timing ? performance.now() : 0;
-      this.settleCall();
-      const ref = (outcomes[0] as Extract<Outcome, { ok: true }>).value;
+      this.settle(f);
+      const ref = (outcomes[out] as Extract<Outcome, { ok: true }>).value;
       let value: unknown;
       try {
         value = ref ? fromPayload(ref, group.reader!, !f.view) : undefined;
@@ -414,30 +386,30 @@ export class CallTracker {
         f.timing.handbackMs = performance.now() - answered;
         f.timing.done = true;
       }
-      f.resolve(f.view ? this.sharedResult(value, ref) : value);
+      f.resolve(f.view ? this.sharedResult(value, ref, f.slot) : value);
       return;
     }
     const first = failures[0]!;
-    // Rank 0's model succeeded everywhere but its result could not be delivered: not a desync.
-    if (failures.length === 1 && first.r === 0 && first.o.transport) {
-      this.settleCall();
-      f.reject(reviveError(first.o.error, 0, this.host.errorClasses));
+    // The output rank's model succeeded everywhere but its result could not be delivered: not a desync.
+    if (failures.length === 1 && first.r === out && first.o.transport) {
+      this.settle(f);
+      f.reject(reviveError(first.o.error, out, this.host.errorClasses));
       return;
     }
     const sameType = failures.length === this.worldSize && failures.every((x) => x.o.error.type === first.o.error.type);
     if (sameType) {
-      this.settleCall();
-      f.reject(reviveError(outcomes[0]!.ok ? first.o.error : (outcomes[0] as Extract<Outcome, { ok: false }>).error, 0, this.host.errorClasses));
+      this.settle(f);
+      f.reject(reviveError((outcomes[out] as Extract<Outcome, { ok: false }>).error, out, this.host.errorClasses));
       return;
     }
     const detail = failures.length < this.worldSize ? `${failures.length} of ${this.worldSize} ranks failed` : `ranks failed with different error types`;
-    this.failDesync(detail);
+    this.failDesync(detail, [], [], f);
   }
 
-  /** Wraps a result of views with its lifetime (see {@link SharedResult}). */
-  private sharedResult(value: unknown, ref: Payload | null): SharedResult<unknown> {
-    const generation = this.resultGeneration;
-    const isValid = () => this.resultGeneration === generation;
+  /** Wraps a result of views with its lifetime (see {@link SharedResult}): until the next generate() of its slot begins. */
+  private sharedResult(value: unknown, ref: Payload | null, slot: number): SharedResult<unknown> {
+    const generation = this.slotGeneration[slot];
+    const isValid = () => this.slotGeneration[slot] === generation;
     const reader = this.host.group.reader!;
     return {
       value,
@@ -471,7 +443,7 @@ export class CallTracker {
       `rank${diverging.length > 1 ? 's' : ''} ${diverging.join(', ')} decoded a different input than rank 0 (` +
       [...groups].map(([h, ranks]) => `rank${ranks.length > 1 ? 's' : ''} ${ranks.join(', ')}: ${h}`).join('; ') +
       ')';
-    this.failDesync(detail, diverging);
+    this.failDesync(detail, diverging, [], f);
     return true;
   }
 
@@ -483,10 +455,9 @@ export class CallTracker {
     });
   }
 
-  /** A desync: fails `start()` when it is in flight, else the call in flight (unusable). */
-  failDesync(detail: string, ranks: number[] = [], waiting: number[] = []): void {
+  /** A desync: fails `start()` when it is in flight, else every call in flight (unusable); `f` (default the oldest) is the one described. */
+  failDesync(detail: string, ranks: number[] = [], waiting: number[] = [], f: InFlight | null = this.head()): void {
     if (this.host.failStart(new RankDesyncError('start()', detail, [], undefined, ranks))) return;
-    const f = this.host.inFlight();
     if (!f) return;
     const outcomes = this.describeOutcomes(f, waiting);
     const firstFailure = f.outcomes.map((o, r) => ({ o, r })).find((x) => x.o && !x.o.ok);

@@ -31,7 +31,10 @@ export type LaunchWorker =
   | { kind: 'python'; python: ResolvedPythonWorker };
 
 /** The options the plan reads. */
-export type LaunchOptions = Pick<ResolvedOptions, 'worldSize' | 'devices' | 'shm' | 'env' | 'faults' | 'verifyInputs' | 'maxShmBytes'>;
+export type LaunchOptions = Pick<
+  ResolvedOptions,
+  'worldSize' | 'devices' | 'shm' | 'env' | 'faults' | 'verifyInputs' | 'maxShmBytes' | 'maxInFlight' | 'outputRank'
+>;
 
 /** Everything the plan is made from, besides the machine. */
 export interface LaunchRequest {
@@ -149,6 +152,8 @@ export function planLaunch(req: LaunchRequest, facts: MachineFacts): LaunchPlan 
         maxShmBytes: opts.maxShmBytes,
         faults: opts.faults.filter((f) => f.rank === a.rank),
         verifyInputs: opts.verifyInputs,
+        slots: opts.maxInFlight,
+        outputRank: opts.outputRank,
       },
     };
   });

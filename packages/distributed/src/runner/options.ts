@@ -8,6 +8,7 @@ import { consoleLogger } from '@reactor/log';
 import { type FaultSpec, faultsFromEnv, parseFaults } from '../faults.js';
 import { EXIT_REQUEST_GRACE_MS } from '../process/worker-process.js';
 import type { ShmBackendKind } from '../protocol.js';
+import { RunnerOptionError } from '../errors.js';
 import type { DeviceRequest } from './devices.js';
 
 /** Default `callTimeoutMs` (the original's 30 s). */
@@ -18,6 +19,9 @@ export const DEFAULT_START_TIMEOUT_MS = 3_600_000;
 export const DEFAULT_STALL_MS = 5_000;
 /** Default `cancelTimeoutMs`: how long every rank has to acknowledge a cancel. */
 export const DEFAULT_CANCEL_TIMEOUT_MS = 5_000;
+
+/** The most calls a runner keeps in flight (`maxInFlight`): each slot holds an input and a result block. */
+export const MAX_IN_FLIGHT = 8;
 
 /** Options of `DistributedRunner`. */
 export interface DistributedRunnerOptions<TArgs = unknown> {
@@ -58,6 +62,14 @@ export interface DistributedRunnerOptions<TArgs = unknown> {
   faults?: FaultSpec[];
   /** Divergence check: every rank hashes the input it decoded; a mismatch is a `RankDesyncError` naming the ranks (default false). */
   verifyInputs?: boolean;
+  /**
+   * How many calls may be in flight at once (default 1, at most {@link MAX_IN_FLIGHT}): with more,
+   * `generate()` may be called again before the previous call returned (a pipeline's next chunk
+   * enters stage 0 while the previous one is in stage 1). Results come back in call order.
+   */
+  maxInFlight?: number;
+  /** The rank whose result is the call's answer (default 0): a pipeline's last stage. */
+  outputRank?: number;
 }
 
 /** The options after their checks, with defaults filled in. */
@@ -76,6 +88,8 @@ export interface ResolvedOptions {
   logger: Logger;
   faults: FaultSpec[];
   verifyInputs: boolean;
+  maxInFlight: number;
+  outputRank: number;
 }
 
 /**
@@ -132,5 +146,14 @@ export function resolveOptions(options: DistributedRunnerOptions<unknown>, env: 
     logger: options.logger ?? consoleLogger({ name: 'reactor/distributed' }),
     faults: [...parseFaults(options.faults, 'options.faults', worldSize), ...faultsFromEnv(env, worldSize)],
     verifyInputs: options.verifyInputs === true,
+    maxInFlight: inRange(options.maxInFlight, 'maxInFlight', 1, 1, MAX_IN_FLIGHT, 'an integer from 1 (one call at a time) to ' + MAX_IN_FLIGHT),
+    outputRank: inRange(options.outputRank, 'outputRank', 0, 0, worldSize - 1, `a rank: an integer from 0 to ${worldSize - 1} (worldSize ${worldSize})`),
   };
+}
+
+/** An integer option in `[min, max]`, `dflt` when unset. @throws RunnerOptionError (`runner_option`) naming the range */
+function inRange(value: unknown, name: string, dflt: number, min: number, max: number, what: string): number {
+  if (value === undefined) return dflt;
+  if (typeof value === 'number' && Number.isInteger(value) && value >= min && value <= max) return value;
+  throw new RunnerOptionError(name, `options.${name} must be ${what}, got ${typeof value === 'string' ? JSON.stringify(value) : String(value)}.`);
 }

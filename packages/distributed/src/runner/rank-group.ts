@@ -23,8 +23,8 @@ export interface RankGroupHandlers {
 export class RankGroup {
   readonly procs: WorkerProcess[] = [];
   hub: CollectiveHub | null = null;
-  /** The runner's input block (loadArgs and every call's input). */
-  input: SegmentWriter | null = null;
+  /** The runner's input blocks, one per call slot (`maxInFlight`); slot 0's also carries loadArgs. */
+  inputs: SegmentWriter[] = [];
   /** Reads the ranks' results. */
   reader: SegmentReader | null = null;
   private teardownPromise: Promise<void> | null = null;
@@ -47,13 +47,16 @@ export class RankGroup {
    * and SIGINT/SIGTERM/SIGHUP clean up).
    * @throws {@link SharedMemoryCapacityError} (`shm_capacity`) when /dev/shm is too small for the initial blocks
    */
-  openSegments(plan: Pick<LaunchPlan, 'backend'>, maxShmBytes: number | null): void {
+  openSegments(plan: Pick<LaunchPlan, 'backend'>, maxShmBytes: number | null, slots = 1): void {
     const env = { backend: plan.backend, maxShmBytes };
-    // Up front: the input block, rank 0's result block and each rank's collective block.
-    const upFront = INITIAL_SEGMENT_BYTES * (2 + this.worldSize);
+    // Up front: per call slot an input block and the output rank's result block, and each rank's collective block.
+    const upFront = INITIAL_SEGMENT_BYTES * (2 * slots + this.worldSize);
     const fits = checkFits(`${this.worldSize} ranks' initial blocks`, upFront, shmFreeBytes(), null);
     if (fits) throw fits;
-    this.input = new SegmentWriter(env, `${this.prefix}-in`, 'the runner input');
+    this.inputs = Array.from(
+      { length: slots },
+      (_, s) => new SegmentWriter(env, `${this.prefix}-in${s === 0 ? '' : s}`, slots > 1 ? `the runner input (call slot ${s})` : 'the runner input'),
+    );
     this.reader = new SegmentReader(env);
     registerExitHook(this.hook);
   }
@@ -107,7 +110,7 @@ export class RankGroup {
         await Promise.all(this.procs.map((p) => p.stop(ask, graceMs)));
         closeReaders();
         this.reader?.close();
-        this.input?.dispose();
+        for (const w of this.inputs) w.dispose();
         unlinkSegments(this.prefix);
         unregisterExitHook(this.hook);
       })();

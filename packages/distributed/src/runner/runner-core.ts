@@ -28,17 +28,17 @@ import { transition } from '../state-machine.js';
 import type { WorkerClass } from '../worker/distributed-worker.js';
 import { type ErrorClass, collectErrorClasses, reviveError } from '../worker/error-codec.js';
 import { type WorkerLocation, exportNameOf, staleBuild } from '../worker/locate.js';
-import { CallTracker, type CallHost, type InFlight, clampTimer, finishedWhileWaiting } from './call-tracker.js';
+import { CallTracker, type CallHost, clampTimer, finishedWhileWaiting } from './call-tracker.js';
 import type { DeviceAssignment } from './devices.js';
 import { type LaunchNotice, type LaunchWorker, planLaunch } from './launch-plan.js';
 import { childMainPath, freePort, probeMachine } from './machine-facts.js';
 import type { ResolvedOptions } from './options.js';
 import { RankGroup } from './rank-group.js';
 import { callChannel, gpuChannel, progressChannel, type RankGpuBusy, type RunnerLoadProgress } from './runner-channels.js';
+import { RUNNER_TRANSITIONS, type DistributedRunnerEvents, type RunnerStateName, type StallInfo } from './runner-types.js';
 
 /** A rank's GPU busy report counts for this long (it reports once a second), ms. */
 export const GPU_BUSY_STALE_MS = 3000;
-import { RUNNER_TRANSITIONS, type DistributedRunnerEvents, type RunnerStateName, type StallInfo } from './runner-types.js';
 
 interface StartPhase {
   loaded: Set<number>;
@@ -54,11 +54,10 @@ type RunnerState =
   | { name: 'new' }
   | { name: 'starting'; start: StartPhase | null }
   | { name: 'ready' }
-  | { name: 'busy'; call: InFlight }
+  | { name: 'busy' }
   | { name: 'unusable'; reason: string; cause: unknown }
   | { name: 'shutdown'; reason: string; cause: unknown };
 
-/** What the ranks run: a TypeScript worker's class and module, or a Python worker. */
 /** What a runner that takes over parked ranks brings: the worker as the app names it now. */
 export type Adopted = { kind: 'typescript'; location: WorkerLocation } | { kind: 'python'; errors: ReadonlyMap<string, ErrorClass> };
 
@@ -116,18 +115,14 @@ export class RunnerCore implements CallHost {
     transition('DistributedRunner', RUNNER_TRANSITIONS, from, next.name);
     this.state = next;
     if (next.name === 'unusable' && (from === 'ready' || from === 'busy')) this.emit('unhealthy', next.cause as Error);
-    if (next.name === 'ready') this.tracker.startIdleWatch();
-    else this.tracker.stopIdleWatch();
+    if (next.name === 'ready') this.tracker.watch.startIdle();
+    else this.tracker.watch.stopIdle();
   }
 
   // ---- CallHost ----------------------------------------------------------------------------------
 
-  inFlight(): InFlight | null {
-    return this.state.name === 'busy' ? this.state.call : null;
-  }
-
-  enterBusy(call: InFlight): void {
-    this.go({ name: 'busy', call });
+  enterBusy(): void {
+    this.go({ name: 'busy' });
   }
 
   enterReady(): void {
@@ -146,7 +141,7 @@ export class RunnerCore implements CallHost {
 
   get stalledRanks(): StallInfo[] {
     if (this.state.name !== 'busy' && this.state.name !== 'ready') return [];
-    return this.tracker.stalledRanks();
+    return this.tracker.watch.stalledRanks();
   }
 
   get pids(): number[] {
@@ -207,8 +202,8 @@ export class RunnerCore implements CallHost {
     const plan = planLaunch({ opts: this.opts, worker: launchWorker, prefix: this.prefix, masterPort }, facts);
     this.backend = plan.backend;
     this.logNotices(plan.notices.filter((n) => n.key === 'shm'));
-    this.group.openSegments(plan, this.opts.maxShmBytes);
-    const args = toPayload(encodeValue(this.loadArgs), this.group.input!);
+    this.group.openSegments(plan, this.opts.maxShmBytes, this.opts.maxInFlight);
+    const args = toPayload(encodeValue(this.loadArgs), this.group.inputs[0]!);
     this.logNotices(plan.notices.filter((n) => n.key !== 'shm'));
     const state = this.state;
     if (state.name !== 'starting') return;
@@ -225,7 +220,7 @@ export class RunnerCore implements CallHost {
         onExit: (info) => this.onExit(info),
         onDesync: (detail) => this.tracker.failDesync(detail),
       });
-      this.tracker.watchRanks(this.prefix);
+      this.tracker.watch.watchRanks(this.prefix);
     }).finally(() => {
       if (state.start?.timer) clearTimeout(state.start.timer);
       state.start = null;
@@ -321,13 +316,15 @@ export class RunnerCore implements CallHost {
       case 'new':
       case 'starting':
         return Promise.reject(new RunnerStateError(DistributedErrorCode.RunnerState, `${name} called before start() finished: await runner.start() first.`));
-      case 'busy':
-        return Promise.reject(
-          new RunnerStateError(
-            DistributedErrorCode.RunnerBusy,
-            `${name} called while ${state.call.op} is in flight: the runner runs one call at a time; await the previous call first.`,
-          ),
-        );
+      case 'busy': {
+        const n = this.opts.maxInFlight;
+        if (this.tracker.inFlightCount < n) break;
+        const why =
+          n === 1
+            ? `${this.tracker.head()?.op} is in flight: the runner runs one call at a time; await the previous call first (or raise options.maxInFlight).`
+            : `${n} calls are in flight (options.maxInFlight ${n}): await the oldest one first.`;
+        return Promise.reject(new RunnerStateError(DistributedErrorCode.RunnerBusy, `${name} called while ${why}`));
+      }
       case 'unusable':
       case 'shutdown':
         return Promise.reject(new RunnerUnusableError(`call ${name}`, state.reason, state.cause));
@@ -344,7 +341,7 @@ export class RunnerCore implements CallHost {
         const enc = encodeValue(input);
         if (this.worker.kind === 'python' && enc.json === null)
           throw unsendableError(`The input of ${name}`, unsendableToPython(input) ?? 'it needs the v8 format');
-        ref = toPayload(enc, this.group.input!);
+        ref = toPayload(enc, this.group.inputs[this.tracker.nextSlot()]!);
       }
     } catch (err) {
       return Promise.reject(err);
@@ -391,7 +388,7 @@ export class RunnerCore implements CallHost {
         return;
       }
       case 'coll': {
-        if (state.name === 'busy' && state.call.cancel) {
+        if (state.name === 'busy' && this.tracker.cancelledAlone()) {
           // The call was cancelled: nobody waits for this collective to complete.
           this.group.send(rank, { t: 'collGo', seq: msg.seq, cancelled: true });
           return;
@@ -399,7 +396,7 @@ export class RunnerCore implements CallHost {
         // A rank that already finished this phase can never join: fail now instead of at the deadline.
         const finished = this.finishedRanks();
         if (finished.length > 0 && !finished.includes(rank)) {
-          const phase = state.name === 'busy' ? state.call.op : 'load()';
+          const phase = state.name === 'busy' ? (this.tracker.head()?.op ?? 'the call') : 'load()';
           const waiting = [...(hub?.arrivedAt(msg.seq) ?? []), rank].sort((a, b) => a - b);
           this.tracker.failDesync(finishedWhileWaiting(finished, phase, waiting, msg.op, msg.seq));
           return;
@@ -444,27 +441,29 @@ export class RunnerCore implements CallHost {
   }
 
   /**
-   * Makes the runner unusable, rejects the call in flight, and tears down. During start() it
-   * fails start() instead (which tears down and rejects with `err` at once).
+   * Makes the runner unusable, rejects every call in flight with `err` (at once: none waits for
+   * its own deadline), and tears down. During start() it fails start() instead (which tears down
+   * and rejects with `err` at once).
    */
   failUnusable(err: Error, awaitTeardown: boolean): void {
     if (this.failStart(err)) return;
     if (this.state.name !== 'ready' && this.state.name !== 'busy') return;
-    const f = this.tracker.finishCall();
+    const calls = this.tracker.finishAll();
     this.go({ name: 'unusable', reason: `${err.name}: ${err.message.split('\n')[0]}`, cause: err });
     const done = this.teardown(false);
-    if (!f) {
+    if (calls.length === 0) {
       this.logger.warn(err.message);
       return;
     }
-    if (awaitTeardown) void done.then(() => f.reject(err));
-    else f.reject(err);
+    const rejectAll = () => calls.forEach((f) => f.reject(err));
+    if (awaitTeardown) void done.then(rejectAll);
+    else rejectAll();
   }
 
   private onExit(info: ExitInfo): void {
     if (info.expected) return;
     const state = this.state;
-    const during: CrashPhase = state.name === 'starting' ? 'start' : state.name === 'busy' ? state.call.callOp : 'idle';
+    const during: CrashPhase = state.name === 'starting' ? 'start' : state.name === 'busy' ? (this.tracker.head()?.callOp ?? 'idle') : 'idle';
     const { expected: _expected, ...facts } = info;
     this.emit('rankExit', { rank: facts.rank, pid: facts.pid, exitCode: facts.exitCode, signal: facts.signal, during });
     const err = new WorkerCrashedError({ ...facts, during });
@@ -487,15 +486,15 @@ export class RunnerCore implements CallHost {
       state.start?.reject(inFlightErr);
       this.go({ name: 'shutdown', reason: 'it was shut down', cause: undefined });
     }
-    const f = this.tracker.finishCall();
+    const calls = this.tracker.finishAll();
     if (this.state.name === 'ready' || this.state.name === 'busy') this.go({ name: 'shutdown', reason: 'it was shut down', cause: undefined });
     const done = this.teardown(ask);
-    if (f) f.reject(new RunnerUnusableError(`finish ${f.op}`, 'shutdown() was called while it was in flight'));
+    for (const f of calls) f.reject(new RunnerUnusableError(`finish ${f.op}`, 'shutdown() was called while it was in flight'));
     await done;
     if (this.state.name === 'unusable') this.go({ name: 'shutdown', reason: this.state.reason, cause: this.state.cause });
   }
 
   private teardown(ask: boolean): Promise<void> {
-    return this.group.teardown(ask, this.opts.shutdownGraceMs, () => this.tracker.close());
+    return this.group.teardown(ask, this.opts.shutdownGraceMs, () => this.tracker.watch.close());
   }
 }

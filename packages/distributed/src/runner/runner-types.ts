@@ -3,7 +3,7 @@
  * the options of one call.
  */
 import type { CrashPhase } from '../errors.js';
-import type { ProgressPhase } from '../shm/progress.js';
+import type { PeerWait, ProgressPhase } from '../shm/progress.js';
 import type { TransitionTable } from '../state-machine.js';
 import type { RunnerLoadProgress } from './runner-channels.js';
 
@@ -37,6 +37,8 @@ export interface StallInfo {
   phase: ProgressPhase;
   /** Milliseconds since its last progress, when reported. */
   sinceMs: number;
+  /** A rank stalled in a pipeline's point-to-point `send`/`recv` (Python ranks): the peer it waits on. */
+  waitsOn?: PeerWait;
 }
 
 /** A rank process that exited without being asked (the `rankExit` event). */

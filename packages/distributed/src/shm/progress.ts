@@ -74,9 +74,17 @@ export class ProgressPublisher {
 }
 
 /** One reading of a rank's progress block. */
+/** A rank in a point-to-point send or receive (a pipeline's `torch.distributed.send`/`recv`): which peer it waits on. */
+export interface PeerWait {
+  op: 'send' | 'recv';
+  rank: number;
+}
+
 export interface ProgressReading {
   counter: number;
   phase: ProgressPhase;
+  /** Set in the `collective` phase of a `send` or `recv`: the peer (bits 8-15 of the phase word: peer + 1; bit 16: a receive). */
+  waitsOn?: PeerWait;
 }
 
 /** The parent's side: reads a rank's block (opened on first use). */
@@ -97,8 +105,11 @@ export class ProgressReader {
     } catch {
       return null;
     }
-    const phase = PROGRESS_PHASES[this.bytes.readUInt32LE(PHASE_OFFSET)] ?? 'idle';
-    return { counter: this.bytes.readUInt32LE(COUNTER_OFFSET), phase };
+    const word = this.bytes.readUInt32LE(PHASE_OFFSET);
+    const phase = PROGRESS_PHASES[word & 0xff] ?? 'idle';
+    const peer = (word >>> 8) & 0xff;
+    const counter = this.bytes.readUInt32LE(COUNTER_OFFSET);
+    return peer > 0 ? { counter, phase, waitsOn: { op: word & 0x10000 ? 'recv' : 'send', rank: peer - 1 } } : { counter, phase };
   }
 
   close(): void {

@@ -111,7 +111,7 @@ export abstract class DistributedWorker<TInput = any, TResult = any, TArgs = any
     return mem ? new type(mem.buffer, mem.byteOffset, length) : new type(length);
   }
 
-  /** True on rank 0, whose result the runner returns. */
+  /** True on rank 0 (the runner returns the `outputRank`'s result, rank 0 by default). */
   get isLeader(): boolean {
     return this.rank === 0;
   }

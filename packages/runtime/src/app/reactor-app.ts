@@ -21,6 +21,8 @@ export interface AppBinding {
   readonly logger: Logger;
   /** `this.input`: one buffer per inbound track, by property name. */
   readonly input: Readonly<Record<string, InputBuffer>>;
+  /** The running step's restart switch (`this.restartSignal`). */
+  restartSignal(): AbortSignal | undefined;
 }
 
 /**
@@ -143,6 +145,22 @@ export abstract class ReactorApp<
   get input(): InputBuffers<Tracks> {
     return (this[APP_BINDING]?.input ?? NO_INPUT) as InputBuffers<Tracks>;
   }
+
+  /**
+   * During `generate()`: aborts when an urgent state field changes (`@InputField({ urgent: true })`)
+   * while this step runs, so the frames it makes would show the old value. Pass it to the runner
+   * call (`runner.generate(input, { signal: this.restartSignal })`): the call is cancelled, the
+   * step is dropped and runs again with the new value. Undefined outside a step.
+   */
+  get restartSignal(): AbortSignal | undefined {
+    return this.urgent ? this[APP_BINDING]?.restartSignal() : undefined;
+  }
+
+  /**
+   * Whether this app's urgent fields act as urgent (default true). An app may switch it from its
+   * config in `load()` (the world app's `urgent: false`, to measure the difference).
+   */
+  urgent = true;
 
   /** Playout control (`this.output.flush()`). */
   get output(): OutputControl {

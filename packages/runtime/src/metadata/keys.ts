@@ -40,6 +40,16 @@ export interface InputFieldOptions<T = unknown> {
    * constraints allow (`@IsIn([...], { each: true })`).
    */
   keys?: Readonly<Record<string, string>>;
+  /**
+   * Marks the field urgent (issue 39): a change supersedes the work in flight for frames not yet
+   * shown. When its setter arrives during a step, the step's {@link ReactorApp.restartSignal}
+   * aborts (an app that passes it to its runner call gets that call cancelled, and the step runs
+   * again with the new value), and the frames still queued from the old value are dropped as
+   * `this.output.flush()` drops them; its `applied` names the first frame of the new one.
+   * Rate-limited: at most one urgent change (one restart) per chunk; a later one in the same chunk
+   * applies as an ordinary change, at the next step.
+   */
+  urgent?: boolean;
 }
 
 /** Options of `@UploadField`: what a file must be for this field or parameter to take it. */

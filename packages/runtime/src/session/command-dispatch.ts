@@ -28,7 +28,39 @@ export class CommandDispatch {
     private readonly status: () => SessionStatus,
     /** Sends the session's state to its clients (a setter changed it). */
     private readonly broadcastState: () => void,
+    /** Drops the session's queued frames and tells clients to cut (an urgent change). */
+    private readonly flush: () => void = () => {},
   ) {}
+
+  /**
+   * An urgent setter (`@InputField({ urgent: true })`, issue 39), before it queues for the lock:
+   * it aborts the running step's restart switch, at most once a chunk (until a step completes);
+   * true when granted (its change then drops the frames queued from the old value). A later one
+   * in the same chunk is an ordinary change (counted, said once a session).
+   */
+  private urgentGrant(msg: CommandMessage): boolean {
+    const spec = typeof msg?.name === 'string' ? this.core.def.commands.get(msg.name) : undefined;
+    const session = this.core.session;
+    if (spec?.kind !== 'setter' || spec.field?.options.urgent !== true || this.core.app.urgent === false || !session || session.over) return false;
+    if (!session.urgentReady) {
+      this.core.counters.urgentRateLimited++;
+      if (!this.limitedSaid.has(session)) {
+        this.limitedSaid.add(session);
+        this.core.logger.info(
+          `urgent change of ${spec.field.property} rate-limited (urgent_rate_limited): the chunk was restarted already; it applies at the next chunk (at most one restart a chunk)`,
+        );
+      }
+      return false;
+    }
+    session.urgentReady = false;
+    session.urgentPending++;
+    const restart = session.urgentRestart;
+    if (restart && !restart.signal.aborted) restart.abort(new Error(`an urgent change of ${spec.field.property} supersedes this chunk`));
+    return true;
+  }
+
+  /** Sessions told about a rate-limited urgent change already. */
+  private readonly limitedSaid = new WeakSet<HostSession>();
 
   /** Runs one command for `client` under the lock; the answer is returned (the caller sends it). */
   async dispatch(client: HostClient, msg: CommandMessage): Promise<ReplyMessage | ErrorMessage> {
@@ -42,7 +74,15 @@ export class CommandDispatch {
         this.core.counters.commands++;
         answer = refused;
       } else if (refs.length === 0 && client.uploadChain === undefined) {
-        answer = await this.core.task(() => this.execute(client, msg, id));
+        const urgent = this.urgentGrant(msg);
+        const session = this.core.session;
+        answer = await this.core.task(async () => {
+          if (urgent && session) session.urgentPending--;
+          const a = await this.execute(client, msg, id);
+          // The frames still queued show the old value: dropped, as this.output.flush() drops them.
+          if (urgent && a.type === 'reply') this.flush();
+          return a;
+        });
       } else {
         // Upload references are resolved outside the lock (a wait for bytes must not hold the
         // step loop), and the client's later commands queue behind this one: arrival order holds.

@@ -33,6 +33,10 @@ export interface HostCounters {
   inputFramesAccepted: number;
   /** Inbound frames evicted unread because their buffer was full (the app reads slower than the publisher sends). */
   inputFramesEvicted: number;
+  /** Steps cancelled and run again because an urgent change superseded them (`@InputField({ urgent })`). */
+  urgentRestarts: number;
+  /** Urgent changes that came while the chunk had been restarted already: applied as ordinary changes. */
+  urgentRateLimited: number;
 }
 
 /** The state and plumbing every part of a host shares (one per host). */
@@ -50,6 +54,8 @@ export class HostCore {
     framesDropped: 0,
     inputFramesAccepted: 0,
     inputFramesEvicted: 0,
+    urgentRestarts: 0,
+    urgentRateLimited: 0,
   };
   readonly lock = new StepLock();
   readonly clients = new Map<string, HostClient>();

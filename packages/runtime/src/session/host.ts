@@ -118,7 +118,14 @@ export class AppHost implements AppHostApi {
     this.tracks = new InputTracks(core, this.control);
     this.files = new HostUploads(core, resolved.uploads, () => this.lifecycle.is('closing', 'closed'));
     this.uploads = this.files.api;
-    this.commands = new CommandDispatch(core, this.control, this.files, status, () => this.broadcast.broadcastState());
+    this.commands = new CommandDispatch(
+      core,
+      this.control,
+      this.files,
+      status,
+      () => this.broadcast.broadcastState(),
+      () => this.broadcast.flush(),
+    );
     this.steps = new StepLoop(
       core,
       this.broadcast,
@@ -140,6 +147,7 @@ export class AppHost implements AppHostApi {
               new ReactorError(RuntimeErrorCode.ClipsDisabled, 'this host keeps no clip ring: serve the app with `recording:` clips set in reactor.yaml'),
             ),
       broadcastState: () => this.broadcast.broadcastState(),
+      restartSignal: () => this.core.session?.urgentRestart?.signal,
       weightsPath: this.ctx.weightsPath,
       logger: this.ctx.logger,
       input: this.tracks.input,

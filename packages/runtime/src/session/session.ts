@@ -34,6 +34,12 @@ export class Session<C = unknown> {
   readonly announced = new Map<string, C>();
   /** Aborts when a command or hook queues behind the running step: a read the step waits in gives way. */
   stepInterrupt: AbortController | undefined;
+  /** The running step's restart switch (`ReactorApp.restartSignal`): aborted by an urgent change. */
+  urgentRestart: AbortController | undefined;
+  /** False from an urgent change until a step completes: at most one urgent change (restart) per chunk. */
+  urgentReady = true;
+  /** Granted urgent changes still queued for the lock: a step that starts before they run is restarted at once. */
+  urgentPending = 0;
   /** The session's uploads (created by the first announcement; closed, files and folder deleted, when the session ends). */
   uploads: UploadStore | undefined;
   /** The reason of the last refused step, logged once until it changes. */

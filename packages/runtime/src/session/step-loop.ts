@@ -127,6 +127,10 @@ export class StepLoop {
     // Tasks queued behind this step: a read that would wait gives way at once.
     if (this.core.tasksWaiting > 0) interrupt.abort(stepGaveWay());
     session.stepInterrupt = interrupt;
+    // An urgent change aborts it (the app passes it on as `this.restartSignal`): at most once a chunk.
+    session.urgentRestart = new AbortController();
+    // A granted urgent change queued before this step took the lock: this step reads the old value.
+    if (session.urgentPending > 0) session.urgentRestart.abort(new Error('an urgent change waits to run'));
     const startMs = performance.now();
     const span = this.tracing.begin(startMs, this.core.def.appClass.name, session.id);
     this.sampled = false;
@@ -135,6 +139,7 @@ export class StepLoop {
       return await (span ? span.run(run) : run());
     } finally {
       session.stepInterrupt = undefined;
+      session.urgentRestart = undefined;
       span?.end(startMs, this.sampled ? this.sample : undefined, this.runnerCalls.lastCalls);
     }
   }
@@ -149,6 +154,8 @@ export class StepLoop {
       await this.failSession(session, 'processInput', err);
       return undefined;
     }
+    // Superseded before the model ran (an urgent change came meanwhile): no call at all.
+    if (session.urgentRestart?.signal.aborted) return this.restarted(session);
     const t0 = performance.now();
     let result: unknown;
     let error: unknown;
@@ -159,9 +166,14 @@ export class StepLoop {
       // A model that reads a closed (or silent) input track is waiting for a publisher, not broken.
       if (isInputUnavailable(err)) return this.refuse(session, err.message);
       if (session.stepInterrupt?.signal.aborted && err === session.stepInterrupt.signal.reason) return this.refuse(session, (err as Error).message, false);
+      if (session.urgentRestart?.signal.aborted) return this.restarted(session);
       error = err ?? new Error('generate() threw a nullish value');
       counters.modelErrors++;
     }
+    // Superseded by an urgent change while it ran: its frames show the old value (and an app that
+    // did not pass restartSignal on has made them anyway): dropped, the step runs again.
+    if (session.urgentRestart?.signal.aborted) return this.restarted(session);
+    session.urgentReady = true;
     if (session.lastRefusal !== undefined) {
       session.lastRefusal = undefined;
       this.broadcast.publishStatus();
@@ -211,6 +223,12 @@ export class StepLoop {
   private emitStep(outputFrom: number): void {
     this.sample.processOutputMs = performance.now() - outputFrom;
     for (const l of this.stepListeners) this.core.safe(l, () => l(this.sample));
+  }
+
+  /** A step an urgent change superseded: dropped without a word to the clients; the next step reads the change. */
+  private restarted(session: HostSession): 'refused' {
+    this.core.counters.urgentRestarts++;
+    return this.refuse(session, 'restarted: an urgent change supersedes this chunk', false);
   }
 
   /** Counts a refused step and logs its reason once (until a step runs or the reason changes). */

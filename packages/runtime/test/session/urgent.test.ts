@@ -1,0 +1,97 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { IsString } from 'class-validator';
+import type { AppliedMessage } from '@reactor/protocol';
+import { InputField, InputState, Output, ReactorApp, reactorApp, Video } from '../../src/index.js';
+import { command as cmd, RecordingSink, rgbFrames, useHosts } from '../../src/testing.js';
+
+// Issue 39, point 5: an urgent state field supersedes the chunk in flight: the step's
+// restartSignal aborts, the queued frames of the old value are dropped (a flush), `applied` names
+// the first frame of the new value; at most one restart a chunk however many changes come.
+const start = useHosts(afterEach);
+
+class PromptState extends InputState {
+  @InputField({ default: 'hold', urgent: true })
+  @IsString()
+  prompt!: string;
+}
+
+class Out extends Output {
+  @Video({ width: 1, height: 1 }) main?: Video;
+}
+
+/** A model whose chunk takes as long as it likes while the prompt says `hold...`: until its restartSignal aborts. */
+@reactorApp({ state: PromptState, output: Out, fps: 500 })
+class HoldingApp extends ReactorApp<PromptState> {
+  aborts = 0;
+  /** Resolves when a chunk holds (the model is in flight). */
+  holding!: Promise<void>;
+  private held!: () => void;
+  constructor() {
+    super();
+    this.holding = new Promise((r) => (this.held = r));
+  }
+  async generate(s: PromptState): Promise<Out> {
+    if (s.prompt.startsWith('hold')) {
+      const signal = this.restartSignal!;
+      this.held();
+      await new Promise((_resolve, reject) =>
+        signal.aborted
+          ? reject(signal.reason as Error)
+          : signal.addEventListener(
+              'abort',
+              () => {
+                this.aborts++;
+                reject(signal.reason as Error);
+              },
+              { once: true },
+            ),
+      );
+    }
+    return new Out({ main: rgbFrames(1, 1, 1, s.prompt.length) });
+  }
+}
+
+const applied = (sink: RecordingSink, id: string) => sink.messages.find((m): m is AppliedMessage => m.type === 'applied' && m.id === id);
+
+describe('urgent state fields', () => {
+  it('restart the chunk in flight, drop the old frames, and name the first new frame', async () => {
+    const host = start(HoldingApp);
+    await host.load();
+    const sink = new RecordingSink();
+    const h = host.connect(sink);
+    // The first chunk holds (prompt "hold"): without the restart this command would wait for it forever.
+    await (host.app as HoldingApp).holding;
+    expect(await h.command(cmd('c1', 'set_prompt', { prompt: 'go' }))).toMatchObject({ type: 'reply', id: 'c1' });
+    await sink.waitForMessage((m) => m.type === 'applied' && m.id === 'c1');
+    const ack = applied(sink, 'c1')!;
+    expect(ack).toMatchObject({ outcome: 'applied', track: 'main' });
+    // The frame it names shows the new prompt ('go': 2), and it is the first frame.
+    const frame = sink.frames.find((f) => f.seq === (ack as Extract<AppliedMessage, { outcome: 'applied' }>).seq)!;
+    expect(frame.rgb[0]).toBe(2);
+    expect(sink.frames[0]!.seq).toBe(frame.seq);
+    expect(sink.messages.some((m) => m.type === 'flush')).toBe(true);
+    expect((host.app as HoldingApp).aborts).toBe(1);
+    expect(host.counters).toMatchObject({ urgentRestarts: 1, urgentRateLimited: 0, modelErrors: 0 });
+  });
+
+  it('cost at most one restart a chunk however many urgent changes come', async () => {
+    const host = start(HoldingApp);
+    await host.load();
+    const sink = new RecordingSink();
+    const h = host.connect(sink);
+    await (host.app as HoldingApp).holding;
+    // A flood while the chunk holds: the first restarts it, the others are ordinary changes.
+    const answers = await Promise.all(['hold-2', 'hold-3', 'hold-4', 'go!'].map((prompt, i) => h.command(cmd(`f${i}`, 'set_prompt', { prompt }))));
+    expect(answers.map((a) => a.type)).toEqual(['reply', 'reply', 'reply', 'reply']);
+    await sink.waitForMessage((m) => m.type === 'applied' && m.id === 'f3');
+    expect(applied(sink, 'f3')).toMatchObject({ outcome: 'applied' });
+    expect(['f0', 'f1', 'f2'].map((id) => applied(sink, id)?.outcome)).toEqual(['superseded', 'superseded', 'superseded']);
+    expect((host.app as HoldingApp).aborts).toBe(1);
+    expect(host.counters).toMatchObject({ urgentRestarts: 1, urgentRateLimited: 3 });
+    // One flush: the granted change's.
+    expect(sink.messages.filter((m) => m.type === 'flush')).toHaveLength(1);
+    // Frames show the last prompt ('go!': 3) only.
+    await sink.waitForFrames(2);
+    expect(sink.frames.every((f) => f.rgb[0] === 3)).toBe(true);
+  });
+});
