@@ -52,6 +52,8 @@ export const DistributedErrorCode = {
   PythonWorkerInvalid: 'python_worker_invalid',
   /** A value that cannot travel between TypeScript and a Python rank ({@link PythonWorkerError}). */
   PythonValue: 'python_value',
+  /** `runner.snapshot()` / `runner.restore()` on a worker without `snapshot()` / `restore()` (`SnapshotUnsupportedError`). */
+  SnapshotUnsupported: 'snapshot_unsupported',
 } as const;
 /** One of {@link DistributedErrorCode}'s values. */
 export type DistributedErrorCode = (typeof DistributedErrorCode)[keyof typeof DistributedErrorCode];
@@ -79,12 +81,14 @@ export interface CrashInfo {
 }
 
 /** What the runner was doing when a rank exited: `start()`, a call, or nothing (between calls). */
-export type CrashPhase = 'start' | 'generate' | 'reset' | 'idle';
+export type CrashPhase = 'start' | 'generate' | 'reset' | 'snapshot' | 'restore' | 'idle';
 
 const CRASH_PHASE_TEXT: Record<CrashPhase, string> = {
   start: 'during start()',
   generate: 'during generate()',
   reset: 'during reset()',
+  snapshot: 'during snapshot()',
+  restore: 'during restore()',
   idle: 'during idle (between calls)',
 };
 

@@ -4,7 +4,10 @@
  */
 export { ReactorApp } from './app/reactor-app.js';
 export type { OutputControl, ClipOptions, AppReadiness, AppNotReadyReason } from './app/reactor-app.js';
-export type { AppOptions } from './app/app-options.js';
+export type { AppOptions, SnapshotOptions } from './app/app-options.js';
+export { SnapshotError, SnapshotErrorCode } from './snapshot/snapshot-errors.js';
+export { REWIND_COMMAND } from './app/snapshot-spec.js';
+export type { RewindResult } from './session/snapshots.js';
 export { StepOutcome } from './app/step-outcome.js';
 export { getWeightsPath, WEIGHTS_PATH_ENV } from './app/weights.js';
 export { loadAppConfig, configKeys, AppConfigError } from './app/app-config.js';

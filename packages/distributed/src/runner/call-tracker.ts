@@ -126,7 +126,8 @@ export class CallTracker {
   begin(op: CallOp, ref: Payload | null, signal: AbortSignal | undefined, view: boolean, t0 = -1): Promise<unknown> {
     const name = `${op}()`;
     const id = ++this.callId;
-    if (op === 'generate') this.resultGeneration++;
+    // A snapshot's answer takes rank 0's result block too: a generateView() result before it is stale.
+    if (op === 'generate' || op === 'snapshot') this.resultGeneration++;
     return new Promise((resolve, reject) => {
       const onAbort = () => this.onCancel(flight, signal!.reason);
       const flight: InFlight = {

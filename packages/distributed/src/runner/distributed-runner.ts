@@ -279,6 +279,25 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
   }
 
   /**
+   * Runs the worker's `snapshot()` on every rank, between calls, and returns rank 0's value (its
+   * typed arrays copied out of shared memory): the model half of a session snapshot
+   * (docs/snapshots.md). Same outcome policy as {@link DistributedRunner.generate}.
+   * @throws {@link SnapshotUnsupportedError} (`snapshot_unsupported`) when the worker has no `snapshot()`
+   */
+  snapshot(): Promise<unknown> {
+    return this.core.call('snapshot', undefined, undefined, false);
+  }
+
+  /**
+   * Runs the worker's `restore(value)` on every rank with the same value (a copy each rank owns),
+   * between calls. Same outcome policy as {@link DistributedRunner.generate}.
+   * @throws {@link SnapshotUnsupportedError} (`snapshot_unsupported`) when the worker has no `restore()`
+   */
+  async restore(value: unknown): Promise<void> {
+    await this.core.call('restore', value, undefined, false);
+  }
+
+  /**
    * Stops every rank and unlinks every shared-memory block. Idempotent and safe mid-call (the
    * call in flight rejects with `runner_unusable`). A healthy, idle runner asks its ranks to
    * exit and waits `shutdownGraceMs`; otherwise, and after that, SIGTERM then SIGKILL go to each

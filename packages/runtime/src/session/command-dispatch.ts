@@ -17,6 +17,7 @@ import type { Control } from './control.js';
 import type { HostClient, HostSession } from './host-client.js';
 import type { HostCore } from './host-core.js';
 import type { HostUploads } from './host-uploads.js';
+import type { Snapshots } from './snapshots.js';
 
 /** Runs the commands of a host's clients. */
 export class CommandDispatch {
@@ -28,6 +29,8 @@ export class CommandDispatch {
     private readonly status: () => SessionStatus,
     /** Sends the session's state to its clients (a setter changed it). */
     private readonly broadcastState: () => void,
+    /** The built-in `rewind` (an app with snapshots). */
+    private readonly snapshots?: Snapshots,
   ) {}
 
   /** Runs one command for `client` under the lock; the answer is returned (the caller sends it). */
@@ -102,6 +105,7 @@ export class CommandDispatch {
       };
     }
     if (uploads && uploads.size > 0) params = { ...params, ...Object.fromEntries(uploads) };
+    if (spec.builtin === 'rewind' && this.snapshots) return this.snapshots.rewind(client, session, params as Record<string, unknown>, id);
     return spec.kind === 'setter' ? this.runSetter(spec, client, session, params, id) : this.runEvent(spec, client, session, params, id);
   }
 

@@ -33,6 +33,14 @@ export interface HostCounters {
   inputFramesAccepted: number;
   /** Inbound frames evicted unread because their buffer was full (the app reads slower than the publisher sends). */
   inputFramesEvicted: number;
+  /** Session snapshots taken for the rewind rings. */
+  snapshots: number;
+  /** Snapshots that failed (each stops its session's ring). */
+  snapshotFailures: number;
+  /** Bytes the rewind rings hold now (a gauge). */
+  snapshotBytes: number;
+  /** Rewinds made. */
+  rewinds: number;
 }
 
 /** The state and plumbing every part of a host shares (one per host). */
@@ -50,6 +58,10 @@ export class HostCore {
     framesDropped: 0,
     inputFramesAccepted: 0,
     inputFramesEvicted: 0,
+    snapshots: 0,
+    snapshotFailures: 0,
+    snapshotBytes: 0,
+    rewinds: 0,
   };
   readonly lock = new StepLock();
   readonly clients = new Map<string, HostClient>();
