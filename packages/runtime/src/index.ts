@@ -7,7 +7,7 @@ export type { OutputControl, ClipOptions, AppReadiness, AppNotReadyReason } from
 export type { AppOptions, SnapshotOptions } from './app/app-options.js';
 export { SnapshotError, SnapshotErrorCode } from './snapshot/snapshot-errors.js';
 export { REWIND_COMMAND } from './app/snapshot-spec.js';
-export type { RewindResult } from './session/snapshots.js';
+export type { RewindResult, SnapshotsApi } from './session/snapshots.js';
 export { StepOutcome } from './app/step-outcome.js';
 export { getWeightsPath, WEIGHTS_PATH_ENV } from './app/weights.js';
 export { loadAppConfig, configKeys, AppConfigError } from './app/app-config.js';

@@ -24,7 +24,7 @@ import { Playout } from './playout.js';
 import { Session } from './session.js';
 import { LoadProgress, RankGpuBusy } from './runner-signals.js';
 import { StepLoop } from './step-loop.js';
-import { Snapshots } from './snapshots.js';
+import { Snapshots, type SnapshotsApi, snapshotsOf } from './snapshots.js';
 import type { StepSample } from './step-stages.js';
 import { loadTracingApi } from './step-tracing.js';
 import type { AppHostApi, ClientHandle, ClientInfo, ClientSink, MediaListener, Readiness, UploadsApi } from './transport.js';
@@ -79,8 +79,8 @@ export class AppHost implements AppHostApi {
   private readonly files: HostUploads;
   private readonly commands: CommandDispatch;
   private readonly steps: StepLoop;
-  /** Session snapshots and rewind, for an app with `@reactorApp({ snapshot })`. */
-  private readonly snapshots: Snapshots | undefined;
+  /** The current session's snapshots, taken and restored between steps (an app with `@reactorApp({ snapshot })`; docs/snapshots.md). */
+  readonly snapshots: SnapshotsApi | undefined;
   private readonly members: Members;
   private readonly progress: LoadProgress;
   private readonly gpu: RankGpuBusy;
@@ -121,15 +121,8 @@ export class AppHost implements AppHostApi {
     this.tracks = new InputTracks(core, this.control);
     this.files = new HostUploads(core, resolved.uploads, () => this.lifecycle.is('closing', 'closed'));
     this.uploads = this.files.api;
-    const snapshots = this.def.snapshot
-      ? new Snapshots(
-          core,
-          this.def.snapshot,
-          () => this.broadcast.flush(),
-          () => this.broadcast.broadcastState(),
-        )
-      : undefined;
-    this.snapshots = snapshots;
+    const snapshots = Snapshots.of(core, this.broadcast);
+    this.snapshots = snapshots?.api;
     this.commands = new CommandDispatch(core, this.control, this.files, status, () => this.broadcast.broadcastState(), snapshots);
     this.steps = new StepLoop(
       core,
@@ -511,7 +504,7 @@ export class AppHost implements AppHostApi {
       }
     }
     session.lifecycle.to('ended');
-    this.snapshots?.ended(session);
+    snapshotsOf(this.snapshots)?.ended(session);
     session.announced.clear();
     this.tracks.resetBuffers();
     this.core.session = undefined;

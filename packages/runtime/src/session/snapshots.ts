@@ -12,6 +12,7 @@
 import { type ErrorMessage, type ReplyMessage, WireErrorCode } from '@reactor/protocol';
 import { REWIND_COMMAND, type SnapshotSpec } from '../app/snapshot-spec.js';
 import { decodeSnapshot, encodeSnapshot, type SnapshotHeader } from '../snapshot/snapshot-codec.js';
+import { NoSessionError } from '../errors/errors.js';
 import { SnapshotError, SnapshotErrorCode } from '../snapshot/snapshot-errors.js';
 import { errorReply, invalidParams } from './answers.js';
 import type { HostClient, HostSession } from './host-client.js';
@@ -61,20 +62,75 @@ export interface RewindResult {
   restoreMs: number;
 }
 
+/** `AppHost.snapshots`: the current session's whole state as bytes, and back (between steps, under the step lock). */
+export interface SnapshotsApi {
+  /**
+   * A snapshot of the current session now, between steps: checked bytes (docs/snapshots.md).
+   * @throws NoSessionError (`no_session`); SnapshotError (`snapshot_value`, `snapshot_too_big`); what the app's `snapshot()` throws
+   */
+  take(): Promise<Uint8Array>;
+  /**
+   * Restores snapshot bytes into the current session, between steps: queued frames are dropped
+   * (clients told `flush`), waiting commands told `superseded`, the state sent again.
+   * @throws NoSessionError; SnapshotError (`snapshot_corrupt`, `snapshot_truncated`, `snapshot_too_big`, `snapshot_app_mismatch`, `snapshot_version_mismatch`) with nothing changed; what the app's `restore()` throws
+   */
+  restore(bytes: Uint8Array): Promise<void>;
+}
+
+const owners = new WeakMap<SnapshotsApi, Snapshots>();
+
+/** @internal The {@link Snapshots} behind an `AppHost.snapshots`. */
+export function snapshotsOf(api: SnapshotsApi | undefined): Snapshots | undefined {
+  return api ? owners.get(api) : undefined;
+}
+
+/** What the snapshots need of the host's broadcast: the flush (clients cut) and the state message. */
+interface SnapshotBroadcast {
+  flush(): void;
+  broadcastState(): void;
+}
+
 /** The host's snapshots: one ring per session, taken by the step loop, restored by `rewind`. */
 export class Snapshots {
   private readonly rings = new WeakMap<HostSession, SessionRing>();
   /** Bytes held by every live ring, for `/metrics`. */
   private heldBytes = 0;
+  readonly api: SnapshotsApi;
 
-  constructor(
+  /** The snapshots of an app that declares them (`@reactorApp({ snapshot })`), or undefined. */
+  static of(core: HostCore, broadcast: SnapshotBroadcast): Snapshots | undefined {
+    return core.def.snapshot ? new Snapshots(core, core.def.snapshot, broadcast) : undefined;
+  }
+
+  private constructor(
     private readonly core: HostCore,
     readonly spec: SnapshotSpec,
-    /** Drops queued frames and tells clients to cut (the host's flush). */
-    private readonly flush: () => void,
-    /** Sends the session's state to its clients. */
-    private readonly broadcastState: () => void,
-  ) {}
+    private readonly broadcast: SnapshotBroadcast,
+  ) {
+    this.api = {
+      take: () => core.task(async () => this.capture(this.current())),
+      restore: (bytes) =>
+        core.task(async () => {
+          const session = this.current();
+          await this.restore(session, bytes);
+          this.afterRestore(session);
+        }),
+    };
+    owners.set(this.api, this);
+  }
+
+  private current(): HostSession {
+    const s = this.core.session;
+    if (!s || s.over) throw new NoSessionError('no session is running: a snapshot is taken of (and restored into) the current session');
+    return s;
+  }
+
+  /** Clients cut to the restored state: queued frames dropped, waiting commands superseded, the state sent. */
+  private afterRestore(session: HostSession): void {
+    this.broadcast.flush();
+    session.acks.rewound();
+    this.broadcast.broadcastState();
+  }
 
   private ring(session: HostSession): SessionRing {
     let r = this.rings.get(session);
@@ -254,9 +310,7 @@ export class Snapshots {
     r.since = 0;
     this.core.counters.snapshotBytes = this.heldBytes;
     this.core.counters.rewinds++;
-    this.flush();
-    session.acks.rewound();
-    this.broadcastState();
+    this.afterRestore(session);
     session.acks.changed({ client, id, key: `event:${REWIND_COMMAND}` });
     const result: RewindResult = {
       seq: target.firstSeq!,

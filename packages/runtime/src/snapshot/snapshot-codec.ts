@@ -141,7 +141,8 @@ export function encodeSnapshot(header: SnapshotHeader, body: unknown, maxBytes: 
     .update(out.subarray(0, total - DIGEST_BYTES))
     .digest()
     .copy(out, total - DIGEST_BYTES);
-  return out;
+  // A plain Uint8Array (Buffer.alloc's memory is its own, not the pool's): slice() copies, as users expect.
+  return new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
 }
 
 /**
