@@ -37,7 +37,9 @@ describe('runner snapshot() and restore()', () => {
   });
 
   it('Python ranks: a snapshot round trip gives the same step again', async () => {
-    await roundTrip(track(new DistributedRunner(pythonWorker('snapshot_worker:SnapshotWorker', { path: [FIXTURES], interpreter: PY }), { worldSize: 2, logger: quiet })));
+    await roundTrip(
+      track(new DistributedRunner(pythonWorker('snapshot_worker:SnapshotWorker', { path: [FIXTURES], interpreter: PY }), { worldSize: 2, logger: quiet })),
+    );
   });
 
   it('a worker without snapshot()/restore() is refused with snapshot_unsupported; the runner stays healthy', async () => {

@@ -68,7 +68,8 @@ export function compileSnapshot(
     fail(appName, 'rewindRoles', `must be a non-empty list of snake_case role names, got ${JSON.stringify(roles)}`);
   }
   const perSecond = options.rewindsPerSecond ?? 2;
-  if (typeof perSecond !== 'number' || !Number.isFinite(perSecond) || perSecond <= 0) fail(appName, 'rewindsPerSecond', `must be a positive number, got ${String(perSecond)}`);
+  if (typeof perSecond !== 'number' || !Number.isFinite(perSecond) || perSecond <= 0)
+    fail(appName, 'rewindsPerSecond', `must be a positive number, got ${String(perSecond)}`);
   const maxBytes = positiveInt(appName, 'maxBytes', options.maxBytes, 32 * 1024 * 1024);
   const ringBytes = positiveInt(appName, 'ringBytes', options.ringBytes, 64 * 1024 * 1024);
   const schemaHash = createHash('sha256')

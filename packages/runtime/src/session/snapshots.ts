@@ -292,7 +292,11 @@ export class Snapshots {
       const range = oldest
         ? `the ring holds frames ${oldest.firstSeq} to ${newest!.firstSeq} (${((now - oldest.playedAt!) / 1000).toFixed(1)} s back at most)`
         : 'the ring holds no snapshot yet';
-      return errorReply(id, WireErrorCode.RewindOutOfRange, `rewind: nothing to go back to at ${seq !== undefined ? `seq ${String(seq)}` : `${String(seconds)} s back`}: ${range}`);
+      return errorReply(
+        id,
+        WireErrorCode.RewindOutOfRange,
+        `rewind: nothing to go back to at ${seq !== undefined ? `seq ${String(seq)}` : `${String(seconds)} s back`}: ${range}`,
+      );
     }
     r.tokens -= 1;
     const t0 = performance.now();

@@ -112,7 +112,10 @@ export function encodeSnapshot(header: SnapshotHeader, body: unknown, maxBytes: 
       const proto = Object.getPrototypeOf(v) as unknown;
       if (proto !== Object.prototype && proto !== null) {
         const name = (v as object).constructor?.name ?? 'object';
-        throw new SnapshotError(SnapshotErrorCode.Value, `${path} is a ${name}: a snapshot holds typed arrays and plain data (objects, arrays, strings, numbers, booleans, null)`);
+        throw new SnapshotError(
+          SnapshotErrorCode.Value,
+          `${path} is a ${name}: a snapshot holds typed arrays and plain data (objects, arrays, strings, numbers, booleans, null)`,
+        );
       }
       const out: Record<string, unknown> = {};
       for (const [k, x] of Object.entries(v)) if (x !== undefined) out[k] = walk(x, `${path}.${k}`, depth + 1);
