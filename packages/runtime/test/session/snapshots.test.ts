@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { IsInt, IsString } from 'class-validator';
 import { Frames, InputField, InputState, Output, ReactorApp, reactorApp, SnapshotError, Video } from '../../src/index.js';
 import { describeApp } from '../../src/app/registry.js';
-import { RecordingSink, rgbFrames, useHosts } from '../../src/testing.js';
+import { command as cmd, RecordingSink, rgbFrames, useHosts } from '../../src/testing.js';
 
 const start = useHosts(afterEach);
 
@@ -97,6 +97,25 @@ describe('session snapshots (AppHost.snapshots)', () => {
     expect(app.made).toBeLessThanOrEqual(made + 1);
     expect(sink.ofType('flush').length).toBe(flushes + 1);
     expect(sink.ofType('state').length).toBe(states + 1);
+  });
+
+  it('rewind follows the roles: a spectator is refused, a role named in rewindRoles may', async () => {
+    @reactorApp({ state: CounterState, output: Out, fps: 500, snapshot: { everySteps: 1, rewindRoles: ['controller', 'editor'] } })
+    class Roles extends ReactorApp<CounterState> {
+      generate(s: CounterState): Out {
+        return new Out({ main: new Frames(rgbFrames(1, 2, 2, s.value), [1, 2, 2, 3]) });
+      }
+    }
+    expect(describeApp(Roles).schema.commands.find((c) => c.name === 'rewind')!.roles).toEqual(['controller', 'editor']);
+    const host = start(Roles);
+    await host.load();
+    const lead = new RecordingSink();
+    host.connect(lead);
+    await lead.waitForFrames(4);
+    const spectator = host.connect(new RecordingSink(), { role: 'spectator' });
+    expect(await spectator.command(cmd('s1', 'rewind', { seq: 1 }))).toMatchObject({ type: 'error', code: 'forbidden_role' });
+    const editor = host.connect(new RecordingSink(), { role: 'editor' });
+    expect(await editor.command(cmd('e1', 'rewind', { seq: 1 }))).toMatchObject({ type: 'reply', result: { seq: 1 } });
   });
 
   it('refuses corrupt, truncated, other-app, other-version and too-big bytes with their codes, changing nothing', async () => {
