@@ -250,6 +250,11 @@ export class HostSwitch implements ServableHost {
     return this.#current.counters;
   }
 
+  /** The current host's session snapshots (its session log, saved with a recording). */
+  get snapshots(): ServableHost['snapshots'] {
+    return this.#current.snapshots;
+  }
+
   get uploads(): UploadsApi | undefined {
     return this.#current.uploads ? this.#uploads : undefined;
   }

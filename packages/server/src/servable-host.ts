@@ -40,6 +40,8 @@ export interface ServableHost extends AppHostApi {
   rankGpuBusy?(): readonly { rank: number; ratio: number }[];
   /** Cumulative counters (`AppHost.counters`): `steps` feeds `reactor_steps_total`. */
   readonly counters?: HostCounterView;
+  /** An app with session snapshots (`AppHost.snapshots`): its session log is saved beside each recording. */
+  readonly snapshots?: { log(): object | undefined };
   /** A status listener (`AppHost.onStatus`): the server closes its video encoders when a session ends. */
   onStatus?(listener: (status: SessionStatus) => void): (() => void) | void;
   /** The playout tap (`AppHost.onMedia`): the clip ring and recordings read it. */

@@ -128,6 +128,7 @@ export class CommandDispatch {
     if (details.length > 0) return invalidParams(id, spec.name, details);
     (session.state as unknown as Record<string, unknown>)[field.property] = params[field.wire];
     session.acks.changed({ client, id, key: `field:${field.property}` });
+    this.snapshots?.logCommand(session, spec.name, params);
     this.broadcastState();
     return { type: 'reply', id };
   }
@@ -158,6 +159,7 @@ export class CommandDispatch {
       const handler = (app as unknown as Record<string, (p: object, c: Client) => unknown>)[spec.method!]!;
       const result = await handler.call(app, value, client);
       session.acks.changed({ client, id, key: `event:${spec.name}` });
+      this.snapshots?.logCommand(session, spec.name, value as Record<string, unknown>);
       return result === undefined ? { type: 'reply', id } : { type: 'reply', id, result };
     } catch (err) {
       if (err instanceof CommandError) return errorReply(id, err.code, err.message);

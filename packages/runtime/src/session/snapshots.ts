@@ -18,6 +18,7 @@ import { errorReply, invalidParams } from './answers.js';
 import type { HostClient, HostSession } from './host-client.js';
 import { errorText, type HostCore } from './host-core.js';
 import type { Chunk } from './normalize.js';
+import { SessionLog, type SessionLogJson } from './session-log.js';
 
 /** The snapshot file format this host writes and reads. */
 export const SNAPSHOT_FORMAT = 1;
@@ -75,6 +76,8 @@ export interface SnapshotsApi {
    * @throws NoSessionError; SnapshotError (`snapshot_corrupt`, `snapshot_truncated`, `snapshot_too_big`, `snapshot_app_mismatch`, `snapshot_version_mismatch`) with nothing changed; what the app's `restore()` throws
    */
   restore(bytes: Uint8Array): Promise<void>;
+  /** The current session's log (commands at their steps, frame hashes: `reactor replay` runs it again); between sessions, the last one's. */
+  log(): SessionLogJson | undefined;
 }
 
 const owners = new WeakMap<SnapshotsApi, Snapshots>();
@@ -93,6 +96,9 @@ interface SnapshotBroadcast {
 /** The host's snapshots: one ring per session, taken by the step loop, restored by `rewind`. */
 export class Snapshots {
   private readonly rings = new WeakMap<HostSession, SessionRing>();
+  private readonly logs = new WeakMap<HostSession, SessionLog>();
+  /** The log of the session that ended last (a recording that stops at the session's end saves it). */
+  private lastLog: SessionLogJson | undefined;
   /** Bytes held by every live ring, for `/metrics`. */
   private heldBytes = 0;
   readonly api: SnapshotsApi;
@@ -114,9 +120,30 @@ export class Snapshots {
           const session = this.current();
           await this.restore(session, bytes);
           this.afterRestore(session);
+          this.logOf(session).unreplayable(`a snapshot was restored before step ${session.steps + 1}`);
         }),
+      log: () => {
+        const s = this.core.session;
+        return s ? this.logOf(s).toJSON() : this.lastLog;
+      },
     };
     owners.set(this.api, this);
+  }
+
+  /** The session's log (made at its first use). */
+  logOf(session: HostSession): SessionLog {
+    let log = this.logs.get(session);
+    if (!log) {
+      const { app } = this.core.def.schema;
+      log = new SessionLog(app.name, app.version, this.spec.schemaHash, session.id);
+      this.logs.set(session, log);
+    }
+    return log;
+  }
+
+  /** A command changed the state of `session` (under the lock): logged with the step that first reads it. */
+  logCommand(session: HostSession, name: string, params: Record<string, unknown>): void {
+    this.logOf(session).command(session.steps + 1, name, params);
   }
 
   private current(): HostSession {
@@ -229,8 +256,18 @@ export class Snapshots {
     this.heldBytes -= e.bytes.byteLength;
   }
 
-  /** A step made `chunk`: the newest snapshot learns its first frame when the chunk's first slot plays. */
-  made(session: HostSession, chunk: Chunk, clock: number): void {
+  /**
+   * A step ran (`chunk`: what it made, if anything): the log learns its frames; the newest
+   * snapshot learns its first frame when the chunk's first slot plays.
+   */
+  stepped(session: HostSession, chunk: Chunk | undefined, clock: number): void {
+    const log = this.logOf(session);
+    log.stepped(session.steps);
+    if (!chunk) return;
+    log.frames(
+      session.steps,
+      (chunk[clock] ?? []).flatMap((s) => (s.rgb ? [s.rgb] : [])),
+    );
     const r = this.ring(session);
     r.since++;
     const entry = r.unmarked;
@@ -245,6 +282,9 @@ export class Snapshots {
 
   /** The session ended: its ring goes. */
   ended(session: HostSession): void {
+    const log = this.logs.get(session);
+    if (log) this.lastLog = log.toJSON();
+    this.logs.delete(session);
     const r = this.rings.get(session);
     if (!r) return;
     for (const e of r.entries) this.drop(r, e);
@@ -315,6 +355,7 @@ export class Snapshots {
     this.core.counters.snapshotBytes = this.heldBytes;
     this.core.counters.rewinds++;
     this.afterRestore(session);
+    this.logOf(session).unreplayable(`a rewind before step ${session.steps + 1}`);
     session.acks.changed({ client, id, key: `event:${REWIND_COMMAND}` });
     const result: RewindResult = {
       seq: target.firstSeq!,

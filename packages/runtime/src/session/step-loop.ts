@@ -106,7 +106,7 @@ export class StepLoop {
         const r = await this.step(session);
         if (r === 'refused') refused = true;
         else chunk = r;
-        if (chunk) this.snapshots?.made(session, chunk, this.ackTrack);
+        if (r !== 'refused' && session.lifecycle.is('streaming')) this.snapshots?.stepped(session, chunk, this.ackTrack);
       }, 'step');
       if (refused) {
         await core.waitForChange(version, this.refusalBackoffMs);
