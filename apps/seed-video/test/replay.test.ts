@@ -109,7 +109,7 @@ describe('reactor replay (seed-video)', () => {
 
     const out = join(dir, 'again.mp4');
     const r = replay([logFile, '--manifest', file, '--out', out]);
-    expect(r.status, r.stderr).toBe(0);
+    expect(r.status, `${String(r.error)} ${r.stderr}`).toBe(0);
     const report = JSON.parse(r.stdout.trim().split('\n').at(-1)!) as {
       frames: number;
       identicalFrames: number;

@@ -85,13 +85,24 @@ async function drive(host: AppHost, log: SessionLogJson, out: string, config: st
   for (const c of log.commands) byStep.set(c.step, [...(byStep.get(c.step) ?? []), c]);
   let mp4: Promise<RgbMp4File> | undefined;
   let writes = Promise.resolve();
-  let lastFrameAt = performance.now();
   const failures: string[] = [];
+  // Frames the session's steps made, played so far, dropped unplayed by flushes; the MP4 gets the
+  // first `made - dropped` played frames (those of the logged steps), then the replay ends.
+  let played = 0;
+  let dropped = 0;
+  let wanted = Infinity;
+  let resolvePlayed!: () => void;
+  const allPlayed = new Promise<void>((r) => (resolvePlayed = r));
+  const madeSoFar = (): number => host.snapshots?.log()?.frames.length ?? 0;
   const sink: ClientSink = {
-    message: () => undefined,
+    message: (msg) => {
+      if (msg.type === 'flush') dropped += Math.max(0, madeSoFar() - dropped - played);
+    },
     frame: (f: OutputFrame) => {
       if (video && f.track !== video.name) return;
-      lastFrameAt = performance.now();
+      if (played >= wanted) return;
+      played++;
+      if (played >= wanted) resolvePlayed();
       mp4 ??= RgbMp4File.open(out, f.width, f.height, fps);
       const rgb = f.rgb.slice();
       writes = writes.then(async () => (await mp4!).add(rgb));
@@ -112,17 +123,20 @@ async function drive(host: AppHost, log: SessionLogJson, out: string, config: st
   // Commands read by step n + 1 go in while step n ends: they run under the step lock before step n + 1.
   const off = host.onStep(() => {
     steps++;
-    if (steps >= log.steps) resolveDone();
+    // Step n's frames are logged once it returns: the session's last step is whole when the next one ends.
+    if (steps > log.steps) resolveDone();
     else send(steps + 1);
   });
   const handle = host.connect(sink);
   send(1);
   await done;
   off();
-  // The frames of the last steps play out at the app's fps: wait until none came for a few frame times.
-  while (performance.now() - lastFrameAt < Math.max(250, 4000 / fps)) await new Promise((r) => setTimeout(r, 50));
+  const replayed = (host.snapshots?.log()?.frames ?? []).filter(([step]) => step <= log.steps);
+  // The frames of the last steps play out at the app's fps.
+  wanted = replayed.length - dropped;
+  if (played >= wanted) resolvePlayed();
+  await allPlayed;
   handle.disconnect();
-  const replayed = host.snapshots?.log()?.frames ?? [];
   let identical = 0;
   let firstMismatch: number | null = null;
   for (let i = 0; i < log.frames.length; i++) {
@@ -135,7 +149,7 @@ async function drive(host: AppHost, log: SessionLogJson, out: string, config: st
     throw new ReactorError(CliErrorCode.ReplayUnsupported, `replaying the session's commands failed: ${failures.slice(0, 3).join('; ')}`);
   return {
     replay: log.sessionId,
-    steps,
+    steps: log.steps,
     frames: log.frames.length,
     identicalFrames: identical,
     firstMismatch,

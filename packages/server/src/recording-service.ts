@@ -8,7 +8,7 @@
  * muxes a slice of it into an MP4 file served at an unguessable, expiring URL; a recording
  * writes the same units to a fragmented MP4 file as they come.
  */
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { Gauge, type Registry } from 'prom-client';
@@ -174,7 +174,10 @@ export class RecordingService implements VideoSubscriber {
     const log = this.#host.snapshots?.log();
     if (!log) return;
     try {
-      await writeFile(join(this.options.dir, name.replace(/\.mp4$/, '.session.json')), `${JSON.stringify(log)}\n`);
+      // Whole or not at all: written aside, then renamed into place.
+      const path = join(this.options.dir, name.replace(/\.mp4$/, '.session.json'));
+      await writeFile(`${path}.tmp`, `${JSON.stringify(log)}\n`);
+      await rename(`${path}.tmp`, path);
     } catch (err) {
       this.#log.warn({ err }, `the session log of recording ${name} could not be saved`);
     }
