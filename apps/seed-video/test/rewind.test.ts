@@ -85,7 +85,7 @@ describe('rewind (seed-video under reactor run)', () => {
     const from = flushes[0]!;
     const applied = await rewind.applied;
     expect(applied.outcome).toBe('applied');
-    expect(applied.seq).toBe(from);
+    expect((applied as { seq: number }).seq).toBe(from);
     await until(() => hashes.has(from + 7), 'eight frames after the rewind');
     for (let i = 0; i < 8; i++) expect(hashes.get(from + i), `frame ${from + i} = frame ${32 + i}`).toBe(seen.get(32 + i));
 

@@ -52,7 +52,7 @@ function appClass(options: { name?: string; version?: string; maxBytes?: number;
     }
     override restore(model: unknown): void {
       this.restored.push(model);
-      this.weights = (model as { weights: Float32Array }).weights;
+      this.weights = (model as { weights: Float32Array<ArrayBuffer> }).weights;
     }
   }
   return CounterApp;
