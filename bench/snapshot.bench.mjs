@@ -28,8 +28,9 @@ function sink() {
     message() {},
     frame() {
       frames++;
-      for (const [n, r] of waiters.splice(0)) if (frames >= n) r();
-      else waiters.push([n, r]);
+      for (const [n, r] of waiters.splice(0))
+        if (frames >= n) r();
+        else waiters.push([n, r]);
     },
     audio() {},
     close() {},
