@@ -3,6 +3,7 @@
 // checked encoding; and back). Prints one JSON object per line:
 //   snapshot.take     p50/p99 ms and the snapshot's bytes, per app
 //   snapshot.restore  p50/p99 ms of restoring it (decode + check + the ranks' restore())
+//   snapshot.rewind_gap  p50/p99 ms from a `rewind` command sent to the first frame after it (what a viewer sees)
 // Apps: seed-video (2 ranks: a 48x64 float64 motion state) and world at its `small` config (1 rank:
 // the KV cache of 9 latent frames). REACTOR_PYTHON names the Python (default /usr/bin/python3);
 // SNAPSHOT_BENCH_N the repetitions (default 30).
@@ -56,6 +57,22 @@ async function measure(label, App, load, weightsPath) {
       await host.snapshots.restore(snap);
       restore.push(performance.now() - t);
     }
+    // The rewind gap as a viewer sees it: the `rewind` command sent -> the first frame after its flush.
+    const gaps = [];
+    const h = host.connect(s);
+    for (let i = 0; i < Math.min(N, 10); i++) {
+      await s.until(s.frames() + 12);
+      const t = performance.now();
+      const a = await h.command({ type: 'command', id: `r${i}`, name: 'rewind', params: { seconds: 0.2 } });
+      if (a.type !== 'reply') throw new Error(`rewind: ${a.code}: ${a.message}`);
+      const at = s.frames();
+      await s.until(at + 1);
+      gaps.push(performance.now() - t);
+      // The rate limit (2 a second): the next rewind waits for its token.
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    gaps.sort((a, b) => a - b);
+    emit({ bench: 'snapshot.rewind_gap', app: label, n: gaps.length, p50Ms: round(pct(gaps, 50)), p99Ms: round(pct(gaps, 99)) });
     take.sort((a, b) => a - b);
     restore.sort((a, b) => a - b);
     emit({ bench: 'snapshot.take', app: label, n: N, bytes, p50Ms: round(pct(take, 50)), p99Ms: round(pct(take, 99)) });
