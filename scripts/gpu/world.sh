@@ -56,6 +56,13 @@ limit=${WORLD_TIMEOUT_S:-540}
 deadline=$(($(date +%s) + limit))
 left() { echo $((deadline - $(date +%s))); }
 bench() { (cd apps/world/python && PYTHONPATH="$B/packages/distributed/python" timeout -k 5 "$(left)" "$py" -m reactor_world.bench "$@") >> "$out/world.jsonl" 2>> "$out/world.err"; }
+# The KV-cache snapshot (issue 41): session_state() to host memory and back, its bytes, bit-exactness.
+snapshot() {
+  [ "$(left)" -gt 30 ] || { echo '{"bench":"error.world.timeout","label":"snapshot"}' >> "$out/world.jsonl"; return; }
+  echo "[world] snapshot $* $(left) s left" >> "$out/world.err"
+  (cd apps/world/python && PYTHONPATH="$B/packages/distributed/python" timeout -k 5 "$(left)" "$py" -m reactor_world.snapshot_bench "$@") >> "$out/world.jsonl" 2>> "$out/world.err" \
+    || echo "{\"bench\":\"error.world.snapshot\",\"rc\":$?}" >> "$out/world.jsonl"
+}
 serve() {
   local label=$1 cfg=$2
   [ "$(left)" -gt 40 ] || { echo "{\"bench\":\"error.world.timeout\",\"label\":\"$label\"}" >> "$out/world.jsonl"; return; }
@@ -77,6 +84,7 @@ pipe() {
 }
 if [ "$cpu" = 1 ]; then
   bench --models small --chunks 6
+  snapshot --models small --chunks 6 --device cpu
   WORLD_SECONDS=3 WORLD_SWITCHES=4 serve cpu-small ''
   case ",${WORLD_PARTS:-}," in *,tiny,*) WORLD_APP=tiny WORLD_SECONDS=3 WORLD_SWITCHES=4 serve cpu-tiny '' ;; esac
   WORLD_PIPE_MODEL=small WORLD_PIPE_DEVICE=cpu WORLD_PIPE_CHUNKS=4 pipe
@@ -86,6 +94,7 @@ else
   # serve-compiled, graphs (eager / compiled / CUDA graphs), soak (WORLD_SOAK_S of chunks, memory sampled),
   # tiny (the trained tiny world served, issue 40), pipeline (the two pipeline shapes against the
   # plain model, issue 39), urgent (command-to-pixel with the prompt urgent and not, issue 39).
+  # snapshot (the KV cache to host memory and back at 832x480: wan-1.3b with its 12- and 21-frame windows, then wan-14b).
   parts=",${WORLD_PARTS:-model,serve-eager,window21,14b,serve-compiled},"
   has() { [[ $parts == *",$1,"* ]]; }
   has model && bench --models wan-1.3b --chunks 8 --compile off,on
@@ -101,6 +110,9 @@ else
   has pipeline && pipe
   has urgent && serve urgent-1.3b 'urgent: true'
   has urgent && serve not-urgent-1.3b 'urgent: false'
+  has snapshot && snapshot --models wan-1.3b --chunks 6
+  has snapshot && snapshot --models wan-1.3b --chunks 9 --window 21
+  has snapshot && snapshot --models wan-14b --chunks 5 --repeats 2
 fi
 echo "python ranks left: $(pgrep -fc 'reactor_worker._rank' || true)" >> "$out/world-env.txt"
 cat "$out/world-env.txt" "$out/world.jsonl"

@@ -22,6 +22,8 @@ import {
   type LoadContext,
   Output,
   ReactorApp,
+  SnapshotError,
+  SnapshotErrorCode,
   type StepOutcome,
   TrackPayload,
   Video,
@@ -74,7 +76,13 @@ export class VideoOutput extends Output {
   mainVideo?: Video;
 }
 
-@reactorApp({ state: VideoState, output: VideoOutput, name: 'seed-video', version: '0.1.0', fps: 24 })
+/** What {@link VideoApp.snapshot} keeps: the world size it was taken at and the ranks' state (`VideoWorker.snapshot()`). */
+interface VideoSnapshot {
+  worldSize: number;
+  ranks: unknown;
+}
+
+@reactorApp({ state: VideoState, output: VideoOutput, name: 'seed-video', version: '0.1.0', fps: 24, snapshot: { everySteps: 4 } })
 export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult> {
   private runner!: DistributedRunner<VideoInput, VideoResult>;
   private worldSize = DEFAULT_WORLD_SIZE;
@@ -87,7 +95,7 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult> {
 
   private async startRunner(): Promise<void> {
     this.runner = new DistributedRunner(
-      pythonWorker<VideoInput, VideoResult>('video_worker:VideoWorker', { path: [WORKER_DIR], errors: { RolloutExhausted } }),
+      pythonWorker<VideoInput, VideoResult>('snapshot_worker:SnapshotVideoWorker', { path: [WORKER_DIR], errors: { RolloutExhausted } }),
       {
         worldSize: this.worldSize,
         loadArgs: { weights_root: this.getWeightsPath() },
@@ -119,6 +127,23 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult> {
     }
     const r = outcome.result!;
     return new VideoOutput({ mainVideo: new TrackPayload(new Frames(r.frames, [r.count, r.height, r.width, 3])) });
+  }
+
+  /** The rollout's state (every rank holds the same one): rank 0's `VideoWorker.snapshot()`. */
+  override async snapshot(): Promise<VideoSnapshot> {
+    return { worldSize: this.worldSize, ranks: await this.runner.snapshot() };
+  }
+
+  /** Refuses a snapshot of another world size: the ranks' slices would not line up (docs/snapshots.md). */
+  override async restore(model: unknown): Promise<void> {
+    const snap = model as VideoSnapshot;
+    if (snap.worldSize !== this.worldSize) {
+      throw new SnapshotError(
+        SnapshotErrorCode.WorldSize,
+        `the snapshot was taken with ${snap.worldSize} ranks and this runner has ${this.worldSize}: restore it where reactor.yaml declares ${snap.worldSize} GPUs`,
+      );
+    }
+    await this.runner.restore(snap.ranks);
   }
 
   @event({ name: 'reset', description: 'Start a new rollout.' })

@@ -117,7 +117,7 @@ describe('the seed example (VideoApp + the page’s video_worker.py) under react
     expect(stderr()).toMatch(/No GPU found on this machine: 2 ranks run on CPU/);
 
     const first = await client(base);
-    expect(first.c.schema.commands.map((x) => x.name).sort()).toEqual(['reset', 'set_paused', 'set_prompt']);
+    expect(first.c.schema.commands.map((x) => x.name).sort()).toEqual(['reset', 'rewind', 'set_paused', 'set_prompt']);
     await until(() => first.frames.length >= 4, 'the first frames');
 
     // A rollout is 16 chunks of 4 frames: past frame 64 the app has reset it by itself (a flush).

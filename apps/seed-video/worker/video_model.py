@@ -133,6 +133,18 @@ class ParallelVideoModel:
         self.chunk = 0
         self.state = torch.zeros(self.per_frame, self.cfg["dim"], device=self.device, dtype=self.dtype)
 
+    def state_dict(self) -> Dict[str, Any]:
+        """What a session snapshot keeps: the chunk counter and the motion state (CPU, float64)."""
+        return {"chunk": self.chunk, "state": self.state.to("cpu", torch.float64).contiguous(), "shape": list(self.state.shape)}
+
+    def load_state_dict(self, d: Dict[str, Any]) -> None:
+        """Puts back what :meth:`state_dict` returned (its arrays arrive flat)."""
+        shape = [int(n) for n in d["shape"]]
+        if shape != list(self.state.shape):
+            raise ValueError(f"the snapshot's motion state is {shape}, this model's is {list(self.state.shape)}")
+        self.state = torch.as_tensor(np.asarray(d["state"], dtype=np.float64)).reshape(shape).to(self.device, self.dtype)
+        self.chunk = int(d["chunk"])
+
     # ---- one chunk -------------------------------------------------------------------------
 
     def _all_gather(self, t: torch.Tensor) -> torch.Tensor:

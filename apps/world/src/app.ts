@@ -135,6 +135,9 @@ interface WorldLoadArgs {
   name: 'reactor-world',
   version: '0.1.0',
   bufferSize: 24,
+  // The KV cache is the session: a snapshot every 2 chunks for rewind (docs/snapshots.md). At
+  // wan-1.3b's 832x480 one is far larger than at `small` (scripts/gpu/world.sh snapshot measures it).
+  snapshot: { everySteps: 2, maxBytes: 1024 * 1024 * 1024, ringBytes: 2 * 1024 * 1024 * 1024 },
 })
 export class WorldApp extends ReactorApp<WorldState, WorldInput, WorldResult, WorldInfo | RunnerRestarting> {
   private readonly runners = new SelfHealingRunner<WorldInput, WorldResult, WorldLoadArgs>({
@@ -250,6 +253,22 @@ export class WorldApp extends ReactorApp<WorldState, WorldInput, WorldResult, Wo
     this.info = info;
     if (to) to.send(info);
     else if (changed) this.send(info);
+  }
+
+  /** The session's model state: the KV cache, the decoder's memory, the prompt (`WorldWorker.snapshot()`). */
+  override async snapshot(): Promise<unknown> {
+    return this.healthyRunner().snapshot();
+  }
+
+  /** Puts a snapshot's KV cache back (the worker refuses another model config). */
+  override async restore(model: unknown): Promise<void> {
+    await this.healthyRunner().restore(model);
+  }
+
+  private healthyRunner(): NonNullable<SelfHealingRunner<WorldInput, WorldResult, WorldLoadArgs>['runner']> {
+    const runner = this.runners.runner;
+    if (!runner?.healthy) throw new Error('the world runner is not running (restarting or failed)');
+    return runner;
   }
 
   @event({ name: 'reset', description: 'Start a new rollout: the KV cache is cleared.' })

@@ -48,7 +48,7 @@ describe('apps/world under reactor run (small config, CPU)', () => {
     const { child, url, output, exited } = startCliHere();
     const base = await url;
     const a = await client(base);
-    expect(a.c.schema.commands.map((x) => x.name).sort()).toEqual(['reset', 'set_prompt', 'set_quality', 'set_seed']);
+    expect(a.c.schema.commands.map((x) => x.name).sort()).toEqual(['reset', 'rewind', 'set_prompt', 'set_quality', 'set_seed']);
     await until(() => a.frames.length >= 9 + 12 * 2, 'three chunks of frames');
     // 64x48, the first chunk 9 frames (the decoder's warm-up trimmed), then 12 a chunk.
     expect([a.frames[0]!.width, a.frames[0]!.height]).toEqual([64, 48]);
@@ -103,6 +103,20 @@ describe('apps/world under reactor run (small config, CPU)', () => {
     const cut = a.flushes[a.flushes.length - 1]!;
     await until(() => a.frames.filter((f) => f.seq >= cut).length >= 9, 'a new rollout');
     expect(meta(a.frames.find((f) => f.seq >= cut)!).chunk).toBe(0);
+
+    // rewind: back to a snapshot of the KV cache (one every 2 chunks); the chunk made after it is
+    // the very chunk first made from that state (its latents hash the same: bit-exact on CPU).
+    await until(() => a.frames.filter((f) => f.seq >= cut && meta(f).chunk >= 3).length >= 1, 'chunk 3 of the new rollout');
+    const back = a.c.send('rewind', { seq: a.frames.find((f) => f.seq >= cut && meta(f).chunk === 3)!.seq });
+    const rewound = (await back) as { seq: number };
+    const then = a.frames.find((f) => f.seq >= rewound.seq)!;
+    expect(meta(then).chunk).toBeGreaterThanOrEqual(1);
+    const again = await back.applied;
+    expect(again.outcome).toBe('applied');
+    const from = (again as { seq: number }).seq;
+    await until(() => a.frames.some((f) => f.seq >= from), 'the first chunk after the rewind');
+    const first = a.frames.find((f) => f.seq >= from)!;
+    expect([meta(first).chunk, meta(first).latentHash]).toEqual([meta(then).chunk, meta(then).latentHash]);
 
     a.c.close();
     late.c.close();

@@ -113,7 +113,7 @@ export function listFlag(value: unknown, flag: string, check: (v: string) => str
   return list;
 }
 
-function configPath(o: CliOptions, m: Manifest): string | undefined {
+export function configPath(o: CliOptions, m: Manifest): string | undefined {
   return o.config !== undefined ? resolve(o.config) : m.runtime.config;
 }
 

@@ -36,5 +36,9 @@ export const CliErrorCode = {
   AuthInvalid: 'auth_invalid',
   /** `reactor token`: no key to sign with (`REACTOR_AUTH_SECRET`, `REACTOR_AUTH_PRIVATE_KEY`, or `server.auth`). */
   TokenNoKey: 'token_no_key',
+  /** `reactor replay`: the file is not a session log (unreadable, not JSON, another format or version). */
+  ReplayLogInvalid: 'replay_log_invalid',
+  /** `reactor replay`: the log is of another app or app version than the manifest's, or the session did something a replay cannot follow (a rewind, an uploaded file). */
+  ReplayUnsupported: 'replay_unsupported',
 } as const;
 export type CliErrorCode = (typeof CliErrorCode)[keyof typeof CliErrorCode];

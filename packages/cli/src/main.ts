@@ -15,6 +15,7 @@ import { devCommand, type DevOptions } from './dev.js';
 import { deployCommand, type DeployOptions } from './deploy-command.js';
 import type { RouteOptions } from './route-command.js';
 import { tokenCommand, type TokenOptions } from './token-command.js';
+import { replayCommand, type ReplayOptions } from './replay-command.js';
 
 // Progress and log lines go to stderr; stdout carries only results (the viewer URL, the schema, doctor's report).
 const toStderr = (...args: unknown[]) => console.error(...args);
@@ -35,6 +36,9 @@ common(cli.command('run', 'Load the app and serve it (viewer, WebSocket, /schema
   .option('--insecure', 'serve on a non-loopback --host without a token (refused otherwise)')
   .option('--agones', 'run as an Agones GameServer: Ready, health pings, Allocated per session (also agones.enabled in reactor.yaml)')
   .action((o: CliOptions) => runCommand(o, logger));
+common(cli.command('replay [log]', "Run a session again from its log (a recording's <name>.session.json), offline, to an MP4"))
+  .option('--out <file>', 'the MP4 to write (default: <log>.replay.mp4)')
+  .action((log: string | undefined, o: ReplayOptions) => replayCommand(log, o, logger));
 common(cli.command('schema', "Print the app's schema (commands, messages, tracks) as JSON")).action((o: CliOptions) => schemaCommand(o, logger));
 common(cli.command('doctor', 'Check this machine for the app before loading any weights'))
   .option('--host <host>', 'interface to check')

@@ -56,6 +56,8 @@ export const DistributedErrorCode = {
   PythonValue: 'python_value',
   /** Two stages of a pipeline of Python ranks disagree on an activation's shape or dtype (`reactor_worker.pipeline`; {@link PythonWorkerError}). */
   PipelineShape: 'pipeline_shape',
+  /** `runner.snapshot()` / `runner.restore()` on a worker without `snapshot()` / `restore()` (`SnapshotUnsupportedError`). */
+  SnapshotUnsupported: 'snapshot_unsupported',
 } as const;
 /** One of {@link DistributedErrorCode}'s values. */
 export type DistributedErrorCode = (typeof DistributedErrorCode)[keyof typeof DistributedErrorCode];
@@ -83,12 +85,14 @@ export interface CrashInfo {
 }
 
 /** What the runner was doing when a rank exited: `start()`, a call, or nothing (between calls). */
-export type CrashPhase = 'start' | 'generate' | 'reset' | 'idle';
+export type CrashPhase = 'start' | 'generate' | 'reset' | 'snapshot' | 'restore' | 'idle';
 
 const CRASH_PHASE_TEXT: Record<CrashPhase, string> = {
   start: 'during start()',
   generate: 'during generate()',
   reset: 'during reset()',
+  snapshot: 'during snapshot()',
+  restore: 'during restore()',
   idle: 'during idle (between calls)',
 };
 

@@ -12,6 +12,7 @@ export { MAX_PROGRESS_STAGE_CHARS } from './worker/progress-report.js';
 export { SelfHealingRunner } from './runner/self-healing-runner.js';
 export type { SelfHealingRunnerOptions } from './runner/self-healing-runner.js';
 export { DistributedWorker } from './worker/distributed-worker.js';
+export { SnapshotUnsupportedError } from './worker/snapshot-calls.js';
 export {
   DEFAULT_PYTHON,
   PYTHON_ENV,

@@ -46,7 +46,7 @@ export interface WireError {
 }
 
 export type CollectiveOp = 'barrier' | 'broadcast' | 'gather' | 'allGather';
-export type CallOp = 'generate' | 'reset';
+export type CallOp = 'generate' | 'reset' | 'snapshot' | 'restore';
 
 // ---- parent -> child -------------------------------------------------------------------------
 

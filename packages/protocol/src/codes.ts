@@ -105,6 +105,12 @@ export const WireErrorCode = {
   RtcIceTimeout: 'rtc_ice_timeout',
   /** `rtc_state failed` reason: the peer connection was up and went away (the peer vanished, consent expired); media went back to the WebSocket. */
   RtcPeerLost: 'rtc_peer_lost',
+  /** `rewind` to a frame seq or a time that no snapshot of the session's ring covers (too old, or none taken yet). */
+  RewindOutOfRange: 'rewind_out_of_range',
+  /** `rewind` past the session's rate limit (`snapshot.rewindsPerSecond`, bursts of 3). */
+  RewindRateLimited: 'rewind_rate_limited',
+  /** `rewind` whose restore failed (the app's `restore()` refused or threw): the session goes on from where it was. */
+  RewindFailed: 'rewind_failed',
 } as const;
 export type WireErrorCode = (typeof WireErrorCode)[keyof typeof WireErrorCode];
 

@@ -4,7 +4,12 @@
  */
 export { ReactorApp } from './app/reactor-app.js';
 export type { OutputControl, ClipOptions, AppReadiness, AppNotReadyReason } from './app/reactor-app.js';
-export type { AppOptions } from './app/app-options.js';
+export type { AppOptions, SnapshotOptions } from './app/app-options.js';
+export { SnapshotError, SnapshotErrorCode } from './snapshot/snapshot-errors.js';
+export { REWIND_COMMAND } from './app/snapshot-spec.js';
+export type { RewindResult, SnapshotsApi } from './session/snapshots.js';
+export { SESSION_LOG_FORMAT } from './session/session-log.js';
+export type { LoggedCommand, SessionLogJson } from './session/session-log.js';
 export { StepOutcome } from './app/step-outcome.js';
 export { getWeightsPath, WEIGHTS_PATH_ENV } from './app/weights.js';
 export { loadAppConfig, configKeys, AppConfigError } from './app/app-config.js';

@@ -38,6 +38,7 @@ import {
 } from '@reactor/runtime';
 import { WireErrorCode } from '@reactor/protocol';
 import type { ServableHost, StepSample } from './reactor-server.js';
+import type { HostCounterView } from './servable-host.js';
 import { ReactorServer } from './reactor-server.js';
 import { listenThenLoad, splitServeOptions, type ServeOptions } from './serve.js';
 
@@ -245,8 +246,13 @@ export class HostSwitch implements ServableHost {
     return this.#current.status;
   }
 
-  get counters(): { readonly steps: number } | undefined {
+  get counters(): HostCounterView | undefined {
     return this.#current.counters;
+  }
+
+  /** The current host's session snapshots (its session log, saved with a recording). */
+  get snapshots(): ServableHost['snapshots'] {
+    return this.#current.snapshots;
   }
 
   get uploads(): UploadsApi | undefined {

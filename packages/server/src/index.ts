@@ -20,6 +20,7 @@ export type { RtcMediaStats } from './rtc-media.js';
 export { MAX_CLIP_SECONDS, resolveRecordingOptions } from './recording/recording-options.js';
 export type { RecordingOptions, ResolvedRecordingOptions } from './recording/recording-options.js';
 export { webCodecsEncoderFactory } from './video-encoder.js';
+export { RgbMp4File } from './recording-rgb-mp4.js';
 export type { VideoEncoderFactory, CodedVideoEncoder, CodedEncoderConfig, CodedChunk, CodedVideoCodec } from './video-encoder.js';
 export type { ResolvedVideoOptions, VideoEncoderInfo, KeyFrameReason } from './video-streams.js';
 export { ServerErrorCode } from './errors.js';

@@ -1,5 +1,6 @@
 /** Prometheus metrics of one server (a registry per server, so several servers never collide). */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { HostCounterView } from './servable-host.js';
 
 /** Why a frame was not delivered to a client. */
 export type DropReason = 'slow_client' | 'flush' | 'disconnected' | 'encode_error' | 'server_budget' | 'awaiting_key';
@@ -278,6 +279,49 @@ export class ServerMetrics {
   /** Where `reactor_steps_total` reads the host's cumulative step count from, at scrape time. */
   setStepCounter(read: () => number): void {
     this.#stepCount = read;
+  }
+
+  // ---- session snapshots (docs/snapshots.md) ------------------------------------------------------
+
+  #snapshotCounters: () => HostCounterView | undefined = () => undefined;
+  readonly #snapshotSeen = { taken: 0, failed: 0, rewinds: 0 };
+  readonly snapshotRingBytes: Gauge = new Gauge({
+    name: 'reactor_snapshot_ring_bytes',
+    help: "Bytes the sessions' rewind rings of snapshots hold now (an app with @reactorApp({ snapshot })).",
+    registers: [this.registry],
+    collect: () => this.snapshotRingBytes.set(this.#snapshotCounters()?.snapshotBytes ?? 0),
+  });
+  readonly snapshots: Counter = new Counter({
+    name: 'reactor_snapshots_total',
+    help: 'Session snapshots for the rewind rings, by outcome (taken, failed).',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+    collect: () => {
+      const c = this.#snapshotCounters();
+      this.#advance(this.snapshots, 'taken', c?.snapshots ?? 0, { outcome: 'taken' });
+      this.#advance(this.snapshots, 'failed', c?.snapshotFailures ?? 0, { outcome: 'failed' });
+    },
+  });
+  readonly rewinds: Counter = new Counter({
+    name: 'reactor_rewinds_total',
+    help: 'Rewinds made (the built-in rewind command restored a snapshot).',
+    registers: [this.registry],
+    collect: () => this.#advance(this.rewinds, 'rewinds', this.#snapshotCounters()?.rewinds ?? 0),
+  });
+
+  /** A counter read at scrape time from a cumulative count of the host. */
+  #advance(counter: Counter, key: 'taken' | 'failed' | 'rewinds', now: number, labels?: Record<string, string>): void {
+    const seen = this.#snapshotSeen[key];
+    if (now > seen) {
+      if (labels) counter.inc(labels, now - seen);
+      else counter.inc(now - seen);
+    }
+    this.#snapshotSeen[key] = Math.max(seen, now);
+  }
+
+  /** The snapshot counters of a host (`AppHost.counters`), read at scrape time. */
+  setSnapshotCounters(read: () => HostCounterView | undefined): void {
+    this.#snapshotCounters = read;
   }
 
   // ---- where the time goes, load progress, GPU busy (issue 26, lane stages) ---------------------

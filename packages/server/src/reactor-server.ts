@@ -200,6 +200,7 @@ export class ReactorServer {
     const off = host.onStep?.((s) => this.#steps.observeStep(s));
     if (typeof off === 'function') this.#offStep = off;
     this.metrics.setStepCounter(() => host.counters?.steps ?? this.#steps.statsSteps);
+    this.metrics.setSnapshotCounters(() => host.counters);
     this.metrics.setLoadGauges(
       () => loadProgressOf(host.status),
       () => host.rankGpuBusy?.() ?? [],

@@ -8,7 +8,7 @@
  * muxes a slice of it into an MP4 file served at an unguessable, expiring URL; a recording
  * writes the same units to a fragmented MP4 file as they come.
  */
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { Gauge, type Registry } from 'prom-client';
@@ -37,6 +37,8 @@ export interface RecordableHost {
   onMedia?(listener: MediaListener): () => void;
   onStatus?(listener: (status: SessionStatus) => void): (() => void) | void;
   setClipper?(clipper: ((options: ClipOptions) => Promise<ClipResult>) | undefined): void;
+  /** An app with session snapshots: its session log, saved beside each recording (`<name>.session.json`, `reactor replay` reads it). */
+  readonly snapshots?: { log(): object | undefined };
 }
 
 /** How far the sound may fall behind the picture before silence is played to keep it up, µs. */
@@ -165,6 +167,20 @@ export class RecordingService implements VideoSubscriber {
     const r = this.#recorder;
     this.#recorder = undefined;
     if (r) this.#track(r.stop('stopped'));
+  }
+
+  /** Writes the session log of an app with snapshots beside a recording that ended (`<name>.session.json`). */
+  async #saveSessionLog(name: string): Promise<void> {
+    const log = this.#host.snapshots?.log();
+    if (!log) return;
+    try {
+      // Whole or not at all: written aside, then renamed into place.
+      const path = join(this.options.dir, name.replace(/\.mp4$/, '.session.json'));
+      await writeFile(`${path}.tmp`, `${JSON.stringify(log)}\n`);
+      await rename(`${path}.tmp`, path);
+    } catch (err) {
+      this.#log.warn({ err }, `the session log of recording ${name} could not be saved`);
+    }
   }
 
   /** Keeps a recording's stop until it is done (close() waits for every one: SIGTERM loses no last fragment). */
@@ -355,6 +371,7 @@ export class RecordingService implements VideoSubscriber {
         if (this.#recorder === r) this.#recorder = undefined;
         this.#done.set(r.name, r.info());
         this.#log.info(`recording ${r.name} ${r.state}: ${r.bytes} bytes, ${r.durationS.toFixed(1)} s`);
+        this.#track(this.#saveSessionLog(r.name));
       },
     );
     try {
@@ -404,6 +421,7 @@ export class RecordingService implements VideoSubscriber {
       await rm(join(this.options.dir, r.name), { force: true });
       await rm(join(this.options.dir, r.name.replace(/\.mp4$/, '.json')), { force: true });
       await rm(framesPath(join(this.options.dir, r.name)), { force: true });
+      await rm(join(this.options.dir, r.name.replace(/\.mp4$/, '.session.json')), { force: true });
       this.#done.delete(r.name);
       this.#log.info(`recording ${r.name} deleted (older than recording.retention_s)`);
     }

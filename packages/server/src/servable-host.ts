@@ -39,7 +39,9 @@ export interface ServableHost extends AppHostApi {
   /** Each rank's GPU busy ratio where known (`AppHost.rankGpuBusy`): feeds `reactor_rank_gpu_busy_ratio`. */
   rankGpuBusy?(): readonly { rank: number; ratio: number }[];
   /** Cumulative counters (`AppHost.counters`): `steps` feeds `reactor_steps_total`. */
-  readonly counters?: { readonly steps: number };
+  readonly counters?: HostCounterView;
+  /** An app with session snapshots (`AppHost.snapshots`): its session log is saved beside each recording. */
+  readonly snapshots?: { log(): object | undefined };
   /** A status listener (`AppHost.onStatus`): the server closes its video encoders when a session ends. */
   onStatus?(listener: (status: SessionStatus) => void): (() => void) | void;
   /** The playout tap (`AppHost.onMedia`): the clip ring and recordings read it. */
@@ -64,4 +66,14 @@ export interface HealthReport {
   sessionId?: string;
   /** The instance name ({@link ReactorServer.instance}), when set. */
   instance?: string;
+}
+
+/** The host's cumulative counters the server's metrics read (`AppHost.counters`). */
+export interface HostCounterView {
+  readonly steps: number;
+  /** Session snapshots taken, failed, the bytes the rewind rings hold, rewinds made (an app with snapshots). */
+  readonly snapshots?: number;
+  readonly snapshotFailures?: number;
+  readonly snapshotBytes?: number;
+  readonly rewinds?: number;
 }

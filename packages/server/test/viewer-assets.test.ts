@@ -39,6 +39,7 @@ describe('server: the viewer modules of @reactor/viewer', () => {
       'latency.js',
       'loading.js',
       'media.js',
+      'rewind.js',
       'transport.js',
     ]);
   });

@@ -24,6 +24,7 @@ from .configs import ConfigError, ModelConfig, config_named
 from .decoder import TinyDecoder, to_uint8
 from .model import CausalWanModel
 from .pipeline import WorldSession
+from .snapshot import load_session_state, session_state
 from .text import PromptEncoder, TextEncoderError
 
 __all__ = ["WorldWorker", "WorldError", "WorldInputInvalid", "WorldOutOfMemory", "CheckpointError", "ConfigError", "TextEncoderError"]
@@ -286,3 +287,11 @@ class WorldWorker(DistributedWorker):
     def reset(self) -> None:
         """A new rollout: the KV cache and the decoder's memory are cleared; the weights stay."""
         self.session.reset()
+
+    def snapshot(self) -> dict[str, Any]:
+        """The session's state (KV cache, decoder memory, prompt, counters) as host arrays (docs/snapshots.md)."""
+        return session_state(self.session)
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        """Puts back a :meth:`snapshot`; another model config is refused before anything changes."""
+        load_session_state(self.session, snapshot)

@@ -551,12 +551,20 @@ class RankLoop:
                     raise InjectedFaultError(f"injected fault: throw on rank {self.rank} at generate() call {self.generate_calls}")
                 value = _convert(value, self.input_hint, "input")
                 result = worker.generate(value)
+            elif op == "snapshot":
+                # Between calls only (the runner runs one call at a time): rank 0's answer is the snapshot.
+                if self.out is not None:
+                    self.out.reset_allocations()
+                result = _snapshot_of(worker)
+            elif op == "restore":
+                value = self.codec.decode(msg["input"], self.reader.read, True) if msg.get("input") else None
+                _restore_into(worker, value)
             else:
                 worker.reset()
         except Exception as e:  # noqa: BLE001 - the outcome policy decides
             self.answer({"t": "failed", "id": msg["id"], "error": self.with_device_hint(wire_error(e))}, input_hash)
             return
-        if op != "generate" or self.rank != self.output_rank:
+        if op not in ("generate", "snapshot") or self.rank != self.output_rank:
             self.answer({"t": "result", "id": msg["id"], "value": None}, input_hash)
             return
         try:
@@ -576,6 +584,31 @@ class RankLoop:
         self.running = None
         self.progress.set_phase("idle")
         self.chan.send(msg)
+
+
+class SnapshotUnsupportedError(Exception):
+    """The worker has no snapshot()/restore() (code ``snapshot_unsupported``)."""
+
+    code = "snapshot_unsupported"
+
+
+def _snapshot_of(worker: Any) -> Any:
+    fn = getattr(worker, "snapshot", None)
+    if not callable(fn):
+        raise SnapshotUnsupportedError(
+            f"{type(worker).__name__} has no snapshot(): implement snapshot() -> dict of arrays and plain data "
+            f"(state_dict style) and restore(snapshot) to take snapshots (docs/snapshots.md)"
+        )
+    return fn()
+
+
+def _restore_into(worker: Any, value: Any) -> None:
+    fn = getattr(worker, "restore", None)
+    if not callable(fn):
+        raise SnapshotUnsupportedError(
+            f"{type(worker).__name__} has no restore(snapshot): implement it beside snapshot() (docs/snapshots.md)"
+        )
+    fn(value)
 
 
 def _flush() -> None:

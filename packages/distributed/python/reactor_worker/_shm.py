@@ -24,7 +24,7 @@ from ._codec import Encoded, align
 SHM_DIR = "/dev/shm"
 INITIAL_SEGMENT_BYTES = 1 << 20
 PAGE = 4096
-PROGRESS_PHASES = ["idle", "loading", "generate", "reset", "collective"]
+PROGRESS_PHASES = ["idle", "loading", "generate", "reset", "collective", "snapshot", "restore"]
 PROGRESS_TICK_S = 0.1
 _IDLE = 0
 _COLLECTIVE = 4

@@ -22,6 +22,7 @@ import { type SegmentEnv, SegmentReader, SegmentWriter, fromPayload, toPayload, 
 import { type TransitionTable, transition } from '../state-machine.js';
 import type { DistributedWorker } from '../worker/distributed-worker.js';
 import { serializeError } from '../worker/error-codec.js';
+import { restoreInto, snapshotOf } from '../worker/snapshot-calls.js';
 import { ProgressThrottle } from '../worker/progress-report.js';
 
 /** How often a worker's `gpuBusy()` is asked, ms. */
@@ -273,6 +274,12 @@ export class RankLoop {
         if (fault === 'hang') await new Promise<never>(() => {});
         if (fault === 'throw') throw new InjectedFaultError(`injected fault: throw on rank ${rank} at generate() call ${this.generateCalls}`);
         result = await worker.generate(input);
+      } else if (msg.op === 'snapshot') {
+        // Between calls only (one call at a time): rank 0's answer is the snapshot.
+        this.out?.resetAllocations();
+        result = await snapshotOf(worker);
+      } else if (msg.op === 'restore') {
+        await restoreInto(worker, msg.input ? fromPayload(msg.input, this.reader!, true) : undefined);
       } else {
         await worker.reset();
       }
@@ -280,7 +287,7 @@ export class RankLoop {
       this.answer({ t: 'failed', id: msg.id, error: serializeError(err), ...(inputHash !== undefined && { inputHash }) });
       return;
     }
-    if (msg.op !== 'generate' || rank !== this.init!.outputRank) {
+    if ((msg.op !== 'generate' && msg.op !== 'snapshot') || rank !== this.init!.outputRank) {
       this.answer({ t: 'result', id: msg.id, value: null, ...(inputHash !== undefined && { inputHash }) });
       return;
     }

@@ -134,7 +134,8 @@ export class CallTracker {
     const name = `${op}()`;
     const slot = this.nextSlot();
     const id = ++this.callId;
-    if (op === 'generate') this.slotGeneration[slot] = (this.slotGeneration[slot] ?? 0) + 1;
+    // A snapshot's answer takes the output rank's result block of its slot too: a generateView() result of that slot before it is stale.
+    if (op === 'generate' || op === 'snapshot') this.slotGeneration[slot] = (this.slotGeneration[slot] ?? 0) + 1;
     return new Promise((resolve, reject) => {
       const onAbort = () => this.onCancel(flight, signal!.reason);
       const flight: InFlight = {

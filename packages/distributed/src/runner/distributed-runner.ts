@@ -245,7 +245,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
   }
 
   /**
-   * Runs `generate(input)` on every rank and returns rank 0's result, which the caller owns:
+   * Runs `generate(input)` on every rank and returns the output rank's result (rank 0 by default), which the caller owns:
    * its typed arrays are copied out of shared memory (one copy; {@link generateView} for none).
    * @param options.signal cancels the call (see {@link CallAbortedError})
    * @throws the model's own error (healthy) when every rank throws the same error type
@@ -276,6 +276,25 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
   /** Runs `reset()` on every rank, with the same outcome policy as {@link DistributedRunner.generate}. */
   async reset(): Promise<void> {
     await this.core.call('reset', undefined, undefined, false);
+  }
+
+  /**
+   * Runs the worker's `snapshot()` on every rank, between calls, and returns the output rank's value (its
+   * typed arrays copied out of shared memory): the model half of a session snapshot
+   * (docs/snapshots.md). Same outcome policy as {@link DistributedRunner.generate}.
+   * @throws {@link SnapshotUnsupportedError} (`snapshot_unsupported`) when the worker has no `snapshot()`
+   */
+  snapshot(): Promise<unknown> {
+    return this.core.call('snapshot', undefined, undefined, false);
+  }
+
+  /**
+   * Runs the worker's `restore(value)` on every rank with the same value (a copy each rank owns),
+   * between calls. Same outcome policy as {@link DistributedRunner.generate}.
+   * @throws {@link SnapshotUnsupportedError} (`snapshot_unsupported`) when the worker has no `restore()`
+   */
+  async restore(value: unknown): Promise<void> {
+    await this.core.call('restore', value, undefined, false);
   }
 
   /**

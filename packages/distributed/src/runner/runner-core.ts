@@ -337,7 +337,7 @@ export class RunnerCore implements CallHost {
     const t0 = callChannel.hasSubscribers ? performance.now() : -1;
     let ref: Payload | null = null;
     try {
-      if (op === 'generate') {
+      if (op === 'generate' || op === 'restore') {
         const enc = encodeValue(input);
         if (this.worker.kind === 'python' && enc.json === null)
           throw unsendableError(`The input of ${name}`, unsendableToPython(input) ?? 'it needs the v8 format');

@@ -22,7 +22,7 @@ const PROGRESS_BYTES = 8;
 
 /** What a rank is doing, as published. */
 /** `collective`: a Python rank inside a `torch.distributed` collective (labelled by `reactor_worker.init_distributed()`). */
-export const PROGRESS_PHASES = ['idle', 'loading', 'generate', 'reset', 'collective'] as const;
+export const PROGRESS_PHASES = ['idle', 'loading', 'generate', 'reset', 'collective', 'snapshot', 'restore'] as const;
 export type ProgressPhase = (typeof PROGRESS_PHASES)[number];
 
 /** The progress block of `rank` of the runner whose segment prefix is `prefix`. */

@@ -122,6 +122,20 @@ export abstract class DistributedWorker<TInput = any, TResult = any, TArgs = any
   abstract generate(input: TInput): TResult | Promise<TResult>;
   /** Clears per-rollout state, keeping weights. */
   abstract reset(): void | Promise<void>;
+
+  /**
+   * Optional: this rank's session state as typed arrays and plain data (PyTorch's
+   * `state_dict()` shape), taken between calls (`runner.snapshot()`); the output rank's value (rank 0 by default) is the
+   * runner's snapshot, so a worker whose state is sharded across ranks gathers it there with
+   * `comm`. docs/snapshots.md.
+   */
+  snapshot?(): unknown;
+
+  /**
+   * Optional: puts back a state {@link snapshot} returned (`runner.restore(data)`), on every rank
+   * with the same value; typed arrays are copies the worker owns.
+   */
+  restore?(snapshot: unknown): void | Promise<void>;
 }
 
 /** What a worker class looks like from the outside (its constructor takes no arguments). */

@@ -30,4 +30,27 @@ export interface AppOptions<S extends InputState = InputState, T extends Input =
   /** Published app version; default `0.0.0`. */
   version?: string;
   description?: string;
+  /**
+   * Session snapshots (docs/snapshots.md): the host keeps a ring of them and offers the
+   * built-in `rewind` command. The app's `InputState` is always captured; `fields` names the
+   * app's own properties to capture too, and the app's `snapshot()` / `restore()` add its model
+   * state. Default: no snapshots.
+   */
+  snapshot?: SnapshotOptions;
+}
+
+/** `@reactorApp({ snapshot })`: what a snapshot holds and how the rewind ring keeps them. */
+export interface SnapshotOptions {
+  /** The app's own properties (plain data, typed arrays) captured beside its state. Default: none. */
+  fields?: readonly string[];
+  /** Take a snapshot before every Nth step that makes output. Default 8. */
+  everySteps?: number;
+  /** Bytes the rewind ring may hold (oldest dropped first). Default 64 MiB. */
+  ringBytes?: number;
+  /** The largest one snapshot may be, bytes (`snapshot_too_big` past it). Default 32 MiB. */
+  maxBytes?: number;
+  /** Roles that may send `rewind`. Default `['controller']`. */
+  rewindRoles?: readonly string[];
+  /** Rewinds a session may make per second, sustained (bursts of 3). Default 2. */
+  rewindsPerSecond?: number;
 }

@@ -18,6 +18,8 @@ export interface CommandSpec {
   /** Roles whose clients may send it (default `['controller']`). */
   readonly roles: readonly string[];
   readonly schema: CommandSchema;
+  /** A command the host answers itself (`rewind`, for an app with snapshots), not a method of the app. */
+  readonly builtin?: 'rewind';
 }
 
 /** Roles that may send a command whose declaration names none. */

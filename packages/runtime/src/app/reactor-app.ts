@@ -248,6 +248,20 @@ export abstract class ReactorApp<
     this[APP_BINDING]?.broadcastState();
   }
 
+  /**
+   * Optional, with `@reactorApp({ snapshot })`: the app's model state for a session snapshot
+   * (typed arrays and plain data), taken between steps; usually `this.runner.snapshot()`. The
+   * host adds the `InputState` and the declared `snapshot.fields` itself. docs/snapshots.md.
+   */
+  snapshot?(): unknown;
+
+  /**
+   * Optional, beside {@link snapshot}: puts back what it returned (a rewind; typed arrays are
+   * copies the app owns). Throw `SnapshotError` (`snapshot_world_size`, ...) to refuse one; the
+   * session then goes on unchanged.
+   */
+  restore?(model: unknown): void | Promise<void>;
+
   /** See {@link getWeightsPath}. @throws WeightsPathNotSetError */
   getWeightsPath(): string {
     return resolveWeightsPath(this[APP_BINDING]?.weightsPath);

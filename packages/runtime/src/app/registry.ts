@@ -9,6 +9,7 @@ import { InputState } from '../state/input-state.js';
 import type { AppOptions } from './app-options.js';
 import { type CommandSpec, compileCommands } from './command-specs.js';
 import { messageSchema } from './message-schema.js';
+import { REWIND_COMMAND, type SnapshotSpec, compileSnapshot } from './snapshot-spec.js';
 import { ReactorApp } from './reactor-app.js';
 import { type InputTrackSpec, type TrackSpec, checkSampleRate, compileInputTrack, inputTrackSchema, outputTrackSchema } from './track-specs.js';
 
@@ -40,6 +41,8 @@ export interface AppDefinition {
   readonly hooks: Readonly<Record<HookKind, readonly string[]>>;
   readonly messages: ReadonlyMap<AnyClass, MessageSpec>;
   readonly schema: AppSchema;
+  /** `@reactorApp({ snapshot })`, checked; undefined: the app takes no snapshots. */
+  readonly snapshot: SnapshotSpec | undefined;
 }
 
 const cache = new WeakMap<AnyClass, AppDefinition>();
@@ -73,12 +76,12 @@ function compile(appClass: AnyClass): AppDefinition {
   }
   const options = readAppOptions<AppOptions>(appClass) ?? {};
   for (const key of Object.keys(options)) {
-    if (!['state', 'input', 'output', 'messages', 'fps', 'bufferSize', 'pacing', 'name', 'version', 'description'].includes(key)) {
+    if (!['state', 'input', 'output', 'messages', 'fps', 'bufferSize', 'pacing', 'name', 'version', 'description', 'snapshot'].includes(key)) {
       throw new AppDefinitionError(
         RuntimeErrorCode.InvalidAppOption,
         appName,
         key,
-        'is not an @reactorApp option (state, input, output, messages, fps, bufferSize, pacing, name, version, description)',
+        'is not an @reactorApp option (state, input, output, messages, fps, bufferSize, pacing, name, version, description, snapshot)',
       );
     }
   }
@@ -251,6 +254,19 @@ function compile(appClass: AnyClass): AppDefinition {
     messages: [...messages.values()].map((m) => m.schema),
     tracks: [...inputTracks.map(inputTrackSchema), ...tracks.map(outputTrackSchema)],
   };
+  const snapshot = compileSnapshot(appName, appClass, options.snapshot, schema);
+  if (snapshot) {
+    if (commands.has(REWIND_COMMAND)) {
+      throw new AppDefinitionError(
+        RuntimeErrorCode.DuplicateCommand,
+        appName,
+        commands.get(REWIND_COMMAND)!.method ?? REWIND_COMMAND,
+        `declares command "${REWIND_COMMAND}", which an app with snapshots gets built in; rename it`,
+      );
+    }
+    commands.set(REWIND_COMMAND, snapshot.command);
+    schema.commands.push(snapshot.command.schema);
+  }
 
   return {
     appClass: appClass as new () => ReactorApp<any, any, any, any>,
@@ -268,5 +284,6 @@ function compile(appClass: AnyClass): AppDefinition {
     hooks,
     messages,
     schema,
+    snapshot: snapshot?.spec,
   };
 }

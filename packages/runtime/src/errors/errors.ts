@@ -63,6 +63,21 @@ export const RuntimeErrorCode = {
   ClipsDisabled: 'clips_disabled',
   /** `loadAppConfig()`: the app config file (`runtime.config`) is unreadable, not a mapping, or a key is wrong or unknown (apps may use their own code). */
   AppConfigInvalid: 'app_config_invalid',
+  // Session snapshots (`SnapshotError`, docs/snapshots.md).
+  /** The bytes are not a whole snapshot: wrong magic, checksum mismatch, a header that does not parse. */
+  SnapshotCorrupt: 'snapshot_corrupt',
+  /** The bytes end before the snapshot does. */
+  SnapshotTruncated: 'snapshot_truncated',
+  /** The snapshot is another app's. */
+  SnapshotAppMismatch: 'snapshot_app_mismatch',
+  /** The snapshot is this app's, but of another version or state shape (schema hash). */
+  SnapshotVersionMismatch: 'snapshot_version_mismatch',
+  /** The snapshot is over its byte limit (`snapshot.maxBytes`). */
+  SnapshotTooBig: 'snapshot_too_big',
+  /** What `snapshot()` returned is not typed arrays and plain data. */
+  SnapshotValue: 'snapshot_value',
+  /** The snapshot was taken at another world size than the runner restoring it has. */
+  SnapshotWorldSize: 'snapshot_world_size',
 } as const;
 export type RuntimeErrorCode = (typeof RuntimeErrorCode)[keyof typeof RuntimeErrorCode];
 

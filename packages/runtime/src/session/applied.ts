@@ -116,6 +116,16 @@ export class AppliedAcks<C> {
     if (this.#ended) this.end();
   }
 
+  /**
+   * A rewind restored an older state: the waiting commands' changes are gone with it (told
+   * `superseded`), as are those a flush gave back.
+   */
+  rewound(): void {
+    const waiting = this.#waiting;
+    this.#waiting = [];
+    for (const w of waiting) this.#settle(w, 'superseded');
+  }
+
   /** A step was refused: what it read will not show until steps run again; every waiting command is told `paused`. */
   refused(): void {
     const waiting = this.#waiting;

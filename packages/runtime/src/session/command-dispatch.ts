@@ -17,6 +17,7 @@ import type { Control } from './control.js';
 import type { HostClient, HostSession } from './host-client.js';
 import type { HostCore } from './host-core.js';
 import type { HostUploads } from './host-uploads.js';
+import type { Snapshots } from './snapshots.js';
 
 /** Runs the commands of a host's clients. */
 export class CommandDispatch {
@@ -30,6 +31,8 @@ export class CommandDispatch {
     private readonly broadcastState: () => void,
     /** Drops the session's queued frames and tells clients to cut (an urgent change). */
     private readonly flush: () => void = () => {},
+    /** The built-in `rewind` (an app with snapshots). */
+    private readonly snapshots?: Snapshots,
   ) {}
 
   /**
@@ -142,6 +145,7 @@ export class CommandDispatch {
       };
     }
     if (uploads && uploads.size > 0) params = { ...params, ...Object.fromEntries(uploads) };
+    if (spec.builtin === 'rewind' && this.snapshots) return this.snapshots.rewind(client, session, params as Record<string, unknown>, id);
     return spec.kind === 'setter' ? this.runSetter(spec, client, session, params, id) : this.runEvent(spec, client, session, params, id);
   }
 
@@ -164,6 +168,7 @@ export class CommandDispatch {
     if (details.length > 0) return invalidParams(id, spec.name, details);
     (session.state as unknown as Record<string, unknown>)[field.property] = params[field.wire];
     session.acks.changed({ client, id, key: `field:${field.property}` });
+    this.snapshots?.logCommand(session, spec.name, params);
     this.broadcastState();
     return { type: 'reply', id };
   }
@@ -194,6 +199,7 @@ export class CommandDispatch {
       const handler = (app as unknown as Record<string, (p: object, c: Client) => unknown>)[spec.method!]!;
       const result = await handler.call(app, value, client);
       session.acks.changed({ client, id, key: `event:${spec.name}` });
+      this.snapshots?.logCommand(session, spec.name, value as Record<string, unknown>);
       return result === undefined ? { type: 'reply', id } : { type: 'reply', id, result };
     } catch (err) {
       if (err instanceof CommandError) return errorReply(id, err.code, err.message);

@@ -37,6 +37,14 @@ export interface HostCounters {
   urgentRestarts: number;
   /** Urgent changes that came while the chunk had been restarted already: applied as ordinary changes. */
   urgentRateLimited: number;
+  /** Session snapshots taken for the rewind rings. */
+  snapshots: number;
+  /** Snapshots that failed (each stops its session's ring). */
+  snapshotFailures: number;
+  /** Bytes the rewind rings hold now (a gauge). */
+  snapshotBytes: number;
+  /** Rewinds made. */
+  rewinds: number;
 }
 
 /** The state and plumbing every part of a host shares (one per host). */
@@ -56,6 +64,10 @@ export class HostCore {
     inputFramesEvicted: 0,
     urgentRestarts: 0,
     urgentRateLimited: 0,
+    snapshots: 0,
+    snapshotFailures: 0,
+    snapshotBytes: 0,
+    rewinds: 0,
   };
   readonly lock = new StepLock();
   readonly clients = new Map<string, HostClient>();

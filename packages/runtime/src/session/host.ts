@@ -24,6 +24,7 @@ import { Playout } from './playout.js';
 import { Session } from './session.js';
 import { LoadProgress, RankGpuBusy } from './runner-signals.js';
 import { StepLoop } from './step-loop.js';
+import { Snapshots, type SnapshotsApi, snapshotsOf } from './snapshots.js';
 import type { StepSample } from './step-stages.js';
 import { loadTracingApi } from './step-tracing.js';
 import type { AppHostApi, ClientHandle, ClientInfo, ClientSink, MediaListener, Readiness, UploadsApi } from './transport.js';
@@ -78,6 +79,8 @@ export class AppHost implements AppHostApi {
   private readonly files: HostUploads;
   private readonly commands: CommandDispatch;
   private readonly steps: StepLoop;
+  /** The current session's snapshots, taken and restored between steps (an app with `@reactorApp({ snapshot })`; docs/snapshots.md). */
+  readonly snapshots: SnapshotsApi | undefined;
   private readonly members: Members;
   private readonly progress: LoadProgress;
   private readonly gpu: RankGpuBusy;
@@ -118,6 +121,8 @@ export class AppHost implements AppHostApi {
     this.tracks = new InputTracks(core, this.control);
     this.files = new HostUploads(core, resolved.uploads, () => this.lifecycle.is('closing', 'closed'));
     this.uploads = this.files.api;
+    const snapshots = Snapshots.of(core, this.broadcast);
+    this.snapshots = snapshots?.api;
     this.commands = new CommandDispatch(
       core,
       this.control,
@@ -125,6 +130,7 @@ export class AppHost implements AppHostApi {
       status,
       () => this.broadcast.broadcastState(),
       () => this.broadcast.flush(),
+      snapshots,
     );
     this.steps = new StepLoop(
       core,
@@ -132,6 +138,7 @@ export class AppHost implements AppHostApi {
       () => this.lifecycle.is('ready'),
       (session, error) => this.endSession(session, error, undefined),
       resolved.refusalBackoffMs,
+      snapshots,
     );
     this.members = new Members(core, this.control, this.tracks, this.broadcast, status, (session) => this.settle(session));
     this.progress = new LoadProgress(this.ctx, () => this.broadcast.publishStatus());
@@ -506,6 +513,7 @@ export class AppHost implements AppHostApi {
       }
     }
     session.lifecycle.to('ended');
+    snapshotsOf(this.snapshots)?.ended(session);
     session.announced.clear();
     this.tracks.resetBuffers();
     this.core.session = undefined;

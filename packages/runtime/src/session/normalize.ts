@@ -23,6 +23,8 @@ export interface QueuedFrame {
   readonly audio?: readonly QueuedAudio[];
   /** The commands this frame is the first to reflect (the first slot of a step on the ack track; see `applied.ts`). */
   readonly acks?: ReadonlyArray<PendingApplied<unknown>>;
+  /** Told the seq and the time (`performance.now()`) this slot played at (a snapshot learns its first frame: `snapshots.ts`). */
+  played?: (seq: number, at: number) => void;
 }
 
 /** Audio of a step that has no frame on the clock track: it lasts the audio's own duration. */
@@ -33,6 +35,8 @@ export interface QueuedAudioSlot {
   readonly audio: readonly QueuedAudio[];
   /** As {@link QueuedFrame.acks} (an app without video: the ack track is its first audio track). */
   readonly acks?: ReadonlyArray<PendingApplied<unknown>>;
+  /** As {@link QueuedFrame.played}. */
+  played?: (seq: number, at: number) => void;
 }
 
 /** One entry of a track's playout queue: a frame (with its audio), or audio alone. */

@@ -283,6 +283,7 @@ export class Playout {
           });
         }
         if (head.acks && this.seq > firstSeq) this.acks?.played(head.acks, firstSeq);
+        if (head.played && this.seq > firstSeq) head.played(firstSeq, now);
       }
     }
     if (this.waiter && this.hasRoom(this.waiter.chunk)) this.releaseWaiter(true);

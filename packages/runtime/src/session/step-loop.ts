@@ -17,6 +17,7 @@ import { type Chunk, clockTrack, normalizeOutput } from './normalize.js';
 import { StepPacer } from './step-pacer.js';
 import { RunnerCallCollector, type StepSample } from './step-stages.js';
 import { StepTracing } from './step-tracing.js';
+import type { Snapshots } from './snapshots.js';
 
 /** A host's step loops (one per session while it streams) and their listeners. */
 export class StepLoop {
@@ -42,6 +43,8 @@ export class StepLoop {
     private readonly endSession: (session: HostSession, error: ErrorBody) => Promise<void>,
     /** Retry delay after a refused step when nothing changes, ms. */
     private readonly refusalBackoffMs: number,
+    /** The rewind ring (an app with snapshots): a snapshot is taken between steps, under the lock. */
+    private readonly snapshots?: Snapshots,
   ) {
     this.ackTrack = clockTrack(core.def.tracks);
     this.ackOnVideo = core.def.tracks[this.ackTrack]?.kind === 'video';
@@ -99,9 +102,11 @@ export class StepLoop {
       let refused = false;
       await core.lock.run(async () => {
         if (!session.lifecycle.is('streaming')) return;
+        if (this.snapshots?.due(session)) await this.snapshots.take(session);
         const r = await this.step(session);
         if (r === 'refused') refused = true;
         else chunk = r;
+        if (r !== 'refused' && session.lifecycle.is('streaming')) this.snapshots?.stepped(session, chunk, this.ackTrack);
       }, 'step');
       if (refused) {
         await core.waitForChange(version, this.refusalBackoffMs);

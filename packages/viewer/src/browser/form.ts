@@ -8,6 +8,7 @@ import { buildTrackSelect } from './canvas.js';
 import { $, el, errorText, formatBytes, richText } from './dom.js';
 import { buildKeys, keyBindings, stopKeys } from './keys.js';
 import { buildMedia } from './media.js';
+import { REWIND, rewindButtons } from './rewind.js';
 
 type Field = JsonSchema & {
   type?: string | string[];
@@ -263,6 +264,9 @@ function buildControl(client: ReactorClient, cmd: CommandSchema): HTMLElement {
     input.write(initial);
     return wrap;
   }
+
+  // The built-in rewind (an app with snapshots): buttons for the usual steps back, then its form.
+  if (cmd.name === REWIND) wrap.append(rewindButtons((params) => showResult(out, client.send(REWIND, params))));
 
   // An event with parameters: a small form. A required parameter without a default starts
   // empty and marked required; the server still checks everything.

@@ -1,0 +1,149 @@
+/**
+ * Session snapshots through `AppHost.snapshots` (the door fork, move and replay build on):
+ * what a snapshot holds (state, declared fields, the app's model state), and every bad input
+ * refused with its code and nothing changed: corrupt, truncated, another app's, another
+ * version's, too big, not plain data. Rewind itself is tested through the protocol in
+ * apps/seed-video/test/rewind.test.ts.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { IsInt, IsString } from 'class-validator';
+import { Frames, InputField, InputState, Output, ReactorApp, reactorApp, SnapshotError, Video } from '../../src/index.js';
+import { describeApp } from '../../src/app/registry.js';
+import { command as cmd, RecordingSink, rgbFrames, useHosts } from '../../src/testing.js';
+
+const start = useHosts(afterEach);
+
+class CounterState extends InputState {
+  @InputField({ default: 0 })
+  @IsInt()
+  value!: number;
+
+  @InputField({ default: 'a' })
+  @IsString()
+  label!: string;
+}
+
+class Out extends Output {
+  @Video()
+  main?: Video;
+}
+
+/** A model state: weights that drift by one every step, and a step counter of the app's own. */
+function appClass(options: { name?: string; version?: string; maxBytes?: number; model?: () => unknown } = {}) {
+  @reactorApp({
+    state: CounterState,
+    output: Out,
+    fps: 500,
+    name: options.name ?? 'counter',
+    version: options.version ?? '1.0.0',
+    snapshot: { fields: ['made'], everySteps: 2, ...(options.maxBytes !== undefined && { maxBytes: options.maxBytes }) },
+  })
+  class CounterApp extends ReactorApp<CounterState> {
+    made = 0;
+    weights = new Float32Array([1.5, 2.5, 3.5]);
+    restored: unknown[] = [];
+    generate(s: CounterState): Out {
+      this.made++;
+      for (let i = 0; i < this.weights.length; i++) this.weights[i]! += 1;
+      return new Out({ main: new Frames(rgbFrames(1, 2, 2, s.value), [1, 2, 2, 3]) });
+    }
+    override snapshot(): unknown {
+      return options.model ? options.model() : { weights: this.weights.slice(), note: 'weights' };
+    }
+    override restore(model: unknown): void {
+      this.restored.push(model);
+      this.weights = (model as { weights: Float32Array<ArrayBuffer> }).weights;
+    }
+  }
+  return CounterApp;
+}
+
+async function running(App: ReturnType<typeof appClass>) {
+  const host = start(App);
+  await host.load();
+  const sink = new RecordingSink();
+  host.connect(sink);
+  await sink.waitForFrames(3);
+  return { host, app: host.app as InstanceType<ReturnType<typeof appClass>>, sink };
+}
+
+const code = (p: Promise<unknown>): Promise<string> =>
+  p.then(
+    () => 'ok',
+    (e: unknown) => (e instanceof SnapshotError ? e.code : `not a SnapshotError: ${String(e)}`),
+  );
+
+describe('session snapshots (AppHost.snapshots)', () => {
+  it('captures the state, the declared fields and the model; a restore puts them back, cuts the stream and sends the state', async () => {
+    const App = appClass();
+    expect(describeApp(App).schema.commands.map((c) => c.name)).toContain('rewind');
+    const { host, app, sink } = await running(App);
+    const h = host.snapshots!;
+    const bytes = await h.take();
+    const made = app.made;
+    const weights = [...app.weights];
+    const state = host.status;
+    expect(state.state).toBe('streaming');
+    await sink.waitForFrames(sink.frames.length + 3);
+    expect(app.made).toBeGreaterThan(made);
+    const flushes = sink.ofType('flush').length;
+    const states = sink.ofType('state').length;
+    await h.restore(bytes);
+    // Taken back between steps: the app's field and the model are as they were at the snapshot.
+    expect(app.restored).toHaveLength(1);
+    expect([...(app.restored[0] as { weights: Float32Array }).weights]).toEqual(weights);
+    expect((app.restored[0] as { note: string }).note).toBe('weights');
+    expect(app.made).toBeGreaterThanOrEqual(made);
+    expect(app.made).toBeLessThanOrEqual(made + 1);
+    expect(sink.ofType('flush').length).toBe(flushes + 1);
+    expect(sink.ofType('state').length).toBe(states + 1);
+  });
+
+  it('rewind follows the roles: a spectator is refused, a role named in rewindRoles may', async () => {
+    @reactorApp({ state: CounterState, output: Out, fps: 500, snapshot: { everySteps: 1, rewindRoles: ['controller', 'editor'] } })
+    class Roles extends ReactorApp<CounterState> {
+      generate(s: CounterState): Out {
+        return new Out({ main: new Frames(rgbFrames(1, 2, 2, s.value), [1, 2, 2, 3]) });
+      }
+    }
+    expect(describeApp(Roles).schema.commands.find((c) => c.name === 'rewind')!.roles).toEqual(['controller', 'editor']);
+    const host = start(Roles);
+    await host.load();
+    const lead = new RecordingSink();
+    host.connect(lead);
+    await lead.waitForFrames(4);
+    const spectator = host.connect(new RecordingSink(), { role: 'spectator' });
+    expect(await spectator.command(cmd('s1', 'rewind', { seq: 1 }))).toMatchObject({ type: 'error', code: 'forbidden_role' });
+    const editor = host.connect(new RecordingSink(), { role: 'editor' });
+    expect(await editor.command(cmd('e1', 'rewind', { seq: 1 }))).toMatchObject({ type: 'reply', result: { seq: 1 } });
+  });
+
+  it('refuses corrupt, truncated, other-app, other-version and too-big bytes with their codes, changing nothing', async () => {
+    const { host, app } = await running(appClass());
+    const h = host.snapshots!;
+    const bytes = await h.take();
+    const flipped = bytes.slice();
+    flipped[bytes.length >> 1]! ^= 0xff;
+    expect(await code(h.restore(flipped))).toBe('snapshot_corrupt');
+    expect(await code(h.restore(new TextEncoder().encode('{"not":"a snapshot"}')))).toBe('snapshot_corrupt');
+    expect(await code(h.restore(bytes.slice(0, bytes.length - 40)))).toBe('snapshot_truncated');
+    expect(await code(h.restore(bytes.slice(0, 6)))).toBe('snapshot_truncated');
+    expect(app.restored).toHaveLength(0);
+
+    const other = await running(appClass({ name: 'another-app' }));
+    expect(await code(other.host.snapshots!.restore(bytes))).toBe('snapshot_app_mismatch');
+    const newer = await running(appClass({ version: '2.0.0' }));
+    expect(await code(newer.host.snapshots!.restore(bytes))).toBe('snapshot_version_mismatch');
+    expect(other.app.restored).toHaveLength(0);
+    expect(newer.app.restored).toHaveLength(0);
+
+    const small = await running(appClass({ maxBytes: 4096 }));
+    expect(await code(small.host.snapshots!.restore(bytes.length > 4096 ? bytes : new Uint8Array(5000)))).toBe('snapshot_too_big');
+    const big = await running(appClass({ maxBytes: 4096, model: () => ({ kv: new Float32Array(2048) }) }));
+    expect(await code(big.host.snapshots!.take())).toBe('snapshot_too_big');
+    const odd = await running(appClass({ model: () => ({ cache: new Map([[1, 2]]) }) }));
+    const err = await odd.host.snapshots!.take().catch((e: unknown) => e as SnapshotError);
+    expect((err as SnapshotError).code).toBe('snapshot_value');
+    expect((err as SnapshotError).message).toContain('snapshot.model.cache is a Map');
+  });
+});
