@@ -196,7 +196,7 @@ describe('clips and recordings are a grant (rec), not every viewer’s', () => {
         return p;
       };
       const buttons = (p: Page): Promise<Array<[boolean, string]>> =>
-        p.$$eval('#clip-button, #record-button', (bs) => bs.map((b) => [(b as HTMLButtonElement).disabled, b.title] as [boolean, string]));
+        p.$$eval('#clip-button, #record-button', (bs) => bs.map((b) => [(b as HTMLButtonElement).disabled, (b as HTMLElement).title] as [boolean, string]));
       // A spectator: neither; the list says why instead of polling a listing it would be refused.
       const watcher = await page(await mint({ role: 'spectator' }));
       expect(await buttons(watcher)).toEqual([
