@@ -11,7 +11,7 @@
  * A build that fails leaves the running server as it was.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,7 +20,7 @@ import { type Logger, SHUTDOWN_SIGNALS, onProcessSignal } from '@reactor/log';
 import type * as TS from 'typescript';
 import { ReactorError, WEIGHTS_PATH_ENV } from '@reactor/runtime';
 import { findManifest, loadManifest, ManifestError, MANIFEST_FILE } from './manifest.js';
-import type { DevHostArgs, DevHostReply, DevHostRequest } from './dev-host.js';
+import type { DevHostArgs, DevHostReply, DevHostRequest, DevHostTypes } from './dev-host.js';
 import { CliErrorCode } from './errors.js';
 import { IncrementalBuild } from './dev-build.js';
 
@@ -105,6 +105,39 @@ export async function devCommand(o: DevOptions, logger: Logger): Promise<void> {
     return result.ok;
   };
 
+  /**
+   * The app's `src/app-types.ts`, written again when the served version's schema gives other
+   * types (a command, a state field or a message changed). The watcher does not take the write
+   * for an edit: its change is skipped while the file holds what was written.
+   */
+  const written = new Map<string, string>();
+  const writeTypes = ({ file, text }: DevHostTypes): void => {
+    let before: string | undefined;
+    try {
+      before = readFileSync(file, 'utf8');
+    } catch {
+      return;
+    }
+    if (before === text) return;
+    written.set(resolve(file), text);
+    try {
+      writeFileSync(file, text);
+      logger.info(`wrote ${relative(process.cwd(), file) || file}: the app's client types changed`);
+    } catch (err) {
+      written.delete(resolve(file));
+      logger.warn(`could not write ${file}: ${(err as Error).message}; run pnpm types`);
+    }
+  };
+  const selfWritten = (file: string): boolean => {
+    const text = written.get(resolve(file));
+    if (text === undefined) return false;
+    try {
+      return readFileSync(file, 'utf8') === text;
+    } catch {
+      return false;
+    }
+  };
+
   // The app process: started once, and again only if it died.
   let host: ChildProcess | undefined;
   let replied: ((reply: DevHostReply | undefined) => void) | undefined;
@@ -112,8 +145,10 @@ export async function devCommand(o: DevOptions, logger: Logger): Promise<void> {
     const child = spawn(process.execPath, [hostMain, JSON.stringify(hostArgs)], { cwd: process.cwd(), stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
     host = child;
     child.stdout!.on('data', (d: Buffer) => process.stdout.write(d));
-    child.on('message', (msg: DevHostReply) => {
-      if (host === child) replied?.(msg);
+    child.on('message', (msg: DevHostReply | DevHostTypes) => {
+      if (host !== child) return;
+      if (msg.t === 'types') writeTypes(msg);
+      else replied?.(msg);
     });
     child.once('exit', (code, signal) => {
       if (host !== child) return;
@@ -176,7 +211,7 @@ export async function devCommand(o: DevOptions, logger: Logger): Promise<void> {
   let cycle: Promise<void> = Promise.resolve();
   const changed = new Set<string>();
   const onChange = (name: string | null): void => {
-    if (stopping) return;
+    if (stopping || (name !== null && selfWritten(name))) return;
     if (name) changed.add(name);
     clearTimeout(timer);
     // Editors write a file in several steps: wait for the burst to end.

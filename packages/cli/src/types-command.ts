@@ -204,6 +204,19 @@ export async function typesCommand(o: TypesOptions, logger: Logger): Promise<voi
   process.stdout.write(schemaToTypes(schema, o.name, overrides));
 }
 
+/** The name an `app-types.ts` exports its types under (`export type X = {`), to keep it when the file is written again. */
+export function typesNameIn(text: string): string | undefined {
+  return /^export type ([A-Za-z_$][\w$]*) = \{/m.exec(text)?.[1];
+}
+
+/**
+ * What `reactor types` would print for a loaded app (`reactor dev` writes it to `src/app-types.ts`
+ * after a reload): the schema's types with the field types of the module's declarations.
+ */
+export function appTypesOf(module: string, App: Parameters<typeof describeApp>[0], schema: unknown, logger: Logger, typeName?: string): string {
+  return schemaToTypes(schema as TypesSchema, typeName, declaredMessageTypes(module, App, logger));
+}
+
 /** The message field types the app's `.d.ts` declares, by wire names; undefined (with a warning) when they cannot be read. */
 function declaredMessageTypes(module: string, App: Parameters<typeof describeApp>[0], logger: Logger): MessageTypeOverrides | undefined {
   const classes = [...describeApp(App).messages.keys()];

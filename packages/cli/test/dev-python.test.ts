@@ -57,14 +57,28 @@ function atomicWrite(file: string, text: string): void {
 const loads = join(scratch, 'loads.txt');
 const loadCount = (): string[] => (existsSync(loads) ? readFileSync(loads, 'utf8').trim().split('\n').filter(Boolean) : []);
 
-/** The first frame a new client gets from `url` (the project's own @reactor/client and ws). */
-async function firstFrame(url: string): Promise<void> {
+interface TestClient {
+  once(event: 'frame', f: () => void): void;
+  on(event: 'welcome', f: (m: { session: { sessionId?: string } }) => void): void;
+  on(event: 'error', f: (e: { code?: string; message: string }) => void): void;
+  close(): void;
+  /** The welcome's session status (the first welcome comes before connect() resolves). */
+  readonly session: { sessionId?: string };
+}
+
+/** A client of the project's own @reactor/client and ws. */
+async function connectTo(url: string): Promise<TestClient> {
   const req = createRequire(join(project, 'package.json'));
   const { connect } = (await import(pathToFileURL(req.resolve('@reactor/client')).href)) as {
-    connect(url: string, o: object): Promise<{ once(event: 'frame', f: () => void): void; close(): void }>;
+    connect(url: string, o: object): Promise<TestClient>;
   };
   const { WebSocket } = (await import(pathToFileURL(req.resolve('ws')).href)) as { WebSocket: unknown };
-  const client = await connect(url, { WebSocket, reconnect: false });
+  return connect(url, { WebSocket, reconnect: false });
+}
+
+/** The first frame a new client gets from `url`. */
+async function firstFrame(url: string): Promise<void> {
+  const client = await connectTo(url);
   try {
     await new Promise<void>((r) => client.once('frame', r));
   } finally {
@@ -103,21 +117,49 @@ describe('reactor dev on the python template', () => {
       await until(() => viewers().length === 1, `the first server:\n${err}`, 120_000);
       const url = viewers()[0]!;
       await firstFrame(url);
+      // A client that stays connected across the reloads: the welcome each reload sends it, and what it is told.
+      const watcher = await connectTo(url);
+      const sessions: (string | undefined)[] = [watcher.session.sessionId];
+      const told: string[] = [];
+      watcher.on('welcome', (m) => sessions.push(m.session.sessionId));
+      watcher.on('error', (e) => told.push(e.message));
+      const session = sessions[0]!;
+      expect(session).toMatch(/\S/);
       expect(loadCount()).toHaveLength(1);
       const rank = Number(loadCount()[0]);
       expect(alive(rank)).toBe(true);
 
       // The application half: the app restarts, the Python rank and its loaded model stay.
+      // The edit adds a state field: the state cannot be carried, which the client is told
+      // (state_reset) in the same session; src/app-types.ts is written again with the field.
       const app = join(project, 'src/app.ts');
+      const types = join(project, 'src/app-types.ts');
       const original = readFileSync(app, 'utf8');
       expect(original).toContain("default: 'A sunset over the sea.'");
+      expect(readFileSync(types, 'utf8')).not.toContain('steps');
+      const field = "  prompt!: string;\n";
+      expect(original).toContain(field);
       figures['ts_edit_to_first_frame_s'] = await editToFrame(
-        () => atomicWrite(app, original.replace("default: 'A sunset over the sea.'", "default: 'A harbour at dawn.'")),
+        () =>
+          atomicWrite(
+            app,
+            original
+              .replace("default: 'A sunset over the sea.'", "default: 'A harbour at dawn.'")
+              .replace("import { IsString, MaxLength } from 'class-validator';", "import { IsInt, IsString, MaxLength } from 'class-validator';")
+              .replace(field, `${field}\n  @InputField({ default: 4, description: 'Denoising steps.' })\n  @IsInt()\n  steps!: number;\n`),
+          ),
         2,
       );
       expect(err).toContain(`reusing the 1 loaded rank (pid ${rank}): the model half did not change`);
       expect(loadCount()).toEqual([String(rank)]);
       expect(alive(rank)).toBe(true);
+      await until(() => told.length === 1 && sessions.length === 2, `the watcher told of the reset:\n${err}`, 30_000);
+      expect(told[0]).toMatch(/state_reset.*state class changed/);
+      expect(err).toContain(`the state class changed: session ${session} starts again from its defaults`);
+      expect(sessions[1]).toBe(session);
+      await until(() => readFileSync(types, 'utf8').includes('steps: number;'), `src/app-types.ts written again:\n${err}`, 30_000);
+      expect(readFileSync(types, 'utf8')).toContain('/** Denoising steps. */\n      steps: number;\n    };');
+      expect(err).toContain('wrote src/app-types.ts');
 
       // The model half: a .py edit under runtime.python.path loads a new rank; the old one ends.
       const edited = readFileSync(worker, 'utf8');
@@ -128,8 +170,13 @@ describe('reactor dev on the python template', () => {
       const next = Number(loadCount()[1]);
       expect(next).not.toBe(rank);
       await until(() => !alive(rank), 'the old rank to end', 20_000);
-      // Its bytecode cache (worker/__pycache__) is not an edit: no fourth server.
+      // Its bytecode cache (worker/__pycache__) is not an edit: no fourth server; nor is the
+      // app-types.ts reactor dev wrote. The session goes on: its id and its state are kept.
       expect(viewers()).toHaveLength(3);
+      await until(() => sessions.length === 3, 'the welcome of the Python edit', 30_000);
+      expect(sessions[2]).toBe(session);
+      expect(told).toHaveLength(1);
+      expect(err).toContain(`carried session ${session}'s state into the new version (prompt, steps)`);
 
       // A syntax error in the worker: said with the file, the line and its source; the server stays up.
       const good = readFileSync(worker, 'utf8');
@@ -141,10 +188,16 @@ describe('reactor dev on the python template', () => {
       // The location the host adds is the app's, never reactor_worker's own frame.
       expect(err).toMatch(/DevPyApp\.load\(\) failed: PythonWorkerError: The worker module app_worker does not parse on rank 0: .* line \d+ \(rank 0\)\n/);
       expect(err).not.toMatch(/_rank\.py line \d+, in find_class/);
+      // The session is lost with the version that failed: the client and the log say so.
+      await until(() => told.length === 2, `the watcher told of the lost session:\n${err}`, 30_000);
+      expect(told[1]).toMatch(new RegExp(`state_reset.*the new version failed to load \\(.*does not parse on rank 0.*\\), so session ${session} and its state are lost`));
+      expect(err).toContain(`session ${session}'s state is lost: the new version failed to load`);
       // Fixed: the next save serves again.
       atomicWrite(worker, good);
       await until(() => viewers().length === 4, `server #4:\n${err}`, 180_000);
       await firstFrame(viewers()[3]!);
+      expect(err).toContain('no session state to carry (no session ran, or the previous version failed to load)');
+      watcher.close();
     } finally {
       const tree = descendants(child.pid!);
       child.kill('SIGTERM');
