@@ -86,7 +86,7 @@ function reuseKeyOf(spec: RunnerSpec): { key: string; moduleKey: string; adopted
   if (w.kind === 'python') {
     const { python } = w;
     const moduleKey = `python:${python.module}:${python.className}`;
-    const key = JSON.stringify([moduleKey, python.interpreterPath, python.pythonPath, pythonTreeHash(python.pythonPath), opts, argsFingerprint(spec.loadArgs)]);
+    const key = JSON.stringify([moduleKey, python.interpreterPath, python.pythonPath, python.halfPrecision, pythonTreeHash(python.pythonPath), opts, argsFingerprint(spec.loadArgs)]);
     return { key, moduleKey, adopted: { kind: 'python', errors: python.errors } };
   }
   const moduleKey = moduleKeyOf(w.location.runnableUrl);
