@@ -33,6 +33,8 @@ import { AppHost, type AppHostApi, type ClientSink } from '@reactor/runtime';
 import { checkPaths, importApp, manifestFrom, serveApp, serveSettings, type CliOptions } from './commands.js';
 import { GENERATION_PARAM } from './dev-loader.js';
 import { appTypesOf, typesNameIn } from './types-command.js';
+import { pythonTypes } from './python-types.js';
+import { declarationsOf } from './source-types.js';
 import type { Manifest } from './manifest.js';
 
 /** Supervisor to app process. */
@@ -144,20 +146,26 @@ function modelKeys(m: Manifest): string {
  * The app's generated client types for the version now served, when the app keeps them in
  * `src/app-types.ts` (as `pnpm types` writes them); its exported name is kept.
  */
-function appTypesFile(root: string, m: Manifest, App: Awaited<ReturnType<typeof importApp>>, schema: unknown, logger: Logger): AppTypesFile | undefined {
+function appTypesFiles(root: string, m: Manifest, App: Awaited<ReturnType<typeof importApp>>, schema: unknown, logger: Logger): AppTypesFile[] {
+  const out: AppTypesFile[] = [];
   const file = join(root, 'src', 'app-types.ts');
-  if (!existsSync(file)) return undefined;
+  // The Python worker's TypedDicts (`reactor types --python`), where a worker folder keeps them.
+  const python = (m.runtime.python?.path ?? []).map((p) => join(p, 'app_types.py')).filter((f) => existsSync(f));
   try {
-    return { file, text: appTypesOf(m.runtime.module, App, schema, logger, typesNameIn(readFileSync(file, 'utf8'))) };
+    if (existsSync(file)) out.push({ file, text: appTypesOf(m.runtime.module, App, schema, logger, typesNameIn(readFileSync(file, 'utf8'))) });
+    if (python.length > 0) {
+      const { text } = pythonTypes(schema as Parameters<typeof pythonTypes>[0], App.name, declarationsOf(m.runtime.module));
+      for (const f of python) out.push({ file: f, text });
+    }
   } catch (err) {
-    logger.warn(`could not write ${file} again: ${(err as Error).message}; run pnpm types`);
-    return undefined;
+    logger.warn(`could not write the app's generated types again: ${(err as Error).message}; run pnpm types`);
   }
+  return out;
 }
 
 async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostReply | DevHostTypes) => void): Promise<void> {
-  const sendTypes = (types: AppTypesFile | undefined): void => {
-    if (types) send({ t: 'types', ...types });
+  const sendTypes = (types: AppTypesFile[]): void => {
+    for (const t of types) send({ t: 'types', ...t });
   };
   register('./dev-loader.js', import.meta.url, { data: { root: args.root } });
   // The pool this process owns: the app's runners park in it at shutdown() and take their ranks back from it.
@@ -206,7 +214,7 @@ async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostR
         return;
       }
       if (sameTracks(next.schema, swap.schema)) {
-        await swapIn(swap, next, reloadModel, () => appTypesFile(args.root, m, App, next.schema, logger));
+        await swapIn(swap, next, reloadModel, () => appTypesFiles(args.root, m, App, next.schema, logger));
         return;
       }
       await next.close();
@@ -237,7 +245,7 @@ async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostR
       await ranks.releaseParked();
       process.stdout.write(`Viewer: ${viewer.href}\n`);
       send({ t: 'serving', viewer: viewer.href, generation });
-      sendTypes(appTypesFile(args.root, m, App, server.host.schema, logger));
+      sendTypes(appTypesFiles(args.root, m, App, server.host.schema, logger));
     } catch (err) {
       await ranks.releaseParked();
       const reason = (err as Error).message;
@@ -247,7 +255,7 @@ async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostR
   };
 
   /** The new generation's host takes the place of the old one under the live connections. */
-  const swapIn = async (swap: HostSwitch, next: AppHost, reloadModel: boolean, types: () => AppTypesFile | undefined): Promise<void> => {
+  const swapIn = async (swap: HostSwitch, next: AppHost, reloadModel: boolean, types: () => AppTypesFile[]): Promise<void> => {
     const carried = noteState(swap.current);
     if (!carried) logger.info('no session state to carry (no session ran, or the previous version failed to load): the next session starts from the defaults');
     const { load: context } = hostOptionsOf(served!);

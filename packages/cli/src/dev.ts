@@ -122,7 +122,7 @@ export async function devCommand(o: DevOptions, logger: Logger): Promise<void> {
     written.set(resolve(file), text);
     try {
       writeFileSync(file, text);
-      logger.info(`wrote ${relative(process.cwd(), file) || file}: the app's client types changed`);
+      logger.info(`wrote ${relative(process.cwd(), file) || file}: the app's ${file.endsWith('.py') ? 'worker' : 'client'} types changed`);
     } catch (err) {
       written.delete(resolve(file));
       logger.warn(`could not write ${file}: ${(err as Error).message}; run pnpm types`);

@@ -160,6 +160,10 @@ describe('reactor dev on the python template', () => {
       await until(() => readFileSync(types, 'utf8').includes('steps: number;'), `src/app-types.ts written again:\n${err}`, 30_000);
       expect(readFileSync(types, 'utf8')).toContain('/** Denoising steps. */\n      steps: number;\n    };');
       expect(err).toContain('wrote src/app-types.ts');
+      // And the worker's TypedDicts (worker/app_types.py, which the worker imports), without a reload.
+      const pyTypes = join(project, 'worker/app_types.py');
+      await until(() => readFileSync(pyTypes, 'utf8').includes('    steps: int\n'), `worker/app_types.py written again:\n${err}`, 30_000);
+      expect(err).toContain('wrote worker/app_types.py');
 
       // The model half: a .py edit under runtime.python.path loads a new rank; the old one ends.
       const edited = readFileSync(worker, 'utf8');
@@ -197,6 +201,8 @@ describe('reactor dev on the python template', () => {
       await until(() => viewers().length === 4, `server #4:\n${err}`, 180_000);
       await firstFrame(viewers()[3]!);
       expect(err).toContain('no session state to carry (no session ran, or the previous version failed to load)');
+      // What reactor dev wrote was never taken for an edit.
+      expect(err).not.toMatch(/changed: [^\n]*app[-_]types\.(ts|py)/);
       watcher.close();
     } finally {
       const tree = descendants(child.pid!);

@@ -182,6 +182,8 @@ const PY_SKIP_DIRS = new Set(['__pycache__', '.git', 'node_modules', '.venv', 'v
 /** Bounds of {@link pythonTreeHash}'s walk: past them, the rest is not looked at (said in the hash, so it stays stable). */
 const PY_MAX_FILES = 5_000;
 const PY_MAX_DEPTH = 8;
+/** The first lines of a module `reactor types --python` wrote name it. */
+const GENERATED_TYPES_MARK = 'written by `reactor types --python`';
 
 /**
  * A hash of every `.py` file under the folders of a Python import path (`PYTHONPATH`, with its
@@ -209,7 +211,10 @@ export function pythonTreeHash(pythonPath: string): string {
       } else if (e.name.endsWith('.py')) {
         files++;
         try {
-          hash.update(`${full}\0`).update(readFileSync(full)).update('\0');
+          const bytes = readFileSync(full);
+          // The worker's TypedDicts (`reactor types --python`, which `reactor dev` writes again
+          // after a schema change) have no behaviour: their change does not change a rank's code.
+          if (!bytes.subarray(0, 200).toString().includes(GENERATED_TYPES_MARK)) hash.update(`${full}\0`).update(bytes).update('\0');
         } catch {
           hash.update(`${full}\0missing\0`);
         }
