@@ -27,6 +27,8 @@ import { register } from 'node:module';
 import { join } from 'node:path';
 import type { Logger } from '@reactor/log';
 import { SHUTDOWN_SIGNALS, consoleLogger, levelFromEnv, onProcessSignal } from '@reactor/log';
+import { execFile } from 'node:child_process';
+import { pythonInterpreter } from '@reactor/distributed';
 import { RankPool } from '@reactor/distributed/internal';
 import { HostSwitch, hostOptionsOf, sameTracks, serveSwitchable, ServerErrorCode, type ReactorServer, type ServeOptions } from '@reactor/server';
 import { AppHost, type AppHostApi, type ClientSink } from '@reactor/runtime';
@@ -38,7 +40,13 @@ import { declarationsOf } from './source-types.js';
 import type { Manifest } from './manifest.js';
 
 /** Supervisor to app process. */
-export type DevHostRequest = { t: 'reload'; reason: string; model: boolean };
+export type DevHostRequest = {
+  t: 'reload';
+  reason: string;
+  model: boolean;
+  /** Only these Python files changed: the ranks restart in place, the app half stays. */
+  python?: string[];
+};
 /** App process to supervisor: the outcome of the first start or of a reload. */
 export type DevHostReply = { t: 'serving'; viewer: string; generation: number } | { t: 'kept'; reason: string } | { t: 'down'; reason: string };
 /** App process to supervisor, after a `serving` reply: the client types of the version now served. */
@@ -161,6 +169,28 @@ function appTypesFiles(root: string, m: Manifest, App: Awaited<ReturnType<typeof
     logger.warn(`could not write the app's generated types again: ${(err as Error).message}; run pnpm types`);
   }
   return out;
+}
+
+/** The first syntax error of the Python files, parsed by the worker's interpreter (nothing is imported or run), as `file, line N: message` and the line. */
+function pythonSyntaxError(m: Manifest, files: string[]): Promise<string | undefined> {
+  const script = [
+    'import sys',
+    'for f in sys.argv[1:]:',
+    '    try:',
+    '        compile(open(f, "rb").read(), f, "exec")',
+    '    except FileNotFoundError:',
+    '        pass',
+    '    except SyntaxError as e:',
+    '        text = (e.text or "").strip()',
+    '        print(f"{e.filename}, line {e.lineno}: {e.msg}")',
+    '        print(f"    {text}")',
+    '        sys.exit(1)',
+  ].join('\n');
+  // As the ranks get it: REACTOR_PYTHON first (reactor.yaml's interpreter sets it when unset).
+  const python = pythonInterpreter(process.env['REACTOR_PYTHON'] ?? m.runtime.python?.interpreter, process.env);
+  return new Promise((done) => {
+    execFile(python, ['-c', script, ...files], (err, stdout) => done(err ? stdout.trim() || err.message : undefined));
+  });
 }
 
 async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostReply | DevHostTypes) => void): Promise<void> {
@@ -289,13 +319,48 @@ async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostR
     sendTypes(types());
   };
 
+  /**
+   * A Python edit: the changed files are parsed first (a syntax error leaves everything as it
+   * was, like a TypeScript build that fails); then every live runner of the changed code starts
+   * new ranks in place, while the app half, its session and the connections stay. When no
+   * runner took the change, or new ranks failed to load, the whole app is reloaded (which says
+   * what failed, and what was lost, as any reload does).
+   */
+  const restartRanks = async (files: string[]): Promise<void> => {
+    const m = manifestFrom(o);
+    const problem = await pythonSyntaxError(m, files);
+    if (problem !== undefined) {
+      const reason = `the Python worker does not parse: ${problem}`;
+      logger.error(`the Python worker does not parse (the ranks keep running the last good version, nothing was lost; fix it and save again): ${problem}`);
+      send({ t: 'kept', reason });
+      return;
+    }
+    const started = performance.now();
+    const before = current?.host.status.sessionId;
+    const { restarted, failed } = await ranks.restartChanged();
+    if (restarted === 0 || failed > 0) {
+      if (failed > 0)
+        logger.warn(
+          `the restarted ranks failed to load${before ? `: session ${before} and its state are lost (its clients see the error in the session status)` : ''}; reloading the whole app to say why`,
+        );
+      await load(true);
+      return;
+    }
+    const session = current?.host.status.sessionId;
+    logger.info(
+      `restarted the ranks of ${restarted} runner(s) in ${((performance.now() - started) / 1000).toFixed(2)} s; the app half kept running${session ? ` (session ${session} and its state kept; the model's own state starts again from load())` : ''}`,
+    );
+    process.stdout.write(`Viewer: ${viewerHref}\n`);
+    send({ t: 'serving', viewer: viewerHref, generation });
+  };
+
   let cycle = load(false);
   process.on('message', (msg: DevHostRequest) => {
     if (msg?.t !== 'reload' || closing) return;
     cycle = cycle.then(() => {
       if (closing) return;
       logger.info(msg.reason);
-      return load(msg.model);
+      return msg.python && current ? restartRanks(msg.python) : load(msg.model);
     });
   });
   const quit = (): void => {

@@ -192,6 +192,7 @@ export async function devCommand(o: DevOptions, logger: Logger): Promise<void> {
 
   // The model half outside src/: the weights. (The app process compares the manifest's model/runtime keys itself.)
   const modelFiles = new Set<string>();
+  const pythonDirs = (m.runtime.python?.path ?? []).map((p) => resolve(p));
   const watched: FSWatcher[] = [];
   /** Watches a file or folder (chokidar watches its folders: a file replaced by a rename is still seen). */
   const watchPath = (path: string | undefined, model: boolean): Promise<void> => {
@@ -223,14 +224,16 @@ export async function devCommand(o: DevOptions, logger: Logger): Promise<void> {
         if (stopping) return;
         const names = files.map((f) => (f.startsWith('/') ? relative(process.cwd(), f) || f : f));
         const model = files.some((f) => [...modelFiles].some((p) => f === p || f.startsWith(`${p}/`)));
+        // Only the Python worker's code: its ranks restart in place, the app half runs on.
+        const python = files.length > 0 && files.every((f) => f.endsWith('.py') && pythonDirs.some((p) => f.startsWith(`${p}/`)));
         logger.info(`changed: ${names.join(', ') || 'src/'}; rebuilding`);
         if (!(await build(files)) || stopping) return;
         const started = performance.now();
-        const reply = await reload({
-          t: 'reload',
-          model,
-          reason: model ? 'the model half changed (weights, Python worker): reloading the model' : 'reloading the app',
-        });
+        const reply = await reload(
+          python
+            ? { t: 'reload', model, python: files, reason: 'the Python worker changed: restarting its ranks (the app half keeps running)' }
+            : { t: 'reload', model, reason: model ? 'the model half changed (weights, Python worker): reloading the model' : 'reloading the app' },
+        );
         if (reply?.t === 'serving') {
           const now = performance.now();
           logger.info(`reloaded in ${((now - started) / 1000).toFixed(2)} s (${((now - changedAt) / 1000).toFixed(2)} s after the change was seen)`);

@@ -30,10 +30,11 @@ function run(cmd: string, args: string[], cwd: string): Promise<{ code: number; 
   });
 }
 
-async function until(cond: () => boolean, what: string, ms: number): Promise<void> {
+/** `what` may be a function: the log it names is read when the wait fails, not when it starts. */
+async function until(cond: () => boolean, what: string | (() => string), ms: number): Promise<void> {
   const end = performance.now() + ms;
   while (!cond()) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
+    if (performance.now() > end) throw new Error(`timed out waiting for ${typeof what === 'function' ? what() : what}`);
     await new Promise((r) => setTimeout(r, 25));
   }
 }
@@ -60,6 +61,7 @@ const loadCount = (): string[] => (existsSync(loads) ? readFileSync(loads, 'utf8
 interface TestClient {
   once(event: 'frame', f: () => void): void;
   on(event: 'welcome', f: (m: { session: { sessionId?: string } }) => void): void;
+  on(event: 'session', f: (s: { error?: { message: string } }) => void): void;
   on(event: 'error', f: (e: { code?: string; message: string }) => void): void;
   close(): void;
   /** The welcome's session status (the first welcome comes before connect() resolves). */
@@ -87,7 +89,7 @@ async function firstFrame(url: string): Promise<void> {
 }
 
 describe('reactor dev on the python template', () => {
-  it('a TypeScript edit keeps the Python rank and its loaded model; a Python edit loads a new one; a syntax error is named and the server stays up', async () => {
+  it('a TypeScript edit keeps the Python rank (session id kept, state loss said, generated types written); a Python edit restarts only the ranks; a syntax error keeps the last good version; a load error is said', async () => {
     expect(readFileSync(join(project, 'reactor.yaml'), 'utf8')).toContain('    path: [worker]');
     const worker = join(project, 'worker/app_worker.py');
     const source = readFileSync(worker, 'utf8');
@@ -108,7 +110,7 @@ describe('reactor dev on the python template', () => {
     const editToFrame = async (edit: () => void, count: number): Promise<number> => {
       const edited = performance.now();
       edit();
-      await until(() => viewers().length === count, `server #${count}:\n${err}`, 180_000);
+      await until(() => viewers().length === count, () => `server #${count}:\n${err}`, 180_000);
       await firstFrame(viewers()[count - 1]!);
       return (performance.now() - edited) / 1000;
     };
@@ -121,7 +123,9 @@ describe('reactor dev on the python template', () => {
       const watcher = await connectTo(url);
       const sessions: (string | undefined)[] = [watcher.session.sessionId];
       const told: string[] = [];
+      const errors: string[] = [];
       watcher.on('welcome', (m) => sessions.push(m.session.sessionId));
+      watcher.on('session', (st) => void (st.error && errors.push(st.error.message)));
       watcher.on('error', (e) => told.push(e.message));
       const session = sessions[0]!;
       expect(session).toMatch(/\S/);
@@ -175,27 +179,39 @@ describe('reactor dev on the python template', () => {
       expect(next).not.toBe(rank);
       await until(() => !alive(rank), 'the old rank to end', 20_000);
       // Its bytecode cache (worker/__pycache__) is not an edit: no fourth server; nor is the
-      // app-types.ts reactor dev wrote. The session goes on: its id and its state are kept.
+      // app-types.ts reactor dev wrote. Only the ranks restarted: the app half, its session and
+      // the watcher's connection went on (no new welcome, nothing to tell).
       expect(viewers()).toHaveLength(3);
-      await until(() => sessions.length === 3, 'the welcome of the Python edit', 30_000);
-      expect(sessions[2]).toBe(session);
+      expect(err).toMatch(new RegExp(`restarted the ranks of 1 runner\\(s\\) in [\\d.]+ s; the app half kept running \\(session ${session} and its state kept`));
+      expect(err).toContain(`restarting the 1 rank (was pid ${rank}) in place; the app keeps running`);
+      expect(sessions).toHaveLength(2);
       expect(told).toHaveLength(1);
-      expect(err).toContain(`carried session ${session}'s state into the new version (prompt, steps)`);
+      expect(err).not.toContain(`carried session ${session}'s state`);
 
-      // A syntax error in the worker: said with the file, the line and its source; the server stays up.
+      // A syntax error in the worker: said with the file, the line and its source; nothing else
+      // changes (the rank keeps running the last good version, as after a failed TypeScript build).
       const good = readFileSync(worker, 'utf8');
       atomicWrite(worker, good.replace('    def reset(self) -> None:', '    def reset(self -> None:'));
-      // The rank's own stderr comes first; the host's line (what the test reads) after it.
-      await until(() => /DevPyApp\.load\(\) failed: .*does not parse on rank 0/.test(err), `the syntax error:\n${err}`, 180_000);
-      expect(err).toMatch(/The worker module app_worker does not parse on rank 0: .* in \S+worker\/app_worker\.py, line \d+\n\s+def reset\(self -> None:/);
+      await until(() => err.includes('the Python worker does not parse'), `the syntax error:\n${err}`, 60_000);
+      expect(err).toMatch(
+        /the Python worker does not parse \(the ranks keep running the last good version, nothing was lost; fix it and save again\): \S+worker\/app_worker\.py, line \d+: .*\n\s+def reset\(self -> None:\n/,
+      );
+      expect(alive(next)).toBe(true);
+      expect(loadCount()).toHaveLength(2);
       expect(child.exitCode).toBe(null);
-      // The location the host adds is the app's, never reactor_worker's own frame.
-      expect(err).toMatch(/DevPyApp\.load\(\) failed: PythonWorkerError: The worker module app_worker does not parse on rank 0: .* line \d+ \(rank 0\)\n/);
-      expect(err).not.toMatch(/_rank\.py line \d+, in find_class/);
-      // The session is lost with the version that failed: the client and the log say so.
-      await until(() => told.length === 2, `the watcher told of the lost session:\n${err}`, 30_000);
-      expect(told[1]).toMatch(new RegExp(`state_reset.*the new version failed to load \\(.*does not parse on rank 0.*\\), so session ${session} and its state are lost`));
-      expect(err).toContain(`session ${session}'s state is lost: the new version failed to load`);
+
+      // A worker that parses but raises in load(): the app is reloaded to say so, named with the
+      // file and line; the session is lost with it, and the client and the log say so.
+      atomicWrite(worker, good.replace(marker, `${marker}        raise ValueError("no weights here")\n`));
+      await until(() => /DevPyApp\.load\(\) failed: /.test(err), `the load failure:\n${err}`, 180_000);
+      expect(err).toMatch(/DevPyApp\.load\(\) failed: ValueError: no weights here \(rank 0, \S*app_worker\.py line \d+, in load\)\n/);
+      expect(err).not.toMatch(/_rank\.py line \d+, in /);
+      expect(child.exitCode).toBe(null);
+      expect(err).toContain(`the restarted ranks failed to load: session ${session} and its state are lost`);
+      // The client is told too: by the session status (the session ended with the load error), and
+      // by a state_reset when the session was still running when the app was swapped.
+      await until(() => errors.some((e) => e.includes('no weights here')), () => `the watcher told of the failure:\n${err}`, 30_000);
+      for (const t of told.slice(1)) expect(t).toMatch(/state_reset.*failed to load \(.*no weights here/);
       // Fixed: the next save serves again.
       atomicWrite(worker, good);
       await until(() => viewers().length === 4, `server #4:\n${err}`, 180_000);

@@ -48,8 +48,16 @@ export function installedRankPool(): RankReusePool | undefined {
  * it is {@link install}ed; {@link close} stops every parked runner and uninstalls it.
  * @internal
  */
+/** A live runner the pool can restart in place (`reactor dev`: a Python edit restarts only the ranks). */
+export interface RestartableRunner {
+  /** Starts new ranks of the changed worker code in place of the old ones: `unchanged`, `restarted`, or `failed` (the new ranks did not load). */
+  restartIfChanged(): Promise<'unchanged' | 'restarted' | 'failed'>;
+}
+
 export class RankReusePool {
   private parked: Parked[] = [];
+  /** The runners made while this pool is installed and not shut down or parked yet. */
+  readonly live = new Set<RestartableRunner>();
   /** Runners being shut down because they were not reused: the next start waits for them (GPU memory). */
   private readonly releasing = new Set<Promise<void>>();
   private closed = false;
@@ -80,6 +88,16 @@ export class RankReusePool {
   async releaseParked(): Promise<void> {
     const all = this.parked.splice(0);
     await Promise.all([...all.map((e) => this.release(e.runner)), ...this.releasing]);
+  }
+
+  /**
+   * Restarts, in place, the ranks of every live runner whose worker code changed (a Python
+   * worker's `.py` files): the app keeps its runner objects, and calls wait for the new ranks.
+   * @returns how many runners were restarted, and the load errors of those whose new ranks failed
+   */
+  async restartChanged(): Promise<{ restarted: number; failed: number }> {
+    const outcomes = await Promise.all([...this.live].map((r) => r.restartIfChanged().catch(() => 'failed' as const)));
+    return { restarted: outcomes.filter((o) => o === 'restarted').length, failed: outcomes.filter((o) => o === 'failed').length };
   }
 
   /** The pids of the parked runners' ranks. */
