@@ -135,7 +135,8 @@ async function carryState(host: AppHostApi, carried: CarriedState, logger: Logge
     const kept = fields.filter((f) => !lost.includes(f));
     logger.info(`carried session ${carried.sessionId}'s state into the new version (${kept.join(', ') || 'no fields'}); ${rejoin}`);
     lost.push(...uploads);
-    if (uploads.length > 0) logger.warn(`not carried: ${uploads.join(', ')} (an uploaded file belongs to the session that received it); the clients are told (state_reset)`);
+    if (uploads.length > 0)
+      logger.warn(`not carried: ${uploads.join(', ')} (an uploaded file belongs to the session that received it); the clients are told (state_reset)`);
     if (lost.length === 0) return undefined;
     return stateReset(
       `reactor dev reloaded the app and could not carry ${lost.join(', ')} into the new version (an uploaded file belongs to the old version's session; a value the new constraints refuse is dropped), so ${lost.length > 1 ? 'they have' : 'it has'} the default again; the rest of the state was kept`,

@@ -42,7 +42,43 @@ const DTYPES: Record<string, string> = {
 };
 
 const PY_IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
-const PY_KEYWORDS = new Set(['False', 'None', 'True', 'and', 'as', 'assert', 'async', 'await', 'break', 'class', 'continue', 'def', 'del', 'elif', 'else', 'except', 'finally', 'for', 'from', 'global', 'if', 'import', 'in', 'is', 'lambda', 'nonlocal', 'not', 'or', 'pass', 'raise', 'return', 'try', 'while', 'with', 'yield']);
+const PY_KEYWORDS = new Set([
+  'False',
+  'None',
+  'True',
+  'and',
+  'as',
+  'assert',
+  'async',
+  'await',
+  'break',
+  'class',
+  'continue',
+  'def',
+  'del',
+  'elif',
+  'else',
+  'except',
+  'finally',
+  'for',
+  'from',
+  'global',
+  'if',
+  'import',
+  'in',
+  'is',
+  'lambda',
+  'nonlocal',
+  'not',
+  'or',
+  'pass',
+  'raise',
+  'return',
+  'try',
+  'while',
+  'with',
+  'yield',
+]);
 
 /** A field of a TypedDict: its key, Python type, whether it may be missing, and its docstring. */
 interface Field {
@@ -153,12 +189,21 @@ function tsType(ts: typeof TS, checker: TS.TypeChecker, mod: Module, t: TS.Type,
   if (t.isUnion()) {
     const parts = t.types.map((u) => tsType(ts, checker, mod, u, name, depth + 1));
     // `boolean` is `true | false` to the checker; literals of one kind read as one Literal.
-    let joined = parts.includes('Literal[True]') && parts.includes('Literal[False]') ? ['bool', ...parts.filter((p) => p !== 'Literal[True]' && p !== 'Literal[False]')] : parts;
+    let joined =
+      parts.includes('Literal[True]') && parts.includes('Literal[False]')
+        ? ['bool', ...parts.filter((p) => p !== 'Literal[True]' && p !== 'Literal[False]')]
+        : parts;
     const literals = joined.filter((p) => p.startsWith('Literal['));
     if (literals.length > 1) joined = [`Literal[${literals.map((l) => l.slice(8, -1)).join(', ')}]`, ...joined.filter((p) => !p.startsWith('Literal['))];
     return unionOf(joined);
   }
-  if (checker.isTupleType(t)) return `Tuple[${checker.getTypeArguments(t as TS.TypeReference).map((a, i) => tsType(ts, checker, mod, a, `${name}${i + 1}`, depth + 1)).join(', ') || '()'}]`;
+  if (checker.isTupleType(t))
+    return `Tuple[${
+      checker
+        .getTypeArguments(t as TS.TypeReference)
+        .map((a, i) => tsType(ts, checker, mod, a, `${name}${i + 1}`, depth + 1))
+        .join(', ') || '()'
+    }]`;
   if (checker.isArrayType(t)) {
     const [item] = checker.getTypeArguments(t as TS.TypeReference);
     return `List[${item ? tsType(ts, checker, mod, item, `${name}Item`, depth + 1) : 'Any'}]`;
@@ -169,7 +214,12 @@ function tsType(ts: typeof TS, checker: TS.TypeChecker, mod: Module, t: TS.Type,
     if (symbolName === 'Date') return 'str';
     const props = checker.getPropertiesOfType(t).filter((p) => {
       const d = p.valueDeclaration ?? p.declarations?.[0];
-      return d !== undefined && !ts.isMethodDeclaration(d) && !ts.isMethodSignature(d) && !(ts.getCombinedModifierFlags(d as TS.Declaration) & ts.ModifierFlags.Private);
+      return (
+        d !== undefined &&
+        !ts.isMethodDeclaration(d) &&
+        !ts.isMethodSignature(d) &&
+        !(ts.getCombinedModifierFlags(d as TS.Declaration) & ts.ModifierFlags.Private)
+      );
     });
     const index = checker.getIndexInfoOfType(t, ts.IndexKind.String);
     if (props.length === 0) return `Dict[str, ${index ? tsType(ts, checker, mod, index.type, `${name}Value`, depth + 1) : 'Any'}]`;
@@ -236,7 +286,13 @@ export interface PythonTypes {
 export function pythonTypes(schema: { app: { name: string; version: string }; state: unknown }, appClassName: string, dts: string | undefined): PythonTypes {
   const mod = new Module();
   const prefix = pascal(appClassName.replace(/App$/, '')) || 'App';
-  const state = schemaDict(mod, schema.state as JsonSchema, `${prefix}State`, true, "The session state (the app's schema): what processInput() usually passes on from it.");
+  const state = schemaDict(
+    mod,
+    schema.state as JsonSchema,
+    `${prefix}State`,
+    true,
+    "The session state (the app's schema): what processInput() usually passes on from it.",
+  );
   let worker: { input?: string; result?: string } | undefined;
   let missing: string | undefined;
   if (dts === undefined) missing = `no declarations next to the app's module (build with "declaration": true)`;
@@ -261,7 +317,9 @@ export function pythonTypes(schema: { app: { name: string; version: string }; st
     '"""',
     `from typing import ${[...typing, 'TypedDict'].join(', ')}`,
     ...(uses('npt\\.NDArray') ? ['', 'import numpy as np', 'import numpy.typing as npt'] : []),
-    ...(uses('NotRequired') ? ['', 'try:', '    from typing import NotRequired', 'except ImportError:  # Python < 3.11', '    from typing_extensions import NotRequired'] : []),
+    ...(uses('NotRequired')
+      ? ['', 'try:', '    from typing import NotRequired', 'except ImportError:  # Python < 3.11', '    from typing_extensions import NotRequired']
+      : []),
     '',
     '',
     body,

@@ -191,7 +191,8 @@ export async function typesCommand(o: TypesOptions, logger: Logger): Promise<voi
   let schema: TypesSchema;
   let overrides: MessageTypeOverrides | undefined;
   if (o.python) {
-    if (o.url !== undefined) throw new ReactorError(CliErrorCode.CliUsage, '--python reads the app\'s declarations, not a server: run it in the app\'s folder, without --url');
+    if (o.url !== undefined)
+      throw new ReactorError(CliErrorCode.CliUsage, "--python reads the app's declarations, not a server: run it in the app's folder, without --url");
     const file = o.manifest ?? findManifest();
     if (!file) throw new ManifestError(`no ${MANIFEST_FILE} in ${process.cwd()} or its parents; run reactor from your app's folder or pass --manifest <file>`);
     const m = loadManifest(file);

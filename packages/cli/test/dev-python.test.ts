@@ -110,7 +110,11 @@ describe('reactor dev on the python template', () => {
     const editToFrame = async (edit: () => void, count: number): Promise<number> => {
       const edited = performance.now();
       edit();
-      await until(() => viewers().length === count, () => `server #${count}:\n${err}`, 180_000);
+      await until(
+        () => viewers().length === count,
+        () => `server #${count}:\n${err}`,
+        180_000,
+      );
       await firstFrame(viewers()[count - 1]!);
       return (performance.now() - edited) / 1000;
     };
@@ -141,7 +145,7 @@ describe('reactor dev on the python template', () => {
       const original = readFileSync(app, 'utf8');
       expect(original).toContain("default: 'A sunset over the sea.'");
       expect(readFileSync(types, 'utf8')).not.toContain('steps');
-      const field = "  prompt!: string;\n";
+      const field = '  prompt!: string;\n';
       expect(original).toContain(field);
       figures['ts_edit_to_first_frame_s'] = await editToFrame(
         () =>
@@ -182,7 +186,9 @@ describe('reactor dev on the python template', () => {
       // app-types.ts reactor dev wrote. Only the ranks restarted: the app half, its session and
       // the watcher's connection went on (no new welcome, nothing to tell).
       expect(viewers()).toHaveLength(3);
-      expect(err).toMatch(new RegExp(`restarted the ranks of 1 runner\\(s\\) in [\\d.]+ s; the app half kept running \\(session ${session} and its state kept`));
+      expect(err).toMatch(
+        new RegExp(`restarted the ranks of 1 runner\\(s\\) in [\\d.]+ s; the app half kept running \\(session ${session} and its state kept`),
+      );
       expect(err).toContain(`restarting the 1 rank (was pid ${rank}) in place; the app keeps running`);
       expect(sessions).toHaveLength(2);
       expect(told).toHaveLength(1);
@@ -210,7 +216,11 @@ describe('reactor dev on the python template', () => {
       expect(err).toContain(`the restarted ranks failed to load: session ${session} and its state are lost`);
       // The client is told too: by the session status (the session ended with the load error), and
       // by a state_reset when the session was still running when the app was swapped.
-      await until(() => errors.some((e) => e.includes('no weights here')), () => `the watcher told of the failure:\n${err}`, 30_000);
+      await until(
+        () => errors.some((e) => e.includes('no weights here')),
+        () => `the watcher told of the failure:\n${err}`,
+        30_000,
+      );
       for (const t of told.slice(1)) expect(t).toMatch(/state_reset.*failed to load \(.*no weights here/);
       // Fixed: the next save serves again.
       atomicWrite(worker, good);

@@ -86,7 +86,15 @@ function reuseKeyOf(spec: RunnerSpec): { key: string; moduleKey: string; adopted
   if (w.kind === 'python') {
     const { python } = w;
     const moduleKey = `python:${python.module}:${python.className}`;
-    const key = JSON.stringify([moduleKey, python.interpreterPath, python.pythonPath, python.halfPrecision, pythonTreeHash(python.pythonPath), opts, argsFingerprint(spec.loadArgs)]);
+    const key = JSON.stringify([
+      moduleKey,
+      python.interpreterPath,
+      python.pythonPath,
+      python.halfPrecision,
+      pythonTreeHash(python.pythonPath),
+      opts,
+      argsFingerprint(spec.loadArgs),
+    ]);
     return { key, moduleKey, adopted: { kind: 'python', errors: python.errors } };
   }
   const moduleKey = moduleKeyOf(w.location.runnableUrl);
@@ -195,7 +203,9 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
       old.attach(new EventEmitter());
       await old.stop(old.stateName === 'ready');
       this.core = this.newCore();
-      old.logger.info(`the worker's code changed: restarting the ${this.worldSize} rank${this.worldSize > 1 ? 's' : ''} (was pid ${pids}) in place; the app keeps running`);
+      old.logger.info(
+        `the worker's code changed: restarting the ${this.worldSize} rank${this.worldSize > 1 ? 's' : ''} (was pid ${pids}) in place; the app keeps running`,
+      );
       await this.core.start().catch(() => (outcome = 'failed'));
     })().finally(() => (this.restarting = undefined));
     await this.restarting;
