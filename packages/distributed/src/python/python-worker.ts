@@ -58,7 +58,7 @@ export interface PythonWorkerOptions {
 /** See {@link PythonWorkerOptions.halfPrecision}. */
 export type HalfPrecision = 'float32' | 'uint8';
 /** The environment variable that tells a rank {@link PythonWorkerOptions.halfPrecision}. */
-export const HALF_PRECISION_ENV = 'REACTOR_HALF_PRECISION';
+const HALF_PRECISION_ENV = 'REACTOR_HALF_PRECISION';
 
 const SPEC = Symbol.for('reactor.pythonWorker');
 
