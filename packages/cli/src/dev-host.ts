@@ -222,7 +222,9 @@ async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostR
       m = manifestFrom(o);
       settings = serveSettings(o, m);
       checkPaths(o, m);
-      App = await importApp(m, { logger, onStale: 'warn', query: `?${GENERATION_PARAM}=${next}` });
+      // After the first start, a reload follows a build that succeeded (a failed one reloads
+      // nothing); it writes only the outputs that changed, so mtimes would call it stale.
+      App = await importApp(m, { logger, onStale: next === 1 ? 'warn' : 'ignore', query: `?${GENERATION_PARAM}=${next}` });
     } catch (err) {
       const reason = (err as Error).message;
       logger.error(`${reason}${current ? '; the previous version keeps serving' : '; fix it and save a file to try again'}`);
