@@ -70,7 +70,11 @@ try {
   child.stdout.on('data', (d) => (out += d));
   child.stderr.on('data', (d) => (err += d));
   const viewers = () => [...out.matchAll(/Viewer: (\S+)/g)].map((m) => m[1]);
-  await until(() => viewers().length === 1, () => `the first server:\n${err}`, 300_000);
+  await until(
+    () => viewers().length === 1,
+    () => `the first server:\n${err}`,
+    300_000,
+  );
   await firstFrame(viewers()[0]);
   // A client that stays connected through every reload (the app host is swapped under its socket):
   // the time to its first frame after the new version's welcome is measured too.
@@ -99,7 +103,8 @@ try {
       const restarted = restarts();
       const t0 = performance.now();
       atomicWrite(file, edit(original, i));
-      if (half === 'app') await until(() => keptWelcomes === welcomes + 1 && keptFrames > 0, `the kept client's first frame after edit ${i}:\n${err.slice(-2000)}`);
+      if (half === 'app')
+        await until(() => keptWelcomes === welcomes + 1 && keptFrames > 0, `the kept client's first frame after edit ${i}:\n${err.slice(-2000)}`);
       else {
         await until(() => restarts() === restarted + 1, `the restart after edit ${i}:\n${err.slice(-2000)}`);
         const frames = keptFrames;

@@ -57,7 +57,10 @@ export function parsePort(v: string | number | undefined, fallback: number): num
  * `reactor dev`'s reloads, whose build has just succeeded and wrote only the outputs that changed).
  * @throws ReactorError `app_import_failed`: the module is missing, fails to import, or lacks the export; `stale_build`.
  */
-export async function importApp(m: Manifest, options: { logger?: Logger; onStale?: 'warn' | 'refuse' | 'ignore'; query?: string } = {}): Promise<ReactorAppClass> {
+export async function importApp(
+  m: Manifest,
+  options: { logger?: Logger; onStale?: 'warn' | 'refuse' | 'ignore'; query?: string } = {},
+): Promise<ReactorAppClass> {
   applyPythonSettings(m);
   if (!existsSync(m.runtime.module)) {
     throw new ReactorError(
