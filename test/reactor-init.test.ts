@@ -139,6 +139,28 @@ async function typedClientCompiles(dir: string): Promise<void> {
   ]);
 }
 
+/**
+ * The python template's `pnpm types` writes what `reactor init` wrote (src/app-types.ts and the
+ * worker's TypedDicts, worker/app_types.py, from the app's own types); the worker imports them,
+ * and their keys are the TypeScript interfaces' (`FrameInput`, `FrameResult`).
+ */
+async function pythonTypesUpToDate(dir: string): Promise<void> {
+  const file = join(dir, 'worker/app_types.py');
+  const shipped = readFileSync(file, 'utf8');
+  const tsTypes = readFileSync(join(dir, 'src/app-types.ts'), 'utf8');
+  const types = await run('pnpm', ['types'], dir);
+  expect(types.code, types.out).toBe(0);
+  expect(readFileSync(file, 'utf8')).toBe(shipped);
+  expect(readFileSync(join(dir, 'src/app-types.ts'), 'utf8')).toBe(tsTypes);
+  const keys = await run(
+    env.REACTOR_PYTHON,
+    ['-c', 'import app_types as t; print(sorted(t.Input.__required_keys__), sorted(t.Result.__required_keys__), sorted(t.State.__required_keys__))'],
+    join(dir, 'worker'),
+  );
+  expect(keys.out.trim()).toBe("['prompt'] ['frames', 'height', 'n', 'width'] ['prompt']");
+  expect(readFileSync(join(dir, 'worker/app_worker.py'), 'utf8')).toContain('def generate(self, input: Input) -> Result:');
+}
+
 describe('your first app, from an empty folder (docs/first-app.md)', () => {
   it('the walk-through names install, test and start', () => {
     expect(walkThrough()).toEqual(['pnpm install', 'pnpm test', 'pnpm start']);
@@ -175,6 +197,7 @@ describe('your first app, from an empty folder (docs/first-app.md)', () => {
       // The typed-client snippet is the video and python templates' (both send runner_info).
       if (template === 'video' || template === 'python') await typedClientCompiles(dir);
       if (template === 'video') await loadFailureOnRank1(dir);
+      if (template === 'python') await pythonTypesUpToDate(dir);
     },
     420_000,
   );

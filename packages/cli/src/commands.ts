@@ -53,10 +53,14 @@ export function parsePort(v: string | number | undefined, fallback: number): num
 
 /**
  * Imports the app class named by `runtime.import`. A module older than its package's sources is
- * refused (`onStale: 'refuse'`, as `reactor run` does) or warned about.
+ * refused (`onStale: 'refuse'`, as `reactor run` does), warned about, or not looked for (`ignore`:
+ * `reactor dev`'s reloads, whose build has just succeeded and wrote only the outputs that changed).
  * @throws ReactorError `app_import_failed`: the module is missing, fails to import, or lacks the export; `stale_build`.
  */
-export async function importApp(m: Manifest, options: { logger?: Logger; onStale?: 'warn' | 'refuse'; query?: string } = {}): Promise<ReactorAppClass> {
+export async function importApp(
+  m: Manifest,
+  options: { logger?: Logger; onStale?: 'warn' | 'refuse' | 'ignore'; query?: string } = {},
+): Promise<ReactorAppClass> {
   applyPythonSettings(m);
   if (!existsSync(m.runtime.module)) {
     throw new ReactorError(
@@ -64,7 +68,7 @@ export async function importApp(m: Manifest, options: { logger?: Logger; onStale
       `runtime.import points at ${m.runtime.module}, which does not exist (resolved from ${m.root}, the folder of ${m.file}); fix the path in runtime.import${m.runtime.module.includes(`${sep}dist${sep}`) ? ', or build it first: pnpm build' : ''}`,
     );
   }
-  const stale = findStaleBuild(m.runtime.module);
+  const stale = options.onStale === 'ignore' ? undefined : findStaleBuild(m.runtime.module);
   if (stale) {
     if (options.onStale === 'refuse') throw new ReactorError(CliErrorCode.StaleBuild, staleBuildMessage(stale));
     options.logger?.warn(`WARNING: ${staleBuildMessage(stale)}`);

@@ -22,20 +22,41 @@
  * every connected client gets a `state_reset` error message (no id) saying why. Upload fields
  * are not carried (their files belonged to the old session).
  */
+import { existsSync, readFileSync } from 'node:fs';
 import { register } from 'node:module';
+import { join } from 'node:path';
 import type { Logger } from '@reactor/log';
 import { SHUTDOWN_SIGNALS, consoleLogger, levelFromEnv, onProcessSignal } from '@reactor/log';
+import { execFile } from 'node:child_process';
+import { pythonInterpreter } from '@reactor/distributed';
 import { RankPool } from '@reactor/distributed/internal';
 import { HostSwitch, hostOptionsOf, sameTracks, serveSwitchable, ServerErrorCode, type ReactorServer, type ServeOptions } from '@reactor/server';
 import { AppHost, type AppHostApi, type ClientSink } from '@reactor/runtime';
 import { checkPaths, importApp, manifestFrom, serveApp, serveSettings, type CliOptions } from './commands.js';
 import { GENERATION_PARAM } from './dev-loader.js';
+import { appTypesOf, typesNameIn } from './types-command.js';
+import { pythonTypes } from './python-types.js';
+import { declarationsOf } from './source-types.js';
 import type { Manifest } from './manifest.js';
 
 /** Supervisor to app process. */
-export type DevHostRequest = { t: 'reload'; reason: string; model: boolean };
+export type DevHostRequest = {
+  t: 'reload';
+  reason: string;
+  model: boolean;
+  /** Only these Python files changed: the ranks restart in place, the app half stays. */
+  python?: string[];
+};
 /** App process to supervisor: the outcome of the first start or of a reload. */
 export type DevHostReply = { t: 'serving'; viewer: string; generation: number } | { t: 'kept'; reason: string } | { t: 'down'; reason: string };
+/** App process to supervisor, after a `serving` reply: the client types of the version now served. */
+export type DevHostTypes = { t: 'types' } & AppTypesFile;
+
+/** The app's `src/app-types.ts` as `reactor types` would write it for the version now served. */
+export interface AppTypesFile {
+  file: string;
+  text: string;
+}
 
 /** The app package's folder, handed to the module hooks. */
 export interface DevHostArgs {
@@ -45,6 +66,8 @@ export interface DevHostArgs {
 
 /** What a reload carries from the old version's session into the new one. */
 interface CarriedState {
+  /** The old session's id: the new version's session takes it (a reload is the same session to its clients). */
+  sessionId: string;
   /** The old schema's `state` (JSON Schema). */
   schema: unknown;
   /** The state's values by wire name. */
@@ -69,40 +92,58 @@ function stateShape(schema: unknown): unknown {
 
 /** The live session's state (a quiet client joins it for its welcome); undefined without a session. */
 function noteState(host: AppHostApi): CarriedState | undefined {
-  if (host.status.sessionId === undefined) return undefined;
+  const sessionId = host.status.sessionId;
+  if (sessionId === undefined) return undefined;
   let values: Record<string, unknown> | undefined;
   const handle = host.connect({ ...quietSink, message: (m) => void (m.type === 'welcome' && (values ??= m.state)) });
   handle.disconnect();
-  return values === undefined ? undefined : { schema: host.schema.state, values };
+  return values === undefined ? undefined : { sessionId, schema: host.schema.state, values };
+}
+
+/** The `state_reset` message every client gets when a reload loses (some of) the session's state. */
+function stateReset(message: string): ServerMessage {
+  return { type: 'error', code: ServerErrorCode.StateReset, message };
 }
 
 /**
- * Sets the carried values in a new session of the new version, when its state class is the same.
- * Returns the `state_reset` notice for the connected clients when it is not.
+ * Sets the carried values in a new session of the new version (with the old session's id), when
+ * its state class is the same. Returns the `state_reset` notice for the connected clients when
+ * it is not, or when upload fields could not be carried; the log says the same.
  */
 async function carryState(host: AppHostApi, carried: CarriedState, logger: Logger, rejoin: string): Promise<ServerMessage | undefined> {
-  if (JSON.stringify(stateShape(host.schema.state)) !== JSON.stringify(stateShape(carried.schema))) {
-    logger.info('the state class changed: the session starts again from its defaults');
-    return {
-      type: 'error',
-      code: ServerErrorCode.StateReset,
-      message:
-        'reactor dev reloaded the app and its state class changed (a field was added, removed or retyped, or a constraint changed), so the session started again from the new defaults; the new state is in the welcome',
-    };
-  }
-  const props = ((carried.schema as { properties?: Record<string, Record<string, unknown>> }).properties ?? {}) as Record<string, Record<string, unknown>>;
-  const fields = Object.keys(carried.values).filter((k) => props[k] !== undefined && props[k]['x-reactor-upload'] === undefined);
-  const handle = host.connect(quietSink);
+  // The session keeps its id across the reload, whatever is carried into it.
+  const handle = host.connect(quietSink, { sessionId: carried.sessionId });
   try {
+    if (JSON.stringify(stateShape(host.schema.state)) !== JSON.stringify(stateShape(carried.schema))) {
+      logger.warn(`the state class changed: session ${carried.sessionId} starts again from its defaults (the clients are told: state_reset); ${rejoin}`);
+      return stateReset(
+        'reactor dev reloaded the app and its state class changed (a field was added, removed or retyped, or a constraint changed), so the session started again from the new defaults; the new state is in the welcome',
+      );
+    }
+    const props = ((carried.schema as { properties?: Record<string, Record<string, unknown>> }).properties ?? {}) as Record<string, Record<string, unknown>>;
+    const known = Object.keys(carried.values).filter((k) => props[k] !== undefined);
+    const fields = known.filter((k) => props[k]!['x-reactor-upload'] === undefined);
+    const uploads = known.filter((k) => props[k]!['x-reactor-upload'] !== undefined && carried.values[k] !== null && carried.values[k] !== undefined);
+    const lost: string[] = [];
     for (const field of fields) {
       const answer = await handle.command({ type: 'command', id: `reactor-dev-${field}`, name: `set_${field}`, params: { [field]: carried.values[field] } });
-      if (answer.type === 'error') logger.warn(`could not carry ${field} into the new version: ${answer.message}`);
+      if (answer.type === 'error') {
+        lost.push(field);
+        logger.warn(`could not carry ${field} into the new version (it has the new default): ${answer.message}`);
+      }
     }
+    const kept = fields.filter((f) => !lost.includes(f));
+    logger.info(`carried session ${carried.sessionId}'s state into the new version (${kept.join(', ') || 'no fields'}); ${rejoin}`);
+    lost.push(...uploads);
+    if (uploads.length > 0)
+      logger.warn(`not carried: ${uploads.join(', ')} (an uploaded file belongs to the session that received it); the clients are told (state_reset)`);
+    if (lost.length === 0) return undefined;
+    return stateReset(
+      `reactor dev reloaded the app and could not carry ${lost.join(', ')} into the new version (an uploaded file belongs to the old version's session; a value the new constraints refuse is dropped), so ${lost.length > 1 ? 'they have' : 'it has'} the default again; the rest of the state was kept`,
+    );
   } finally {
     handle.disconnect();
   }
-  logger.info(`carried the session state into the new version (${fields.join(', ') || 'no fields'}); ${rejoin}`);
-  return undefined;
 }
 
 /** The manifest keys whose change means the ranks load again. */
@@ -110,7 +151,53 @@ function modelKeys(m: Manifest): string {
   return JSON.stringify([m.model, m.runtime]);
 }
 
-async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostReply) => void): Promise<void> {
+/**
+ * The app's generated client types for the version now served, when the app keeps them in
+ * `src/app-types.ts` (as `pnpm types` writes them); its exported name is kept.
+ */
+function appTypesFiles(root: string, m: Manifest, App: Awaited<ReturnType<typeof importApp>>, schema: unknown, logger: Logger): AppTypesFile[] {
+  const out: AppTypesFile[] = [];
+  const file = join(root, 'src', 'app-types.ts');
+  // The Python worker's TypedDicts (`reactor types --python`), where a worker folder keeps them.
+  const python = (m.runtime.python?.path ?? []).map((p) => join(p, 'app_types.py')).filter((f) => existsSync(f));
+  try {
+    if (existsSync(file)) out.push({ file, text: appTypesOf(m.runtime.module, App, schema, logger, typesNameIn(readFileSync(file, 'utf8'))) });
+    if (python.length > 0) {
+      const { text } = pythonTypes(schema as Parameters<typeof pythonTypes>[0], App.name, declarationsOf(m.runtime.module));
+      for (const f of python) out.push({ file: f, text });
+    }
+  } catch (err) {
+    logger.warn(`could not write the app's generated types again: ${(err as Error).message}; run pnpm types`);
+  }
+  return out;
+}
+
+/** The first syntax error of the Python files, parsed by the worker's interpreter (nothing is imported or run), as `file, line N: message` and the line. */
+function pythonSyntaxError(m: Manifest, files: string[]): Promise<string | undefined> {
+  const script = [
+    'import sys',
+    'for f in sys.argv[1:]:',
+    '    try:',
+    '        compile(open(f, "rb").read(), f, "exec")',
+    '    except FileNotFoundError:',
+    '        pass',
+    '    except SyntaxError as e:',
+    '        text = (e.text or "").strip()',
+    '        print(f"{e.filename}, line {e.lineno}: {e.msg}")',
+    '        print(f"    {text}")',
+    '        sys.exit(1)',
+  ].join('\n');
+  // As the ranks get it: REACTOR_PYTHON first (reactor.yaml's interpreter sets it when unset).
+  const python = pythonInterpreter(process.env['REACTOR_PYTHON'] ?? m.runtime.python?.interpreter, process.env);
+  return new Promise((done) => {
+    execFile(python, ['-c', script, ...files], (err, stdout) => done(err ? stdout.trim() || err.message : undefined));
+  });
+}
+
+async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostReply | DevHostTypes) => void): Promise<void> {
+  const sendTypes = (types: AppTypesFile[]): void => {
+    for (const t of types) send({ t: 'types', ...t });
+  };
   register('./dev-loader.js', import.meta.url, { data: { root: args.root } });
   // The pool this process owns: the app's runners park in it at shutdown() and take their ranks back from it.
   const ranks = new RankPool().install();
@@ -135,7 +222,9 @@ async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostR
       m = manifestFrom(o);
       settings = serveSettings(o, m);
       checkPaths(o, m);
-      App = await importApp(m, { logger, onStale: 'warn', query: `?${GENERATION_PARAM}=${next}` });
+      // After the first start, a reload follows a build that succeeded (a failed one reloads
+      // nothing); it writes only the outputs that changed, so mtimes would call it stale.
+      App = await importApp(m, { logger, onStale: next === 1 ? 'warn' : 'ignore', query: `?${GENERATION_PARAM}=${next}` });
     } catch (err) {
       const reason = (err as Error).message;
       logger.error(`${reason}${current ? '; the previous version keeps serving' : '; fix it and save a file to try again'}`);
@@ -158,7 +247,7 @@ async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostR
         return;
       }
       if (sameTracks(next.schema, swap.schema)) {
-        await swapIn(swap, next, reloadModel);
+        await swapIn(swap, next, reloadModel, () => appTypesFiles(args.root, m, App, next.schema, logger));
         return;
       }
       await next.close();
@@ -189,6 +278,7 @@ async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostR
       await ranks.releaseParked();
       process.stdout.write(`Viewer: ${viewer.href}\n`);
       send({ t: 'serving', viewer: viewer.href, generation });
+      sendTypes(appTypesFiles(args.root, m, App, server.host.schema, logger));
     } catch (err) {
       await ranks.releaseParked();
       const reason = (err as Error).message;
@@ -198,8 +288,9 @@ async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostR
   };
 
   /** The new generation's host takes the place of the old one under the live connections. */
-  const swapIn = async (swap: HostSwitch, next: AppHost, reloadModel: boolean): Promise<void> => {
+  const swapIn = async (swap: HostSwitch, next: AppHost, reloadModel: boolean, types: () => AppTypesFile[]): Promise<void> => {
     const carried = noteState(swap.current);
+    if (!carried) logger.info('no session state to carry (no session ran, or the previous version failed to load): the next session starts from the defaults');
     const { load: context } = hostOptionsOf(served!);
     const started = performance.now();
     const { loadError } = await swap.replace(next, {
@@ -208,6 +299,15 @@ async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostR
         await h.load(context);
       },
       prepare: (h) => (carried ? carryState(h, carried, logger, 'the connected clients kept their connection') : undefined),
+      failed: (_h, err) => {
+        const first = ((err as Error).message ?? String(err)).split('\n')[0]!;
+        if (carried) logger.warn(`session ${carried.sessionId}'s state is lost: the new version failed to load (the clients are told: state_reset)`);
+        return carried
+          ? stateReset(
+              `reactor dev reloaded the app and the new version failed to load (${first}), so session ${carried.sessionId} and its state are lost; the next save that loads starts a new session from the defaults`,
+            )
+          : undefined;
+      },
     });
     await ranks.releaseParked();
     if (loadError !== undefined) {
@@ -219,6 +319,42 @@ async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostR
     logger.info(`swapped the app under ${swap.status.clients} connected client(s) in ${((performance.now() - started) / 1000).toFixed(2)} s`);
     process.stdout.write(`Viewer: ${viewerHref}\n`);
     send({ t: 'serving', viewer: viewerHref, generation });
+    sendTypes(types());
+  };
+
+  /**
+   * A Python edit: the changed files are parsed first (a syntax error leaves everything as it
+   * was, like a TypeScript build that fails); then every live runner of the changed code starts
+   * new ranks in place, while the app half, its session and the connections stay. When no
+   * runner took the change, or new ranks failed to load, the whole app is reloaded (which says
+   * what failed, and what was lost, as any reload does).
+   */
+  const restartRanks = async (files: string[]): Promise<void> => {
+    const m = manifestFrom(o);
+    const problem = await pythonSyntaxError(m, files);
+    if (problem !== undefined) {
+      const reason = `the Python worker does not parse: ${problem}`;
+      logger.error(`the Python worker does not parse (the ranks keep running the last good version, nothing was lost; fix it and save again): ${problem}`);
+      send({ t: 'kept', reason });
+      return;
+    }
+    const started = performance.now();
+    const before = current?.host.status.sessionId;
+    const { restarted, failed } = await ranks.restartChanged();
+    if (restarted === 0 || failed > 0) {
+      if (failed > 0)
+        logger.warn(
+          `the restarted ranks failed to load${before ? `: session ${before} and its state are lost (its clients see the error in the session status)` : ''}; reloading the whole app to say why`,
+        );
+      await load(true);
+      return;
+    }
+    const session = current?.host.status.sessionId;
+    logger.info(
+      `restarted the ranks of ${restarted} runner(s) in ${((performance.now() - started) / 1000).toFixed(2)} s; the app half kept running${session ? ` (session ${session} and its state kept; the model's own state starts again from load())` : ''}`,
+    );
+    process.stdout.write(`Viewer: ${viewerHref}\n`);
+    send({ t: 'serving', viewer: viewerHref, generation });
   };
 
   let cycle = load(false);
@@ -227,7 +363,7 @@ async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostR
     cycle = cycle.then(() => {
       if (closing) return;
       logger.info(msg.reason);
-      return load(msg.model);
+      return msg.python && current ? restartRanks(msg.python) : load(msg.model);
     });
   });
   const quit = (): void => {
@@ -249,7 +385,7 @@ async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostR
 const args = JSON.parse(process.argv[2] ?? '{}') as DevHostArgs;
 const toStderr = (...a: unknown[]) => console.error(...a);
 const logger = consoleLogger({ name: 'reactor', level: levelFromEnv(), sink: { debug: toStderr, info: toStderr, warn: toStderr, error: toStderr } });
-const send = (reply: DevHostReply): void => {
+const send = (reply: DevHostReply | DevHostTypes): void => {
   if (process.connected) process.send!(reply);
 };
 await devHost(args, logger, send);

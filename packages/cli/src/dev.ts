@@ -11,7 +11,7 @@
  * A build that fails leaves the running server as it was.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,7 +20,7 @@ import { type Logger, SHUTDOWN_SIGNALS, onProcessSignal } from '@reactor/log';
 import type * as TS from 'typescript';
 import { ReactorError, WEIGHTS_PATH_ENV } from '@reactor/runtime';
 import { findManifest, loadManifest, ManifestError, MANIFEST_FILE } from './manifest.js';
-import type { DevHostArgs, DevHostReply, DevHostRequest } from './dev-host.js';
+import type { DevHostArgs, DevHostReply, DevHostRequest, DevHostTypes } from './dev-host.js';
 import { CliErrorCode } from './errors.js';
 import { IncrementalBuild } from './dev-build.js';
 
@@ -105,6 +105,39 @@ export async function devCommand(o: DevOptions, logger: Logger): Promise<void> {
     return result.ok;
   };
 
+  /**
+   * The app's `src/app-types.ts`, written again when the served version's schema gives other
+   * types (a command, a state field or a message changed). The watcher does not take the write
+   * for an edit: its change is skipped while the file holds what was written.
+   */
+  const written = new Map<string, string>();
+  const writeTypes = ({ file, text }: DevHostTypes): void => {
+    let before: string | undefined;
+    try {
+      before = readFileSync(file, 'utf8');
+    } catch {
+      return;
+    }
+    if (before === text) return;
+    written.set(resolve(file), text);
+    try {
+      writeFileSync(file, text);
+      logger.info(`wrote ${relative(process.cwd(), file) || file}: the app's ${file.endsWith('.py') ? 'worker' : 'client'} types changed`);
+    } catch (err) {
+      written.delete(resolve(file));
+      logger.warn(`could not write ${file}: ${(err as Error).message}; run pnpm types`);
+    }
+  };
+  const selfWritten = (file: string): boolean => {
+    const text = written.get(resolve(file));
+    if (text === undefined) return false;
+    try {
+      return readFileSync(file, 'utf8') === text;
+    } catch {
+      return false;
+    }
+  };
+
   // The app process: started once, and again only if it died.
   let host: ChildProcess | undefined;
   let replied: ((reply: DevHostReply | undefined) => void) | undefined;
@@ -112,8 +145,10 @@ export async function devCommand(o: DevOptions, logger: Logger): Promise<void> {
     const child = spawn(process.execPath, [hostMain, JSON.stringify(hostArgs)], { cwd: process.cwd(), stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
     host = child;
     child.stdout!.on('data', (d: Buffer) => process.stdout.write(d));
-    child.on('message', (msg: DevHostReply) => {
-      if (host === child) replied?.(msg);
+    child.on('message', (msg: DevHostReply | DevHostTypes) => {
+      if (host !== child) return;
+      if (msg.t === 'types') writeTypes(msg);
+      else replied?.(msg);
     });
     child.once('exit', (code, signal) => {
       if (host !== child) return;
@@ -157,6 +192,7 @@ export async function devCommand(o: DevOptions, logger: Logger): Promise<void> {
 
   // The model half outside src/: the weights. (The app process compares the manifest's model/runtime keys itself.)
   const modelFiles = new Set<string>();
+  const pythonDirs = (m.runtime.python?.path ?? []).map((p) => resolve(p));
   const watched: FSWatcher[] = [];
   /** Watches a file or folder (chokidar watches its folders: a file replaced by a rename is still seen). */
   const watchPath = (path: string | undefined, model: boolean): Promise<void> => {
@@ -176,7 +212,7 @@ export async function devCommand(o: DevOptions, logger: Logger): Promise<void> {
   let cycle: Promise<void> = Promise.resolve();
   const changed = new Set<string>();
   const onChange = (name: string | null): void => {
-    if (stopping) return;
+    if (stopping || (name !== null && selfWritten(name))) return;
     if (name) changed.add(name);
     clearTimeout(timer);
     // Editors write a file in several steps: wait for the burst to end.
@@ -188,14 +224,16 @@ export async function devCommand(o: DevOptions, logger: Logger): Promise<void> {
         if (stopping) return;
         const names = files.map((f) => (f.startsWith('/') ? relative(process.cwd(), f) || f : f));
         const model = files.some((f) => [...modelFiles].some((p) => f === p || f.startsWith(`${p}/`)));
+        // Only the Python worker's code: its ranks restart in place, the app half runs on.
+        const python = files.length > 0 && files.every((f) => f.endsWith('.py') && pythonDirs.some((p) => f.startsWith(`${p}/`)));
         logger.info(`changed: ${names.join(', ') || 'src/'}; rebuilding`);
         if (!(await build(files)) || stopping) return;
         const started = performance.now();
-        const reply = await reload({
-          t: 'reload',
-          model,
-          reason: model ? 'the model half changed (weights, Python worker): reloading the model' : 'reloading the app',
-        });
+        const reply = await reload(
+          python
+            ? { t: 'reload', model, python: files, reason: 'the Python worker changed: restarting its ranks (the app half keeps running)' }
+            : { t: 'reload', model, reason: model ? 'the model half changed (weights, Python worker): reloading the model' : 'reloading the app' },
+        );
         if (reply?.t === 'serving') {
           const now = performance.now();
           logger.info(`reloaded in ${((now - started) / 1000).toFixed(2)} s (${((now - changedAt) / 1000).toFixed(2)} s after the change was seen)`);

@@ -384,7 +384,11 @@ export async function initProject(o: InitOptions): Promise<InitResult> {
         private: true,
         type: 'module',
         engines: { node: '>=20.19' },
-        scripts: SCRIPTS,
+        scripts:
+          template === 'python'
+            ? // The worker's TypedDicts too (its Input and Result), so the Python keys follow the TypeScript interfaces.
+              { ...SCRIPTS, types: `${SCRIPTS.types} && reactor types --python > worker/app_types.py` }
+            : SCRIPTS,
         dependencies: sorted(deps),
         devDependencies: sorted(devDeps),
       }),

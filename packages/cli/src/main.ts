@@ -59,6 +59,7 @@ cli
   .option('--url <server>', "read the schema from a running server's GET /schema instead")
   .option('--token <token>', 'the access token of --url (also REACTOR_TOKEN)')
   .option('--name <TypeName>', 'name of the exported type (default: from the app name, e.g. ReactorVideoTypes)')
+  .option('--python', "print the Python worker's TypedDicts instead (its Input and Result, from the app's declarations, and the State)")
   .action((o: TypesOptions) => typesCommand(o, logger));
 common(cli.command('dev', 'Serve the app, and rebuild (tsc) and restart it on every change under its src/'))
   .option('--host <host>', 'interface to bind (default: server.host or 127.0.0.1)')

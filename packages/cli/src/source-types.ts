@@ -15,7 +15,7 @@ import type * as TS from 'typescript';
 export type MessageFieldTypes = Map<string, Map<string, string>>;
 
 /** The `typescript` the app uses (else this CLI's), or undefined when neither has one. */
-function loadTypeScript(from: string): typeof TS | undefined {
+export function loadTypeScript(from: string): typeof TS | undefined {
   for (const base of [join(from, 'package.json'), import.meta.url]) {
     try {
       return createRequire(base)('typescript') as typeof TS;

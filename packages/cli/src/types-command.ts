@@ -9,6 +9,7 @@ import { findManifest, loadManifest, ManifestError, MANIFEST_FILE } from './mani
 import { importApp } from './commands.js';
 import { CliErrorCode } from './errors.js';
 import { declarationsOf, messageFieldTypes } from './source-types.js';
+import { pythonTypes } from './python-types.js';
 
 /** The parts of a JSON Schema that `reactor types` turns into TypeScript. */
 interface JsonSchema {
@@ -154,6 +155,8 @@ export interface TypesOptions {
   url?: string;
   token?: string;
   name?: string;
+  /** Python `TypedDict`s of the worker's input, result and the state, instead of the client types. */
+  python?: boolean;
 }
 
 async function fetchSchema(url: string, token: string | undefined): Promise<TypesSchema> {
@@ -187,6 +190,21 @@ async function fetchSchema(url: string, token: string | undefined): Promise<Type
 export async function typesCommand(o: TypesOptions, logger: Logger): Promise<void> {
   let schema: TypesSchema;
   let overrides: MessageTypeOverrides | undefined;
+  if (o.python) {
+    if (o.url !== undefined)
+      throw new ReactorError(CliErrorCode.CliUsage, "--python reads the app's declarations, not a server: run it in the app's folder, without --url");
+    const file = o.manifest ?? findManifest();
+    if (!file) throw new ManifestError(`no ${MANIFEST_FILE} in ${process.cwd()} or its parents; run reactor from your app's folder or pass --manifest <file>`);
+    const m = loadManifest(file);
+    const App = await importApp(m, { logger });
+    const host = new AppHost(App, { logger });
+    const appSchema = host.schema;
+    await host.close();
+    const py = pythonTypes(appSchema, App.name, declarationsOf(m.runtime.module));
+    if (py.missing !== undefined) logger.warn(`${py.missing}: only the state is written, not the worker's Input and Result`);
+    process.stdout.write(py.text);
+    return;
+  }
   if (o.url !== undefined) schema = await fetchSchema(String(o.url), o.token ?? process.env['REACTOR_TOKEN']);
   else {
     const file = o.manifest ?? findManifest();
@@ -202,6 +220,19 @@ export async function typesCommand(o: TypesOptions, logger: Logger): Promise<voi
     overrides = declaredMessageTypes(m.runtime.module, App, logger);
   }
   process.stdout.write(schemaToTypes(schema, o.name, overrides));
+}
+
+/** The name an `app-types.ts` exports its types under (`export type X = {`), to keep it when the file is written again. */
+export function typesNameIn(text: string): string | undefined {
+  return /^export type ([A-Za-z_$][\w$]*) = \{/m.exec(text)?.[1];
+}
+
+/**
+ * What `reactor types` would print for a loaded app (`reactor dev` writes it to `src/app-types.ts`
+ * after a reload): the schema's types with the field types of the module's declarations.
+ */
+export function appTypesOf(module: string, App: Parameters<typeof describeApp>[0], schema: unknown, logger: Logger, typeName?: string): string {
+  return schemaToTypes(schema as TypesSchema, typeName, declaredMessageTypes(module, App, logger));
 }
 
 /** The message field types the app's `.d.ts` declares, by wire names; undefined (with a warning) when they cannot be read. */

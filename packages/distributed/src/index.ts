@@ -24,7 +24,7 @@ export {
   pythonInterpreter,
   pythonWorker,
 } from './python/python-worker.js';
-export type { PythonWorkerOptions, PythonWorkerSpec } from './python/python-worker.js';
+export type { HalfPrecision, PythonWorkerOptions, PythonWorkerSpec } from './python/python-worker.js';
 export type { TypedArrayConstructor, WorkerClass } from './worker/distributed-worker.js';
 export type { Collectives, TypedArray } from './collectives/types.js';
 export { detectGpuCount } from './runner/gpu-count.js';

@@ -292,13 +292,17 @@ describe('bad input to a Python worker', () => {
     expectNothingLeft(runner);
   });
 
-  it('a module-name typo: "did you mean" naming the module that is there and its file, not "add the folder"', async () => {
-    const runner = echo(1, {}, 'echo_wroker:EchoWorker');
+  it('a module-name typo: "did you mean" naming the module that is there and its file, not "add the folder"; said once for 2 ranks', async () => {
+    const log = captureLogger();
+    const runner = echo(2, { logger: log }, 'echo_wroker:EchoWorker');
     const err = await rejection(runner.start());
+    // The error says it; the log does not repeat it per rank (or per line of the rank's stderr).
+    expect(err.message.match(/Did you mean/g)).toHaveLength(1);
+    expect(log.lines.join('\n').match(/Did you mean/g)).toHaveLength(1);
     expect(err).toBeInstanceOf(PythonWorkerError);
     expect(err.code).toBe('python_worker_not_found');
     expect(err.message).toMatch(
-      /No Python module named 'echo_wroker' for rank 0 .*\. Did you mean 'echo_worker' \(\S+fixtures\/python\/echo_worker\.py\)\? Fix the name in pythonWorker\('echo_wroker:EchoWorker'\)/,
+      /No Python module named 'echo_wroker' for rank \d .*\. Did you mean 'echo_worker' \(\S+fixtures\/python\/echo_worker\.py\)\? Fix the name in pythonWorker\('echo_wroker:EchoWorker'\)/,
     );
     expect(err.message).not.toMatch(/Add the folder/);
     expectNothingLeft(runner);
@@ -467,9 +471,10 @@ describe('a Python rank that writes to stderr before failing', () => {
     );
     await rejection(runner.start());
     await log.waitFor(/^warn \[rank 0\] warn from rank 0$/);
-    // ...and so is the traceback of the failed load(), whatever the app does with the error.
-    await log.waitFor(/^warn \[rank 0\] load\(\) failed on rank 0:$/);
-    await log.waitFor(/^warn \[rank 0\] {3}File ".*echo_worker\.py", line \d+, in load$/);
-    await log.waitFor(/^warn \[rank 0\] ValueError: bad weights on rank 0$/);
+    // ...and so is the traceback of the failed load(), whatever the app does with the error: once,
+    // in the runner's line (the rank does not print it to its stderr as well).
+    const line = await log.waitFor(/^error rank 0 \(pid \d+\): load\(\) threw ValueError: bad weights on rank 0\n/);
+    expect(line).toMatch(/\n {2}File ".*echo_worker\.py", line \d+, in load\n/);
+    expect(log.lines.join('\n').match(/bad weights on rank 0/g)).toHaveLength(1);
   });
 });

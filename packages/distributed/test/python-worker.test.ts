@@ -124,6 +124,36 @@ describe('DistributedRunner with a Python worker (2 ranks)', () => {
     }
   });
 
+  it('half-float results travel where the app declares halfPrecision (float32: the values; uint8: frames in [0, 1] as bytes), and the refusal names the declaration', async () => {
+    const refused = await runner.generate({ half: true }).catch((e: unknown) => e as any);
+    expect(refused.code).toBe('python_value');
+    expect(refused.message).toContain("or declare pythonWorker(..., { halfPrecision: 'float32' }) (or 'uint8' for frames in [0, 1]) and the rank converts");
+    expect(() => pythonWorker('echo_worker:EchoWorker', { halfPrecision: 'f16' as never })).toThrow(/halfPrecision must be 'float32' .* or 'uint8'/);
+    const declared = (halfPrecision: 'float32' | 'uint8') =>
+      new DistributedRunner<any, any, any>(pythonWorker('echo_worker:EchoWorker', { path: [FIXTURES], halfPrecision }), {
+        worldSize: 1,
+        loadArgs: {},
+        logger: log,
+        env: { REACTOR_PYTHON: PY },
+      });
+    const [wide, bytes] = [declared('float32'), declared('uint8')];
+    try {
+      await Promise.all([wide.start(), bytes.start()]);
+      const f = await wide.generate({ half: true });
+      expect(f.t).toBeInstanceOf(Float32Array);
+      expect(f.a).toBeInstanceOf(Float32Array);
+      expect(Array.from(f.t)).toEqual([0, 0.25, 0.5, 1, 1.5, -0.5]);
+      expect(Array.from(f.a)).toEqual([0, 0.25, 0.5, 1, 1.5, -0.5]);
+      const b = await bytes.generate({ half: true });
+      expect(b.t).toBeInstanceOf(Uint8Array);
+      // round(clamp(x, 0, 1) * 255): 63.75 -> 64, 127.5 -> 128 (to even), 1.5 -> 255, -0.5 -> 0.
+      expect(Array.from(b.t)).toEqual([0, 64, 128, 255, 255, 0]);
+      expect(Array.from(b.a)).toEqual([0, 64, 128, 255, 255, 0]);
+    } finally {
+      await Promise.all([wide.shutdown(), bytes.shutdown()]);
+    }
+  });
+
   it('an input only the v8 format carries is refused before anything is sent, naming the field', async () => {
     for (const [input, re] of [
       [{ when: new Date(0) }, /input\.when is a Date/],

@@ -71,7 +71,7 @@ describe('DistributedRunner', () => {
       await runner.start().catch(() => undefined);
       const line = log.lines.find((l) => l.includes('load() threw'));
       expect(line).toMatch(
-        /^error rank 1 \(pid \d+\): load\(\) threw WeightsMissing: weights not found at \/nope\nWeightsMissing: weights not found at \/nope\n\s+at ThrowOnLoadWorker\.load \(\S+throw-on-load\.mjs:\d+:\d+\)/,
+        /^error rank 1 \(pid \d+\): load\(\) threw WeightsMissing: weights not found at \/nope\n\s+at ThrowOnLoadWorker\.load \(\S+throw-on-load\.mjs:\d+:\d+\)/,
       );
     });
 

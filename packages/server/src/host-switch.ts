@@ -59,6 +59,8 @@ export interface ReplaceOptions<H extends SwitchableHost> {
   load?(host: H): Promise<void>;
   /** Runs once the new host loaded, before the clients are connected to it; may return a message for every client. */
   prepare?(host: H): Promise<ServerMessage | undefined> | ServerMessage | undefined;
+  /** Runs instead of `prepare` when `load` failed; may return a message for every client (what they lost). */
+  failed?(host: H, error: unknown): ServerMessage | undefined;
 }
 
 /** Same tracks (names, kinds, directions, limits): what the server fixed at its start. */
@@ -317,6 +319,7 @@ export class HostSwitch implements ServableHost {
         notice = await options.prepare?.(next);
       } catch (err) {
         loadError = err;
+        notice = options.failed?.(next, err);
       }
       if (this.#closed) return loadError === undefined ? {} : { loadError };
       for (const c of this.#clients) {

@@ -139,12 +139,19 @@ describe('server: HostSwitch', () => {
     expect([a.closeCode, b.closeCode]).toEqual([undefined, undefined]);
   });
 
-  it('leaves a new host whose load failed in place: clients see its welcome with status failed, and the next replace recovers', async () => {
+  it('leaves a new host whose load failed in place: clients see its welcome with status failed and what failed() says, and the next replace recovers', async () => {
     const { swap, url } = await start();
     const a = await client(url);
     const broken = new AppHost(versionApp(2, true), { gracePeriodMs: 0, logger: quiet });
-    const { loadError } = await swap.replace(broken, { load: (h) => h.load() });
+    const { loadError } = await swap.replace(broken, {
+      load: (h) => h.load(),
+      prepare: () => ({ type: 'error', code: 'state_reset', message: 'prepare must not run after a failed load' }),
+      failed: (h, err) => (h === broken ? { type: 'error', code: 'state_reset', message: `lost: ${(err as Error).message}` } : undefined),
+    });
     expect((loadError as Error).message).toContain('load failed on purpose');
+    await until(() => a.texts.some((m) => m.type === 'error'), 5_000, 'the failed() notice');
+    expect(a.texts.filter((m) => m.type === 'error')).toEqual([expect.objectContaining({ code: 'state_reset', message: expect.stringContaining('lost: ') })]);
+    expect(JSON.stringify(a.texts)).toContain('load failed on purpose');
     const last = (): WelcomeMessage => a.texts.filter((m) => m.type === 'welcome').at(-1) as WelcomeMessage;
     await until(() => a.texts.filter((m) => m.type === 'welcome').length === 2, 5_000, 'the second welcome');
     expect(last().session.state).toBe('failed');

@@ -14,6 +14,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 from pathlib import PurePath
 from typing import Any, List, Optional
 
@@ -55,12 +56,35 @@ _TYPE_OF = {
     np.dtype("<i8"): 9,
     np.dtype("<u8"): 10,
 }
+# What a float16/bfloat16 result becomes, as the app declared it (pythonWorker(..., { halfPrecision })):
+# "float32" (the same values), "uint8" (frames in [0, 1] as RGB bytes), or None (refused).
+HALF_PRECISION = os.environ.get("REACTOR_HALF_PRECISION") or None
+_DECLARE = "or declare pythonWorker(..., { halfPrecision: 'float32' }) (or 'uint8' for frames in [0, 1]) and the rank converts"
+
 _DTYPE_FIX = {
     "b": "bool arrays have no TypeScript typed array: send arr.astype(np.uint8)",
-    "f2": "float16 has no TypeScript typed array: send arr.astype(np.float32), frames as (arr.clip(0, 1) * 255).astype(np.uint8) (or arr.view(np.uint16) and decode it yourself)",
+    "f2": f"float16 has no TypeScript typed array: send arr.astype(np.float32), frames as (arr.clip(0, 1) * 255).astype(np.uint8) (or arr.view(np.uint16) and decode it yourself), {_DECLARE}",
     "c": "complex arrays have no TypeScript typed array: send the real and imaginary parts as two float arrays",
     "O": "object arrays cannot travel: send a list, or an array of a numeric dtype",
 }
+
+
+def _half_np(a: np.ndarray) -> np.ndarray:
+    """A float16 array as the app declared it travels (a new array)."""
+    f = a.astype(np.float32)
+    if HALF_PRECISION == "uint8":
+        return np.rint(np.clip(f, 0.0, 1.0) * 255.0).astype(np.uint8)
+    return f
+
+
+def _half_torch(v: Any) -> Any:
+    """A float16/bfloat16 CPU tensor as the app declared it travels (a new tensor)."""
+    f = v.float()
+    if HALF_PRECISION == "uint8":
+        import torch
+
+        return f.clamp_(0.0, 1.0).mul_(255.0).round_().to(torch.uint8)
+    return f
 
 
 def align(n: int) -> int:
@@ -118,6 +142,9 @@ def encode(value: Any, what: str = "result") -> Encoded:
         dt = a.dtype
         if dt.byteorder == ">" or (dt.byteorder == "=" and not np.little_endian):
             raise UnsendableValueError(f"{path} is a big-endian {dt} array: send arr.astype(arr.dtype.newbyteorder('<')).")
+        if dt.kind == "f" and dt.itemsize == 2 and HALF_PRECISION is not None:
+            a = _half_np(a)
+            dt = a.dtype
         t = _TYPE_OF.get(dt.newbyteorder("<"))
         if t is None:
             fix = _DTYPE_FIX.get(dt.kind) or _DTYPE_FIX.get(dt.str[1:]) or "send an array of int8/16/32/64, uint8/16/32/64, float32 or float64"
@@ -159,12 +186,14 @@ def encode(value: Any, what: str = "result") -> Encoded:
                 )
             if v.requires_grad:
                 v = v.detach()
+            if str(v.dtype) in ("torch.float16", "torch.bfloat16") and HALF_PRECISION is not None:
+                v = _half_torch(v.contiguous())
             if str(v.dtype) in ("torch.float16", "torch.bfloat16"):
                 name = path.split(".")[-1]
                 raise UnsendableValueError(
                     f"{path} is a {str(v.dtype)[6:]} torch tensor, which has no TypeScript typed array: convert it where it leaves the model, "
                     f"{name}.float() (float32), or frames as ({name}.clamp(0, 1) * 255).to(torch.uint8) (a quarter of the bytes). "
-                    f"Keep computing in {str(v.dtype)[6:]}: only the result converts."
+                    f"Keep computing in {str(v.dtype)[6:]}: only the result converts; {_DECLARE}."
                 )
             if not v.is_contiguous():
                 raise UnsendableValueError(f"{path} is a non-contiguous torch tensor: send {path.split('.')[-1]}.contiguous().")

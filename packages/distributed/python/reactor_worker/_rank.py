@@ -408,11 +408,8 @@ class RankLoop:
             self.chan.send({"t": "loaded"})
             self.gpu_next = time.monotonic()
         except Exception as e:  # noqa: BLE001 - every load failure goes to the parent
-            # The traceback also goes to this rank's stderr, which the parent logs with { rank }:
-            # whoever reads the log sees where load() failed, whatever the app does with the error.
-            sys.stderr.write(f"load() failed on rank {self.rank}:\n")
-            traceback.print_exc(file=sys.stderr)
-            sys.stderr.flush()
+            # The parent logs it, with this traceback, whatever the app does with the error (once:
+            # not also through this rank's stderr).
             self.chan.send({"t": "loadFailed", "error": self.with_device_hint(wire_error(e))})
 
     def with_device_hint(self, w: dict) -> dict:

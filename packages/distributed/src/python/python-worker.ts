@@ -45,7 +45,20 @@ export interface PythonWorkerOptions {
    * `Error` whose `name` is the Python class name.
    */
   errors?: Readonly<Record<string, ErrorClass>>;
+  /**
+   * What a float16 or bfloat16 array or tensor in a result becomes (TypeScript has no half-float
+   * typed array): `'float32'`, a `Float32Array` of the same values; `'uint8'`, frames in [0, 1] as
+   * RGB bytes (`round(clamp(x, 0, 1) * 255)`, a `Uint8Array` for `new Frames(...)`). The rank
+   * converts (in float32, off the event loop). Without it a half-float result is refused
+   * (`python_value`), naming the conversion to write.
+   */
+  halfPrecision?: HalfPrecision;
 }
+
+/** See {@link PythonWorkerOptions.halfPrecision}. */
+export type HalfPrecision = 'float32' | 'uint8';
+/** The environment variable that tells a rank {@link PythonWorkerOptions.halfPrecision}. */
+const HALF_PRECISION_ENV = 'REACTOR_HALF_PRECISION';
 
 const SPEC = Symbol.for('reactor.pythonWorker');
 
@@ -88,6 +101,11 @@ export function pythonWorker<TInput = unknown, TResult = unknown, TArgs = Record
   if (options.path !== undefined && (!Array.isArray(options.path) || options.path.some((p) => typeof p !== 'string'))) {
     throw new TypeError(`pythonWorker(...).path must be an array of folder paths, got ${JSON.stringify(options.path)}.`);
   }
+  if (options.halfPrecision !== undefined && options.halfPrecision !== 'float32' && options.halfPrecision !== 'uint8') {
+    throw new TypeError(
+      `pythonWorker(...).halfPrecision must be 'float32' (half floats arrive as Float32Array) or 'uint8' (frames in [0, 1] arrive as RGB bytes), got ${JSON.stringify(options.halfPrecision)}.`,
+    );
+  }
   return { [SPEC]: true, module: m[1]!, className: m[2]!, options: { ...options } };
 }
 
@@ -107,6 +125,8 @@ export interface ResolvedPythonWorker {
   /** `PYTHONPATH` for the ranks. */
   pythonPath: string;
   errors: ReadonlyMap<string, ErrorClass>;
+  /** {@link PythonWorkerOptions.halfPrecision}. */
+  halfPrecision?: HalfPrecision;
 }
 
 /** The interpreter a Python worker would use in this environment, as named (option, `REACTOR_PYTHON`, `python3`). */
@@ -166,6 +186,7 @@ export function resolvePythonWorker(spec: PythonWorkerSpec, env: NodeJS.ProcessE
     interpreterPath,
     pythonPath,
     errors: new Map(Object.entries(spec.options.errors ?? {})),
+    ...(spec.options.halfPrecision !== undefined && { halfPrecision: spec.options.halfPrecision }),
   };
 }
 
@@ -176,7 +197,7 @@ export function pythonRankCommand(w: ResolvedPythonWorker, prefix: string, rank:
 
 /** The environment additions of a Python rank. */
 export function pythonRankEnv(w: ResolvedPythonWorker): Record<string, string> {
-  return { PYTHONPATH: w.pythonPath, PYTHONUNBUFFERED: '1' };
+  return { PYTHONPATH: w.pythonPath, PYTHONUNBUFFERED: '1', ...(w.halfPrecision !== undefined && { [HALF_PRECISION_ENV]: w.halfPrecision }) };
 }
 
 /**

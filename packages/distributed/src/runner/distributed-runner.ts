@@ -86,7 +86,15 @@ function reuseKeyOf(spec: RunnerSpec): { key: string; moduleKey: string; adopted
   if (w.kind === 'python') {
     const { python } = w;
     const moduleKey = `python:${python.module}:${python.className}`;
-    const key = JSON.stringify([moduleKey, python.interpreterPath, python.pythonPath, pythonTreeHash(python.pythonPath), opts, argsFingerprint(spec.loadArgs)]);
+    const key = JSON.stringify([
+      moduleKey,
+      python.interpreterPath,
+      python.pythonPath,
+      python.halfPrecision,
+      pythonTreeHash(python.pythonPath),
+      opts,
+      argsFingerprint(spec.loadArgs),
+    ]);
     return { key, moduleKey, adopted: { kind: 'python', errors: python.errors } };
   }
   const moduleKey = moduleKeyOf(w.location.runnableUrl);
@@ -128,6 +136,10 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
   private reuse: { key: string; moduleKey: string; pool: RankReusePool } | null = null;
   /** Ranks handed over from the pool: `start()` has nothing to start. */
   private adopted: Adopted | null = null;
+  /** What the runner was made from (rank reuse: to start new ranks in place of changed ones). */
+  private readonly spec: RunnerSpec;
+  /** A restart in place in flight (`restartIfChanged`): calls wait for it. */
+  private restarting: Promise<void> | undefined;
 
   /**
    * Checks everything that can be checked without starting a process.
@@ -141,10 +153,12 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
     super();
     const spec = checkRunner(WorkerClass, options as DistributedRunnerOptions<unknown>);
     this.worldSize = spec.opts.worldSize;
+    this.spec = spec;
     const pool = installedRankPool();
     if (pool?.enabled) {
       const { key, moduleKey, adopted } = reuseKeyOf(spec);
       this.reuse = { key, moduleKey, pool };
+      pool.live.add(this);
       const parked = pool.take(key)?.target as DistributedRunner<TInput, TResult, TArgs> | undefined;
       if (parked) {
         // The loaded ranks serve the new instance: its events come here from now on.
@@ -154,9 +168,48 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
         return;
       }
     }
-    this.core = new RunnerCore(this, spec.worker, spec.loadArgs, spec.opts, spec.gpuCount, spec.assignments, () =>
+    this.core = this.newCore();
+  }
+
+  private newCore(): RunnerCore {
+    const spec = this.spec;
+    return new RunnerCore(this, spec.worker, spec.loadArgs, spec.opts, spec.gpuCount, spec.assignments, () =>
       this.reuse ? this.reuse.pool.releaseBeforeStart(this.reuse.moduleKey) : Promise.resolve(),
     );
+  }
+
+  /**
+   * Rank reuse (`reactor dev`): when the worker's code changed since the ranks started (a Python
+   * worker's `.py` files), stops them once the call in flight ended and starts new ones in their
+   * place, under this same object, so the app half keeps running; calls meanwhile wait. A new
+   * rank that fails to load leaves the runner unusable (`runner_unusable`, the load error as its
+   * cause), as a failed `start()` would.
+   * @returns `unchanged` when nothing changed or the runner is not serving; `failed` when the new ranks did not load
+   * @internal
+   */
+  async restartIfChanged(): Promise<'unchanged' | 'restarted' | 'failed'> {
+    const reuse = this.reuse;
+    if (!reuse || this.restarting || !['ready', 'busy'].includes(this.core.stateName)) return 'unchanged';
+    const { key } = reuseKeyOf(this.spec);
+    if (key === reuse.key) return 'unchanged';
+    reuse.key = key;
+    let outcome: 'restarted' | 'failed' = 'restarted';
+    this.restarting = (async () => {
+      const old = this.core;
+      // The call in flight ends first (its result is the old code's, delivered as usual).
+      while (old.stateName === 'busy') await new Promise((r) => setTimeout(r, 10));
+      const pids = old.pids.join(', ');
+      // The old ranks' teardown is not an event of this runner.
+      old.attach(new EventEmitter());
+      await old.stop(old.stateName === 'ready');
+      this.core = this.newCore();
+      old.logger.info(
+        `the worker's code changed: restarting the ${this.worldSize} rank${this.worldSize > 1 ? 's' : ''} (was pid ${pids}) in place; the app keeps running`,
+      );
+      await this.core.start().catch(() => (outcome = 'failed'));
+    })().finally(() => (this.restarting = undefined));
+    await this.restarting;
+    return outcome;
   }
 
   /**
@@ -175,6 +228,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
       const parked = pool.take(key)?.target as DistributedRunner<TInput, TResult, TArgs> | undefined;
       if (parked) {
         parked.adopted = adopted;
+        pool.live.add(parked);
         return parked;
       }
     }
@@ -255,6 +309,7 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
    * @throws {@link SharedMemoryCapacityError} (`shm_capacity`) when the input or result does not fit (the runner stays healthy)
    */
   generate(input: TInput, options: CallOptions = {}): Promise<TResult> {
+    if (this.restarting) return this.restarting.then(() => this.generate(input, options));
     return this.core.call('generate', input, options.signal, false) as Promise<TResult>;
   }
 
@@ -270,11 +325,13 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
    * ```
    */
   generateView(input: TInput, options: CallOptions = {}): Promise<SharedResult<TResult>> {
+    if (this.restarting) return this.restarting.then(() => this.generateView(input, options));
     return this.core.call('generate', input, options.signal, true) as Promise<SharedResult<TResult>>;
   }
 
   /** Runs `reset()` on every rank, with the same outcome policy as {@link DistributedRunner.generate}. */
   async reset(): Promise<void> {
+    if (this.restarting) await this.restarting;
     await this.core.call('reset', undefined, undefined, false);
   }
 
@@ -304,6 +361,8 @@ export class DistributedRunner<TInput = unknown, TResult = unknown, TArgs = unkn
    * rank's process group. Also runs on process exit and on SIGINT/SIGTERM/SIGHUP.
    */
   shutdown(): Promise<void> {
+    this.reuse?.pool.live.delete(this);
+    if (this.restarting) return this.restarting.then(() => this.shutdown());
     const core = this.core;
     if (this.reuse && core.stateName === 'ready' && this.reuse.pool.enabled) {
       // Parked for the next runner with the same fingerprint; the pool stops it if none comes.

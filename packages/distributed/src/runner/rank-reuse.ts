@@ -48,8 +48,16 @@ export function installedRankPool(): RankReusePool | undefined {
  * it is {@link install}ed; {@link close} stops every parked runner and uninstalls it.
  * @internal
  */
+/** A live runner the pool can restart in place (`reactor dev`: a Python edit restarts only the ranks). */
+export interface RestartableRunner {
+  /** Starts new ranks of the changed worker code in place of the old ones: `unchanged`, `restarted`, or `failed` (the new ranks did not load). */
+  restartIfChanged(): Promise<'unchanged' | 'restarted' | 'failed'>;
+}
+
 export class RankReusePool {
   private parked: Parked[] = [];
+  /** The runners made while this pool is installed and not shut down or parked yet. */
+  readonly live = new Set<RestartableRunner>();
   /** Runners being shut down because they were not reused: the next start waits for them (GPU memory). */
   private readonly releasing = new Set<Promise<void>>();
   private closed = false;
@@ -80,6 +88,16 @@ export class RankReusePool {
   async releaseParked(): Promise<void> {
     const all = this.parked.splice(0);
     await Promise.all([...all.map((e) => this.release(e.runner)), ...this.releasing]);
+  }
+
+  /**
+   * Restarts, in place, the ranks of every live runner whose worker code changed (a Python
+   * worker's `.py` files): the app keeps its runner objects, and calls wait for the new ranks.
+   * @returns how many runners were restarted, and the load errors of those whose new ranks failed
+   */
+  async restartChanged(): Promise<{ restarted: number; failed: number }> {
+    const outcomes = await Promise.all([...this.live].map((r) => r.restartIfChanged().catch(() => 'failed' as const)));
+    return { restarted: outcomes.filter((o) => o === 'restarted').length, failed: outcomes.filter((o) => o === 'failed').length };
   }
 
   /** The pids of the parked runners' ranks. */
@@ -182,6 +200,8 @@ const PY_SKIP_DIRS = new Set(['__pycache__', '.git', 'node_modules', '.venv', 'v
 /** Bounds of {@link pythonTreeHash}'s walk: past them, the rest is not looked at (said in the hash, so it stays stable). */
 const PY_MAX_FILES = 5_000;
 const PY_MAX_DEPTH = 8;
+/** The first lines of a module `reactor types --python` wrote name it. */
+const GENERATED_TYPES_MARK = 'written by `reactor types --python`';
 
 /**
  * A hash of every `.py` file under the folders of a Python import path (`PYTHONPATH`, with its
@@ -209,7 +229,10 @@ export function pythonTreeHash(pythonPath: string): string {
       } else if (e.name.endsWith('.py')) {
         files++;
         try {
-          hash.update(`${full}\0`).update(readFileSync(full)).update('\0');
+          const bytes = readFileSync(full);
+          // The worker's TypedDicts (`reactor types --python`, which `reactor dev` writes again
+          // after a schema change) have no behaviour: their change does not change a rank's code.
+          if (!bytes.subarray(0, 200).toString().includes(GENERATED_TYPES_MARK)) hash.update(`${full}\0`).update(bytes).update('\0');
         } catch {
           hash.update(`${full}\0missing\0`);
         }

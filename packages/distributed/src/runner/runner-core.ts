@@ -381,7 +381,7 @@ export class RunnerCore implements CallHost {
         // with the rank's stack, for every app whatever it does with the rejection.
         if (this.state.name === 'starting') {
           this.logger.error(
-            `rank ${rank} (pid ${this.group.procs[rank]?.pid}): load() threw ${err.name}: ${err.message}\n${err.rankStack ?? '(the rank sent no stack)'}`,
+            `rank ${rank} (pid ${this.group.procs[rank]?.pid}): load() threw ${err.name}: ${err.message}\n${err.rankStack ? framesOnly(err.rankStack, err) : '(the rank sent no stack)'}`,
           );
         }
         this.failStart(err);
@@ -497,4 +497,14 @@ export class RunnerCore implements CallHost {
   private teardown(ask: boolean): Promise<void> {
     return this.group.teardown(ask, this.opts.shutdownGraceMs, () => this.tracker.watch.close());
   }
+}
+
+/** A rank's stack without the line that repeats the error's message (a JavaScript stack's first, a Python traceback's last): the log line says it once. */
+function framesOnly(stack: string, err: Error): string {
+  const s = stack.trimEnd();
+  const head = `${err.name}: ${err.message}`;
+  if (s.startsWith(head)) return s.slice(head.length).replace(/^\n/, '');
+  const tail = `: ${err.message}`;
+  if (!s.endsWith(tail)) return s;
+  return s.slice(0, s.lastIndexOf('\n', s.length - tail.length) + 1).trimEnd();
 }
