@@ -58,8 +58,15 @@ export interface EnhanceTorchLoadArgs {
   package_dirs: Record<string, string>;
   /** The published files' SHA-256s (`src/checksums.ts`): one table for both backends. */
   published_sha256: Readonly<Record<string, string>>;
-  warmup?: { n: number; width: number; height: number };
+  /** A step of the first model as the ranks will get it (full input height, the split chosen): compiled and warmed in load(). */
+  warmup?: { n: number; width: number; height: number; split: Split };
+  /** `compile` of the app config (reactor_worker.compile: auto, off, compile, graphs, both). */
+  compile: Compile;
 }
+
+/** `compile` (backend: torch): `torch.compile`, CUDA graphs of the fixed batch, both, or eager; `auto`: both on CUDA, eager on CPU. */
+export const COMPILE_MODES = ['auto', 'off', 'compile', 'graphs', 'both'] as const;
+export type Compile = (typeof COMPILE_MODES)[number];
 
 /**
  * Frames per second delivered at 1280x720 output through the whole serving path, measured on
@@ -164,6 +171,12 @@ export class EnhanceConfig {
    * where nothing would overlap.
    */
   @IsIn(['auto', 'on', 'off']) pipeline: 'auto' | 'on' | 'off' = 'auto';
+  /**
+   * `backend: torch` only: `compile` (torch.compile), `graphs` (CUDA graphs of the fixed batch),
+   * `both`, or `off` (eager); `auto`: both on a CUDA rank, eager on CPU. What cannot be had falls
+   * back to eager with a warning naming why (`reactor_worker.compile`, docs/runner.md).
+   */
+  @IsIn(COMPILE_MODES) compile: Compile = 'auto';
 }
 
 /** Thrown by {@link loadEnhanceConfig} for an unreadable or invalid config file. */
@@ -186,6 +199,7 @@ const CONFIG_KEYS = [
   'startTimeoutMs',
   'pipeline',
   'python',
+  'compile',
 ];
 
 /** Reads and validates the app config; every problem is named by its key. */
@@ -333,9 +347,12 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
         ...(this.config.python !== undefined && { interpreter: this.config.python }),
         errors: { WeightsMissingError, WeightsCorruptError, InputInvalidError },
       });
+      const n = plan.framesPerStep[plan.model];
+      const [width, height] = [warmup.width, Math.floor(plan.outputHeight / scale)];
+      const step = { n, width, height, split: chooseSplit(this.config.split, height, RADIUS[plan.model], plan.worldSize, n) };
       return new DistributedRunner(worker, {
         ...common,
-        loadArgs: { model: plan.model, scale, package_dirs: packageDirs, published_sha256: PUBLISHED_SHA256, warmup },
+        loadArgs: { model: plan.model, scale, package_dirs: packageDirs, published_sha256: PUBLISHED_SHA256, warmup: step, compile: this.config.compile },
       });
     }
     return new DistributedRunner(EnhanceWorker, {
