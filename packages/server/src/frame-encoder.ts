@@ -8,7 +8,7 @@
  * (`UV_THREADPOOL_SIZE` threads, read when the process starts: `reactor run` from the bundle and
  * the chart's pods set it to the cores), one libvips thread per image (a JPEG encode does not
  * spread over threads, and several images do: bench/jpeg.bench.mjs). At most
- * {@link ENCODE_QUEUE_FACTOR} x threads encodes are in flight; a frame that comes when the
+ * {@link ENCODE_QUEUE_FACTOR} x threads encodes are in flight (at least 8); a frame that comes when the
  * encoder is that far behind is not encoded, for any client, and counted once as
  * `reactor_frames_dropped_total{reason="encoder_busy"}` (the encoder's drop, not a client's).
  * Callers send in play order whatever order encodes finish in.
@@ -19,8 +19,14 @@ import { FrameEncoding, encodeFrameHeader } from '@reactor/protocol';
 import type { OutputAudio, OutputFrame } from '@reactor/runtime';
 import type { ServerMetrics } from './metrics.js';
 
-/** Encodes in flight per threadpool thread before a new frame is the encoder's drop: one running, one waiting. */
-export const ENCODE_QUEUE_FACTOR = 2;
+/**
+ * Encodes in flight per threadpool thread before a new frame is the encoder's drop: one running,
+ * the rest waiting (a step's frames come together, and a busy event loop learns late that an
+ * encode finished). At least {@link MIN_ENCODES_IN_FLIGHT}.
+ */
+export const ENCODE_QUEUE_FACTOR = 4;
+/** The fewest encodes in flight before the encoder drops a frame, whatever the pool. */
+export const MIN_ENCODES_IN_FLIGHT = 8;
 
 /** Threads of libuv's pool (what runs sharp's encodes): `UV_THREADPOOL_SIZE` when the process started, else libuv's 4. */
 export function encodeThreads(env: NodeJS.ProcessEnv = process.env): number {
@@ -47,7 +53,7 @@ export class FrameEncoder {
     this.#encoding = encoding;
     this.#quality = quality;
     this.#metrics = metrics;
-    this.maxInFlight = ENCODE_QUEUE_FACTOR * threads;
+    this.maxInFlight = Math.max(MIN_ENCODES_IN_FLIGHT, ENCODE_QUEUE_FACTOR * threads);
     // One libvips thread per image: the pool's threads run several images at once instead.
     if (encoding === 'jpeg') sharp.concurrency(1);
   }
