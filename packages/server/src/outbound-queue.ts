@@ -358,12 +358,14 @@ export class WsOutbound implements OutboundSender, BudgetHolder {
     return item!;
   }
 
-  /** The slow-client policy: drops the oldest queued frame (or, with `audio`, the oldest chunk). */
+  /** The slow-client policy: drops the oldest queued frame (or, with `audio`, the oldest chunk); `encoder_busy` for a coded frame still being encoded. */
   #dropOldest(audio: boolean): void {
     const i = this.#queue.findIndex((q) => q.audio === audio);
     if (i < 0) return;
     const item = this.#unqueue(i);
-    this.#drop('slow_client', 1, audio);
+    // A coded frame dropped while its track's (shared) encode still runs is that encoder's backlog,
+    // not the socket's (JPEG's encoder bounds its own backlog: FrameEncoder).
+    this.#drop(item.encoder !== undefined && item.encoding === true ? 'encoder_busy' : 'slow_client', 1, audio);
     if (item.encoder) this.#c.video.lost(item.trackIndex, 'drop');
   }
 
