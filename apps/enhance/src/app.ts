@@ -501,11 +501,12 @@ async function webgpuCheck(): Promise<RequirementCheck> {
 
 /**
  * Frames per second delivered at 1280x720 with `backend: torch` on one H200 (whole serving path,
- * JPEG), the lowest and highest of the runs docs/benchmarks.md records ("issue 23: the enhance
- * app's PyTorch backend" and issue 43's re-runs): medium at 4 frames a step, bound by the JPEG
- * stage and varying run to run (51-88.8), thick at 8, GPU-bound (155.3-157.7). Absent: not measured.
+ * JPEG), `[lowest, highest]` of the runs docs/benchmarks.md records with this code. Empty: issue
+ * 42 changed what runs (compiled models, the parallel JPEG encoder), so the earlier runs' figures
+ * (medium 51-88.8, thick 155.3-157.7, eager) no longer say what to expect; `scripts/gpu/serve.sh`
+ * measures it. Absent: not measured.
  */
-export const H200_TORCH_FPS_720P: Readonly<Partial<Record<ModelName, readonly [low: number, high: number]>>> = { medium: [51, 88.8], thick: [155.3, 157.7] };
+export const H200_TORCH_FPS_720P: Readonly<Partial<Record<ModelName, readonly [low: number, high: number]>>> = {};
 
 /** The torch check: does the interpreter import NumPy and torch, and (GPU ranks) does torch see CUDA? */
 async function torchCheck(python: string, gpu: boolean): Promise<RequirementCheck> {
@@ -537,7 +538,8 @@ function torchExpectation(plan: EnhancePlan, gpus: boolean): RequirementCheck {
   const pixels = (plan.outputWidth * plan.outputHeight) / (1280 * 720);
   const measured = H200_TORCH_FPS_720P[plan.model];
   if (measured === undefined) {
-    return { name: 'enhance', status: 'ok', detail: `ESRGAN ${plan.model} on ${plan.worldSize} GPU(s) with torch: not measured on H200s yet` };
+    const detail = `ESRGAN ${plan.model} on ${plan.worldSize} GPU(s) with torch: no figure measured with this code yet (scripts/gpu/serve.sh measures it; docs/benchmarks.md)`;
+    return { name: 'enhance', status: 'ok', detail };
   }
   // A measured range, scaled by the pixels, not a promise: the JPEG stage makes medium's rate vary from run to run.
   const [low, high] = measured.map((fps) => fps / pixels) as [number, number];
