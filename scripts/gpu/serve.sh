@@ -3,7 +3,8 @@
 #   1. the model alone (python3 -m reactor_enhance.bench), thick (8 frames a call) and medium (4),
 #      eager and compiled (SERVE_BENCH_COMPILE, default off,both: torch.compile + CUDA graphs),
 #      with `nvidia-smi dmon` beside it (GPU busy);
-#   2. scripts/gpu/serve.mjs: delivered JPEG, H.264 and raw RGB through `reactor run` (compile:
+#   2. bench/jpeg.bench.mjs: JPEG encodes a second at 1280x720, one at a time against the pool;
+#   3. scripts/gpu/serve.mjs: delivered JPEG, H.264 and raw RGB through `reactor run` (compile:
 #      auto), side by side, GPU busy %; then sessions per GPU: N instances of 720p30 sessions on
 #      the one GPU until one misses >= 29 fps or frame-interval p99 <= 50 ms.
 # One JSON object per line in $OUT/serve.jsonl; progress in $OUT/serve.err; the machine in
@@ -92,6 +93,12 @@ echo "[serve] model alone, eager ($(left) s left)" >> "$out/serve.err"
 pybench 60 off
 echo "[serve] model alone, ${SERVE_BENCH_COMPILE:-off,both} ($(left) s left)" >> "$out/serve.err"
 pybench "${SERVE_BENCH_TIMEOUT_S:-150}" "${SERVE_BENCH_COMPILE:-off,both}"
+
+# JPEG at 1280x720 on this host's cores: one at a time against the pool (bench/jpeg.bench.mjs, from the checkout).
+echo "[serve] jpeg.encode ($(left) s left)" >> "$out/serve.err"
+mkdir -p "$B/bench" && cp "$repo/bench/jpeg.bench.mjs" "$B/bench/jpeg.bench.mjs" 2>/dev/null
+JPEG_BENCH_SECONDS=${JPEG_BENCH_SECONDS:-2} timeout -k 5 60 "${nodecmd[@]}" bench/jpeg.bench.mjs >> "$out/serve.jsonl" 2>> "$out/serve.err" \
+  || echo '{"bench":"error.serve.jpeg"}' >> "$out/serve.jsonl"
 
 echo "[serve] serving ($(left) s left)" >> "$out/serve.err"
 rc=0
