@@ -58,8 +58,15 @@ export interface EnhanceTorchLoadArgs {
   package_dirs: Record<string, string>;
   /** The published files' SHA-256s (`src/checksums.ts`): one table for both backends. */
   published_sha256: Readonly<Record<string, string>>;
-  warmup?: { n: number; width: number; height: number };
+  /** A step of the first model as the ranks will get it (full input height, the split chosen): compiled and warmed in load(). */
+  warmup?: { n: number; width: number; height: number; split: Split };
+  /** `compile` of the app config (reactor_worker.compile: auto, off, compile, graphs, both). */
+  compile: Compile;
 }
+
+/** `compile` (backend: torch): `torch.compile`, CUDA graphs of the fixed batch, both, or eager; `auto`: both on CUDA, eager on CPU. */
+export const COMPILE_MODES = ['auto', 'off', 'compile', 'graphs', 'both'] as const;
+export type Compile = (typeof COMPILE_MODES)[number];
 
 /**
  * Frames per second delivered at 1280x720 output through the whole serving path, measured on
@@ -164,6 +171,12 @@ export class EnhanceConfig {
    * where nothing would overlap.
    */
   @IsIn(['auto', 'on', 'off']) pipeline: 'auto' | 'on' | 'off' = 'auto';
+  /**
+   * `backend: torch` only: `compile` (torch.compile), `graphs` (CUDA graphs of the fixed batch),
+   * `both`, or `off` (eager); `auto`: both on a CUDA rank, eager on CPU. What cannot be had falls
+   * back to eager with a warning naming why (`reactor_worker.compile`, docs/runner.md).
+   */
+  @IsIn(COMPILE_MODES) compile: Compile = 'auto';
 }
 
 /** Thrown by {@link loadEnhanceConfig} for an unreadable or invalid config file. */
@@ -186,6 +199,7 @@ const CONFIG_KEYS = [
   'startTimeoutMs',
   'pipeline',
   'python',
+  'compile',
 ];
 
 /** Reads and validates the app config; every problem is named by its key. */
@@ -333,9 +347,12 @@ export class EnhanceApp extends ReactorApp<EnhanceState, EnhanceInput, EnhanceRe
         ...(this.config.python !== undefined && { interpreter: this.config.python }),
         errors: { WeightsMissingError, WeightsCorruptError, InputInvalidError },
       });
+      const n = plan.framesPerStep[plan.model];
+      const [width, height] = [warmup.width, Math.floor(plan.outputHeight / scale)];
+      const step = { n, width, height, split: chooseSplit(this.config.split, height, RADIUS[plan.model], plan.worldSize, n) };
       return new DistributedRunner(worker, {
         ...common,
-        loadArgs: { model: plan.model, scale, package_dirs: packageDirs, published_sha256: PUBLISHED_SHA256, warmup },
+        loadArgs: { model: plan.model, scale, package_dirs: packageDirs, published_sha256: PUBLISHED_SHA256, warmup: step, compile: this.config.compile },
       });
     }
     return new DistributedRunner(EnhanceWorker, {
@@ -484,11 +501,12 @@ async function webgpuCheck(): Promise<RequirementCheck> {
 
 /**
  * Frames per second delivered at 1280x720 with `backend: torch` on one H200 (whole serving path,
- * JPEG), the lowest and highest of the runs docs/benchmarks.md records ("issue 23: the enhance
- * app's PyTorch backend" and issue 43's re-runs): medium at 4 frames a step, bound by the JPEG
- * stage and varying run to run (51-88.8), thick at 8, GPU-bound (155.3-157.7). Absent: not measured.
+ * JPEG), `[lowest, highest]` of the runs docs/benchmarks.md records with this code. Empty: issue
+ * 42 changed what runs (compiled models, the parallel JPEG encoder), so the earlier runs' figures
+ * (medium 51-88.8, thick 155.3-157.7, eager) no longer say what to expect; `scripts/gpu/serve.sh`
+ * measures it. Absent: not measured.
  */
-export const H200_TORCH_FPS_720P: Readonly<Partial<Record<ModelName, readonly [low: number, high: number]>>> = { medium: [51, 88.8], thick: [155.3, 157.7] };
+export const H200_TORCH_FPS_720P: Readonly<Partial<Record<ModelName, readonly [low: number, high: number]>>> = {};
 
 /** The torch check: does the interpreter import NumPy and torch, and (GPU ranks) does torch see CUDA? */
 async function torchCheck(python: string, gpu: boolean): Promise<RequirementCheck> {
@@ -520,7 +538,8 @@ function torchExpectation(plan: EnhancePlan, gpus: boolean): RequirementCheck {
   const pixels = (plan.outputWidth * plan.outputHeight) / (1280 * 720);
   const measured = H200_TORCH_FPS_720P[plan.model];
   if (measured === undefined) {
-    return { name: 'enhance', status: 'ok', detail: `ESRGAN ${plan.model} on ${plan.worldSize} GPU(s) with torch: not measured on H200s yet` };
+    const detail = `ESRGAN ${plan.model} on ${plan.worldSize} GPU(s) with torch: no figure measured with this code yet (scripts/gpu/serve.sh measures it; docs/benchmarks.md)`;
+    return { name: 'enhance', status: 'ok', detail };
   }
   // A measured range, scaled by the pixels, not a promise: the JPEG stage makes medium's rate vary from run to run.
   const [low, high] = measured.map((fps) => fps / pixels) as [number, number];

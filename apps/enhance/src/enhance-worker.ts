@@ -67,6 +67,8 @@ export interface RankReport {
   backend: string;
   adapter: string | null;
   pci: string | null;
+  /** What runs the model (torch ranks: `reactor_worker.compile`'s words, with the fall back's reason). */
+  compile?: string;
 }
 
 /** One step's result: on rank 0 the frames, elsewhere an empty `frames`. */

@@ -66,7 +66,7 @@ describe('EnhanceTorchWorker on a DistributedRunner (Python ranks, torch on CPU)
     const ref = await one.generate(step('tiles'));
     expect([ref.n, ref.width, ref.height, ref.frames.length]).toEqual([n, W * 4, H * 4, n * W * 4 * H * 4 * 3]);
     expect(ref.frames).toBeInstanceOf(Uint8Array);
-    expect(ref.ranks).toEqual([{ rank: 0, backend: 'torch-cpu', adapter: 'CPU (1 threads)', pci: null }]);
+    expect(ref.ranks).toEqual([{ rank: 0, backend: 'torch-cpu', adapter: 'CPU (1 threads)', pci: null, compile: 'eager (compile: auto)' }]);
     expect(ref.weightsSha256).toMatch(/^[0-9a-f]{64}$/);
     await one.shutdown();
 

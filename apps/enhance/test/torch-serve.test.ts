@@ -3,7 +3,8 @@
 // outside it. Frames of the planned size arrive and are the PyTorch module's upscaling of the
 // scene (within one level of `python3 -m reactor_enhance` on the same input, band by band
 // through the gather), every rank reports torch; a SIGKILLed Python rank is told to the client
-// and leaves no process behind; a bad backend or interpreter is a clear error at start.
+// and leaves no process behind; `compile: both` falls back to eager on CPU with a warning naming
+// why; a bad backend, compile mode or interpreter is a clear error at start.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -73,6 +74,8 @@ const pythonRanks = (pid: number): number[] =>
       return false;
     }
   });
+/** Whether the ranks' interpreter has torch.compile (torch 2): then compile: both on CPU falls back to torch.compile alone. */
+const torchCompiles = (): boolean => spawnSync(PYTHON, ['-c', 'import torch, sys; sys.exit(0 if hasattr(torch, "compile") else 1)']).status === 0;
 const shm = (): string[] => readdirSync('/dev/shm').filter((f) => f.startsWith('reactor-'));
 
 /** `python3 -m reactor_enhance` on `frames` (the module alone, one process, whole frames). */
@@ -97,9 +100,9 @@ function moduleUpscale(frames: Uint8Array, n: number, w: number, h: number): Uin
 }
 
 describe('reactor run --manifest with backend: torch (Python ranks, CPU)', () => {
-  it('streams the PyTorch upscaling of the scene through 2 Python ranks (tiles); a SIGKILLed rank is told to the client and leaves nothing', async () => {
+  it('streams the PyTorch upscaling of the scene through 2 Python ranks (tiles); compile: both falls back to eager, said; a SIGKILLed rank is told to the client and leaves nothing', async () => {
     const dir = workspace(
-      `model: slim\noutputWidth: 64\noutputHeight: 40\nframesPerStep: 2\nworldSize: 2\ndevices: cpu\nsplit: tiles\nbackend: torch\npython: ${PYTHON}\n`,
+      `model: slim\noutputWidth: 64\noutputHeight: 40\nframesPerStep: 2\nworldSize: 2\ndevices: cpu\nsplit: tiles\nbackend: torch\npython: ${PYTHON}\ncompile: both\n`,
     );
     // The module's upscaling of the first step's scene frames (0 and 1), computed before the
     // client connects (a blocking child here would make the client miss heartbeats).
@@ -130,6 +133,11 @@ describe('reactor run --manifest with backend: torch (Python ranks, CPU)', () =>
     expect(frames.slice(0, 4).map((f) => [f.w, f.h, f.rgb.length])).toEqual(Array(4).fill([64, 40, 64 * 40 * 3]));
     expect(infos[0]).toMatchObject({ model: 'slim', scale: 4, input_width: 16, input_height: 10, output_width: 64, output_height: 40, split: 'tiles' });
     expect((infos[0]!['ranks'] as { backend: string }[]).map((r) => r.backend)).toEqual(['torch-cpu', 'torch-cpu']);
+    // compile: both on CPU ranks (CUDA graphs need CUDA; Debian's torch 1.13 has no torch.compile):
+    // eager, with one warning from the leader naming why, and what runs in every rank's report.
+    const why = torchCompiles() ? 'CUDA graphs need a CUDA device and this rank runs on cpu' : 'has no torch.compile';
+    expect(output().match(/warning: ESRGAN slim: compile both -> [^\n]*/g)).toEqual([expect.stringContaining(why)]);
+    for (const r of infos[0]!['ranks'] as { compile: string }[]) expect(r.compile).toMatch(new RegExp(`^(eager|torch\\.compile) \\(compile: both; .*${why}`));
 
     // The first step upscaled scene frames 0 and 1: the gathered bands are the module's whole frames.
     const first = frames.filter((f) => f.seq < 2).sort((a, b) => a.seq - b.seq);
@@ -182,6 +190,14 @@ describe('reactor run --manifest with backend: torch (Python ranks, CPU)', () =>
     expect(await exited).not.toBe(0);
     expect(output()).toContain('"torch" runs the model in Python ranks and cannot be part of a tfjs order');
     expect(output()).toContain('BackendConfigError');
+  }, 60_000);
+
+  it('compile: fast is the config error at start, naming the key and its values', async () => {
+    const dir = workspace(`model: slim\ndevices: cpu\nbackend: torch\npython: ${PYTHON}\ncompile: fast\n`);
+    const { exited, output } = startCli(dir);
+    expect(await exited).not.toBe(0);
+    expect(output()).toContain('config.yaml is invalid');
+    expect(output()).toContain('compile: compile must be one of the following values: auto, off, compile, graphs, both');
   }, 60_000);
 
   it('an interpreter that does not exist is python_not_found at start, and nothing is left running', async () => {

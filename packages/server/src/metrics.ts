@@ -3,7 +3,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { HostCounterView } from './servable-host.js';
 
 /** Why a frame was not delivered to a client. */
-export type DropReason = 'slow_client' | 'flush' | 'disconnected' | 'encode_error' | 'server_budget' | 'awaiting_key';
+export type DropReason = 'slow_client' | 'flush' | 'disconnected' | 'encode_error' | 'server_budget' | 'awaiting_key' | 'encoder_busy';
 
 /** The metrics a server keeps; `registry.metrics()` renders them for `GET /metrics`. */
 export class ServerMetrics {
@@ -51,7 +51,7 @@ export class ServerMetrics {
   });
   readonly framesDropped = new Counter({
     name: 'reactor_frames_dropped_total',
-    help: 'Frames not delivered to a client, by reason.',
+    help: 'Frames not delivered to a client, by reason (encoder_busy: counted once per frame the JPEG encoder was too far behind to take, whatever the number of clients).',
     labelNames: ['reason'],
     registers: [this.registry],
   });
@@ -378,7 +378,7 @@ export class ServerMetrics {
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'reactor_process_' });
-    for (const reason of ['slow_client', 'flush', 'disconnected', 'encode_error', 'server_budget', 'awaiting_key'] satisfies DropReason[]) {
+    for (const reason of ['slow_client', 'flush', 'disconnected', 'encode_error', 'server_budget', 'awaiting_key', 'encoder_busy'] satisfies DropReason[]) {
       this.framesDropped.inc({ reason }, 0);
       this.audioChunksDropped.inc({ reason }, 0);
     }

@@ -157,33 +157,51 @@ export class WsOutbound implements OutboundSender, BudgetHolder {
       };
       item.data.then(done, done);
     } else {
+      const data = this.#c.encoder.encode(frame);
+      // The encoder did not take it (counted there once as `encoder_busy`): nothing to send.
+      if (data === null) return;
       const item: QueuedItem = {
         seq,
         track,
         trackIndex,
         audio: false,
-        data: this.#c.encoder.encode(frame),
+        data,
         ...(route.kind === 'jpeg' && { jpegConfig: route.config }),
+        // A JPEG still being encoded is the encoder's backlog (bounded there: `encoder_busy`), not this client's.
+        encoding: true,
         queuedAt: performance.now(),
         readyAt: 0,
       };
+      this.#encoding++;
       // Registered before the pump's await on the same promise, so readyAt is set when the pump resumes.
-      item.data.then(
-        () => (item.readyAt = performance.now()),
-        () => undefined,
-      );
+      const done = (): void => {
+        item.readyAt = performance.now();
+        item.encoding = false;
+        this.#encoding--;
+        if (this.#closed || !this.#queue.includes(item)) return;
+        this.#checkOverflow();
+      };
+      item.data.then(done, done);
       this.#queue.push(item);
     }
     this.#checkOverflow();
     void this.#pump();
   }
 
-  /** The slow-client bound: frames whose encoding is done beyond `maxQueuedFrames` (and any beyond MAX_FRAMES_ENCODING more) drop the oldest. */
+  /**
+   * The slow-client bound: frames whose encoding is done beyond `maxQueuedFrames` (and any beyond
+   * MAX_FRAMES_ENCODING more, or the JPEG encoder's own bound when larger) drop the oldest.
+   */
   #checkOverflow(): void {
     const max = this.#c.options.maxQueuedFrames;
     for (;;) {
       const frames = this.#queue.length - this.#queuedAudio;
-      if (frames - this.#queuedEncoding() <= max && frames <= max + MAX_FRAMES_ENCODING) return;
+      // Encoded frames beyond `max` wait for a socket that is behind: a slow client. Frames whose
+      // encodes finished together (a step's frames, encoded in parallel) for a socket that takes
+      // them now are not.
+      const behind = this.#inFlight >= MAX_FRAMES_IN_FLIGHT || this.#ws.bufferedAmount > this.#c.options.maxBufferedBytes;
+      const ready = behind ? frames - this.#queuedEncoding() : 0;
+      if (ready <= max && frames <= max + Math.max(MAX_FRAMES_ENCODING, this.#c.encoder.maxInFlight)) return;
       this.#dropOldest(false);
     }
   }
@@ -340,12 +358,14 @@ export class WsOutbound implements OutboundSender, BudgetHolder {
     return item!;
   }
 
-  /** The slow-client policy: drops the oldest queued frame (or, with `audio`, the oldest chunk). */
+  /** The slow-client policy: drops the oldest queued frame (or, with `audio`, the oldest chunk); `encoder_busy` for a coded frame still being encoded. */
   #dropOldest(audio: boolean): void {
     const i = this.#queue.findIndex((q) => q.audio === audio);
     if (i < 0) return;
     const item = this.#unqueue(i);
-    this.#drop('slow_client', 1, audio);
+    // A coded frame dropped while its track's (shared) encode still runs is that encoder's backlog,
+    // not the socket's (JPEG's encoder bounds its own backlog: FrameEncoder).
+    this.#drop(item.encoder !== undefined && item.encoding === true ? 'encoder_busy' : 'slow_client', 1, audio);
     if (item.encoder) this.#c.video.lost(item.trackIndex, 'drop');
   }
 

@@ -28,7 +28,7 @@ neither the batch nor the thread count (``docs/decisions.md``).
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -36,6 +36,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from .weights import MODEL_RANGE, ModelOnDisk, WeightsCorruptError
+
+if TYPE_CHECKING:
+    from reactor_worker.compile import FixedShape
 
 _SHUFFLE = re.compile(r"^PixelShuffle(\d+)x$")
 _PASS = ("InputLayer",)
@@ -215,6 +218,15 @@ class TorchUpscaler:
         lut = np.arange(256, dtype=np.float64) * (1.0 if r == 255 else 1.0 / 255.0)
         self._lut = torch.from_numpy(lut.astype(np.float32)).to(self.device)
         self._out_mul = 1.0 if r == 255 else 255.0
+        self.fast: FixedShape | None = None
+
+    def compile(self, mode: str, progress: Any = None, log: Any = None) -> FixedShape:
+        """Runs the device part of :meth:`upscale` through ``reactor_worker.compile.FixedShape``
+        (``mode``: auto, off, compile, graphs, both); returns it (``running``, ``fallback``)."""
+        from reactor_worker.compile import FixedShape  # noqa: PLC0415 - only workers that compile need reactor_worker
+
+        self.fast = FixedShape(self._core, mode=mode, device=self.device, progress=progress, log=log, name=f"ESRGAN {self.files.model}")
+        return self.fast
 
     @torch.inference_mode()
     def upscale(self, frames: torch.Tensor, band: tuple[int, int, int, int] | None = None) -> torch.Tensor:
@@ -223,11 +235,18 @@ class TorchUpscaler:
         Returns uint8 ``[n, (y1-y0)·s, W·s, 3]`` on this upscaler's device."""
         n, h, w, _ = frames.shape
         y0, y1, in0, in1 = band if band is not None else (0, h, 0, h)
-        s = self.scale
         x = frames[:, in0:in1].to(self.device, non_blocking=True)
+        if self.fast is not None:
+            return self.fast(x, y0 - in0, y1 - in0)
+        return self._core(x, y0 - in0, y1 - in0)
+
+    def _core(self, x: torch.Tensor, r0: int, r1: int) -> torch.Tensor:
+        """The device part: uint8 NHWC rows on the device -> upscaled uint8 NHWC output rows
+        ``[r0·s, r1·s)`` (fixed shapes for a fixed input: what ``FixedShape`` compiles)."""
+        s = self.scale
         x = self._lut[x.long()].permute(0, 3, 1, 2)  # NCHW view of NHWC memory: channels_last
         x = x.to(self.dtype).contiguous(memory_format=self.memory_format)
-        y = self.net(x)[:, :, (y0 - in0) * s : (y1 - in0) * s]
+        y = self.net(x)[:, :, r0 * s : r1 * s]
         if self._out_mul != 1.0:
             y = y.float() * self._out_mul
         else:

@@ -66,11 +66,13 @@ class EnhanceTorchWorker(DistributedWorker):
         scale: int,
         package_dirs: dict[str, str],
         published_sha256: dict[str, str] | None = None,
-        warmup: dict[str, int] | None = None,
+        warmup: dict[str, Any] | None = None,
         threads: int | None = None,
+        compile: str = "auto",  # noqa: A002 - the config's name
         **_ignored: Any,
     ) -> None:
         self.package_dirs = package_dirs
+        self.compile_mode = compile
         self.published = published_sha256
         self.models: dict[str, TorchUpscaler] = {}
         self.pending: _Step | None = None
@@ -87,12 +89,20 @@ class EnhanceTorchWorker(DistributedWorker):
             torch.set_num_threads(threads)
         if self.world_size > 1:
             init_distributed()
+        self.report_progress(0.1, f"reading ESRGAN {model} x{scale}")
         up = self._upscaler(model, scale)
         if warmup:
-            n, w, h = warmup["n"], warmup["width"], warmup["height"]
-            up.upscale(torch.zeros((n, h, w, 3), dtype=torch.uint8))
+            # A step as the ranks will get it: this rank's frames and rows, so a compiled model
+            # (or a CUDA graph of the batch) is built now, not at the first frame a viewer waits for.
+            n, w, h = int(warmup["n"]), int(warmup["width"]), int(warmup["height"])
+            step = {"n": n, "width": w, "height": h, "split": warmup.get("split", "tiles")}
+            f0, f1, band = self._plan(step, up)
+            if f1 > f0:
+                self.report_progress(0.3, f"warming up ESRGAN {model} ({up.fast.running if up.fast else 'eager'})")
+                up.upscale(torch.zeros((n, h, w, 3), dtype=torch.uint8)[f0:f1], band)
             if self.torch_device.type == "cuda":
                 torch.cuda.synchronize()
+        self.report_progress(1.0, "ready")
 
     def _upscaler(self, model: str, scale: int) -> TorchUpscaler:
         key = f"{model}x{scale}"
@@ -105,6 +115,9 @@ class EnhanceTorchWorker(DistributedWorker):
         t0 = time.perf_counter()
         files = read_model_files(model, scale, package, self.published)
         up = TorchUpscaler(files, self.torch_device)
+        # Compiled / captured at its first step of each shape (the load's warm-up for the first model).
+        fast = up.compile(self.compile_mode, progress=lambda r, st: self.report_progress(0.3 + 0.65 * r, st),
+                          log=(lambda line: print(line, flush=True)) if self.is_leader else (lambda line: None))
         if len(self.models) >= 2:  # keep at most two models, as the tfjs worker does
             oldest = next(iter(self.models))
             del self.models[oldest]
@@ -113,7 +126,7 @@ class EnhanceTorchWorker(DistributedWorker):
             mib = sum(f.bytes for f in files.files) / 2**20
             print(
                 f"weights ESRGAN {model} x{scale} ({files.weight_dtype}, {mib:.1f} MiB, read in {(time.perf_counter() - t0) * 1000:.0f} ms) "
-                f"from {files.dir}: sha256 {files.sha256}; torch {torch.__version__} on {self._adapter()} ({up.dtype})",
+                f"from {files.dir}: sha256 {files.sha256}; torch {torch.__version__} on {self._adapter()} ({up.dtype}); {fast.describe()}",
                 flush=True,
             )
         return up
@@ -129,6 +142,7 @@ class EnhanceTorchWorker(DistributedWorker):
             "backend": f"torch-{self.torch_device.type}",
             "adapter": self._adapter(),
             "pci": os.environ.get("REACTOR_GPU_PCI") if self.torch_device.type == "cuda" else None,
+            "compile": next((up.fast.describe() for up in reversed(self.models.values()) if up.fast is not None), "eager"),
         }
 
     def _gather_reports(self) -> list[dict[str, Any]]:
