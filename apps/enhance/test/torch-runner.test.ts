@@ -36,7 +36,7 @@ async function start(worldSize: number, packageDirs: Record<string, string> = { 
       devices: 'cpu',
       logger: silentLogger,
       callTimeoutMs: 120_000,
-      loadArgs: { model: 'slim', scale: 4, package_dirs: packageDirs, published_sha256: PUBLISHED_SHA256 },
+      loadArgs: { model: 'slim', scale: 4, package_dirs: packageDirs, published_sha256: PUBLISHED_SHA256, compile: 'auto' },
     },
   );
   runners.push(r);

@@ -117,6 +117,8 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     a = p.parse_args()
     dev = torch.device(a.device)
+    if dev.type == "cuda" and dev.index is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
     for name in a.models.split(","):
         try:
             print(json.dumps(run(name, a.chunks, dev, a.window, a.repeats)), flush=True)
