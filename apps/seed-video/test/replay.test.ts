@@ -5,32 +5,19 @@
  * offline: every frame identical to the session's (SHA-256 of the RGB the model made), an MP4
  * written. Bad logs are refused with their codes.
  */
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { PY, app, cli, startCli, until } from './helpers.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { connect } from '@reactor/client';
-
-const here = dirname(fileURLToPath(import.meta.url));
-const app = resolve(here, '..');
-const cli = join(resolve(app, '../..'), 'packages/cli/dist/main.js');
-const PY = process.env.REACTOR_PYTHON ?? '/usr/bin/python3';
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
-
-async function until(cond: () => boolean, what: string, ms = 30_000): Promise<void> {
-  const end = performance.now() + ms;
-  while (!cond()) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 function manifest(dir: string): string {
   const file = join(dir, 'reactor.yaml');
@@ -56,25 +43,6 @@ function manifest(dir: string): string {
   return file;
 }
 
-function serve(file: string): { child: ChildProcess; url: Promise<string> } {
-  const child = spawn(process.execPath, [cli, 'run', '--manifest', file], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, REACTOR_PYTHON: PY } });
-  let err = '';
-  child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-  const url = new Promise<string>((res, rej) => {
-    let out = '';
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /Viewer: (\S+)/.exec(out);
-      if (m) res(m[1]!);
-    });
-    child.once('exit', (code) => rej(new Error(`reactor run exited with ${code}:\n${err}`)));
-  });
-  cleanups.push(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-  return { child, url };
-}
-
 const replay = (args: string[]) =>
   spawnSync(process.execPath, [cli, 'replay', ...args], { encoding: 'utf8', env: { ...process.env, REACTOR_PYTHON: PY }, timeout: 90_000 });
 
@@ -83,7 +51,7 @@ describe('reactor replay (seed-video)', () => {
     const dir = mkdtempSync(join(tmpdir(), 'seed-replay-'));
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
     const file = manifest(dir);
-    const { child, url } = serve(file);
+    const { child, url } = startCli(cleanups, { manifest: file, args: [] });
     const c = await connect(await url, { WebSocket, reconnect: false });
     cleanups.push(() => c.close());
     let frames = 0;

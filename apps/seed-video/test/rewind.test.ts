@@ -4,54 +4,16 @@
  * model is deterministic (float64 on CPU), so the frames after a rewind are the very frames
  * first made from that snapshot: their JPEG bytes hash the same.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { startCli, until } from './helpers.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { CommandFailedError, connect } from '@reactor/client';
-
-const here = dirname(fileURLToPath(import.meta.url));
-const app = resolve(here, '..');
-const cli = join(resolve(app, '../..'), 'packages/cli/dist/main.js');
-const PY = process.env.REACTOR_PYTHON ?? '/usr/bin/python3';
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
-
-async function until(cond: () => boolean, what: string, ms = 30_000): Promise<void> {
-  const end = performance.now() + ms;
-  while (!cond()) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
-function startCli(): { child: ChildProcess; url: Promise<string> } {
-  const child = spawn(process.execPath, [cli, 'run', '--manifest', join(app, 'reactor.yaml'), '--port', '0'], {
-    cwd: app,
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, REACTOR_PYTHON: PY },
-  });
-  let err = '';
-  child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-  const url = new Promise<string>((res, rej) => {
-    let out = '';
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /Viewer: (\S+)/.exec(out);
-      if (m) res(m[1]!);
-    });
-    child.once('exit', (code) => rej(new Error(`reactor run exited with ${code} before printing the viewer URL:\n${err}`)));
-  });
-  cleanups.push(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-  return { child, url };
-}
 
 const failure = (p: Promise<unknown>): Promise<string> =>
   p.then(
@@ -61,7 +23,7 @@ const failure = (p: Promise<unknown>): Promise<string> =>
 
 describe('rewind (seed-video under reactor run)', () => {
   it('goes back to a snapshot: the same frames again, applied at the first new frame; bad rewinds are refused with their codes; the ring is in /metrics', async () => {
-    const { child, url } = startCli();
+    const { child, url } = startCli(cleanups);
     const base = await url;
     const c = await connect(base, { WebSocket, reconnect: false });
     cleanups.push(() => c.close());

@@ -4,21 +4,15 @@
  * (CPU, gloo), a Node client in this process. The Python comes from REACTOR_PYTHON (the
  * manifest's `python3` otherwise).
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { PY, app, cli, startCli, until } from './helpers.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { connect, type ReactorClient, type SessionStatus } from '@reactor/client';
-
-const here = dirname(fileURLToPath(import.meta.url));
-const app = resolve(here, '..');
-const repo = resolve(app, '../..');
-const cli = join(repo, 'packages/cli/dist/main.js');
-const PY = process.env.REACTOR_PYTHON ?? '/usr/bin/python3';
 
 /** sha256 of `video_worker.py` as printed on the seed page (multi-gpu-inference.md, "Define your worker"). */
 const SEED_WORKER_SHA256 = 'e69d0e8eb5618ce0012ca05d54ea3fb43ccaa63695e08376a7a92d3de0b9eea9';
@@ -58,37 +52,6 @@ function segmentsOf(pid: number): string[] {
   return readdirSync('/dev/shm').filter((f) => f.startsWith(`reactor-${pid}.`));
 }
 
-async function until(cond: () => boolean, what: string, ms = 30_000): Promise<void> {
-  const end = performance.now() + ms;
-  while (!cond()) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
-function startCli(env: Record<string, string> = {}): { child: ChildProcess; url: Promise<string>; stderr: () => string } {
-  const child = spawn(process.execPath, [cli, 'run', '--manifest', join(app, 'reactor.yaml'), '--port', '0'], {
-    cwd: app,
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, REACTOR_PYTHON: PY, ...env },
-  });
-  let err = '';
-  child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-  const url = new Promise<string>((res, rej) => {
-    let out = '';
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /Viewer: (\S+)/.exec(out);
-      if (m) res(m[1]!);
-    });
-    child.once('exit', (code) => rej(new Error(`reactor run exited with ${code} before printing the viewer URL:\n${err}`)));
-  });
-  cleanups.push(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-  return { child, url, stderr: () => err };
-}
-
 async function client(base: string): Promise<{ c: ReactorClient; frames: { seq: number; at: number }[]; flushes: number[]; sessions: SessionStatus[] }> {
   const c = await connect(base, { WebSocket, reconnect: false });
   cleanups.push(() => c.close());
@@ -109,7 +72,7 @@ describe('the seed example (VideoApp + the page’s video_worker.py) under react
   });
 
   it('streams, recovers RolloutExhausted by a reset, obeys reset; a SIGKILLed rank ends the session at once and leaves nothing; the next session gets a new runner', async () => {
-    const { child, url, stderr } = startCli();
+    const { child, url, stderr } = startCli(cleanups);
     const base = await url;
     // reactor.yaml declares 2 GPUs: the app starts 2 ranks (on CPU here).
     const ranks = pythonRanks(child.pid!);
