@@ -422,6 +422,19 @@ const CHECKS: Record<string, Check> = {
       expect((await firstFrame(url)).byteLength).toBeGreaterThan(0);
     },
   },
+  'tiny-world-recording': {
+    what: 'a played tiny-world session as training data: the converter runs (its --help), the train.py flags the block names exist; the conversion itself runs in apps/world/test/tiny-world.test.ts through reactor run',
+    run: (b) => {
+      expect(b.commands[0]).toBe('cd apps/world/python');
+      expect(b.commands[1]).toMatch(/^python3 -m reactor_world\.tiny\.recording \S+\.mp4 .*--out played\.npz$/);
+      const help = spawnSync(PY, ['-m', 'reactor_world.tiny.recording', '--help'], { cwd: join(repo, 'apps/world/python'), encoding: 'utf8' });
+      expect(help.status, help.stderr).toBe(0);
+      expect(help.stdout).toContain('--seq-frames');
+      const train = readFileSync(join(repo, 'apps/world/train/train.py'), 'utf8');
+      for (const flag of b.commands[2]!.match(/--[\w-]+/g)!) expect(train).toContain(`"${flag}"`);
+      expect(readFileSync(join(repo, 'apps/world/test/tiny-world.test.ts'), 'utf8')).toContain("'reactor_world.tiny.recording'");
+    },
+  },
   'tiny-world-run': {
     what: "the tiny world (docs/tiny-world.md): reactor run of its manifest as typed (on --port 0) streams frames, and its schema publishes the held keys' bindings for the viewer's key caps",
     run: async (b) => {
