@@ -20,11 +20,13 @@
  * the old one's values (through its own `set_<field>` commands, so they are validated again).
  * When the class changed, the new session starts from the new defaults, the log says so, and
  * every connected client gets a `state_reset` error message (no id) saying why. Upload fields
- * are not carried (their files belonged to the old session).
+ * are not carried (their files belonged to the old session). A Python-only edit restarts only the
+ * ranks: the session and its state stay, and the clients get a `state_reset` saying that the
+ * model's own state (its caches, its rollout) started again from `load()`.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { register } from 'node:module';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import type { Logger } from '@reactor/log';
 import { SHUTDOWN_SIGNALS, consoleLogger, levelFromEnv, onProcessSignal } from '@reactor/log';
 import { execFile } from 'node:child_process';
@@ -100,7 +102,7 @@ function noteState(host: AppHostApi): CarriedState | undefined {
   return values === undefined ? undefined : { sessionId, schema: host.schema.state, values };
 }
 
-/** The `state_reset` message every client gets when a reload loses (some of) the session's state. */
+/** The `state_reset` message every client gets when a reload loses (some of) the session's state, or the model's own state. */
 function stateReset(message: string): ServerMessage {
   return { type: 'error', code: ServerErrorCode.StateReset, message };
 }
@@ -351,8 +353,15 @@ async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostR
     }
     const session = current?.host.status.sessionId;
     logger.info(
-      `restarted the ranks of ${restarted} runner(s) in ${((performance.now() - started) / 1000).toFixed(2)} s; the app half kept running${session ? ` (session ${session} and its state kept; the model's own state starts again from load())` : ''}`,
+      `restarted the ranks of ${restarted} runner(s) in ${((performance.now() - started) / 1000).toFixed(2)} s; the app half kept running${session ? ` (session ${session} and its state kept; the model's own state starts again from load(); the clients are told: state_reset)` : ''}`,
     );
+    // The session's state is kept, but what the ranks held (caches, the rollout so far) is not.
+    if (session && current?.host instanceof HostSwitch)
+      current.host.notify(
+        stateReset(
+          `reactor dev restarted the Python ranks after an edit of ${files.map((f) => basename(f)).join(', ')}: session ${session} and its state were kept (no new welcome), but the model's own state (what load() and the steps so far built: caches, the rollout) started again from load()`,
+        ),
+      );
     process.stdout.write(`Viewer: ${viewerHref}\n`);
     send({ t: 'serving', viewer: viewerHref, generation });
   };

@@ -336,6 +336,11 @@ export class HostSwitch implements ServableHost {
     }
   }
 
+  /** Sends `message` to every connected client (e.g. a `state_reset` when something under them started over without a replace). */
+  notify(message: ServerMessage): void {
+    for (const c of this.#clients) c.sink.message(message);
+  }
+
   /** Closes the current host (its clients' sinks are closed by it). */
   async close(): Promise<void> {
     this.#closed = true;
