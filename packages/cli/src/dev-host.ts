@@ -13,7 +13,8 @@
  * its open socket (a new welcome with the carried state). Then every parked runner the new
  * version did not take is stopped. When the manifest or the tracks changed, the old server closes
  * and a new one listens on the same port: the clients reconnect on their own and join the
- * carried session within its grace period.
+ * carried session within its grace period; what was lost is told (`state_reset`) to each that
+ * comes back (`HostSwitch.noticeReturning`).
  *
  * The session state is carried when the state class is unchanged (the same fields with the same
  * types and constraints; defaults and descriptions may differ): the new version's session gets
@@ -259,9 +260,12 @@ async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostR
     }
     lastKey = key;
     let carried: CarriedState | undefined;
+    /** The clients of the old server: the first as many that come back to the new one are told what was lost. */
+    let leaving = 0;
     if (current) {
       const old = current;
       current = undefined;
+      leaving = old.host.status.clients;
       carried = noteState(old.host instanceof HostSwitch ? old.host.current : old.host);
       await old.close();
     }
@@ -276,7 +280,11 @@ async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostR
       // Keep the port the first server got (with --port 0 as well), so the viewer stays put.
       o.port = new URL(server.url).port;
       viewerHref = viewer.href;
-      if (carried) await carryState(server.host, carried, logger, 'clients rejoin it as they reconnect');
+      if (carried) {
+        const notice = await carryState(server.host, carried, logger, 'clients rejoin it as they reconnect');
+        // Told as they come back (asking to resume an identity the new server does not hold).
+        if (notice && server.host instanceof HostSwitch) server.host.noticeReturning(notice, leaving);
+      }
       await ranks.releaseParked();
       process.stdout.write(`Viewer: ${viewer.href}\n`);
       send({ t: 'serving', viewer: viewer.href, generation });
