@@ -1,8 +1,8 @@
 /**
  * Issue 37, points 1 and 2 through `reactor run`: a Python rank's exception (a NameError from a
  * missing import, on rank 1 of 2 while rank 0 waits in all_gather) ends the session at once, and
- * its traceback (file, line, source) is in the server log, the session status the viewer's error
- * card shows, and what `reactor run` prints when load() fails and it exits.
+ * its traceback (file, line, source) is in the server log, the session status, the viewer's error
+ * card (in Chromium), and what `reactor run` prints when load() fails and it exits.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -12,6 +12,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { connect } from '@reactor/client';
+import { launchChromium } from './fixtures/chromium.js';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(repo, 'packages/cli/dist/main.js');
@@ -94,6 +95,11 @@ describe('a Python NameError on rank 1 of 2, through reactor run', () => {
       });
       void run.exited.then((code) => fail(new Error(`reactor run exited ${code}:\n${run.output()}`)));
     });
+    // The viewer in Chromium, open on the session as it fails: its error card shows the traceback.
+    const browser = await launchChromium();
+    cleanups.push(() => browser.close());
+    const page = await browser.newPage({ viewport: { width: 1200, height: 760 } });
+    await page.goto(url);
     const client = await connect(url, { WebSocket, reconnect: false });
     let message: string;
     const t0 = performance.now();
@@ -120,6 +126,9 @@ describe('a Python NameError on rank 1 of 2, through reactor run', () => {
       /PyApp\.processOutput\(\) threw; ending the session: RankDesyncError: .*\(rank 1, \S+raising_worker\.py line \d+, in generate\)/,
     );
     expect(run.output()).toMatch(FRAME);
+    const card = (): Promise<string> => page.evaluate(() => document.getElementById('stage-card')?.textContent ?? '');
+    await expect.poll(card, { timeout: 15_000 }).toContain(message.split('\n')[0]!);
+    expect(await card()).toMatch(FRAME);
     run.child.kill('SIGTERM');
     expect(await run.exited).toBe(0);
   });

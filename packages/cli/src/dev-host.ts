@@ -13,18 +13,21 @@
  * its open socket (a new welcome with the carried state). Then every parked runner the new
  * version did not take is stopped. When the manifest or the tracks changed, the old server closes
  * and a new one listens on the same port: the clients reconnect on their own and join the
- * carried session within its grace period.
+ * carried session within its grace period; what was lost is told (`state_reset`) to each that
+ * comes back (`HostSwitch.noticeReturning`).
  *
  * The session state is carried when the state class is unchanged (the same fields with the same
  * types and constraints; defaults and descriptions may differ): the new version's session gets
  * the old one's values (through its own `set_<field>` commands, so they are validated again).
  * When the class changed, the new session starts from the new defaults, the log says so, and
  * every connected client gets a `state_reset` error message (no id) saying why. Upload fields
- * are not carried (their files belonged to the old session).
+ * are not carried (their files belonged to the old session). A Python-only edit restarts only the
+ * ranks: the session and its state stay, and the clients get a `state_reset` saying that the
+ * model's own state (its caches, its rollout) started again from `load()`.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { register } from 'node:module';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import type { Logger } from '@reactor/log';
 import { SHUTDOWN_SIGNALS, consoleLogger, levelFromEnv, onProcessSignal } from '@reactor/log';
 import { execFile } from 'node:child_process';
@@ -100,7 +103,7 @@ function noteState(host: AppHostApi): CarriedState | undefined {
   return values === undefined ? undefined : { sessionId, schema: host.schema.state, values };
 }
 
-/** The `state_reset` message every client gets when a reload loses (some of) the session's state. */
+/** The `state_reset` message every client gets when a reload loses (some of) the session's state, or the model's own state. */
 function stateReset(message: string): ServerMessage {
   return { type: 'error', code: ServerErrorCode.StateReset, message };
 }
@@ -257,9 +260,12 @@ async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostR
     }
     lastKey = key;
     let carried: CarriedState | undefined;
+    /** The clients of the old server: the first as many that come back to the new one are told what was lost. */
+    let leaving = 0;
     if (current) {
       const old = current;
       current = undefined;
+      leaving = old.host.status.clients;
       carried = noteState(old.host instanceof HostSwitch ? old.host.current : old.host);
       await old.close();
     }
@@ -274,7 +280,11 @@ async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostR
       // Keep the port the first server got (with --port 0 as well), so the viewer stays put.
       o.port = new URL(server.url).port;
       viewerHref = viewer.href;
-      if (carried) await carryState(server.host, carried, logger, 'clients rejoin it as they reconnect');
+      if (carried) {
+        const notice = await carryState(server.host, carried, logger, 'clients rejoin it as they reconnect');
+        // Told as they come back (asking to resume an identity the new server does not hold).
+        if (notice && server.host instanceof HostSwitch) server.host.noticeReturning(notice, leaving);
+      }
       await ranks.releaseParked();
       process.stdout.write(`Viewer: ${viewer.href}\n`);
       send({ t: 'serving', viewer: viewer.href, generation });
@@ -351,8 +361,15 @@ async function devHost(args: DevHostArgs, logger: Logger, send: (reply: DevHostR
     }
     const session = current?.host.status.sessionId;
     logger.info(
-      `restarted the ranks of ${restarted} runner(s) in ${((performance.now() - started) / 1000).toFixed(2)} s; the app half kept running${session ? ` (session ${session} and its state kept; the model's own state starts again from load())` : ''}`,
+      `restarted the ranks of ${restarted} runner(s) in ${((performance.now() - started) / 1000).toFixed(2)} s; the app half kept running${session ? ` (session ${session} and its state kept; the model's own state starts again from load(); the clients are told: state_reset)` : ''}`,
     );
+    // The session's state is kept, but what the ranks held (caches, the rollout so far) is not.
+    if (session && current?.host instanceof HostSwitch)
+      current.host.notify(
+        stateReset(
+          `reactor dev restarted the Python ranks after an edit of ${files.map((f) => basename(f)).join(', ')}: session ${session} and its state were kept (no new welcome), but the model's own state (what load() and the steps so far built: caches, the rollout) started again from load()`,
+        ),
+      );
     process.stdout.write(`Viewer: ${viewerHref}\n`);
     send({ t: 'serving', viewer: viewerHref, generation });
   };

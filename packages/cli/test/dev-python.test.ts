@@ -184,14 +184,22 @@ describe('reactor dev on the python template', () => {
       await until(() => !alive(rank), 'the old rank to end', 20_000);
       // Its bytecode cache (worker/__pycache__) is not an edit: no fourth server; nor is the
       // app-types.ts reactor dev wrote. Only the ranks restarted: the app half, its session and
-      // the watcher's connection went on (no new welcome, nothing to tell).
+      // the watcher's connection went on (no new welcome); the watcher is told that the model's
+      // own state started over (state_reset), as the log says.
       expect(viewers()).toHaveLength(3);
       expect(err).toMatch(
         new RegExp(`restarted the ranks of 1 runner\\(s\\) in [\\d.]+ s; the app half kept running \\(session ${session} and its state kept`),
       );
       expect(err).toContain(`restarting the 1 rank (was pid ${rank}) in place; the app keeps running`);
+      await until(
+        () => told.length === 2,
+        () => `the watcher told of the ranks' restart:\n${err}`,
+        30_000,
+      );
+      expect(told[1]).toMatch(
+        new RegExp(`state_reset.*restarted the Python ranks after an edit of app_worker\\.py: session ${session} and its state were kept.*model's own state`),
+      );
       expect(sessions).toHaveLength(2);
-      expect(told).toHaveLength(1);
       expect(err).not.toContain(`carried session ${session}'s state`);
 
       // A syntax error in the worker: said with the file, the line and its source; nothing else
@@ -221,7 +229,7 @@ describe('reactor dev on the python template', () => {
         () => `the watcher told of the failure:\n${err}`,
         30_000,
       );
-      for (const t of told.slice(1)) expect(t).toMatch(/state_reset.*failed to load \(.*no weights here/);
+      for (const t of told.slice(2)) expect(t).toMatch(/state_reset.*failed to load \(.*no weights here/);
       // Fixed: the next save serves again.
       atomicWrite(worker, good);
       await until(() => viewers().length === 4, `server #4:\n${err}`, 180_000);

@@ -3,7 +3,8 @@
 // gets a new welcome on the same socket with the session's state carried, then frames painted by
 // the new version; when the state class changes it gets the new defaults and a `state_reset`
 // notice, still on the same socket. A change to the manifest's server: keys restarts the server
-// (the one case the socket closes), and a client that reconnects finds the state carried.
+// (the one case the socket closes), and a client that reconnects finds the state carried; a
+// tracks change restarts it too, and a client coming back is told what was lost (state_reset).
 import { execFile, spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -200,6 +201,39 @@ describe('reactor dev keeps the clients connected', () => {
       );
       again.close();
       expect(state).toEqual({ prompt: 'A harbour at dawn.', speed: 3 });
+
+      // A save that changes the tracks restarts the server too; when it also changes the state
+      // class, a client coming back (the project's own @reactor/client, which reconnects and asks
+      // to resume) is told after its welcome: state_reset, as on an open socket.
+      const { connect } = (await import(pathToFileURL(req.resolve('@reactor/client')).href)) as {
+        connect(
+          url: string,
+          o: object,
+        ): Promise<{
+          on(e: 'welcome', f: (m: { resumed?: boolean; state: Record<string, unknown> }) => void): void;
+          on(e: 'error', f: (e: { code?: string; message: string }) => void): void;
+          close(): void;
+        }>;
+      };
+      const comeback = await connect(url, { WebSocket: WS });
+      const back: { resumed?: boolean; state: Record<string, unknown> }[] = [];
+      const told: string[] = [];
+      comeback.on('welcome', (m) => back.push(m));
+      comeback.on('error', (e) => told.push(`${e.code} ${e.message}`));
+      expect(original).toContain('  mainVideo?: Video;\n');
+      atomicWrite(app, v2.replace('  mainVideo?: Video;\n', "  mainVideo?: Video;\n\n  @Video({ description: 'A second track.' })\n  sideVideo?: Video;\n"));
+      await until(
+        () => told.length > 0,
+        'the returning client told of the reset',
+        180_000,
+        () => err,
+      );
+      expect(err).toContain('the tracks changed: restarting the server (the clients reconnect)');
+      expect(told).toEqual([expect.stringMatching(/^state_reset .*state class changed/)]);
+      expect(back).toHaveLength(1);
+      expect(back[0]!.resumed).toBe(false);
+      expect(back[0]!.state).toEqual({ prompt: 'A harbour at dawn.' });
+      comeback.close();
     } finally {
       const tree = descendants(child.pid!);
       child.kill('SIGTERM');

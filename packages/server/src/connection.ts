@@ -211,7 +211,7 @@ export class ClientConnection implements ClientSink {
    */
   attach(info: { remoteAddress?: string; userAgent?: string; sessionId?: string }, resumeFailed = false): void {
     this.#resumeFailed = resumeFailed;
-    const handle = this.#ctx.host.connect(this, { ...info, role: this.grant.role, publish: this.grant.publish });
+    const handle = this.#ctx.host.connect(this, { ...info, role: this.grant.role, publish: this.grant.publish, ...(resumeFailed && { returning: true }) });
     this.#bind(handle);
   }
 

@@ -216,6 +216,7 @@ export class HostSwitch implements ServableHost {
   #uploadOptions: UploadOptions = {};
   #closed = false;
   #replacing = false;
+  #returning: { message: ServerMessage; left: number } | undefined;
   /** Settles when no replace runs. */
   settled: Promise<void> = Promise.resolve();
   readonly #log: Logger | undefined;
@@ -270,7 +271,14 @@ export class HostSwitch implements ServableHost {
     const client = new SwitchClient(this, sink, { ...info });
     this.#clients.add(client);
     // A replace in flight attaches it with the others, once the new host is up.
-    if (!this.#replacing) client.attach(this.#current);
+    if (!this.#replacing) {
+      client.attach(this.#current);
+      const r = this.#returning;
+      if (info.returning && r && r.left > 0) {
+        r.left--;
+        sink.message(r.message);
+      }
+    }
     return client;
   }
 
@@ -334,6 +342,20 @@ export class HostSwitch implements ServableHost {
       this.#replacing = false;
       done();
     }
+  }
+
+  /**
+   * The next `count` clients that come back (they asked to resume an identity this host's server
+   * does not hold: `ClientInfo.returning`) get `message` after their welcome: what a restart
+   * before this server lost of the session they return to.
+   */
+  noticeReturning(message: ServerMessage, count: number): void {
+    this.#returning = count > 0 ? { message, left: count } : undefined;
+  }
+
+  /** Sends `message` to every connected client (e.g. a `state_reset` when something under them started over without a replace). */
+  notify(message: ServerMessage): void {
+    for (const c of this.#clients) c.sink.message(message);
   }
 
   /** Closes the current host (its clients' sinks are closed by it). */

@@ -128,6 +128,8 @@ export interface ClientInfo {
    * Ignored when a session runs already. Label-safe (1-63 of `[A-Za-z0-9_.-]`) or ignored.
    */
   sessionId?: string;
+  /** The client asked to resume an identity this server does not hold (it is coming back, e.g. after a restart): its welcome says `resumed: false`. */
+  returning?: boolean;
 }
 
 /** What a {@link ClientInfo.sessionId} must look like (a Kubernetes label value). */
