@@ -29,16 +29,8 @@ def sync(dev: torch.device) -> None:
         torch.cuda.synchronize(dev)
 
 
-def run(name: str, chunks: int, compile_mode: str, dev: torch.device, window: int | None, sink: int | None) -> dict:
-    overrides = {"window_frames": window, "sink_frames": sink}
-    cfg = config_named(name, **overrides)
-    dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
-    if dev.type == "cuda":
-        torch.cuda.set_device(dev)
-        torch.cuda.reset_peak_memory_stats(dev)
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.benchmark = True
-    t0 = time.perf_counter()
+def generated_model(cfg, dev: torch.device, dtype: torch.dtype) -> tuple[CausalWanModel, TinyDecoder]:
+    """The DiT (in ``dtype``) and the decoder of ``cfg`` on ``dev``, weights generated from seeds 0 and 1."""
     if dev.type == "cuda" and hasattr(torch.nn.Module, "to_empty"):
         with torch.device("meta"):
             m = CausalWanModel(cfg)
@@ -50,6 +42,25 @@ def run(name: str, chunks: int, compile_mode: str, dev: torch.device, window: in
     m.eval().requires_grad_(False)
     d = TinyDecoder(cfg.decoder_channels).to(dev, torch.float16 if dev.type == "cuda" else torch.float32)
     d.generate_weights(1)
+    return m, d
+
+
+def parse_device(name: str) -> torch.device:
+    """``--device``: ``cuda`` is the first GPU (an index, which ``torch.cuda.set_device`` needs), else the CPU."""
+    return torch.device(name, 0) if name == "cuda" else torch.device("cpu")
+
+
+def run(name: str, chunks: int, compile_mode: str, dev: torch.device, window: int | None, sink: int | None) -> dict:
+    overrides = {"window_frames": window, "sink_frames": sink}
+    cfg = config_named(name, **overrides)
+    dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.benchmark = True
+    t0 = time.perf_counter()
+    m, d = generated_model(cfg, dev, dtype)
     sync(dev)
     build_ms = (time.perf_counter() - t0) * 1000
     compiled = "off"
@@ -151,7 +162,7 @@ def main() -> None:
     ap.add_argument("--sink", type=int, default=None)
     ap.add_argument("--soak-seconds", type=float, default=0, help="instead: chunks for this long, memory sampled (world.soak)")
     a = ap.parse_args()
-    dev = torch.device(a.device, 0) if a.device == "cuda" else torch.device("cpu")
+    dev = parse_device(a.device)
     if a.soak_seconds > 0:
         print(json.dumps(soak(a.models.split(",")[0], a.soak_seconds, dev)), flush=True)
         return

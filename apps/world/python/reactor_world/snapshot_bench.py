@@ -22,16 +22,10 @@ import numpy as np
 import torch
 
 from .configs import config_named
-from .decoder import TinyDecoder
-from .model import CausalWanModel
+from .bench import generated_model, parse_device, sync
 from .pipeline import WorldSession
 from .snapshot import load_session_state, session_state
 from .text import PromptEncoder
-
-
-def _sync(dev: torch.device) -> None:
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
 
 
 def _bytes(v: Any) -> int:
@@ -51,17 +45,7 @@ def _session(name: str, dev: torch.device, window: int | None) -> WorldSession:
     dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
-    if dev.type == "cuda" and hasattr(torch.nn.Module, "to_empty"):
-        with torch.device("meta"):
-            m = CausalWanModel(cfg)
-        m = m.to_empty(device=dev)
-    else:
-        m = CausalWanModel(cfg).to(dev)
-    m = m.to(dtype)
-    m.generate_weights(0)
-    m.eval().requires_grad_(False)
-    d = TinyDecoder(cfg.decoder_channels).to(dev, torch.float16 if dev.type == "cuda" else torch.float32)
-    d.generate_weights(1)
+    m, d = generated_model(cfg, dev, dtype)
     return WorldSession(m, d, PromptEncoder(cfg.text_dim, cfg.text_len, dev, dtype), cfg, dev, dtype)
 
 
@@ -78,17 +62,17 @@ def run(name: str, chunks: int, dev: torch.device, window: int | None, repeats: 
     snap_ms, restore_ms = [], []
     snap: dict = {}
     for _ in range(repeats):
-        _sync(dev)
+        sync(dev)
         t = time.perf_counter()
         snap = session_state(s)
-        _sync(dev)
+        sync(dev)
         snap_ms.append((time.perf_counter() - t) * 1000)
     expected = _hash(s.step("a walk through a forest", 1, steps))
     for _ in range(repeats):
-        _sync(dev)
+        sync(dev)
         t = time.perf_counter()
         load_session_state(s, snap)
-        _sync(dev)
+        sync(dev)
         restore_ms.append((time.perf_counter() - t) * 1000)
     again = _hash(s.step("a walk through a forest", 1, steps))
     return {
@@ -116,9 +100,7 @@ def main() -> None:
     p.add_argument("--window", type=int, default=None)
     p.add_argument("--repeats", type=int, default=3)
     a = p.parse_args()
-    dev = torch.device(a.device)
-    if dev.type == "cuda" and dev.index is None:
-        dev = torch.device("cuda", torch.cuda.current_device())
+    dev = parse_device(a.device)
     for name in a.models.split(","):
         try:
             print(json.dumps(run(name, a.chunks, dev, a.window, a.repeats)), flush=True)
