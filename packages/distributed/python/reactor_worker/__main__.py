@@ -118,6 +118,17 @@ def run_rank(target: str, rank: int, world_size: int, input_value: Any, load_arg
     return worker.generate(_convert(input_value, hint, "input"))
 
 
+def _leave_process_group() -> None:
+    """Every rank leaves the worker's process group together (a barrier, then its teardown) before
+    it exits: a gloo group left to the interpreter's exit can abort the process ("terminate called
+    without an active exception") while a peer still talks to it."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return
+    dist.barrier()
+    dist.destroy_process_group()
+
+
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m reactor_worker", usage=USAGE, description="Runs a reactor_worker.DistributedWorker without Node, for debugging.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -184,6 +195,7 @@ def main(argv: Sequence[str]) -> int:
                     f.write("1")
                 threading.Event().wait(PEER_HOLD_S)
             return 1
+        _leave_process_group()
         if args.rank == 0:
             print(f"rank 0 of {args.world_size}: generate() returned")
             for line in describe(result):
