@@ -298,7 +298,7 @@ describe('bad input to a Python worker', () => {
     const err = await rejection(runner.start());
     // The error says it; the log does not repeat it per rank (or per line of the rank's stderr).
     expect(err.message.match(/Did you mean/g)).toHaveLength(1);
-    expect(log.lines.join('\n').match(/Did you mean/g)).toHaveLength(1);
+    expect(log.lines.join('\n').match(/Did you mean/g), log.lines.join('\n')).toHaveLength(1);
     expect(err).toBeInstanceOf(PythonWorkerError);
     expect(err.code).toBe('python_worker_not_found');
     expect(err.message).toMatch(

@@ -72,6 +72,8 @@ export class RunnerCore implements CallHost {
   readonly group: RankGroup;
   private readonly tracker: CallTracker;
   private state: RunnerState = { name: 'new' };
+  /** This start's first load() failure logged (the rank's number taken out): a peer's same one is said in a short line. */
+  private loggedLoadFailure: string | undefined;
   errorClasses: ReadonlyMap<string, ErrorClass> = new Map();
   private backend: ShmBackendKind = 'native';
   /** The async context of `start()`'s caller: progress and GPU samples are published in it, so the app host that started this runner gets them. */
@@ -209,6 +211,7 @@ export class RunnerCore implements CallHost {
     if (state.name !== 'starting') return;
     await new Promise<void>((resolve, reject) => {
       const phase: StartPhase = { loaded: new Set(), reports: [], timer: null, resolve, reject };
+      this.loggedLoadFailure = undefined;
       phase.timer = setTimeout(() => {
         const silent = this.assignments.map((a) => a.rank).filter((r) => !phase.loaded.has(r));
         for (const r of silent) this.group.procs[r]?.killGroup('SIGKILL');
@@ -380,9 +383,17 @@ export class RunnerCore implements CallHost {
         // The error is the app's own (its message names neither the rank nor where): the log says both,
         // with the rank's stack, for every app whatever it does with the rejection.
         if (this.state.name === 'starting') {
-          this.logger.error(
-            `rank ${rank} (pid ${this.group.procs[rank]?.pid}): load() threw ${err.name}: ${err.message}\n${err.rankStack ? framesOnly(err.rankStack, err) : '(the rank sent no stack)'}`,
-          );
+          const who = `rank ${rank} (pid ${this.group.procs[rank]?.pid})`;
+          // Every rank usually fails the same way (a typo in the module's name): said once in full,
+          // whichever rank's report comes first and however close together they arrive.
+          const same = `${err.name}: ${err.message.replaceAll(`rank ${rank}`, 'rank N')}`;
+          if (this.loggedLoadFailure === same) this.logger.error(`${who}: load() threw the same ${err.name}`);
+          else {
+            this.loggedLoadFailure = same;
+            this.logger.error(
+              `${who}: load() threw ${err.name}: ${err.message}\n${err.rankStack ? framesOnly(err.rankStack, err) : '(the rank sent no stack)'}`,
+            );
+          }
         }
         this.failStart(err);
         return;
