@@ -51,4 +51,33 @@ describe('reactor run --manifest: unknown keys', () => {
       expect(r.stderr).toContain(line);
     }
   }, 60_000);
+
+  it('snapshots: bad values are named by key before anything loads; the section on an app that takes no snapshots is refused with the fix', () => {
+    const bad = join(dir, 'bad-snapshots.yaml');
+    writeFileSync(
+      bad,
+      ['runtime:', '  import: dist/index.js:App', 'snapshots:', '  every_steps: 0', '  ring_bytes: 1.5', '  rewind_roles: [viewer]', ''].join('\n'),
+    );
+    const r = spawnSync(process.execPath, [cli, 'run', '--manifest', bad], { cwd: dir, encoding: 'utf8', timeout: 30_000 });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain('[manifest_invalid]');
+    expect(r.stderr).toContain('snapshots.every_steps: must not be less than 1');
+    expect(r.stderr).toContain('snapshots.ring_bytes: must be an integer number');
+    expect(r.stderr).toContain('snapshots.rewind_roles: unknown key (allowed: every_steps, ring_bytes, max_bytes, rewinds_per_second)');
+
+    // apps/video (the root reactor.yaml's app) declares no @reactorApp({ snapshot }).
+    const video = resolve(import.meta.dirname, '../apps/video');
+    const none = join(dir, 'no-snapshots.yaml');
+    writeFileSync(
+      none,
+      ['runtime:', `  import: ${join(video, 'dist/index.js')}:VideoApp`, `  config: ${join(video, 'config.yaml')}`, 'snapshots:', '  every_steps: 2', ''].join(
+        '\n',
+      ),
+    );
+    const n = spawnSync(process.execPath, [cli, 'run', '--manifest', none, '--port', '0'], { cwd: dir, encoding: 'utf8', timeout: 60_000 });
+    expect(n.status).toBe(1);
+    expect(n.stdout).not.toContain('Viewer:');
+    expect(n.stderr).toContain('[invalid_host_option]');
+    expect(n.stderr).toContain('but VideoApp takes no snapshots: add @reactorApp({ snapshot: {} }) to the app');
+  }, 90_000);
 });

@@ -244,6 +244,7 @@ export async function serveApp(
       ...(m.recording !== undefined && { recording: m.recording }),
       ...(m.runtime.weightsPath !== undefined && { weightsPath: m.runtime.weightsPath }),
       ...(m.runtime.sessionGraceMs !== undefined && { gracePeriodMs: m.runtime.sessionGraceMs }),
+      ...(m.snapshots !== undefined && { snapshots: m.snapshots }),
       ...(cfg !== undefined && { configPath: cfg }),
       manifestGpuCount: m.model.gpu.count,
     });

@@ -219,6 +219,21 @@ export class AgonesSection {
   @IsOptional() @IsInt() @Min(1) @Max(MAX_ALLOCATION_TIMEOUT_MS) allocation_timeout_ms?: number;
 }
 
+/**
+ * `snapshots:`: the rewind ring of an app that takes snapshots (`@reactorApp({ snapshot })`,
+ * docs/snapshots.md); each key given here overrides the app's own setting.
+ */
+export class SnapshotsSection {
+  /** A snapshot before every Nth step that made output (the app's `everySteps`, default 8). */
+  @IsOptional() @IsInt() @Min(1) @Max(1_000_000) every_steps?: number;
+  /** Bytes one session's ring may hold; the oldest go first, the newest is always kept (default 64 MiB). */
+  @IsOptional() @IsInt() @Min(1) ring_bytes?: number;
+  /** The largest one snapshot may be: past it the ring stops with `snapshot_too_big` (default 32 MiB). */
+  @IsOptional() @IsInt() @Min(1) max_bytes?: number;
+  /** Sustained rewinds per session, bursts of 3 (default 2). */
+  @IsOptional() @IsNumber() @Min(0.001) @Max(1000) rewinds_per_second?: number;
+}
+
 /** `reactor.yaml` as written: its top-level sections. */
 export class ManifestDocument {
   @IsOptional() @ValidateNested() @Type(() => ModelSection) model?: ModelSection;
@@ -226,6 +241,7 @@ export class ManifestDocument {
   @IsOptional() @ValidateNested() @Type(() => ServerSection) server?: ServerSection;
   @IsOptional() @ValidateNested() @Type(() => AgonesSection) agones?: AgonesSection;
   @IsOptional() @ValidateNested() @Type(() => RecordingSection) recording?: RecordingSection;
+  @IsOptional() @ValidateNested() @Type(() => SnapshotsSection) snapshots?: SnapshotsSection;
 }
 
 /** Every section class, for the JSON Schema (each a definition named after its class). */
@@ -244,4 +260,5 @@ export const MANIFEST_SECTIONS = [
   AuthSection,
   RecordingSection,
   AgonesSection,
+  SnapshotsSection,
 ] as const;

@@ -8,12 +8,19 @@ import { dirname, resolve } from 'node:path';
 import { plainToInstance } from 'class-transformer';
 import { validateSync, getMetadataStorage, type ValidationError } from 'class-validator';
 import { parse as parseYaml } from 'yaml';
-import { ReactorError } from '@reactor/runtime';
+import { ReactorError, type SnapshotRingOptions } from '@reactor/runtime';
 import { resolveServerOptions, type RecordingOptions, type ServeOptions, type VideoOptions } from '@reactor/server';
 import { webRtcOptions } from './webrtc-env.js';
 import { CliErrorCode } from './errors.js';
 import { hostProblem, listProblems, originProblem } from './exposure.js';
-import { type AgonesSection, type GpuResources, ManifestDocument, type RecordingSection, type ServerSection } from './manifest-sections.js';
+import {
+  type AgonesSection,
+  type GpuResources,
+  ManifestDocument,
+  type RecordingSection,
+  type ServerSection,
+  type SnapshotsSection,
+} from './manifest-sections.js';
 
 /** The manifest file name `reactor` looks for. */
 export const MANIFEST_FILE = 'reactor.yaml';
@@ -107,6 +114,8 @@ export interface Manifest {
   server: ManifestServerOptions;
   /** The `recording:` section as `ServerOptions.recording` takes it (`dir` absolute); absent: no clips, no recordings. */
   recording?: RecordingOptions;
+  /** The `snapshots:` section as `AppHostOptions.snapshots` takes it (absent: the app's own ring settings). */
+  snapshots?: SnapshotRingOptions;
   /** The `agones:` section (absent keys: the integration's defaults). */
   agones: {
     enabled: boolean;
@@ -232,6 +241,7 @@ export function loadManifest(file: string): Manifest {
     },
     server: serverOptions,
     ...(recRaw !== undefined && recRaw !== null && { recording: recordingOptions(doc.recording ?? {}, root) }),
+    ...(doc.snapshots !== undefined && { snapshots: ringOptions(doc.snapshots) }),
     agones: {
       enabled: doc.agones?.enabled ?? false,
       ...(doc.agones?.on_session_end !== undefined && { onSessionEnd: doc.agones.on_session_end }),
@@ -314,6 +324,16 @@ function recordingOptions(r: RecordingSection, root: string): RecordingOptions {
   if (r.min_free_bytes !== undefined) o.minFreeBytes = r.min_free_bytes;
   if (r.frame_metadata !== undefined) o.frameMetadata = r.frame_metadata;
   return o;
+}
+
+/** `snapshots:` (snake_case) as `AppHostOptions.snapshots`. */
+function ringOptions(s: SnapshotsSection): SnapshotRingOptions {
+  return {
+    ...(s.every_steps !== undefined && { everySteps: s.every_steps }),
+    ...(s.ring_bytes !== undefined && { ringBytes: s.ring_bytes }),
+    ...(s.max_bytes !== undefined && { maxBytes: s.max_bytes }),
+    ...(s.rewinds_per_second !== undefined && { rewindsPerSecond: s.rewinds_per_second }),
+  };
 }
 
 /** The manifest `--manifest` names, else the nearest `reactor.yaml`. @throws ManifestError (`manifest_invalid`). */

@@ -71,7 +71,7 @@ export {
 } from './errors/errors.js';
 export type { UploadErrorCode } from './errors/errors.js';
 export { AppHost, DEFAULT_GRACE_PERIOD_MS, DEFAULT_REFUSAL_BACKOFF_MS, DEFAULT_STATS_INTERVAL_MS } from './session/host.js';
-export type { AppHostOptions, HostCounters } from './session/host.js';
+export type { AppHostOptions, HostCounters, SnapshotRingOptions } from './session/host.js';
 export type { RunnerStages, StepSample } from './session/step-stages.js';
 export type { LoadProgressReport } from './session/runner-signals.js';
 export type { Client } from './session/client.js';

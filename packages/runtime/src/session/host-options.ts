@@ -36,6 +36,23 @@ export interface AppHostOptions {
    * `requestControl()` and the holder releases control (or leaves).
    */
   singleController?: boolean;
+  /**
+   * The rewind ring's settings over the app's `@reactorApp({ snapshot })` (the CLI passes
+   * `reactor.yaml`'s `snapshots:` section). Only for an app that takes snapshots.
+   */
+  snapshots?: SnapshotRingOptions;
+}
+
+/** The ring settings a deployment may change (docs/snapshots.md); each absent key keeps the app's. */
+export interface SnapshotRingOptions {
+  /** A snapshot before every Nth step that made output. */
+  everySteps?: number;
+  /** Bytes a session's ring may hold. */
+  ringBytes?: number;
+  /** The largest one snapshot may be. */
+  maxBytes?: number;
+  /** Sustained rewinds per session (bursts of 3). */
+  rewindsPerSecond?: number;
 }
 
 /** {@link AppHostOptions} checked, with their defaults. */
@@ -47,6 +64,7 @@ export interface ResolvedHostOptions {
   weightsPath: string | undefined;
   logger: Logger;
   uploads: ResolvedUploadOptions;
+  snapshots: SnapshotRingOptions | undefined;
 }
 
 /**
@@ -76,7 +94,23 @@ export function resolveHostOptions(options: AppHostOptions): ResolvedHostOptions
     weightsPath: options.weightsPath,
     logger: options.logger ?? consoleLogger(),
     uploads: resolveUploadOptions(options.uploads ?? {}),
+    snapshots: ringOptions(options.snapshots),
   };
+}
+
+const RING_KEYS = ['everySteps', 'ringBytes', 'maxBytes', 'rewindsPerSecond'] as const;
+
+function ringOptions(o: SnapshotRingOptions | undefined): SnapshotRingOptions | undefined {
+  if (o === undefined) return undefined;
+  if (o === null || typeof o !== 'object') throw new HostOptionError(`options.snapshots must be an object (${RING_KEYS.join(', ')}), got ${JSON.stringify(o)}`);
+  for (const [k, v] of Object.entries(o)) {
+    if (!(RING_KEYS as readonly string[]).includes(k)) throw new HostOptionError(`options.snapshots.${k} is not a ring setting (${RING_KEYS.join(', ')})`);
+    if (v === undefined) continue;
+    const ok = k === 'rewindsPerSecond' ? typeof v === 'number' && Number.isFinite(v) && v > 0 : Number.isInteger(v) && (v as number) >= 1;
+    if (!ok)
+      throw new HostOptionError(`options.snapshots.${k} must be a positive ${k === 'rewindsPerSecond' ? 'number' : 'integer'}, got ${JSON.stringify(v)}`);
+  }
+  return { ...o };
 }
 
 function nonNegative(value: number | undefined, fallback: number, name: string): number {

@@ -31,7 +31,7 @@ import type { AppHostApi, ClientHandle, ClientInfo, ClientSink, MediaListener, R
 import { CHOSEN_SESSION_ID } from './transport.js';
 
 export { DEFAULT_GRACE_PERIOD_MS, DEFAULT_REFUSAL_BACKOFF_MS, DEFAULT_STATS_INTERVAL_MS } from './host-options.js';
-export type { AppHostOptions } from './host-options.js';
+export type { AppHostOptions, SnapshotRingOptions } from './host-options.js';
 export type { HostCounters } from './host-core.js';
 
 let clientCounter = 0;
@@ -109,6 +109,7 @@ export class AppHost implements AppHostApi {
     this.gracePeriodMs = resolved.gracePeriodMs;
     this.logger = resolved.logger;
     this.def = describeApp(appClass);
+    Snapshots.checkRing(this.def, resolved.snapshots);
     this.schema = this.def.schema;
     this.ctx = { weightsPath: resolved.weightsPath, logger: this.logger.child({ app: this.def.appClass.name }) };
     this.app = hostContext.run(this.ctx, () => new appClass());
@@ -121,7 +122,7 @@ export class AppHost implements AppHostApi {
     this.tracks = new InputTracks(core, this.control);
     this.files = new HostUploads(core, resolved.uploads, () => this.lifecycle.is('closing', 'closed'));
     this.uploads = this.files.api;
-    const snapshots = Snapshots.of(core, this.broadcast);
+    const snapshots = Snapshots.of(core, this.broadcast, resolved.snapshots);
     this.snapshots = snapshots?.api;
     this.commands = new CommandDispatch(
       core,

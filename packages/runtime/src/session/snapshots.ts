@@ -10,13 +10,15 @@
  * of seconds of played frames.
  */
 import { type ErrorMessage, type ReplyMessage, WireErrorCode } from '@reactor/protocol';
+import type { AppDefinition } from '../app/registry.js';
 import { REWIND_COMMAND, type SnapshotSpec } from '../app/snapshot-spec.js';
 import { decodeSnapshot, encodeSnapshot, type SnapshotHeader } from '../snapshot/snapshot-codec.js';
-import { NoSessionError } from '../errors/errors.js';
+import { HostOptionError, NoSessionError } from '../errors/errors.js';
 import { SnapshotError, SnapshotErrorCode } from '../snapshot/snapshot-errors.js';
 import { errorReply, invalidParams } from './answers.js';
 import type { HostClient, HostSession } from './host-client.js';
 import { errorText, type HostCore } from './host-core.js';
+import type { SnapshotRingOptions } from './host-options.js';
 import type { Chunk } from './normalize.js';
 import { SessionLog, type SessionLogJson } from './session-log.js';
 
@@ -103,9 +105,28 @@ export class Snapshots {
   private heldBytes = 0;
   readonly api: SnapshotsApi;
 
-  /** The snapshots of an app that declares them (`@reactorApp({ snapshot })`), or undefined. */
-  static of(core: HostCore, broadcast: SnapshotBroadcast): Snapshots | undefined {
-    return core.def.snapshot ? new Snapshots(core, core.def.snapshot, broadcast) : undefined;
+  /**
+   * Refuses ring settings (the host's `snapshots` option, reactor.yaml's `snapshots:`) for an app
+   * that takes no snapshots: checked before the app is built.
+   * @throws HostOptionError (`invalid_host_option`)
+   */
+  static checkRing(def: AppDefinition, ring: SnapshotRingOptions | undefined): void {
+    if (ring === undefined || def.snapshot) return;
+    throw new HostOptionError(
+      `options.snapshots (reactor.yaml's snapshots:) sets a rewind ring, but ${def.appClass.name} takes no snapshots: ` +
+        'add @reactorApp({ snapshot: {} }) to the app (docs/snapshots.md), or remove the section',
+    );
+  }
+
+  /**
+   * The snapshots of an app that declares them (`@reactorApp({ snapshot })`), or undefined;
+   * `ring` (checked by {@link Snapshots.checkRing}) overrides its ring settings.
+   */
+  static of(core: HostCore, broadcast: SnapshotBroadcast, ring?: SnapshotRingOptions): Snapshots | undefined {
+    const spec = core.def.snapshot;
+    if (!spec) return undefined;
+    const set = Object.fromEntries(Object.entries(ring ?? {}).filter(([, v]) => v !== undefined));
+    return new Snapshots(core, Object.freeze({ ...spec, ...set }), broadcast);
   }
 
   private constructor(

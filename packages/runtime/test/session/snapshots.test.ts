@@ -7,7 +7,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { IsInt, IsString } from 'class-validator';
-import { Frames, InputField, InputState, Output, ReactorApp, reactorApp, SnapshotError, Video } from '../../src/index.js';
+import { AppHost, Frames, HostOptionError, InputField, InputState, Output, ReactorApp, reactorApp, SnapshotError, Video } from '../../src/index.js';
 import { describeApp } from '../../src/app/registry.js';
 import { command as cmd, RecordingSink, rgbFrames, useHosts } from '../../src/testing.js';
 
@@ -116,6 +116,26 @@ describe('session snapshots (AppHost.snapshots)', () => {
     expect(await spectator.command(cmd('s1', 'rewind', { seq: 1 }))).toMatchObject({ type: 'error', code: 'forbidden_role' });
     const editor = host.connect(new RecordingSink(), { role: 'editor' });
     expect(await editor.command(cmd('e1', 'rewind', { seq: 1 }))).toMatchObject({ type: 'reply', result: { seq: 1 } });
+  });
+
+  it('the host option snapshots overrides the ring settings (reactor.yaml snapshots:), and is checked', async () => {
+    const App = appClass();
+    // maxBytes from the host option, over the app's 32 MiB: this snapshot is too big.
+    const host = start(App, { snapshots: { maxBytes: 64 } });
+    await host.load();
+    host.connect(new RecordingSink());
+    expect(await code(host.snapshots!.take())).toBe('snapshot_too_big');
+    expect(() => new AppHost(App, { snapshots: { everySteps: 0 } })).toThrow('options.snapshots.everySteps must be a positive integer, got 0');
+    expect(() => new AppHost(App, { snapshots: { rewindRoles: ['viewer'] } as never })).toThrow(
+      'options.snapshots.rewindRoles is not a ring setting (everySteps, ringBytes, maxBytes, rewindsPerSecond)',
+    );
+    class Plain extends ReactorApp {
+      generate(): null {
+        return null;
+      }
+    }
+    expect(() => new AppHost(Plain, { snapshots: { everySteps: 2 } })).toThrow(HostOptionError);
+    expect(() => new AppHost(Plain, { snapshots: { everySteps: 2 } })).toThrow('Plain takes no snapshots');
   });
 
   it('refuses corrupt, truncated, other-app, other-version and too-big bytes with their codes, changing nothing', async () => {
