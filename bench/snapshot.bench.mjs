@@ -5,8 +5,10 @@
 //   snapshot.restore  p50/p99 ms of restoring it (decode + check + the ranks' restore())
 //   snapshot.rewind_gap  p50/p99 ms from a `rewind` command sent to the first frame after it (what a viewer sees)
 // Apps: seed-video (2 ranks: a 48x64 float64 motion state) and world at its `small` config (1 rank:
-// the KV cache of 9 latent frames). REACTOR_PYTHON names the Python (default /usr/bin/python3);
-// SNAPSHOT_BENCH_N the repetitions (default 30).
+// the KV cache of 9 latent frames), and the CPPN sample app (apps/video at its config.yaml: 2
+// TypeScript ranks on CPU; the rollout's state and the steering picture). REACTOR_PYTHON names the
+// Python (default /usr/bin/python3); SNAPSHOT_BENCH_N the repetitions (default 30);
+// SNAPSHOT_BENCH_APPS a comma list of labels to run (default all).
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { AppHost } from '../packages/runtime/dist/index.js';
@@ -82,7 +84,17 @@ async function measure(label, App, load, weightsPath) {
   }
 }
 
-const seed = await import('../apps/seed-video/dist/index.js');
-await measure('seed-video', seed.VideoApp, { manifestGpuCount: 2 }, join(repo, 'apps/seed-video/weights'));
-const world = await import('../apps/world/dist/index.js');
-await measure('world-small', world.WorldApp, { configPath: join(repo, 'apps/world/config.yaml') }, undefined);
+const only = process.env.SNAPSHOT_BENCH_APPS?.split(',');
+const wanted = (label) => !only || only.includes(label);
+if (wanted('seed-video')) {
+  const seed = await import('../apps/seed-video/dist/index.js');
+  await measure('seed-video', seed.VideoApp, { manifestGpuCount: 2 }, join(repo, 'apps/seed-video/weights'));
+}
+if (wanted('world-small')) {
+  const world = await import('../apps/world/dist/index.js');
+  await measure('world-small', world.WorldApp, { configPath: join(repo, 'apps/world/config.yaml') }, undefined);
+}
+if (wanted('video-cppn')) {
+  const video = await import('../apps/video/dist/index.js');
+  await measure('video-cppn', video.VideoApp, { configPath: join(repo, 'apps/video/config.yaml') }, join(repo, 'apps/video/weights'));
+}

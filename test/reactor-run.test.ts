@@ -95,7 +95,7 @@ describe('reactor run (the sample app in a child process)', () => {
 
     const client = await connect(base, { WebSocket, reconnect: false });
     cleanups.push(() => client.close());
-    expect(client.schema.commands.map((c) => c.name).sort()).toEqual(['clear_image', 'reset', 'set_image', 'set_paused', 'set_prompt']);
+    expect(client.schema.commands.map((c) => c.name).sort()).toEqual(['clear_image', 'reset', 'rewind', 'set_image', 'set_paused', 'set_prompt']);
     const messages: string[] = [];
     client.on('message', (m) => messages.push(m.name));
     let flushedAt = -1;

@@ -30,6 +30,8 @@ import {
   type RequirementsContext,
   sessionEnded,
   sessionStarted,
+  SnapshotError,
+  SnapshotErrorCode,
   type StepOutcome,
   TrackPayload,
   UploadedFile,
@@ -37,7 +39,16 @@ import {
   Video,
 } from '@reactor/runtime';
 import { VIDEO_MODEL_DEFAULTS, VideoErrorCode, planBackends, requestGpuAdapter, adapterProblem, steerTarget } from './model/index.js';
-import { RolloutExhausted, VideoWorker, type RankBackend, type VideoImage, type VideoInput, type VideoLoadArgs, type VideoResult } from './video-worker.js';
+import {
+  RolloutExhausted,
+  VideoWorker,
+  type RankBackend,
+  type VideoImage,
+  type VideoInput,
+  type VideoLoadArgs,
+  type VideoModelSnapshot,
+  type VideoResult,
+} from './video-worker.js';
 
 /** Samples per second of the soundtrack. */
 export const SOUNDTRACK_SAMPLE_RATE = 48_000;
@@ -105,6 +116,12 @@ export class RolloutRestarted {
 /** Sent when a rank died while no call ran: the app is building a new runner; clients stay connected. */
 export class RunnerRestarting {
   constructor(readonly reason: string) {}
+}
+
+/** What {@link VideoApp.snapshot} keeps: the model config it was taken with and the ranks' rollout state. */
+interface VideoSnapshot {
+  model: string;
+  ranks: VideoModelSnapshot;
 }
 
 /** The app's config file (`runtime.config` in `reactor.yaml`; YAML or JSON). */
@@ -192,6 +209,8 @@ async function webgpuCheck(): Promise<RequirementCheck> {
   bufferSize: 16,
   // The model's clock: one frame is 1/24 s of model time, and the soundtrack is rendered for it.
   fps: VIDEO_FPS,
+  // Rewind (docs/snapshots.md): the rollout's state is a few KiB; the picture steering it is the app's.
+  snapshot: { fields: ['image', 'imageCount'], everySteps: 6 },
 })
 export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult, BackendInfo | RolloutRestarted | RunnerRestarting | ImageSet> {
   /** The runner, rebuilt when it breaks between calls (a rank that died). */
@@ -327,6 +346,38 @@ export class VideoApp extends ReactorApp<VideoState, VideoInput, VideoResult, Ba
     await this.runners.rebuilding;
     await this.runners.runner?.reset();
     this.output.flush();
+  }
+
+  /**
+   * The rollout's state (`VideoWorker.snapshot()`: every rank holds the same one, so it restores
+   * into any world size) and the model config it belongs to.
+   */
+  override async snapshot(): Promise<VideoSnapshot> {
+    return { model: this.modelKey(), ranks: (await this.healthyRunner().snapshot()) as VideoModelSnapshot };
+  }
+
+  /** Refuses a snapshot of another model config (frame size, chunk, seed, rollout) before changing anything. */
+  override async restore(value: unknown): Promise<void> {
+    const snap = value as VideoSnapshot;
+    const mine = this.modelKey();
+    if (snap.model !== mine) {
+      throw new SnapshotError(
+        SnapshotErrorCode.VersionMismatch,
+        `the snapshot is of the video model ${snap.model} and this app runs ${mine}: restore it where the app config (runtime.config) has the same width, height, framesPerChunk, seed and rolloutChunks`,
+      );
+    }
+    await this.healthyRunner().restore(snap.ranks);
+  }
+
+  private modelKey(): string {
+    const c = this.config;
+    return `${c.width}x${c.height}, ${c.framesPerChunk} frames a chunk, seed ${c.seed}, ${c.rolloutChunks} chunks a rollout`;
+  }
+
+  private healthyRunner(): NonNullable<SelfHealingRunner<VideoInput, VideoResult, VideoLoadArgs>['runner']> {
+    const runner = this.runners.runner;
+    if (!runner?.healthy) throw new Error('the video runner is not running (restarting or failed)');
+    return runner;
   }
 
   /** A new session on a runner that broke in the last one gets a new runner. */

@@ -5,7 +5,7 @@
  */
 import { DistributedWorker } from '@reactor/distributed';
 import { consoleLogger, levelFromEnv } from '@reactor/log';
-import { ParallelVideoModel, type VideoInput, type VideoModelInfo, type VideoResult } from './model/index.js';
+import { ParallelVideoModel, type VideoInput, type VideoModelInfo, type VideoModelSnapshot, type VideoResult } from './model/index.js';
 
 // Error classes a rank may throw, exported from the worker module so that the runner rebuilds
 // them in the parent as instances of these classes (`outcome.error instanceof RolloutExhausted`).
@@ -18,7 +18,7 @@ export {
   BackendUnavailableError,
   ModelNotLoadedError,
 } from './model/index.js';
-export type { VideoInput, VideoImage, VideoResult, VideoModelInfo, RankBackend } from './model/index.js';
+export type { VideoInput, VideoImage, VideoResult, VideoModelInfo, VideoModelSnapshot, RankBackend } from './model/index.js';
 
 // A rank is a process of its own: its lines go to its stdout, which the runner relays with the rank.
 const log = consoleLogger({ name: 'video', level: levelFromEnv() });
@@ -105,6 +105,16 @@ export class VideoWorker extends DistributedWorker<VideoInput, VideoResult, Vide
   /** Starts a new rollout; the weights stay loaded. */
   reset(): void {
     this.requireModel('reset').reset();
+  }
+
+  /** The rollout's state between chunks (every rank holds the same one; the runner returns rank 0's). */
+  override snapshot(): VideoModelSnapshot {
+    return this.requireModel('snapshot').snapshot();
+  }
+
+  /** Puts a snapshot's rollout state back on this rank (the same value on every rank). */
+  override restore(value: unknown): void {
+    this.requireModel('restore').restore(value as VideoModelSnapshot);
   }
 
   /** What this rank runs on (after `load()`). */

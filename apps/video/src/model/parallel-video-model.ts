@@ -10,7 +10,7 @@ import { CppnField, smoothstep, type FrameParams } from './cppn.js';
 import { ModelNotLoadedError, RolloutExhausted } from './errors.js';
 import { FRAME_SUM_FIELDS, STEER_MAX, channelStats, frameSums, statsFromSums, steerRows, steerWeight } from './image-steer.js';
 import { type FrameSegment, type RowShare, frameSegments, rowShare } from './partition.js';
-import { Soundtrack } from './soundtrack.js';
+import { Soundtrack, type SoundtrackSnapshot } from './soundtrack.js';
 import type { RankBackend, VideoInput, VideoModelInfo, VideoResult } from './types.js';
 import { type LoadedWeights, loadWeights } from './weights.js';
 
@@ -127,6 +127,21 @@ interface SteerState {
   from: number;
   to: number;
   start: number;
+}
+
+/** {@link ParallelVideoModel.snapshot}: the rollout's state between chunks, as plain data and typed arrays. */
+export interface VideoModelSnapshot {
+  chunk: number;
+  prompt: { prompt: string; code: Float64Array; from: Float64Array | null; start: number } | null;
+  steer: {
+    id: number | null;
+    target: Uint8Array;
+    stats: { mean: [number, number, number]; std: [number, number, number] };
+    from: number;
+    to: number;
+    start: number;
+  } | null;
+  soundtrack: SoundtrackSnapshot | null;
 }
 
 /** The prompt being shown and, during a transition, the code it blends from. */
@@ -481,6 +496,50 @@ export class ParallelVideoModel {
       rolloutChunks: this.rolloutChunks,
       backends: leader ? backends : [],
       timings: { renderMs: tRendered - t0, gatherMs: performance.now() - tRendered },
+    };
+  }
+
+  /**
+   * The rollout's state between chunks (docs/snapshots.md): the chunk counter, the prompt and
+   * its transition, the picture's steering and the soundtrack's phases. Every rank holds the same
+   * one (each renders its rows from it), so rank 0's restores into any world size. Copies.
+   */
+  snapshot(): VideoModelSnapshot {
+    const p = this.promptState;
+    const st = this.steer;
+    return {
+      chunk: this.chunk,
+      prompt: p && { prompt: p.prompt, code: p.code.slice(), from: p.from?.slice() ?? null, start: p.start },
+      steer: st && {
+        id: st.id,
+        target: st.target.slice(),
+        stats: { mean: [...st.stats.mean], std: [...st.stats.std] },
+        from: st.from,
+        to: st.to,
+        start: st.start,
+      },
+      soundtrack: this.soundtrack?.snapshot() ?? null,
+    };
+  }
+
+  /** Puts {@link snapshot}'s state back; the next chunk is the one that followed it. Copies what it keeps. */
+  restore(s: VideoModelSnapshot): void {
+    if (!Number.isInteger(s.chunk) || s.chunk < 0 || s.chunk > this.rolloutChunks) {
+      throw new RangeError(`a video snapshot's chunk ${String(s.chunk)} is outside this rollout (0..${this.rolloutChunks})`);
+    }
+    const p = s.prompt;
+    const st = s.steer;
+    if (s.soundtrack && this.soundtrack) this.soundtrack.restore(s.soundtrack);
+    else this.soundtrack?.reset();
+    this.chunk = s.chunk;
+    this.promptState = p && { prompt: p.prompt, code: Float64Array.from(p.code), from: p.from === null ? null : Float64Array.from(p.from), start: p.start };
+    this.steer = st && {
+      id: st.id,
+      target: Uint8Array.from(st.target),
+      stats: { mean: [...st.stats.mean] as [number, number, number], std: [...st.stats.std] as [number, number, number] },
+      from: st.from,
+      to: st.to,
+      start: st.start,
     };
   }
 

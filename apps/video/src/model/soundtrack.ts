@@ -40,6 +40,12 @@ export function soundtrackPartials(code: Float64Array): Partial[] {
   return out;
 }
 
+/** A {@link Soundtrack}'s state between frames. */
+export interface SoundtrackSnapshot {
+  phase: Float64Array;
+  amp: Float64Array | null;
+}
+
 /** Renders the soundtrack frame by frame, keeping each partial's phase and loudness between calls. */
 export class Soundtrack {
   private readonly phase = new Float64Array(SOUNDTRACK_PARTIALS);
@@ -74,6 +80,20 @@ export class Soundtrack {
     });
     for (let i = 0; i < n; i++) out[offset + i] = Math.round((mix[i] as number) * 32767);
     this.amp = Float64Array.from(parts, (p) => p.amp);
+  }
+
+  /** Its state between frames (phases and loudness), copied: what a session snapshot keeps. */
+  snapshot(): SoundtrackSnapshot {
+    return { phase: this.phase.slice(), amp: this.amp?.slice() ?? null };
+  }
+
+  /** Puts {@link snapshot}'s state back (copied: the caller's arrays stay its own). */
+  restore(s: SoundtrackSnapshot): void {
+    if (s.phase.length !== this.phase.length || (s.amp !== null && s.amp.length !== this.phase.length)) {
+      throw new RangeError(`a soundtrack snapshot has ${s.phase.length} partials, this soundtrack ${this.phase.length}`);
+    }
+    this.phase.set(s.phase);
+    this.amp = s.amp === null ? null : Float64Array.from(s.amp);
   }
 
   /** A new rollout: phases back to 0, no loudness ramp from the old sound. */
