@@ -87,14 +87,18 @@ describe('snapshots of the CPPN app (apps/video, TypeScript ranks)', () => {
     await cli.stop();
   }, 120_000);
 
-  it('replays a recorded session with reactor replay: every frame identical to the session', async () => {
+  it('replays a recorded session with a rewind in it with reactor replay: every frame identical to the session', async () => {
     const dir = workspace();
     const cli = runCli(dir);
     cleanups.push(() => cli.stop());
     const c = await connect(await cli.url, { WebSocket, reconnect: false });
     cleanups.push(() => c.close());
     let frames = 0;
-    c.on('frame', () => frames++);
+    const firstSeqs: number[] = [];
+    c.on('frame', (f) => {
+      frames++;
+      firstSeqs.push(f.seq);
+    });
     await until(() => frames >= 8, 'the first frames');
     const rec = await c.recording('start');
     await until(() => frames >= 20, 'frames while recording');
@@ -102,12 +106,19 @@ describe('snapshots of the CPPN app (apps/video, TypeScript ranks)', () => {
     await until(() => frames >= 36, 'frames after the prompt');
     await c.send('reset');
     await until(() => frames >= 48, 'frames after the reset');
+    // Back to before the prompt change and the reset: the replay takes its own snapshot at that point and restores it here.
+    const back = (await c.send('rewind', { seq: firstSeqs[24]! })) as { seq: number };
+    expect(back.seq).toBeLessThanOrEqual(firstSeqs[24]!);
+    const at = frames;
+    await until(() => frames >= at + 12, 'frames after the rewind');
+    await await c.send('set_prompt', { prompt: 'A harbour in fog.' }).applied;
+    await until(() => frames >= at + 24, 'frames after the second prompt');
     await c.recording('stop');
     const logFile = join(dir, 'rec', rec.name.replace(/\.mp4$/, '.session.json'));
     await until(() => existsSync(logFile), 'the session log beside the recording');
     const log = JSON.parse(readFileSync(logFile, 'utf8')) as { app: string; commands: { name: string }[]; frames: unknown[] };
     expect(log.app).toBe('reactor-video');
-    expect(log.commands.map((x) => x.name)).toEqual(['set_prompt', 'reset']);
+    expect(log.commands.map((x) => x.name)).toEqual(['set_prompt', 'reset', 'rewind', 'set_prompt']);
     c.close();
     await cli.stop();
 

@@ -95,9 +95,9 @@ describe('reactor replay (seed-video)', () => {
     const bad = replay([join(dir, 'bad.json'), '--manifest', file]);
     expect(bad.status).toBe(1);
     expect(bad.stderr).toContain('replay_log_invalid');
-    writeFileSync(join(dir, 'rewound.json'), JSON.stringify({ ...log, unreplayable: 'a rewind before step 9' }));
+    writeFileSync(join(dir, 'rewound.json'), JSON.stringify({ ...log, unreplayable: 'a snapshot was restored before step 9' }));
     const rewound = replay([join(dir, 'rewound.json'), '--manifest', file]);
     expect(rewound.status).toBe(1);
-    expect(rewound.stderr).toMatch(/cannot be replayed: a rewind before step 9.*replay_unsupported/);
+    expect(rewound.stderr).toMatch(/cannot be replayed: a snapshot was restored before step 9.*replay_unsupported/);
   }, 120_000);
 });

@@ -51,6 +51,9 @@ function readLog(file: string): SessionLogJson {
   return log;
 }
 
+/** The built-in rewind, as the session log writes it (`{ toStep, atCommand }`). */
+const REWIND = 'rewind';
+
 export async function replayCommand(file: string | undefined, o: ReplayOptions, logger: Logger): Promise<void> {
   if (!file) throw new ReactorError(CliErrorCode.CliUsage, 'reactor replay needs the session log: reactor replay <name>.session.json');
   const log = readLog(resolve(file));
@@ -81,8 +84,30 @@ export async function replayCommand(file: string | undefined, o: ReplayOptions, 
 async function drive(host: AppHost, log: SessionLogJson, out: string, config: string | null): Promise<ReplayReport> {
   const video = host.schema.tracks.find((t) => t.kind === 'video' && t.direction === 'out');
   const fps = (video as { fps?: number } | undefined)?.fps ?? 24;
-  const byStep = new Map<number, SessionLogJson['commands']>();
-  for (const c of log.commands) byStep.set(c.step, [...(byStep.get(c.step) ?? []), c]);
+  const byStep = new Map<number, Array<{ index: number; c: SessionLogJson['commands'][number] }>>();
+  log.commands.forEach((c, index) => byStep.set(c.step, [...(byStep.get(c.step) ?? []), { index, c }]));
+  // A logged rewind restored a snapshot taken once `atCommand` commands had run, before step
+  // `toStep + 1`: the replay takes its own there (the same state, for a deterministic app) and
+  // restores it where the rewind was.
+  const takesAt = new Map<number, number[]>();
+  for (const c of log.commands) {
+    if (c.name !== REWIND) continue;
+    const { toStep, atCommand } = c.params as { toStep?: unknown; atCommand?: unknown };
+    if (!Number.isInteger(toStep) || !Number.isInteger(atCommand) || (atCommand as number) < 0 || (toStep as number) + 1 >= c.step) {
+      throw new ReactorError(CliErrorCode.ReplayLogInvalid, `the log's rewind at step ${c.step} names no snapshot before it (${JSON.stringify(c.params)})`);
+    }
+    const before = (toStep as number) + 1;
+    const list = takesAt.get(before) ?? [];
+    if (!list.includes(atCommand as number))
+      takesAt.set(
+        before,
+        [...list, atCommand as number].sort((a, b) => a - b),
+      );
+  }
+  if (takesAt.size > 0 && !host.snapshots) {
+    throw new ReactorError(CliErrorCode.ReplayUnsupported, 'the log has rewinds, and the app takes no snapshots: replay it with the app that made it');
+  }
+  const saved = new Map<number, Uint8Array>();
   let mp4: Promise<RgbMp4File> | undefined;
   let writes = Promise.resolve();
   const failures: string[] = [];
@@ -113,12 +138,33 @@ async function drive(host: AppHost, log: SessionLogJson, out: string, config: st
   let steps = 0;
   let resolveDone!: () => void;
   const done = new Promise<void>((r) => (resolveDone = r));
+  // Each call below queues under the step lock at once, in this order: before step `step`, the
+  // logged commands, rewinds and snapshot points run in the session's order.
+  const take = (atCommand: number): void => {
+    void host.snapshots!.take().then(
+      (bytes) => saved.set(atCommand, bytes),
+      (err: unknown) => failures.push(`the snapshot at command ${atCommand}: ${(err as Error).message}`),
+    );
+  };
   const send = (step: number): void => {
-    for (const [i, c] of (byStep.get(step) ?? []).entries()) {
-      void handle.command({ type: 'command', id: `replay-${step}-${i}`, name: c.name, params: c.params }).then((a) => {
+    const pending = [...(takesAt.get(step) ?? [])];
+    for (const { index, c } of byStep.get(step) ?? []) {
+      while (pending.length > 0 && pending[0]! <= index) take(pending.shift()!);
+      if (c.name === REWIND) {
+        // Taken at an earlier step, so settled by now.
+        const bytes = saved.get((c.params as { atCommand: number }).atCommand);
+        if (!bytes) {
+          failures.push(`step ${step} rewind: its snapshot was not taken`);
+          continue;
+        }
+        void host.snapshots!.restore(bytes).catch((err: unknown) => failures.push(`step ${step} rewind: ${(err as Error).message}`));
+        continue;
+      }
+      void handle.command({ type: 'command', id: `replay-${step}-${index}`, name: c.name, params: c.params }).then((a) => {
         if (a.type === 'error') failures.push(`step ${step} ${c.name}: ${a.code}: ${a.message}`);
       });
     }
+    for (const atCommand of pending) take(atCommand);
   };
   // Commands read by step n + 1 go in while step n ends: they run under the step lock before step n + 1.
   const off = host.onStep(() => {

@@ -77,6 +77,20 @@ export class SessionLog {
     this.#json.commands.push({ step, name, params: plain });
   }
 
+  /** How many commands the log holds now (a snapshot taken now follows exactly these). */
+  get commandCount(): number {
+    return this.#json.commands.length;
+  }
+
+  /**
+   * A rewind before step `step` restored the snapshot taken once the log held `atCommand`
+   * commands, before step `toStep + 1`: logged as a `rewind` command, so a replay takes its own
+   * snapshot at that point and restores it here (docs/snapshots.md "Replay").
+   */
+  rewound(step: number, toStep: number, atCommand: number): void {
+    this.command(step, 'rewind', { toStep, atCommand });
+  }
+
   /** A step (1-based) made these frames of the first video track. */
   frames(step: number, rgbs: readonly Uint8Array[]): void {
     this.#json.steps = Math.max(this.#json.steps, step);

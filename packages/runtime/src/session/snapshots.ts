@@ -32,6 +32,8 @@ interface RingEntry {
   readonly bytes: Uint8Array;
   /** The session step it was taken before. */
   readonly step: number;
+  /** Commands the session log held when it was taken (a replay takes its own there). */
+  readonly logIndex: number;
   /** Seq of the first frame made after it; undefined until that frame plays. */
   firstSeq: number | undefined;
   /** When that frame played (`performance.now()`). */
@@ -261,7 +263,7 @@ export class Snapshots {
       this.core.logger.warn({ err }, `a snapshot of session ${session.id} failed, so it keeps no more (rewind has the older ones): ${errorText(err)}`);
       return;
     }
-    const entry: RingEntry = { bytes, step: session.steps, firstSeq: undefined, playedAt: undefined };
+    const entry: RingEntry = { bytes, step: session.steps, logIndex: this.logOf(session).commandCount, firstSeq: undefined, playedAt: undefined };
     r.entries.push(entry);
     r.bytes += bytes.byteLength;
     this.heldBytes += bytes.byteLength;
@@ -376,7 +378,7 @@ export class Snapshots {
     this.core.counters.snapshotBytes = this.heldBytes;
     this.core.counters.rewinds++;
     this.afterRestore(session);
-    this.logOf(session).unreplayable(`a rewind before step ${session.steps + 1}`);
+    this.logOf(session).rewound(session.steps + 1, target.step, target.logIndex);
     session.acks.changed({ client, id, key: `event:${REWIND_COMMAND}` });
     const result: RewindResult = {
       seq: target.firstSeq!,
