@@ -107,6 +107,8 @@ export interface Manifest {
   server: ManifestServerOptions;
   /** The `recording:` section as `ServerOptions.recording` takes it (`dir` absolute); absent: no clips, no recordings. */
   recording?: RecordingOptions;
+  /** `gpu:` (issue 42): the GPU's session slots; absent: no admission, every session starts. */
+  gpu?: { sessionsPerGpu: number; slotDir?: string; device?: string };
   /** The `agones:` section (absent keys: the integration's defaults). */
   agones: {
     enabled: boolean;
@@ -232,6 +234,13 @@ export function loadManifest(file: string): Manifest {
     },
     server: serverOptions,
     ...(recRaw !== undefined && recRaw !== null && { recording: recordingOptions(doc.recording ?? {}, root) }),
+    ...(doc.gpu !== undefined && doc.gpu !== null && {
+      gpu: {
+        sessionsPerGpu: doc.gpu.sessions_per_gpu,
+        ...(doc.gpu.slot_dir !== undefined && { slotDir: resolve(root, doc.gpu.slot_dir) }),
+        ...(doc.gpu.device !== undefined && { device: doc.gpu.device }),
+      },
+    }),
     agones: {
       enabled: doc.agones?.enabled ?? false,
       ...(doc.agones?.on_session_end !== undefined && { onSessionEnd: doc.agones.on_session_end }),

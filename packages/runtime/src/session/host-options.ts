@@ -1,6 +1,7 @@
 /** The options of an {@link AppHost}, their defaults and their checks. */
 import { consoleLogger, type Logger } from '@reactor/log';
 import { HostOptionError } from '../errors/errors.js';
+import { isSessionAdmission, type SessionAdmission } from './admission.js';
 import { type ResolvedUploadOptions, type UploadOptions, resolveUploadOptions } from '../upload/upload-options.js';
 
 /** Default grace period before a session without clients ends (60 s). */
@@ -36,6 +37,13 @@ export interface AppHostOptions {
    * `requestControl()` and the holder releases control (or leaves).
    */
   singleController?: boolean;
+  /**
+   * Asked before each new session starts (issue 42: `gpu.sessions_per_gpu`'s GPU slot lease). A
+   * refusal keeps the host not ready (its code in `readiness()`) while no session runs, and a
+   * client that arrives then gets an `error` with that code and is closed. Default: every
+   * session is admitted.
+   */
+  admission?: SessionAdmission;
 }
 
 /** {@link AppHostOptions} checked, with their defaults. */
@@ -47,6 +55,7 @@ export interface ResolvedHostOptions {
   weightsPath: string | undefined;
   logger: Logger;
   uploads: ResolvedUploadOptions;
+  admission: SessionAdmission | undefined;
 }
 
 /**
@@ -68,6 +77,9 @@ export function resolveHostOptions(options: AppHostOptions): ResolvedHostOptions
       'options.logger must be a Logger of @reactor/log (debug, info, warn, error and child methods), e.g. consoleLogger() or silentLogger',
     );
   }
+  if (options.admission !== undefined && !isSessionAdmission(options.admission)) {
+    throw new HostOptionError('options.admission must be an object with a refusal() method (a SessionAdmission)');
+  }
   return {
     gracePeriodMs,
     refusalBackoffMs,
@@ -76,6 +88,7 @@ export function resolveHostOptions(options: AppHostOptions): ResolvedHostOptions
     weightsPath: options.weightsPath,
     logger: options.logger ?? consoleLogger(),
     uploads: resolveUploadOptions(options.uploads ?? {}),
+    admission: options.admission,
   };
 }
 
