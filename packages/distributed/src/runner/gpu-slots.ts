@@ -231,11 +231,13 @@ function release(child: ChildProcess): void {
 /**
  * The GPU an instance's slots are keyed by when `gpu.device` does not say: the container
  * runtime's `NVIDIA_VISIBLE_DEVICES` (a UUID under Kubernetes' device plugin, the same for every
- * time-sliced replica of one card), else `CUDA_VISIBLE_DEVICES`, else `0`.
+ * time-sliced replica of one card, with its default `envvar` device-list strategy), else
+ * `CUDA_VISIBLE_DEVICES`, else `0`.
  */
 export function gpuSlotKey(env: NodeJS.ProcessEnv = process.env): string {
   const nvidia = env['NVIDIA_VISIBLE_DEVICES']?.trim();
-  if (nvidia && !['all', 'none', 'void'].includes(nvidia)) return nvidia;
+  // `all`/`none`/`void` name no card; a path is the device plugin's volume-mounts strategy (no id in the variable).
+  if (nvidia && !['all', 'none', 'void'].includes(nvidia) && !nvidia.startsWith('/')) return nvidia;
   const cuda = env['CUDA_VISIBLE_DEVICES']?.trim();
   if (cuda) return cuda;
   return '0';
