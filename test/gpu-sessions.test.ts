@@ -15,6 +15,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
+import { FakeAgonesCluster } from './fixtures/agones/cluster.js';
+import { FakeAgonesSidecar } from './fixtures/agones/sidecar.js';
 import { cliSync, runCli, type RunningCli } from './fixtures/reactor-cli.js';
 import { sampleWorkspace } from './fixtures/sample-workspace.js';
 
@@ -44,8 +46,8 @@ function workspace(gpu: string): string {
 }
 
 /** One `reactor run` on the shared fake GPU; resolves once it printed its viewer URL (loaded). */
-async function instance(dir: string, slots: string): Promise<{ cli: RunningCli; url: URL }> {
-  const cli = runCli(dir, { REACTOR_GPU_SLOT_DIR: slots, REACTOR_GPU_DEVICE: 'fake-gpu-0' });
+async function instance(dir: string, slots: string, env: Record<string, string> = {}, args: string[] = []): Promise<{ cli: RunningCli; url: URL }> {
+  const cli = runCli(dir, { REACTOR_GPU_SLOT_DIR: slots, REACTOR_GPU_DEVICE: 'fake-gpu-0', ...env }, args);
   cleanups.push(() => cli.stop());
   return { cli, url: new URL(await cli.url) };
 }
@@ -172,6 +174,32 @@ describe('reactor run --manifest: gpu.sessions_per_gpu', () => {
     await until(waiting.url, isReady, 'the third instance to take the freed slot');
     expect((await join_(waiting.url)).types).toContain('frame');
   }, 240_000);
+
+  it('under Agones (a fake SDK sidecar): a gpu_full instance keeps pinging and is not Ready() until the holder dies, then Ready()', async () => {
+    const slots = tempDir('reactor-gpu-slots-');
+    const dir = workspace('{ sessions_per_gpu: 1 }');
+    const a = await instance(dir, slots);
+    await until(a.url, isReady, 'the first instance to hold the slot');
+    const c = new FakeAgonesCluster();
+    c.addServer('reactor-gs-1', '127.0.0.1', 0);
+    const sidecar = await FakeAgonesSidecar.start(c, 'reactor-gs-1');
+    cleanups.push(() => sidecar.stop());
+    const b = await instance(workspace('{ sessions_per_gpu: 1 }\nagones: { enabled: true, health_interval_ms: 200 }'), slots, sidecar.env());
+    expect(isFull(await ready(b.url))).toBe(true);
+    // Healthy (gpu_full passes): the pings go on, and the GameServer is not handed to Agones as Ready.
+    const pingsThen = sidecar.pings.length;
+    for (const end = performance.now() + 60_000; sidecar.pings.length < pingsThen + 3; ) {
+      if (performance.now() > end) throw new Error('timed out waiting for 3 pings');
+      await new Promise((res) => setTimeout(res, 20));
+    }
+    expect(c.get('reactor-gs-1').state).toBe('Scheduled');
+    a.cli.child.kill('SIGKILL');
+    await until(b.url, isReady, 'the Agones instance to take the freed slot');
+    for (const end = performance.now() + 30_000; c.get('reactor-gs-1').state !== 'Ready'; ) {
+      if (performance.now() > end) throw new Error(`timed out waiting for Ready(); state ${c.get('reactor-gs-1').state}`);
+      await new Promise((res) => setTimeout(res, 20));
+    }
+  }, 180_000);
 
   it('refuses bad values of gpu: at start, naming the key, and leaves no slot process behind', () => {
     const slots = tempDir('reactor-gpu-slots-');
