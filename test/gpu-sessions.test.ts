@@ -40,7 +40,13 @@ function tempDir(prefix: string): string {
 }
 
 function workspace(gpu: string): string {
-  const dir = sampleWorkspace({ prefix: 'reactor-gpu-sessions-', config: CONFIG, server: '{ port: 0 }', runtime: ['session_grace_ms: 0'], extra: [`gpu: ${gpu}`] });
+  const dir = sampleWorkspace({
+    prefix: 'reactor-gpu-sessions-',
+    config: CONFIG,
+    server: '{ port: 0 }',
+    runtime: ['session_grace_ms: 0'],
+    extra: [`gpu: ${gpu}`],
+  });
   cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
   return dir;
 }
@@ -188,14 +194,14 @@ describe('reactor run --manifest: gpu.sessions_per_gpu', () => {
     expect(isFull(await ready(b.url))).toBe(true);
     // Healthy (gpu_full passes): the pings go on, and the GameServer is not handed to Agones as Ready.
     const pingsThen = sidecar.pings.length;
-    for (const end = performance.now() + 60_000; sidecar.pings.length < pingsThen + 3; ) {
+    for (const end = performance.now() + 60_000; sidecar.pings.length < pingsThen + 3;) {
       if (performance.now() > end) throw new Error('timed out waiting for 3 pings');
       await new Promise((res) => setTimeout(res, 20));
     }
     expect(c.get('reactor-gs-1').state).toBe('Scheduled');
     a.cli.child.kill('SIGKILL');
     await until(b.url, isReady, 'the Agones instance to take the freed slot');
-    for (const end = performance.now() + 30_000; c.get('reactor-gs-1').state !== 'Ready'; ) {
+    for (const end = performance.now() + 30_000; c.get('reactor-gs-1').state !== 'Ready';) {
       if (performance.now() > end) throw new Error(`timed out waiting for Ready(); state ${c.get('reactor-gs-1').state}`);
       await new Promise((res) => setTimeout(res, 20));
     }
@@ -213,7 +219,11 @@ describe('reactor run --manifest: gpu.sessions_per_gpu', () => {
       ['{ slot_dir: /tmp }', 'gpu.sessions_per_gpu: is required', {}],
       ['{ sessions_per_gpu: 1, per_gpu: 2 }', 'gpu.per_gpu: unknown key (allowed: sessions_per_gpu, slot_dir, device)', {}],
       ['{ sessions_per_gpu: 1, device: "a b" }', 'gpu.device: must be a GPU index or UUID', {}],
-      ['{ sessions_per_gpu: 1 }', `gpu.slot_dir ${join(notADir, 'slots')} cannot hold the GPU's session slots`, { REACTOR_GPU_SLOT_DIR: join(notADir, 'slots') }],
+      [
+        '{ sessions_per_gpu: 1 }',
+        `gpu.slot_dir ${join(notADir, 'slots')} cannot hold the GPU's session slots`,
+        { REACTOR_GPU_SLOT_DIR: join(notADir, 'slots') },
+      ],
     ] as const) {
       const dir = workspace(gpu);
       const r = cliSync(['run', '--manifest', join(dir, 'reactor.yaml')], { REACTOR_GPU_DEVICE: 'fake-gpu-bad', ...env });

@@ -20,7 +20,9 @@ export function openGpuSlots(m: Manifest, logger: Logger, env: NodeJS.ProcessEnv
   const dir = nonEmpty(env[GPU_SLOT_DIR_ENV]) ?? m.gpu.slotDir ?? DEFAULT_GPU_SLOT_DIR;
   const gpu = nonEmpty(env[GPU_DEVICE_ENV]) ?? m.gpu.device ?? gpuSlotKey(env);
   const lease = GpuSlotLease.open({ sessionsPerGpu: m.gpu.sessionsPerGpu, dir, gpu, logger });
-  logger.info(`gpu: at most ${m.gpu.sessionsPerGpu} session${m.gpu.sessionsPerGpu === 1 ? '' : 's'} on GPU ${lease.gpu} across its instances (slots in ${dir})`);
+  logger.info(
+    `gpu: at most ${m.gpu.sessionsPerGpu} session${m.gpu.sessionsPerGpu === 1 ? '' : 's'} on GPU ${lease.gpu} across its instances (slots in ${dir})`,
+  );
   return lease;
 }
 

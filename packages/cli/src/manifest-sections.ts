@@ -233,7 +233,10 @@ export class GpuSection {
   /** The folder the instances share for the slot files (default `<tmpdir>/reactor-gpu-slots`), relative to reactor.yaml. */
   @IsOptional() @IsString() @MinLength(1) slot_dir?: string;
   /** The GPU's identity, the same in every instance that shares it (default: `NVIDIA_VISIBLE_DEVICES`, else `CUDA_VISIBLE_DEVICES`, else `0`). */
-  @IsOptional() @IsString() @Matches(/^[A-Za-z0-9._:,-]{1,128}$/, { message: 'must be a GPU index or UUID (letters, digits, ".", "_", ":", ",", "-")' }) device?: string;
+  @IsOptional()
+  @IsString()
+  @Matches(/^[A-Za-z0-9._:,-]{1,128}$/, { message: 'must be a GPU index or UUID (letters, digits, ".", "_", ":", ",", "-")' })
+  device?: string;
 }
 
 /** `reactor.yaml` as written: its top-level sections. */

@@ -234,13 +234,14 @@ export function loadManifest(file: string): Manifest {
     },
     server: serverOptions,
     ...(recRaw !== undefined && recRaw !== null && { recording: recordingOptions(doc.recording ?? {}, root) }),
-    ...(doc.gpu !== undefined && doc.gpu !== null && {
-      gpu: {
-        sessionsPerGpu: doc.gpu.sessions_per_gpu,
-        ...(doc.gpu.slot_dir !== undefined && { slotDir: resolve(root, doc.gpu.slot_dir) }),
-        ...(doc.gpu.device !== undefined && { device: doc.gpu.device }),
-      },
-    }),
+    ...(doc.gpu !== undefined &&
+      doc.gpu !== null && {
+        gpu: {
+          sessionsPerGpu: doc.gpu.sessions_per_gpu,
+          ...(doc.gpu.slot_dir !== undefined && { slotDir: resolve(root, doc.gpu.slot_dir) }),
+          ...(doc.gpu.device !== undefined && { device: doc.gpu.device }),
+        },
+      }),
     agones: {
       enabled: doc.agones?.enabled ?? false,
       ...(doc.agones?.on_session_end !== undefined && { onSessionEnd: doc.agones.on_session_end }),
