@@ -18,6 +18,11 @@ export interface SessionAdmission {
    * it may. The reason's message is what the refused client and `/health/ready` read.
    */
   refusal(): NotReadyReason | undefined;
+  /**
+   * Called once, when the host has closed (after the app's `unload()`): what the admission holds
+   * for this host goes back (the GPU slot lease gives its slot to a waiting instance).
+   */
+  close?(): void;
 }
 
 /**

@@ -380,6 +380,11 @@ export class AppHost implements AppHostApi {
     }
     this.progress.stop();
     this.gpu.stop();
+    try {
+      this.admission?.close?.();
+    } catch (err) {
+      this.logger.error({ err }, 'closing the session admission threw (ignored)');
+    }
     this.lifecycle.to('closed');
   }
 

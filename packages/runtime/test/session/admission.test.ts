@@ -80,6 +80,20 @@ describe('AppHost admission', () => {
     expect(h.counters.sessions).toBe(0);
   });
 
+  it("is closed once the host has closed (the GPU slot goes back), after the app's unload()", async () => {
+    const order: string[] = [];
+    class A extends app() {
+      override unload(): void {
+        order.push('unload');
+      }
+    }
+    const h = start(A, { admission: { refusal: () => undefined, close: () => order.push('admission closed') } });
+    await h.load();
+    await h.close();
+    await h.close();
+    expect(order).toEqual(['unload', 'admission closed']);
+  });
+
   it('refuses an admission that is not one', () => {
     expect(() => start(app(), { admission: {} as SessionAdmission })).toThrow(/options.admission must be an object with a refusal\(\) method/);
   });
