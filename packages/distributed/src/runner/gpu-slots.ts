@@ -174,9 +174,8 @@ export class GpuSlotLease {
       if (!d.toString().includes('held')) return;
       this.#granted(k, child);
     });
-    child.on('error', (err) => {
-      stderr += err.message;
-    });
+    // A spawn that fails (flock gone since open()) emits no exit: the same path as one.
+    child.on('error', (err) => this.#exited(k, child, null, null, `${stderr}${err.message}`));
     child.stdin!.on('error', () => undefined);
     child.once('exit', (code, signal) => this.#exited(k, child, code, signal, stderr));
     // Neither the waiters nor the holder keep the process alive.

@@ -314,7 +314,11 @@ export class AppHost implements AppHostApi {
       this.members.join(s, client);
     } else if (!s && this.lifecycle.is('ready')) {
       const refused = admissionRefusal(this.admission);
-      if (refused) return this.refuse(client, refused);
+      if (refused) {
+        client.sink.message(this.members.welcome(client, client.sink));
+        this.refuse(client, refused);
+        return client;
+      }
       this.members.join(this.createSession(info.sessionId), client);
     }
     // Otherwise it waits (`waiting`) until a session can take it: startSessionIfWaiting().
@@ -412,17 +416,15 @@ export class AppHost implements AppHostApi {
   // ---- sessions ---------------------------------------------------------------------------
 
   /**
-   * A client that would start a session the admission refuses: its welcome, then an `error`
-   * with the refusal's code (`gpu_full`), then its sink closed. It never joins anything.
+   * A client (welcomed) that would start a session the admission refuses: an `error` with the
+   * refusal's code (`gpu_full`), then its sink closed. It never joins anything.
    */
-  private refuse(client: HostClient, refused: { code: string; message: string }): ClientHandle {
+  private refuse(client: HostClient, refused: { code: string; message: string }): void {
     this.clients.delete(client.id);
     client.lifecycle.to('gone');
     this.logger.warn(`a new session was refused (${refused.code}): ${refused.message}`);
-    client.sink.message(this.members.welcome(client, client.sink));
     this.core.safe(client.sink, () => client.sink.message({ type: 'error', code: refused.code, message: refused.message }));
     this.core.safe(client.sink, () => client.sink.close(refused.message));
-    return client;
   }
 
   /** A new session; `chosenId` (a session router's id, see `ClientInfo.sessionId`) when it is label-safe. */
@@ -466,12 +468,8 @@ export class AppHost implements AppHostApi {
     if (waiting.length === 0) return;
     const refused = admissionRefusal(this.admission);
     if (refused) {
-      for (const c of waiting) {
-        this.clients.delete(c.id);
-        c.lifecycle.to('gone');
-        this.core.safe(c.sink, () => c.sink.message({ type: 'error', code: refused.code, message: refused.message }));
-        this.core.safe(c.sink, () => c.sink.close(refused.message));
-      }
+      // Their welcome went out while the app loaded.
+      for (const c of waiting) this.refuse(c, refused);
       this.broadcast.publishStatus();
       return;
     }
