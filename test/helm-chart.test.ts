@@ -163,6 +163,19 @@ describe('deploy/helm/reactor', () => {
   });
 
   describe('the Agones variant', () => {
+    it('gpu.slotHostPath (gpu.sessions_per_gpu, issue 42): the node folder mounted in every instance, REACTOR_GPU_SLOT_DIR pointing at it, every object valid', () => {
+      const objs = render({ 'gpu.slotHostPath': '/var/lib/reactor/gpu-slots' }, ['ci/agones-values.yaml']);
+      expect(objs.flatMap(problems)).toEqual([]);
+      const pod = find(objs, 'Fleet').spec.template.spec.template.spec;
+      expect(pod.volumes).toContainEqual({ name: 'gpu-slots', hostPath: { path: '/var/lib/reactor/gpu-slots', type: 'DirectoryOrCreate' } });
+      const c = instanceContainer(objs);
+      expect(c.volumeMounts).toContainEqual({ name: 'gpu-slots', mountPath: '/var/run/reactor/gpu-slots' });
+      expect(c.env).toContainEqual({ name: 'REACTOR_GPU_SLOT_DIR', value: '/var/run/reactor/gpu-slots' });
+      // Without it: no host folder at all.
+      const plain = render({}, ['ci/agones-values.yaml']);
+      expect(JSON.stringify(plain)).not.toContain('gpu-slots');
+    });
+
     it('renders the Fleet, its autoscaler, the router with its RBAC and the ServiceMonitor, every object valid', () => {
       const objs = render({}, ['ci/agones-values.yaml']);
       expect(kinds(objs)).toEqual([
@@ -402,6 +415,7 @@ describe('deploy/helm/reactor', () => {
 
     it('refuses an unknown key or a wrong type or value through values.schema.json, naming the key', () => {
       expect(refused({ 'gpu.cuont': 2 })).toContain('gpu: Additional property cuont is not allowed');
+      expect(refused({ 'gpu.slotHostPath': 'relative/slots' })).toContain('gpu.slotHostPath');
       expect(refused({ 'agones.evictionSafe': 'Sometimes' })).toContain('agones.evictionSafe');
       expect(refused({ 'gpu.count': -1 })).toContain('gpu.count');
       expect(refused({ 'app.port': 'http' })).toContain('app.port');

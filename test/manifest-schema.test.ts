@@ -80,8 +80,11 @@ describe('reactor.schema.json', () => {
       ['model.resources.gpu', { ...ok, model: { resources: { gpu: { kind: 'H200' } } } }],
       ['agones', { ...ok, agones: { helth_interval_ms: 1000 } }],
       ['recording', { ...ok, recording: { keep: true } }],
+      ['gpu', { ...ok, gpu: { sessions_per_gpu: 2, per_gpu: 2 } }],
     ];
     for (const [where, doc] of bad) expect(problems(doc).join('\n'), where).toMatch(/must NOT have additional properties/);
     expect(problems({ ...ok, server: { port: 'eighty' } }).join('\n')).toMatch(/\/server\/port must be integer/);
+    expect(problems({ ...ok, gpu: { sessions_per_gpu: 0 } }).join('\n')).toMatch(/\/gpu\/sessions_per_gpu must be >= 1/);
+    expect(problems({ ...ok, gpu: { slot_dir: '/tmp' } }).join('\n')).toMatch(/must have required property 'sessions_per_gpu'/);
   });
 });

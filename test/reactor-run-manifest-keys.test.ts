@@ -65,19 +65,24 @@ describe('reactor run --manifest: unknown keys', () => {
     expect(r.stderr).toContain('snapshots.ring_bytes: must be an integer number');
     expect(r.stderr).toContain('snapshots.rewind_roles: unknown key (allowed: every_steps, ring_bytes, max_bytes, rewinds_per_second)');
 
-    // apps/video (the root reactor.yaml's app) declares no @reactorApp({ snapshot }).
-    const video = resolve(import.meta.dirname, '../apps/video');
+    // apps/camera declares no @reactorApp({ snapshot }).
+    const camera = resolve(import.meta.dirname, '../apps/camera');
     const none = join(dir, 'no-snapshots.yaml');
     writeFileSync(
       none,
-      ['runtime:', `  import: ${join(video, 'dist/index.js')}:VideoApp`, `  config: ${join(video, 'config.yaml')}`, 'snapshots:', '  every_steps: 2', ''].join(
-        '\n',
-      ),
+      [
+        'runtime:',
+        `  import: ${join(camera, 'dist/index.js')}:CameraApp`,
+        `  config: ${join(camera, 'config.yaml')}`,
+        'snapshots:',
+        '  every_steps: 2',
+        '',
+      ].join('\n'),
     );
     const n = spawnSync(process.execPath, [cli, 'run', '--manifest', none, '--port', '0'], { cwd: dir, encoding: 'utf8', timeout: 60_000 });
     expect(n.status).toBe(1);
     expect(n.stdout).not.toContain('Viewer:');
     expect(n.stderr).toContain('[invalid_host_option]');
-    expect(n.stderr).toContain('but VideoApp takes no snapshots: add @reactorApp({ snapshot: {} }) to the app');
+    expect(n.stderr).toContain('but CameraApp takes no snapshots: add @reactorApp({ snapshot: {} }) to the app');
   }, 90_000);
 });

@@ -37,9 +37,10 @@ export const RELEASE_ANNOTATION = 'reactor.dev/release-session';
 
 /**
  * Readiness reasons that pass on their own: the instance is not ready but still healthy, so the
- * pings go on (stopping them would get a loading or draining instance killed by Agones).
+ * pings go on (stopping them would get a loading or draining instance killed by Agones; a
+ * `gpu_full` one waits for its GPU's session slot: `Ready()` once it holds one, never replaced).
  */
-export const TRANSIENT_READINESS_CODES: ReadonlySet<string> = new Set(['loading', 'session_closing', 'runner_restarting', 'closing']);
+export const TRANSIENT_READINESS_CODES: ReadonlySet<string> = new Set(['loading', 'session_closing', 'runner_restarting', 'closing', 'gpu_full']);
 
 /** The server the agent follows: `ReactorServer` is one. */
 export interface AgonesServer {

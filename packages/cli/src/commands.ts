@@ -19,6 +19,7 @@ import { CliErrorCode } from './errors.js';
 import { findStaleBuild, staleBuildMessage } from './stale-build.js';
 import { flagList, hostProblem, listProblems, originProblem } from './exposure.js';
 import { showLoadProgress } from './load-progress.js';
+import { openGpuSlots } from './gpu-admission.js';
 
 /** An app class as the CLI imports it: constructible, with the optional typed statics. */
 export type ReactorAppClass = (new () => ReactorApp<any, any, any, any>) & AppStatics;
@@ -227,6 +228,8 @@ export async function serveApp(
   // Under Agones the GameServer's `webrtc` port and node address become server.webrtc's (agones-webrtc.ts).
   const writtenWebRtc = (serverKeys as { webrtc?: ServerOptions['webrtc'] }).webrtc;
   const webrtc = o.agones === true || m.agones.enabled ? await agonesWebRtc(writtenWebRtc, logger) : writtenWebRtc;
+  // `gpu:`: the GPU's session slot is waited for from now on, while the app loads.
+  const slots = openGpuSlots(m, logger);
   let server: ReactorServer;
   try {
     server = await serveWith(App, {
@@ -247,8 +250,10 @@ export async function serveApp(
       ...(m.snapshots !== undefined && { snapshots: m.snapshots }),
       ...(cfg !== undefined && { configPath: cfg }),
       manifestGpuCount: m.model.gpu.count,
+      ...(slots !== undefined && { admission: slots }),
     });
   } catch (err) {
+    slots?.close();
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE' || code === 'EACCES') {
       throw new ReactorError(
@@ -271,6 +276,7 @@ export async function serveApp(
     // No Shutdown(): the process exits 1 and Agones replaces the GameServer whose container failed.
     agones?.stop();
     await server.close();
+    slots?.close();
     const rank = rankOf(err);
     const where = typeof rank === 'number' ? ` (in rank ${rank}'s load(); its stack is in the log above)` : '';
     throw new ReactorError(CliErrorCode.AppLoadFailed, `loading ${name} failed${where}: ${(err as Error).message}`, { cause: err });

@@ -23,6 +23,7 @@ import {
   ValidateNested,
 } from 'class-validator';
 import { MAX_CLIP_SECONDS, VIDEO_CODECS } from '@reactor/server';
+import { MAX_SESSIONS_PER_GPU } from '@reactor/distributed';
 // Constants only: the @reactor/agones entry loads no gRPC until an agent connects.
 import { MAX_ALLOCATION_TIMEOUT_MS, MAX_HEALTH_INTERVAL_MS, MIN_HEALTH_INTERVAL_MS } from '@reactor/agones';
 
@@ -234,6 +235,25 @@ export class SnapshotsSection {
   @IsOptional() @IsNumber() @Min(0.001) @Max(1000) rewinds_per_second?: number;
 }
 
+/**
+ * `gpu:`: several sessions on one GPU (issue 42, docs/gpu-selection.md). The instances that share
+ * a GPU (time-slicing or MPS) each take one of its `sessions_per_gpu` slots before they are ready;
+ * one without a slot answers `/health/ready` 503 `gpu_full` and refuses a client that would start
+ * a session with the `gpu_full` error. `REACTOR_GPU_SLOT_DIR` and `REACTOR_GPU_DEVICE` override
+ * `slot_dir` and `device`.
+ */
+export class GpuSection {
+  /** At most this many sessions run on the GPU at once, across every instance that shares it. */
+  @IsDefined() @IsInt() @Min(1) @Max(MAX_SESSIONS_PER_GPU) sessions_per_gpu!: number;
+  /** The folder the instances share for the slot files (default `<tmpdir>/reactor-gpu-slots`), relative to reactor.yaml. */
+  @IsOptional() @IsString() @MinLength(1) slot_dir?: string;
+  /** The GPU's identity, the same in every instance that shares it (default: `NVIDIA_VISIBLE_DEVICES`, else `CUDA_VISIBLE_DEVICES`, else `0`). */
+  @IsOptional()
+  @IsString()
+  @Matches(/^[A-Za-z0-9._:,-]{1,128}$/, { message: 'must be a GPU index or UUID (letters, digits, ".", "_", ":", ",", "-")' })
+  device?: string;
+}
+
 /** `reactor.yaml` as written: its top-level sections. */
 export class ManifestDocument {
   @IsOptional() @ValidateNested() @Type(() => ModelSection) model?: ModelSection;
@@ -242,6 +262,7 @@ export class ManifestDocument {
   @IsOptional() @ValidateNested() @Type(() => AgonesSection) agones?: AgonesSection;
   @IsOptional() @ValidateNested() @Type(() => RecordingSection) recording?: RecordingSection;
   @IsOptional() @ValidateNested() @Type(() => SnapshotsSection) snapshots?: SnapshotsSection;
+  @IsOptional() @ValidateNested() @Type(() => GpuSection) gpu?: GpuSection;
 }
 
 /** Every section class, for the JSON Schema (each a definition named after its class). */
@@ -261,4 +282,5 @@ export const MANIFEST_SECTIONS = [
   RecordingSection,
   AgonesSection,
   SnapshotsSection,
+  GpuSection,
 ] as const;

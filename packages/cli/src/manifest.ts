@@ -116,6 +116,8 @@ export interface Manifest {
   recording?: RecordingOptions;
   /** The `snapshots:` section as `AppHostOptions.snapshots` takes it (absent: the app's own ring settings). */
   snapshots?: SnapshotRingOptions;
+  /** `gpu:` (issue 42): the GPU's session slots; absent: no admission, every session starts. */
+  gpu?: { sessionsPerGpu: number; slotDir?: string; device?: string };
   /** The `agones:` section (absent keys: the integration's defaults). */
   agones: {
     enabled: boolean;
@@ -242,6 +244,14 @@ export function loadManifest(file: string): Manifest {
     server: serverOptions,
     ...(recRaw !== undefined && recRaw !== null && { recording: recordingOptions(doc.recording ?? {}, root) }),
     ...(doc.snapshots !== undefined && { snapshots: ringOptions(doc.snapshots) }),
+    ...(doc.gpu !== undefined &&
+      doc.gpu !== null && {
+        gpu: {
+          sessionsPerGpu: doc.gpu.sessions_per_gpu,
+          ...(doc.gpu.slot_dir !== undefined && { slotDir: resolve(root, doc.gpu.slot_dir) }),
+          ...(doc.gpu.device !== undefined && { device: doc.gpu.device }),
+        },
+      }),
     agones: {
       enabled: doc.agones?.enabled ?? false,
       ...(doc.agones?.on_session_end !== undefined && { onSessionEnd: doc.agones.on_session_end }),

@@ -33,6 +33,12 @@ server:
 `;
 
 describe('loadManifest', () => {
+  it('reads gpu: (issue 42): sessions_per_gpu, slot_dir against the manifest folder, device; absent: no gpu', () => {
+    const file = write(`${good}gpu: { sessions_per_gpu: 3, slot_dir: slots, device: GPU-1a2b }\n`);
+    expect(loadManifest(file).gpu).toEqual({ sessionsPerGpu: 3, slotDir: join(file, '..', 'slots'), device: 'GPU-1a2b' });
+    expect(loadManifest(write(good)).gpu).toBeUndefined();
+  });
+
   it('resolves every path against the manifest folder', () => {
     const file = write(good);
     const m = loadManifest(file);
@@ -70,7 +76,7 @@ extra: 1
     expect(e.code).toBe('manifest_invalid');
     expect(e.problems).toMatchInlineSnapshot(`
       [
-        "extra: unknown section (allowed: model, runtime, server, agones, recording)",
+        "extra: unknown section (allowed: model, runtime, server, agones, recording, snapshots, gpu)",
         "model.name: must be lower-case letters, digits, ".", "_" or "-"",
         "model.version: must be longer than or equal to 1 characters",
         "model.resources.gpu.count: must not be less than 0",
@@ -91,7 +97,7 @@ extra: 1
 
   it('refuses the old build: section, which nothing ever read', () => {
     expect(() => loadManifest(write(`${good}build: { command: make }\n`))).toThrow(
-      'build: unknown section (allowed: model, runtime, server, agones, recording)',
+      'build: unknown section (allowed: model, runtime, server, agones, recording, snapshots, gpu)',
     );
   });
 

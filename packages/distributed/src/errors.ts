@@ -58,6 +58,10 @@ export const DistributedErrorCode = {
   PipelineShape: 'pipeline_shape',
   /** `runner.snapshot()` / `runner.restore()` on a worker without `snapshot()` / `restore()` (`SnapshotUnsupportedError`). */
   SnapshotUnsupported: 'snapshot_unsupported',
+  /** `gpu.sessions_per_gpu`'s slot folder cannot be created or written (`GpuSlotError`). */
+  GpuSlotDir: 'gpu_slot_dir',
+  /** `gpu.sessions_per_gpu` needs util-linux's `flock` to hold a slot, and it cannot be run (`GpuSlotError`). */
+  GpuSlotUnavailable: 'gpu_slot_unavailable',
 } as const;
 /** One of {@link DistributedErrorCode}'s values. */
 export type DistributedErrorCode = (typeof DistributedErrorCode)[keyof typeof DistributedErrorCode];

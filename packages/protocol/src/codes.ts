@@ -33,6 +33,8 @@ export const WireErrorCode = {
   UnexpectedBinary: 'unexpected_binary',
   /** `publish`: another client holds the track for this session (the message names it). */
   PublishRefused: 'publish_refused',
+  /** A new session was refused: every session slot of the instance's GPU (`gpu.sessions_per_gpu`) is taken; the socket then closes (1001). */
+  GpuFull: 'gpu_full',
   /** `publish`/`unpublish`/`pause_track`/`resume_track` or a binary frame names no track of the schema. */
   UnknownTrack: 'unknown_track',
   /** Published or sent to an outbound track, or paused an inbound one: the direction is wrong. */
@@ -224,6 +226,8 @@ export const ReadinessCode = {
   RankStalled: 'rank_stalled',
   /** The server asked the host for its readiness and the host threw (a bug: see the server log). */
   ReadinessFailed: 'readiness_failed',
+  /** Every session slot of this instance's GPU (`gpu.sessions_per_gpu`) is held by other instances; ready again when one frees. */
+  GpuFull: 'gpu_full',
 } as const;
 export type ReadinessCode = (typeof ReadinessCode)[keyof typeof ReadinessCode];
 

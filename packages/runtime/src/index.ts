@@ -77,6 +77,7 @@ export type { LoadProgressReport } from './session/runner-signals.js';
 export type { Client } from './session/client.js';
 export type { Logger } from '@reactor/log';
 export { ReadinessCode } from './session/readiness.js';
+export type { SessionAdmission } from './session/admission.js';
 export type {
   AppHostApi,
   ClientHandle,

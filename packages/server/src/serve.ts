@@ -14,7 +14,7 @@ export interface ServeOptions extends ServerOptions, Omit<AppHostOptions, 'logge
 
 const LOAD_KEYS = ['configPath', 'manifestGpuCount'];
 
-const HOST_KEYS = ['gracePeriodMs', 'weightsPath', 'refusalBackoffMs', 'statsIntervalMs', 'singleController', 'snapshots'] as const;
+const HOST_KEYS = ['gracePeriodMs', 'weightsPath', 'refusalBackoffMs', 'statsIntervalMs', 'singleController', 'snapshots', 'admission'] as const;
 
 /** `serve()`'s options split into the host's, the server's and `load()`'s. */
 export function splitServeOptions(options: ServeOptions): {

@@ -119,6 +119,11 @@ env:
         key: {{ $v.auth.secretKey }}
   - name: NVIDIA_DRIVER_CAPABILITIES
     value: {{ $v.gpu.driverCapabilities | quote }}
+  {{- if $v.gpu.slotHostPath }}
+  # gpu.sessions_per_gpu: the slot folder every instance of this node shares (gpu.slotHostPath).
+  - name: REACTOR_GPU_SLOT_DIR
+    value: /var/run/reactor/gpu-slots
+  {{- end }}
   {{- if .agones }}
   # The drain's deadline for a running session after SIGTERM (agones.drainSeconds).
   - name: REACTOR_DRAIN_TIMEOUT_MS
@@ -189,6 +194,10 @@ securityContext:
 volumeMounts:
   - name: shm
     mountPath: /dev/shm
+  {{- if $v.gpu.slotHostPath }}
+  - name: gpu-slots
+    mountPath: /var/run/reactor/gpu-slots
+  {{- end }}
 {{- end -}}
 
 {{/* The instance pod's spec fields besides its containers. Call with the root context. */}}
@@ -205,6 +214,12 @@ volumes:
     emptyDir:
       medium: Memory
       sizeLimit: {{ .Values.shm.sizeLimit }}
+  {{- if .Values.gpu.slotHostPath }}
+  - name: gpu-slots
+    hostPath:
+      path: {{ .Values.gpu.slotHostPath | quote }}
+      type: DirectoryOrCreate
+  {{- end }}
 {{- with .Values.nodeSelector }}
 nodeSelector:
   {{- toYaml . | nindent 2 }}

@@ -1,6 +1,7 @@
 /** The options of an {@link AppHost}, their defaults and their checks. */
 import { consoleLogger, type Logger } from '@reactor/log';
 import { HostOptionError } from '../errors/errors.js';
+import { isSessionAdmission, type SessionAdmission } from './admission.js';
 import { type ResolvedUploadOptions, type UploadOptions, resolveUploadOptions } from '../upload/upload-options.js';
 
 /** Default grace period before a session without clients ends (60 s). */
@@ -41,6 +42,13 @@ export interface AppHostOptions {
    * `reactor.yaml`'s `snapshots:` section). Only for an app that takes snapshots.
    */
   snapshots?: SnapshotRingOptions;
+  /**
+   * Asked before each new session starts (issue 42: `gpu.sessions_per_gpu`'s GPU slot lease). A
+   * refusal keeps the host not ready (its code in `readiness()`) while no session runs, and a
+   * client that arrives then gets an `error` with that code and is closed. Default: every
+   * session is admitted.
+   */
+  admission?: SessionAdmission;
 }
 
 /** The ring settings a deployment may change (docs/snapshots.md); each absent key keeps the app's. */
@@ -65,6 +73,7 @@ export interface ResolvedHostOptions {
   logger: Logger;
   uploads: ResolvedUploadOptions;
   snapshots: SnapshotRingOptions | undefined;
+  admission: SessionAdmission | undefined;
 }
 
 /**
@@ -86,6 +95,9 @@ export function resolveHostOptions(options: AppHostOptions): ResolvedHostOptions
       'options.logger must be a Logger of @reactor/log (debug, info, warn, error and child methods), e.g. consoleLogger() or silentLogger',
     );
   }
+  if (options.admission !== undefined && !isSessionAdmission(options.admission)) {
+    throw new HostOptionError('options.admission must be an object with a refusal() method (a SessionAdmission)');
+  }
   return {
     gracePeriodMs,
     refusalBackoffMs,
@@ -95,6 +107,7 @@ export function resolveHostOptions(options: AppHostOptions): ResolvedHostOptions
     logger: options.logger ?? consoleLogger(),
     uploads: resolveUploadOptions(options.uploads ?? {}),
     snapshots: ringOptions(options.snapshots),
+    admission: options.admission,
   };
 }
 

@@ -6,6 +6,7 @@ import { APP_BINDING, type AppBinding, type ClipOptions, type ReactorApp } from 
 import { type AppDefinition, describeApp } from '../app/registry.js';
 import { hostContext, type HostContext } from '../app/weights.js';
 import { AppLoadError, HostClosedError, HostOptionError, ReactorError, RuntimeErrorCode } from '../errors/errors.js';
+import { admissionRefusal, type SessionAdmission } from './admission.js';
 import { appNotice, appReadiness, type HostFacts, hostReadiness, hostStatus } from './host-status.js';
 import { Broadcast } from './broadcast.js';
 import { CommandDispatch } from './command-dispatch.js';
@@ -93,6 +94,8 @@ export class AppHost implements AppHostApi {
   private loadError: ErrorBody | undefined;
   private lastSessionError: ErrorBody | undefined;
   private closing: Promise<void> | undefined;
+  /** Asked before each new session (`options.admission`; issue 42). */
+  private readonly admission: SessionAdmission | undefined;
 
   /**
    * File uploads into the current session (the server's upload routes call it): announce, then
@@ -108,6 +111,7 @@ export class AppHost implements AppHostApi {
     const resolved = resolveHostOptions(options);
     this.gracePeriodMs = resolved.gracePeriodMs;
     this.logger = resolved.logger;
+    this.admission = resolved.admission;
     this.def = describeApp(appClass);
     Snapshots.checkRing(this.def, resolved.snapshots);
     this.schema = this.def.schema;
@@ -185,7 +189,11 @@ export class AppHost implements AppHostApi {
    * `rank_stalled`, `runner_restarting`; a bare message as `app_not_ready`).
    */
   readiness(): Readiness {
-    return hostReadiness(this.statusFacts(), this.lifecycle.state, () => appReadiness(this.app, this.def.appClass.name, this.ctx));
+    return hostReadiness(this.statusFacts(), this.lifecycle.state, () => {
+      // A running session takes new clients without a new admission; an idle host asks it.
+      const refused = this.session ? undefined : admissionRefusal(this.admission);
+      return [...(refused ? [refused] : []), ...appReadiness(this.app, this.def.appClass.name, this.ctx)];
+    });
   }
 
   private statusFacts(): HostFacts {
@@ -306,6 +314,12 @@ export class AppHost implements AppHostApi {
     if (s && !s.over) {
       this.members.join(s, client);
     } else if (!s && this.lifecycle.is('ready')) {
+      const refused = admissionRefusal(this.admission);
+      if (refused) {
+        client.sink.message(this.members.welcome(client, client.sink));
+        this.refuse(client, refused);
+        return client;
+      }
       this.members.join(this.createSession(info.sessionId), client);
     }
     // Otherwise it waits (`waiting`) until a session can take it: startSessionIfWaiting().
@@ -371,6 +385,11 @@ export class AppHost implements AppHostApi {
     }
     this.progress.stop();
     this.gpu.stop();
+    try {
+      this.admission?.close?.();
+    } catch (err) {
+      this.logger.error({ err }, 'closing the session admission threw (ignored)');
+    }
     this.lifecycle.to('closed');
   }
 
@@ -396,6 +415,18 @@ export class AppHost implements AppHostApi {
   };
 
   // ---- sessions ---------------------------------------------------------------------------
+
+  /**
+   * A client (welcomed) that would start a session the admission refuses: an `error` with the
+   * refusal's code (`gpu_full`), then its sink closed. It never joins anything.
+   */
+  private refuse(client: HostClient, refused: { code: string; message: string }): void {
+    this.clients.delete(client.id);
+    client.lifecycle.to('gone');
+    this.logger.warn(`a new session was refused (${refused.code}): ${refused.message}`);
+    this.core.safe(client.sink, () => client.sink.message({ type: 'error', code: refused.code, message: refused.message }));
+    this.core.safe(client.sink, () => client.sink.close(refused.message));
+  }
 
   /** A new session; `chosenId` (a session router's id, see `ClientInfo.sessionId`) when it is label-safe. */
   private createSession(chosenId?: string): HostSession {
@@ -436,6 +467,13 @@ export class AppHost implements AppHostApi {
     if (!this.lifecycle.is('ready') || this.session) return;
     const waiting = [...this.clients.values()].filter((c) => c.lifecycle.is('waiting'));
     if (waiting.length === 0) return;
+    const refused = admissionRefusal(this.admission);
+    if (refused) {
+      // Their welcome went out while the app loaded.
+      for (const c of waiting) this.refuse(c, refused);
+      this.broadcast.publishStatus();
+      return;
+    }
     const s = this.createSession(waiting.find((c) => c.info.sessionId !== undefined)?.info.sessionId);
     for (const c of waiting) this.members.join(s, c);
     this.broadcast.publishStatus();
