@@ -39,7 +39,8 @@ export function checkInFlight(value: unknown, app: string): void {
   throw new HostOptionError(`${app}.inFlight must be an integer 1..${MAX_IN_FLIGHT} (steps in flight), got ${JSON.stringify(value)}`);
 }
 
-type Settled = { ok: true; result: unknown } | { ok: false; error: unknown };
+/** A call's outcome and when it came (performance.now()). */
+type Settled = ({ ok: true; result: unknown } | { ok: false; error: unknown }) & { at: number };
 
 /** A step whose `generate()` was dispatched and whose outcome is not processed yet. */
 interface InFlightStep {
@@ -59,6 +60,8 @@ export class StepPipeline {
   private restart: AbortController | undefined;
   /** Frames leave in order, whether the loop or a drain pushes them. */
   private pushTail: Promise<void> = Promise.resolve();
+  /** When the previous call's outcome came (performance.now()). */
+  private lastResultAt = 0;
   private readonly drainFn = (mode: BetweenCalls): Promise<void> => (mode === 'cancel' ? this.dropAll(new Error('the session ends')) : this.drain());
 
   constructor(
@@ -175,8 +178,8 @@ export class StepPipeline {
       call = Promise.reject(err);
     }
     const settled = call.then(
-      (result): Settled => ({ ok: true, result }),
-      (error: unknown): Settled => ({ ok: false, error }),
+      (result): Settled => ({ ok: true, result, at: performance.now() }),
+      (error: unknown): Settled => ({ ok: false, error, at: performance.now() }),
     );
     this.queue.push({ startMs, t0, settled, interrupt });
     session.inFlight++;
@@ -216,8 +219,11 @@ export class StepPipeline {
     session.urgentReady = true;
     loop.clearRefusal(session);
     const t1 = performance.now();
-    // From dispatch: with calls in flight it includes the wait behind the calls before it.
-    const elapsedMs = t1 - step.t0;
+    // The model's time for this step as the pipeline delivers it: from its dispatch or the
+    // previous result, whichever came later (not from dispatch: that counts the wait behind the
+    // call before it, and playout spreads a step's frames over this time when the track has no fps).
+    const elapsedMs = Math.max(0, o.at - Math.max(step.t0, this.lastResultAt));
+    this.lastResultAt = o.at;
     session.steps++;
     session.windowSteps++;
     session.windowModelMs += elapsedMs;
