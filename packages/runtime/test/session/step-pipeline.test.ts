@@ -12,7 +12,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { IsInt } from 'class-validator';
 import type { AppliedMessage } from '@reactor/protocol';
 import { event, Frames, InputField, InputState, Output, ReactorApp, reactorApp, type StepOutcome, Video } from '../../src/index.js';
-import { command as cmd, RecordingSink, rgbFrames, useHosts } from '../../src/testing.js';
+import { command as cmd, RecordingSink, useHosts } from '../../src/testing.js';
 
 const start = useHosts(afterEach);
 
