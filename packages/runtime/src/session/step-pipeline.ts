@@ -27,7 +27,7 @@ import type { HostSession } from './host-client.js';
 import { type BetweenCalls, type HostCore, stepGaveWay } from './host-core.js';
 import { type Chunk, normalizeOutput } from './normalize.js';
 import { StepPacer } from './step-pacer.js';
-import type { StepLoop } from './step-loop.js';
+import type { Snapshots } from './snapshots.js';
 import type { StepSample } from './step-stages.js';
 
 /**
@@ -37,6 +37,19 @@ import type { StepSample } from './step-stages.js';
 export function checkInFlight(value: unknown, app: string): void {
   if (Number.isInteger(value) && (value as number) >= 1 && (value as number) <= MAX_IN_FLIGHT) return;
   throw new HostOptionError(`${app}.inFlight must be an integer 1..${MAX_IN_FLIGHT} (steps in flight), got ${JSON.stringify(value)}`);
+}
+
+/** What the pipelined loop uses of its `StepLoop` (an interface: no import cycle). */
+export interface PipelineLoop {
+  readonly snapshots?: Snapshots;
+  readonly ackTrack: number;
+  readonly refusalBackoffMs: number;
+  refuse(session: HostSession, reason: string, tell?: boolean): 'refused';
+  restarted(session: HostSession): 'refused';
+  failSession(session: HostSession, where: string, err: unknown): Promise<void>;
+  withAcks(session: HostSession, chunk: Chunk, shows: number): Chunk;
+  emitSample(sample: StepSample): void;
+  clearRefusal(session: HostSession): void;
 }
 
 /** A call's outcome and when it came (performance.now()). */
@@ -65,7 +78,7 @@ export class StepPipeline {
   private readonly drainFn = (mode: BetweenCalls): Promise<void> => (mode === 'cancel' ? this.dropAll(new Error('the session ends')) : this.drain());
 
   constructor(
-    private readonly loop: StepLoop,
+    private readonly loop: PipelineLoop,
     private readonly core: HostCore,
     private readonly session: HostSession,
     private readonly depth: number,
