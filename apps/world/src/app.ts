@@ -67,6 +67,8 @@ export interface WorldResult {
   weights: { kind: 'generated' | 'checkpoint'; source: string; decoder: string };
   model: ModelName;
   compiled: string;
+  /** Chunks in flight when this one's call was sent, this one included (set by the app, not the worker). */
+  inFlight?: number;
 }
 
 export class WorldState extends InputState {
@@ -126,6 +128,8 @@ interface WorldLoadArgs {
   weights_seed: number;
   compile: string;
   warmup: boolean;
+  pipeline: string;
+  threads?: number;
 }
 
 @reactorApp({
@@ -149,11 +153,17 @@ export class WorldApp extends ReactorApp<WorldState, WorldInput, WorldResult, Wo
   private config!: WorldConfig;
   private plan!: WorldPlan;
   private info: WorldInfo | undefined;
+  /** Runner calls sent and not settled (more than one with `inFlight` > 1). */
+  private callsInFlight = 0;
 
   override async load(context: LoadContext): Promise<void> {
     this.config = loadWorldConfig(context.configPath);
     // urgent: false measures the app without it (the prompt then shows after the chunk in flight).
-    this.urgent = this.config.urgent;
+    // A pipeline's stages finish a cancelled chunk together (the worker stops only on one rank):
+    // its prompt changes show after the chunks in flight, as urgent: false.
+    this.urgent = this.config.urgent && this.config.pipeline === 'none';
+    // Chunks in flight (issue 39): the step loop and the runner keep the same number.
+    this.inFlight = this.config.inFlight;
     await this.runners.start();
   }
 
@@ -171,8 +181,12 @@ export class WorldApp extends ReactorApp<WorldState, WorldInput, WorldResult, Wo
       ...(cfg.python !== undefined && { interpreter: cfg.python }),
       errors: { CheckpointError, ConfigError, TextEncoderError, WorldInputInvalid, WorldOutOfMemory },
     });
+    const pipeline = this.plan.ranks > 1 ? cfg.pipeline : 'none';
     return new DistributedRunner(worker, {
-      worldSize: 1,
+      worldSize: this.plan.ranks,
+      maxInFlight: cfg.inFlight,
+      // A pipeline's frames come from its last stage.
+      ...(this.plan.ranks > 1 && { outputRank: this.plan.ranks - 1 }),
       devices: this.plan.devices,
       logger: this.logger,
       callTimeoutMs: cfg.callTimeoutMs,
@@ -188,6 +202,8 @@ export class WorldApp extends ReactorApp<WorldState, WorldInput, WorldResult, Wo
         weights_seed: cfg.weightsSeed,
         compile: cfg.compile,
         warmup: true,
+        pipeline,
+        ...(cfg.threads !== undefined && { threads: cfg.threads }),
       },
     });
   }
@@ -210,7 +226,14 @@ export class WorldApp extends ReactorApp<WorldState, WorldInput, WorldResult, Wo
   override generate(input: WorldInput): Promise<WorldResult> {
     // An urgent prompt change cancels the chunk in flight (the worker stops between denoising
     // passes) and the step runs again with the new prompt.
-    return this.runners.generate(input, { signal: this.restartSignal });
+    const inFlight = ++this.callsInFlight;
+    const call = this.runners.generate(input, { signal: this.restartSignal });
+    const settled = (): void => {
+      this.callsInFlight--;
+    };
+    call.then(settled, settled);
+    // Each chunk's frames say how many chunks were in flight when its call was sent (inFlight > 1).
+    return call.then((r) => Object.assign(r, { inFlight }));
   }
 
   override processOutput(outcome: StepOutcome<WorldResult>): WorldOutput | null {
@@ -235,6 +258,7 @@ export class WorldApp extends ReactorApp<WorldState, WorldInput, WorldResult, Wo
       modelMs: round1(t.totalMs),
       ditMs: round1(t.ditMs),
       gpuPeakBytes: r.gpuPeakBytes,
+      inFlight: r.inFlight ?? 1,
     };
     return new WorldOutput({ mainVideo: new TrackPayload(new Frames(r.frames, [r.n, r.height, r.width, 3]), { metadata }) });
   }

@@ -10,6 +10,9 @@ import { WorldConfigError } from './errors.js';
 /** The model configs of `python/reactor_world/configs.py`. */
 export const MODEL_NAMES = ['small', 'wan-1.3b', 'wan-14b'] as const;
 export type ModelName = (typeof MODEL_NAMES)[number];
+/** The pipeline shapes of `python/reactor_world/staged.py`. */
+export const PIPELINE_SHAPES = ['blocks', 'steps'] as const;
+export type PipelineShape = (typeof PIPELINE_SHAPES)[number];
 
 export class WorldConfig {
   /** `auto`: wan-1.3b (832x480) on a GPU, small (64x48) on CPU. */
@@ -46,6 +49,22 @@ export class WorldConfig {
   @IsInt() @Min(100) callTimeoutMs = 120_000;
   /** A prompt change restarts the chunk in flight (issue 39; default true); false: it shows after that chunk. */
   @IsBoolean() urgent = true;
+  /**
+   * The model over ranks (issue 39, `python/reactor_world/staged.py`): `none` (one rank),
+   * `blocks` (the DiT's blocks split into one stage a rank), `steps` (one denoising step a rank).
+   * Each gives the one-rank frames bit for bit (with `threads` set alike).
+   */
+  @IsIn(['none', ...PIPELINE_SHAPES]) pipeline: 'none' | PipelineShape = 'none';
+  /** Ranks of a pipeline (its stages; the last one's frames are the answer); 1 without one. Default: 2 with a pipeline. */
+  @IsOptional() @IsInt() @Min(1) @Max(64) ranks?: number;
+  /**
+   * Chunks in flight: the step loop dispatches the next chunk before the previous returns
+   * (`ReactorApp.inFlight`) and the runner keeps that many calls (`maxInFlight`, 1..8: out of
+   * range is the runner's `runner_option` at start). Default 1; 2 keeps a 2-stage pipeline busy.
+   */
+  @IsInt() inFlight = 1;
+  /** torch threads a CPU rank uses (default: torch's); equal on every run for bit-equal frames. */
+  @IsOptional() @IsInt() @Min(1) @Max(256) threads?: number;
   /** Loading a 14B model takes minutes. */
   @IsInt() @Min(1000) startTimeoutMs = 1_800_000;
 }
@@ -69,6 +88,10 @@ const CONFIG_KEYS = [
   'callTimeoutMs',
   'startTimeoutMs',
   'urgent',
+  'pipeline',
+  'ranks',
+  'inFlight',
+  'threads',
 ];
 
 /** Reads and validates the app config, with its paths made absolute (relative to the file); every problem is named by its key. */
@@ -86,6 +109,8 @@ export function loadWorldConfig(path: string | undefined): WorldConfig {
 export interface WorldPlan {
   model: ModelName;
   devices: 'auto' | 'cpu';
+  /** Ranks (1, or a pipeline's stages). */
+  ranks: number;
   note: string;
 }
 
@@ -93,7 +118,19 @@ export interface WorldPlan {
 export function planWorld(cfg: WorldConfig, gpus: number): WorldPlan {
   const onCpu = cfg.devices === 'cpu' || gpus === 0;
   const model: ModelName = cfg.model !== 'auto' ? cfg.model : onCpu ? 'small' : 'wan-1.3b';
-  const where = onCpu ? `one CPU rank${gpus === 0 ? ' (no GPU on this machine)' : ''}` : 'one GPU rank';
+  const ranks = cfg.ranks ?? (cfg.pipeline === 'none' ? 1 : 2);
+  const kind = onCpu ? 'CPU' : 'GPU';
+  const where =
+    ranks === 1
+      ? `one ${kind} rank`
+      : `${ranks} ${kind} ranks, pipeline ${cfg.pipeline} (${cfg.pipeline === 'blocks' ? 'DiT blocks split' : 'denoising steps split'})`;
+  const noGpu = onCpu && gpus === 0 ? ' (no GPU on this machine)' : '';
+  const inFlight = cfg.inFlight > 1 ? `, ${cfg.inFlight} chunks in flight` : '';
   const weights = cfg.checkpoint ? `checkpoint ${cfg.checkpoint}` : `generated weights (seed ${cfg.weightsSeed})`;
-  return { model, devices: onCpu ? 'cpu' : 'auto', note: `${where}; ${model}${cfg.model === 'auto' ? ' (auto)' : ''} with ${weights}` };
+  return {
+    model,
+    devices: onCpu ? 'cpu' : 'auto',
+    ranks,
+    note: `${where}${noGpu}${inFlight}; ${model}${cfg.model === 'auto' ? ' (auto)' : ''} with ${weights}`,
+  };
 }

@@ -12,7 +12,7 @@ afterEach(async () => {
   await Promise.allSettled(made.splice(0).map((r) => r.shutdown()));
 });
 
-function keeper(loadArgs: () => unknown = () => ({})) {
+function keeper(loadArgs: () => unknown = () => ({}), maxInFlight = 1) {
   const restarting: string[] = [];
   const runners: DistributedRunner[] = [];
   let rebuilds = 0;
@@ -20,7 +20,7 @@ function keeper(loadArgs: () => unknown = () => ({})) {
     name: 'the echo runner',
     logger: quiet,
     create: () => {
-      const runner = new DistributedRunner(EchoWorker, { worldSize: 2, devices: 'cpu', logger: quiet, loadArgs: loadArgs() });
+      const runner = new DistributedRunner(EchoWorker, { worldSize: 2, devices: 'cpu', logger: quiet, loadArgs: loadArgs(), maxInFlight });
       runners.push(runner);
       return runner;
     },
@@ -63,6 +63,20 @@ describe('SelfHealingRunner', () => {
     await r.healIfBroken();
     expect(r.runner).not.toBe(first);
     expect(r.runner!.healthy).toBe(true);
+  });
+
+  it('with two calls in flight, a crash in the second after the first returned is still the caller’s (issue 39)', async () => {
+    const { r, restarting } = keeper(undefined, 2);
+    await r.start();
+    const first = r.generate({ value: 1 });
+    const second = r.generate({ exitOn: [1] });
+    await expect(first).resolves.toMatchObject({ rank: 0 });
+    await expect(second).rejects.toBeInstanceOf(WorkerCrashedError);
+    // The step that made the second call reports it; no runner was rebuilt behind its back.
+    expect(restarting).toEqual([]);
+    expect(r.rebuilding).toBeUndefined();
+    await r.healIfBroken();
+    expect(await r.generate({ value: 2 })).toMatchObject({ rank: 0 });
   });
 
   it('fails a call at the stall event when a rank stops (SIGSTOP), naming the rank, long before the call deadline, and builds a new runner', async () => {

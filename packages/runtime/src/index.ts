@@ -2,7 +2,7 @@
  * `@reactor/runtime`: the app model (state, commands, step loop, output, sessions). The
  * transport is `@reactor/server`, the `reactor` command `@reactor/cli`. See `docs/runtime.md`.
  */
-export { ReactorApp } from './app/reactor-app.js';
+export { MAX_IN_FLIGHT, ReactorApp } from './app/reactor-app.js';
 export type { OutputControl, ClipOptions, AppReadiness, AppNotReadyReason } from './app/reactor-app.js';
 export type { AppOptions, SnapshotOptions } from './app/app-options.js';
 export { SnapshotError, SnapshotErrorCode } from './snapshot/snapshot-errors.js';

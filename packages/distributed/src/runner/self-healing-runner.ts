@@ -45,8 +45,8 @@ export class SelfHealingRunner<TInput = unknown, TResult = unknown, TArgs = unkn
   #runner: DistributedRunner<TInput, TResult, TArgs> | undefined;
   #rebuilding: Promise<void> | undefined;
   #problem: string | undefined;
-  /** True while `generate()` waits for the runner: a failure then is the step's to report. */
-  #inCall = false;
+  /** `generate()` calls waiting for the runner (several with `maxInFlight`): a failure then is the step's to report. */
+  #inCall = 0;
   /** The stall that failed the last call, kept until the runner that had it is replaced. */
   #stalls: StallInfo[] = [];
 
@@ -93,7 +93,12 @@ export class SelfHealingRunner<TInput = unknown, TResult = unknown, TArgs = unkn
    */
   async generate(input: TInput, options?: CallOptions): Promise<TResult> {
     const runner = this.#runner!;
-    this.#inCall = true;
+    this.#inCall++;
+    let counted = true;
+    const uncount = (): void => {
+      if (counted) this.#inCall--;
+      counted = false;
+    };
     let onStall: ((info: StallInfo) => void) | undefined;
     try {
       const call = runner.generate(input, options);
@@ -120,14 +125,14 @@ export class SelfHealingRunner<TInput = unknown, TResult = unknown, TArgs = unkn
       } catch (err) {
         if (err instanceof WorkerStalledError && runner === this.#runner) {
           this.options.logger.warn({ err }, `${this.options.name} has a stalled rank; building a new one`);
-          this.#inCall = false;
+          uncount();
           void this.rebuild();
         }
         throw err;
       }
     } finally {
       if (onStall) runner.off('stall', onStall);
-      this.#inCall = false;
+      uncount();
     }
   }
 
@@ -140,7 +145,7 @@ export class SelfHealingRunner<TInput = unknown, TResult = unknown, TArgs = unkn
   }
 
   private onUnhealthy(runner: DistributedRunner<TInput, TResult, TArgs>, err: Error): void {
-    if (runner !== this.#runner || this.#inCall || this.#rebuilding) return;
+    if (runner !== this.#runner || this.#inCall > 0 || this.#rebuilding) return;
     this.options.logger.warn({ err }, 'the runner broke between calls; building a new one');
     void this.rebuild();
     // The first sentence says what happened (which rank, how); the rest is advice for the app's author.

@@ -162,6 +162,17 @@ export abstract class ReactorApp<
    */
   urgent = true;
 
+  /**
+   * Steps in flight (issue 39): how many `generate()` calls the step loop dispatches before it
+   * processes the oldest one's outcome, 1..{@link MAX_IN_FLIGHT} (default 1: each step's
+   * `generate()` returns before the next `processInput()`). An app on a `DistributedRunner` sets
+   * it in `load()` from its config, with the runner's `maxInFlight` the same; outcomes are still
+   * processed in order, and a command that needs the model between calls (an event, a rewind, a
+   * snapshot, a session's end) waits for the calls in flight to finish (docs/runtime.md).
+   * @throws HostOptionError (`invalid_host_option`) from `AppHost.load()` when out of range
+   */
+  inFlight = 1;
+
   /** Playout control (`this.output.flush()`). */
   get output(): OutputControl {
     return {
@@ -267,3 +278,6 @@ export abstract class ReactorApp<
     return resolveWeightsPath(this[APP_BINDING]?.weightsPath);
   }
 }
+
+/** The most steps an app may keep in flight ({@link ReactorApp.inFlight}); the runner's `maxInFlight` bound too. */
+export const MAX_IN_FLIGHT = 8;

@@ -41,6 +41,10 @@ export class CommandDispatch {
    * true when granted (its change then drops the frames queued from the old value). A later one
    * in the same chunk is an ordinary change (counted, said once a session).
    */
+  private isSetter(msg: CommandMessage): boolean {
+    return typeof msg?.name === 'string' && this.core.def.commands.get(msg.name)?.kind === 'setter';
+  }
+
   private urgentGrant(msg: CommandMessage): boolean {
     const spec = typeof msg?.name === 'string' ? this.core.def.commands.get(msg.name) : undefined;
     const session = this.core.session;
@@ -79,13 +83,17 @@ export class CommandDispatch {
       } else if (refs.length === 0 && client.uploadChain === undefined) {
         const urgent = this.urgentGrant(msg);
         const session = this.core.session;
-        answer = await this.core.task(async () => {
-          if (urgent && session) session.urgentPending--;
-          const a = await this.execute(client, msg, id);
-          // The frames still queued show the old value: dropped, as this.output.flush() drops them.
-          if (urgent && a.type === 'reply') this.flush();
-          return a;
-        });
+        answer = await this.core.task(
+          async () => {
+            if (urgent && session) session.urgentPending--;
+            const a = await this.execute(client, msg, id);
+            // The frames still queued show the old value: dropped, as this.output.flush() drops them.
+            if (urgent && a.type === 'reply') this.flush();
+            return a;
+          },
+          // A setter changes what the next processInput() reads: steps in flight go on meanwhile.
+          this.isSetter(msg) ? 'none' : 'drain',
+        );
       } else {
         // Upload references are resolved outside the lock (a wait for bytes must not hold the
         // step loop), and the client's later commands queue behind this one: arrival order holds.

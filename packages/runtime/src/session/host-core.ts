@@ -47,6 +47,13 @@ export interface HostCounters {
   rewinds: number;
 }
 
+/**
+ * What a task does with the steps in flight (an app with `inFlight` > 1) before it runs:
+ * `drain` (they finish, their frames are pushed: an event, a rewind, a hook), `cancel` (their
+ * calls are cancelled and nothing of them shows: a session's end), `none` (a setter: they go on).
+ */
+export type BetweenCalls = 'drain' | 'cancel' | 'none';
+
 /** The state and plumbing every part of a host shares (one per host). */
 export class HostCore {
   /** Cumulative counters (for `/metrics`). */
@@ -93,9 +100,19 @@ export class HostCore {
     return this.#changeVersion;
   }
 
-  /** Runs `fn` under the step lock, inside this host's context. */
-  task<T>(fn: () => Promise<T>): Promise<T> {
-    return this.behindStep(() => hostContext.run(this.ctx, fn));
+  /**
+   * Finishes (`drain`: processed, frames pushed) or cancels (`cancel`: nothing of them processed)
+   * the steps in flight of an app with `inFlight` > 1 (`step-pipeline.ts`), under the lock: a
+   * task that may use the model between calls runs after it. Unset at depth 1.
+   */
+  drainSteps: ((mode: BetweenCalls) => Promise<void>) | undefined;
+
+  /**
+   * Runs `fn` under the step lock, inside this host's context.
+   * @param betweenCalls what the steps in flight (`inFlight` > 1) do first ({@link BetweenCalls}).
+   */
+  task<T>(fn: () => Promise<T>, betweenCalls: BetweenCalls = 'drain'): Promise<T> {
+    return this.behindStep(() => hostContext.run(this.ctx, fn), betweenCalls);
   }
 
   /**
@@ -103,11 +120,12 @@ export class HostCore {
    * `InputBuffer` read (now, or one that starts before this task's turn) gives way: the read
    * rejects, the step is refused and retried after the task. Commands and hooks never wait for a frame.
    */
-  behindStep<T>(fn: () => Promise<T>): Promise<T> {
+  behindStep<T>(fn: () => Promise<T>, betweenCalls: BetweenCalls = 'drain'): Promise<T> {
     this.tasksWaiting++;
     if (this.lock.holder === 'step') this.session?.stepInterrupt?.abort(stepGaveWay());
     return this.lock.run(() => {
       this.tasksWaiting--;
+      if (betweenCalls !== 'none' && this.drainSteps && this.session && this.session.inFlight > 0) return this.drainSteps(betweenCalls).then(fn);
       return fn();
     });
   }

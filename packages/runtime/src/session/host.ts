@@ -25,6 +25,7 @@ import { Playout } from './playout.js';
 import { Session } from './session.js';
 import { LoadProgress, RankGpuBusy } from './runner-signals.js';
 import { StepLoop } from './step-loop.js';
+import { checkInFlight } from './step-pipeline.js';
 import { Snapshots, type SnapshotsApi, snapshotsOf } from './snapshots.js';
 import type { StepSample } from './step-stages.js';
 import { loadTracingApi } from './step-tracing.js';
@@ -280,7 +281,8 @@ export class AppHost implements AppHostApi {
       this.loading = hostContext.run(this.ctx, async () => {
         // OpenTelemetry, when installed: imported once, before the app's first step.
         await loadTracingApi();
-        return this.app.load(context);
+        await this.app.load(context);
+        checkInFlight(this.app.inFlight, name);
       });
       await this.loading;
     } catch (cause) {
@@ -352,7 +354,7 @@ export class AppHost implements AppHostApi {
     const [error, kick] = typeof reason === 'string' ? [undefined, reason] : [reason, undefined];
     await this.core.behindStep(async () => {
       if (this.session === s && !s.over) await this.endSession(s, error, kick);
-    });
+    }, 'cancel');
     return true;
   }
 
@@ -362,7 +364,7 @@ export class AppHost implements AppHostApi {
     await this.core.behindStep(async () => {
       const s = this.session;
       if (s) await this.endSession(s, undefined, 'the app host is shutting down');
-    });
+    }, 'cancel');
     // Clients still waiting for a session (the app was loading, or had failed).
     for (const c of [...this.clients.values()]) {
       this.clients.delete(c.id);
@@ -434,7 +436,7 @@ export class AppHost implements AppHostApi {
     const acks = new AppliedAcks<HostClient>(
       this.def.tracks[clockTrack(this.def.tracks)]?.name,
       (client, msg) => this.core.safe(client.sink, () => client.applied(msg)),
-      () => session.steps + 1,
+      () => session.steps + session.inFlight + 1,
     );
     const playout = new Playout(
       this.def.tracks,
@@ -497,7 +499,7 @@ export class AppHost implements AppHostApi {
         session.graceTimer = undefined;
         void this.core.task(async () => {
           if (this.session === session && session.lifecycle.is('orphaned') && session.members.size === 0) await this.endSession(session, undefined, undefined);
-        });
+        }, 'cancel');
       }, this.gracePeriodMs);
       session.graceTimer.unref();
     }

@@ -40,6 +40,12 @@ export class Session<C = unknown> {
   urgentReady = true;
   /** Granted urgent changes still queued for the lock: a step that starts before they run is restarted at once. */
   urgentPending = 0;
+  /**
+   * Steps whose `generate()` was dispatched and whose outcome is not processed yet (an app with
+   * `inFlight` > 1, `step-pipeline.ts`); always 0 at depth 1. A change made now is read by step
+   * `steps + inFlight + 1`.
+   */
+  inFlight = 0;
   /** The session's uploads (created by the first announcement; closed, files and folder deleted, when the session ends). */
   uploads: UploadStore | undefined;
   /** The reason of the last refused step, logged once until it changes. */

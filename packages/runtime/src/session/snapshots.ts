@@ -166,7 +166,7 @@ export class Snapshots {
 
   /** A command changed the state of `session` (under the lock): logged with the step that first reads it. */
   logCommand(session: HostSession, name: string, params: Record<string, unknown>): void {
-    this.logOf(session).command(session.steps + 1, name, params);
+    this.logOf(session).command(session.steps + session.inFlight + 1, name, params);
   }
 
   private current(): HostSession {

@@ -15,6 +15,7 @@ import { errorText, type HostCore, stepGaveWay } from './host-core.js';
 import { withTraceback } from './error-report.js';
 import { type Chunk, clockTrack, normalizeOutput } from './normalize.js';
 import { StepPacer } from './step-pacer.js';
+import { StepPipeline } from './step-pipeline.js';
 import { RunnerCallCollector, type StepSample } from './step-stages.js';
 import { StepTracing } from './step-tracing.js';
 import type { Snapshots } from './snapshots.js';
@@ -24,7 +25,8 @@ export class StepLoop {
   private readonly stepListeners = new Set<(step: StepSample) => void>();
   private readonly loops = new Set<Promise<void>>();
   /** The chunk index of the track `applied` messages name (see `applied.ts`). */
-  private readonly ackTrack: number;
+  /** @internal */
+  readonly ackTrack: number;
   private readonly ackOnVideo: boolean;
   /** The runner calls of the step in flight (subscribed while a step listener exists). */
   private readonly runnerCalls = new RunnerCallCollector();
@@ -42,9 +44,10 @@ export class StepLoop {
     /** Ends a session whose step failed (the host's `endSession`, under the lock). */
     private readonly endSession: (session: HostSession, error: ErrorBody) => Promise<void>,
     /** Retry delay after a refused step when nothing changes, ms. */
-    private readonly refusalBackoffMs: number,
+    readonly refusalBackoffMs: number,
     /** The rewind ring (an app with snapshots): a snapshot is taken between steps, under the lock. */
-    private readonly snapshots?: Snapshots,
+    /** @internal the pipelined loop's too */
+    readonly snapshots?: Snapshots,
   ) {
     this.ackTrack = clockTrack(core.def.tracks);
     this.ackOnVideo = core.def.tracks[this.ackTrack]?.kind === 'video';
@@ -89,6 +92,8 @@ export class StepLoop {
 
   private async loopSteps(session: HostSession): Promise<void> {
     const { core } = this;
+    // Steps in flight (ReactorApp.inFlight > 1): the pipelined loop; depth 1 stays this one.
+    if (core.app.inFlight > 1) return new StepPipeline(this, core, session, core.app.inFlight).run();
     const pacer = core.def.pacing === 'just-in-time' ? new StepPacer() : undefined;
     while (session.lifecycle.is('streaming') && core.session === session) {
       // Just in time: wait (outside the lock: commands run meanwhile) until the queued frames
@@ -215,13 +220,26 @@ export class StepLoop {
    * Puts the commands waiting for a frame on the step's first slot of the ack track, if the step
    * made one there (on a video track, audio alone is no frame of it): see `applied.ts`.
    */
-  private withAcks(session: HostSession, chunk: Chunk, shows: number): Chunk {
+  /** @internal */
+  withAcks(session: HostSession, chunk: Chunk, shows: number): Chunk {
     const slots = chunk[this.ackTrack];
     const first = slots?.[0];
     if (!slots || !first || (this.ackOnVideo && first.rgb === undefined)) return chunk;
     const acks = session.acks.take(shows);
     if (acks) slots[0] = { ...first, acks };
     return chunk;
+  }
+
+  /** @internal A pipelined step's sample to every step listener. */
+  emitSample(sample: StepSample): void {
+    for (const l of this.stepListeners) this.core.safe(l, () => l(sample));
+  }
+
+  /** @internal A step ran: the refusal the status shows (if any) is over. */
+  clearRefusal(session: HostSession): void {
+    if (session.lastRefusal === undefined) return;
+    session.lastRefusal = undefined;
+    this.broadcast.publishStatus();
   }
 
   /** The step's sample to every step listener, `processOutput` timed from `outputFrom`. */
@@ -231,7 +249,8 @@ export class StepLoop {
   }
 
   /** A step an urgent change superseded: dropped without a word to the clients; the next step reads the change. */
-  private restarted(session: HostSession): 'refused' {
+  /** @internal */
+  restarted(session: HostSession): 'refused' {
     this.core.counters.urgentRestarts++;
     return this.refuse(session, 'restarted: an urgent change supersedes this chunk', false);
   }
@@ -242,7 +261,8 @@ export class StepLoop {
    * reason goes into the session status (`refused`) while it lasts, so clients can say why no
    * frame comes (`paused`, a runner that could not be rebuilt, a track with no publisher).
    */
-  private refuse(session: HostSession, reason: string, tell = true): 'refused' {
+  /** @internal */
+  refuse(session: HostSession, reason: string, tell = true): 'refused' {
     this.core.counters.refusedSteps++;
     if (tell) session.acks.refused();
     if (tell && session.lastRefusal !== reason) {
@@ -253,7 +273,8 @@ export class StepLoop {
     return 'refused';
   }
 
-  private async failSession(session: HostSession, where: string, err: unknown): Promise<void> {
+  /** @internal */
+  async failSession(session: HostSession, where: string, err: unknown): Promise<void> {
     const code = typeof (err as { code?: unknown })?.code === 'string' ? ` [${(err as { code: string }).code}]` : '';
     // A rank's error (a Python exception, a desync whose cause is one) shows where it was raised:
     // the first line names the file and line, the frames follow (bounded), in the log and the status.
