@@ -99,7 +99,7 @@ const fork = (sessionId: string, query = '', token = TOKEN): Promise<Response> =
   fetch(`${router.url}/sessions/${sessionId}/fork${query}`, { method: 'POST', headers: { authorization: `Bearer ${token}` } });
 
 const putSnapshot = (port: number, body: Uint8Array, token = TOKEN, session = '2b1c0f4e-7d1a-4c55-9a53-000000000001'): Promise<Response> =>
-  fetch(`http://127.0.0.1:${port}/snapshot?session=${session}`, { method: 'PUT', headers: { authorization: `Bearer ${token}` }, body });
+  fetch(`http://127.0.0.1:${port}/snapshot?session=${session}`, { method: 'PUT', headers: { authorization: `Bearer ${token}` }, body: Buffer.from(body) });
 
 /** The same snapshot with its header changed (and its SHA-256 made right again): another app's, as far as the codec can tell. */
 function reheader(bytes: Uint8Array, patch: Record<string, unknown>): Uint8Array {
@@ -239,8 +239,8 @@ describe('POST /sessions/{id}/fork through reactor route (seed-video instances)'
   it('a fork target that dies while taking the snapshot: fork_failed (502), the allocation released, the original goes on', async () => {
     // An instance that answers its readiness check and then drops the connection of the PUT.
     const dying: Server = createServer((req, res) => {
-      if (req.url === '/health/ready') return res.end('{"ready":true}');
-      req.socket.destroy();
+      if (req.url === '/health/ready') res.end('{"ready":true}');
+      else req.socket.destroy();
     });
     await new Promise<void>((r) => dying.listen(0, '127.0.0.1', r));
     cleanups.push(() => new Promise((r) => dying.close(r)));
