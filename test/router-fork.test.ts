@@ -21,6 +21,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { connect, type ReactorClient } from '@reactor/client';
 import { TokenMinter } from '@reactor/server';
+import { launchChromium } from './fixtures/chromium.js';
 import { FakeAgonesCluster } from './fixtures/agones/cluster.js';
 import { MockKubeApi } from './fixtures/agones/kube-api.js';
 
@@ -45,7 +46,8 @@ function manifest(): string {
     .replace('weights_path: weights', `weights_path: ${join(seed, 'weights')}`)
     .replace('path: [worker]', `path: [${join(seed, 'worker')}]`)
     .replace('count: 2', 'count: 1')
-    .replace('port: 8080', 'port: 0\n  encoding: rgb');
+    .replace('port: 8080', 'port: 0\n  encoding: rgb')
+    .replace('runtime:\n', 'runtime:\n  session_grace_ms: 200\n');
   const file = join(dir, 'reactor.yaml');
   writeFileSync(file, `${text}\nsnapshots:\n  max_bytes: ${MAX_BYTES}\n`);
   return file;
@@ -149,8 +151,26 @@ afterAll(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 }, 60_000);
 
+/** A router metric's value (0 when absent). */
+async function metric(name: string): Promise<number> {
+  const text = await (await fetch(`${router.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).text();
+  return Number(new RegExp(`^${name.replace(/[{}]/g, '\\$&')} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
+}
+
+/** Closes a client, waits until its instance's session ended (the grace is 200 ms) and gives the instance back to the fleet, as its agent would. */
+async function free(client: ReactorClient): Promise<string> {
+  const name = client.route!.instance;
+  client.close();
+  const health = async (): Promise<{ sessionId?: string }> =>
+    (await fetch(`http://127.0.0.1:${ports.get(name)}/health`)).json() as Promise<{ sessionId?: string }>;
+  await until(async () => (await health()).sessionId === undefined, `the session on ${name} to end`);
+  cluster.setState(name, 'Ready');
+  return name;
+}
+
 describe('POST /sessions/{id}/fork through reactor route (seed-video instances)', { timeout: 180_000 }, () => {
   let original: { c: ReactorClient; frames: Map<number, string> };
+  let firstFork: ReactorClient;
 
   it('forks a running session onto the other instance: its own id and URL, the state and frames from the snapshot on; the original goes on', async () => {
     original = await open('new');
@@ -170,6 +190,7 @@ describe('POST /sessions/{id}/fork through reactor route (seed-video instances)'
     expect(r.headers.get('location')).toBe(`/sessions/${answer.sessionId}`);
 
     const forked = await open(answer.sessionId);
+    firstFork = forked.c;
     expect(forked.c.route!.instance).toBe(answer.instance);
     await until(() => forked.c.state['prompt'] === 'A forked forest.', "the original's prompt in the fork");
     await until(() => forked.frames.size >= 8, 'frames of the fork');
@@ -247,11 +268,7 @@ describe('POST /sessions/{id}/fork through reactor route (seed-video instances)'
     cluster.addServer('reactor-dying', '127.0.0.1', (dying.address() as AddressInfo).port);
     cluster.setState('reactor-dying', 'Ready');
     // The router allocates from its watch of the fleet: wait until it knows the new Ready instance.
-    const readyInstances = async (): Promise<number> => {
-      const text = await (await fetch(`${router.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).text();
-      return Number(/^reactor_router_instances\{state="Ready"\} (\d+)$/m.exec(text)?.[1] ?? 0);
-    };
-    await until(async () => (await readyInstances()) === 1, 'the router to see the Ready instance');
+    await until(async () => (await metric('reactor_router_instances{state="Ready"}')) === 1, 'the router to see the Ready instance');
     const id = original.c.route!.sessionId;
     const r = await fork(id);
     expect(r.status).toBe(502);
@@ -262,5 +279,52 @@ describe('POST /sessions/{id}/fork through reactor route (seed-video instances)'
     expect(cluster.get('reactor-dying').annotations['reactor.dev/release-session']).toBeDefined();
     const seen = Math.max(...original.frames.keys());
     await until(() => Math.max(...original.frames.keys()) > seen + 4, 'the original streaming on');
+  });
+
+  it('a fork that waited in the line (?wait=) gets the snapshot when an instance frees up: its allocated line is the fork', async () => {
+    const id = original.c.route!.sessionId;
+    const waiting = fork(id, '?wait=60');
+    await until(async () => (await metric('reactor_router_queue_length')) === 1, 'the fork in the line');
+    const name = await free(firstFork);
+    const lines = (await (await waiting).text())
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { state: string; sessionId?: string; instance?: string; forkOf?: string; bytes?: number });
+    expect(lines[0]).toMatchObject({ state: 'queued', position: 1 });
+    const allocated = lines.at(-1)!;
+    expect(allocated).toMatchObject({ state: 'allocated', instance: name, forkOf: id });
+    expect(allocated.bytes).toBeGreaterThan(0);
+    const forked = await open(allocated.sessionId!);
+    await until(() => forked.c.state['prompt'] === 'A forked forest.', "the original's prompt in the queued fork");
+    firstFork = forked.c;
+  });
+
+  it("the viewer behind the router has a Fork button: a click forks the session and links to the fork's viewer, which plays", async () => {
+    await free(firstFork);
+    const browser = await launchChromium();
+    cleanups.push(() => browser.close());
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    const errors: string[] = [];
+    page.on('pageerror', (e) => errors.push(e.message));
+    await page.goto(`${router.url}/s/${original.c.route!.instance}/?token=${TOKEN}`);
+    await expect.poll(() => page.textContent('#connection'), { timeout: 30_000 }).toBe('connected');
+    await page.locator('button[data-fork]').click();
+    const link = page.locator('.result[data-fork] a');
+    await link.waitFor({ timeout: 30_000 });
+    const href = (await link.getAttribute('href'))!;
+    expect(href).toMatch(/^\/s\/reactor-[ab]\/$/);
+    expect(href).not.toBe(`/s/${original.c.route!.instance}/`);
+    // The same browser context: the page's token cookie goes with the link, as in a user's browser.
+    const fork = await context.newPage();
+    await fork.goto(`${router.url}${href}`);
+    await fork.waitForFunction(() => ((window as unknown as { reactorViewer?: { framesDrawn: number } }).reactorViewer?.framesDrawn ?? 0) > 3, null, {
+      timeout: 30_000,
+    });
+    // The fork's page shows the original's state (the prompt it was forked with).
+    await expect
+      .poll(() => fork.inputValue('div[data-command=set_prompt] input, div[data-command=set_prompt] textarea').catch((e: Error) => e.message))
+      .toBe('A forked forest.');
+    expect(errors).toEqual([]);
   });
 });
