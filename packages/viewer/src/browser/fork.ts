@@ -16,7 +16,11 @@ export function routerPrefix(basePath = config.basePath ?? ''): string | undefin
 export function forkButton(client: ReactorClient): HTMLElement {
   const out = el('span', { className: 'result' });
   out.dataset['fork'] = '';
-  const b = el('button', { type: 'button', className: 'secondary', title: 'A new session from this moment, on another instance (the router allocates it)' }, '⑂ Fork');
+  const b = el(
+    'button',
+    { type: 'button', className: 'secondary', title: 'A new session from this moment, on another instance (the router allocates it)' },
+    '⑂ Fork',
+  );
   b.dataset['fork'] = '';
   b.addEventListener('click', () => {
     const id = client.session.sessionId;
