@@ -213,6 +213,8 @@ export const HttpErrorCode = {
   SnapshotTooBig: 'snapshot_too_big',
   /** 502 from `POST /sessions/{id}/fork`: the snapshot could not be taken from the session's instance or handed to the fork's. */
   ForkFailed: 'fork_failed',
+  /** Close code 4307 from a session router: the session moved to another instance (a drain); the reason is `session_moved: /s/{instance}`, where the client reconnects. */
+  SessionMoved: 'session_moved',
 } as const;
 export type HttpErrorCode = (typeof HttpErrorCode)[keyof typeof HttpErrorCode];
 

@@ -125,6 +125,14 @@ export class SessionAllocator {
   }
 
   /**
+   * One allocation for `sessionId` now, ahead of the waiting line (a moved session outranks a new one).
+   * @throws {RouterError} as the allocation does
+   */
+  allocateFor(sessionId: string): Promise<Instance | undefined> {
+    return this.#allocateOnce(sessionId);
+  }
+
+  /**
    * `POST /sessions?wait=<s>`: no instance free now, so the request takes its place in the line
    * and the answer (202) streams one JSON line per change, NDJSON: `queued` with its position and
    * estimate, then `allocated` (the 201 body) or `timeout`. Closing the request leaves the line.

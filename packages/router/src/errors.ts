@@ -40,6 +40,8 @@ export const RouterErrorCode = {
   TokenInvalidClaims: HttpErrorCode.TokenInvalidClaims,
   /** 502/503 from `POST /sessions/{id}/fork`: the snapshot could not be taken or handed over (the original session goes on). */
   ForkFailed: HttpErrorCode.ForkFailed,
+  /** Close 4307 on a relayed socket: its session moved to another instance (docs/snapshots.md "Move"). */
+  SessionMoved: HttpErrorCode.SessionMoved,
   /** From a fork, the instance's own answer: the app takes no snapshots (404), or the snapshot's checks (400, 409, 413). */
   SnapshotUnsupported: HttpErrorCode.SnapshotUnsupported,
   SnapshotCorrupt: HttpErrorCode.SnapshotCorrupt,

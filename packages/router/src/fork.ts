@@ -62,14 +62,14 @@ export async function forkSession(c: ForkContext, req: IncomingMessage, res: Ser
     const refusal = outcome;
     c.log.warn(`fork of session ${sourceId} to instance ${target.name} failed (${refusal.code}): ${refusal.message}; releasing it`);
     // The target holds nothing for anyone now: give it back (an instance under Agones returns to Ready at once).
-    await c.registry.release(sessionId).catch(() => undefined);
+    await c.registry.release(sessionId, target).catch(() => undefined);
     return { refusal };
   };
   return c.allocator.handle(req, res, prepare);
 }
 
 /** Streams the snapshot from `source` to `target` for `sessionId`: what the target kept, or the refusal. */
-async function transfer(token: string, source: Instance, target: Instance, sessionId: string): Promise<{ bytes: number; step: number } | Refusal> {
+export async function transfer(token: string, source: Instance, target: Instance, sessionId: string): Promise<{ bytes: number; step: number } | Refusal> {
   const headers = { authorization: `Bearer ${token}` };
   const signal = AbortSignal.timeout(FORK_TRANSFER_TIMEOUT_MS);
   let taken: Response;

@@ -32,6 +32,7 @@ import { AgonesRegistry, SESSION_ID_PATTERN, type Instance } from './registry.js
 import { InstanceRelay } from './relay.js';
 import { SessionAllocator, type SessionAnswer } from './allocation.js';
 import { forkSession } from './fork.js';
+import { moveSession } from './move.js';
 
 export { SESSION_ID_HEADER } from './relay.js';
 export { QUEUE_HEARTBEAT_MS } from './allocation.js';
@@ -81,6 +82,18 @@ export class SessionRouter {
         // An instance came back to the fleet: the first waiting request gets it.
         if (to === 'Ready') this.#alloc?.queue.kick();
       },
+      // SIGTERM on an instance with a session: move it, where the app takes snapshots.
+      onDraining: (instance) =>
+        void moveSession(
+          {
+            log: this.#log,
+            registry: this.registry,
+            allocator: this.#alloc,
+            token: this.options.token,
+            closeRelays: (name, code, reason) => this.#relay.closeRelays(name, code, reason),
+          },
+          instance,
+        ),
       logger: this.#log,
     });
     this.#relay = new InstanceRelay({
