@@ -259,6 +259,19 @@ export class AgonesAgent {
     }
   }
 
+  /**
+   * Draining, the router moved the session to another instance (docs/snapshots.md "Move") and
+   * released it here: end it, so the drain ends now and the instance exits.
+   */
+  #releaseWhileDraining(): void {
+    const session = this.#server.host.status.sessionId;
+    const release = this.#gs?.annotations?.[RELEASE_ANNOTATION];
+    if (session === undefined || release !== session || this.#released === release) return;
+    this.#released = release;
+    this.#log.info(`session ${session} released by the session router while draining (moved to another instance): ending it`);
+    void this.#server.host.endCurrentSession?.('the session moved to another instance');
+  }
+
   /** Runs {@link #reconcileOnce} now, or once more after the run in progress. */
   #reconcile(): void {
     if (this.#phase !== 'running') return;
@@ -395,7 +408,8 @@ export class AgonesAgent {
           (next) => {
             if (this.#sdk !== sdk) return;
             this.#gs = next;
-            this.#reconcile();
+            if (this.#phase === 'draining') this.#releaseWhileDraining();
+            else this.#reconcile();
           },
           (err) => {
             if (this.#sdk === sdk && this.#phase !== 'stopped') this.#fail('WatchGameServer()', err);

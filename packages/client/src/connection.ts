@@ -6,7 +6,7 @@
 import type { ConnectionState, ConnectionStatus, ReconnectOptions, WebSocketConstructor, WebSocketLike } from './client-types.js';
 import { ClientErrorCode, ConnectionError, ProtocolMismatchError } from './errors.js';
 import { CloseCode, HttpErrorCode, PROTOCOL_VERSION, parseServerMessage, type ServerMessage, type WelcomeMessage } from './protocol.js';
-import { redact, routerRefusal } from './socket-url.js';
+import { movedTo, redact, routerRefusal } from './socket-url.js';
 
 const OPEN = 1;
 
@@ -32,7 +32,8 @@ export interface ConnectionHooks {
 
 /** The socket of one {@link ReactorClient}, across its reconnects. */
 export class ClientConnection {
-  readonly #wsUrl: string;
+  /** The socket URL; a session router's 4307 `session_moved` points it at the session's new instance. */
+  #wsUrl: string;
   readonly #WebSocket: WebSocketConstructor;
   readonly #reconnect: Required<ReconnectOptions> | undefined;
   readonly #resume: boolean;
@@ -211,6 +212,13 @@ export class ClientConnection {
       new ConnectionError(ClientErrorCode.ConnectionLost, `the connection dropped (code ${code}${reason ? `, ${reason}` : ''}) before the reply arrived`),
     );
     if (this.#closedByUser) return;
+    // The session router moved the session (its instance drains): reconnect there at once.
+    const moved = this.#reconnect ? movedTo(code, reason, this.#wsUrl) : undefined;
+    if (moved !== undefined) {
+      this.#wsUrl = moved;
+      this.#scheduleReconnect(1, reason, 0);
+      return;
+    }
     // The router found the instance gone: reconnecting to it cannot help; the session is lost.
     if (routerRefusal(code, reason)) {
       this.setState({ state: 'closed', reason: `the session is lost: closed by the session router (code ${code}, ${reason})` });
@@ -223,14 +231,14 @@ export class ClientConnection {
     this.#scheduleReconnect(1, reason || `code ${code}`);
   }
 
-  #scheduleReconnect(attempt: number, reason: string): void {
+  #scheduleReconnect(attempt: number, reason: string, firstDelayMs?: number): void {
     const r = this.#reconnect!;
     if (attempt > r.maxAttempts) {
       this.setState({ state: 'closed', reason: `gave up after ${r.maxAttempts} reconnect attempts: ${reason}` });
       return;
     }
     const base = Math.min(r.maxDelayMs, r.initialDelayMs * r.factor ** (attempt - 1));
-    const delayMs = Math.round(base * (0.75 + Math.random() * 0.5));
+    const delayMs = firstDelayMs ?? Math.round(base * (0.75 + Math.random() * 0.5));
     this.setState({ state: 'reconnecting', attempt, delayMs, reason });
     this.#hooks.reconnecting({ state: 'reconnecting', attempt, delayMs, reason });
     this.#retryTimer = setTimeout(() => {

@@ -13,6 +13,20 @@ export function routerRefusal(code: number, reason: string): { code: HttpErrorCo
   return known !== undefined && reason.startsWith(`${known}:`) ? { code: known } : undefined;
 }
 
+/** Close code of a session router that moved the session to another instance (reason `session_moved: /s/{instance}`). */
+export const SESSION_MOVED_CLOSE = 4307;
+
+/** Where a moved session went: the socket URL with its `/s/{instance}` prefix replaced (4307 `session_moved`), if the close says so. */
+export function movedTo(code: number, reason: string, wsUrl: string): string | undefined {
+  if (code !== SESSION_MOVED_CLOSE) return undefined;
+  const m = new RegExp(`^${HttpErrorCode.SessionMoved}: (/s/[^/\\s?#]+)$`).exec(reason);
+  if (!m) return undefined;
+  const u = new URL(wsUrl);
+  if (!/^\/s\/[^/]+/.test(u.pathname)) return undefined;
+  u.pathname = u.pathname.replace(/^\/s\/[^/]+/, m[1]!);
+  return u.toString();
+}
+
 /** Turns `http(s)://host[/base]` into `ws(s)://host[/base]/ws`, and adds the token. */
 export function toWebSocketUrl(url: string, token?: string): string {
   const u = new URL(url);

@@ -199,6 +199,24 @@ export const HttpErrorCode = {
   UploadNotAllowed: 'upload_not_allowed',
   /** 413 from `POST /uploads`: the file would pass the bytes the token grants (`upl`). */
   UploadGrantExceeded: 'upload_grant_exceeded',
+  /** 403 from an instance's `GET` / `PUT /snapshot`: only the instance's static token (the router's) may read or seed a session's whole state. */
+  SnapshotForbidden: 'snapshot_forbidden',
+  /** 404 from `/snapshot` or `POST /sessions/{id}/fork`: the app takes no snapshots (`@reactorApp({ snapshot })`). */
+  SnapshotUnsupported: 'snapshot_unsupported',
+  /** 400 from `PUT /snapshot` (and a fork): the bytes are not a whole snapshot (magic, SHA-256, header). */
+  SnapshotCorrupt: 'snapshot_corrupt',
+  /** 400 from `PUT /snapshot`: the bytes are shorter than their header says. */
+  SnapshotTruncated: 'snapshot_truncated',
+  /** 409 from `PUT /snapshot`: a snapshot of another app. */
+  SnapshotAppMismatch: 'snapshot_app_mismatch',
+  /** 409 from `PUT /snapshot`: a snapshot of another version, format or state shape of this app. */
+  SnapshotVersionMismatch: 'snapshot_version_mismatch',
+  /** 413 from `/snapshot`: over the app's `snapshot.maxBytes`. */
+  SnapshotTooBig: 'snapshot_too_big',
+  /** 502 from `POST /sessions/{id}/fork`: the snapshot could not be taken from the session's instance or handed to the fork's. */
+  ForkFailed: 'fork_failed',
+  /** Close code 4307 from a session router: the session moved to another instance (a drain); the reason is `session_moved: /s/{instance}`, where the client reconnects. */
+  SessionMoved: 'session_moved',
 } as const;
 export type HttpErrorCode = (typeof HttpErrorCode)[keyof typeof HttpErrorCode];
 

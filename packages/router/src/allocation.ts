@@ -42,6 +42,15 @@ export type QueueLine =
   | ({ state: 'allocated' } & SessionAnswer)
   | { state: 'timeout' | 'failed'; error: { code: RouterErrorCode; message: string } };
 
+/**
+ * Work between an allocation and its answer (a fork hands the new instance its snapshot):
+ * a refusal to answer instead, or undefined when the answer may go out (with `extra` fields).
+ */
+export type AllocationPrepare = (
+  instance: Instance,
+  sessionId: string,
+) => Promise<{ refusal?: { status: number; code: RouterErrorCode; message: string }; extra?: Record<string, unknown> }>;
+
 /** While a request waits, a line at least this often, ms (keeps idle-cutting proxies from closing the stream). */
 export const QUEUE_HEARTBEAT_MS = 10_000;
 
@@ -116,11 +125,19 @@ export class SessionAllocator {
   }
 
   /**
+   * One allocation for `sessionId` now, ahead of the waiting line (a moved session outranks a new one).
+   * @throws {RouterError} as the allocation does
+   */
+  allocateFor(sessionId: string): Promise<Instance | undefined> {
+    return this.#allocateOnce(sessionId);
+  }
+
+  /**
    * `POST /sessions?wait=<s>`: no instance free now, so the request takes its place in the line
    * and the answer (202) streams one JSON line per change, NDJSON: `queued` with its position and
    * estimate, then `allocated` (the 201 body) or `timeout`. Closing the request leaves the line.
    */
-  #wait(req: IncomingMessage, res: ServerResponse, waitS: number, role: string): void {
+  #wait(req: IncomingMessage, res: ServerResponse, waitS: number, role: string, prepare?: AllocationPrepare): void {
     const sessionId = randomUUID();
     res.statusCode = 202;
     res.setHeader('Content-Type', 'application/x-ndjson; charset=utf-8');
@@ -148,7 +165,13 @@ export class SessionAllocator {
         this.#c.metrics.allocations.inc({ result: 'allocated' });
         this.#c.log.info(`session ${o.sessionId} allocated instance ${o.instance.name} after ${Math.round(o.waitedMs)} ms in the line`);
         try {
-          line({ state: 'allocated', ...(await this.#c.answer(req, o.sessionId, o.instance, role)) });
+          const ready = prepare ? await prepare(o.instance, o.sessionId) : {};
+          if (ready.refusal) {
+            line({ state: 'failed', error: { code: ready.refusal.code, message: ready.refusal.message } });
+            res.end();
+            return;
+          }
+          line({ state: 'allocated', ...(await this.#c.answer(req, o.sessionId, o.instance, role)), ...ready.extra });
         } catch (err) {
           line({
             state: 'failed',
@@ -169,7 +192,7 @@ export class SessionAllocator {
   }
 
   /** `POST /sessions`: one GameServerAllocation; 201 with the instance, or 429 when none is Ready (or, with `?wait=`, a place in the line). */
-  async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  async handle(req: IncomingMessage, res: ServerResponse, prepare?: AllocationPrepare): Promise<void> {
     const url = parseTarget(req.url)!;
     const role = this.#c.role(url);
     if (role === undefined) return sendRouterError(res, 400, RouterErrorCode.BadRequest, 'role must be controller or spectator');
@@ -199,7 +222,7 @@ export class SessionAllocator {
         );
       }
       if (this.queue.full) return this.#queueFull(res);
-      return this.#wait(req, res, waitS, role);
+      return this.#wait(req, res, waitS, role, prepare);
     }
     const started = performance.now();
     const sessionId = randomUUID();
@@ -216,7 +239,7 @@ export class SessionAllocator {
       // A request that may wait takes its place in the line instead (the queue allocates when one frees up).
       if (waitS !== undefined) {
         if (this.queue.full) return this.#queueFull(res);
-        return this.#wait(req, res, waitS, role);
+        return this.#wait(req, res, waitS, role, prepare);
       }
       done('no_free_instance');
       this.#c.metrics.noFreeInstance.inc();
@@ -242,7 +265,7 @@ export class SessionAllocator {
     }
     if (!instance && waitS !== undefined) {
       if (this.queue.full) return this.#queueFull(res);
-      return this.#wait(req, res, waitS, role);
+      return this.#wait(req, res, waitS, role, prepare);
     }
     if (!instance) {
       this.#fullAt = this.#c.registry.cache.changes;
@@ -258,8 +281,10 @@ export class SessionAllocator {
     }
     done('allocated');
     this.#c.log.info(`session ${sessionId} allocated instance ${instance.name} (${instance.address}:${instance.port})`);
+    const ready = prepare ? await prepare(instance, sessionId) : {};
+    if (ready.refusal) return sendRouterError(res, ready.refusal.status, ready.refusal.code, ready.refusal.message);
     res.setHeader('Location', `/sessions/${sessionId}`);
-    sendJson(res, 201, await this.#c.answer(req, sessionId, instance, role));
+    sendJson(res, 201, { ...(await this.#c.answer(req, sessionId, instance, role)), ...ready.extra });
   }
 
   #queueFull(res: ServerResponse): void {

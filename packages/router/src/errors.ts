@@ -38,6 +38,17 @@ export const RouterErrorCode = {
   TokenWrongSession: HttpErrorCode.TokenWrongSession,
   TokenMalformed: HttpErrorCode.TokenMalformed,
   TokenInvalidClaims: HttpErrorCode.TokenInvalidClaims,
+  /** 502/503 from `POST /sessions/{id}/fork`: the snapshot could not be taken or handed over (the original session goes on). */
+  ForkFailed: HttpErrorCode.ForkFailed,
+  /** Close 4307 on a relayed socket: its session moved to another instance (docs/snapshots.md "Move"). */
+  SessionMoved: HttpErrorCode.SessionMoved,
+  /** From a fork, the instance's own answer: the app takes no snapshots (404), or the snapshot's checks (400, 409, 413). */
+  SnapshotUnsupported: HttpErrorCode.SnapshotUnsupported,
+  SnapshotCorrupt: HttpErrorCode.SnapshotCorrupt,
+  SnapshotTruncated: HttpErrorCode.SnapshotTruncated,
+  SnapshotAppMismatch: HttpErrorCode.SnapshotAppMismatch,
+  SnapshotVersionMismatch: HttpErrorCode.SnapshotVersionMismatch,
+  SnapshotTooBig: HttpErrorCode.SnapshotTooBig,
   /** At start: no usable Kubernetes configuration (no kubeconfig file, not in a cluster, or the file does not parse). */
   KubeConfigInvalid: 'kube_config_invalid',
 } as const;

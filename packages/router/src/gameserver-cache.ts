@@ -22,6 +22,8 @@ export interface GameServerCacheOptions {
   retryMs?: number;
   /** Told of every state change the cache sees (for the metrics). */
   onStateChange?: (name: string, from: string | undefined, to: string | undefined) => void;
+  /** Told when an instance the cache knows turns draining (SIGTERM: its draining label appeared). */
+  onDraining?: (instance: Instance) => void;
   /** Says what a failure means (default: its message). */
   describe?: (what: string, err: unknown) => string;
   logger: Logger;
@@ -147,7 +149,9 @@ export class GameServerCache {
     }
     for (const [name, i] of next) if (this.#objects.get(name)?.state !== i.state) this.#o.onStateChange?.(name, this.#objects.get(name)?.state, i.state);
     for (const [name, i] of this.#objects) if (!next.has(name)) this.#o.onStateChange?.(name, i.state, undefined);
+    const drained = [...next.values()].filter((i) => i.draining && this.#objects.get(i.name)?.draining === false);
     this.#objects = next;
+    for (const i of drained) this.#o.onDraining?.(i);
     this.changes++;
     this.#version = res.metadata?.resourceVersion ?? '';
     this.#synced = true;
@@ -204,11 +208,14 @@ export class GameServerCache {
     const i = toInstance(obj);
     if (!i) return;
     this.changes++;
-    const before = this.#objects.get(i.name)?.state;
+    const was = this.#objects.get(i.name);
+    const before = was?.state;
     if (phase === 'DELETED') this.#objects.delete(i.name);
     else this.#objects.set(i.name, this.#merge(i, Number(rv ?? 0)));
-    const after = this.#objects.get(i.name)?.state;
+    const now = this.#objects.get(i.name);
+    const after = now?.state;
     if (before !== after) this.#o.onStateChange?.(i.name, before, after);
+    if (now?.draining && was?.draining === false) this.#o.onDraining?.(now);
   }
 
   #onWatchEnd(generation: number, err: unknown): void {

@@ -30,6 +30,8 @@ export interface RegistryOptions {
   onConflict?: () => void;
   /** Called on every GameServer state change the cache sees. */
   onStateChange?: (name: string, from: string | undefined, to: string | undefined) => void;
+  /** Called when an instance turns draining (its SIGTERM label appeared): the router may move its session. */
+  onDraining?: (instance: Instance) => void;
   /** Longest wait for one Kubernetes API call, ms. */
   apiTimeoutMs: number;
   /** A full LIST of the fleet's GameServers this often, ms (the watch keeps the cache current between). */
@@ -57,6 +59,7 @@ export class AgonesRegistry {
       resyncMs: options.resyncMs,
       describe: (what, err) => this.#failure(what, err).message,
       ...(options.onStateChange ? { onStateChange: options.onStateChange } : {}),
+      ...(options.onDraining ? { onDraining: options.onDraining } : {}),
       logger: options.logger,
     });
   }
@@ -137,8 +140,9 @@ export class AgonesRegistry {
    */
   async findSession(sessionId: string): Promise<Instance | undefined> {
     const all = this.cache.synced ? this.cache.list() : await this.#list(`${FLEET_LABEL}=${this.#o.fleet},${SESSION_LABEL}=${sessionId}`);
-    const found = all.filter((i) => i.state === 'Allocated' && i.sessionId === sessionId);
-    if (found.length > 1)
+    // A session being moved off a draining instance is on both for a moment: the one not draining holds it.
+    const found = all.filter((i) => i.state === 'Allocated' && i.sessionId === sessionId).sort((a, b) => Number(a.draining) - Number(b.draining));
+    if (found.filter((i) => !i.draining).length > 1)
       this.#o.logger.warn(`session ${sessionId} is on ${found.length} instances (${found.map((i) => i.name).join(', ')}); routing to ${found[0]!.name}`);
     return found[0];
   }
@@ -173,8 +177,8 @@ export class AgonesRegistry {
    * @returns the instance, or `undefined` when no instance holds the session.
    * @throws {RouterError} `registry_unavailable`.
    */
-  async release(sessionId: string): Promise<Instance | undefined> {
-    const instance = await this.findSession(sessionId);
+  async release(sessionId: string, on?: Instance): Promise<Instance | undefined> {
+    const instance = on ?? (await this.findSession(sessionId));
     if (!instance) return undefined;
     try {
       await withTimeout(

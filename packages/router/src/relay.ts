@@ -56,7 +56,7 @@ export class InstanceRelay {
   readonly #agent = new Agent({ keepAlive: true, maxSockets: 256 });
   readonly #relays = new Set<Duplex>();
   /** The relayed sockets of each instance, by the function that cuts one (when the instance is found gone). */
-  readonly #relaysTo = new Map<string, Set<(why: string) => void>>();
+  readonly #relaysTo = new Map<string, Set<(why: string, close?: { code: number; reason: string }) => void>>();
   /** Instances whose relayed connection ended without a close frame, being checked (do they still accept connections?): the relays' end functions. */
   readonly #probing = new Map<string, Array<() => void>>();
   /** Instances that failed a relayed connection or ping lately: name -> until when (`performance.now()`) and why. */
@@ -103,6 +103,11 @@ export class InstanceRelay {
   /** Cuts every socket relayed to an instance (its viewers get `instance_unreachable` with `why`). */
   cutRelays(name: string, why: string): void {
     for (const cut of this.#relaysTo.get(name) ?? []) cut(why);
+  }
+
+  /** Closes every socket relayed to an instance with `code` and `reason` (a moved session: 4307, where to reconnect). */
+  closeRelays(name: string, code: number, reason: string): void {
+    for (const cut of this.#relaysTo.get(name) ?? []) cut(reason, { code, reason });
   }
 
   /** A relay's success closes the instance's circuit. */
@@ -296,13 +301,18 @@ export class InstanceRelay {
     };
     /** The instance is gone: the viewer gets a close frame that says so (if the instance was between frames), then the socket ends. */
     let cutting = false;
-    const cut = (why: string): void => {
+    const cut = (why: string, close?: { code: number; reason: string }): void => {
       if (ended || cutting) return;
       if (!upgraded) return failBeforeAnswer(`stopped answering (${why})`);
       cutting = true;
       if (fromInstance.atBoundary && !fromInstance.closed) {
         socket.end(
-          serverCloseFrame(RouterCloseCode.InstanceUnreachable, `${RouterErrorCode.InstanceUnreachable}: instance ${instance.name} stopped answering (${why})`),
+          close
+            ? serverCloseFrame(close.code, close.reason)
+            : serverCloseFrame(
+                RouterCloseCode.InstanceUnreachable,
+                `${RouterErrorCode.InstanceUnreachable}: instance ${instance.name} stopped answering (${why})`,
+              ),
         );
       }
       this.#c.metrics.relaysCut.inc();

@@ -31,6 +31,8 @@ import { resolveRouterOptions, type ResolvedRouterOptions, type RouterOptions } 
 import { AgonesRegistry, SESSION_ID_PATTERN, type Instance } from './registry.js';
 import { InstanceRelay } from './relay.js';
 import { SessionAllocator, type SessionAnswer } from './allocation.js';
+import { forkSession } from './fork.js';
+import { moveSession } from './move.js';
 
 export { SESSION_ID_HEADER } from './relay.js';
 export { QUEUE_HEARTBEAT_MS } from './allocation.js';
@@ -80,6 +82,18 @@ export class SessionRouter {
         // An instance came back to the fleet: the first waiting request gets it.
         if (to === 'Ready') this.#alloc?.queue.kick();
       },
+      // SIGTERM on an instance with a session: move it, where the app takes snapshots.
+      onDraining: (instance) =>
+        void moveSession(
+          {
+            log: this.#log,
+            registry: this.registry,
+            allocator: this.#alloc,
+            token: this.options.token,
+            closeRelays: (name, code, reason) => this.#relay.closeRelays(name, code, reason),
+          },
+          instance,
+        ),
       logger: this.#log,
     });
     this.#relay = new InstanceRelay({
@@ -195,6 +209,12 @@ export class SessionRouter {
       if (req.method !== 'POST') return this.#methodNotAllowed(res, 'POST');
       return this.#alloc.handle(req, res);
     }
+    const fork = /^\/sessions\/([^/]+)\/fork$/.exec(path);
+    if (fork) {
+      req.resume();
+      if (req.method !== 'POST') return this.#methodNotAllowed(res, 'POST');
+      return this.#onFork(req, res, safeDecode(fork[1]!));
+    }
     const lookup = /^\/sessions\/([^/]+)$/.exec(path);
     if (lookup) {
       req.resume();
@@ -213,7 +233,7 @@ export class SessionRouter {
       res,
       404,
       RouterErrorCode.NotFound,
-      `no route ${path}; the router answers POST /sessions, GET and DELETE /sessions/{id}, /s/{instance}/..., /health, /health/live, /health/ready and /metrics`,
+      `no route ${path}; the router answers POST /sessions, GET and DELETE /sessions/{id}, POST /sessions/{id}/fork, /s/{instance}/..., /health, /health/live, /health/ready and /metrics`,
     );
   }
 
@@ -304,6 +324,18 @@ export class SessionRouter {
     const role = roleParam(parseTarget(req.url)!);
     if (role === undefined) return sendRouterError(res, 400, RouterErrorCode.BadRequest, 'role must be controller or spectator');
     sendJson(res, 200, await this.#answer(req, sessionId, instance, role));
+  }
+
+  /** `POST /sessions/{id}/fork`: a new session from a snapshot of this one, on another instance (`fork.ts`). */
+  async #onFork(req: IncomingMessage, res: ServerResponse, sessionId: string | undefined): Promise<void> {
+    const source = await this.#sessionInstance(res, sessionId, {
+      find: (id) => this.registry.findSession(id),
+      count: (result) => this.metrics.lookups.inc({ result }),
+      countBadId: true,
+      missing: 'it ended, or never existed; only a running session can be forked',
+    });
+    if (!source || sessionId === undefined) return;
+    return forkSession({ log: this.#log, registry: this.registry, allocator: this.#alloc, token: this.options.token }, req, res, sessionId, source);
   }
 
   /** `DELETE /sessions/{id}`: asks the instance to end the session and return to the fleet (202), or 404. */

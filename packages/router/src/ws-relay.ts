@@ -96,6 +96,8 @@ export const RouterCloseCode = {
   UnknownInstance: 4404,
   /** `instance_unreachable`: the instance did not accept the connection, or stopped answering. */
   InstanceUnreachable: 4502,
+  /** `session_moved`: the session moved to another instance; the reason names it (`session_moved: /s/{instance}`). */
+  SessionMoved: 4307,
 } as const;
 
 /**

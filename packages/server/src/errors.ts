@@ -64,6 +64,8 @@ export const ServerErrorCode = {
   TokenInvalidClaims: HttpErrorCode.TokenInvalidClaims,
   UploadNotAllowed: HttpErrorCode.UploadNotAllowed,
   UploadGrantExceeded: HttpErrorCode.UploadGrantExceeded,
+  SnapshotForbidden: HttpErrorCode.SnapshotForbidden,
+  SnapshotUnsupported: HttpErrorCode.SnapshotUnsupported,
   ForbiddenRole: WireErrorCode.ForbiddenRole,
   NotController: WireErrorCode.NotController,
   NotHoldingControl: WireErrorCode.NotHoldingControl,

@@ -156,6 +156,12 @@ export class ReactorServer {
       recording: this.#recording,
       assets: this.#assets,
       uploads,
+      snapshots: {
+        host,
+        hasToken: this.options.token !== undefined,
+        authorize: (req, url) => authorize(req, url, this.#policy, this.#sessionKeys),
+        refuse: (res, denial) => this.#refuse(res, denial),
+      },
       dashboard: this.#dashboard,
       health: () => this.health(),
     });

@@ -41,7 +41,15 @@ export interface ServableHost extends AppHostApi {
   /** Cumulative counters (`AppHost.counters`): `steps` feeds `reactor_steps_total`. */
   readonly counters?: HostCounterView;
   /** An app with session snapshots (`AppHost.snapshots`): its session log is saved beside each recording. */
-  readonly snapshots?: { log(): object | undefined };
+  readonly snapshots?: {
+    log(): object | undefined;
+    /** The current session's snapshot as bytes (`GET /snapshot`: a fork or a move through the router). */
+    take?(): Promise<Uint8Array>;
+    /** Keeps a snapshot for the session that starts next with that id (`PUT /snapshot`). */
+    seed?(sessionId: string, bytes: Uint8Array): { bytes: number; step: number };
+    /** The largest snapshot the app takes or reads (`snapshot.maxBytes`). */
+    readonly maxBytes?: number;
+  };
   /** A status listener (`AppHost.onStatus`): the server closes its video encoders when a session ends. */
   onStatus?(listener: (status: SessionStatus) => void): (() => void) | void;
   /** The playout tap (`AppHost.onMedia`): the clip ring and recordings read it. */

@@ -19,6 +19,7 @@ import type { HealthReport, ServableHost } from './servable-host.js';
 import type { Grant } from './tokens.js';
 import { ViewerNotBuiltError, type ViewerAssets } from './static-assets.js';
 import type { UploadRoutes } from './upload-routes.js';
+import { handleSnapshot, SNAPSHOT_PATH, type SnapshotRoutesContext } from './snapshot-routes.js';
 import { renderViewerPage, viewerBasePath, viewerSecurityHeaders } from './viewer-page.js';
 
 /** One route's handler and who may use it. */
@@ -36,6 +37,8 @@ export interface ServerRoutesContext {
   recording: RecordingService | undefined;
   assets: ViewerAssets;
   uploads: UploadRoutes;
+  /** `GET` / `PUT /snapshot` (a fork or a move through the session router). */
+  snapshots: SnapshotRoutesContext;
   /** The live dashboard's samples (`/dashboard`, `/dashboard/data`). */
   dashboard: DashboardSampler;
   health(): HealthReport;
@@ -70,6 +73,7 @@ export function serverRoutes(c: ServerRoutesContext): RouteTable<ServerRoute> {
   const token = (run: ServerRoute['run']): ServerRoute => ({ access: 'token', run });
   const open = (run: ServerRoute['run']): ServerRoute => ({ access: 'open', run });
   return new RouteTable<ServerRoute>([
+    { methods: '*', path: SNAPSHOT_PATH, handler: { access: 'self', run: (req, res, url) => handleSnapshot(c.snapshots, req, res, url) } },
     { methods: '*', path: /^\/uploads(?:$|\/)/, handler: { access: 'self', run: (req, res, url) => c.uploads.handle(req, res, url) } },
     {
       methods: GET,

@@ -459,9 +459,30 @@ export class AppHost implements AppHostApi {
     void this.core.task(async () => {
       if (session.over) return;
       await this.core.runHooks('sessionStarted');
+      if (!(await this.startFromSeed(session))) return;
       if (session.lifecycle.is('starting')) session.lifecycle.to('waiting');
     });
     return session;
+  }
+
+  /**
+   * A session whose id a fork or a move seeded (`AppHost.snapshots.seed()`) starts from that
+   * snapshot, before its first step; false when the restore failed and the session ended with it.
+   */
+  private async startFromSeed(session: HostSession): Promise<boolean> {
+    try {
+      if (await snapshotsOf(this.snapshots)?.applySeed(session)) this.broadcast.broadcastState();
+      return true;
+    } catch (err) {
+      this.logger.error({ err }, 'the session could not start from its seeded snapshot');
+      const code = (err as { code?: unknown })?.code;
+      await this.endSession(
+        session,
+        { code: typeof code === 'string' ? code : RuntimeErrorCode.SessionFailed, message: `the session could not start from its snapshot: ${errorText(err)}` },
+        undefined,
+      );
+      return false;
+    }
   }
 
   /** Starts a session for the clients that wait for one, once the app is loaded and no session runs. */

@@ -80,6 +80,15 @@ export interface SnapshotsApi {
    * @throws NoSessionError; SnapshotError (`snapshot_corrupt`, `snapshot_truncated`, `snapshot_too_big`, `snapshot_app_mismatch`, `snapshot_version_mismatch`) with nothing changed; what the app's `restore()` throws
    */
   restore(bytes: Uint8Array): Promise<void>;
+  /**
+   * Keeps snapshot bytes for the session that starts next with id `sessionId` (a fork or a move
+   * through the session router: docs/snapshots.md "Fork"): checked now, restored when that
+   * session starts, before its first step. One is kept; a second replaces it.
+   * @throws SnapshotError (`snapshot_corrupt`, `snapshot_truncated`, `snapshot_too_big`, `snapshot_app_mismatch`, `snapshot_version_mismatch`): nothing kept
+   */
+  seed(sessionId: string, bytes: Uint8Array): { bytes: number; step: number };
+  /** The largest snapshot this app takes or reads (`snapshot.maxBytes`, reactor.yaml's `max_bytes`). */
+  readonly maxBytes: number;
   /** The current session's log (commands at their steps, frame hashes: `reactor replay` runs it again); between sessions, the last one's. */
   log(): SessionLogJson | undefined;
 }
@@ -105,6 +114,8 @@ export class Snapshots {
   private lastLog: SessionLogJson | undefined;
   /** Bytes held by every live ring, for `/metrics`. */
   private heldBytes = 0;
+  /** Snapshot bytes waiting for the session with that id (`seed()`). */
+  private pending: { sessionId: string; bytes: Uint8Array } | undefined;
   readonly api: SnapshotsApi;
 
   /**
@@ -145,6 +156,12 @@ export class Snapshots {
           this.afterRestore(session);
           this.logOf(session).unreplayable(`a snapshot was restored before step ${session.steps + 1}`);
         }),
+      maxBytes: this.spec.maxBytes,
+      seed: (sessionId, bytes) => {
+        const { header } = this.check(bytes);
+        this.pending = { sessionId, bytes: bytes.slice() };
+        return { bytes: bytes.byteLength, step: header.step };
+      },
       log: () => {
         const s = this.core.session;
         return s ? this.logOf(s).toJSON() : this.lastLog;
@@ -225,6 +242,20 @@ export class Snapshots {
     for (const [k, v] of Object.entries(fields ?? {})) (app as unknown as Record<string, unknown>)[k] = v;
     for (const [k, v] of Object.entries(state ?? {})) (session.state as unknown as Record<string, unknown>)[k] = v;
     this.core.logger.info({ step: header.step, bytes: bytes.byteLength }, `restored a snapshot taken before step ${header.step}`);
+  }
+
+  /**
+   * Restores the seeded snapshot into a session that just started with its id (under the lock,
+   * before its first step); false when none waits for it.
+   * @throws what {@link restore} throws (the session then cannot start from it)
+   */
+  async applySeed(session: HostSession): Promise<boolean> {
+    const seed = this.pending;
+    if (!seed || seed.sessionId !== session.id) return false;
+    this.pending = undefined;
+    await this.restore(session, seed.bytes);
+    this.logOf(session).unreplayable('the session started from a snapshot (a fork or a move)');
+    return true;
   }
 
   /** Decodes and checks snapshot bytes for this app (nothing changes). */

@@ -166,4 +166,51 @@ describe('session snapshots (AppHost.snapshots)', () => {
     expect((err as SnapshotError).code).toBe('snapshot_value');
     expect((err as SnapshotError).message).toContain('snapshot.model.cache is a Map');
   });
+
+  it('seed() keeps checked bytes for one session id: that session starts from them before its first step, another id does not', async () => {
+    const { host } = await running(appClass());
+    const bytes = await host.snapshots!.take();
+    // A fresh host (another instance): the seed is checked at once, and refused with its code.
+    const target = start(appClass());
+    await target.load();
+    const flipped = bytes.slice();
+    flipped[bytes.length >> 1]! ^= 0xff;
+    expect(() => target.snapshots!.seed('fork-1', flipped)).toThrow(expect.objectContaining({ code: 'snapshot_corrupt' }) as Error);
+    expect(target.snapshots!.seed('fork-1', bytes)).toMatchObject({ bytes: bytes.byteLength });
+    expect(target.snapshots!.maxBytes).toBe(32 * 1024 * 1024);
+    // A session of another id starts fresh (the seed waits for its own).
+    const other = new RecordingSink();
+    const otherClient = target.connect(other, { sessionId: 'someone-else' });
+    await other.waitForFrames(1);
+    expect((target.app as InstanceType<ReturnType<typeof appClass>>).restored).toHaveLength(0);
+    otherClient.disconnect();
+    await target.endCurrentSession('next');
+    const sink = new RecordingSink();
+    target.connect(sink, { sessionId: 'fork-1' });
+    await sink.waitForFrames(1);
+    const app = target.app as InstanceType<ReturnType<typeof appClass>>;
+    expect(app.restored).toHaveLength(1);
+    expect(target.snapshots!.log()).toMatchObject({ unreplayable: expect.stringContaining('started from a snapshot') as string });
+  });
+
+  it('a seeded session whose restore() throws ends with that error code; the host serves the next one', async () => {
+    const { host } = await running(appClass());
+    const bytes = await host.snapshots!.take();
+    const target = start(appClass());
+    await target.load();
+    const app = target.app as InstanceType<ReturnType<typeof appClass>>;
+    app.restore = () => {
+      throw new SnapshotError('snapshot_world_size', 'taken with 2 ranks, this runner has 1');
+    };
+    target.snapshots!.seed('fork-2', bytes);
+    const sink = new RecordingSink();
+    target.connect(sink, { sessionId: 'fork-2' });
+    const ended = await sink.waitForMessage((m) => m.type === 'session' && m.session.state === 'closing');
+    expect(ended).toMatchObject({ session: { error: { code: 'snapshot_world_size' } } });
+    expect(JSON.stringify(ended)).toContain('could not start from its snapshot');
+    // The seed is spent: the next viewer gets a fresh session.
+    const next = new RecordingSink();
+    target.connect(next, { sessionId: 'fork-2' });
+    await next.waitForFrames(1);
+  });
 });

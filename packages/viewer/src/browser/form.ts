@@ -9,6 +9,7 @@ import { $, el, errorText, formatBytes, richText } from './dom.js';
 import { buildKeys, keyBindings, stopKeys } from './keys.js';
 import { buildMedia } from './media.js';
 import { REWIND, rewindButtons } from './rewind.js';
+import { forkButton, routerPrefix } from './fork.js';
 
 type Field = JsonSchema & {
   type?: string | string[];
@@ -267,6 +268,8 @@ function buildControl(client: ReactorClient, cmd: CommandSchema): HTMLElement {
 
   // The built-in rewind (an app with snapshots): buttons for the usual steps back, then its form.
   if (cmd.name === REWIND) wrap.append(rewindButtons((params) => showResult(out, client.send(REWIND, params))));
+  // Behind a session router, an app with snapshots can also be forked onto another instance.
+  if (cmd.name === REWIND && routerPrefix() !== undefined) wrap.append(forkButton(client));
 
   // An event with parameters: a small form. A required parameter without a default starts
   // empty and marked required; the server still checks everything.

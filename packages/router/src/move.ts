@@ -1,0 +1,80 @@
+/**
+ * Move on drain (docs/snapshots.md "Move"): when an instance holding a session turns draining
+ * (SIGTERM under Agones: its draining label appears), the router moves the session, if the app
+ * takes snapshots: it allocates another instance for the same session id (ahead of the waiting
+ * line), streams the snapshot across as a fork does, then closes the relayed viewer sockets with
+ * 4307 `session_moved: /s/{new instance}` (`@reactor/client` reconnects there at once) and
+ * releases the session on the old instance, which ends it and exits once empty. A target that
+ * fails (no instance free, it dies mid-transfer, it refuses the bytes) is released and the
+ * session stays where it was, to its drain deadline as before: nothing is lost.
+ */
+import type { Logger } from '@reactor/log';
+import type { SessionAllocator } from './allocation.js';
+import { transfer } from './fork.js';
+import type { AgonesRegistry, Instance } from './registry.js';
+import { RouterErrorCode } from './errors.js';
+import { RouterCloseCode } from './ws-relay.js';
+
+/** What a move needs from the router. */
+export interface MoveContext {
+  log: Logger;
+  registry: AgonesRegistry;
+  allocator: SessionAllocator;
+  /** The instances' static token (the snapshot routes take only it); without it nothing moves. */
+  token: string | undefined;
+  /** Closes the sockets this router relays to an instance. */
+  closeRelays(name: string, code: number, reason: string): void;
+  /** Told how each move ended (the metrics). */
+  outcome?(result: 'moved' | 'failed' | 'unsupported' | 'no_free_instance'): void;
+}
+
+const base = (i: Instance): string => `http://${i.address.includes(':') ? `[${i.address}]` : i.address}:${i.port}`;
+
+/** Sessions being moved now (one move per session at a time). */
+const moving = new Set<string>();
+
+/** Moves the session of `source` (just turned draining) to another instance; resolves when it is done or given up. Never rejects. */
+export async function moveSession(c: MoveContext, source: Instance): Promise<void> {
+  const sessionId = source.sessionId;
+  if (c.token === undefined || source.state !== 'Allocated' || !sessionId || moving.has(sessionId)) return;
+  moving.add(sessionId);
+  const started = performance.now();
+  let target: Instance | undefined;
+  try {
+    // Only an app with snapshots can move: its schema has the built-in rewind command.
+    const schema = await fetch(`${base(source)}/schema`, { headers: { authorization: `Bearer ${c.token}` }, signal: AbortSignal.timeout(5_000) })
+      .then((r) => r.json() as Promise<{ commands?: { name: string }[] }>)
+      .catch(() => undefined);
+    if (!schema?.commands?.some((x) => x.name === 'rewind')) {
+      c.outcome?.('unsupported');
+      c.log.info(`instance ${source.name} drains with session ${sessionId}; its app takes no snapshots, so the session stays to its drain deadline`);
+      return;
+    }
+    target = await c.allocator.allocateFor(sessionId);
+    if (!target) {
+      c.outcome?.('no_free_instance');
+      c.log.warn(`instance ${source.name} drains with session ${sessionId}: no free instance to move it to; it stays to its drain deadline`);
+      return;
+    }
+    const result = await transfer(c.token, source, target, sessionId);
+    if (!('bytes' in result)) {
+      c.outcome?.('failed');
+      c.log.warn(`moving session ${sessionId} from ${source.name} to ${target.name} failed (${result.code}): ${result.message}; it stays on ${source.name}`);
+      await c.registry.release(sessionId, target).catch(() => undefined);
+      return;
+    }
+    // The viewers reconnect to the new instance; the old one ends the session (the release) and exits once empty.
+    c.closeRelays(source.name, RouterCloseCode.SessionMoved, `${RouterErrorCode.SessionMoved}: /s/${target.name}`);
+    await c.registry.release(sessionId, source).catch((err: unknown) => c.log.warn(`releasing session ${sessionId} on ${source.name} failed: ${String(err)}`));
+    c.outcome?.('moved');
+    c.log.info(
+      `session ${sessionId} moved from draining ${source.name} to ${target.name} (${result.bytes} bytes, ${Math.round(performance.now() - started)} ms)`,
+    );
+  } catch (err) {
+    c.outcome?.('failed');
+    c.log.warn(`moving session ${sessionId} off ${source.name} failed: ${(err as Error)?.message ?? String(err)}; it stays there`);
+    if (target) await c.registry.release(sessionId, target).catch(() => undefined);
+  } finally {
+    moving.delete(sessionId);
+  }
+}
