@@ -4,7 +4,7 @@
  */
 import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import { ServerErrorCode } from './errors.js';
+import { HttpErrorCode } from '@reactor/protocol';
 import { FULL_GRANT, looksLikeJwt, type Grant, type TokenVerifier } from './tokens.js';
 
 /** Loopback host names: the default `allowedHosts` of a server bound to loopback. */
@@ -28,7 +28,7 @@ export interface AccessPolicy {
 /** Why a request was refused: the HTTP answer and the `reactor_connections_rejected_total` reason. */
 export interface AccessDenial {
   status: 401 | 403;
-  code: ServerErrorCode;
+  code: HttpErrorCode;
   message: string;
   /** Label of the rejection metric. */
   reason: 'host' | 'unauthorized' | 'origin' | 'token';
@@ -63,7 +63,7 @@ export async function authorize(req: IncomingMessage, url: URL, policy: AccessPo
       ok: false,
       denial: {
         status: 401,
-        code: ServerErrorCode.Unauthorized,
+        code: HttpErrorCode.Unauthorized,
         reason: 'unauthorized',
         message: `${presented === undefined ? 'missing' : 'wrong'} access token: present a session token (mint one with "reactor token") as ?token=... or an "Authorization: Bearer ..." header`,
       },
@@ -74,7 +74,7 @@ export async function authorize(req: IncomingMessage, url: URL, policy: AccessPo
       ok: false,
       denial: {
         status: 403,
-        code: ServerErrorCode.OriginNotAllowed,
+        code: HttpErrorCode.OriginNotAllowed,
         reason: 'origin',
         message: `origin ${JSON.stringify(req.headers.origin)} may not use this server; add it to allowedOrigins`,
       },
@@ -101,7 +101,7 @@ export function checkAccess(req: IncomingMessage, url: URL, policy: AccessPolicy
   if (!hostAllowed(req, policy.allowedHosts)) {
     return {
       status: 403,
-      code: ServerErrorCode.HostNotAllowed,
+      code: HttpErrorCode.HostNotAllowed,
       reason: 'host',
       message: `Host ${JSON.stringify(req.headers.host ?? '')} is not allowed: this server answers only to ${policy.allowedHosts!.join(', ')} (a guard against DNS rebinding); list the name in allowedHosts`,
     };
@@ -109,7 +109,7 @@ export function checkAccess(req: IncomingMessage, url: URL, policy: AccessPolicy
   if (policy.token !== undefined && !tokenMatches(policy.token, presentedToken(req, url))) {
     return {
       status: 401,
-      code: ServerErrorCode.Unauthorized,
+      code: HttpErrorCode.Unauthorized,
       reason: 'unauthorized',
       message: 'missing or wrong access token: add ?token=... to the URL or send an "Authorization: Bearer ..." header',
     };
@@ -117,7 +117,7 @@ export function checkAccess(req: IncomingMessage, url: URL, policy: AccessPolicy
   if (!originAllowed(req, policy.allowedOrigins)) {
     return {
       status: 403,
-      code: ServerErrorCode.OriginNotAllowed,
+      code: HttpErrorCode.OriginNotAllowed,
       reason: 'origin',
       message: `origin ${JSON.stringify(req.headers.origin)} may not use this server; add it to allowedOrigins`,
     };

@@ -1,5 +1,5 @@
 /**
- * The HTTP helpers of the server and of the session router (`@reactor/server/internal`): JSON
+ * The HTTP helpers of the server and of the session router (`@reactor/access`): JSON
  * answers, the error envelope (on a response or on a raw socket), request targets and query
  * values, small request bodies, and a route table (method + path -> handler). Loads nothing of
  * the runtime.

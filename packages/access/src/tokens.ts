@@ -13,7 +13,7 @@
  */
 import { createHash, createPrivateKey, createPublicKey, webcrypto, type KeyObject } from 'node:crypto';
 import { SignJWT, createRemoteJWKSet, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
-import { ServerErrorCode } from './errors.js';
+import { HttpErrorCode } from '@reactor/protocol';
 
 /** Default lifetime of a minted token, seconds (1 h). */
 export const DEFAULT_TOKEN_TTL_S = 3600;
@@ -121,14 +121,14 @@ export type TokenCheck = { ok: true; grant: Grant } | { ok: false; status: 401 |
 
 /** The codes a refused token is answered with (every one is in docs/errors.md). */
 export type TokenErrorCode =
-  | typeof ServerErrorCode.TokenExpired
-  | typeof ServerErrorCode.TokenNotYetValid
-  | typeof ServerErrorCode.TokenWrongKey
-  | typeof ServerErrorCode.TokenTampered
-  | typeof ServerErrorCode.TokenAlgNotAllowed
-  | typeof ServerErrorCode.TokenWrongSession
-  | typeof ServerErrorCode.TokenMalformed
-  | typeof ServerErrorCode.TokenInvalidClaims;
+  | typeof HttpErrorCode.TokenExpired
+  | typeof HttpErrorCode.TokenNotYetValid
+  | typeof HttpErrorCode.TokenWrongKey
+  | typeof HttpErrorCode.TokenTampered
+  | typeof HttpErrorCode.TokenAlgNotAllowed
+  | typeof HttpErrorCode.TokenWrongSession
+  | typeof HttpErrorCode.TokenMalformed
+  | typeof HttpErrorCode.TokenInvalidClaims;
 
 /** A fingerprint of a key, for the `kid` header: 16 base64url characters of a SHA-256. */
 function fingerprint(kind: string, material: Buffer | string): string {
@@ -334,17 +334,17 @@ export class TokenVerifier {
       // The signature held before (the same bytes): only the time window can have changed.
       if (Date.now() / 1000 < seen.exp! + TOKEN_CLOCK_TOLERANCE_S) return this.#grant(seen, sessions, refuse);
       this.#verified.delete(token);
-      return refuse(ServerErrorCode.TokenExpired, 'the token has expired; get a new one (tokens live at most 6 h)');
+      return refuse(HttpErrorCode.TokenExpired, 'the token has expired; get a new one (tokens live at most 6 h)');
     }
     let header: ReturnType<typeof decodeProtectedHeader>;
     try {
       header = decodeProtectedHeader(token);
     } catch {
-      return refuse(ServerErrorCode.TokenMalformed, 'the token is not a JWT (three base64url parts, a JSON header); mint a new one with "reactor token"');
+      return refuse(HttpErrorCode.TokenMalformed, 'the token is not a JWT (three base64url parts, a JSON header); mint a new one with "reactor token"');
     }
     if (!payloadIsJsonObject(token)) {
       return refuse(
-        ServerErrorCode.TokenMalformed,
+        HttpErrorCode.TokenMalformed,
         "the token's payload is not a base64url JSON object (its claims cannot be read); present the token whole, as minted",
       );
     }
@@ -354,7 +354,7 @@ export class TokenVerifier {
     if (alg === 'HS256' && this.#hmac) {
       if (kid !== undefined && kid !== this.#hmac.kid)
         return refuse(
-          ServerErrorCode.TokenWrongKey,
+          HttpErrorCode.TokenWrongKey,
           `the token was signed with another key (kid ${JSON.stringify(String(kid).slice(0, 32))}); mint it with this server's secret`,
         );
       key = await this.#hmac.key;
@@ -364,7 +364,7 @@ export class TokenVerifier {
       key = this.#jwks;
     } else if (alg === 'EdDSA' && this.#ed.size > 0) {
       return refuse(
-        ServerErrorCode.TokenWrongKey,
+        HttpErrorCode.TokenWrongKey,
         'the token was signed with an Ed25519 key this server does not know; mint it with the private key of options.auth.publicKey',
       );
     } else {
@@ -372,7 +372,7 @@ export class TokenVerifier {
         .filter(Boolean)
         .join(', ');
       return refuse(
-        ServerErrorCode.TokenAlgNotAllowed,
+        HttpErrorCode.TokenAlgNotAllowed,
         `the token's algorithm ${JSON.stringify(alg ?? null)} is not accepted here${alg === 'none' ? ' (an unsigned token)' : ''}; this server takes ${allowed}`,
       );
     }
@@ -390,29 +390,29 @@ export class TokenVerifier {
       if (this.#verified.size >= VERIFIED_TOKEN_CACHE_SIZE) this.#verified.delete(this.#verified.keys().next().value!);
       this.#verified.set(token, payload);
     } catch (err) {
-      if (err instanceof joseErrors.JWTExpired) return refuse(ServerErrorCode.TokenExpired, 'the token has expired; get a new one (tokens live at most 6 h)');
+      if (err instanceof joseErrors.JWTExpired) return refuse(HttpErrorCode.TokenExpired, 'the token has expired; get a new one (tokens live at most 6 h)');
       if (err instanceof joseErrors.JWTClaimValidationFailed && err.claim === 'nbf') {
         return refuse(
-          ServerErrorCode.TokenNotYetValid,
+          HttpErrorCode.TokenNotYetValid,
           'the token is not valid yet (its nbf is in the future); use it later, or check the clocks of the minter and this server',
         );
       }
       if (err instanceof joseErrors.JWTClaimValidationFailed)
-        return refuse(ServerErrorCode.TokenInvalidClaims, `the token's "${err.claim}" claim is wrong: ${err.message}`);
+        return refuse(HttpErrorCode.TokenInvalidClaims, `the token's "${err.claim}" claim is wrong: ${err.message}`);
       if (err instanceof joseErrors.JWKSNoMatchingKey)
-        return refuse(ServerErrorCode.TokenWrongKey, "the token was signed with a key the JWKS does not list; mint it with one of the platform's keys");
+        return refuse(HttpErrorCode.TokenWrongKey, "the token was signed with a key the JWKS does not list; mint it with one of the platform's keys");
       if (err instanceof joseErrors.JWSSignatureVerificationFailed) {
         return refuse(
-          kid === undefined ? ServerErrorCode.TokenWrongKey : ServerErrorCode.TokenTampered,
+          kid === undefined ? HttpErrorCode.TokenWrongKey : HttpErrorCode.TokenTampered,
           kid === undefined
             ? "the token's signature does not verify with this server's key (and it names none); mint it with this server's key"
             : "the token's signature does not match its content: it was changed after it was signed; mint a new one",
         );
       }
       if (err instanceof joseErrors.JOSEAlgNotAllowed)
-        return refuse(ServerErrorCode.TokenAlgNotAllowed, `the token's algorithm is not accepted here: ${(err as Error).message}`);
+        return refuse(HttpErrorCode.TokenAlgNotAllowed, `the token's algorithm is not accepted here: ${(err as Error).message}`);
       if (err instanceof joseErrors.JOSEError && !(err instanceof joseErrors.JWKSTimeout) && !(err instanceof joseErrors.JWKSInvalid)) {
-        return refuse(ServerErrorCode.TokenMalformed, `the token cannot be read: ${(err as Error).message}`);
+        return refuse(HttpErrorCode.TokenMalformed, `the token cannot be read: ${(err as Error).message}`);
       }
       throw err;
     }
@@ -424,19 +424,19 @@ export class TokenVerifier {
     const lifetime = p.exp! - (typeof p.iat === 'number' ? Math.min(p.iat, now) : now);
     if (lifetime > this.#maxTtlS + TOKEN_CLOCK_TOLERANCE_S) {
       return refuse(
-        ServerErrorCode.TokenInvalidClaims,
+        HttpErrorCode.TokenInvalidClaims,
         `the token lives ${lifetime} s, longer than this server accepts (${this.#maxTtlS} s); mint a shorter-lived one`,
       );
     }
     const role = p['role'] ?? 'controller';
     if (typeof role !== 'string' || !ROLE_PATTERN.test(role))
-      return refuse(ServerErrorCode.TokenInvalidClaims, `the token's role ${JSON.stringify(role)} is not a snake_case role name`);
+      return refuse(HttpErrorCode.TokenInvalidClaims, `the token's role ${JSON.stringify(role)} is not a snake_case role name`);
     const sid = p['sid'] ?? '*';
     if (typeof sid !== 'string')
-      return refuse(ServerErrorCode.TokenInvalidClaims, 'the token\'s "sid" claim must be a string (a session id, an instance name or "*")');
+      return refuse(HttpErrorCode.TokenInvalidClaims, 'the token\'s "sid" claim must be a string (a session id, an instance name or "*")');
     if (sid !== '*' && !sessions.includes(sid)) {
       return refuse(
-        ServerErrorCode.TokenWrongSession,
+        HttpErrorCode.TokenWrongSession,
         // The session this server holds is not named: a token for another session must not learn it.
         `the token is for session ${JSON.stringify(sid.slice(0, 64))}, which this server does not hold; ask for a token of the session you join`,
         403,
@@ -444,16 +444,16 @@ export class TokenVerifier {
     }
     const pub = p['pub'] ?? (role === 'controller' ? '*' : []);
     if (pub !== '*' && !(Array.isArray(pub) && pub.every((t) => typeof t === 'string')))
-      return refuse(ServerErrorCode.TokenInvalidClaims, 'the token\'s "pub" claim must be "*" or a list of track names');
+      return refuse(HttpErrorCode.TokenInvalidClaims, 'the token\'s "pub" claim must be "*" or a list of track names');
     const upl = p['upl'] ?? (role === 'controller' ? undefined : 0);
     if (upl !== undefined && !(typeof upl === 'number' && Number.isSafeInteger(upl) && upl >= 0))
-      return refuse(ServerErrorCode.TokenInvalidClaims, 'the token\'s "upl" claim must be a byte count');
+      return refuse(HttpErrorCode.TokenInvalidClaims, 'the token\'s "upl" claim must be a byte count');
     const rec = p['rec'] ?? (role === 'controller' ? '*' : []);
     if (rec !== '*' && !(Array.isArray(rec) && rec.every((r) => (RECORDING_GRANTS as readonly unknown[]).includes(r))))
-      return refuse(ServerErrorCode.TokenInvalidClaims, `the token's "rec" claim must be "*" or a list of ${RECORDING_GRANTS.map((r) => `"${r}"`).join(', ')}`);
+      return refuse(HttpErrorCode.TokenInvalidClaims, `the token's "rec" claim must be "*" or a list of ${RECORDING_GRANTS.map((r) => `"${r}"`).join(', ')}`);
     const mst = p['mst'];
     if (mst !== undefined && !(typeof mst === 'number' && Number.isInteger(mst) && mst > 0))
-      return refuse(ServerErrorCode.TokenInvalidClaims, 'the token\'s "mst" claim must be a positive number of seconds');
+      return refuse(HttpErrorCode.TokenInvalidClaims, 'the token\'s "mst" claim must be a positive number of seconds');
     const grant: Grant = {
       role,
       session: sid,

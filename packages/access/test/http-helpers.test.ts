@@ -1,7 +1,7 @@
 import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ROUTER_ANSWER, RouteTable, oneOfParam, parseTarget, readBody, sendError, sendJson, wholeNumberParam } from '../src/internal.js';
+import { ROUTER_ANSWER, RouteTable, oneOfParam, parseTarget, readBody, sendError, sendJson, wholeNumberParam } from '../src/index.js';
 
 let server: Server | undefined;
 afterEach(async () => {

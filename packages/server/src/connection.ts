@@ -16,7 +16,7 @@ import type { WebSocket } from 'ws';
 import type { AppliedMessage, PauseTrackMessage, ResumeTrackMessage, ServerMessage, StatsMessage, WelcomeMessage } from '@reactor/protocol';
 import type { Logger } from '@reactor/log';
 import type { AppHostApi, ClientHandle, ClientSink, OutputAudio, OutputFrame } from '@reactor/runtime';
-import { mayRecord, type Grant } from './tokens.js';
+import { mayRecord, type Grant } from '@reactor/access';
 import { CLIENT_STATS_INTERVAL_MS, ClientStatsIntake } from './client-stats.js';
 import { ConnectionLifecycle } from './connection-state.js';
 import { capError, truncateReason } from './error-answer.js';

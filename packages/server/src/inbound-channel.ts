@@ -37,7 +37,7 @@ import type { OutboundSender } from './outbound.js';
 import { recordingDisabled } from './recording-errors.js';
 import { recordingRefusal } from './recording-grant.js';
 import type { RecordingService } from './recording-service.js';
-import type { Grant } from './tokens.js';
+import type { Grant } from '@reactor/access';
 
 /** Messages `ws` had already read when the socket was paused, held until it resumes; more is a broken client. */
 const MAX_HELD_MESSAGES = 65_536;

@@ -48,8 +48,8 @@ export {
   TOKEN_CLOCK_TOLERANCE_S,
   ROLES,
   FULL_GRANT,
-} from './tokens.js';
-export type { Grant, RecordingGrant, Role, SigningKey, TokenAuthOptions, TokenCheck, TokenErrorCode, TokenRequest } from './tokens.js';
+} from '@reactor/access';
+export type { Grant, RecordingGrant, Role, SigningKey, TokenAuthOptions, TokenCheck, TokenErrorCode, TokenRequest } from '@reactor/access';
 export { DEFAULT_RESUME_GRACE_MS } from './options.js';
 export type { ServeOptions } from './serve.js';
 export { HostSwitch, serveSwitchable, sameTracks, hostOptionsOf } from './host-switch.js';

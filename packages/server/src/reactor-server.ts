@@ -10,8 +10,17 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Logger } from '@reactor/log';
 import type { Readiness } from '@reactor/runtime';
-import { authorize, bearerChallenge, type AccessDenial, type AccessPolicy } from './auth.js';
-import type { Grant } from './tokens.js';
+import {
+  authorize,
+  bearerChallenge,
+  parseTarget,
+  sendError,
+  writeHttpError,
+  type AccessDenial,
+  type AccessPolicy,
+  type Grant,
+  type RouteTable,
+} from '@reactor/access';
 import { ServerErrorCode } from './errors.js';
 import { ClientConnection, type ConnectionInfo } from './connection.js';
 import { DashboardSampler, dashboardClient } from './dashboard.js';
@@ -30,7 +39,6 @@ import type { RtcServerContext } from './rtc-outbound.js';
 import { VideoStreams, type VideoEncoderInfo } from './video-streams.js';
 import { RecordingService } from './recording-service.js';
 import { ViewerAssets } from './static-assets.js';
-import { parseTarget, sendError, writeHttpError, type RouteTable } from './http.js';
 import { type HealthReport, type ServableHost, loadProgressOf } from './servable-host.js';
 import { healthOf, readinessOf } from './server-health.js';
 import { answerClientError, notFound, serverRoutes, type ServerRoute } from './server-routes.js';

@@ -8,7 +8,7 @@
 import type { ClipMessage, ErrorMessage, RecordingMessage } from '@reactor/protocol';
 import type { ClientHandle } from '@reactor/runtime';
 import { ServerErrorCode } from './errors.js';
-import { mayRecord, type Grant } from './tokens.js';
+import { mayRecord, type Grant } from '@reactor/access';
 
 /**
  * Why `grant` may not `what` (take clips / start or stop recordings; `asked` names the request

@@ -1,22 +1,20 @@
 /**
  * The route table of {@link ReactorServer} (method + path -> handler), over the HTTP helpers of
- * `http.ts`. Each route says who may use it: `self` (it checks method and access itself: the
+ * `@reactor/access` (`http.ts` there). Each route  says who may use it: `self` (it checks method and access itself: the
  * upload routes), `open` (no token, any Host: health, which load balancers probe) or `token` (the
  * server's Host, token and Origin checks ran). Every other route is `GET` / `HEAD`.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { TOKEN_COOKIE } from './auth.js';
+import { RouteTable, TOKEN_COOKIE, sendBody, sendError, sendJson, writeHttpError, type Grant } from '@reactor/access';
 import type { DashboardSampler } from './dashboard.js';
 import { dashboardSecurityHeaders, renderDashboardPage } from './dashboard-page.js';
 import { ServerErrorCode } from './errors.js';
-import { RouteTable, sendBody, sendError, sendJson, writeHttpError } from './http.js';
 import type { ServerMetrics } from './metrics.js';
 import type { ResolvedServerOptions } from './options.js';
 import { recordingFileRefusal } from './recording-grant.js';
 import type { RecordingService } from './recording-service.js';
 import type { HealthReport, ServableHost } from './servable-host.js';
-import type { Grant } from './tokens.js';
 import { ViewerNotBuiltError, type ViewerAssets } from './static-assets.js';
 import type { UploadRoutes } from './upload-routes.js';
 import { renderViewerPage, viewerBasePath, viewerSecurityHeaders } from './viewer-page.js';

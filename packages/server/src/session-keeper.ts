@@ -13,7 +13,7 @@ import { ServerErrorCode } from './errors.js';
 import type { ServerMetrics } from './metrics.js';
 import type { ResolvedServerOptions } from './options.js';
 import type { ServableHost } from './servable-host.js';
-import type { Grant } from './tokens.js';
+import type { Grant } from '@reactor/access';
 
 /** A client whose connection dropped, held for the resume grace. */
 interface Suspended {

@@ -5,9 +5,8 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { UPLOAD_PATH, UploadError, type AppHostApi } from '@reactor/runtime';
-import type { AccessDenial, Authorization } from './auth.js';
+import { readBody, sendJson, type AccessDenial, type Authorization } from '@reactor/access';
 import { ServerErrorCode } from './errors.js';
-import { readBody, sendJson } from './http.js';
 import type { ServerMetrics } from './metrics.js';
 
 /** Largest `POST /uploads` body (the JSON announcement), bytes. */
