@@ -32,6 +32,7 @@ import { WsOutbound } from './outbound-queue.js';
 import { RtcInbound } from './rtc-inbound.js';
 import { iceServersFor } from './turn-credentials.js';
 import { RtcOutbound, type RtcInfo, type RtcServerContext } from './rtc-outbound.js';
+import type { DashboardClient } from './dashboard.js';
 import type { SendBudget } from './send-budget.js';
 import { ConnectionVideo, type VideoSelectionInfo } from './video-sender.js';
 import type { VideoStreams } from './video-streams.js';
@@ -420,4 +421,21 @@ export class ClientConnection implements ClientSink {
 function withInstance(msg: ServerMessage, instance: string | undefined): ServerMessage {
   if (instance === undefined || (msg.type !== 'welcome' && msg.type !== 'session')) return msg;
   return { ...msg, session: { ...msg.session, instance } };
+}
+
+/** A connection's row in the dashboard's client list. */
+export function dashboardClient(c: ClientConnection): Omit<DashboardClient, 'connectedS'> {
+  const info = c.info();
+  // A connected WebRTC peer carries its media (its own codec and tier, from its own feedback); otherwise the WebSocket does.
+  const rtc = info.webrtc?.state === 'connected' ? info.webrtc.media : undefined;
+  return {
+    id: info.id,
+    role: c.grant.role,
+    transport: rtc ? 'webrtc' : 'websocket',
+    codec: rtc ? info.webrtc!.codec : (info.video?.codec ?? 'jpeg'),
+    tier: rtc ? (rtc.tier ?? '-') : (info.video?.tier ?? '-'),
+    framesSent: info.framesSent,
+    framesDropped: info.framesDropped,
+    bufferedBytes: info.bufferedBytes,
+  };
 }

@@ -9,7 +9,6 @@
  */
 import type { Registry } from 'prom-client';
 import type { SessionStatus } from '@reactor/protocol';
-import type { ClientConnection } from './connection.js';
 import type { DashboardEvent, DashboardEvents } from './dashboard-events.js';
 import { bucketQuantile, counterDeltas, histogramDelta, labelOf, readHistogram, readScalar, type HistogramReading, type Reading } from './dashboard-metrics.js';
 
@@ -51,23 +50,6 @@ export interface DashboardClient {
   bufferedBytes: number;
   /** Seconds since the dashboard first saw it. */
   connectedS: number;
-}
-
-/** A connection's row in the dashboard's client list. */
-export function dashboardClient(c: ClientConnection): Omit<DashboardClient, 'connectedS'> {
-  const info = c.info();
-  // A connected WebRTC peer carries its media (its own codec and tier, from its own feedback); otherwise the WebSocket does.
-  const rtc = info.webrtc?.state === 'connected' ? info.webrtc.media : undefined;
-  return {
-    id: info.id,
-    role: c.grant.role,
-    transport: rtc ? 'webrtc' : 'websocket',
-    codec: rtc ? info.webrtc!.codec : (info.video?.codec ?? 'jpeg'),
-    tier: rtc ? (rtc.tier ?? '-') : (info.video?.tier ?? '-'),
-    framesSent: info.framesSent,
-    framesDropped: info.framesDropped,
-    bufferedBytes: info.bufferedBytes,
-  };
 }
 
 /** The answer of `GET /dashboard/data`. */

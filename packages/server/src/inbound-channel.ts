@@ -32,7 +32,6 @@ import { ServerErrorCode } from './errors.js';
 import type { FrameDecoder } from './frame-decoder.js';
 import { FrameIntake, type FrameIntakeInfo } from './frame-intake.js';
 import type { ServerMetrics } from './metrics.js';
-import type { ResolvedServerOptions } from './options.js';
 import type { OutboundSender } from './outbound.js';
 import { recordingDisabled } from './recording-errors.js';
 import { recordingRefusal } from './recording-grant.js';
@@ -59,11 +58,21 @@ export interface ConnectionControls {
   rtcPublish(track: string, mid: string): void;
 }
 
+/** The inbound channel's slice of the server's options (`ResolvedServerOptions` is one). */
+export interface InboundChannelOptions {
+  maxMessageBytes: number;
+  commandRate: number;
+  commandBurst: number;
+  readPauseBytes: number;
+  readPauseTimeoutMs: number;
+  webrtc: { enabled: boolean };
+}
+
 /** What the inbound channel needs from the server and its connection. */
 export interface InboundContext {
   ws: WebSocket;
   state: ConnectionLifecycle;
-  options: ResolvedServerOptions;
+  options: InboundChannelOptions;
   metrics: ServerMetrics;
   logger: Logger;
   /** Largest inbound binary frame (0 when the app declares no inbound track). */

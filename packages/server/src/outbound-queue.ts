@@ -23,7 +23,6 @@ import type { OutputAudio, OutputFrame } from '@reactor/runtime';
 import type { ConnectionLifecycle } from './connection-state.js';
 import type { FrameEncoder } from './frame-encoder.js';
 import type { DropReason, ServerMetrics } from './metrics.js';
-import type { ResolvedServerOptions } from './options.js';
 import type { OutboundEvents, OutboundSender, OutboundStats } from './outbound.js';
 import type { BudgetHolder, SendBudget } from './send-budget.js';
 import type { ConnectionVideo } from './video-sender.js';
@@ -63,13 +62,20 @@ interface QueuedItem {
   readyAt?: number;
 }
 
+/** The queue's slice of the server's options (`ResolvedServerOptions` is one). */
+export interface WsOutboundOptions {
+  maxQueuedFrames: number;
+  maxBufferedBytes: number;
+  readPauseBytes: number;
+}
+
 /** What the queue needs from the server and its connection. */
 export interface WsOutboundContext {
   ws: WebSocket;
   state: ConnectionLifecycle;
   encoder: FrameEncoder;
   metrics: ServerMetrics;
-  options: ResolvedServerOptions;
+  options: WsOutboundOptions;
   logger: Logger;
   budget: SendBudget;
   video: ConnectionVideo;

@@ -22,8 +22,8 @@ import {
   type RouteTable,
 } from '@reactor/access';
 import { ServerErrorCode } from './errors.js';
-import { ClientConnection, type ConnectionInfo } from './connection.js';
-import { DashboardSampler, dashboardClient } from './dashboard.js';
+import { ClientConnection, dashboardClient, type ConnectionInfo } from './connection.js';
+import { DashboardSampler } from './dashboard.js';
 import { DashboardEvents } from './dashboard-events.js';
 import { FrameDecoder } from './frame-decoder.js';
 import { frameBytesFor } from './frame-intake.js';
