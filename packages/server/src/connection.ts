@@ -17,26 +17,26 @@ import type { AppliedMessage, PauseTrackMessage, ResumeTrackMessage, ServerMessa
 import type { Logger } from '@reactor/log';
 import type { AppHostApi, ClientHandle, ClientSink, OutputAudio, OutputFrame } from '@reactor/runtime';
 import { mayRecord, type Grant } from '@reactor/access';
-import { CLIENT_STATS_INTERVAL_MS, ClientStatsIntake } from './client-stats.js';
-import { ConnectionLifecycle } from './connection-state.js';
-import { capError, truncateReason } from './error-answer.js';
-import { ServerErrorCode } from './errors.js';
-import type { FrameDecoder } from './frame-decoder.js';
-import type { FrameEncoder } from './frame-encoder.js';
-import type { FrameIntakeInfo } from './frame-intake.js';
-import { InboundChannel } from './inbound-channel.js';
-import type { ServerMetrics } from './metrics.js';
+import { CLIENT_STATS_INTERVAL_MS, ClientStatsIntake } from './ws/client-stats.js';
+import { ConnectionLifecycle } from './ws/connection-state.js';
+import { capError, truncateReason } from './base/error-answer.js';
+import { ServerErrorCode } from './base/errors.js';
+import type { FrameDecoder } from './intake/frame-decoder.js';
+import type { FrameEncoder } from './video/frame-encoder.js';
+import type { FrameIntakeInfo } from './intake/frame-intake.js';
+import { InboundChannel } from './ws/inbound-channel.js';
+import type { ServerMetrics } from './base/metrics.js';
 import type { ResolvedServerOptions } from './options.js';
-import type { OutboundSender, OutboundStats } from './outbound.js';
-import { WsOutbound } from './outbound-queue.js';
-import { RtcInbound } from './rtc-inbound.js';
-import { iceServersFor } from './turn-credentials.js';
-import { RtcOutbound, type RtcInfo, type RtcServerContext } from './rtc-outbound.js';
-import type { DashboardClient } from './dashboard.js';
-import type { SendBudget } from './send-budget.js';
-import { ConnectionVideo, type VideoSelectionInfo } from './video-sender.js';
-import type { VideoStreams } from './video-streams.js';
-import type { RecordingService } from './recording-service.js';
+import type { OutboundSender, OutboundStats } from './base/outbound.js';
+import { WsOutbound } from './ws/outbound-queue.js';
+import { RtcInbound } from './webrtc/rtc-inbound.js';
+import { iceServersFor } from './webrtc/turn-credentials.js';
+import { RtcOutbound, type RtcInfo, type RtcServerContext } from './webrtc/rtc-outbound.js';
+import type { DashboardClient } from './dashboard/dashboard.js';
+import type { SendBudget } from './base/send-budget.js';
+import { ConnectionVideo, type VideoSelectionInfo } from './video/video-sender.js';
+import type { VideoStreams } from './video/video-streams.js';
+import type { RecordingService } from './recording/recording-service.js';
 
 /** A snapshot of one connection, for tests, metrics and operators. */
 export interface ConnectionInfo extends Omit<OutboundStats, 'pausedTracks'> {

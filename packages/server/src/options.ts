@@ -6,9 +6,9 @@ import type { VideoCodecName, VideoTierSchema } from '@reactor/protocol';
 import { consoleLogger, type Logger } from '@reactor/log';
 import { LOOPBACK_HOSTS, isLoopbackHost, TokenVerifier, type TokenAuthOptions } from '@reactor/access';
 import { DEFAULT_MAX_UPLOAD_BYTES, DEFAULT_UPLOAD_EXPIRY_MS, DEFAULT_UPLOAD_QUOTA_BYTES, DEFAULT_UPLOAD_WAIT_MS } from '@reactor/runtime';
-import { webCodecsEncoderFactory, type VideoEncoderFactory } from './video-encoder.js';
-import type { ResolvedVideoOptions } from './video-streams.js';
-import { resolveWebRtcOptions, type ResolvedWebRtcOptions, type WebRtcOptions } from './rtc-options.js';
+import { webCodecsEncoderFactory, type VideoEncoderFactory } from './video/video-encoder.js';
+import type { ResolvedVideoOptions } from './video/video-streams.js';
+import { resolveWebRtcOptions, type ResolvedWebRtcOptions, type WebRtcOptions } from './webrtc/rtc-options.js';
 import { resolveRecordingOptions, type RecordingOptions, type ResolvedRecordingOptions } from './recording/recording-options.js';
 
 /** Default time a dropped client may come back and resume its identity, ms (30 s, as the original's recoverable disconnect). */

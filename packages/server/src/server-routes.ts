@@ -7,17 +7,17 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { RouteTable, TOKEN_COOKIE, sendBody, sendError, sendJson, writeHttpError, type Grant } from '@reactor/access';
-import type { DashboardSampler } from './dashboard.js';
-import { dashboardSecurityHeaders, renderDashboardPage } from './dashboard-page.js';
-import { ServerErrorCode } from './errors.js';
-import type { ServerMetrics } from './metrics.js';
+import type { DashboardSampler } from './dashboard/dashboard.js';
+import { dashboardSecurityHeaders, renderDashboardPage } from './dashboard/dashboard-page.js';
+import { ServerErrorCode } from './base/errors.js';
+import type { ServerMetrics } from './base/metrics.js';
 import type { ResolvedServerOptions } from './options.js';
-import { recordingFileRefusal } from './recording-grant.js';
-import type { RecordingService } from './recording-service.js';
-import type { HealthReport, ServableHost } from './servable-host.js';
-import { ViewerNotBuiltError, type ViewerAssets } from './static-assets.js';
-import type { UploadRoutes } from './upload-routes.js';
-import { renderViewerPage, viewerBasePath, viewerSecurityHeaders } from './viewer-page.js';
+import { recordingFileRefusal } from './recording/recording-grant.js';
+import type { RecordingService } from './recording/recording-service.js';
+import type { HealthReport, ServableHost } from './base/servable-host.js';
+import { ViewerNotBuiltError, type ViewerAssets } from './http/static-assets.js';
+import type { UploadRoutes } from './http/upload-routes.js';
+import { renderViewerPage, viewerBasePath, viewerSecurityHeaders } from './http/viewer-page.js';
 
 /** One route's handler and who may use it. */
 export interface ServerRoute {

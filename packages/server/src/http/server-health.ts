@@ -4,7 +4,7 @@
  */
 import type { Logger } from '@reactor/log';
 import { type Readiness, ReadinessCode } from '@reactor/runtime';
-import type { HealthReport, ServableHost } from './servable-host.js';
+import type { HealthReport, ServableHost } from '../base/servable-host.js';
 
 /** The host's readiness; a host that throws is not ready (and says why); `draining`: the server's `beginDrain()` was called. */
 export function readinessOf(host: ServableHost, closing: boolean, log: Logger, draining = false): Readiness {

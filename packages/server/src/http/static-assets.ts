@@ -9,7 +9,7 @@ import { readFile } from 'node:fs/promises';
 import { join, resolve, sep } from 'node:path';
 import { ReactorError } from '@reactor/runtime';
 import { VIEWER_ENTRY, clientModulesDir, protocolModulesDir, uplotModulesDir, viewerModulesDir } from '@reactor/viewer';
-import { ServerErrorCode } from './errors.js';
+import { ServerErrorCode } from '../base/errors.js';
 
 /** A browser module served by the server. */
 export interface Asset {

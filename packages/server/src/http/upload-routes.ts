@@ -6,8 +6,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { UPLOAD_PATH, UploadError, type AppHostApi } from '@reactor/runtime';
 import { readBody, sendJson, type AccessDenial, type Authorization } from '@reactor/access';
-import { ServerErrorCode } from './errors.js';
-import type { ServerMetrics } from './metrics.js';
+import { ServerErrorCode } from '../base/errors.js';
+import type { ServerMetrics } from '../base/metrics.js';
 
 /** Largest `POST /uploads` body (the JSON announcement), bytes. */
 export const MAX_UPLOAD_REQUEST_BYTES = 4096;

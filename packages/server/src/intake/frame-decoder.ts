@@ -5,7 +5,7 @@
  * any pixel is decoded; sharp's `limitInputPixels` stands behind that check.
  */
 import sharp from 'sharp';
-import type { ServerMetrics } from './metrics.js';
+import type { ServerMetrics } from '../base/metrics.js';
 
 /** A decoded video frame: RGB24, `height * width * 3` bytes. */
 export interface DecodedPicture {

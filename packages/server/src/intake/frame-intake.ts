@@ -14,10 +14,10 @@ import type { RawData } from 'ws';
 import { FrameEncoding, decodeFrame, type DecodedFrame, type TrackSchema } from '@reactor/protocol';
 import type { Logger } from '@reactor/log';
 import type { ClientHandle, InboundFrame } from '@reactor/runtime';
-import { DropErrorThrottle, rateBurst, refill, type TokenBucket } from './drop-report.js';
-import { ServerErrorCode } from './errors.js';
+import { DropErrorThrottle, rateBurst, refill, type TokenBucket } from '../base/drop-report.js';
+import { ServerErrorCode } from '../base/errors.js';
 import { jpegSize, type FrameDecoder } from './frame-decoder.js';
-import type { ServerMetrics } from './metrics.js';
+import type { ServerMetrics } from '../base/metrics.js';
 
 /** Frames of one track that may wait for delivery (decoding, or decoded behind an earlier one still decoding). */
 export const MAX_FRAMES_PENDING_PER_TRACK = 3;

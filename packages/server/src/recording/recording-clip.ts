@@ -1,11 +1,11 @@
 /** A clip: a slice of a track's ring muxed into an MP4 file and stored at an unguessable, expiring URL. */
 import type { ClipResult } from '@reactor/protocol';
-import { ServerErrorCode } from './errors.js';
+import { ServerErrorCode } from '../base/errors.js';
 import { fail } from './recording-errors.js';
-import { ClipDiskFullError, type ClipStore } from './recording/clip-store.js';
-import { isDiskFull } from './recording/files.js';
-import type { RingSlice } from './recording/media-ring.js';
-import { muxClip, type AudioStreamConfig } from './recording/mp4.js';
+import { ClipDiskFullError, type ClipStore } from './clip-store.js';
+import { isDiskFull } from './files.js';
+import type { RingSlice } from './media-ring.js';
+import { muxClip, type AudioStreamConfig } from './mp4.js';
 
 /** Muxes `slice` (with the track's audio, when there is one) and stores the file. @throws ReactorError `disk_full`, `clip_failed` */
 export async function makeClip(slice: RingSlice, audio: AudioStreamConfig | undefined, store: ClipStore): Promise<ClipResult> {

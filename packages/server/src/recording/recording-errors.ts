@@ -1,7 +1,7 @@
 /** The errors of the recording service: the answer of a server that records nothing, and the coded failure its calls throw. */
 import type { ClipMessage, ErrorMessage, RecordingMessage } from '@reactor/protocol';
 import { ReactorError } from '@reactor/runtime';
-import { ServerErrorCode } from './errors.js';
+import { ServerErrorCode } from '../base/errors.js';
 
 /** The answer to `clip`/`recording` on a server without `options.recording`. */
 export function recordingDisabled(msg: ClipMessage | RecordingMessage): ErrorMessage {

@@ -7,7 +7,7 @@
  */
 import type { ClipMessage, ErrorMessage, RecordingMessage } from '@reactor/protocol';
 import type { ClientHandle } from '@reactor/runtime';
-import { ServerErrorCode } from './errors.js';
+import { ServerErrorCode } from '../base/errors.js';
 import { mayRecord, type Grant } from '@reactor/access';
 
 /**

@@ -3,9 +3,9 @@ import { stat } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import type { RecordingInfo } from '@reactor/protocol';
-import { ServerErrorCode } from './errors.js';
-import type { ClipStore } from './recording/clip-store.js';
-import { sendFile } from './recording/files.js';
+import { ServerErrorCode } from '../base/errors.js';
+import type { ClipStore } from './clip-store.js';
+import { sendFile } from './files.js';
 
 /**
  * `GET /clips/<id>.mp4`, `GET /recordings` (the listing), `GET /recordings/<name>` (a file: the

@@ -4,10 +4,10 @@
  * ({@link FragmentedMp4Writer}), a key frame every second.
  */
 import { type FileHandle, open } from 'node:fs/promises';
-import { type CodedVideoEncoder, avcCodecString, webCodecsEncoderFactory } from './video-encoder.js';
-import { annexBToAvcc, avcDecoderConfigurationRecord } from './recording/avc.js';
-import type { VideoStreamConfig } from './recording/media-ring.js';
-import { FragmentedMp4Writer } from './recording/mp4.js';
+import { type CodedVideoEncoder, avcCodecString, webCodecsEncoderFactory } from '../video/video-encoder.js';
+import { annexBToAvcc, avcDecoderConfigurationRecord } from './avc.js';
+import type { VideoStreamConfig } from './media-ring.js';
+import { FragmentedMp4Writer } from './mp4.js';
 
 /** An MP4 file being written from RGB frames of one size. */
 export class RgbMp4File {

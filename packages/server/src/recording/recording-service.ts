@@ -15,20 +15,20 @@ import { Gauge, type Registry } from 'prom-client';
 import type { ClipMessage, ClipResult, ErrorMessage, RecordingInfo, RecordingMessage, ReplyMessage, SessionStatus } from '@reactor/protocol';
 import type { Logger } from '@reactor/log';
 import { ReactorError, type ClipOptions, type MediaListener, type OutputAudio, type OutputFrame } from '@reactor/runtime';
-import { ServerErrorCode } from './errors.js';
+import { ServerErrorCode } from '../base/errors.js';
 import { makeClip } from './recording-clip.js';
 import { fail } from './recording-errors.js';
 import { serveRecordingFiles } from './recording-http.js';
 import { listRecordings } from './recording-list.js';
-import { loadWebCodecs } from './video-encoder.js';
-import type { TrackEncoder, VideoStreams, VideoSubscriber } from './video-streams.js';
-import { AacEncoder } from './recording/audio-encoder.js';
-import { ClipStore } from './recording/clip-store.js';
-import { annexBToAvcc, avcDecoderConfigurationRecord } from './recording/avc.js';
-import { MediaRing, sameConfig, type AudioUnit, type VideoStreamConfig, type VideoUnit } from './recording/media-ring.js';
-import type { AudioStreamConfig } from './recording/mp4.js';
-import { framesPath, RecorderDiskFullError, SessionRecorder } from './recording/recorder.js';
-import type { ResolvedRecordingOptions } from './recording/recording-options.js';
+import { loadWebCodecs } from '../video/video-encoder.js';
+import type { TrackEncoder, VideoStreams, VideoSubscriber } from '../video/video-streams.js';
+import { AacEncoder } from './audio-encoder.js';
+import { ClipStore } from './clip-store.js';
+import { annexBToAvcc, avcDecoderConfigurationRecord } from './avc.js';
+import { MediaRing, sameConfig, type AudioUnit, type VideoStreamConfig, type VideoUnit } from './media-ring.js';
+import type { AudioStreamConfig } from './mp4.js';
+import { framesPath, RecorderDiskFullError, SessionRecorder } from './recorder.js';
+import type { ResolvedRecordingOptions } from './recording-options.js';
 
 /** What the service needs of the host: the schema, its status, and the playout tap. */
 export interface RecordableHost {

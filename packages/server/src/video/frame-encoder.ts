@@ -17,7 +17,7 @@ import { endianness } from 'node:os';
 import sharp from 'sharp';
 import { FrameEncoding, encodeFrameHeader } from '@reactor/protocol';
 import type { OutputAudio, OutputFrame } from '@reactor/runtime';
-import type { ServerMetrics } from './metrics.js';
+import type { ServerMetrics } from '../base/metrics.js';
 
 /**
  * Encodes in flight per threadpool thread before a new frame is the encoder's drop: one running,

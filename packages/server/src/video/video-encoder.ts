@@ -7,7 +7,7 @@
 import { endianness } from 'node:os';
 import type { VideoCodecName } from '@reactor/protocol';
 import { ReactorError } from '@reactor/runtime';
-import { ServerErrorCode } from './errors.js';
+import { ServerErrorCode } from '../base/errors.js';
 
 /** A codec the server encodes itself (`jpeg` has its own path, {@link FrameEncoder}). */
 export type CodedVideoCodec = Exclude<VideoCodecName, 'jpeg'>;

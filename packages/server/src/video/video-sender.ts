@@ -25,7 +25,7 @@ import type {
   VideoConfigMessage,
   VideoTierSchema,
 } from '@reactor/protocol';
-import { ServerErrorCode } from './errors.js';
+import { ServerErrorCode } from '../base/errors.js';
 import type { CodedFrame, KeyFrameReason, TrackEncoder, VideoStreams, VideoSubscriber } from './video-streams.js';
 
 /** A connection's video selection, as `/metrics` and `ConnectionInfo` show it. */

@@ -23,7 +23,7 @@ import {
 } from '@reactor/protocol';
 import type { Logger } from '@reactor/log';
 import type { AppHostApi, OutputFrame } from '@reactor/runtime';
-import type { ServerMetrics } from './metrics.js';
+import type { ServerMetrics } from '../base/metrics.js';
 import type { CodedVideoCodec, CodedVideoEncoder, VideoEncoderFactory } from './video-encoder.js';
 
 /** The video options with defaults applied (see `ServerOptions.video`). */

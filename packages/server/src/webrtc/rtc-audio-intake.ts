@@ -10,7 +10,7 @@
  * second), at most {@link MAX_AUDIO_DECODE_QUEUE} packets decoding.
  */
 import type { RtpPacket } from 'werift';
-import { ServerErrorCode } from './errors.js';
+import { ServerErrorCode } from '../base/errors.js';
 import {
   OPUS_RATE,
   createResampler,

@@ -11,7 +11,7 @@
  */
 import type { Logger } from '@reactor/log';
 import type { OutputAudio } from '@reactor/runtime';
-import { loadWebCodecs } from './video-encoder.js';
+import { loadWebCodecs } from '../video/video-encoder.js';
 
 /** One Opus packet (20 ms). */
 export interface OpusPacket {

@@ -5,7 +5,7 @@
  * rate than Opus' 48 kHz. Only the subset of each module this server uses is typed here.
  */
 import { ReactorError } from '@reactor/runtime';
-import { ServerErrorCode } from './errors.js';
+import { ServerErrorCode } from '../base/errors.js';
 
 /** A codec of an inbound WebRTC track the server decodes. */
 export type RtcInboundCodec = 'vp8' | 'h264' | 'opus';

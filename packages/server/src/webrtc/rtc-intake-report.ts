@@ -8,10 +8,10 @@
 import type { Logger } from '@reactor/log';
 import type { ClientHandle, InboundFrame } from '@reactor/runtime';
 import type { TrackSchema } from '@reactor/protocol';
-import type { ServerErrorCode } from './errors.js';
-import { DropErrorThrottle, rateBurst, refill, type TokenBucket } from './drop-report.js';
-import type { InputDropReason } from './frame-intake.js';
-import type { ServerMetrics } from './metrics.js';
+import type { ServerErrorCode } from '../base/errors.js';
+import { DropErrorThrottle, rateBurst, refill, type TokenBucket } from '../base/drop-report.js';
+import type { InputDropReason } from '../intake/frame-intake.js';
+import type { ServerMetrics } from '../base/metrics.js';
 
 /** The error codes a WebRTC track's intake answers with. */
 export type RtcIntakeErrorCode =

@@ -19,15 +19,15 @@ import type { Logger } from '@reactor/log';
 import type { TrackSchema, VideoCodecName, VideoTierSchema } from '@reactor/protocol';
 import type { OutputAudio, OutputFrame } from '@reactor/runtime';
 import type { RtcpPacket, RTCRtpSender, RtpHeader, RtpPacket } from 'werift';
-import type { ServerErrorCode } from './errors.js';
-import type { DropReason, ServerMetrics } from './metrics.js';
+import type { ServerErrorCode } from '../base/errors.js';
+import type { DropReason, ServerMetrics } from '../base/metrics.js';
 import type { OpusPacket, OpusStreams } from './rtc-audio.js';
 import type { RtcMetrics } from './rtc-metrics.js';
 import { PlayoutDelayPolicy } from './rtc-playout-delay.js';
 import { RtcTierController } from './rtc-tier.js';
 import { packetizeVp8, sharedH264Payloads } from './rtp-packetize.js';
-import { ConnectionVideo } from './video-sender.js';
-import type { CodedFrame, VideoStreams } from './video-streams.js';
+import { ConnectionVideo } from '../video/video-sender.js';
+import type { CodedFrame, VideoStreams } from '../video/video-streams.js';
 
 /** NACK or PLI messages a viewer may send per second and kind; more are ignored (counted in `reactor_webrtc_feedback_dropped_total`). */
 export const FEEDBACK_PER_SECOND = 50;

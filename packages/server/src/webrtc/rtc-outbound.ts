@@ -11,9 +11,9 @@
 import type { Logger } from '@reactor/log';
 import type { RtcClientMessage, RtcState, ServerMessage, TrackSchema, VideoCodecName } from '@reactor/protocol';
 import type { OutputAudio, OutputFrame } from '@reactor/runtime';
-import { ServerErrorCode } from './errors.js';
-import type { ServerMetrics } from './metrics.js';
-import type { OutboundSender, OutboundStats } from './outbound.js';
+import { ServerErrorCode } from '../base/errors.js';
+import type { ServerMetrics } from '../base/metrics.js';
+import type { OutboundSender, OutboundStats } from '../base/outbound.js';
 import type { OpusStreams } from './rtc-audio.js';
 import type { RtcInbound } from './rtc-inbound.js';
 import type { RtcIntakeInfo } from './rtc-intake-report.js';
@@ -21,7 +21,7 @@ import { RtcMedia, rtpVideoTimestamp, type RtcMediaStats } from './rtc-media.js'
 import type { RtcMetrics } from './rtc-metrics.js';
 import type { ResolvedWebRtcOptions } from './rtc-options.js';
 import { loadWerift, RtcPeer } from './rtc-peer.js';
-import type { VideoStreams } from './video-streams.js';
+import type { VideoStreams } from '../video/video-streams.js';
 
 /** Video frames whose pts a connection with a peer keeps, for the RTP timestamp of its `applied` messages (~4 s at 30 fps). */
 const PTS_KEPT = 128;

@@ -16,7 +16,7 @@
 import type { Logger } from '@reactor/log';
 import type { RtcCandidateMessage, RtcState, RtcTrackMapping, ServerMessage, TrackSchema, VideoCodecName } from '@reactor/protocol';
 import type * as Werift from 'werift';
-import { ServerErrorCode } from './errors.js';
+import { ServerErrorCode } from '../base/errors.js';
 import { isTurn, type ResolvedWebRtcOptions } from './rtc-options.js';
 import { iceServersFor } from './turn-credentials.js';
 

@@ -18,7 +18,7 @@
 import sharp from 'sharp';
 import type { RtpPacket } from 'werift';
 import { DepacketizeBase, type DepacketizerCodec } from 'werift/nonstandard';
-import { ServerErrorCode } from './errors.js';
+import { ServerErrorCode } from '../base/errors.js';
 import { loadDecoders, type NativeVideoDecoder, type NativeVideoFrame, type WebCodecsDecoding } from './rtc-decoders.js';
 import { RtcIntakeReport, RtpClock, type RtcIntakeInfo, type RtcTrackIntakeContext } from './rtc-intake-report.js';
 import { RtpReorder } from './rtp-reorder.js';

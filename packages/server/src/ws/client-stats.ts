@@ -14,7 +14,7 @@
  * A report that breaks any of these is answered `invalid_client_stats` and counts for nothing.
  */
 import type { ClientStatsMessage } from '@reactor/protocol';
-import type { ServerMetrics } from './metrics.js';
+import type { ServerMetrics } from '../base/metrics.js';
 
 /** The shortest interval between two reports a client is asked to keep (`welcome.clientStats.intervalMs`). */
 export const CLIENT_STATS_INTERVAL_MS = 1000;

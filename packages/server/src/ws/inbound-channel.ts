@@ -27,15 +27,15 @@ import type { Logger } from '@reactor/log';
 import type { ClientHandle } from '@reactor/runtime';
 import { parseClientMessage, validId } from './client-message.js';
 import type { ConnectionLifecycle } from './connection-state.js';
-import { capError, truncateReason } from './error-answer.js';
-import { ServerErrorCode } from './errors.js';
-import type { FrameDecoder } from './frame-decoder.js';
-import { FrameIntake, type FrameIntakeInfo } from './frame-intake.js';
-import type { ServerMetrics } from './metrics.js';
-import type { OutboundSender } from './outbound.js';
-import { recordingDisabled } from './recording-errors.js';
-import { recordingRefusal } from './recording-grant.js';
-import type { RecordingService } from './recording-service.js';
+import { capError, truncateReason } from '../base/error-answer.js';
+import { ServerErrorCode } from '../base/errors.js';
+import type { FrameDecoder } from '../intake/frame-decoder.js';
+import { FrameIntake, type FrameIntakeInfo } from '../intake/frame-intake.js';
+import type { ServerMetrics } from '../base/metrics.js';
+import type { OutboundSender } from '../base/outbound.js';
+import { recordingDisabled } from '../recording/recording-errors.js';
+import { recordingRefusal } from '../recording/recording-grant.js';
+import type { RecordingService } from '../recording/recording-service.js';
 import type { Grant } from '@reactor/access';
 
 /** Messages `ws` had already read when the socket was paused, held until it resumes; more is a broken client. */

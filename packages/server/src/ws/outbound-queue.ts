@@ -21,12 +21,12 @@ import type { VideoConfigMessage } from '@reactor/protocol';
 import type { Logger } from '@reactor/log';
 import type { OutputAudio, OutputFrame } from '@reactor/runtime';
 import type { ConnectionLifecycle } from './connection-state.js';
-import type { FrameEncoder } from './frame-encoder.js';
-import type { DropReason, ServerMetrics } from './metrics.js';
-import type { OutboundEvents, OutboundSender, OutboundStats } from './outbound.js';
-import type { BudgetHolder, SendBudget } from './send-budget.js';
-import type { ConnectionVideo } from './video-sender.js';
-import type { CodedFrame, TrackEncoder } from './video-streams.js';
+import type { FrameEncoder } from '../video/frame-encoder.js';
+import type { DropReason, ServerMetrics } from '../base/metrics.js';
+import type { OutboundEvents, OutboundSender, OutboundStats } from '../base/outbound.js';
+import type { BudgetHolder, SendBudget } from '../base/send-budget.js';
+import type { ConnectionVideo } from '../video/video-sender.js';
+import type { CodedFrame, TrackEncoder } from '../video/video-streams.js';
 
 /** Frames (and audio chunks) written to a socket whose write callback has not fired yet. */
 export const MAX_FRAMES_IN_FLIGHT = 2;
