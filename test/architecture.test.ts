@@ -101,7 +101,8 @@ const builtins = new Set(builtinModules);
 /** Dependencies a package loads without an import statement, and why. */
 const loadedWithoutImport: Record<string, string> = {
   'shm-typed-array': '@reactor/distributed loads it with createRequire, so a failed native build falls back to /dev/shm files',
-  '@reactor/protocol': '@reactor/viewer serves its compiled files to the browser (the client SDK imports them); it resolves the folder, never imports it',
+  '@reactor/protocol':
+    '@reactor/viewer serves its compiled files to the browser (the client SDK imports them); it resolves the folder (its dashboard page imports only its types)',
   'class-transformer': "@reactor/runtime: class-validator-jsonschema's peer dependency, which it requires at run time",
   '@upscalerjs/esrgan-slim': '@reactor/app-enhance reads its weight files from the folder Node resolves for it (weights.ts), never imports it',
   '@upscalerjs/esrgan-medium': '@reactor/app-enhance reads its weight files from the folder Node resolves for it (weights.ts), never imports it',

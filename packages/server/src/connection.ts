@@ -13,7 +13,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { WebSocket } from 'ws';
-import type { AppliedMessage, PauseTrackMessage, ResumeTrackMessage, ServerMessage, StatsMessage, WelcomeMessage } from '@reactor/protocol';
+import type { AppliedMessage, DashboardClient, PauseTrackMessage, ResumeTrackMessage, ServerMessage, StatsMessage, WelcomeMessage } from '@reactor/protocol';
 import type { Logger } from '@reactor/log';
 import type { AppHostApi, ClientHandle, ClientSink, OutputAudio, OutputFrame } from '@reactor/runtime';
 import { mayRecord, type Grant } from '@reactor/access';
@@ -32,7 +32,6 @@ import { WsOutbound } from './ws/outbound-queue.js';
 import { RtcInbound } from './webrtc/rtc-inbound.js';
 import { iceServersFor } from './webrtc/turn-credentials.js';
 import { RtcOutbound, type RtcInfo, type RtcServerContext } from './webrtc/rtc-outbound.js';
-import type { DashboardClient } from './dashboard/dashboard.js';
 import type { SendBudget } from './base/send-budget.js';
 import { ConnectionVideo, type VideoSelectionInfo } from './video/video-sender.js';
 import type { VideoStreams } from './video/video-streams.js';

@@ -6,29 +6,12 @@
  * counted on it instead of taking a new slot.
  */
 import type { LogFields, Logger } from '@reactor/log';
+import type { DashboardEvent, DashboardEventSource } from '@reactor/protocol';
 
 /** Entries the ring keeps (the oldest goes first). */
 export const DASHBOARD_EVENTS = 100;
 /** Longest message kept, in UTF-16 units. */
 const MAX_TEXT = 500;
-
-/** Where an entry came from. */
-export type DashboardEventSource = 'log' | 'session' | 'clients';
-
-/** One entry of the ring. */
-export interface DashboardEvent {
-  /** When it last happened (ms since the epoch). */
-  t: number;
-  /** When it first happened (ms since the epoch). */
-  first: number;
-  level: 'warn' | 'error';
-  source: DashboardEventSource;
-  /** The error code, where it has one. */
-  code?: string;
-  message: string;
-  /** How many times it happened in a row (a repeat is counted, not listed again). */
-  count: number;
-}
 
 const clip = (s: string): string => (s.length <= MAX_TEXT ? s : `${s.slice(0, MAX_TEXT - 3)}...`);
 

@@ -8,8 +8,8 @@
  * in `absent`, and the page says "no data yet".
  */
 import type { Registry } from 'prom-client';
-import type { SessionStatus } from '@reactor/protocol';
-import type { DashboardEvent, DashboardEvents } from './dashboard-events.js';
+import type { DashboardClient, DashboardData, SessionStatus } from '@reactor/protocol';
+import type { DashboardEvents } from './dashboard-events.js';
 import { bucketQuantile, counterDeltas, histogramDelta, labelOf, readHistogram, readScalar, type HistogramReading, type Reading } from './dashboard-metrics.js';
 
 /** Samples kept: ten minutes at one a second. */
@@ -34,52 +34,6 @@ export const DASHBOARD_METRICS = {
   commandResults: 'reactor_command_results_total',
   rejected: 'reactor_connections_rejected_total',
 } as const;
-
-/** One connected client, as the dashboard lists it. */
-export interface DashboardClient {
-  id: string;
-  role: string;
-  /** How its media travels: `websocket` (binary frames on its socket) or `webrtc`. */
-  transport: 'websocket' | 'webrtc';
-  /** `jpeg` until it selects a video codec. */
-  codec: string;
-  /** Its video tier (`-` for JPEG). */
-  tier: string;
-  framesSent: number;
-  framesDropped: number;
-  bufferedBytes: number;
-  /** Seconds since the dashboard first saw it. */
-  connectedS: number;
-}
-
-/** The answer of `GET /dashboard/data`. */
-export interface DashboardData {
-  intervalMs: number;
-  historyS: number;
-  /** Sample times, seconds since the epoch (ms precision), oldest first. */
-  t: number[];
-  /**
-   * One array per series, aligned with `t` (`null`: nothing to show in that interval), keyed
-   * `<chart>/<series>`: `fps/<track>`, `delivery/sent|dropped` (frames/s), `clients/connected`,
-   * `step/mean|p99` (ms), `stage/<stage>` (mean ms), `c2p/p50|p99` (ms), `gpu/rank <n>` (%),
-   * `viewer/freezes|dropped` (per second, as the viewers reported them).
-   */
-  series: Record<string, (number | null)[]>;
-  /** Metrics the dashboard reads that this server does not have (their charts say "no data yet"). */
-  absent: string[];
-  now: {
-    session: { state: string; clients: number; sessionId?: string; refused?: string };
-    clients: DashboardClient[];
-    /** `reactor_load_progress_ratio` (0..1), `null` when absent. */
-    loadProgress: number | null;
-    /** Time to first frame over the server's life, ms, `null` when absent or never observed. */
-    firstFrameMs: { p50: number | null; p99: number | null; count: number } | null;
-    /** Sampling cost, µs: the last sample, the median and the mean of those kept. */
-    sampleCostUs: { last: number; p50: number; mean: number };
-  };
-  /** Recent errors and warnings, newest first. */
-  events: DashboardEvent[];
-}
 
 /** What the sampler reads besides the registry. */
 export interface DashboardSources {
