@@ -24,7 +24,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { generateKeyPairSync } from 'node:crypto';
 import ts from '../node_modules/typescript/lib/typescript.js';
-import { TokenMinter, TokenVerifier, authorize } from '../packages/server/dist/internal.js';
+import { TokenMinter, TokenVerifier, authorize } from '../packages/access/dist/index.js';
 import { route, loadKubeConfig } from '../packages/router/dist/index.js';
 import { connect } from '../packages/client/dist/index.js';
 import { WebSocket } from '../packages/server/node_modules/ws/wrapper.mjs';

@@ -21,9 +21,9 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { connect } from '../packages/client/dist/index.js';
 import { WebSocket } from '../packages/server/node_modules/ws/wrapper.mjs';
-import { ServerMetrics } from '../packages/server/dist/metrics.js';
-import { DashboardSampler, DASHBOARD_HISTORY } from '../packages/server/dist/dashboard.js';
-import { DashboardEvents } from '../packages/server/dist/dashboard-events.js';
+import { ServerMetrics } from '../packages/server/dist/base/metrics.js';
+import { DashboardSampler, DASHBOARD_HISTORY } from '../packages/server/dist/dashboard/dashboard.js';
+import { DashboardEvents } from '../packages/server/dist/dashboard/dashboard-events.js';
 
 const r3 = (x) => Math.round(x * 1000) / 1000;
 const pct = (xs, p) => {

@@ -5,7 +5,7 @@
 //   single   one encode at a time, libvips' default threads per image (what a frame got alone)
 //   single1  one encode at a time, one libvips thread per image
 //   pool     as many encodes in flight as the pool has threads (UV_THREADPOOL_SIZE = cores), one
-//            libvips thread each: what the server does now (packages/server/src/frame-encoder.ts)
+//            libvips thread each: what the server does now (packages/server/src/video/frame-encoder.ts)
 //   default4 8 in flight on Node's default pool (4 threads), libvips' default threads per image:
 //            what the server did before
 // One JSON object per line. JPEG_BENCH_SECONDS (3), JPEG_BENCH_WIDTH/HEIGHT (1280/720), JPEG_BENCH_QUALITY (80).

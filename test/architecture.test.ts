@@ -28,14 +28,15 @@ const allowed: Record<string, string[]> = {
   '@reactor/log': [],
   '@reactor/protocol': [],
   '@reactor/tfjs-backend': [],
+  '@reactor/access': ['@reactor/protocol'],
   '@reactor/client': ['@reactor/protocol'],
   '@reactor/distributed': ['@reactor/log', '@reactor/protocol'],
   '@reactor/viewer': ['@reactor/protocol', '@reactor/client'],
   '@reactor/runtime': ['@reactor/log', '@reactor/protocol'],
-  '@reactor/server': ['@reactor/log', '@reactor/protocol', '@reactor/runtime', '@reactor/viewer'],
+  '@reactor/server': ['@reactor/log', '@reactor/protocol', '@reactor/access', '@reactor/runtime', '@reactor/viewer'],
   '@reactor/agones': ['@reactor/log', '@reactor/protocol', '@reactor/runtime', '@reactor/server'],
-  '@reactor/router': ['@reactor/log', '@reactor/protocol', '@reactor/server'],
-  '@reactor/cli': ['@reactor/log', '@reactor/runtime', '@reactor/server', '@reactor/router', '@reactor/distributed', '@reactor/agones'],
+  '@reactor/router': ['@reactor/log', '@reactor/protocol', '@reactor/access'],
+  '@reactor/cli': ['@reactor/log', '@reactor/access', '@reactor/runtime', '@reactor/server', '@reactor/router', '@reactor/distributed', '@reactor/agones'],
   'create-reactor': ['@reactor/cli'],
   '@reactor/app-video': ['@reactor/log', '@reactor/protocol', '@reactor/runtime', '@reactor/distributed', '@reactor/client', '@reactor/tfjs-backend'],
   '@reactor/app-camera': ['@reactor/runtime', '@reactor/distributed'],
@@ -100,7 +101,8 @@ const builtins = new Set(builtinModules);
 /** Dependencies a package loads without an import statement, and why. */
 const loadedWithoutImport: Record<string, string> = {
   'shm-typed-array': '@reactor/distributed loads it with createRequire, so a failed native build falls back to /dev/shm files',
-  '@reactor/protocol': '@reactor/viewer serves its compiled files to the browser (the client SDK imports them); it resolves the folder, never imports it',
+  '@reactor/protocol':
+    '@reactor/viewer serves its compiled files to the browser (the client SDK imports them); it resolves the folder (its dashboard page imports only its types)',
   'class-transformer': "@reactor/runtime: class-validator-jsonschema's peer dependency, which it requires at run time",
   '@upscalerjs/esrgan-slim': '@reactor/app-enhance reads its weight files from the folder Node resolves for it (weights.ts), never imports it',
   '@upscalerjs/esrgan-medium': '@reactor/app-enhance reads its weight files from the folder Node resolves for it (weights.ts), never imports it',
@@ -206,4 +208,67 @@ describe('architecture', () => {
       expect(cycles).toEqual([]);
     });
   }
+});
+
+/** The server's wings (issue 36): its folders under src/, each one concern; composition files sit at the root. */
+const SERVER_WINGS = ['base', 'dashboard', 'http', 'intake', 'recording', 'video', 'webrtc', 'ws'];
+/** The wings that carry media (frames and audio in or out). */
+const MEDIA_WINGS = ['ws', 'webrtc', 'video', 'intake', 'recording'];
+
+describe('the server wings (issue 36)', () => {
+  const src = join(root, 'packages/server/src');
+  /** Wing (or `.`, the root's composition files) -> the wings its files import, with the importing file. */
+  const imports = new Map<string, Map<string, string[]>>();
+  const wingOf = (file: string) => relative(src, file).split('/').slice(0, -1)[0] ?? '.';
+  for (const f of sourceFiles(src)) {
+    const from = wingOf(f);
+    for (const s of specifiers(f)) {
+      if (!s.startsWith('.')) continue;
+      const to = wingOf(resolve(dirname(f), s));
+      if (to === from) continue;
+      if (!imports.has(from)) imports.set(from, new Map());
+      const by = imports.get(from)!;
+      by.set(to, [...(by.get(to) ?? []), relative(src, f)]);
+    }
+  }
+  const importsOf = (wing: string) => [...(imports.get(wing)?.keys() ?? [])].sort();
+
+  it('packages/server/src is the eight wing folders and the composition files at its root', () => {
+    const folders = readdirSync(src).filter((e) => statSync(join(src, e)).isDirectory());
+    expect(folders.sort()).toEqual(SERVER_WINGS);
+  });
+
+  it('webrtc/ and ws/ never import each other', () => {
+    expect({ webrtc: importsOf('webrtc').filter((w) => w === 'ws'), ws: importsOf('ws').filter((w) => w === 'webrtc') }).toEqual({ webrtc: [], ws: [] });
+  });
+
+  it('recording/ and dashboard/ import only video/ and base/', () => {
+    const beyond = (wing: string) => importsOf(wing).filter((w) => w !== 'video' && w !== 'base');
+    expect({ recording: beyond('recording'), dashboard: beyond('dashboard') }).toEqual({ recording: [], dashboard: [] });
+  });
+
+  it('http/ imports no media wing', () => {
+    expect(importsOf('http').filter((w) => MEDIA_WINGS.includes(w))).toEqual([]);
+  });
+
+  it('base/ imports no other wing, and no wing imports the composition files at the root', () => {
+    const intoRoot = SERVER_WINGS.filter((w) => importsOf(w).includes('.')).map((w) => `${w}: ${imports.get(w)!.get('.')!.join(', ')}`);
+    expect({ base: importsOf('base'), intoRoot }).toEqual({ base: [], intoRoot: [] });
+  });
+
+  it('the router never imports the server (sources and manifest)', () => {
+    const dir = join(root, 'packages/router');
+    const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as {
+      dependencies?: Record<string, string>;
+      devDependencies?: Record<string, string>;
+    };
+    const declared = Object.keys({ ...manifest.dependencies, ...manifest.devDependencies }).filter((p) => p === '@reactor/server');
+    const imported = ['src', 'test']
+      .map((d) => join(dir, d))
+      .filter((d) => statSync(d, { throwIfNoEntry: false })?.isDirectory())
+      .flatMap(sourceFiles)
+      .filter((f) => specifiers(f).some((s) => packageName(s) === '@reactor/server'))
+      .map((f) => relative(dir, f));
+    expect({ declared, imported }).toEqual({ declared: [], imported: [] });
+  });
 });

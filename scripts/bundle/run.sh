@@ -14,7 +14,7 @@ if [ -z "${VK_DRIVER_FILES:-}${VK_ICD_FILENAMES:-}" ]; then
     [ -f "$icd" ] && { export VK_DRIVER_FILES=$icd; break; }
   done
 fi
-# JPEG encodes run on libuv's threadpool, sized when node starts (packages/server/src/frame-encoder.ts): one a core.
+# JPEG encodes run on libuv's threadpool, sized when node starts (packages/server/src/video/frame-encoder.ts): one a core.
 export UV_THREADPOOL_SIZE=${UV_THREADPOOL_SIZE:-$(nproc)}
 node=$here/.runtime/node
 cd "$here"

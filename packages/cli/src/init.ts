@@ -20,13 +20,14 @@ export const INIT_TEMPLATES = ['minimal', 'video', 'camera', 'python'] as const;
 export type InitTemplate = (typeof INIT_TEMPLATES)[number];
 
 /** The framework packages a generated project depends on (none of them is on the npm registry). */
-export const FRAMEWORK_PACKAGES = ['log', 'protocol', 'client', 'viewer', 'runtime', 'distributed', 'server', 'agones', 'router', 'cli'] as const;
+export const FRAMEWORK_PACKAGES = ['log', 'protocol', 'access', 'client', 'viewer', 'runtime', 'distributed', 'server', 'agones', 'router', 'cli'] as const;
 /**
  * The framework packages a new project depends on itself; the others come in through theirs:
  * `router` (for `reactor route`) through the CLI, `viewer` (the browser viewer's files) through
- * the server, `protocol` through the runtime and the client.
+ * the server, `protocol` through the runtime and the client, `access` (tokens, access checks)
+ * through the server, the router and the CLI.
  */
-const APP_PACKAGES = FRAMEWORK_PACKAGES.filter((p) => p !== 'router' && p !== 'viewer' && p !== 'protocol');
+const APP_PACKAGES = FRAMEWORK_PACKAGES.filter((p) => p !== 'router' && p !== 'viewer' && p !== 'protocol' && p !== 'access');
 
 /** Third-party dependencies of a generated project, with the versions used outside a workspace's catalog. */
 const THIRD_PARTY = {

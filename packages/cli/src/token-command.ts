@@ -15,7 +15,7 @@ import {
   type SigningKey,
   type TokenAuthOptions,
   type TokenRequest,
-} from '@reactor/server';
+} from '@reactor/access';
 import type { Logger } from '@reactor/log';
 import { CliErrorCode } from './errors.js';
 import { manifestFrom, type Manifest } from './manifest.js';

@@ -69,7 +69,9 @@ describe('reactor init', { timeout: 120_000 }, () => {
       expect(files).toContain(f);
     }
     expect(files.filter((f) => f.startsWith('vendor/')).sort()).toEqual(
-      ['agones', 'cli', 'client', 'distributed', 'log', 'protocol', 'router', 'runtime', 'server', 'viewer'].map((p) => `vendor/reactor-${p}-0.1.0.tgz`),
+      ['access', 'agones', 'cli', 'client', 'distributed', 'log', 'protocol', 'router', 'runtime', 'server', 'viewer'].map(
+        (p) => `vendor/reactor-${p}-0.1.0.tgz`,
+      ),
     );
     const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name: string; dependencies: Record<string, string> };
     expect(pkg.name).toBe(`proj-${template}`);

@@ -47,7 +47,7 @@ describe('reactor upgrade', { timeout: 120_000 }, () => {
     expect(r.stdout).toContain('Upgraded old-app: @reactor/* 0.0.9 -> 0.1.0 (vendor/ repacked; your files are unchanged)');
     expect(r.stdout).toContain('pnpm install');
     expect(readdirSync(join(dir, 'vendor')).sort()).toEqual(
-      ['agones', 'cli', 'client', 'distributed', 'log', 'protocol', 'router', 'runtime', 'server', 'viewer'].map((p) => `reactor-${p}-0.1.0.tgz`),
+      ['access', 'agones', 'cli', 'client', 'distributed', 'log', 'protocol', 'router', 'runtime', 'server', 'viewer'].map((p) => `reactor-${p}-0.1.0.tgz`),
     );
     const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as {
       dependencies: Record<string, string>;

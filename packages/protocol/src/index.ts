@@ -90,3 +90,4 @@ export { canTransition, transition, IllegalTransitionError } from './transitions
 export type { TransitionTable } from './transitions.js';
 export { TierHysteresis } from './tier-hysteresis.js';
 export type { TierHysteresisOptions, TierWindowVerdict, TierStep } from './tier-hysteresis.js';
+export type { DashboardClient, DashboardData, DashboardEvent, DashboardEventSource } from './dashboard.js';

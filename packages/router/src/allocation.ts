@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '@reactor/log';
-import { parseTarget, wholeNumberParam } from '@reactor/server/internal';
+import { parseTarget, wholeNumberParam } from '@reactor/access';
 import { asRouterError, sendRouterError, sendRouterJson as sendJson } from './answers.js';
 import { RouterError, RouterErrorCode } from './errors.js';
 import type { RouterMetrics } from './metrics.js';

@@ -1,6 +1,6 @@
-/** The router's answers, over the server's HTTP helpers (`@reactor/server/internal`) in the router's style. */
+/** The router's answers, over the shared HTTP helpers (`@reactor/access`) in the router's style. */
 import type { ServerResponse } from 'node:http';
-import { ROUTER_ANSWER, sendError, sendJson } from '@reactor/server/internal';
+import { ROUTER_ANSWER, sendError, sendJson } from '@reactor/access';
 import { RouterError, RouterErrorCode } from './errors.js';
 
 /** A JSON answer (`Content-Length`, `Cache-Control: no-store`). */

@@ -5,7 +5,7 @@
 import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { consoleLogger, type Logger } from '@reactor/log';
-import { LOOPBACK_HOSTS, isLoopbackHost, TokenMinter, TokenVerifier, type SigningKey } from '@reactor/server/internal';
+import { LOOPBACK_HOSTS, isLoopbackHost, TokenMinter, TokenVerifier, type SigningKey } from '@reactor/access';
 import { DEFAULT_QUEUE_MAX_LENGTH, DEFAULT_QUEUE_MAX_WAIT_MS, DEFAULT_QUEUE_POLL_MS } from './session-queue.js';
 
 /** Default lifetime of the token the router hands the browser for its instance, seconds (10 min). */

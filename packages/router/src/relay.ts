@@ -8,7 +8,7 @@ import { Agent, request as httpRequest, type IncomingHttpHeaders, type IncomingM
 import { connect as netConnect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '@reactor/log';
-import { safeDecode, writeHttpError } from '@reactor/server/internal';
+import { safeDecode, writeHttpError } from '@reactor/access';
 import { asRouterError, sendRouterError } from './answers.js';
 import { RouterError, RouterErrorCode } from './errors.js';
 import type { RouterMetrics } from './metrics.js';

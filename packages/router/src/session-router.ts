@@ -23,7 +23,7 @@ import {
   writeHttpError,
   type AccessDenial,
   type AccessPolicy,
-} from '@reactor/server/internal';
+} from '@reactor/access';
 import { asRouterError, sendRouterError, sendRouterJson as sendJson } from './answers.js';
 import { RouterErrorCode } from './errors.js';
 import { RouterMetrics } from './metrics.js';

@@ -13,29 +13,29 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { WebSocket } from 'ws';
-import type { AppliedMessage, PauseTrackMessage, ResumeTrackMessage, ServerMessage, StatsMessage, WelcomeMessage } from '@reactor/protocol';
+import type { AppliedMessage, DashboardClient, PauseTrackMessage, ResumeTrackMessage, ServerMessage, StatsMessage, WelcomeMessage } from '@reactor/protocol';
 import type { Logger } from '@reactor/log';
 import type { AppHostApi, ClientHandle, ClientSink, OutputAudio, OutputFrame } from '@reactor/runtime';
-import { mayRecord, type Grant } from './tokens.js';
-import { CLIENT_STATS_INTERVAL_MS, ClientStatsIntake } from './client-stats.js';
-import { ConnectionLifecycle } from './connection-state.js';
-import { capError, truncateReason } from './error-answer.js';
-import { ServerErrorCode } from './errors.js';
-import type { FrameDecoder } from './frame-decoder.js';
-import type { FrameEncoder } from './frame-encoder.js';
-import type { FrameIntakeInfo } from './frame-intake.js';
-import { InboundChannel } from './inbound-channel.js';
-import type { ServerMetrics } from './metrics.js';
+import { mayRecord, type Grant } from '@reactor/access';
+import { CLIENT_STATS_INTERVAL_MS, ClientStatsIntake } from './ws/client-stats.js';
+import { ConnectionLifecycle } from './ws/connection-state.js';
+import { capError, truncateReason } from './base/error-answer.js';
+import { ServerErrorCode } from './base/errors.js';
+import type { FrameDecoder } from './intake/frame-decoder.js';
+import type { FrameEncoder } from './video/frame-encoder.js';
+import type { FrameIntakeInfo } from './intake/frame-intake.js';
+import { InboundChannel } from './ws/inbound-channel.js';
+import type { ServerMetrics } from './base/metrics.js';
 import type { ResolvedServerOptions } from './options.js';
-import type { OutboundSender, OutboundStats } from './outbound.js';
-import { WsOutbound } from './outbound-queue.js';
-import { RtcInbound } from './rtc-inbound.js';
-import { iceServersFor } from './turn-credentials.js';
-import { RtcOutbound, type RtcInfo, type RtcServerContext } from './rtc-outbound.js';
-import type { SendBudget } from './send-budget.js';
-import { ConnectionVideo, type VideoSelectionInfo } from './video-sender.js';
-import type { VideoStreams } from './video-streams.js';
-import type { RecordingService } from './recording-service.js';
+import type { OutboundSender, OutboundStats } from './base/outbound.js';
+import { WsOutbound } from './ws/outbound-queue.js';
+import { RtcInbound } from './webrtc/rtc-inbound.js';
+import { iceServersFor } from './webrtc/turn-credentials.js';
+import { RtcOutbound, type RtcInfo, type RtcServerContext } from './webrtc/rtc-outbound.js';
+import type { SendBudget } from './base/send-budget.js';
+import { ConnectionVideo, type VideoSelectionInfo } from './video/video-sender.js';
+import type { VideoStreams } from './video/video-streams.js';
+import type { RecordingService } from './recording/recording-service.js';
 
 /** A snapshot of one connection, for tests, metrics and operators. */
 export interface ConnectionInfo extends Omit<OutboundStats, 'pausedTracks'> {
@@ -420,4 +420,21 @@ export class ClientConnection implements ClientSink {
 function withInstance(msg: ServerMessage, instance: string | undefined): ServerMessage {
   if (instance === undefined || (msg.type !== 'welcome' && msg.type !== 'session')) return msg;
   return { ...msg, session: { ...msg.session, instance } };
+}
+
+/** A connection's row in the dashboard's client list. */
+export function dashboardClient(c: ClientConnection): Omit<DashboardClient, 'connectedS'> {
+  const info = c.info();
+  // A connected WebRTC peer carries its media (its own codec and tier, from its own feedback); otherwise the WebSocket does.
+  const rtc = info.webrtc?.state === 'connected' ? info.webrtc.media : undefined;
+  return {
+    id: info.id,
+    role: c.grant.role,
+    transport: rtc ? 'webrtc' : 'websocket',
+    codec: rtc ? info.webrtc!.codec : (info.video?.codec ?? 'jpeg'),
+    tier: rtc ? (rtc.tier ?? '-') : (info.video?.tier ?? '-'),
+    framesSent: info.framesSent,
+    framesDropped: info.framesDropped,
+    bufferedBytes: info.bufferedBytes,
+  };
 }

@@ -38,7 +38,7 @@ import {
 } from '@reactor/runtime';
 import { WireErrorCode } from '@reactor/protocol';
 import type { ServableHost, StepSample } from './reactor-server.js';
-import type { HostCounterView } from './servable-host.js';
+import type { HostCounterView } from './base/servable-host.js';
 import { ReactorServer } from './reactor-server.js';
 import { listenThenLoad, splitServeOptions, type ServeOptions } from './serve.js';
 

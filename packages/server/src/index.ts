@@ -14,25 +14,25 @@ export {
   DEFAULT_KEY_FRAME_INTERVAL,
 } from './options.js';
 export type { ServerOptions, ResolvedServerOptions, VideoOptions } from './options.js';
-export type { WebRtcOptions, IceServerOptions, ResolvedWebRtcOptions } from './rtc-options.js';
-export type { RtcInfo } from './rtc-outbound.js';
-export type { RtcMediaStats } from './rtc-media.js';
+export type { WebRtcOptions, IceServerOptions, ResolvedWebRtcOptions } from './webrtc/rtc-options.js';
+export type { RtcInfo } from './webrtc/rtc-outbound.js';
+export type { RtcMediaStats } from './webrtc/rtc-media.js';
 export { MAX_CLIP_SECONDS, resolveRecordingOptions } from './recording/recording-options.js';
 export type { RecordingOptions, ResolvedRecordingOptions } from './recording/recording-options.js';
-export { webCodecsEncoderFactory } from './video-encoder.js';
-export { RgbMp4File } from './recording-rgb-mp4.js';
-export type { VideoEncoderFactory, CodedVideoEncoder, CodedEncoderConfig, CodedChunk, CodedVideoCodec } from './video-encoder.js';
-export type { ResolvedVideoOptions, VideoEncoderInfo, KeyFrameReason } from './video-streams.js';
-export { ServerErrorCode } from './errors.js';
-export { ServerMetrics } from './metrics.js';
-export type { DropReason } from './metrics.js';
+export { webCodecsEncoderFactory } from './video/video-encoder.js';
+export { RgbMp4File } from './recording/recording-rgb-mp4.js';
+export type { VideoEncoderFactory, CodedVideoEncoder, CodedEncoderConfig, CodedChunk, CodedVideoCodec } from './video/video-encoder.js';
+export type { ResolvedVideoOptions, VideoEncoderInfo, KeyFrameReason } from './video/video-streams.js';
+export { ServerErrorCode } from './base/errors.js';
+export { ServerMetrics } from './base/metrics.js';
+export type { DropReason } from './base/metrics.js';
 export type { ConnectionInfo } from './connection.js';
-export type { VideoSelectionInfo } from './video-sender.js';
-export { MAX_FRAMES_IN_FLIGHT, HARD_BUFFER_FACTOR, AUDIO_QUEUE_FACTOR } from './outbound-queue.js';
-export { MAX_COMMAND_ID_LENGTH } from './client-message.js';
-export { MAX_FRAMES_PENDING_PER_TRACK } from './frame-intake.js';
-export { FRAME_ERROR_INTERVAL_MS, FRAME_RATE_BURST_SECONDS } from './drop-report.js';
-export type { FrameIntakeInfo, InputDropReason } from './frame-intake.js';
+export type { VideoSelectionInfo } from './video/video-sender.js';
+export { MAX_FRAMES_IN_FLIGHT, HARD_BUFFER_FACTOR, AUDIO_QUEUE_FACTOR } from './ws/outbound-queue.js';
+export { MAX_COMMAND_ID_LENGTH } from './ws/client-message.js';
+export { MAX_FRAMES_PENDING_PER_TRACK } from './intake/frame-intake.js';
+export { FRAME_ERROR_INTERVAL_MS, FRAME_RATE_BURST_SECONDS } from './base/drop-report.js';
+export type { FrameIntakeInfo, InputDropReason } from './intake/frame-intake.js';
 export { installShutdownHandlers, SHUTDOWN_SIGNALS } from './shutdown.js';
 export type { ShutdownOptions } from './shutdown.js';
 export { serve } from './serve.js';
@@ -48,8 +48,8 @@ export {
   TOKEN_CLOCK_TOLERANCE_S,
   ROLES,
   FULL_GRANT,
-} from './tokens.js';
-export type { Grant, RecordingGrant, Role, SigningKey, TokenAuthOptions, TokenCheck, TokenErrorCode, TokenRequest } from './tokens.js';
+} from '@reactor/access';
+export type { Grant, RecordingGrant, Role, SigningKey, TokenAuthOptions, TokenCheck, TokenErrorCode, TokenRequest } from '@reactor/access';
 export { DEFAULT_RESUME_GRACE_MS } from './options.js';
 export type { ServeOptions } from './serve.js';
 export { HostSwitch, serveSwitchable, sameTracks, hostOptionsOf } from './host-switch.js';

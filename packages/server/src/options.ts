@@ -4,13 +4,12 @@
  */
 import type { VideoCodecName, VideoTierSchema } from '@reactor/protocol';
 import { consoleLogger, type Logger } from '@reactor/log';
-import { LOOPBACK_HOSTS, isLoopbackHost } from './auth.js';
+import { LOOPBACK_HOSTS, isLoopbackHost, TokenVerifier, type TokenAuthOptions } from '@reactor/access';
 import { DEFAULT_MAX_UPLOAD_BYTES, DEFAULT_UPLOAD_EXPIRY_MS, DEFAULT_UPLOAD_QUOTA_BYTES, DEFAULT_UPLOAD_WAIT_MS } from '@reactor/runtime';
-import { webCodecsEncoderFactory, type VideoEncoderFactory } from './video-encoder.js';
-import type { ResolvedVideoOptions } from './video-streams.js';
-import { resolveWebRtcOptions, type ResolvedWebRtcOptions, type WebRtcOptions } from './rtc-options.js';
+import { webCodecsEncoderFactory, type VideoEncoderFactory } from './video/video-encoder.js';
+import type { ResolvedVideoOptions } from './video/video-streams.js';
+import { resolveWebRtcOptions, type ResolvedWebRtcOptions, type WebRtcOptions } from './webrtc/rtc-options.js';
 import { resolveRecordingOptions, type RecordingOptions, type ResolvedRecordingOptions } from './recording/recording-options.js';
-import { TokenVerifier, type TokenAuthOptions } from './tokens.js';
 
 /** Default time a dropped client may come back and resume its identity, ms (30 s, as the original's recoverable disconnect). */
 export const DEFAULT_RESUME_GRACE_MS = 30_000;
@@ -211,7 +210,7 @@ export type ResolvedServerOptions = Required<
   allowedHosts: string[] | undefined;
 };
 
-// Defined with the access rules (auth.ts), which `@reactor/server/internal` shares without loading the runtime.
+// Defined with the access rules (`@reactor/access`'s auth.ts), which the router shares without loading the server.
 export { LOOPBACK_HOSTS, isLoopbackHost };
 
 function int(name: string, v: unknown, min: number, max: number): void {

@@ -10,35 +10,43 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Logger } from '@reactor/log';
 import type { Readiness } from '@reactor/runtime';
-import { authorize, bearerChallenge, type AccessDenial, type AccessPolicy } from './auth.js';
-import type { Grant } from './tokens.js';
-import { ServerErrorCode } from './errors.js';
-import { ClientConnection, type ConnectionInfo } from './connection.js';
-import { DashboardSampler, dashboardClient } from './dashboard.js';
-import { DashboardEvents } from './dashboard-events.js';
-import { FrameDecoder } from './frame-decoder.js';
-import { frameBytesFor } from './frame-intake.js';
-import { FrameEncoder } from './frame-encoder.js';
-import { decodeImage } from './image-decoder.js';
-import { ServerMetrics } from './metrics.js';
+import {
+  authorize,
+  bearerChallenge,
+  parseTarget,
+  sendError,
+  writeHttpError,
+  type AccessDenial,
+  type AccessPolicy,
+  type Grant,
+  type RouteTable,
+} from '@reactor/access';
+import { ServerErrorCode } from './base/errors.js';
+import { ClientConnection, dashboardClient, type ConnectionInfo } from './connection.js';
+import { DashboardSampler } from './dashboard/dashboard.js';
+import { DashboardEvents } from './dashboard/dashboard-events.js';
+import { FrameDecoder } from './intake/frame-decoder.js';
+import { frameBytesFor } from './intake/frame-intake.js';
+import { FrameEncoder } from './video/frame-encoder.js';
+import { decodeImage } from './intake/image-decoder.js';
+import { ServerMetrics } from './base/metrics.js';
 import { resolveServerOptions, type ResolvedServerOptions, type ServerOptions } from './options.js';
-import { SendBudget } from './send-budget.js';
-import { loadWebCodecs, webCodecsEncoderFactory } from './video-encoder.js';
-import { OpusStreams } from './rtc-audio.js';
-import { RtcMetrics } from './rtc-metrics.js';
-import type { RtcServerContext } from './rtc-outbound.js';
-import { VideoStreams, type VideoEncoderInfo } from './video-streams.js';
-import { RecordingService } from './recording-service.js';
-import { ViewerAssets } from './static-assets.js';
-import { parseTarget, sendError, writeHttpError, type RouteTable } from './http.js';
-import { type HealthReport, type ServableHost, loadProgressOf } from './servable-host.js';
-import { healthOf, readinessOf } from './server-health.js';
+import { SendBudget } from './base/send-budget.js';
+import { loadWebCodecs, webCodecsEncoderFactory } from './video/video-encoder.js';
+import { OpusStreams } from './webrtc/rtc-audio.js';
+import { RtcMetrics } from './webrtc/rtc-metrics.js';
+import type { RtcServerContext } from './webrtc/rtc-outbound.js';
+import { VideoStreams, type VideoEncoderInfo } from './video/video-streams.js';
+import { RecordingService } from './recording/recording-service.js';
+import { ViewerAssets } from './http/static-assets.js';
+import { type HealthReport, type ServableHost, loadProgressOf } from './base/servable-host.js';
+import { healthOf, readinessOf } from './http/server-health.js';
 import { answerClientError, notFound, serverRoutes, type ServerRoute } from './server-routes.js';
 import { SessionKeeper } from './session-keeper.js';
-import { StepMetrics } from './step-metrics.js';
-import { UploadRoutes } from './upload-routes.js';
+import { StepMetrics } from './base/step-metrics.js';
+import { UploadRoutes } from './http/upload-routes.js';
 
-export type { ServableHost, StepSample, HealthReport } from './servable-host.js';
+export type { ServableHost, StepSample, HealthReport } from './base/servable-host.js';
 
 /** How long `close()` waits for clients to acknowledge the close frame before cutting them. */
 export const CLOSE_GRACE_MS = 2000;

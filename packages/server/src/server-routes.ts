@@ -1,26 +1,24 @@
 /**
  * The route table of {@link ReactorServer} (method + path -> handler), over the HTTP helpers of
- * `http.ts`. Each route says who may use it: `self` (it checks method and access itself: the
+ * `@reactor/access` (`http.ts` there). Each route  says who may use it: `self` (it checks method and access itself: the
  * upload routes), `open` (no token, any Host: health, which load balancers probe) or `token` (the
  * server's Host, token and Origin checks ran). Every other route is `GET` / `HEAD`.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { TOKEN_COOKIE } from './auth.js';
-import type { DashboardSampler } from './dashboard.js';
-import { dashboardSecurityHeaders, renderDashboardPage } from './dashboard-page.js';
-import { ServerErrorCode } from './errors.js';
-import { RouteTable, sendBody, sendError, sendJson, writeHttpError } from './http.js';
-import type { ServerMetrics } from './metrics.js';
+import { RouteTable, TOKEN_COOKIE, sendBody, sendError, sendJson, writeHttpError, type Grant } from '@reactor/access';
+import type { DashboardSampler } from './dashboard/dashboard.js';
+import { dashboardSecurityHeaders, renderDashboardPage } from './dashboard/dashboard-page.js';
+import { ServerErrorCode } from './base/errors.js';
+import type { ServerMetrics } from './base/metrics.js';
 import type { ResolvedServerOptions } from './options.js';
-import { recordingFileRefusal } from './recording-grant.js';
-import type { RecordingService } from './recording-service.js';
-import type { HealthReport, ServableHost } from './servable-host.js';
-import type { Grant } from './tokens.js';
-import { ViewerNotBuiltError, type ViewerAssets } from './static-assets.js';
-import type { UploadRoutes } from './upload-routes.js';
-import { handleSnapshot, SNAPSHOT_PATH, type SnapshotRoutesContext } from './snapshot-routes.js';
-import { renderViewerPage, viewerBasePath, viewerSecurityHeaders } from './viewer-page.js';
+import { recordingFileRefusal } from './recording/recording-grant.js';
+import type { RecordingService } from './recording/recording-service.js';
+import type { HealthReport, ServableHost } from './base/servable-host.js';
+import { ViewerNotBuiltError, type ViewerAssets } from './http/static-assets.js';
+import type { UploadRoutes } from './http/upload-routes.js';
+import { renderViewerPage, viewerBasePath, viewerSecurityHeaders } from './http/viewer-page.js';
+import { handleSnapshot, SNAPSHOT_PATH, type SnapshotRoutesContext } from './http/snapshot-routes.js';
 
 /** One route's handler and who may use it. */
 export interface ServerRoute {

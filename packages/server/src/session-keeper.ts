@@ -9,11 +9,11 @@ import { CloseCode, type ErrorBody } from '@reactor/protocol';
 import type { Logger } from '@reactor/log';
 import type { ClientHandle, ClientSink } from '@reactor/runtime';
 import type { ClientConnection } from './connection.js';
-import { ServerErrorCode } from './errors.js';
-import type { ServerMetrics } from './metrics.js';
+import { ServerErrorCode } from './base/errors.js';
+import type { ServerMetrics } from './base/metrics.js';
 import type { ResolvedServerOptions } from './options.js';
-import type { ServableHost } from './servable-host.js';
-import type { Grant } from './tokens.js';
+import type { ServableHost } from './base/servable-host.js';
+import type { Grant } from '@reactor/access';
 
 /** A client whose connection dropped, held for the resume grace. */
 interface Suspended {

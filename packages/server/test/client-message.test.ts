@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseClientMessage } from '../src/client-message.js';
+import { parseClientMessage } from '../src/ws/client-message.js';
 
 describe('parseClientMessage', () => {
   it('accepts a command and each track message with its own envelope', () => {

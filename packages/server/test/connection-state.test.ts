@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { IllegalTransitionError } from '@reactor/protocol';
-import { CONNECTION_TRANSITIONS, ConnectionLifecycle, type ConnectionState } from '../src/connection-state.js';
+import { CONNECTION_TRANSITIONS, ConnectionLifecycle, type ConnectionState } from '../src/ws/connection-state.js';
 
 describe('the connection state table', () => {
   it('starts open, pauses and resumes reads, and keeps the pause across a server close', () => {

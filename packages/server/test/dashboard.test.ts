@@ -9,11 +9,11 @@ import { describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { Gauge, Histogram, Registry } from 'prom-client';
 import { connect } from '@reactor/client';
-import type { SessionStatus } from '@reactor/protocol';
+import type { DashboardData, SessionStatus } from '@reactor/protocol';
 import { mintToken } from '../src/index.js';
-import { DASHBOARD_HISTORY, DASHBOARD_METRICS, DashboardSampler, type DashboardData } from '../src/dashboard.js';
-import { DASHBOARD_EVENTS, DashboardEvents } from '../src/dashboard-events.js';
-import { bucketQuantile, readHistogram } from '../src/dashboard-metrics.js';
+import { DASHBOARD_HISTORY, DASHBOARD_METRICS, DashboardSampler } from '../src/dashboard/dashboard.js';
+import { DASHBOARD_EVENTS, DashboardEvents } from '../src/dashboard/dashboard-events.js';
+import { bucketQuantile, readHistogram } from '../src/dashboard/dashboard-metrics.js';
 import { usePatternServers } from './pattern-servers.js';
 
 const { start, cleanups } = usePatternServers();

@@ -23,7 +23,7 @@ import {
   type RTCRtpTransceiver,
 } from 'werift';
 import { webCodecsEncoderFactory, type ReactorServer, type VideoEncoderFactory } from '../src/index.js';
-import { packetizeH264 } from '../src/rtp-packetize.js';
+import { packetizeH264 } from '../src/webrtc/rtp-packetize.js';
 import { usePatternServers } from './pattern-servers.js';
 
 const { start, cleanups } = usePatternServers();

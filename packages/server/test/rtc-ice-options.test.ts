@@ -5,8 +5,8 @@
  * with `openssl dgst -sha1 -hmac s3cret -binary | base64`).
  */
 import { describe, expect, it } from 'vitest';
-import { resolveWebRtcOptions, type WebRtcOptions } from '../src/rtc-options.js';
-import { iceServersFor, mintTurnCredential } from '../src/turn-credentials.js';
+import { resolveWebRtcOptions, type WebRtcOptions } from '../src/webrtc/rtc-options.js';
+import { iceServersFor, mintTurnCredential } from '../src/webrtc/turn-credentials.js';
 
 const TURN = 'turn:turn.example.com:3478';
 const problem = (o: WebRtcOptions): string => {

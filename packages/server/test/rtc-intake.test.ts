@@ -9,10 +9,10 @@ import { describe, expect, it } from 'vitest';
 import type { TrackSchema } from '@reactor/protocol';
 import type { ClientHandle, InboundFrame } from '@reactor/runtime';
 import { silentLogger } from '@reactor/log';
-import { ServerMetrics } from '../src/metrics.js';
-import { RtcAudioIntake } from '../src/rtc-audio-intake.js';
-import type { RtcIntakeErrorCode, RtcTrackIntakeContext } from '../src/rtc-intake-report.js';
-import { RtcVideoIntake } from '../src/rtc-video-intake.js';
+import { ServerMetrics } from '../src/base/metrics.js';
+import { RtcAudioIntake } from '../src/webrtc/rtc-audio-intake.js';
+import type { RtcIntakeErrorCode, RtcTrackIntakeContext } from '../src/webrtc/rtc-intake-report.js';
+import { RtcVideoIntake } from '../src/webrtc/rtc-video-intake.js';
 import { ENCODE, ffmpegRtp } from './fixtures/ffmpeg-rtp.js';
 
 const CAMERA: TrackSchema = { name: 'webcam', kind: 'video', direction: 'in', width: 320, height: 240, fps: 30, maxWidth: 640, maxHeight: 480, maxFps: 60 };

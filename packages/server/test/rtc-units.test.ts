@@ -5,10 +5,10 @@
  * hysteresis, and the RGB -> RGBX copy every coded frame goes through before the encoder.
  */
 import { describe, expect, it } from 'vitest';
-import { annexBNalUnits, packetizeH264, packetizeVp8, sharedH264Payloads } from '../src/rtp-packetize.js';
-import { PlayoutDelayPolicy, playoutDelayPayload } from '../src/rtc-playout-delay.js';
-import { RtcTierController } from '../src/rtc-tier.js';
-import { rgbToRgbx } from '../src/video-encoder.js';
+import { annexBNalUnits, packetizeH264, packetizeVp8, sharedH264Payloads } from '../src/webrtc/rtp-packetize.js';
+import { PlayoutDelayPolicy, playoutDelayPayload } from '../src/webrtc/rtc-playout-delay.js';
+import { RtcTierController } from '../src/webrtc/rtc-tier.js';
+import { rgbToRgbx } from '../src/video/video-encoder.js';
 
 const nal = (type: number, n: number, fill: number): Uint8Array => {
   const b = new Uint8Array(n).fill(fill);

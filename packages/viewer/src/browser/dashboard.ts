@@ -6,49 +6,13 @@
  * the server's recent errors and warnings.
  */
 import uPlot from 'uplot';
+import type { DashboardData as Data } from '@reactor/protocol';
 
 interface ChartSpec {
   id: string;
   title: string;
   unit: string;
   metric: string;
-}
-
-interface Client {
-  id: string;
-  role: string;
-  transport: string;
-  codec: string;
-  tier: string;
-  framesSent: number;
-  framesDropped: number;
-  bufferedBytes: number;
-  connectedS: number;
-}
-
-interface Event {
-  t: number;
-  level: string;
-  source: string;
-  code?: string;
-  message: string;
-  count: number;
-}
-
-interface Data {
-  historyS: number;
-  intervalMs: number;
-  t: number[];
-  series: Record<string, (number | null)[]>;
-  absent: string[];
-  now: {
-    session: { state: string; clients: number; refused?: string };
-    clients: Client[];
-    loadProgress: number | null;
-    firstFrameMs: { p50: number | null; p99: number | null; count: number } | null;
-    sampleCostUs: { last: number; p50: number; mean: number };
-  };
-  events: Event[];
 }
 
 const $ = <T extends HTMLElement>(id: string): T => document.getElementById(id) as T;
