@@ -162,7 +162,7 @@ describe(`the cluster's faults: ${INSTANCES} reactor run --agones, the sidecar's
     ).catch((err: Error) => {
       throw new Error(`${err.message}\n${instances.map((i) => `--- ${i.name}:\n${i.stderr()}`).join('\n')}`);
     });
-    const router = spawn(process.execPath, [cli, 'route', '--kubeconfig', api.writeKubeconfig(), '--port', '0', '--token', TOKEN], {
+    const router = spawn(process.execPath, [cli, 'route', '--kubeconfig', api.writeKubeconfig(), '--port', '0', '--token', TOKEN, '--no-move'], {
       cwd: repo,
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -105,6 +105,7 @@ cli
     '--api-key <key>',
     "your backend's key for POST/GET/DELETE /sessions and /metrics (also REACTOR_ROUTER_API_KEY); browsers get instance tokens instead",
   )
+  .option('--no-move', 'on an instance that drains, leave its session to run to the drain deadline instead of moving it (apps with snapshots move by default)')
   .option('--queue-max-wait <s>', 'the longest POST /sessions?wait=<s> may ask, seconds (default 120)')
   .option('--queue-max-length <n>', 'most requests waiting at once (default 1000)')
   .option(

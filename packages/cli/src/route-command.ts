@@ -43,6 +43,8 @@ export interface RouteOptions {
   queueMaxLength?: string | number;
   /** `--instance-token-ttl`: lifetime of the instance tokens, seconds. */
   instanceTokenTtl?: string | number;
+  /** `--no-move` sets it false: a draining instance keeps its session to the drain deadline. */
+  move?: boolean;
 }
 
 function positiveInt(v: string | number | undefined, flag: string, fallback: number): number {
@@ -99,6 +101,7 @@ export async function routeCommand(o: RouteOptions, logger: Logger, env: Record<
       ...(o.queueMaxWait !== undefined && { queueMaxWaitS: positiveInt(o.queueMaxWait, '--queue-max-wait', 120) }),
       ...(o.queueMaxLength !== undefined && { queueMaxLength: Number(o.queueMaxLength) }),
       ...(o.instanceTokenTtl !== undefined && { instanceTokenTtlS: Number(o.instanceTokenTtl) }),
+      ...(o.move === false && { moveOnDrain: false }),
     });
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;

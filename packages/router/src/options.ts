@@ -97,6 +97,11 @@ export interface RouterOptions {
   tokenKey?: SigningKey;
   /** Lifetime of the instance token, seconds (default 600, at most 21600). */
   instanceTokenTtlS?: number;
+  /**
+   * Move a draining instance's session to another instance when its app takes snapshots
+   * (default true; docs/snapshots.md "Move"). False: it runs on to its drain deadline.
+   */
+  moveOnDrain?: boolean;
   /** Longest `wait` a `POST /sessions?wait=<s>` may ask for, seconds (default 120). */
   queueMaxWaitS?: number;
   /** Most requests waiting at once (default 1000); more are answered 429 `queue_full`. */
@@ -141,6 +146,7 @@ export interface ResolvedRouterOptions {
   /** Checks the instance tokens on relayed routes (the same key). */
   verifier: TokenVerifier | undefined;
   instanceTokenTtlS: number;
+  moveOnDrain: boolean;
   queueMaxWaitS: number;
   queueMaxLength: number;
   queuePollMs: number;
@@ -201,6 +207,7 @@ export function resolveRouterOptions(o: RouterOptions): ResolvedRouterOptions {
     minter: undefined,
     verifier: undefined,
     instanceTokenTtlS: o.instanceTokenTtlS ?? DEFAULT_INSTANCE_TOKEN_TTL_S,
+    moveOnDrain: o.moveOnDrain ?? true,
     queueMaxWaitS: o.queueMaxWaitS ?? DEFAULT_QUEUE_MAX_WAIT_MS / 1000,
     queueMaxLength: o.queueMaxLength ?? DEFAULT_QUEUE_MAX_LENGTH,
     queuePollMs: o.queuePollMs ?? DEFAULT_QUEUE_POLL_MS,

@@ -83,7 +83,11 @@ export class SessionRouter {
         if (to === 'Ready') this.#alloc?.queue.kick();
       },
       // SIGTERM on an instance with a session: move it, where the app takes snapshots.
-      onDraining: (instance) =>
+      onDraining: (instance) => {
+        if (!this.options.moveOnDrain) {
+          this.#log.info(`instance ${instance.name} drains; moveOnDrain is off (--no-move), so its session stays to its drain deadline`);
+          return;
+        }
         void moveSession(
           {
             log: this.#log,
@@ -93,7 +97,8 @@ export class SessionRouter {
             closeRelays: (name, code, reason) => this.#relay.closeRelays(name, code, reason),
           },
           instance,
-        ),
+        );
+      },
       logger: this.#log,
     });
     this.#relay = new InstanceRelay({

@@ -8,7 +8,7 @@
  * muxes a slice of it into an MP4 file served at an unguessable, expiring URL; a recording
  * writes the same units to a fragmented MP4 file as they come.
  */
-import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { Gauge, type Registry } from 'prom-client';
@@ -173,12 +173,21 @@ export class RecordingService implements VideoSubscriber {
   async #saveSessionLog(name: string): Promise<void> {
     const log = this.#host.snapshots?.log();
     if (!log) return;
+    // A recording that left no file (refused at its start: a full disk) gets no log beside it.
+    if (
+      !(await stat(join(this.options.dir, name)).then(
+        () => true,
+        () => false,
+      ))
+    )
+      return;
+    // Whole or not at all: written aside, then renamed into place; a write that fails (a full disk) leaves nothing.
+    const path = join(this.options.dir, name.replace(/\.mp4$/, '.session.json'));
     try {
-      // Whole or not at all: written aside, then renamed into place.
-      const path = join(this.options.dir, name.replace(/\.mp4$/, '.session.json'));
       await writeFile(`${path}.tmp`, `${JSON.stringify(log)}\n`);
       await rename(`${path}.tmp`, path);
     } catch (err) {
+      await rm(`${path}.tmp`, { force: true }).catch(() => undefined);
       this.#log.warn({ err }, `the session log of recording ${name} could not be saved`);
     }
   }
