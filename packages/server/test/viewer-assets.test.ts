@@ -33,6 +33,7 @@ describe('server: the viewer modules of @reactor/viewer', () => {
       'canvas.js',
       'clips.js',
       'dom.js',
+      'fork.js',
       'form.js',
       'hooks.js',
       'keys.js',
