@@ -9,7 +9,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Logger } from '@reactor/log';
-import { AppHost, ReactorError, SESSION_LOG_FORMAT, type ClientSink, type OutputFrame, type SessionLogJson } from '@reactor/runtime';
+import { AppHost, ReactorError, REWIND_COMMAND, SESSION_LOG_FORMAT, type ClientSink, type OutputFrame, type SessionLogJson } from '@reactor/runtime';
 import { RgbMp4File } from '@reactor/server';
 import { applyPythonSettings, type CliOptions, configPath, importApp } from './commands.js';
 import { CliErrorCode } from './errors.js';
@@ -51,9 +51,6 @@ function readLog(file: string): SessionLogJson {
   return log;
 }
 
-/** The built-in rewind, as the session log writes it (`{ toStep, atCommand }`). */
-const REWIND = 'rewind';
-
 export async function replayCommand(file: string | undefined, o: ReplayOptions, logger: Logger): Promise<void> {
   if (!file) throw new ReactorError(CliErrorCode.CliUsage, 'reactor replay needs the session log: reactor replay <name>.session.json');
   const log = readLog(resolve(file));
@@ -91,7 +88,7 @@ async function drive(host: AppHost, log: SessionLogJson, out: string, config: st
   // restores it where the rewind was.
   const takesAt = new Map<number, number[]>();
   for (const c of log.commands) {
-    if (c.name !== REWIND) continue;
+    if (c.name !== REWIND_COMMAND) continue;
     const { toStep, atCommand } = c.params as { toStep?: unknown; atCommand?: unknown };
     if (!Number.isInteger(toStep) || !Number.isInteger(atCommand) || (atCommand as number) < 0 || (toStep as number) + 1 >= c.step) {
       throw new ReactorError(CliErrorCode.ReplayLogInvalid, `the log's rewind at step ${c.step} names no snapshot before it (${JSON.stringify(c.params)})`);
@@ -150,7 +147,7 @@ async function drive(host: AppHost, log: SessionLogJson, out: string, config: st
     const pending = [...(takesAt.get(step) ?? [])];
     for (const { index, c } of byStep.get(step) ?? []) {
       while (pending.length > 0 && pending[0]! <= index) take(pending.shift()!);
-      if (c.name === REWIND) {
+      if (c.name === REWIND_COMMAND) {
         // Taken at an earlier step, so settled by now.
         const bytes = saved.get((c.params as { atCommand: number }).atCommand);
         if (!bytes) {
