@@ -86,7 +86,7 @@ async function drive(host: AppHost, log: SessionLogJson, out: string, config: st
   // A logged rewind restored a snapshot taken once `atCommand` commands had run, before step
   // `toStep + 1`: the replay takes its own there (the same state, for a deterministic app) and
   // restores it where the rewind was.
-  const takesAt = new Map<number, number[]>();
+  const takesAt = new Map<number, Set<number>>();
   for (const c of log.commands) {
     if (c.name !== REWIND_COMMAND) continue;
     const { toStep, atCommand } = c.params as { toStep?: unknown; atCommand?: unknown };
@@ -94,12 +94,7 @@ async function drive(host: AppHost, log: SessionLogJson, out: string, config: st
       throw new ReactorError(CliErrorCode.ReplayLogInvalid, `the log's rewind at step ${c.step} names no snapshot before it (${JSON.stringify(c.params)})`);
     }
     const before = (toStep as number) + 1;
-    const list = takesAt.get(before) ?? [];
-    if (!list.includes(atCommand as number))
-      takesAt.set(
-        before,
-        [...list, atCommand as number].sort((a, b) => a - b),
-      );
+    takesAt.set(before, (takesAt.get(before) ?? new Set<number>()).add(atCommand as number));
   }
   if (takesAt.size > 0 && !host.snapshots) {
     throw new ReactorError(CliErrorCode.ReplayUnsupported, 'the log has rewinds, and the app takes no snapshots: replay it with the app that made it');
@@ -144,7 +139,7 @@ async function drive(host: AppHost, log: SessionLogJson, out: string, config: st
     );
   };
   const send = (step: number): void => {
-    const pending = [...(takesAt.get(step) ?? [])];
+    const pending = [...(takesAt.get(step) ?? [])].sort((a, b) => a - b);
     for (const { index, c } of byStep.get(step) ?? []) {
       while (pending.length > 0 && pending[0]! <= index) take(pending.shift()!);
       if (c.name === REWIND_COMMAND) {

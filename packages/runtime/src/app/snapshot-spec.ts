@@ -41,10 +41,20 @@ function fail(appName: string, key: string, message: string): never {
   throw new AppDefinitionError(RuntimeErrorCode.InvalidAppOption, appName, `snapshot.${key}`, message);
 }
 
-function positiveInt(appName: string, key: string, v: unknown, dflt: number): number {
+/** The ring settings an operator may override (`reactor.yaml` `snapshots:`, `AppHostOptions.snapshots`). */
+export const RING_KEYS = ['everySteps', 'ringBytes', 'maxBytes', 'rewindsPerSecond'] as const;
+
+/** What is wrong with a ring setting's value (`rewindsPerSecond` a positive number, the others positive integers), or undefined. */
+export function ringValueProblem(key: (typeof RING_KEYS)[number], v: unknown): string | undefined {
+  if (key === 'rewindsPerSecond') return typeof v === 'number' && Number.isFinite(v) && v > 0 ? undefined : `must be a positive number, got ${String(v)}`;
+  return typeof v === 'number' && Number.isInteger(v) && v >= 1 ? undefined : `must be a positive integer, got ${String(v)}`;
+}
+
+function ringValue(appName: string, key: (typeof RING_KEYS)[number], v: unknown, dflt: number): number {
   if (v === undefined) return dflt;
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1) fail(appName, key, `must be a positive integer, got ${String(v)}`);
-  return v;
+  const problem = ringValueProblem(key, v);
+  if (problem) fail(appName, key, problem);
+  return v as number;
 }
 
 /** The snapshot spec of an app (undefined: it takes no snapshots), and its `rewind` command. */
@@ -67,17 +77,15 @@ export function compileSnapshot(
   if (!Array.isArray(roles) || roles.length === 0 || roles.some((r) => typeof r !== 'string' || !/^[a-z][a-z0-9_]{0,31}$/.test(r))) {
     fail(appName, 'rewindRoles', `must be a non-empty list of snake_case role names, got ${JSON.stringify(roles)}`);
   }
-  const perSecond = options.rewindsPerSecond ?? 2;
-  if (typeof perSecond !== 'number' || !Number.isFinite(perSecond) || perSecond <= 0)
-    fail(appName, 'rewindsPerSecond', `must be a positive number, got ${String(perSecond)}`);
-  const maxBytes = positiveInt(appName, 'maxBytes', options.maxBytes, 32 * 1024 * 1024);
-  const ringBytes = positiveInt(appName, 'ringBytes', options.ringBytes, 64 * 1024 * 1024);
+  const perSecond = ringValue(appName, 'rewindsPerSecond', options.rewindsPerSecond, 2);
+  const maxBytes = ringValue(appName, 'maxBytes', options.maxBytes, 32 * 1024 * 1024);
+  const ringBytes = ringValue(appName, 'ringBytes', options.ringBytes, 64 * 1024 * 1024);
   const schemaHash = createHash('sha256')
     .update(JSON.stringify({ state: schema.state, tracks: schema.tracks, fields: [...fields].sort() }))
     .digest('hex');
   const spec: SnapshotSpec = Object.freeze({
     fields: Object.freeze([...fields]),
-    everySteps: positiveInt(appName, 'everySteps', options.everySteps, 8),
+    everySteps: ringValue(appName, 'everySteps', options.everySteps, 8),
     ringBytes,
     maxBytes,
     rewindRoles: Object.freeze([...new Set(roles)]),

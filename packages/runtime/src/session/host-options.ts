@@ -1,6 +1,7 @@
 /** The options of an {@link AppHost}, their defaults and their checks. */
 import { consoleLogger, type Logger } from '@reactor/log';
 import { HostOptionError } from '../errors/errors.js';
+import { RING_KEYS, ringValueProblem } from '../app/snapshot-spec.js';
 import { isSessionAdmission, type SessionAdmission } from './admission.js';
 import { type ResolvedUploadOptions, type UploadOptions, resolveUploadOptions } from '../upload/upload-options.js';
 
@@ -111,17 +112,13 @@ export function resolveHostOptions(options: AppHostOptions): ResolvedHostOptions
   };
 }
 
-const RING_KEYS = ['everySteps', 'ringBytes', 'maxBytes', 'rewindsPerSecond'] as const;
-
 function ringOptions(o: SnapshotRingOptions | undefined): SnapshotRingOptions | undefined {
   if (o === undefined) return undefined;
   if (o === null || typeof o !== 'object') throw new HostOptionError(`options.snapshots must be an object (${RING_KEYS.join(', ')}), got ${JSON.stringify(o)}`);
   for (const [k, v] of Object.entries(o)) {
     if (!(RING_KEYS as readonly string[]).includes(k)) throw new HostOptionError(`options.snapshots.${k} is not a ring setting (${RING_KEYS.join(', ')})`);
-    if (v === undefined) continue;
-    const ok = k === 'rewindsPerSecond' ? typeof v === 'number' && Number.isFinite(v) && v > 0 : Number.isInteger(v) && (v as number) >= 1;
-    if (!ok)
-      throw new HostOptionError(`options.snapshots.${k} must be a positive ${k === 'rewindsPerSecond' ? 'number' : 'integer'}, got ${JSON.stringify(v)}`);
+    const problem = v === undefined ? undefined : ringValueProblem(k as (typeof RING_KEYS)[number], v);
+    if (problem) throw new HostOptionError(`options.snapshots.${k} ${problem}`);
   }
   return { ...o };
 }
