@@ -17,7 +17,7 @@
  */
 import sharp from 'sharp';
 import type { RtpPacket } from 'werift';
-import { DepacketizeBase, type DepacketizerCodec } from 'werift/nonstandard';
+import type { DepacketizeBase, DepacketizerCodec } from 'werift/nonstandard';
 import { ServerErrorCode } from '../base/errors.js';
 import { loadDecoders, type NativeVideoDecoder, type NativeVideoFrame, type WebCodecsDecoding } from './rtc-decoders.js';
 import { RtcIntakeReport, RtpClock, type RtcIntakeInfo, type RtcTrackIntakeContext } from './rtc-intake-report.js';
@@ -91,17 +91,20 @@ export class RtcVideoIntake {
 
   /** Loads the decoder module first (rejects with `undecodable_frame` when it cannot be loaded here). */
   static async create(ctx: RtcTrackIntakeContext, codec: RtcVideoCodec, clockRate = 90_000): Promise<RtcVideoIntake> {
-    return new RtcVideoIntake(ctx, codec, clockRate, await loadDecoders());
+    // werift's depacketizer, loaded with the first track: a server that never sees one never loads werift.
+    const { DepacketizeBase } = await import('werift/nonstandard');
+    const depacketizer = new DepacketizeBase(DEPACKETIZER_CODEC[codec], { isFinalPacketInSequence: (h) => h.marker });
+    return new RtcVideoIntake(ctx, codec, clockRate, await loadDecoders(), depacketizer);
   }
 
-  private constructor(ctx: RtcTrackIntakeContext, codec: RtcVideoCodec, clockRate: number, wc: WebCodecsDecoding) {
+  private constructor(ctx: RtcTrackIntakeContext, codec: RtcVideoCodec, clockRate: number, wc: WebCodecsDecoding, depacketizer: DepacketizeBase) {
     this.#ctx = ctx;
     this.#codec = codec;
     this.#wc = wc;
     this.#report = new RtcIntakeReport(ctx);
     this.#clock = new RtpClock(clockRate);
     this.#reorder = new RtpReorder(VIDEO_REORDER_WAIT_MS, REORDER_PACKETS);
-    this.#depacketizer = new DepacketizeBase(DEPACKETIZER_CODEC[codec], { isFinalPacketInSequence: (h) => h.marker });
+    this.#depacketizer = depacketizer;
   }
 
   /** Its counters. */

@@ -1,0 +1,53 @@
+/**
+ * What `reactor` loads before it does anything: every command (`reactor token`, `schema`,
+ * `doctor`, `run` before its first offer) pays for the packages its entry point imports. werift
+ * (WebRTC, about 0.4 s of CPU to import on the 2-vCPU development machine, half the CLI's start) is
+ * loaded with the first WebRTC offer or track, not at start; a server that is never offered WebRTC
+ * never loads it. The packages are read through a module resolve hook in the real `reactor`
+ * process, so an eager import added anywhere under the CLI (a value import of `werift` or
+ * `werift/nonstandard`) fails this test.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const cli = join(root, 'packages/cli/dist/main.js');
+const dir = mkdtempSync(join(tmpdir(), 'reactor-cli-startup-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** The npm packages `node <args>` resolved, in order (a hook registered before the entry point). */
+function packagesLoaded(args: string[]): string[] {
+  const hook = join(dir, 'hook.mjs');
+  writeFileSync(
+    hook,
+    [
+      "import { appendFileSync } from 'node:fs';",
+      'const seen = new Set();',
+      'export async function resolve(spec, ctx, next) {',
+      '  const r = await next(spec, ctx);',
+      '  const m = r.url.match(/.*node_modules\\/((?:@[^/]+\\/)?[^/]+)/);',
+      `  if (m && !seen.has(m[1])) { seen.add(m[1]); appendFileSync(${JSON.stringify(join(dir, 'loaded.txt'))}, m[1] + '\\n'); }`,
+      '  return r;',
+      '}',
+    ].join('\n'),
+  );
+  const register = join(dir, 'register.mjs');
+  writeFileSync(register, `import { register } from 'node:module';\nregister(${JSON.stringify(pathToFileURL(hook).href)});\n`);
+  rmSync(join(dir, 'loaded.txt'), { force: true });
+  const r = spawnSync(process.execPath, ['--import', pathToFileURL(register).href, ...args], { encoding: 'utf8', timeout: 30_000 });
+  expect(r.status, r.stderr).toBe(0);
+  return readFileSync(join(dir, 'loaded.txt'), 'utf8').trim().split('\n');
+}
+
+describe('reactor at start', () => {
+  it('loads the server, runtime and codecs it needs, and not werift', () => {
+    const loaded = packagesLoaded([cli, '--version']);
+    // The hook sees the packages the CLI does load (so an empty list cannot pass).
+    expect(loaded).toEqual(expect.arrayContaining(['cac', 'class-validator', 'ws', 'sharp']));
+    expect(loaded.filter((p) => p === 'werift' || p.startsWith('@shinyoshiaki') || p === '@peculiar/x509')).toEqual([]);
+  });
+});
