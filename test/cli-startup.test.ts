@@ -3,7 +3,7 @@
  * `doctor`, `run` before its first offer) pays for the packages its entry point imports. werift
  * (WebRTC, about 0.4 s of CPU to import on the 2-vCPU development machine, half the CLI's start) is
  * loaded with the first WebRTC offer or track, not at start; a server that is never offered WebRTC
- * never loads it. The packages are read through a module resolve hook in the real `reactor`
+ * never loads it; likewise the MP4 muxer (mediabunny) with the first clip or recording. The packages are read through a module resolve hook in the real `reactor`
  * process, so an eager import added anywhere under the CLI (a value import of `werift` or
  * `werift/nonstandard`) fails this test.
  */
@@ -44,10 +44,10 @@ function packagesLoaded(args: string[]): string[] {
 }
 
 describe('reactor at start', () => {
-  it('loads the server, runtime and codecs it needs, and not werift', () => {
+  it('loads the server, runtime and codecs it needs, and neither werift nor the MP4 muxer', () => {
     const loaded = packagesLoaded([cli, '--version']);
     // The hook sees the packages the CLI does load (so an empty list cannot pass).
     expect(loaded).toEqual(expect.arrayContaining(['cac', 'class-validator', 'ws', 'sharp']));
-    expect(loaded.filter((p) => p === 'werift' || p.startsWith('@shinyoshiaki') || p === '@peculiar/x509')).toEqual([]);
+    expect(loaded.filter((p) => p === 'werift' || p.startsWith('@shinyoshiaki') || p === '@peculiar/x509' || p === 'mediabunny')).toEqual([]);
   });
 });

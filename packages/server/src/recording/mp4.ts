@@ -4,8 +4,17 @@
  * streams, so a killed server leaves a file that plays up to its last complete fragment.
  */
 import type { FileHandle } from 'node:fs/promises';
-import { BufferTarget, EncodedAudioPacketSource, EncodedPacket, EncodedVideoPacketSource, Mp4OutputFormat, Output, StreamTarget } from 'mediabunny';
+import type * as MediabunnyModule from 'mediabunny';
+import type { EncodedAudioPacketSource, EncodedVideoPacketSource, Output } from 'mediabunny';
 import type { AudioUnit, RingSlice, VideoStreamConfig, VideoUnit } from './media-ring.js';
+
+type Mediabunny = typeof MediabunnyModule;
+let loading: Promise<Mediabunny> | undefined;
+/** The muxer's module, loaded with the first clip or recording (a server that makes none never loads it). */
+function mediabunny(): Promise<Mediabunny> {
+  loading ??= import('mediabunny');
+  return loading;
+}
 
 /** What a decoder needs to know of an AAC stream (the encoder's `decoderConfig`). */
 export interface AudioStreamConfig {
@@ -30,6 +39,8 @@ function audioMeta(c: AudioStreamConfig): { decoderConfig: { codec: string; samp
  * (`fastStart: 'in-memory'`): a browser knows the duration and can seek before the last byte.
  */
 export async function muxClip(slice: RingSlice, audio: AudioStreamConfig | undefined): Promise<Uint8Array> {
+  const mb = await mediabunny();
+  const { BufferTarget, EncodedAudioPacketSource, EncodedPacket, EncodedVideoPacketSource, Mp4OutputFormat, Output } = mb;
   const target = new BufferTarget();
   const output = new Output({ format: new Mp4OutputFormat({ fastStart: 'in-memory' }), target });
   const vs = new EncodedVideoPacketSource('avc');
@@ -44,16 +55,16 @@ export async function muxClip(slice: RingSlice, audio: AudioStreamConfig | undef
     const u = v[i]!;
     const dur = i + 1 < v.length ? v[i + 1]!.ptsUs - u.ptsUs : slice.frameUs;
     // Audio is interleaved by time (the muxer wants packets in order within each track; interleaving keeps its buffers small).
-    while (as && ai < slice.audio.length && slice.audio[ai]!.ptsUs <= u.ptsUs) await addAudio(as, slice.audio[ai]!, t0, ai++ === 0 ? audio : undefined);
+    while (as && ai < slice.audio.length && slice.audio[ai]!.ptsUs <= u.ptsUs) await addAudio(mb, as, slice.audio[ai]!, t0, ai++ === 0 ? audio : undefined);
     await vs.add(new EncodedPacket(u.data, u.key ? 'key' : 'delta', (u.ptsUs - t0) / 1e6, dur / 1e6), i === 0 ? videoMeta(u.config) : undefined);
   }
-  while (as && ai < slice.audio.length) await addAudio(as, slice.audio[ai]!, t0, ai++ === 0 ? audio : undefined);
+  while (as && ai < slice.audio.length) await addAudio(mb, as, slice.audio[ai]!, t0, ai++ === 0 ? audio : undefined);
   await output.finalize();
   return new Uint8Array(target.buffer!);
 }
 
-function addAudio(as: EncodedAudioPacketSource, a: AudioUnit, t0: number, first: AudioStreamConfig | undefined): Promise<void> {
-  return as.add(new EncodedPacket(a.data, 'key', (a.ptsUs - t0) / 1e6, a.durationUs / 1e6), first ? audioMeta(first) : undefined);
+function addAudio(mb: Mediabunny, as: EncodedAudioPacketSource, a: AudioUnit, t0: number, first: AudioStreamConfig | undefined): Promise<void> {
+  return as.add(new mb.EncodedPacket(a.data, 'key', (a.ptsUs - t0) / 1e6, a.durationUs / 1e6), first ? audioMeta(first) : undefined);
 }
 
 /** What a {@link FragmentedMp4Writer} is told and asked while it writes. */
@@ -80,9 +91,8 @@ export interface FragmentedMp4WriterOptions {
  * rejects a later `addVideo`/`addAudio`/`finish`.
  */
 export class FragmentedMp4Writer {
-  readonly #output: Output;
-  readonly #video: EncodedVideoPacketSource;
-  readonly #audio: EncodedAudioPacketSource | undefined;
+  /** The muxer, once its module is loaded (every method awaits {@link #started} first). */
+  #m: { mb: Mediabunny; output: Output; video: EncodedVideoPacketSource; audio: EncodedAudioPacketSource | undefined } | undefined;
   #audioEnded = false;
   #videoConfig: VideoStreamConfig | undefined;
   #audioConfig: AudioStreamConfig | undefined;
@@ -122,17 +132,18 @@ export class FragmentedMp4Writer {
         options.onWrite(size);
       },
     });
-    this.#output = new Output({
-      format: new Mp4OutputFormat({ fastStart: 'fragmented', minimumFragmentDuration: options.fragmentS ?? 1 }),
-      target: new StreamTarget(writable),
+    this.#started = mediabunny().then((mb) => {
+      const output = new mb.Output({
+        format: new mb.Mp4OutputFormat({ fastStart: 'fragmented', minimumFragmentDuration: options.fragmentS ?? 1 }),
+        target: new mb.StreamTarget(writable),
+      });
+      const video = new mb.EncodedVideoPacketSource('avc');
+      output.addVideoTrack(video);
+      const audio = withAudio ? new mb.EncodedAudioPacketSource('aac') : undefined;
+      if (audio) output.addAudioTrack(audio);
+      this.#m = { mb, output, video, audio };
+      return output.start();
     });
-    this.#video = new EncodedVideoPacketSource('avc');
-    this.#output.addVideoTrack(this.#video);
-    if (withAudio) {
-      this.#audio = new EncodedAudioPacketSource('aac');
-      this.#output.addAudioTrack(this.#audio);
-    }
-    this.#started = this.#output.start();
   }
 
   /** µs of the first frame (the file's zero), once one was added. */
@@ -163,8 +174,8 @@ export class FragmentedMp4Writer {
   async #addVideoNow(u: VideoUnit, durUs: number): Promise<void> {
     const first = this.#videoConfig === undefined;
     this.#videoConfig ??= u.config;
-    await this.#video.add(
-      new EncodedPacket(u.data, u.key ? 'key' : 'delta', (u.ptsUs - this.#t0!) / 1e6, Math.max(1, durUs) / 1e6),
+    await this.#m!.video.add(
+      new this.#m!.mb.EncodedPacket(u.data, u.key ? 'key' : 'delta', (u.ptsUs - this.#t0!) / 1e6, Math.max(1, durUs) / 1e6),
       first ? videoMeta(u.config) : undefined,
     );
   }
@@ -172,10 +183,11 @@ export class FragmentedMp4Writer {
   /** Adds an audio packet (those before the first frame are skipped). */
   async addAudio(a: AudioUnit, config: AudioStreamConfig): Promise<void> {
     await this.#started;
-    if (!this.#audio || this.#audioEnded || this.#t0 === undefined || a.ptsUs < this.#t0) return;
+    const audio = this.#m!.audio;
+    if (!audio || this.#audioEnded || this.#t0 === undefined || a.ptsUs < this.#t0) return;
     const first = this.#audioConfig === undefined;
     this.#audioConfig ??= config;
-    await this.#audio.add(new EncodedPacket(a.data, 'key', (a.ptsUs - this.#t0) / 1e6, a.durationUs / 1e6), first ? audioMeta(config) : undefined);
+    await audio.add(new this.#m!.mb.EncodedPacket(a.data, 'key', (a.ptsUs - this.#t0) / 1e6, a.durationUs / 1e6), first ? audioMeta(config) : undefined);
   }
 
   /**
@@ -184,9 +196,10 @@ export class FragmentedMp4Writer {
    */
   async endAudio(): Promise<void> {
     await this.#started;
-    if (!this.#audio || this.#audioEnded) return;
+    const audio = this.#m!.audio;
+    if (!audio || this.#audioEnded) return;
     this.#audioEnded = true;
-    this.#audio.close();
+    audio.close();
   }
 
   /** Writes the last frame and the last fragment (and the index). The file stays open: the caller closes it. */
@@ -196,14 +209,15 @@ export class FragmentedMp4Writer {
     this.#pendingVideo = undefined;
     if (last) await this.#addVideoNow(last, this.#frameUs);
     if (this.#t0 === undefined) {
-      await this.#output.cancel();
+      await this.#m!.output.cancel();
       return;
     }
-    await this.#output.finalize();
+    await this.#m!.output.finalize();
   }
 
   /** Gives up (after a write error): nothing more is written. */
   async abort(): Promise<void> {
-    await this.#output.cancel().catch(() => undefined);
+    await this.#started.catch(() => undefined);
+    await this.#m?.output.cancel().catch(() => undefined);
   }
 }
