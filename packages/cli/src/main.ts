@@ -5,17 +5,14 @@
  */
 import { cac } from 'cac';
 import { consoleLogger, levelFromEnv } from '@reactor/log';
-import { ReactorError } from '@reactor/runtime';
-import { runCommand, schemaCommand, doctorCommand, type CliOptions } from './commands.js';
+import type { CliOptions } from './commands.js';
 import { CliErrorCode } from './errors.js';
-import { initCommand } from './init-command.js';
-import { upgradeCommand } from './upgrade-command.js';
-import { typesCommand, type TypesOptions } from './types-command.js';
-import { devCommand, type DevOptions } from './dev.js';
-import { deployCommand, type DeployOptions } from './deploy-command.js';
+import type { TypesOptions } from './types-command.js';
+import type { DevOptions } from './dev.js';
+import type { DeployOptions } from './deploy-command.js';
 import type { RouteOptions } from './route-command.js';
-import { tokenCommand, type TokenOptions } from './token-command.js';
-import { replayCommand, type ReplayOptions } from './replay-command.js';
+import type { TokenOptions } from './token-command.js';
+import type { ReplayOptions } from './replay-command.js';
 
 // Progress and log lines go to stderr; stdout carries only results (the viewer URL, the schema, doctor's report).
 const toStderr = (...args: unknown[]) => console.error(...args);
@@ -35,24 +32,26 @@ common(cli.command('run', 'Load the app and serve it (viewer, WebSocket, /schema
   .option('--allowed-origin <origin>', 'let pages of this origin connect (repeatable or comma-separated; * for any; default: server.allowed_origins)')
   .option('--insecure', 'serve on a non-loopback --host without a token (refused otherwise)')
   .option('--agones', 'run as an Agones GameServer: Ready, health pings, Allocated per session (also agones.enabled in reactor.yaml)')
-  .action((o: CliOptions) => runCommand(o, logger));
+  .action(async (o: CliOptions) => (await import('./commands.js')).runCommand(o, logger));
 common(cli.command('replay [log]', "Run a session again from its log (a recording's <name>.session.json), offline, to an MP4"))
   .option('--out <file>', 'the MP4 to write (default: <log>.replay.mp4)')
-  .action((log: string | undefined, o: ReplayOptions) => replayCommand(log, o, logger));
-common(cli.command('schema', "Print the app's schema (commands, messages, tracks) as JSON")).action((o: CliOptions) => schemaCommand(o, logger));
+  .action(async (log: string | undefined, o: ReplayOptions) => (await import('./replay-command.js')).replayCommand(log, o, logger));
+common(cli.command('schema', "Print the app's schema (commands, messages, tracks) as JSON")).action(async (o: CliOptions) =>
+  (await import('./commands.js')).schemaCommand(o, logger),
+);
 common(cli.command('doctor', 'Check this machine for the app before loading any weights'))
   .option('--host <host>', 'interface to check')
   .option('--port <port>', 'port to check')
-  .action((o: CliOptions) => doctorCommand(o, logger));
+  .action(async (o: CliOptions) => (await import('./commands.js')).doctorCommand(o, logger));
 cli
   .command('init [dir]', 'Write a new app project into <dir> (an app under apps/ inside this workspace)')
   .option('--template <name>', 'minimal | video | camera | python (default: minimal)')
   .option('--gpus <n>', 'GPUs the app declares in reactor.yaml (default: 1)')
   .option('--name <name>', 'npm package name (default: the folder name)')
-  .action((dir: string | undefined, o: { template?: string; gpus?: string; name?: string }) => initCommand(dir, o));
+  .action(async (dir: string | undefined, o: { template?: string; gpus?: string; name?: string }) => (await import('./init-command.js')).initCommand(dir, o));
 cli
   .command('upgrade [dir]', 'Move a project reactor init wrote (default: this folder) to the framework of this reactor: repack its vendor/')
-  .action((dir: string | undefined) => upgradeCommand(dir));
+  .action(async (dir: string | undefined) => (await import('./upgrade-command.js')).upgradeCommand(dir));
 cli
   .command('types', "Print the app's client types (for connect<T>() of @reactor/client) as TypeScript")
   .option('--manifest <file>', 'reactor.yaml to read (default: ./reactor.yaml or the nearest parent)')
@@ -60,17 +59,17 @@ cli
   .option('--token <token>', 'the access token of --url (also REACTOR_TOKEN)')
   .option('--name <TypeName>', 'name of the exported type (default: from the app name, e.g. ReactorVideoTypes)')
   .option('--python', "print the Python worker's TypedDicts instead (its Input and Result, from the app's declarations, and the State)")
-  .action((o: TypesOptions) => typesCommand(o, logger));
+  .action(async (o: TypesOptions) => (await import('./types-command.js')).typesCommand(o, logger));
 common(cli.command('dev', 'Serve the app, and rebuild (tsc) and restart it on every change under its src/'))
   .option('--host <host>', 'interface to bind (default: server.host or 127.0.0.1)')
   .option('--port <port>', 'TCP port (default: server.port or 8080; 0 picks a free one, kept across restarts)')
   .option('--token <token>', 'require this access token (also REACTOR_TOKEN)')
-  .action((o: DevOptions) => devCommand(o, logger));
+  .action(async (o: DevOptions) => (await import('./dev.js')).devCommand(o, logger));
 cli
   .command('deploy [target]', 'reactor deploy values: print the Helm values (deploy/helm/reactor) that come from reactor.yaml')
   .option('--manifest <file>', 'reactor.yaml to read (default: ./reactor.yaml or the nearest parent)')
   .option('--image-root <dir>', 'where the bundle lies inside the image (default: /opt/reactor)')
-  .action((target: string | undefined, o: DeployOptions) => deployCommand(target, o, logger));
+  .action(async (target: string | undefined, o: DeployOptions) => (await import('./deploy-command.js')).deployCommand(target, o, logger));
 cli
   .command('token', 'Mint a signed session token with the key of REACTOR_AUTH_* or server.auth, and print it')
   .option('--manifest <file>', 'reactor.yaml to read (default: ./reactor.yaml or the nearest parent)')
@@ -86,7 +85,7 @@ cli
   )
   .option('--max-session <duration>', 'the longest its holder may stay in a session, from its arrival (default: no limit)')
   .option('--subject <id>', 'who holds it (the sub claim)')
-  .action((o: TokenOptions) => tokenCommand(o, logger));
+  .action(async (o: TokenOptions) => (await import('./token-command.js')).tokenCommand(o, logger));
 cli
   .command('route', 'Route sessions to a fleet of instances on Kubernetes with Agones (POST /sessions, GET /sessions/:id, /s/:instance/...)')
   .option('--kubeconfig <file>', 'kubeconfig to reach the Kubernetes API (default: in a pod its service account, else $KUBECONFIG or ~/.kube/config)')
@@ -112,7 +111,8 @@ cli
     '--instance-token-ttl <s>',
     'lifetime of the instance tokens the router mints with REACTOR_AUTH_SECRET / REACTOR_AUTH_PRIVATE_KEY, seconds (default 600)',
   )
-  // Loaded on use: the Kubernetes client is heavy, and `reactor run` never needs it.
+  // Each command's module is loaded on use: `reactor token` needs neither the server nor the
+  // Kubernetes client, and `reactor run` never needs the latter.
   .action(async (o: RouteOptions) => (await import('./route-command.js')).routeCommand(o, logger));
 cli.help();
 cli.version('0.1.0');
@@ -145,7 +145,8 @@ async function main(): Promise<void> {
     // cac has printed the help or version itself (and unset the matched command): nothing is left to do.
     if (cli.options['help'] === true || (cli.options['version'] === true && cli.matchedCommandName === undefined)) return;
     if (!cli.matchedCommand) {
-      if (cli.args.length > 0) throw new ReactorError(CliErrorCode.CliUsage, `unknown command "${String(cli.args[0])}"; run "reactor --help"`);
+      if (cli.args.length > 0)
+        throw Object.assign(new Error(`unknown command "${String(cli.args[0])}"; run "reactor --help"`), { code: CliErrorCode.CliUsage });
       cli.outputHelp();
       return;
     }
