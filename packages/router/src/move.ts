@@ -27,11 +27,16 @@ export interface MoveContext {
   token: string | undefined;
   /** Closes the sockets this router relays to an instance. */
   closeRelays(name: string, code: number, reason: string): void;
+  /** This router's id in a move's claim ({@link AgonesRegistry.claimMove}): of several routers, one moves a session. */
+  routerId: string;
   /** Told how each move ended (the metrics). */
-  outcome?(result: 'moved' | 'failed' | 'unsupported' | 'no_free_instance'): void;
+  outcome?(result: 'moved' | 'failed' | 'unsupported' | 'no_free_instance' | 'claimed_elsewhere'): void;
 }
 
 const base = (i: Instance): string => `http://${i.address.includes(':') ? `[${i.address}]` : i.address}:${i.port}`;
+
+/** The 4307 close reason that sends a viewer to `target`. */
+export const movedReason = (target: string): string => `${RouterErrorCode.SessionMoved}: /s/${target}`;
 
 /** Sessions being moved now (one move per session at a time). */
 const moving = new Set<string>();
@@ -52,6 +57,13 @@ export async function moveSession(c: MoveContext, source: Instance): Promise<voi
     if (!schema?.commands?.some((x) => x.name === 'rewind')) {
       c.outcome?.('unsupported');
       c.log.info(`instance ${source.name} drains with session ${sessionId}; its app takes no snapshots, so the session stays to its drain deadline`);
+      return;
+    }
+    // Several routers see the same drain: the one that claims the move (an annotation with the object's resourceVersion as precondition) moves it.
+    const claim = await c.registry.claimMove(source, c.routerId);
+    if (!claim.claimed) {
+      c.outcome?.('claimed_elsewhere');
+      c.log.info(`instance ${source.name} drains with session ${sessionId}: router ${claim.holder} claimed its move; leaving it`);
       return;
     }
     target = await c.allocator.allocateFor(sessionId);
@@ -75,8 +87,9 @@ export async function moveSession(c: MoveContext, source: Instance): Promise<voi
       return;
     }
     frozen = false;
-    // The viewers reconnect to the new instance; the old one ends the session (the release) and exits once empty.
-    c.closeRelays(source.name, RouterCloseCode.SessionMoved, `${RouterErrorCode.SessionMoved}: /s/${target.name}`);
+    // The viewers reconnect to the new instance (this router's at once, every other router's when its watch sees the annotation); the old one ends the session (the release) and exits once empty.
+    c.closeRelays(source.name, RouterCloseCode.SessionMoved, movedReason(target.name));
+    await c.registry.markMoved(source, target).catch((err: unknown) => c.log.warn(`marking ${source.name} moved failed: ${String(err)}; other routers' viewers stay there until the session ends`));
     await c.registry.release(sessionId, source).catch((err: unknown) => c.log.warn(`releasing session ${sessionId} on ${source.name} failed: ${String(err)}`));
     c.outcome?.('moved');
     c.log.info(
