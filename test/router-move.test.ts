@@ -121,13 +121,10 @@ class Gate {
       if (onPut && chunk.includes('PUT /snapshot?session=')) {
         this.onPut = undefined;
         down.pause();
-        onPut(
-          () => {
-            up.write(chunk);
-            down.resume();
-          },
-          both,
-        );
+        onPut(() => {
+          up.write(chunk);
+          down.resume();
+        }, both);
         return;
       }
       up.write(chunk);
@@ -187,7 +184,14 @@ const live = (): string[] => NAMES.filter((n) => instances.get(n)!.child.exitCod
 
 /** Waits for the router's PUT of the snapshot on any of `names` (the move's target): its name, `go` and `cut`. */
 async function nextPutOn(names: string[]): Promise<{ name: string; go: () => void; cut: () => void }> {
-  const put = await Promise.race(names.map((name) => gates.get(name)!.nextPut().then((p) => ({ name, ...p }))));
+  const put = await Promise.race(
+    names.map((name) =>
+      gates
+        .get(name)!
+        .nextPut()
+        .then((p) => ({ name, ...p })),
+    ),
+  );
   for (const n of names) if (n !== put.name) gates.get(n)!.onPut = undefined;
   return put;
 }
@@ -257,7 +261,10 @@ describe('move on drain (SIGTERM under the fake Agones, through reactor route)',
     const res = await fetch(`${router2.base}/instances/${from}`, { method: 'DELETE', headers: { authorization: `Bearer ${TOKEN}` } });
     expect(res.status).toBe(202);
     expect(await res.json()).toMatchObject({ instance: from, draining: true, sessionId: client.route!.sessionId, move: true });
-    await until(() => cluster.get(free[0]!).state === 'Allocated' && cluster.get(free[0]!).labels[SESSION_LABEL] === client.route!.sessionId, 'the session on the free instance');
+    await until(
+      () => cluster.get(free[0]!).state === 'Allocated' && cluster.get(free[0]!).labels[SESSION_LABEL] === client.route!.sessionId,
+      'the session on the free instance',
+    );
     await until(() => statuses.includes('reconnecting') && statuses.at(-1) === 'open', 'the client reconnected');
     const seen = arrivals.length;
     await until(() => arrivals.length >= seen + 8, 'frames after the move');

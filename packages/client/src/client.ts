@@ -137,7 +137,9 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
       status: (status) => {
         // Closed for good: no `applied` can come any more, nor a reply to a command kept across a move.
         if (status.state === 'closed') {
-          this.#pending.rejectAll(new ConnectionError(ClientErrorCode.ConnectionLost, `the connection closed before the reply arrived: ${status.reason ?? ''}`));
+          this.#pending.rejectAll(
+            new ConnectionError(ClientErrorCode.ConnectionLost, `the connection closed before the reply arrived: ${status.reason ?? ''}`),
+          );
           this.#movedCommands = undefined;
           this.#applied.endAll();
         }

@@ -210,7 +210,10 @@ export class ClientConnection {
       if (!this.#closedByUser) this.setState({ state: 'closed', reason });
       return;
     }
-    const lost = new ConnectionError(ClientErrorCode.ConnectionLost, `the connection dropped (code ${code}${reason ? `, ${reason}` : ''}) before the reply arrived`);
+    const lost = new ConnectionError(
+      ClientErrorCode.ConnectionLost,
+      `the connection dropped (code ${code}${reason ? `, ${reason}` : ''}) before the reply arrived`,
+    );
     // The session router moved the session (its instance drains): reconnect there at once.
     const moved = this.#reconnect && !this.#closedByUser ? movedTo(code, reason, this.#wsUrl) : undefined;
     // Its commands still waiting were held by the old instance, not applied: they go again to the new one.

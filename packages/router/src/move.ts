@@ -89,7 +89,9 @@ export async function moveSession(c: MoveContext, source: Instance): Promise<voi
     frozen = false;
     // The viewers reconnect to the new instance (this router's at once, every other router's when its watch sees the annotation); the old one ends the session (the release) and exits once empty.
     c.closeRelays(source.name, RouterCloseCode.SessionMoved, movedReason(target.name));
-    await c.registry.markMoved(source, target).catch((err: unknown) => c.log.warn(`marking ${source.name} moved failed: ${String(err)}; other routers' viewers stay there until the session ends`));
+    await c.registry
+      .markMoved(source, target)
+      .catch((err: unknown) => c.log.warn(`marking ${source.name} moved failed: ${String(err)}; other routers' viewers stay there until the session ends`));
     await c.registry.release(sessionId, source).catch((err: unknown) => c.log.warn(`releasing session ${sessionId} on ${source.name} failed: ${String(err)}`));
     c.outcome?.('moved');
     c.log.info(

@@ -242,7 +242,13 @@ export class AgonesRegistry {
       let obj: GameServerObject;
       try {
         obj = (await withTimeout(
-          this.#api.getNamespacedCustomObject({ group: AGONES_GROUP, version: VERSION, namespace: this.#o.namespace, plural: 'gameservers', name: instance.name }),
+          this.#api.getNamespacedCustomObject({
+            group: AGONES_GROUP,
+            version: VERSION,
+            namespace: this.#o.namespace,
+            plural: 'gameservers',
+            name: instance.name,
+          }),
           this.#o.apiTimeoutMs,
           `reading GameServer ${instance.name}`,
         )) as GameServerObject;

@@ -388,9 +388,12 @@ export class SessionRouter {
       const e = asRouterError(err);
       return sendRouterError(res, 503, e.code, e.message, this.options.retryAfterS);
     }
-    if (!instance) return sendRouterError(res, 404, RouterErrorCode.UnknownInstance, `fleet "${this.options.fleet}" has no instance ${JSON.stringify(name ?? '')}`);
+    if (!instance)
+      return sendRouterError(res, 404, RouterErrorCode.UnknownInstance, `fleet "${this.options.fleet}" has no instance ${JSON.stringify(name ?? '')}`);
     const move = instance.sessionId !== undefined && this.options.moveOnDrain;
-    this.#log.info(`instance ${instance.name} asked to drain (DELETE /instances)${instance.sessionId ? `; its session ${instance.sessionId} moves if its app takes snapshots` : ''}`);
+    this.#log.info(
+      `instance ${instance.name} asked to drain (DELETE /instances)${instance.sessionId ? `; its session ${instance.sessionId} moves if its app takes snapshots` : ''}`,
+    );
     sendJson(res, 202, { instance: instance.name, draining: true, ...(instance.sessionId !== undefined && { sessionId: instance.sessionId, move }) });
   }
 

@@ -240,7 +240,10 @@ export class Snapshots {
     clearTimeout(f.timer);
     const n = f.held.length;
     if (how === 'thawed') this.core.logger.info(`session ${f.session.id} thawed: ${n} held command(s) apply here`);
-    else if (n > 0) this.core.logger.info(`session ${f.session.id} ended frozen (moved): ${n} held command(s) were not applied here; the clients send them again on the new instance`);
+    else if (n > 0)
+      this.core.logger.info(
+        `session ${f.session.id} ended frozen (moved): ${n} held command(s) were not applied here; the clients send them again on the new instance`,
+      );
     for (const wake of f.held) wake(how === 'thawed');
     return n;
   }
