@@ -8,7 +8,8 @@
 //   move.gap   the longest wait between two frames across each move, ms (p50, max over the rounds),
 //              and SIGTERM -> the client's socket open again on the new instance
 //
-// Run after `pnpm build`: node bench/move.bench.mjs [rounds=5]   (REACTOR_PYTHON: a python3 with torch)
+// Run after `pnpm build`: node bench/move.bench.mjs [rounds=5] [app=seed-video|world]   (REACTOR_PYTHON: a python3 with torch)
+//   world: the world model (apps/world, 1 rank) at its `small` config on CPU (model: auto picks it without a GPU)
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -19,6 +20,8 @@ import { WebSocket } from '../packages/server/node_modules/ws/wrapper.mjs';
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = join(here, '..');
 const rounds = Number(process.argv[2] ?? 5);
+const appName = process.argv[3] ?? 'seed-video';
+if (appName !== 'seed-video' && appName !== 'world') throw new Error(`app must be seed-video or world, got ${appName}`);
 const TOKEN = 'bench-token';
 const seed = join(repo, 'apps/seed-video');
 const cli = join(repo, 'packages/cli/dist/main.js');
@@ -45,21 +48,30 @@ const { FakeAgonesSidecar } = await import(pathToFileURL(join(tmp, 'sidecar.js')
 const { connect } = await import(pathToFileURL(join(repo, 'packages/client/dist/index.js')).href);
 
 const manifest = join(tmp, 'reactor.yaml');
+const world = join(repo, 'apps/world');
 writeFileSync(
   manifest,
-  `${readFileSync(join(seed, 'reactor.yaml'), 'utf8')
-    .replace('import: dist/index.js', `import: ${join(seed, 'dist/index.js')}`)
-    .replace('weights_path: weights', `weights_path: ${join(seed, 'weights')}`)
-    .replace('path: [worker]', `path: [${join(seed, 'worker')}]`)
-    .replace('count: 2', 'count: 1')
-    .replace('runtime:\n', 'runtime:\n  session_grace_ms: 200\n')
-    .replace('port: 8080', 'port: 0\n  encoding: rgb')}\nagones: { enabled: true }\n`,
+  appName === 'world'
+    ? `${readFileSync(join(world, 'reactor.yaml'), 'utf8')
+        .replace('import: dist/index.js', `import: ${join(world, 'dist/index.js')}`)
+        .replace('config: config.yaml', `config: ${join(world, 'config.yaml')}`)
+        .replace('path: [python]', `path: [${join(world, 'python')}]`)
+        .replace('runtime:\n', 'runtime:\n  session_grace_ms: 200\n')
+        .replace('port: 8080', 'port: 0\n  encoding: rgb')}\nagones: { enabled: true }\n`
+    : `${readFileSync(join(seed, 'reactor.yaml'), 'utf8')
+        .replace('import: dist/index.js', `import: ${join(seed, 'dist/index.js')}`)
+        .replace('weights_path: weights', `weights_path: ${join(seed, 'weights')}`)
+        .replace('path: [worker]', `path: [${join(seed, 'worker')}]`)
+        .replace('count: 2', 'count: 1')
+        .replace('runtime:\n', 'runtime:\n  session_grace_ms: 200\n')
+        .replace('port: 8080', 'port: 0\n  encoding: rgb')}\nagones: { enabled: true }\n`,
 );
 
 function spawnBin(args, prefix, env = {}) {
   const child = spawn(process.execPath, [cli, ...args], { cwd: tmp, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, REACTOR_PYTHON: PY, ...env } });
   procs.add(child);
-  child.stderr.resume();
+  const log = { text: '' };
+  child.stderr.on('data', (d) => (log.text = (log.text + d).slice(-200_000)));
   const url = new Promise((res, rej) => {
     let out = '';
     child.stdout.on('data', (d) => {
@@ -70,7 +82,7 @@ function spawnBin(args, prefix, env = {}) {
     child.once('exit', (code) => rej(new Error(`reactor ${args[0]} exited with ${code}`)));
   });
   const exited = new Promise((r) => child.once('exit', r));
-  return { child, url, exited };
+  return { child, url, exited, log };
 }
 
 async function until(cond, what, ms = 120_000) {
@@ -106,6 +118,9 @@ await until(() => arrivals.length >= 24, 'frames');
 
 const gaps = [];
 const reopen = [];
+const routerMs = [];
+let lastBytes;
+const count = (text, re) => text.match(re)?.length ?? 0;
 for (let i = 0; i < rounds; i++) {
   const holder = [...instances.keys()].find((n) => cluster.get(n).state === 'Allocated');
   const from = arrivals.length;
@@ -119,6 +134,10 @@ for (let i = 0; i < rounds; i++) {
   let gap = 0;
   for (let k = from; k < arrivals.length; k++) gap = Math.max(gap, arrivals[k] - arrivals[k - 1]);
   gaps.push(gap);
+  await until(() => count(router.log.text, /moved from draining/g) > i, 'the router logging the move');
+  const m = [...router.log.text.matchAll(/moved from draining \S+ to \S+ \((\d+) bytes, (\d+) ms\)/g)].at(-1);
+  lastBytes = Number(m?.[1]);
+  routerMs.push(Number(m?.[2]));
   const old = instances.get(holder);
   await old.exited;
   await old.sidecar.stop();
@@ -131,12 +150,15 @@ const r0 = (x) => Math.round(x);
 console.log(
   JSON.stringify({
     bench: 'move.gap',
-    app: 'seed-video 1 CPU rank, rgb 48x64, 24 fps',
+    app: appName === 'world' ? 'world small (1 CPU rank, 64x48, KV cache of 9 latent frames)' : 'seed-video 1 CPU rank, rgb 48x64, 24 fps',
+    snapshotBytes: lastBytes,
+    fps: r0((arrivals.length - 1) / ((arrivals.at(-1) - arrivals[0]) / 1000)),
     rounds,
     gapMsP50: r0(sorted(gaps)[Math.floor(gaps.length / 2)]),
     gapMsMax: r0(Math.max(...gaps)),
     sigtermToReopenMsP50: r0(sorted(reopen)[Math.floor(reopen.length / 2)]),
     gapsMs: gaps.map(r0),
+    routerMoveMs: routerMs,
   }),
 );
 router.child.kill('SIGTERM');

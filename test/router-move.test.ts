@@ -8,10 +8,21 @@
  * the old instance exits once empty. The move gap is what the client sees: the longest wait
  * between two frames across the move. Then a move whose target dies mid-transfer: the session
  * stays where it was and streams on.
+ *
+ * Two routers watch the fleet, as a deployment of several would: both see each drain, and
+ * exactly one moves the session (it claims the move on the GameServer, with its resourceVersion
+ * as precondition); a viewer relayed by the other router follows too (the moved-to annotation).
+ * The router's `DELETE /instances/{name}` drains an instance the same way as SIGTERM.
+ *
+ * Nothing is lost in the transfer window: each instance sits behind a {@link Gate} (a TCP proxy
+ * that can hold the router's `PUT /snapshot`), so the test sends a command exactly while the
+ * move's snapshot is taken and not yet on the new instance. The old instance holds it (the move
+ * froze the session); after the move it applies on the new instance (the client sends it again),
+ * after a failed move on the old one.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createConnection, createServer as createTcpServer, type AddressInfo, type Socket } from 'node:net';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -88,9 +99,55 @@ async function until(cond: () => boolean | Promise<boolean>, what: string, ms = 
   }
 }
 
+/**
+ * A TCP proxy in front of an instance: everything passes, but while `onPut` is set the next
+ * `PUT /snapshot?session=` waits for it to say `go` (pass it on) or `cut` (drop the connection).
+ */
+class Gate {
+  onPut: ((go: () => void, cut: () => void) => void) | undefined;
+  readonly #server = createTcpServer((down: Socket) => {
+    const up = createConnection(this.target, '127.0.0.1');
+    const both = (): void => {
+      down.destroy();
+      up.destroy();
+    };
+    down.on('error', both);
+    up.on('error', both);
+    down.on('close', () => up.destroy());
+    up.on('close', () => down.destroy());
+    up.pipe(down);
+    down.on('data', (chunk: Buffer) => {
+      const onPut = this.onPut;
+      if (onPut && chunk.includes('PUT /snapshot?session=')) {
+        this.onPut = undefined;
+        down.pause();
+        onPut(() => {
+          up.write(chunk);
+          down.resume();
+        }, both);
+        return;
+      }
+      up.write(chunk);
+    });
+  });
+  constructor(readonly target: number) {}
+  async listen(): Promise<number> {
+    await new Promise<void>((r) => this.#server.listen(0, '127.0.0.1', r));
+    cleanups.push(() => new Promise((r) => this.#server.close(r)));
+    return (this.#server.address() as AddressInfo).port;
+  }
+  /** Resolves at the next `PUT /snapshot` with its `go` and `cut`. */
+  nextPut(): Promise<{ go: () => void; cut: () => void }> {
+    return new Promise((resolve) => (this.onPut = (go, cut) => resolve({ go, cut })));
+  }
+}
+
 let cluster: FakeAgonesCluster;
+const gates = new Map<string, Gate>();
 let router: Proc & { base: string };
+let router2: Proc & { base: string };
 const instances = new Map<string, Proc>();
+const NAMES = ['reactor-a', 'reactor-b', 'reactor-c'];
 
 beforeAll(async () => {
   cluster = new FakeAgonesCluster();
@@ -98,52 +155,89 @@ beforeAll(async () => {
   cleanups.push(() => api.close());
   const file = manifest();
   await Promise.all(
-    ['reactor-a', 'reactor-b'].map(async (name) => {
+    NAMES.map(async (name) => {
       cluster.addServer(name, '127.0.0.1', 0);
       const sidecar = await FakeAgonesSidecar.start(cluster, name);
       cleanups.push(() => sidecar.stop());
       // A short drain: the failed move below ends at its deadline instead of 60 s.
       const proc = spawnBin(['run', '--manifest', file, '--token', TOKEN], 'Viewer', { ...sidecar.env(), REACTOR_DRAIN_TIMEOUT_MS: '30000' });
       instances.set(name, proc);
-      cluster.get(name).port = Number(new URL(await proc.url).port);
+      const gate = new Gate(Number(new URL(await proc.url).port));
+      gates.set(name, gate);
+      cluster.get(name).port = await gate.listen();
     }),
   );
-  await until(() => [...instances.keys()].every((n) => cluster.get(n).state === 'Ready'), 'both instances Ready');
-  const r = spawnBin(['route', '--kubeconfig', api.writeKubeconfig(), '--port', '0', '--token', TOKEN], 'Router');
-  router = { ...r, base: await r.url };
+  await until(() => NAMES.every((n) => cluster.get(n).state === 'Ready'), 'every instance Ready');
+  const kubeconfig = api.writeKubeconfig();
+  const [r, r2] = [1, 2].map(() => spawnBin(['route', '--kubeconfig', kubeconfig, '--port', '0', '--token', TOKEN], 'Router'));
+  router = { ...r!, base: await r!.url };
+  router2 = { ...r2!, base: await r2!.url };
 }, 600_000);
 
 afterAll(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 }, 60_000);
 
+const routersLog = (): string => router.stderr() + router2.stderr();
+const count = (text: string, re: RegExp): number => text.match(new RegExp(re.source, 'g'))?.length ?? 0;
+const live = (): string[] => NAMES.filter((n) => instances.get(n)!.child.exitCode === null && cluster.get(n).state === 'Allocated');
+
+/** Waits for the router's PUT of the snapshot on any of `names` (the move's target): its name, `go` and `cut`. */
+async function nextPutOn(names: string[]): Promise<{ name: string; go: () => void; cut: () => void }> {
+  const put = await Promise.race(
+    names.map((name) =>
+      gates
+        .get(name)!
+        .nextPut()
+        .then((p) => ({ name, ...p })),
+    ),
+  );
+  for (const n of names) if (n !== put.name) gates.get(n)!.onPut = undefined;
+  return put;
+}
+
 describe('move on drain (SIGTERM under the fake Agones, through reactor route)', { timeout: 180_000 }, () => {
   let client: ReactorClient;
   const arrivals: { seq: number; at: number }[] = [];
 
-  it("SIGTERM on the session's instance moves the session: the viewer resumes on the other instance with the state, the old one exits once empty", async () => {
+  it("SIGTERM on the session's instance moves the session, once across two routers: a command sent in the transfer window applies on the new instance, the old one exits once empty", async () => {
     client = await connect(router.base, { session: 'new', token: TOKEN, WebSocket: WebSocket as never });
     cleanups.push(() => client.close());
     const { sessionId, instance: from } = client.route!;
-    const to = from === 'reactor-a' ? 'reactor-b' : 'reactor-a';
     client.on('frame', (f) => arrivals.push({ seq: f.seq, at: performance.now() }));
     await client.send('set_prompt', { prompt: 'Moved, not lost.' }).applied;
     await until(() => arrivals.length >= 12, 'frames before the move');
     const statuses: string[] = [];
     client.on('status', (s: { state: string }) => statuses.push(s.state));
+    const allocations = cluster.allocations;
 
     const before = arrivals.length;
     const t0 = performance.now();
+    const put = nextPutOn(NAMES.filter((n) => n !== from));
     instances.get(from)!.child.kill('SIGTERM');
+    // The transfer window: the snapshot is taken (the session froze), the new instance does not have it yet.
+    const { name: to, go } = await put;
+    const inWindow = client.send('set_prompt', { prompt: 'Sent in the window.' });
+    await until(() => /frozen for a move: holding its commands/.test(instances.get(from)!.stderr()), 'the old instance holding the command');
+    go();
     // The viewer is on the other instance: the session's label is there, its frames come again.
     await until(() => cluster.get(to).labels[SESSION_LABEL] === sessionId && cluster.get(to).state === 'Allocated', `the session on ${to}`);
     await until(() => statuses.includes('reconnecting') && statuses.at(-1) === 'open', 'the client reconnected');
+    // The command sent in the window was not applied on the old instance; the client sent it again to the new one.
+    await expect(inWindow).resolves.toBeUndefined();
+    expect(await inWindow.applied).toMatchObject({ outcome: 'applied' });
     const after = arrivals.length;
     await until(() => arrivals.length >= after + 8, 'frames after the move');
-    // The state came along (the snapshot holds it); the old instance ended the session and exited.
-    expect(client.state['prompt']).toBe('Moved, not lost.');
+    expect(client.state['prompt']).toBe('Sent in the window.');
+    // The old instance ended the session and exited.
     expect(await instances.get(from)!.exited).toBe(0);
     expect(instances.get(from)!.stderr()).toMatch(/moved to another instance/);
+    expect(instances.get(from)!.stderr()).toMatch(/ended frozen \(moved\): 1 held command\(s\) were not applied here/);
+    // One router moved it (one allocation: the third instance is still free); the other saw the claim and left it.
+    await until(() => /claimed its move; leaving it/.test(routersLog()), 'the other router leaving the move');
+    expect(count(routersLog(), /moved from draining/)).toBe(1);
+    expect(cluster.allocations).toBe(allocations + 1);
+    expect(NAMES.filter((n) => cluster.get(n).state === 'Ready')).toHaveLength(1);
 
     // The gap a viewer sees: the longest wait between two frames from the SIGTERM on.
     const across = arrivals.slice(before - 1);
@@ -156,14 +250,46 @@ describe('move on drain (SIGTERM under the fake Agones, through reactor route)',
     expect(statuses).not.toContain('closed');
   });
 
-  it('a move target that dies mid-transfer: the session stays on its instance and streams on, the target is released', async () => {
-    const holder = client.route!.instance === 'reactor-a' ? 'reactor-b' : 'reactor-a';
-    // After the move the client's session is on `holder` (its route is the one it first had).
-    const on = [...instances.keys()].find((n) => cluster.get(n).state === 'Allocated' && instances.get(n)!.child.exitCode === null)!;
-    expect(on).toBe(holder);
+  it("the router's DELETE /instances/{name} drains the instance as SIGTERM does: the session moves, the instance exits", async () => {
+    const [from] = live();
+    const free = NAMES.filter((n) => cluster.get(n).state === 'Ready');
+    expect(free).toHaveLength(1);
+    const statuses: string[] = [];
+    client.on('status', (s: { state: string }) => statuses.push(s.state));
+    await client.send('set_prompt', { prompt: 'Drained by the router.' }).applied;
+    // Through the other router than the viewer's: the drain is the fleet's, not one router's.
+    const res = await fetch(`${router2.base}/instances/${from}`, { method: 'DELETE', headers: { authorization: `Bearer ${TOKEN}` } });
+    expect(res.status).toBe(202);
+    expect(await res.json()).toMatchObject({ instance: from, draining: true, sessionId: client.route!.sessionId, move: true });
+    await until(
+      () => cluster.get(free[0]!).state === 'Allocated' && cluster.get(free[0]!).labels[SESSION_LABEL] === client.route!.sessionId,
+      'the session on the free instance',
+    );
+    await until(() => statuses.includes('reconnecting') && statuses.at(-1) === 'open', 'the client reconnected');
+    const seen = arrivals.length;
+    await until(() => arrivals.length >= seen + 8, 'frames after the move');
+    expect(client.state['prompt']).toBe('Drained by the router.');
+    expect(await instances.get(from!)!.exited).toBe(0);
+    expect(instances.get(from!)!.stderr()).toMatch(/asked this instance to drain \(DELETE \/instances/);
+    const unknown = await fetch(`${router.base}/instances/reactor-nope`, { method: 'DELETE', headers: { authorization: `Bearer ${TOKEN}` } });
+    expect(unknown.status).toBe(404);
+    expect(await unknown.json()).toMatchObject({ error: { code: 'unknown_instance' } });
+  });
+
+  it('a move target that dies mid-transfer: the session stays on its instance and streams on, a command held in the window applies there', async () => {
+    const [on] = live();
+    expect(on).toBeDefined();
+    // It takes the snapshot's headers, then dies once the test sent a command in the window.
+    let reachedPut!: () => void;
+    const atPut = new Promise<void>((r) => (reachedPut = r));
+    let die!: () => void;
+    const dead = new Promise<void>((r) => (die = r));
     const dying: Server = createServer((req, res) => {
       if (req.url === '/health/ready') res.end('{"ready":true}');
-      else req.socket.destroy();
+      else if (req.method === 'PUT' && req.url?.startsWith('/snapshot')) {
+        reachedPut();
+        void dead.then(() => req.socket.destroy());
+      } else req.socket.destroy();
     });
     await new Promise<void>((r) => dying.listen(0, '127.0.0.1', r));
     cleanups.push(() => new Promise((r) => dying.close(r)));
@@ -171,11 +297,20 @@ describe('move on drain (SIGTERM under the fake Agones, through reactor route)',
     cluster.setState('reactor-dying', 'Ready');
     const statuses: string[] = [];
     client.on('status', (s: { state: string }) => statuses.push(s.state));
-    instances.get(on)!.child.kill('SIGTERM');
+    const logged = instances.get(on!)!.stderr().length;
+    instances.get(on!)!.child.kill('SIGTERM');
+    await atPut;
+    // Sent while the session is frozen: held on its instance, then applied there when the move fails.
+    const inWindow = client.send('set_prompt', { prompt: 'Held, then applied here.' });
+    await until(() => /frozen for a move: holding its commands/.test(instances.get(on!)!.stderr().slice(logged)), 'the instance holding the command');
+    die();
     await until(() => cluster.get('reactor-dying').annotations['reactor.dev/release-session'] !== undefined, 'the failed target released');
+    await expect(inWindow).resolves.toBeUndefined();
+    await until(() => client.state['prompt'] === 'Held, then applied here.', 'the held command applied on the old instance');
     const seen = arrivals.length;
     await until(() => arrivals.length >= seen + 8, 'frames on the old instance after the failed move');
     expect(statuses).not.toContain('reconnecting');
-    expect(router.stderr()).toMatch(/moving session \S+ from \S+ to reactor-dying failed \(fork_failed\)/);
+    expect(routersLog()).toMatch(/moving session \S+ from \S+ to reactor-dying failed \(fork_failed\).*thawed \(1 held command\(s\) apply there\)/);
+    expect(instances.get(on!)!.stderr().slice(logged)).toMatch(/thawed: 1 held command\(s\) apply here/);
   });
 });

@@ -11,6 +11,7 @@
  * | the session ends | `SetLabel('reactor-session', '')` and `Ready()` (model warm), or `Shutdown()` |
  * | allocated by the router, no session within `allocationTimeoutMs` | `Ready()` |
  * | the router's `DELETE /sessions/{id}` (the annotation `reactor.dev/release-session` = the id) | the session ends; `Ready()` |
+ * | the router's `DELETE /instances/{name}` (the annotation `reactor.dev/drain`) | `options.onDrainRequest()`: by default the process sends itself SIGTERM (below) |
  * | SIGTERM | leaves the pool first: `SetLabel('reactor-draining', deadline)` (the router's allocations exclude it) and, idle, `Shutdown()` at once; a running session goes on up to `drainTimeoutMs`; then the server closes (pings go on meanwhile) and `Shutdown()` |
  *
  * SDK failures never reach the server: they are logged (once per outage) and retried on the
@@ -34,6 +35,8 @@ const SESSION_LABEL_KEY = `agones.dev/sdk-${SESSION_LABEL}`;
 export const DRAINING_LABEL = 'reactor-draining';
 /** The annotation the session router's `DELETE /sessions/{id}` sets: the instance ends that session and returns to the fleet. */
 export const RELEASE_ANNOTATION = 'reactor.dev/release-session';
+/** The annotation the router's `DELETE /instances/{name}` puts on the GameServer: the instance drains as on SIGTERM. */
+export const DRAIN_ANNOTATION = 'reactor.dev/drain';
 
 /**
  * Readiness reasons that pass on their own: the instance is not ready but still healthy, so the
@@ -100,6 +103,8 @@ export class AgonesAgent {
   #pings = 0;
   /** The release request (session id) already acted on. */
   #released: string | undefined;
+  /** The router's drain request was seen (acted on once). */
+  #drainAsked = false;
   /** Leaving the pool (the draining label, `Shutdown()` when idle), once SIGTERM came. */
   #leaving: Promise<void> | undefined;
 
@@ -272,6 +277,16 @@ export class AgonesAgent {
     void this.#server.host.endCurrentSession?.('the session moved to another instance');
   }
 
+  /** The router asked for a drain ({@link DRAIN_ANNOTATION}): once, `onDrainRequest()` (a SIGTERM to itself by default). */
+  #drainIfAsked(): void {
+    const asked = this.#gs?.annotations?.[DRAIN_ANNOTATION];
+    if (asked === undefined || this.#drainAsked || this.#phase === 'stopped') return;
+    this.#drainAsked = true;
+    if (this.#phase === 'draining') return;
+    this.#log.info(`the session router asked this instance to drain (DELETE /instances, ${asked}): draining as on SIGTERM`);
+    this.options.onDrainRequest();
+  }
+
   /** Runs {@link #reconcileOnce} now, or once more after the run in progress. */
   #reconcile(): void {
     if (this.#phase !== 'running') return;
@@ -408,6 +423,7 @@ export class AgonesAgent {
           (next) => {
             if (this.#sdk !== sdk) return;
             this.#gs = next;
+            this.#drainIfAsked();
             if (this.#phase === 'draining') this.#releaseWhileDraining();
             else this.#reconcile();
           },

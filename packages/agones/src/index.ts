@@ -4,7 +4,7 @@
  * session starts, `Ready()` or `Shutdown()` when it ends, `Shutdown()` after the SIGTERM drain.
  * The official `@google-cloud/agones-sdk` (gRPC) is loaded on first use. See docs/scale-out.md.
  */
-export { AgonesAgent, startAgones, SESSION_LABEL, DRAINING_LABEL, RELEASE_ANNOTATION, TRANSIENT_READINESS_CODES } from './agones-agent.js';
+export { AgonesAgent, startAgones, SESSION_LABEL, DRAINING_LABEL, RELEASE_ANNOTATION, DRAIN_ANNOTATION, TRANSIENT_READINESS_CODES } from './agones-agent.js';
 export type { AgonesServer, DrainClose } from './agones-agent.js';
 export {
   resolveAgonesOptions,

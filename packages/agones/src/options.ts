@@ -49,6 +49,13 @@ export interface AgonesOptions {
   logger?: Logger;
   /** Makes the SDK client (default: the official `@google-cloud/agones-sdk`, loaded on first use). Tests and other transports. */
   sdk?: () => AgonesSdk | Promise<AgonesSdk>;
+  /**
+   * The session router asked this instance to drain (its `DELETE /instances/{name}`: the
+   * `reactor.dev/drain` annotation). Default: the process sends itself SIGTERM, so the drain is
+   * the one a pod deletion starts (the same handlers: leave the pool, the router moves the
+   * session, exit once empty).
+   */
+  onDrainRequest?: () => void;
 }
 
 /** {@link AgonesOptions} with every default applied. */
@@ -60,6 +67,7 @@ export interface ResolvedAgonesOptions {
   drainTimeoutMs: number;
   logger: Logger;
   sdk: (() => AgonesSdk | Promise<AgonesSdk>) | undefined;
+  onDrainRequest: () => void;
 }
 
 function invalid(message: string): ReactorError {
@@ -89,6 +97,7 @@ export function resolveAgonesOptions(options: AgonesOptions = {}, fallbackLogger
     );
   }
   if (options.sdk !== undefined && typeof options.sdk !== 'function') throw invalid('agones.sdk must be a function that returns an AgonesSdk');
+  if (options.onDrainRequest !== undefined && typeof options.onDrainRequest !== 'function') throw invalid('agones.onDrainRequest must be a function');
   return {
     onSessionEnd,
     healthIntervalMs: intIn(options.healthIntervalMs, 'healthIntervalMs', MIN_HEALTH_INTERVAL_MS, MAX_HEALTH_INTERVAL_MS, DEFAULT_HEALTH_INTERVAL_MS),
@@ -97,5 +106,6 @@ export function resolveAgonesOptions(options: AgonesOptions = {}, fallbackLogger
     drainTimeoutMs: intIn(options.drainTimeoutMs, 'drainTimeoutMs', 0, 24 * 3600_000, DEFAULT_DRAIN_TIMEOUT_MS),
     logger: options.logger ?? fallbackLogger ?? consoleLogger(),
     sdk: options.sdk,
+    onDrainRequest: options.onDrainRequest ?? (() => process.kill(process.pid, 'SIGTERM')),
   };
 }

@@ -66,10 +66,10 @@ export class AppliedWaiters {
     w.reject(err);
   }
 
-  /** No `applied` will come for any of them (the connection or the session is gone): each resolves `ended`. */
-  endAll(): void {
-    const waiting = [...this.#waiting.values()];
-    this.#waiting.clear();
-    for (const w of waiting) w.resolve({ outcome: 'ended' });
+  /** No `applied` will come for any of them (the connection or the session is gone): each resolves `ended` (but those in `except`: commands sent again). */
+  endAll(except?: ReadonlySet<string>): void {
+    const waiting = [...this.#waiting].filter(([id]) => !except?.has(id));
+    for (const [id] of waiting) this.#waiting.delete(id);
+    for (const [, w] of waiting) w.resolve({ outcome: 'ended' });
   }
 }

@@ -93,6 +93,8 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
   readonly #applied = new AppliedWaiters();
   /** A welcome came on some connection already: a later one that is not a resume is a new identity. */
   #welcomed = false;
+  /** Commands kept across a move (4307 `session_moved`), sent again once the new instance welcomes this client. */
+  #movedCommands: Set<string> | undefined;
   #onAbort = (): void => this.close();
   readonly #token: string | undefined;
   /** The last `selectVideo()` that succeeded, sent again after a re-join. */
@@ -133,13 +135,23 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
       message: (data) => this.#onMessage(data),
       error: (err) => this.emit('error', err),
       status: (status) => {
-        // Closed for good: no `applied` can come any more.
-        if (status.state === 'closed') this.#applied.endAll();
+        // Closed for good: no `applied` can come any more, nor a reply to a command kept across a move.
+        if (status.state === 'closed') {
+          this.#pending.rejectAll(
+            new ConnectionError(ClientErrorCode.ConnectionLost, `the connection closed before the reply arrived: ${status.reason ?? ''}`),
+          );
+          this.#movedCommands = undefined;
+          this.#applied.endAll();
+        }
         this.emit('status', status);
       },
       reconnecting: (status) => this.emit('reconnecting', status),
       endPublications: () => this.#publisher.endAll('connection_lost'),
       rejectPending: (err) => this.#pending.rejectAll(err),
+      holdPending: (err) => {
+        const kept = this.#pending.holdCommands(err);
+        this.#movedCommands = new Set([...(this.#movedCommands ?? []), ...kept]);
+      },
     });
     const stats = options.stats ?? true;
     if (stats !== false) {
@@ -455,8 +467,10 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
     this.role = msg.role ?? 'controller';
     this.control = msg.control;
     if (droppedAt !== undefined && msg.resumed !== true) this.#publisher.endAll('connection_lost');
-    // A new identity (a failed resume, a `reactor dev` reload): the old session's outcomes will not come.
-    if (this.#welcomed && msg.resumed !== true) this.#applied.endAll();
+    const moved = this.#movedCommands;
+    this.#movedCommands = undefined;
+    // A new identity (a failed resume, a `reactor dev` reload): the old session's outcomes will not come (but for commands sent again after a move).
+    if (this.#welcomed && msg.resumed !== true) this.#applied.endAll(moved);
     this.#welcomed = true;
     this.schema = msg.schema;
     this.state = msg.state;
@@ -469,6 +483,9 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
     this.emit('welcome', msg);
     this.emit('state', msg.state);
     this.emit('session', msg.session);
+    // The session moved: the commands the old instance held (it froze the session for the move) apply here.
+    const ws = this.#conn.openSocket();
+    if (moved && moved.size > 0 && ws) this.#pending.resend(ws, moved);
     if (droppedAt !== undefined) {
       const event: ResumeEvent = { clientId: msg.clientId, previousClientId: previous, downMs: performance.now() - droppedAt };
       this.emit(msg.resumed === true ? 'resumed' : 'new_identity', event);

@@ -28,6 +28,8 @@ export interface ConnectionHooks {
   endPublications(): void;
   /** The requests waiting for an answer fail with `err`. */
   rejectPending(err: Error): void;
+  /** The session moved (4307): the commands waiting for an answer are kept to be sent again on the new instance; other requests fail with `err`. */
+  holdPending(err: Error): void;
 }
 
 /** The socket of one {@link ReactorClient}, across its reconnects. */
@@ -208,12 +210,16 @@ export class ClientConnection {
       if (!this.#closedByUser) this.setState({ state: 'closed', reason });
       return;
     }
-    this.#hooks.rejectPending(
-      new ConnectionError(ClientErrorCode.ConnectionLost, `the connection dropped (code ${code}${reason ? `, ${reason}` : ''}) before the reply arrived`),
+    const lost = new ConnectionError(
+      ClientErrorCode.ConnectionLost,
+      `the connection dropped (code ${code}${reason ? `, ${reason}` : ''}) before the reply arrived`,
     );
-    if (this.#closedByUser) return;
     // The session router moved the session (its instance drains): reconnect there at once.
-    const moved = this.#reconnect ? movedTo(code, reason, this.#wsUrl) : undefined;
+    const moved = this.#reconnect && !this.#closedByUser ? movedTo(code, reason, this.#wsUrl) : undefined;
+    // Its commands still waiting were held by the old instance, not applied: they go again to the new one.
+    if (moved !== undefined) this.#hooks.holdPending(lost);
+    else this.#hooks.rejectPending(lost);
+    if (this.#closedByUser) return;
     if (moved !== undefined) {
       this.#wsUrl = moved;
       this.#scheduleReconnect(1, reason, 0);

@@ -14,6 +14,8 @@ export interface Pending {
   /** The error for the server's `error` answer. */
   fail(code: string, message: string, details?: ErrorMessage['details']): Error;
   cleanup(): void;
+  /** The message as sent, for a command (sent again on a moved session's new instance). */
+  resend?: string;
 }
 
 /** The requests of one client that wait for an answer. */
@@ -54,10 +56,39 @@ export class PendingReplies {
         watch?.settled(id);
         resolve(v);
       };
-      this.#pending.set(id, { name, resolve: ok, reject: done, fail, cleanup });
+      const message = build(id);
+      const text = JSON.stringify(message);
+      const resendable = (message as { type?: unknown }).type === 'command';
+      this.#pending.set(id, { name, resolve: ok, reject: done, fail, cleanup, ...(resendable && { resend: text }) });
       watch?.sent(id);
-      ws.send(JSON.stringify(build(id)));
+      ws.send(text);
     });
+  }
+
+  /**
+   * The session moved (4307 `session_moved`): the commands still waiting are kept, to be sent
+   * again on the new instance ({@link resend}); every other request rejects with `err`. The old
+   * instance held them (a move freezes the session as its snapshot is taken) and applied none.
+   * @returns the ids kept
+   */
+  holdCommands(err: Error): Set<string> {
+    const kept = new Set<string>();
+    for (const [id, p] of [...this.#pending]) {
+      if (p.resend !== undefined) kept.add(id);
+      else p.reject(err);
+    }
+    return kept;
+  }
+
+  /** Sends the kept commands again on `ws` (the moved session's new instance), in the order they were first sent; how many. */
+  resend(ws: WebSocketLike, ids: ReadonlySet<string>): number {
+    let n = 0;
+    for (const [id, p] of this.#pending) {
+      if (!ids.has(id) || p.resend === undefined) continue;
+      ws.send(p.resend);
+      n++;
+    }
+    return n;
   }
 
   /** A `reply`: resolves the request it answers, if that still waits. */

@@ -68,13 +68,23 @@ export async function forkSession(c: ForkContext, req: IncomingMessage, res: Ser
   return c.allocator.handle(req, res, prepare);
 }
 
-/** Streams the snapshot from `source` to `target` for `sessionId`: what the target kept, or the refusal. */
-export async function transfer(token: string, source: Instance, target: Instance, sessionId: string): Promise<{ bytes: number; step: number } | Refusal> {
+/**
+ * Streams the snapshot from `source` to `target` for `sessionId`: what the target kept, or the
+ * refusal. `freeze` (a move) freezes the source session as the snapshot is taken: its commands
+ * are held until the caller thaws it ({@link thaw}) or releases it.
+ */
+export async function transfer(
+  token: string,
+  source: Instance,
+  target: Instance,
+  sessionId: string,
+  freeze = false,
+): Promise<{ bytes: number; step: number } | Refusal> {
   const headers = { authorization: `Bearer ${token}` };
   const signal = AbortSignal.timeout(FORK_TRANSFER_TIMEOUT_MS);
   let taken: Response;
   try {
-    taken = await fetch(`${base(source)}/snapshot`, { headers, signal });
+    taken = await fetch(`${base(source)}/snapshot${freeze ? '?freeze=1' : ''}`, { headers, signal });
   } catch (err) {
     return failed(`instance ${source.name} did not give the session's snapshot (${(err as Error).message})`);
   }
@@ -95,6 +105,24 @@ export async function transfer(token: string, source: Instance, target: Instance
   if (kept.status !== 202) return refusedBy(target, 'take the snapshot', kept);
   const body = (await kept.json()) as { bytes: number; step: number };
   return { bytes: body.bytes, step: body.step };
+}
+
+/** Ends the freeze a move's {@link transfer} put on `source` (the move failed): its held commands apply there. How many were held; undefined when it did not answer. */
+export async function thaw(token: string, source: Instance): Promise<number | undefined> {
+  try {
+    const r = await fetch(`${base(source)}/snapshot/thaw`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}` },
+      signal: AbortSignal.timeout(5_000),
+    });
+    if (r.status !== 200) {
+      await r.body?.cancel().catch(() => undefined);
+      return undefined;
+    }
+    return ((await r.json()) as { thawed?: number }).thawed ?? 0;
+  } catch {
+    return undefined;
+  }
 }
 
 function failed(message: string): Refusal {

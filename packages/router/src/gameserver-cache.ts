@@ -24,6 +24,8 @@ export interface GameServerCacheOptions {
   onStateChange?: (name: string, from: string | undefined, to: string | undefined) => void;
   /** Told when an instance the cache knows turns draining (SIGTERM: its draining label appeared). */
   onDraining?: (instance: Instance) => void;
+  /** Told when an instance's session was moved off it (a router put {@link MOVED_TO_ANNOTATION} on it). */
+  onMoved?: (instance: Instance) => void;
   /** Says what a failure means (default: its message). */
   describe?: (what: string, err: unknown) => string;
   logger: Logger;
@@ -150,8 +152,10 @@ export class GameServerCache {
     for (const [name, i] of next) if (this.#objects.get(name)?.state !== i.state) this.#o.onStateChange?.(name, this.#objects.get(name)?.state, i.state);
     for (const [name, i] of this.#objects) if (!next.has(name)) this.#o.onStateChange?.(name, i.state, undefined);
     const drained = [...next.values()].filter((i) => i.draining && this.#objects.get(i.name)?.draining === false);
+    const moved = [...next.values()].filter((i) => i.movedTo !== undefined && this.#objects.get(i.name)?.movedTo !== i.movedTo);
     this.#objects = next;
     for (const i of drained) this.#o.onDraining?.(i);
+    for (const i of moved) this.#o.onMoved?.(i);
     this.changes++;
     this.#version = res.metadata?.resourceVersion ?? '';
     this.#synced = true;
@@ -216,6 +220,7 @@ export class GameServerCache {
     const after = now?.state;
     if (before !== after) this.#o.onStateChange?.(i.name, before, after);
     if (now?.draining && was?.draining === false) this.#o.onDraining?.(now);
+    if (now?.movedTo !== undefined && was?.movedTo !== now.movedTo) this.#o.onMoved?.(now);
   }
 
   #onWatchEnd(generation: number, err: unknown): void {
@@ -252,7 +257,15 @@ export class GameServerCache {
 }
 
 function strip(i: Instance & { version?: number; learntAt?: number }): Instance {
-  return { name: i.name, state: i.state, address: i.address, port: i.port, sessionId: i.sessionId, draining: i.draining };
+  return {
+    name: i.name,
+    state: i.state,
+    address: i.address,
+    port: i.port,
+    sessionId: i.sessionId,
+    draining: i.draining,
+    ...(i.movedTo !== undefined && { movedTo: i.movedTo }),
+  };
 }
 
 /** `p`, or a rejection after `ms` (the request may still finish; its answer is then ignored). */

@@ -9,9 +9,31 @@ import { ApiException, CustomObjectsApi, PatchStrategy, setHeaderOptions, type K
 import type { Logger } from '@reactor/log';
 import { RouterError, RouterErrorCode } from './errors.js';
 import { GameServerCache, withTimeout } from './gameserver-cache.js';
-import { DRAINING_LABEL, FLEET_LABEL, RELEASE_ANNOTATION, SESSION_LABEL, firstPort, toInstance, type GameServerObject, type Instance } from './instance.js';
+import {
+  DRAIN_ANNOTATION,
+  DRAINING_LABEL,
+  FLEET_LABEL,
+  MOVE_CLAIM_ANNOTATION,
+  MOVE_CLAIM_TTL_MS,
+  MOVED_TO_ANNOTATION,
+  RELEASE_ANNOTATION,
+  SESSION_LABEL,
+  firstPort,
+  toInstance,
+  type GameServerObject,
+  type Instance,
+} from './instance.js';
 
-export { DRAINING_LABEL, FLEET_LABEL, RELEASE_ANNOTATION, SESSION_ID_PATTERN, SESSION_LABEL } from './instance.js';
+export {
+  DRAIN_ANNOTATION,
+  DRAINING_LABEL,
+  FLEET_LABEL,
+  MOVE_CLAIM_ANNOTATION,
+  MOVED_TO_ANNOTATION,
+  RELEASE_ANNOTATION,
+  SESSION_ID_PATTERN,
+  SESSION_LABEL,
+} from './instance.js';
 export type { Instance } from './instance.js';
 
 const AGONES_GROUP = 'agones.dev';
@@ -32,6 +54,8 @@ export interface RegistryOptions {
   onStateChange?: (name: string, from: string | undefined, to: string | undefined) => void;
   /** Called when an instance turns draining (its SIGTERM label appeared): the router may move its session. */
   onDraining?: (instance: Instance) => void;
+  /** Called when an instance's session was moved off it (by this router or another): its relayed sockets follow. */
+  onMoved?: (instance: Instance) => void;
   /** Longest wait for one Kubernetes API call, ms. */
   apiTimeoutMs: number;
   /** A full LIST of the fleet's GameServers this often, ms (the watch keeps the cache current between). */
@@ -60,6 +84,7 @@ export class AgonesRegistry {
       describe: (what, err) => this.#failure(what, err).message,
       ...(options.onStateChange ? { onStateChange: options.onStateChange } : {}),
       ...(options.onDraining ? { onDraining: options.onDraining } : {}),
+      ...(options.onMoved ? { onMoved: options.onMoved } : {}),
       logger: options.logger,
     });
   }
@@ -201,6 +226,99 @@ export class AgonesRegistry {
       throw this.#failure(`patching GameServer ${instance.name}`, err);
     }
     return instance;
+  }
+
+  /**
+   * Claims the move of `instance`'s session for router `owner` (docs/snapshots.md "Move"): reads
+   * its GameServer and, unless another router holds a claim younger than {@link MOVE_CLAIM_TTL_MS},
+   * puts {@link MOVE_CLAIM_ANNOTATION} on it with the `resourceVersion` it read as a precondition
+   * (Kubernetes answers 409 Conflict when the object changed meanwhile: another router claimed it
+   * first). Exactly one of the routers that see a drain gets `claimed`.
+   * @returns `claimed`, or `taken` with the claim's holder
+   * @throws {RouterError} `registry_unavailable`.
+   */
+  async claimMove(instance: Instance, owner: string): Promise<{ claimed: true } | { claimed: false; holder: string }> {
+    for (let attempt = 0; ; attempt++) {
+      let obj: GameServerObject;
+      try {
+        obj = (await withTimeout(
+          this.#api.getNamespacedCustomObject({
+            group: AGONES_GROUP,
+            version: VERSION,
+            namespace: this.#o.namespace,
+            plural: 'gameservers',
+            name: instance.name,
+          }),
+          this.#o.apiTimeoutMs,
+          `reading GameServer ${instance.name}`,
+        )) as GameServerObject;
+      } catch (err) {
+        throw this.#failure(`reading GameServer ${instance.name}`, err);
+      }
+      const held = obj.metadata?.annotations?.[MOVE_CLAIM_ANNOTATION];
+      if (held !== undefined) {
+        const [holder = '?', at = '0'] = held.split(' ');
+        if (holder === owner) return { claimed: true };
+        if (Date.now() - Number(at) < MOVE_CLAIM_TTL_MS) return { claimed: false, holder };
+      }
+      try {
+        await this.#annotate(instance.name, { [MOVE_CLAIM_ANNOTATION]: `${owner} ${Date.now()}` }, obj.metadata?.resourceVersion);
+        return { claimed: true };
+      } catch (err) {
+        // The object changed since it was read (another router's claim, or any other change): read it again.
+        if (err instanceof ApiException && err.code === 409 && attempt < this.#o.conflictRetries) continue;
+        throw this.#failure(`claiming the move of GameServer ${instance.name}`, err);
+      }
+    }
+  }
+
+  /**
+   * Tells every router that `instance`'s session is now on `target` ({@link MOVED_TO_ANNOTATION}):
+   * each closes the sockets it relays there with 4307 `session_moved`.
+   * @throws {RouterError} `registry_unavailable`.
+   */
+  async markMoved(instance: Instance, target: Instance): Promise<void> {
+    try {
+      await this.#annotate(instance.name, { [MOVED_TO_ANNOTATION]: target.name });
+    } catch (err) {
+      throw this.#failure(`patching GameServer ${instance.name}`, err);
+    }
+  }
+
+  /**
+   * Asks an instance to drain (the router's `DELETE /instances/{name}`): {@link DRAIN_ANNOTATION}
+   * on its GameServer; the instance sees it through the SDK's watch and drains as on SIGTERM
+   * (it labels itself draining, so the routers move its session, and exits once empty).
+   * @returns false when the GameServer is gone (404)
+   * @throws {RouterError} `registry_unavailable`.
+   */
+  async drain(instance: Instance): Promise<boolean> {
+    try {
+      await this.#annotate(instance.name, { [DRAIN_ANNOTATION]: new Date().toISOString() });
+      return true;
+    } catch (err) {
+      if (err instanceof ApiException && err.code === 404) return false;
+      throw this.#failure(`patching GameServer ${instance.name}`, err);
+    }
+  }
+
+  /** A merge patch of annotations on a GameServer, with `resourceVersion` as a precondition when given (409 when it changed). */
+  async #annotate(name: string, annotations: Record<string, string>, resourceVersion?: string): Promise<void> {
+    await withTimeout(
+      this.#api.patchNamespacedCustomObject(
+        {
+          group: AGONES_GROUP,
+          version: VERSION,
+          namespace: this.#o.namespace,
+          plural: 'gameservers',
+          name,
+          body: { metadata: { annotations, ...(resourceVersion !== undefined && { resourceVersion }) } },
+        },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      ),
+      this.#o.apiTimeoutMs,
+      `patching GameServer ${name}`,
+    );
   }
 
   /**

@@ -9,6 +9,8 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '@reactor/log';
 import {
@@ -32,7 +34,8 @@ import { AgonesRegistry, SESSION_ID_PATTERN, type Instance } from './registry.js
 import { InstanceRelay } from './relay.js';
 import { SessionAllocator, type SessionAnswer } from './allocation.js';
 import { forkSession } from './fork.js';
-import { moveSession } from './move.js';
+import { moveSession, movedReason } from './move.js';
+import { RouterCloseCode } from './ws-relay.js';
 
 export { SESSION_ID_HEADER } from './relay.js';
 export { QUEUE_HEARTBEAT_MS } from './allocation.js';
@@ -58,6 +61,8 @@ export class SessionRouter {
   /** `POST /sessions` and its waiting line. */
   readonly #alloc: SessionAllocator;
   #port = 0;
+  /** This router's id in move claims (several routers may watch one fleet). */
+  readonly #routerId = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
   #closing: Promise<void> | undefined;
   #readyCheck: { at: number; result: Promise<string | undefined> } | undefined;
 
@@ -95,9 +100,14 @@ export class SessionRouter {
             allocator: this.#alloc,
             token: this.options.token,
             closeRelays: (name, code, reason) => this.#relay.closeRelays(name, code, reason),
+            routerId: this.#routerId,
           },
           instance,
         );
+      },
+      // A session moved off an instance (by this router or another): the sockets this router relays there follow it.
+      onMoved: (instance) => {
+        if (instance.movedTo !== undefined) this.#relay.closeRelays(instance.name, RouterCloseCode.SessionMoved, movedReason(instance.movedTo));
       },
       logger: this.#log,
     });
@@ -227,6 +237,12 @@ export class SessionRouter {
       if (req.method !== 'GET' && req.method !== 'HEAD') return this.#methodNotAllowed(res, 'GET, HEAD, DELETE');
       return this.#onLookup(req, res, safeDecode(lookup[1]!));
     }
+    const drain = /^\/instances\/([^/]+)$/.exec(path);
+    if (drain) {
+      req.resume();
+      if (req.method !== 'DELETE') return this.#methodNotAllowed(res, 'DELETE');
+      return this.#onDrain(res, safeDecode(drain[1]!));
+    }
     req.resume();
     if (req.method !== 'GET' && req.method !== 'HEAD') return this.#methodNotAllowed(res, 'GET, HEAD');
     if (path === '/metrics') {
@@ -238,7 +254,7 @@ export class SessionRouter {
       res,
       404,
       RouterErrorCode.NotFound,
-      `no route ${path}; the router answers POST /sessions, GET and DELETE /sessions/{id}, POST /sessions/{id}/fork, /s/{instance}/..., /health, /health/live, /health/ready and /metrics`,
+      `no route ${path}; the router answers POST /sessions, GET and DELETE /sessions/{id}, POST /sessions/{id}/fork, DELETE /instances/{name}, /s/{instance}/..., /health, /health/live, /health/ready and /metrics`,
     );
   }
 
@@ -355,6 +371,30 @@ export class SessionRouter {
     this.metrics.releases.inc({ result: 'released' });
     this.#log.info(`session ${sessionId} released on instance ${instance.name} (DELETE /sessions)`);
     sendJson(res, 202, { sessionId, instance: instance.name, released: true });
+  }
+
+  /**
+   * `DELETE /instances/{name}`: drains an instance of the fleet (202), as SIGTERM does: the
+   * instance labels itself draining, its session moves (an app with snapshots, `moveOnDrain`)
+   * or runs to its drain deadline, and it exits once empty (Agones then replaces it). 404
+   * `unknown_instance` for a name the fleet does not have.
+   */
+  async #onDrain(res: ServerResponse, name: string | undefined): Promise<void> {
+    let instance: Instance | undefined;
+    try {
+      instance = name === undefined || name === '' ? undefined : await this.registry.getInstance(name);
+      if (instance && !(await this.registry.drain(instance))) instance = undefined;
+    } catch (err) {
+      const e = asRouterError(err);
+      return sendRouterError(res, 503, e.code, e.message, this.options.retryAfterS);
+    }
+    if (!instance)
+      return sendRouterError(res, 404, RouterErrorCode.UnknownInstance, `fleet "${this.options.fleet}" has no instance ${JSON.stringify(name ?? '')}`);
+    const move = instance.sessionId !== undefined && this.options.moveOnDrain;
+    this.#log.info(
+      `instance ${instance.name} asked to drain (DELETE /instances)${instance.sessionId ? `; its session ${instance.sessionId} moves if its app takes snapshots` : ''}`,
+    );
+    sendJson(res, 202, { instance: instance.name, draining: true, ...(instance.sessionId !== undefined && { sessionId: instance.sessionId, move }) });
   }
 
   async #answer(req: IncomingMessage, sessionId: string, instance: Instance, role = 'controller'): Promise<SessionAnswer> {

@@ -7,7 +7,7 @@ export type { OutputControl, ClipOptions, AppReadiness, AppNotReadyReason } from
 export type { AppOptions, SnapshotOptions } from './app/app-options.js';
 export { SnapshotError, SnapshotErrorCode } from './snapshot/snapshot-errors.js';
 export { REWIND_COMMAND } from './app/snapshot-spec.js';
-export type { RewindResult, SnapshotsApi } from './session/snapshots.js';
+export type { RewindResult, SnapshotsApi, TakeOptions } from './session/snapshots.js';
 export { SESSION_LOG_FORMAT } from './session/session-log.js';
 export type { LoggedCommand, SessionLogJson } from './session/session-log.js';
 export { StepOutcome } from './app/step-outcome.js';

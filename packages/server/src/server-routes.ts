@@ -18,7 +18,7 @@ import type { HealthReport, ServableHost } from './base/servable-host.js';
 import { ViewerNotBuiltError, type ViewerAssets } from './http/static-assets.js';
 import type { UploadRoutes } from './http/upload-routes.js';
 import { renderViewerPage, viewerBasePath, viewerSecurityHeaders } from './http/viewer-page.js';
-import { handleSnapshot, SNAPSHOT_PATH, type SnapshotRoutesContext } from './http/snapshot-routes.js';
+import { handleSnapshot, SNAPSHOT_ROUTE, type SnapshotRoutesContext } from './http/snapshot-routes.js';
 
 /** One route's handler and who may use it. */
 export interface ServerRoute {
@@ -71,7 +71,7 @@ export function serverRoutes(c: ServerRoutesContext): RouteTable<ServerRoute> {
   const token = (run: ServerRoute['run']): ServerRoute => ({ access: 'token', run });
   const open = (run: ServerRoute['run']): ServerRoute => ({ access: 'open', run });
   return new RouteTable<ServerRoute>([
-    { methods: '*', path: SNAPSHOT_PATH, handler: { access: 'self', run: (req, res, url) => handleSnapshot(c.snapshots, req, res, url) } },
+    { methods: '*', path: SNAPSHOT_ROUTE, handler: { access: 'self', run: (req, res, url) => handleSnapshot(c.snapshots, req, res, url) } },
     { methods: '*', path: /^\/uploads(?:$|\/)/, handler: { access: 'self', run: (req, res, url) => c.uploads.handle(req, res, url) } },
     {
       methods: GET,

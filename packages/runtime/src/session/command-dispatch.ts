@@ -19,6 +19,10 @@ import type { HostCore } from './host-core.js';
 import type { HostUploads } from './host-uploads.js';
 import type { Snapshots } from './snapshots.js';
 
+/** What `execute()` answers for a command of a session frozen for a move: it waits for the freeze to end. */
+const HELD = Symbol('held');
+type Answer = ReplyMessage | ErrorMessage | typeof HELD;
+
 /** Runs the commands of a host's clients. */
 export class CommandDispatch {
   constructor(
@@ -69,10 +73,24 @@ export class CommandDispatch {
   /** Sessions told about a rate-limited urgent change already. */
   private readonly limitedSaid = new WeakSet<HostSession>();
 
-  /** Runs one command for `client` under the lock; the answer is returned (the caller sends it). */
+  /**
+   * Runs one command for `client` under the lock; the answer is returned (the caller sends it).
+   * A command of a session frozen for a move (docs/snapshots.md "Move") is held: it runs once
+   * the freeze thaws (the move failed), or is answered `no_session` when the session ends frozen
+   * (it moved: the client sends it again on the new instance).
+   */
   async dispatch(client: HostClient, msg: CommandMessage): Promise<ReplyMessage | ErrorMessage> {
     const id = typeof msg?.id === 'string' ? msg.id : '';
-    let answer: ReplyMessage | ErrorMessage;
+    for (;;) {
+      const answer = await this.dispatchOnce(client, msg, id);
+      if (answer !== HELD) return answer;
+      if (!(await this.snapshots!.whenThawed()))
+        return errorReply(id, WireErrorCode.NoSession, 'the session moved to another instance before this command applied here; send it there');
+    }
+  }
+
+  private async dispatchOnce(client: HostClient, msg: CommandMessage, id: string): Promise<Answer> {
+    let answer: Answer;
     try {
       const refs = this.uploadRefs(client, msg);
       // A command the client's role may not send is refused at once, not after a wait for the bytes of its uploads.
@@ -88,7 +106,7 @@ export class CommandDispatch {
             if (urgent && session) session.urgentPending--;
             const a = await this.execute(client, msg, id);
             // The frames still queued show the old value: dropped, as this.output.flush() drops them.
-            if (urgent && a.type === 'reply') this.flush();
+            if (urgent && a !== HELD && a.type === 'reply') this.flush();
             return a;
           },
           // A setter changes what the next processInput() reads: steps in flight go on meanwhile.
@@ -113,15 +131,19 @@ export class CommandDispatch {
       this.core.logger.error({ err }, 'command dispatch failed');
       answer = errorReply(id, WireErrorCode.InternalError, 'the command failed inside the server; the server log has the details');
     }
+    if (answer === HELD) return answer;
     if (answer.type === 'error') this.core.counters.commandErrors++;
     this.core.notifyChange();
     return answer;
   }
 
-  private async execute(client: HostClient, msg: CommandMessage, id: string, uploads?: Map<string, UploadedFile>): Promise<ReplyMessage | ErrorMessage> {
+  private async execute(client: HostClient, msg: CommandMessage, id: string, uploads?: Map<string, UploadedFile>): Promise<Answer> {
     const { def } = this.core;
-    this.core.counters.commands++;
     const name = msg?.name;
+    const frozenSession = this.core.session;
+    // A session frozen for a move applies nothing until the freeze ends (checked under the lock, as the snapshot was taken).
+    if (frozenSession && this.snapshots?.frozen(frozenSession) && client.session === frozenSession) return HELD;
+    this.core.counters.commands++;
     const spec = typeof name === 'string' ? def.commands.get(name) : undefined;
     if (!spec) {
       const shown = typeof name === 'string' ? truncateCodePoints(name) : name;

@@ -67,13 +67,36 @@ export interface RewindResult {
   restoreMs: number;
 }
 
+/** The longest a move's freeze holds commands when nobody thaws it (a router that died mid-move), ms. */
+export const FREEZE_TIMEOUT_MS = 40_000;
+
+/** Options of {@link SnapshotsApi.take}. */
+export interface TakeOptions {
+  /**
+   * Freeze the session as the snapshot is taken (a move, docs/snapshots.md "Move"): from that
+   * point on, under the same lock turn, its commands are held, not applied, until
+   * {@link SnapshotsApi.thaw} (they then apply here, in arrival order) or the session ends (the
+   * move went through: they are answered `no_session` and never applied here; the client re-sends
+   * them on the new instance). A freeze nobody ends thaws itself after `freezeMs`.
+   */
+  freeze?: boolean;
+  /** How long the freeze may last, ms (default {@link FREEZE_TIMEOUT_MS}). */
+  freezeMs?: number;
+}
+
 /** `AppHost.snapshots`: the current session's whole state as bytes, and back (between steps, under the step lock). */
 export interface SnapshotsApi {
   /**
-   * A snapshot of the current session now, between steps: checked bytes (docs/snapshots.md).
+   * A snapshot of the current session now, between steps: checked bytes (docs/snapshots.md);
+   * `{ freeze: true }` also freezes the session (a move: {@link TakeOptions.freeze}).
    * @throws NoSessionError (`no_session`); SnapshotError (`snapshot_value`, `snapshot_too_big`); what the app's `snapshot()` throws
    */
-  take(): Promise<Uint8Array>;
+  take(options?: TakeOptions): Promise<Uint8Array>;
+  /**
+   * Ends the current freeze (a move that failed): the held commands apply now, in arrival order.
+   * @returns how many commands were held (0: no freeze)
+   */
+  thaw(): number;
   /**
    * Restores snapshot bytes into the current session, between steps: queued frames are dropped
    * (clients told `flush`), waiting commands told `superseded`, the state sent again.
@@ -116,6 +139,8 @@ export class Snapshots {
   private heldBytes = 0;
   /** Snapshot bytes waiting for the session with that id (`seed()`). */
   private pending: { sessionId: string; bytes: Uint8Array } | undefined;
+  /** A move's freeze: the session whose commands are held, and the held commands' wake-ups (true: run, false: the session ended). */
+  private freeze: { session: HostSession; held: Array<(run: boolean) => void>; timer: ReturnType<typeof setTimeout> } | undefined;
   readonly api: SnapshotsApi;
 
   /**
@@ -148,7 +173,15 @@ export class Snapshots {
     private readonly broadcast: SnapshotBroadcast,
   ) {
     this.api = {
-      take: () => core.task(async () => this.capture(this.current())),
+      take: (options) =>
+        core.task(async () => {
+          const session = this.current();
+          const bytes = await this.capture(session);
+          // Under the same lock turn as the capture: no command can apply between the two.
+          if (options?.freeze === true) this.startFreeze(session, options.freezeMs ?? FREEZE_TIMEOUT_MS);
+          return bytes;
+        }),
+      thaw: () => this.thaw('thawed'),
       restore: (bytes) =>
         core.task(async () => {
           const session = this.current();
@@ -168,6 +201,51 @@ export class Snapshots {
       },
     };
     owners.set(this.api, this);
+  }
+
+  private startFreeze(session: HostSession, ms: number): void {
+    if (this.freeze?.session !== session) {
+      this.thaw('thawed');
+      this.freeze = { session, held: [], timer: undefined as unknown as ReturnType<typeof setTimeout> };
+      this.core.logger.info(`session ${session.id} frozen for a move: its commands are held until the move ends`);
+    }
+    const f = this.freeze;
+    clearTimeout(f.timer);
+    f.timer = setTimeout(() => {
+      if (this.freeze !== f) return;
+      this.core.logger.warn(`the move of session ${session.id} did not end within ${ms} ms: the session thaws and its held commands apply here`);
+      this.thaw('thawed');
+    }, ms);
+    f.timer.unref();
+  }
+
+  /** Whether `session` is frozen for a move (a command is then held: {@link whenThawed}). */
+  frozen(session: HostSession): boolean {
+    return this.freeze?.session === session && !session.over;
+  }
+
+  /** Waits for the freeze to end: true when it thawed (the held command runs now), false when the session ended frozen (moved away). */
+  whenThawed(): Promise<boolean> {
+    const f = this.freeze;
+    if (!f) return Promise.resolve(true);
+    if (f.held.length === 0) this.core.logger.info(`session ${f.session.id} is frozen for a move: holding its commands until the move ends`);
+    return new Promise<boolean>((resolve) => f.held.push(resolve));
+  }
+
+  /** Ends the freeze: `thawed` runs the held commands (in arrival order), `ended` drops them. */
+  private thaw(how: 'thawed' | 'ended'): number {
+    const f = this.freeze;
+    if (!f) return 0;
+    this.freeze = undefined;
+    clearTimeout(f.timer);
+    const n = f.held.length;
+    if (how === 'thawed') this.core.logger.info(`session ${f.session.id} thawed: ${n} held command(s) apply here`);
+    else if (n > 0)
+      this.core.logger.info(
+        `session ${f.session.id} ended frozen (moved): ${n} held command(s) were not applied here; the clients send them again on the new instance`,
+      );
+    for (const wake of f.held) wake(how === 'thawed');
+    return n;
   }
 
   /** The session's log (made at its first use). */
@@ -336,6 +414,7 @@ export class Snapshots {
 
   /** The session ended: its ring goes. */
   ended(session: HostSession): void {
+    if (this.freeze?.session === session) this.thaw('ended');
     const log = this.logs.get(session);
     if (log) this.lastLog = log.toJSON();
     this.logs.delete(session);

@@ -118,6 +118,38 @@ describe('session snapshots (AppHost.snapshots)', () => {
     expect(await editor.command(cmd('e1', 'rewind', { seq: 1 }))).toMatchObject({ type: 'reply', result: { seq: 1 } });
   });
 
+  it('a freeze (a move) holds the commands from the snapshot on: a thaw applies them in order, a session that ends frozen applies none', async () => {
+    const host = start(appClass(), { gracePeriodMs: 0 });
+    await host.load();
+    const sink = new RecordingSink();
+    const lead = host.connect(sink);
+    await sink.waitForFrames(3);
+    const state = (): unknown => (sink.ofType('state').at(-1) as { state: unknown }).state;
+    await lead.command(cmd('c0', 'set_value', { value: 1 }));
+    const h = host.snapshots!;
+    expect((await h.take({ freeze: true })).byteLength).toBeGreaterThan(0);
+    let answered = 0;
+    const first = lead.command(cmd('c1', 'set_value', { value: 2 })).then((a) => (answered++, a));
+    const second = lead.command(cmd('c2', 'set_label', { label: 'b' })).then((a) => (answered++, a));
+    // Held: the steps go on, the commands do not apply.
+    await sink.waitForFrames(sink.frames.length + 3);
+    expect(answered).toBe(0);
+    expect(state()).toMatchObject({ value: 1, label: 'a' });
+    expect(h.thaw()).toBe(2);
+    expect(await first).toMatchObject({ type: 'reply', id: 'c1' });
+    expect(await second).toMatchObject({ type: 'reply', id: 'c2' });
+    expect(state()).toMatchObject({ value: 2, label: 'b' });
+    expect(h.thaw()).toBe(0);
+
+    // Frozen again, then the session ends (the move went through): the held command is answered no_session, never applied.
+    await h.take({ freeze: true });
+    const late = lead.command(cmd('c3', 'set_value', { value: 3 }));
+    await sink.waitForFrames(sink.frames.length + 2);
+    lead.disconnect();
+    expect(await late).toMatchObject({ type: 'error', id: 'c3', code: 'no_session' });
+    expect(state()).toMatchObject({ value: 2 });
+  });
+
   it('the host option snapshots overrides the ring settings (reactor.yaml snapshots:), and is checked', async () => {
     const App = appClass();
     // maxBytes from the host option, over the app's 32 MiB: this snapshot is too big.

@@ -43,8 +43,10 @@ export interface ServableHost extends AppHostApi {
   /** An app with session snapshots (`AppHost.snapshots`): its session log is saved beside each recording. */
   readonly snapshots?: {
     log(): object | undefined;
-    /** The current session's snapshot as bytes (`GET /snapshot`: a fork or a move through the router). */
-    take?(): Promise<Uint8Array>;
+    /** The current session's snapshot as bytes (`GET /snapshot`: a fork or a move through the router); `freeze` holds its commands (a move). */
+    take?(options?: { freeze?: boolean }): Promise<Uint8Array>;
+    /** Ends a move's freeze (`POST /snapshot/thaw`): the held commands apply; how many there were. */
+    thaw?(): number;
     /** Keeps a snapshot for the session that starts next with that id (`PUT /snapshot`). */
     seed?(sessionId: string, bytes: Uint8Array): { bytes: number; step: number };
     /** The largest snapshot the app takes or reads (`snapshot.maxBytes`). */

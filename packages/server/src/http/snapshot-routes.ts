@@ -1,8 +1,10 @@
 /**
- * `GET /snapshot` and `PUT /snapshot?session=<id>`: the instance side of a fork through the
- * session router (docs/snapshots.md "Fork"). The router takes the running session's snapshot
- * from one instance and seeds it on the instance it allocated for the fork, which starts that
- * session from it. A snapshot is a session's whole state, so only the instance's static token
+ * `GET /snapshot` and `PUT /snapshot?session=<id>`: the instance side of a fork or a move through
+ * the session router (docs/snapshots.md "Fork", "Move"). The router takes the running session's
+ * snapshot from one instance and seeds it on the instance it allocated, which starts that
+ * session from it. A move takes it with `?freeze=1`: the session holds its commands from the
+ * snapshot on (they are not lost in the transfer), and `POST /snapshot/thaw` ends the freeze when
+ * the move failed (the held commands apply here). A snapshot is a session's whole state, so only the instance's static token
  * (the router's, `--token`) may use these: a viewer's signed token is `snapshot_forbidden`, and
  * an open server (no token) serves neither.
  */
@@ -14,6 +16,10 @@ import type { ServableHost } from '../base/servable-host.js';
 
 /** The route's path. */
 export const SNAPSHOT_PATH = '/snapshot';
+/** The path that ends a move's freeze. */
+export const THAW_PATH = '/snapshot/thaw';
+/** Both paths, for the route table. */
+export const SNAPSHOT_ROUTE = /^\/snapshot(?:\/thaw)?$/;
 
 /** What a snapshot route needs from the server. */
 export interface SnapshotRoutesContext {
@@ -38,7 +44,13 @@ const refusal = (res: ServerResponse, status: number, code: string, message: str
 
 /** `GET` (take) and `PUT` (seed) of `/snapshot`. */
 export async function handleSnapshot(c: SnapshotRoutesContext, req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
-  if (req.method !== 'GET' && req.method !== 'PUT') {
+  const thaw = url.pathname === THAW_PATH;
+  if (thaw && req.method !== 'POST') {
+    res.setHeader('Allow', 'POST');
+    req.resume();
+    return refusal(res, 405, ServerErrorCode.MethodNotAllowed, `${req.method} is not supported here: POST ${THAW_PATH} ends a move's freeze`);
+  }
+  if (!thaw && req.method !== 'GET' && req.method !== 'PUT') {
     res.setHeader('Allow', 'GET, PUT');
     req.resume();
     return refusal(
@@ -65,7 +77,7 @@ export async function handleSnapshot(c: SnapshotRoutesContext, req: IncomingMess
     );
   }
   const snapshots = c.host.snapshots;
-  if (!snapshots?.take || !snapshots.seed || snapshots.maxBytes === undefined) {
+  if (!snapshots?.take || !snapshots.seed || !snapshots.thaw || snapshots.maxBytes === undefined) {
     req.resume();
     return refusal(
       res,
@@ -75,8 +87,13 @@ export async function handleSnapshot(c: SnapshotRoutesContext, req: IncomingMess
     );
   }
   try {
+    if (thaw) {
+      req.resume();
+      return sendJson(res, 200, { thawed: snapshots.thaw() });
+    }
     if (req.method === 'GET') {
-      const bytes = await snapshots.take();
+      const freeze = url.searchParams.get('freeze');
+      const bytes = await snapshots.take(freeze === '1' || freeze === 'true' ? { freeze: true } : undefined);
       res.setHeader('Cache-Control', 'no-store');
       return sendBody(res, 200, 'application/octet-stream', Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
     }
