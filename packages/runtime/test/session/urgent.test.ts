@@ -164,6 +164,12 @@ describe('urgent events (@event({ urgent: true }))', () => {
     expect(sink.frames.every((f) => f.rgb[0] === 4)).toBe(true);
   });
 
+  it('refuse an urgent option that is not a boolean at the decorator', () => {
+    expect(() => event({ urgent: 'yes' as unknown as boolean })({}, 'go', { value: () => undefined })).toThrow(
+      '@event urgent must be true or false (Object.go), got "yes"',
+    );
+  });
+
   it('an urgent command its client may not send restarts nothing', async () => {
     const host = start(EventApp);
     await host.load();
