@@ -14,7 +14,9 @@
  *   processed and their frames pushed (`HostCore.drainSteps`), then it runs; a session's end
  *   cancels them instead (their restart switch aborts; nothing of them is processed);
  * - a snapshot is due: drained in the turn, then taken;
- * - an urgent change cancels every call in flight (one restart switch shared by them), and a
+ * - an urgent command (a field's setter or an event, `urgent: true`) cancels every call in
+ *   flight (one restart switch shared by them: an urgent event's drain then drops them
+ *   unprocessed, and its handler runs with nothing in flight), and a
  *   refused or failed outcome drops the calls behind it the same way (their frames would come
  *   out of order); a runner crash fails every call in flight at once, the session ends as at depth 1.
  */
