@@ -295,7 +295,9 @@ export class WorldApp extends ReactorApp<WorldState, WorldInput, WorldResult, Wo
     return runner;
   }
 
-  @event({ name: 'reset', description: 'Start a new rollout: the KV cache is cleared.' })
+  // Urgent (issue 39): a reset lands inside the chunk in flight (the worker stops between DiT
+  // passes) instead of after it; the frames of the old rollout still queued are flushed.
+  @event({ name: 'reset', description: 'Start a new rollout: the KV cache is cleared (urgent: the chunk in flight is dropped).', urgent: true })
   async reset(): Promise<void> {
     await this.runners.runner?.reset();
     this.output.flush();

@@ -33,9 +33,10 @@ function config(name: string, extra: string): string {
 async function served(
   cfg: string,
   then?: (c: Awaited<ReturnType<typeof connect>>, frames: ClientFrame[]) => Promise<void>,
-): Promise<{ hashes: string[]; inFlight: number }> {
+): Promise<{ hashes: string[]; inFlight: number; rankSamples: number }> {
   const { child, url, output, exited } = startCli(join(app, 'reactor.yaml'), ['--config', cfg], cleanups);
-  const c = await connect(await url, { WebSocket, reconnect: false });
+  const base = await url;
+  const c = await connect(base, { WebSocket, reconnect: false });
   cleanups.push(() => c.close());
   const frames: ClientFrame[] = [];
   c.on('frame', (f) => frames.push(f));
@@ -43,17 +44,21 @@ async function served(
   c.on('frame', (f) => hashes.set(meta(f).chunk, meta(f).latentHash));
   await until(() => [...Array(CHUNKS).keys()].every((i) => hashes.has(i)), `chunks 0..${CHUNKS - 1}`, 150_000);
   await then?.(c, frames);
+  // The steps' runner stages in /metrics (pipelined steps too: each step its own calls).
+  const metrics = await (await fetch(new URL('/metrics', base))).text();
+  const rankSamples = Number(/^reactor_step_stage_seconds_count\{stage="runner_ranks"\} (\d+)/m.exec(metrics)?.[1] ?? 0);
   c.close();
   child.kill('SIGTERM');
   expect(await exited, output()).toBe(0);
   expect(readdirSync('/dev/shm').filter((f) => f.startsWith(`reactor-${child.pid}.`))).toEqual([]);
-  return { hashes: [...Array(CHUNKS).keys()].map((i) => hashes.get(i)!), inFlight: Math.max(...frames.map((f) => meta(f).inFlight)) };
+  return { hashes: [...Array(CHUNKS).keys()].map((i) => hashes.get(i)!), inFlight: Math.max(...frames.map((f) => meta(f).inFlight)), rankSamples };
 }
 
 describe('apps/world served as a pipeline (reactor run, small config, 2 CPU ranks, gloo)', () => {
   it('gives the one-rank chunks with its blocks split and with its steps split, two chunks in flight; a prompt lands on the first frame that shows it', async () => {
     const one = await served(config('one', 'pipeline: none'));
     expect(one.inFlight).toBe(1);
+    expect(one.rankSamples).toBeGreaterThanOrEqual(CHUNKS);
     for (const shape of ['blocks', 'steps']) {
       const got = await served(config(shape, `pipeline: ${shape}\nranks: 2\ninFlight: 2`), async (c, frames) => {
         if (shape !== 'blocks') return;
@@ -71,6 +76,8 @@ describe('apps/world served as a pipeline (reactor run, small config, 2 CPU rank
       expect(got.hashes, shape).toEqual(one.hashes);
       // The step loop sent a chunk's call while the one before it ran (the runner kept two).
       expect(got.inFlight, shape).toBe(2);
+      // Pipelined steps are timed by stage as one at a time are (a chunk's runner_ranks sample each).
+      expect(got.rankSamples, shape).toBeGreaterThanOrEqual(CHUNKS);
     }
   }, 600_000);
 

@@ -18,6 +18,11 @@ export interface CommandSpec {
   /** Roles whose clients may send it (default `['controller']`). */
   readonly roles: readonly string[];
   readonly schema: CommandSchema;
+  /**
+   * Urgent (issue 39): a setter of an `@InputField({ urgent: true })` field, or an
+   * `@event({ urgent: true })`; it supersedes the step in flight (`command-dispatch.ts`).
+   */
+  readonly urgent: boolean;
   /** A command the host answers itself (`rewind`, for an app with snapshots), not a method of the app. */
   readonly builtin?: 'rewind';
 }
@@ -50,6 +55,7 @@ export function compileCommands(appClass: AnyClass, appName: string, state: Fiel
       name,
       kind: 'setter',
       field: f,
+      urgent: f.options.urgent === true,
       roles: roles ?? DEFAULT_COMMAND_ROLES,
       schema: { name, description: f.options.description ?? `Sets ${f.wire}.`, kind: 'setter', field: f.wire, params, ...(roles && { roles: [...roles] }) },
     });
@@ -96,6 +102,7 @@ export function compileCommands(appClass: AnyClass, appName: string, state: Fiel
       kind: 'event',
       method: e.method,
       params,
+      urgent: e.options.urgent === true,
       roles: roles ?? DEFAULT_COMMAND_ROLES,
       schema: { name, description: e.options.description ?? '', kind: 'event', params: paramsSchema, ...(roles && { roles: [...roles] }) },
     });

@@ -93,5 +93,5 @@ export function compileSnapshot(
     schemaHash,
   });
   const commandSchema: CommandSchema = { ...REWIND_SCHEMA, ...(options.rewindRoles && { roles: [...spec.rewindRoles] }) };
-  return { spec, command: { name: REWIND_COMMAND, kind: 'event', roles: spec.rewindRoles, builtin: 'rewind', schema: commandSchema } };
+  return { spec, command: { name: REWIND_COMMAND, kind: 'event', urgent: false, roles: spec.rewindRoles, builtin: 'rewind', schema: commandSchema } };
 }

@@ -31,6 +31,9 @@ export function event<P extends object = object>(
     if (options.params !== undefined && typeof options.params !== 'function') {
       throw new DecoratorMisuseError(`@event params must be a class (${target.constructor.name}.${key})`);
     }
+    if (options.urgent !== undefined && typeof options.urgent !== 'boolean') {
+      throw new DecoratorMisuseError(`@event urgent must be true or false (${target.constructor.name}.${key}), got ${JSON.stringify(options.urgent)}`);
+    }
     recordEvent(target, { method: key, options: { ...options } });
   };
 }

@@ -87,6 +87,18 @@ export interface EventOptions<P extends object = object> {
    * @example @event({ roles: ['controller', 'spectator'] }) like() { ... }
    */
   roles?: readonly string[];
+  /**
+   * Marks the command urgent (issue 39), as `@InputField({ urgent: true })` marks a field: when it
+   * arrives during a step, the step's {@link ReactorApp.restartSignal} aborts before the command
+   * queues for the lock, the step is dropped, the handler runs, the frames still queued from before
+   * it are dropped as `this.output.flush()` drops them (once: a handler that flushed itself is not
+   * flushed again), and its `applied` names the first frame of the step after it. With steps in
+   * flight (`inFlight` > 1) it cancels them instead of draining them: the handler runs with nothing
+   * in flight and nothing of them processed. Rate-limited with the urgent fields: at most one
+   * urgent change (one restart) per chunk; a later one in the same chunk runs as an ordinary event.
+   * @example @event({ name: 'reset', urgent: true }) async reset() { await this.runner.reset(); }
+   */
+  urgent?: boolean;
 }
 
 export interface EventRecord {

@@ -74,6 +74,7 @@ export class Broadcast {
     const s = this.core.session;
     if (!s || s.lifecycle.is('ended')) return;
     const nextSeq = s.playout.flush();
+    s.flushes++;
     const msg: ServerMessage = { type: 'flush', nextSeq };
     for (const c of s.members) this.core.safe(c.sink, () => c.sink.message(msg));
     // A flush from a command or hook wakes a refused loop; one from inside a step does not

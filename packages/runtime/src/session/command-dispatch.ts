@@ -39,26 +39,33 @@ export class CommandDispatch {
     private readonly snapshots?: Snapshots,
   ) {}
 
-  /**
-   * An urgent setter (`@InputField({ urgent: true })`, issue 39), before it queues for the lock:
-   * it aborts the running step's restart switch, at most once a chunk (until a step completes);
-   * true when granted (its change then drops the frames queued from the old value). A later one
-   * in the same chunk is an ordinary change (counted, said once a session).
-   */
+  /** A generated setter (`set_<field>`): it runs with steps in flight. */
   private isSetter(msg: CommandMessage): boolean {
     return typeof msg?.name === 'string' && this.core.def.commands.get(msg.name)?.kind === 'setter';
   }
 
-  private urgentGrant(msg: CommandMessage): boolean {
+  /**
+   * An urgent command (a setter of an `@InputField({ urgent: true })` field, or an
+   * `@event({ urgent: true })`, issue 39), before it queues for the lock: it aborts the running
+   * step's restart switch (every call in flight, with `inFlight` > 1), at most once a chunk
+   * (until a step completes); true when granted (its change then drops the frames queued from
+   * before it). A later one in the same chunk is an ordinary command (counted, said once a
+   * session). A command its client may not send (its role, single-controller control) or sent
+   * outside the session is never granted: it restarts nothing.
+   */
+  private urgentGrant(client: HostClient, msg: CommandMessage, id: string): boolean {
     const spec = typeof msg?.name === 'string' ? this.core.def.commands.get(msg.name) : undefined;
     const session = this.core.session;
-    if (spec?.kind !== 'setter' || spec.field?.options.urgent !== true || this.core.app.urgent === false || !session || session.over) return false;
+    if (!spec?.urgent || this.core.app.urgent === false || !session || session.over) return false;
+    if (client.session !== session || !client.lifecycle.is('joining', 'joined')) return false;
+    if (this.control.roleError(client, id, spec.roles, `command ${spec.name}`)) return false;
+    const what = spec.kind === 'setter' ? `change of ${spec.field!.property}` : `command ${spec.name}`;
     if (!session.urgentReady) {
       this.core.counters.urgentRateLimited++;
       if (!this.limitedSaid.has(session)) {
         this.limitedSaid.add(session);
         this.core.logger.info(
-          `urgent change of ${spec.field.property} rate-limited (urgent_rate_limited): the chunk was restarted already; it applies at the next chunk (at most one restart a chunk)`,
+          `urgent ${what} rate-limited (urgent_rate_limited): the chunk was restarted already; it applies at the next chunk (at most one restart a chunk)`,
         );
       }
       return false;
@@ -66,7 +73,7 @@ export class CommandDispatch {
     session.urgentReady = false;
     session.urgentPending++;
     const restart = session.urgentRestart;
-    if (restart && !restart.signal.aborted) restart.abort(new Error(`an urgent change of ${spec.field.property} supersedes this chunk`));
+    if (restart && !restart.signal.aborted) restart.abort(new Error(`an urgent ${what} supersedes this chunk`));
     return true;
   }
 
@@ -99,17 +106,21 @@ export class CommandDispatch {
         this.core.counters.commands++;
         answer = refused;
       } else if (refs.length === 0 && client.uploadChain === undefined) {
-        const urgent = this.urgentGrant(msg);
+        const urgent = this.urgentGrant(client, msg, id);
         const session = this.core.session;
         answer = await this.core.task(
           async () => {
             if (urgent && session) session.urgentPending--;
+            const flushes = session?.flushes ?? 0;
             const a = await this.execute(client, msg, id);
-            // The frames still queued show the old value: dropped, as this.output.flush() drops them.
-            if (urgent && a !== HELD && a.type === 'reply') this.flush();
+            // The frames still queued show the old value: dropped, as this.output.flush() drops
+            // them (an event whose handler flushed them itself is not flushed twice).
+            if (urgent && a !== HELD && a.type === 'reply' && session?.flushes === flushes) this.flush();
             return a;
           },
           // A setter changes what the next processInput() reads: steps in flight go on meanwhile.
+          // Anything else drains them first; a granted urgent event has aborted their restart
+          // switch already, so the drain drops them unprocessed (StepPipeline.completeOldest).
           this.isSetter(msg) ? 'none' : 'drain',
         );
       } else {

@@ -40,6 +40,8 @@ export class Session<C = unknown> {
   urgentReady = true;
   /** Granted urgent changes still queued for the lock: a step that starts before they run is restarted at once. */
   urgentPending = 0;
+  /** Flushes of its queued frames (`this.output.flush()`, an urgent change): an urgent event whose handler flushed is not flushed again. */
+  flushes = 0;
   /**
    * Steps whose `generate()` was dispatched and whose outcome is not processed yet (an app with
    * `inFlight` > 1, `step-pipeline.ts`); always 0 at depth 1. A change made now is read by step

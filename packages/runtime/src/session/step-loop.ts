@@ -29,7 +29,8 @@ export class StepLoop {
   readonly ackTrack: number;
   private readonly ackOnVideo: boolean;
   /** The runner calls of the step in flight (subscribed while a step listener exists). */
-  private readonly runnerCalls = new RunnerCallCollector();
+  /** @internal the pipelined loop's too (its steps' calls, by interrupt signal) */
+  readonly runnerCalls = new RunnerCallCollector();
   /** OpenTelemetry spans, when the API is installed and a provider registered. */
   private readonly tracing = new StepTracing();
   /** The sample of the step in flight (one object, reused: listeners read it during their call). */

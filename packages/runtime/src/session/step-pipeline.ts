@@ -14,7 +14,9 @@
  *   processed and their frames pushed (`HostCore.drainSteps`), then it runs; a session's end
  *   cancels them instead (their restart switch aborts; nothing of them is processed);
  * - a snapshot is due: drained in the turn, then taken;
- * - an urgent change cancels every call in flight (one restart switch shared by them), and a
+ * - an urgent command (a field's setter or an event, `urgent: true`) cancels every call in
+ *   flight (one restart switch shared by them: an urgent event's drain then drops them
+ *   unprocessed, and its handler runs with nothing in flight), and a
  *   refused or failed outcome drops the calls behind it the same way (their frames would come
  *   out of order); a runner crash fails every call in flight at once, the session ends as at depth 1.
  */
@@ -28,7 +30,7 @@ import { type BetweenCalls, type HostCore, stepGaveWay } from './host-core.js';
 import { type Chunk, normalizeOutput } from './normalize.js';
 import { StepPacer } from './step-pacer.js';
 import type { Snapshots } from './snapshots.js';
-import type { StepSample } from './step-stages.js';
+import type { RunnerCallCollector, StepSample } from './step-stages.js';
 
 /**
  * Checks an app's {@link ReactorApp.inFlight} once its `load()` set it.
@@ -44,6 +46,8 @@ export interface PipelineLoop {
   readonly snapshots?: Snapshots;
   readonly ackTrack: number;
   readonly refusalBackoffMs: number;
+  /** The runner calls of each step in flight (for its sample's `runner` stages). */
+  readonly runnerCalls: RunnerCallCollector;
   refuse(session: HostSession, reason: string, tell?: boolean): 'refused';
   restarted(session: HostSession): 'refused';
   failSession(session: HostSession, where: string, err: unknown): Promise<void>;
@@ -184,6 +188,8 @@ export class StepPipeline {
     if (this.restart.signal.aborted) return 'restarted';
     const t0 = performance.now();
     let call: Promise<unknown>;
+    // Its runner calls are published synchronously in its async context (the interrupt signal).
+    this.loop.runnerCalls.beginInFlight(interrupt.signal);
     try {
       // Called now (its runner call is dispatched before this returns), awaited in order later.
       call = Promise.resolve(stepInterrupt.run(interrupt.signal, () => core.app.generate(input)));
@@ -213,6 +219,7 @@ export class StepPipeline {
     this.queue.shift();
     session.inFlight--;
     if (this.restart?.signal.aborted) {
+      loop.runnerCalls.forget(step.interrupt.signal);
       loop.restarted(session);
       await this.dropAll(new Error('an urgent change supersedes the steps in flight'));
       return 'refused';
@@ -222,6 +229,7 @@ export class StepPipeline {
       const err = o.error;
       const gaveWay = step.interrupt.signal.aborted && err === step.interrupt.signal.reason;
       if (isInputUnavailable(err) || gaveWay) {
+        loop.runnerCalls.forget(step.interrupt.signal);
         loop.refuse(session, (err as Error).message, !gaveWay);
         await this.dropAll(new Error('a step before these was refused'));
         return 'refused';
@@ -236,6 +244,7 @@ export class StepPipeline {
     // previous result, whichever came later (not from dispatch: that counts the wait behind the
     // call before it, and playout spreads a step's frames over this time when the track has no fps).
     const elapsedMs = Math.max(0, o.at - Math.max(step.t0, this.lastResultAt));
+    const runner = loop.runnerCalls.endInFlight(step.interrupt.signal, this.lastResultAt);
     this.lastResultAt = o.at;
     session.steps++;
     session.windowSteps++;
@@ -246,7 +255,7 @@ export class StepPipeline {
       failed: error !== undefined,
       processInputMs: step.t0 - step.startMs,
       processOutputMs: undefined,
-      runner: undefined,
+      runner,
     };
     let output: Output | null | undefined;
     let chunk: Chunk | undefined;
@@ -283,6 +292,7 @@ export class StepPipeline {
     if (restart && !restart.signal.aborted) restart.abort(reason);
     const dropped = this.queue.splice(0);
     this.session.inFlight -= dropped.length;
+    for (const s of dropped) this.loop.runnerCalls.forget(s.interrupt.signal);
     this.session.urgentRestart = undefined;
     await Promise.all(dropped.map((s) => s.settled));
   }

@@ -56,8 +56,13 @@ export class RunnerCallCollector {
   private readonly calls: RunnerCallTiming[] = [];
   private signal: AbortSignal | undefined;
   private subscribed = false;
+  /** The calls of each pipelined step in flight (`inFlight` > 1), by its interrupt signal. */
+  private readonly inFlight = new Map<AbortSignal, RunnerCallTiming[]>();
   private readonly onCall = (msg: unknown): void => {
-    if (this.signal !== undefined && stepInterrupt.getStore() === this.signal) this.calls.push(msg as RunnerCallTiming);
+    const store = stepInterrupt.getStore();
+    if (store === undefined) return;
+    if (this.signal !== undefined && store === this.signal) this.calls.push(msg as RunnerCallTiming);
+    else this.inFlight.get(store)?.push(msg as RunnerCallTiming);
   };
 
   /** Listens to the runner channel (while the host has step listeners). */
@@ -73,6 +78,7 @@ export class RunnerCallCollector {
     this.subscribed = false;
     this.signal = undefined;
     this.calls.length = 0;
+    this.inFlight.clear();
   }
 
   /** The calls of the last step (until the next {@link begin}), for its trace spans. */
@@ -96,6 +102,41 @@ export class RunnerCallCollector {
       if (!c.done) continue;
       sum.dispatchMs += c.dispatchMs;
       sum.ranksMs += c.ranksMs;
+      sum.handbackMs += c.handbackMs;
+      sum.calls++;
+    }
+    return sum.calls > 0 ? sum : undefined;
+  }
+
+  /** A pipelined step's `generate` (its interrupt signal `signal`) is called; others may be in flight. */
+  beginInFlight(signal: AbortSignal): void {
+    if (this.subscribed) this.inFlight.set(signal, []);
+  }
+
+  /** A pipelined step dropped unprocessed (cancelled): its calls are forgotten. */
+  forget(signal: AbortSignal): void {
+    this.inFlight.delete(signal);
+  }
+
+  /**
+   * A pipelined step's outcome came: the sum of its completed runner calls, or undefined when it
+   * made none (or nobody listens). `from` is when the previous step's outcome came
+   * (performance.now()): a call's ranks time counts from its send or from then, whichever came
+   * later, because until then the ranks were still on the calls before it (that time is theirs,
+   * and counting it twice would make the stages of a pipeline sum to more than its time), as the
+   * step's `elapsedMs` counts from its dispatch or the previous result.
+   */
+  endInFlight(signal: AbortSignal, from: number): RunnerStages | undefined {
+    const calls = this.inFlight.get(signal);
+    this.inFlight.delete(signal);
+    if (!calls || calls.length === 0) return undefined;
+    const sum: RunnerStages = { dispatchMs: 0, ranksMs: 0, handbackMs: 0, calls: 0 };
+    for (const c of calls) {
+      if (!c.done) continue;
+      const sentAt = c.startMs + c.dispatchMs;
+      const answeredAt = sentAt + c.ranksMs;
+      sum.dispatchMs += c.dispatchMs;
+      sum.ranksMs += Math.max(0, answeredAt - Math.max(sentAt, from));
       sum.handbackMs += c.handbackMs;
       sum.calls++;
     }

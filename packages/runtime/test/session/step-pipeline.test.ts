@@ -52,10 +52,14 @@ function pipeApp(depth: number, options: { free?: boolean; snapshot?: boolean } 
     crashAt: number | undefined;
     steps: number[] = [];
     seen: { dispatched: number; processed: number } | undefined;
+    /** Added to the state read (pixel 1) by the urgent `bump`. */
+    bumped = 0;
+    /** What the urgent `bump` saw: the calls running, dispatched and processed. */
+    bumpSaw: { running: number; dispatched: number; processed: number } | undefined;
     private open: Array<{ answer: () => void; fail: (e: Error) => void }> = [];
 
     override processInput(): Input {
-      return { n: ++this.dispatched, v: this.state.value + this.state.hot };
+      return { n: ++this.dispatched, v: this.state.value + this.state.hot + this.bumped };
     }
 
     override generate(input: Input): Promise<Out> {
@@ -74,11 +78,17 @@ function pipeApp(depth: number, options: { free?: boolean; snapshot?: boolean } 
         const frame = new Uint8Array(2 * 1 * 3);
         frame[0] = input.n % 256;
         frame[3] = input.v;
+        // Settles once (the shared restart switch may abort after the answer).
+        let settled = false;
         const answer = (): void => {
+          if (settled) return;
+          settled = true;
           this.running--;
           resolve(new Out({ main: new Frames(frame, [1, 1, 2, 3]) }));
         };
         const fail = (e: Error): void => {
+          if (settled) return;
+          settled = true;
           this.running--;
           reject(e);
         };
@@ -112,6 +122,12 @@ function pipeApp(depth: number, options: { free?: boolean; snapshot?: boolean } 
     @event({ name: 'mark' })
     mark(): void {
       this.seen = { dispatched: this.dispatched, processed: this.processed };
+    }
+
+    @event({ name: 'bump', urgent: true })
+    bump(): void {
+      this.bumped = 5;
+      this.bumpSaw = { running: this.running, dispatched: this.dispatched, processed: this.processed };
     }
 
     override snapshot(): unknown {
@@ -197,6 +213,27 @@ describe('steps in flight (ReactorApp.inFlight)', () => {
     const after = sink.frames.filter((f) => f.seq >= ack.seq);
     expect(after[0]!.rgb[3]).toBe(9);
     expect(sink.messages.some((m) => m.type === 'flush')).toBe(true);
+  });
+
+  it('an urgent event cancels the calls in flight instead of draining them; its applied names the first frame it shows in', async () => {
+    const { host, sink, h, app } = await streaming(2);
+    await sink.waitForFrames(3);
+    // Not released: a drain would wait for the call in flight forever (it answers only when the next is dispatched).
+    expect(await h.command(cmd('b1', 'bump'))).toMatchObject({ type: 'reply' });
+    // The handler ran with nothing in flight, and the cancelled calls were never processed.
+    expect(app.bumpSaw!.running).toBe(0);
+    expect(app.bumpSaw!.processed).toBeLessThan(app.bumpSaw!.dispatched);
+    expect(app.aborted).toBeGreaterThanOrEqual(1);
+    expect(host.counters.urgentRestarts).toBe(1);
+    await sink.waitForMessage((m) => m.type === 'applied' && m.id === 'b1');
+    const ack = applied(sink, 'b1')!;
+    const at = sink.frames.findIndex((f) => f.seq === ack.seq);
+    await sink.waitForFrames(at + 2);
+    const v = sink.frames.map((f) => f.rgb[3]);
+    expect(v[at]).toBe(5);
+    expect(v.slice(0, at).every((x) => x === 0)).toBe(true);
+    expect(v[at + 1]).toBe(5);
+    expect(sink.messages.filter((m) => m.type === 'flush')).toHaveLength(1);
   });
 
   it('a crash with two calls in flight fails the session once; the next session streams', async () => {

@@ -7,8 +7,10 @@
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { context, trace } from '@opentelemetry/api';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { channel } from 'node:diagnostics_channel';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Frames, type LoadContext, Output, ReactorApp, type StepSample, Video, reactorApp } from '../../src/index.js';
+import { RUNNER_CALL_CHANNEL } from '../../src/session/step-stages.js';
 import { RecordingSink, deferred, useHosts, waitForStatus } from '../../src/testing.js';
 
 const start = useHosts(afterEach);
@@ -54,6 +56,72 @@ describe('AppHost step samples', () => {
       expect(s.processOutputMs).toBeGreaterThanOrEqual(9);
       expect(s.runner).toBeUndefined();
     }
+  });
+});
+
+/** A runner call's timing as `@reactor/distributed` publishes it: when it is sent, in the caller's async context; filled once answered. */
+interface FakeTiming {
+  op: 'generate';
+  startMs: number;
+  dispatchMs: number;
+  ranksMs: number;
+  handbackMs: number;
+  done: boolean;
+}
+const runnerChannel = channel(RUNNER_CALL_CHANNEL);
+
+/**
+ * Two steps in flight on a stand-in runner: each call is sent (published, its dispatch time the
+ * dispatch number in ms) and answered 20 ms after the next call is sent, so a call's time from its
+ * send includes 20 ms in which the ranks were still answering the call before it.
+ */
+function pipelinedRunnerApp() {
+  class PipedRunnerApp extends ReactorApp<any, number, Output> {
+    override inFlight = 2;
+    private n = 0;
+    private open: Array<() => void> = [];
+    override processInput(): number {
+      return ++this.n;
+    }
+    generate(n: number): Promise<Output> {
+      const startMs = performance.now();
+      const timing: FakeTiming = { op: 'generate', startMs, dispatchMs: n, ranksMs: 0, handbackMs: 0, done: false };
+      runnerChannel.publish(timing);
+      const sentAt = startMs + n;
+      for (const answer of this.open.splice(0)) setTimeout(answer, 20);
+      const signal = this.restartSignal;
+      return new Promise((resolve, reject) => {
+        // Cancelled (the session ends with it in flight): it stops, unanswered.
+        signal?.addEventListener('abort', () => reject(signal.reason as Error), { once: true });
+        this.open.push(() => {
+          timing.ranksMs = Math.max(0, performance.now() - sentAt);
+          timing.handbackMs = 0.5;
+          timing.done = true;
+          resolve(new Out({ main: frame }));
+        });
+      });
+    }
+  }
+  reactorApp({ output: Out })(PipedRunnerApp);
+  return PipedRunnerApp;
+}
+
+describe('AppHost step samples with steps in flight', () => {
+  it("give each pipelined step its own runner calls, the ranks' time counted from the previous result", async () => {
+    const host = start(pipelinedRunnerApp());
+    const samples: StepSample[] = [];
+    host.onStep((s) => samples.push({ ...s, runner: s.runner && { ...s.runner } }));
+    await host.load();
+    host.connect(new RecordingSink());
+    while (samples.length < 5) await sleep(20);
+    samples.slice(0, 5).forEach((s, i) => {
+      // Step i + 1's own call (its dispatch time is its number), not the one sent while it ran.
+      expect(s.runner).toMatchObject({ calls: 1, dispatchMs: i + 1, handbackMs: 0.5 });
+      expect(s.processOutputMs).toBeDefined();
+      // The ranks' part of a step's generate is inside the pipeline's time for it (from its send,
+      // it would include the 20 ms the ranks still spent on the call before it).
+      expect(s.runner!.ranksMs).toBeLessThanOrEqual(s.elapsedMs);
+    });
   });
 });
 

@@ -1,12 +1,14 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { IsString } from 'class-validator';
 import type { AppliedMessage } from '@reactor/protocol';
-import { InputField, InputState, Output, ReactorApp, reactorApp, Video } from '../../src/index.js';
+import { event, InputField, InputState, Output, ReactorApp, reactorApp, Video } from '../../src/index.js';
 import { command as cmd, RecordingSink, rgbFrames, useHosts } from '../../src/testing.js';
 
 // Issue 39, point 5: an urgent state field supersedes the chunk in flight: the step's
 // restartSignal aborts, the queued frames of the old value are dropped (a flush), `applied` names
 // the first frame of the new value; at most one restart a chunk however many changes come.
+// The same for an urgent `@event` (`@event({ urgent: true })`), whose handler changes what the
+// next step makes.
 const start = useHosts(afterEach);
 
 class PromptState extends InputState {
@@ -93,5 +95,96 @@ describe('urgent state fields', () => {
     // Frames show the last prompt ('go!': 3) only.
     await sink.waitForFrames(2);
     expect(sink.frames.every((f) => f.rgb[0] === 3)).toBe(true);
+  });
+});
+
+/**
+ * The same model steered by urgent events: `go` switches the app's own mode (what the next chunk
+ * shows: its length), `go_flush` does too and flushes itself.
+ */
+@reactorApp({ state: PromptState, output: Out, fps: 500 })
+class EventApp extends HoldingApp {
+  mode: string | undefined;
+  handled = 0;
+  override async generate(s: PromptState): Promise<Out> {
+    return super.generate(this.mode === undefined ? s : Object.assign(new PromptState(), { prompt: this.mode }));
+  }
+
+  @event({ name: 'go', urgent: true })
+  go(): void {
+    this.handled++;
+    this.mode = 'go';
+  }
+
+  @event({ name: 'go_flush', urgent: true })
+  goFlush(): void {
+    this.handled++;
+    this.mode = 'go!!';
+    this.output.flush();
+  }
+}
+
+describe('urgent events (@event({ urgent: true }))', () => {
+  it('restart the chunk in flight, run the handler, drop the old frames, and name the first new frame', async () => {
+    const host = start(EventApp);
+    await host.load();
+    const sink = new RecordingSink();
+    const h = host.connect(sink);
+    const app = host.app as EventApp;
+    await app.holding;
+    // Without the restart this event would wait for the holding chunk forever.
+    expect(await h.command(cmd('e1', 'go'))).toMatchObject({ type: 'reply', id: 'e1' });
+    await sink.waitForMessage((m) => m.type === 'applied' && m.id === 'e1');
+    const ack = applied(sink, 'e1')! as Extract<AppliedMessage, { outcome: 'applied' }>;
+    expect(ack).toMatchObject({ outcome: 'applied', track: 'main' });
+    const frame = sink.frames.find((f) => f.seq === ack.seq)!;
+    expect(frame.rgb[0]).toBe(2);
+    expect(sink.frames[0]!.seq).toBe(frame.seq);
+    expect(sink.messages.filter((m) => m.type === 'flush')).toHaveLength(1);
+    expect(app.aborts).toBe(1);
+    expect(host.counters).toMatchObject({ urgentRestarts: 1, urgentRateLimited: 0, modelErrors: 0 });
+  });
+
+  it('flush once when the handler flushes itself, and cost at most one restart a chunk on a flood', async () => {
+    const host = start(EventApp);
+    await host.load();
+    const sink = new RecordingSink();
+    const h = host.connect(sink);
+    const app = host.app as EventApp;
+    await app.holding;
+    const answers = await Promise.all(['go_flush', 'go_flush', 'go_flush', 'go_flush'].map((name, i) => h.command(cmd(`f${i}`, name))));
+    expect(answers.map((a) => a.type)).toEqual(['reply', 'reply', 'reply', 'reply']);
+    expect(app.handled).toBe(4);
+    expect(app.aborts).toBe(1);
+    expect(host.counters).toMatchObject({ urgentRestarts: 1, urgentRateLimited: 3 });
+    await sink.waitForMessage((m) => m.type === 'applied' && m.id === 'f3');
+    // Four handler flushes (each its own); the granted one is not flushed a second time by the host.
+    expect(sink.messages.filter((m) => m.type === 'flush')).toHaveLength(4);
+    await sink.waitForFrames(2);
+    expect(sink.frames.every((f) => f.rgb[0] === 4)).toBe(true);
+  });
+
+  it('refuse an urgent option that is not a boolean at the decorator', () => {
+    expect(() => event({ urgent: 'yes' as unknown as boolean })({}, 'go', { value: () => undefined })).toThrow(
+      '@event urgent must be true or false (Object.go), got "yes"',
+    );
+  });
+
+  it('an urgent command its client may not send restarts nothing', async () => {
+    const host = start(EventApp);
+    await host.load();
+    const sink = new RecordingSink();
+    const h = host.connect(sink);
+    const app = host.app as EventApp;
+    await app.holding;
+    // A spectator may not send `go`: refused (once the lock is free), and not granted before it queues.
+    const spectator = host.connect(new RecordingSink(), { role: 'spectator' });
+    const refused = spectator.command(cmd('s1', 'go'));
+    expect(host.counters).toMatchObject({ urgentRestarts: 0, urgentRateLimited: 0 });
+    // So the controller's `go` is the chunk's one restart, not a rate-limited one.
+    expect(await h.command(cmd('e2', 'go'))).toMatchObject({ type: 'reply' });
+    expect(await refused).toMatchObject({ type: 'error', code: 'forbidden_role' });
+    expect(app.aborts).toBe(1);
+    expect(host.counters).toMatchObject({ urgentRestarts: 1, urgentRateLimited: 0 });
   });
 });

@@ -284,7 +284,7 @@ export class ServerMetrics {
   // ---- session snapshots (docs/snapshots.md) ------------------------------------------------------
 
   #snapshotCounters: () => HostCounterView | undefined = () => undefined;
-  readonly #snapshotSeen = { taken: 0, failed: 0, rewinds: 0 };
+  readonly #snapshotSeen = { taken: 0, failed: 0, rewinds: 0, restarted: 0, rateLimited: 0 };
   readonly snapshotRingBytes: Gauge = new Gauge({
     name: 'reactor_snapshot_ring_bytes',
     help: "Bytes the sessions' rewind rings of snapshots hold now (an app with @reactorApp({ snapshot })).",
@@ -309,8 +309,20 @@ export class ServerMetrics {
     collect: () => this.#advance(this.rewinds, 'rewinds', this.#snapshotCounters()?.rewinds ?? 0),
   });
 
+  readonly urgentCommands: Counter = new Counter({
+    name: 'reactor_urgent_commands_total',
+    help: 'Urgent commands (issue 39) by outcome: restarted (a step in flight was superseded and made again), rate_limited (at most one restart a chunk: run as an ordinary command).',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+    collect: () => {
+      const c = this.#snapshotCounters();
+      this.#advance(this.urgentCommands, 'restarted', c?.urgentRestarts ?? 0, { outcome: 'restarted' });
+      this.#advance(this.urgentCommands, 'rateLimited', c?.urgentRateLimited ?? 0, { outcome: 'rate_limited' });
+    },
+  });
+
   /** A counter read at scrape time from a cumulative count of the host. */
-  #advance(counter: Counter, key: 'taken' | 'failed' | 'rewinds', now: number, labels?: Record<string, string>): void {
+  #advance(counter: Counter, key: 'taken' | 'failed' | 'rewinds' | 'restarted' | 'rateLimited', now: number, labels?: Record<string, string>): void {
     const seen = this.#snapshotSeen[key];
     if (now > seen) {
       if (labels) counter.inc(labels, now - seen);

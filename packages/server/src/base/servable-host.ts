@@ -86,4 +86,7 @@ export interface HostCounterView {
   readonly snapshotFailures?: number;
   readonly snapshotBytes?: number;
   readonly rewinds?: number;
+  /** Steps an urgent command superseded (restarted), and urgent commands the rate limit made ordinary (issue 39). */
+  readonly urgentRestarts?: number;
+  readonly urgentRateLimited?: number;
 }
