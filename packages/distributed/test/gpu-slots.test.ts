@@ -175,7 +175,9 @@ describe('GpuSlotLease, admit: deadline', () => {
     a.report(session('s', 900));
     expect(readdirSync(dir)).toEqual(['gpu-g0.slot-0.lock']);
     expect(() => open(dir, 1, 'g0', { admit: 'fast' as never })).toThrow('gpu.admit must be one of count, deadline, got "fast"');
-    expect(() => open(dir, 1, 'g0', { ...deadline, deadlineP99Intervals: 1 })).toThrow('gpu.deadline_p99_intervals must be a number of frame intervals above 1');
+    expect(() => open(dir, 1, 'g0', { ...deadline, deadlineP99Intervals: 1 })).toThrow(
+      'gpu.deadline_p99_intervals must be a number of frame intervals above 1',
+    );
     expect(() => open(dir, 1, 'g0', { ...deadline, marginIntervals: 0.75 })).toThrow('gpu.deadline_margin_intervals must be a number from 0 to 0.5');
   });
 });

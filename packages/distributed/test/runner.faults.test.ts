@@ -256,10 +256,12 @@ describe('DistributedRunner', () => {
       );
       expect(
         () => new DistributedRunner(EchoWorker, { worldSize: 2, faults: [{ rank: 0, call: 1, kind: 'melt' as never }] }),
-      ).toThrowErrorMatchingInlineSnapshot(`[RangeError: options.faults[0].kind must be one of crash, hang, throw, stall, shm_full, diverge, slow, got "melt".]`);
-      expect(
-        () => new DistributedRunner(EchoWorker, { worldSize: 2, faults: [{ rank: 0, call: 1, kind: 'slow', ms: 0 }] }),
-      ).toThrowErrorMatchingInlineSnapshot(`[RangeError: options.faults[0].ms must be a whole number of ms from 1 to 600000, got 0.]`);
+      ).toThrowErrorMatchingInlineSnapshot(
+        `[RangeError: options.faults[0].kind must be one of crash, hang, throw, stall, shm_full, diverge, slow, got "melt".]`,
+      );
+      expect(() => new DistributedRunner(EchoWorker, { worldSize: 2, faults: [{ rank: 0, call: 1, kind: 'slow', ms: 0 }] })).toThrowErrorMatchingInlineSnapshot(
+        `[RangeError: options.faults[0].ms must be a whole number of ms from 1 to 600000, got 0.]`,
+      );
       expect(
         () => new DistributedRunner(EchoWorker, { worldSize: 2, faults: [{ rank: 0, call: 1, kind: 'crash', ms: 10 }] }),
       ).toThrowErrorMatchingInlineSnapshot(`[RangeError: options.faults[0].ms is only for kind slow, got kind "crash".]`);

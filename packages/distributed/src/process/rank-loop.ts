@@ -255,7 +255,8 @@ export class RankLoop {
       this.generateCalls++;
       fault = this.faults.get(this.generateCalls);
       if (fault) this.io.warn(`injected fault: ${fault} on rank ${rank} at generate() call ${this.generateCalls}`);
-      if (this.slow?.from === this.generateCalls) this.io.warn(`injected fault: slow (${this.slow.ms} ms before each generate()) on rank ${rank} from generate() call ${this.generateCalls}`);
+      if (this.slow?.from === this.generateCalls)
+        this.io.warn(`injected fault: slow (${this.slow.ms} ms before each generate()) on rank ${rank} from generate() call ${this.generateCalls}`);
     }
     let result: unknown;
     let inputHash: string | undefined;

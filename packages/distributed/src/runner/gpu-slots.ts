@@ -154,7 +154,8 @@ export class GpuSlotLease {
     if (typeof gpu !== 'string' || gpu.trim() === '') throw new TypeError(`gpu.device must name the GPU (its index or UUID), got ${JSON.stringify(gpu)}`);
     if (typeof dir !== 'string' || dir === '') throw new TypeError(`gpu.slot_dir must be a folder path, got ${JSON.stringify(dir)}`);
     const admit = options.admit ?? 'count';
-    if (!(GPU_ADMIT_MODES as readonly unknown[]).includes(admit)) throw new RangeError(`gpu.admit must be one of ${GPU_ADMIT_MODES.join(', ')}, got ${JSON.stringify(admit)}`);
+    if (!(GPU_ADMIT_MODES as readonly unknown[]).includes(admit))
+      throw new RangeError(`gpu.admit must be one of ${GPU_ADMIT_MODES.join(', ')}, got ${JSON.stringify(admit)}`);
     const deadlineP99Intervals = options.deadlineP99Intervals ?? DEFAULT_DEADLINE_P99_INTERVALS;
     const marginIntervals = options.marginIntervals ?? DEFAULT_DEADLINE_MARGIN_INTERVALS;
     const problem = deadlineProblem(deadlineP99Intervals, marginIntervals);
