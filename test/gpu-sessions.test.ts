@@ -8,9 +8,14 @@
  * `gpu_full` error; a slot moves to a waiting instance when its holder is SIGKILLed or stops;
  * a session's end leaves the slot with its instance, ready for the next session; bad values of
  * the key are refused at start, leaving nothing behind.
+ *
+ * `gpu.admit: deadline`: each holder publishes its session's frame-time p99 in
+ * `gpu-<id>.slot-<k>.health.json`; an idle holder answers 503 `gpu_busy` (and refuses a direct
+ * client) while another holder's session misses the admission bound. The slow session is the
+ * `slow` fault of `REACTOR_FAULTS` (every `generate()` sleeps first): deterministic, no GPU.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -217,7 +222,13 @@ describe('reactor run --manifest: gpu.sessions_per_gpu', () => {
       ['{ sessions_per_gpu: 1.5 }', 'gpu.sessions_per_gpu: must be an integer number', {}],
       ['{ sessions_per_gpu: two }', 'gpu.sessions_per_gpu: must be an integer number', {}],
       ['{ slot_dir: /tmp }', 'gpu.sessions_per_gpu: is required', {}],
-      ['{ sessions_per_gpu: 1, per_gpu: 2 }', 'gpu.per_gpu: unknown key (allowed: sessions_per_gpu, slot_dir, device)', {}],
+      [
+        '{ sessions_per_gpu: 1, per_gpu: 2 }',
+        'gpu.per_gpu: unknown key (allowed: sessions_per_gpu, slot_dir, device, admit, deadline_p99_intervals, deadline_margin_intervals)',
+        {},
+      ],
+      // The other values of admit: and the deadline keys: packages/cli/test/manifest.test.ts (loadManifest, no process each).
+      ['{ sessions_per_gpu: 1, admit: deadline, deadline_margin_intervals: 0.6 }', 'gpu.deadline_margin_intervals: 0.6 leaves an admission bound of 0.9', {}],
       ['{ sessions_per_gpu: 1, device: "a b" }', 'gpu.device: must be a GPU index or UUID', {}],
       [
         '{ sessions_per_gpu: 1 }',
@@ -238,4 +249,120 @@ describe('reactor run --manifest: gpu.sessions_per_gpu', () => {
     expect(last.stderr).toContain('[gpu_slot_dir]');
     expect(flockPids(notADir)).toEqual([]);
   }, 120_000);
+});
+
+/** The health file of the slot whose holder runs a session, once its p99 is measured and `ok` says so. */
+async function healthOf(slots: string, ok: (h: HealthFile) => boolean, what: string, ms = 60_000): Promise<{ file: string; health: HealthFile }> {
+  const end = performance.now() + ms;
+  let last: HealthFile[] = [];
+  for (;;) {
+    last = [];
+    for (const name of readdirSync(slots).filter((f) => f.endsWith('.health.json'))) {
+      let h: HealthFile;
+      try {
+        h = JSON.parse(readFileSync(join(slots, name), 'utf8')) as HealthFile;
+      } catch {
+        continue; // never half-written (renamed into place), but it may be gone between the listing and the read
+      }
+      last.push(h);
+      if (h.session !== null && h.p99Intervals !== null && ok(h)) return { file: join(slots, name), health: h };
+    }
+    if (performance.now() > end) throw new Error(`timed out waiting for ${what}; health files: ${JSON.stringify(last)}`);
+    await new Promise((res) => setTimeout(res, 50));
+  }
+}
+
+interface HealthFile {
+  v: number;
+  slot: number;
+  at: number;
+  session: string | null;
+  fps: number | null;
+  intervalMs: number | null;
+  p99Ms: number | null;
+  p99Intervals: number | null;
+}
+
+/** The next binary frame on a joined client's socket. */
+function nextFrame(ws: WebSocket): Promise<void> {
+  return new Promise((res, rej) => {
+    const on = (_: unknown, binary: boolean): void => {
+      if (!binary) return;
+      ws.off('message', on);
+      res();
+    };
+    ws.on('message', on);
+    ws.once('close', () => rej(new Error('the socket closed before another frame')));
+  });
+}
+
+// Wide bounds, so a loaded CI machine's timer jitter is not a missed deadline: the sample app plays
+// 24 fps (41.7 ms a frame); healthy is under 3 intervals (125 ms), the slow fault's gaps are ~11.
+const DEADLINE = '{ sessions_per_gpu: 2, admit: deadline, deadline_p99_intervals: 4, deadline_margin_intervals: 1 }';
+const SLOW = JSON.stringify([{ rank: 0, call: 1, kind: 'slow', ms: 600 }]);
+const isBusy = (r: Ready): boolean => r.status === 503 && r.body.reasons.some((x) => x.code === 'gpu_busy');
+
+describe('reactor run --manifest: gpu.admit: deadline', () => {
+  it("an idle holder is 503 gpu_busy naming the slow session's p99 and refuses a direct client; the slow session goes on; its SIGKILLed holder's stale file is ignored", async () => {
+    const slots = tempDir('reactor-gpu-slots-');
+    const dir = workspace(DEADLINE);
+    const [a, b] = await Promise.all([instance(dir, slots, { REACTOR_FAULTS: SLOW }), instance(dir, slots)]);
+    // Two slots, two instances: both hold one and are idle, so both are ready.
+    await until(a.url, isReady, 'the slow instance to hold a slot');
+    await until(b.url, isReady, 'the second instance to hold a slot');
+    expect(readdirSync(slots).filter((f) => f.endsWith('.health.json')).length).toBe(2);
+
+    const onA = await join_(a.url);
+    expect(onA.types).toContain('frame');
+    const slow = await healthOf(slots, (h) => h.p99Intervals! > 3, "the slow session's p99 past the bound");
+    expect(slow.health.fps).toBe(24);
+    const busy = await until(b.url, isBusy, 'the idle holder to hold new sessions off');
+    expect(busy.body.reasons.map((r) => r.code)).toEqual(['gpu_busy']);
+    const why = busy.body.reasons[0]!.message;
+    expect(why).toContain(`session ${slow.health.session} on GPU fake-gpu-0 (slot ${slow.health.slot + 1}) has frame-time p99`);
+    expect(why).toMatch(/p99 \d+(\.\d)? ms = \d+(\.\d+)? frame intervals of 41\.7 ms \(24 fps\) over the last 5 s/);
+    expect(why).toContain('past the admission bound of 3 (gpu.deadline_p99_intervals: 4 less gpu.deadline_margin_intervals: 1)');
+
+    const refused = await join_(b.url);
+    expect(refused.types).toEqual(['welcome', 'error']);
+    expect(refused.error?.code).toBe('gpu_busy');
+    expect(refused.closed).toBeDefined();
+    // The slow session is not stopped: it goes on streaming (late).
+    await nextFrame(onA.ws);
+    expect(a.cli.stderr()).toContain(`session ${slow.health.session} misses its frame deadline`);
+
+    // SIGKILL: nothing removes the dead holder's file; it goes stale and the idle holder is ready again.
+    a.cli.child.kill('SIGKILL');
+    await until(b.url, isReady, "the idle holder to ignore the dead holder's stale file");
+    expect(existsSync(slow.file)).toBe(true);
+    const stale = JSON.parse(readFileSync(slow.file, 'utf8')) as HealthFile;
+    expect(stale.session).toBe(slow.health.session);
+    expect(stale.p99Intervals).toBeGreaterThan(3);
+    const onB = await join_(b.url);
+    expect(onB.types).toContain('frame');
+    expect(onB.error).toBeUndefined();
+  }, 180_000);
+
+  it('a session that meets its deadline does not hold a new one off: both stream, and a SIGTERMed holder removes its file', async () => {
+    const slots = tempDir('reactor-gpu-slots-');
+    const dir = workspace(DEADLINE);
+    const [a, b] = await Promise.all([instance(dir, slots), instance(dir, slots)]);
+    await until(a.url, isReady, 'the first instance to hold a slot');
+    await until(b.url, isReady, 'the second instance to hold a slot');
+    const onA = await join_(a.url);
+    expect(onA.types).toContain('frame');
+    // A's session is measured (8 intervals and more) and within the bound: B admits.
+    const healthy = await healthOf(slots, (h) => h.p99Intervals! <= 3, "the first session's p99, measured");
+    expect(healthy.health.fps).toBe(24);
+    await until(b.url, isReady, 'the second instance to admit a session beside a healthy one');
+    const onB = await join_(b.url);
+    expect(onB.types).toContain('frame');
+    expect(onB.error).toBeUndefined();
+    await nextFrame(onA.ws);
+    // A stops in order: its file goes with its slot.
+    const files = readdirSync(slots).filter((f) => f.endsWith('.health.json'));
+    expect(files.length).toBe(2);
+    await a.cli.stop();
+    expect(existsSync(healthy.file)).toBe(false);
+  }, 180_000);
 });

@@ -41,9 +41,10 @@ export const DRAIN_ANNOTATION = 'reactor.dev/drain';
 /**
  * Readiness reasons that pass on their own: the instance is not ready but still healthy, so the
  * pings go on (stopping them would get a loading or draining instance killed by Agones; a
- * `gpu_full` one waits for its GPU's session slot: `Ready()` once it holds one, never replaced).
+ * `gpu_full` one waits for its GPU's session slot: `Ready()` once it holds one, never replaced; a
+ * `gpu_busy` one waits for the sessions on its GPU to meet their frame deadlines again).
  */
-export const TRANSIENT_READINESS_CODES: ReadonlySet<string> = new Set(['loading', 'session_closing', 'runner_restarting', 'closing', 'gpu_full']);
+export const TRANSIENT_READINESS_CODES: ReadonlySet<string> = new Set(['loading', 'session_closing', 'runner_restarting', 'closing', 'gpu_full', 'gpu_busy']);
 
 /** The server the agent follows: `ReactorServer` is one. */
 export interface AgonesServer {

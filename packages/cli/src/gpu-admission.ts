@@ -1,6 +1,7 @@
 /**
  * `gpu.sessions_per_gpu` (issue 42): the instance's GPU session slot, opened from the manifest
- * and the environment before the app loads; the host's admission (`AppHostOptions.admission`).
+ * and the environment before the app loads; the host's admission (`AppHostOptions.admission`),
+ * which with `gpu.admit: deadline` also publishes the session's frame times and reads the others'.
  */
 import { DEFAULT_GPU_SLOT_DIR, GpuSlotLease, gpuSlotKey } from '@reactor/distributed';
 import type { Logger } from '@reactor/log';
@@ -19,10 +20,21 @@ export function openGpuSlots(m: Manifest, logger: Logger, env: NodeJS.ProcessEnv
   if (!m.gpu) return undefined;
   const dir = nonEmpty(env[GPU_SLOT_DIR_ENV]) ?? m.gpu.slotDir ?? DEFAULT_GPU_SLOT_DIR;
   const gpu = nonEmpty(env[GPU_DEVICE_ENV]) ?? m.gpu.device ?? gpuSlotKey(env);
-  const lease = GpuSlotLease.open({ sessionsPerGpu: m.gpu.sessionsPerGpu, dir, gpu, logger });
-  logger.info(
-    `gpu: at most ${m.gpu.sessionsPerGpu} session${m.gpu.sessionsPerGpu === 1 ? '' : 's'} on GPU ${lease.gpu} across its instances (slots in ${dir})`,
-  );
+  const { sessionsPerGpu, admit, deadlineP99Intervals, marginIntervals } = m.gpu;
+  const lease = GpuSlotLease.open({
+    sessionsPerGpu,
+    dir,
+    gpu,
+    logger,
+    admit,
+    ...(deadlineP99Intervals !== undefined && { deadlineP99Intervals }),
+    ...(marginIntervals !== undefined && { marginIntervals }),
+  });
+  const deadline =
+    admit === 'deadline'
+      ? `; a new session only while every session on it has frame-time p99 <= ${lease.admitBoundIntervals} frame intervals (deadline ${lease.deadlineP99Intervals})`
+      : '';
+  logger.info(`gpu: at most ${sessionsPerGpu} session${sessionsPerGpu === 1 ? '' : 's'} on GPU ${lease.gpu} across its instances (slots in ${dir})${deadline}`);
   return lease;
 }
 

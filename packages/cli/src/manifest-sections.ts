@@ -23,7 +23,7 @@ import {
   ValidateNested,
 } from 'class-validator';
 import { MAX_CLIP_SECONDS, VIDEO_CODECS } from '@reactor/server';
-import { MAX_SESSIONS_PER_GPU } from '@reactor/distributed';
+import { GPU_ADMIT_MODES, MAX_DEADLINE_P99_INTERVALS, MAX_SESSIONS_PER_GPU } from '@reactor/distributed';
 // Constants only: the @reactor/agones entry loads no gRPC until an agent connects.
 import { MAX_ALLOCATION_TIMEOUT_MS, MAX_HEALTH_INTERVAL_MS, MIN_HEALTH_INTERVAL_MS } from '@reactor/agones';
 
@@ -240,7 +240,8 @@ export class SnapshotsSection {
  * a GPU (time-slicing or MPS) each take one of its `sessions_per_gpu` slots before they are ready;
  * one without a slot answers `/health/ready` 503 `gpu_full` and refuses a client that would start
  * a session with the `gpu_full` error. `REACTOR_GPU_SLOT_DIR` and `REACTOR_GPU_DEVICE` override
- * `slot_dir` and `device`.
+ * `slot_dir` and `device`. `admit: deadline` also holds new sessions off (`gpu_busy`) while a
+ * session on the GPU misses its frame deadline (`deadline_p99_intervals`, less the margin).
  */
 export class GpuSection {
   /** At most this many sessions run on the GPU at once, across every instance that shares it. */
@@ -252,6 +253,12 @@ export class GpuSection {
   @IsString()
   @Matches(/^[A-Za-z0-9._:,-]{1,128}$/, { message: 'must be a GPU index or UUID (letters, digits, ".", "_", ":", ",", "-")' })
   device?: string;
+  /** `count` (default): the slots alone; `deadline`: the slots, and no new session while a session on the GPU misses its frame deadline. */
+  @IsOptional() @IsIn(GPU_ADMIT_MODES) admit?: (typeof GPU_ADMIT_MODES)[number];
+  /** `admit: deadline`'s deadline: a session's frame-time p99 may be this many frame intervals (above 1; default 1.5). */
+  @IsOptional() @IsNumber() @Min(1) @Max(MAX_DEADLINE_P99_INTERVALS) deadline_p99_intervals?: number;
+  /** `admit: deadline`'s margin: a new session starts while every p99 is at most the deadline less this (that stays at least 1; default 0.25). */
+  @IsOptional() @IsNumber() @Min(0) @Max(MAX_DEADLINE_P99_INTERVALS) deadline_margin_intervals?: number;
 }
 
 /** `reactor.yaml` as written: its top-level sections. */

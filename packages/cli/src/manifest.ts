@@ -10,12 +10,14 @@ import { validateSync, getMetadataStorage, type ValidationError } from 'class-va
 import { parse as parseYaml } from 'yaml';
 import { ReactorError, type SnapshotRingOptions } from '@reactor/runtime';
 import { resolveServerOptions, type RecordingOptions, type ServeOptions, type VideoOptions } from '@reactor/server';
+import { DEFAULT_DEADLINE_MARGIN_INTERVALS, DEFAULT_DEADLINE_P99_INTERVALS } from '@reactor/distributed';
 import { webRtcOptions } from './webrtc-env.js';
 import { CliErrorCode } from './errors.js';
 import { hostProblem, listProblems, originProblem } from './exposure.js';
 import {
   type AgonesSection,
   type GpuResources,
+  type GpuSection,
   ManifestDocument,
   type RecordingSection,
   type ServerSection,
@@ -117,7 +119,15 @@ export interface Manifest {
   /** The `snapshots:` section as `AppHostOptions.snapshots` takes it (absent: the app's own ring settings). */
   snapshots?: SnapshotRingOptions;
   /** `gpu:` (issue 42): the GPU's session slots; absent: no admission, every session starts. */
-  gpu?: { sessionsPerGpu: number; slotDir?: string; device?: string };
+  gpu?: {
+    sessionsPerGpu: number;
+    slotDir?: string;
+    device?: string;
+    /** `gpu.admit` (default `count`). */
+    admit: 'count' | 'deadline';
+    deadlineP99Intervals?: number;
+    marginIntervals?: number;
+  };
   /** The `agones:` section (absent keys: the integration's defaults). */
   agones: {
     enabled: boolean;
@@ -202,6 +212,7 @@ export function loadManifest(file: string): Manifest {
   if (typeof server?.max_upload_bytes === 'number' && typeof server.upload_quota_bytes === 'number' && server.upload_quota_bytes < server.max_upload_bytes) {
     problems.push(`server.upload_quota_bytes: ${server.upload_quota_bytes} is below server.max_upload_bytes (${server.max_upload_bytes}); raise it`);
   }
+  problems.push(...gpuProblems(doc.gpu));
   const serverOptions = problems.length === 0 && server ? toServerOptions(server, root) : {};
   // What the field checks cannot see (a range, an empty ladder, a name used twice): the server's own validation.
   if (problems.length === 0) {
@@ -250,6 +261,9 @@ export function loadManifest(file: string): Manifest {
           sessionsPerGpu: doc.gpu.sessions_per_gpu,
           ...(doc.gpu.slot_dir !== undefined && { slotDir: resolve(root, doc.gpu.slot_dir) }),
           ...(doc.gpu.device !== undefined && { device: doc.gpu.device }),
+          admit: doc.gpu.admit ?? 'count',
+          ...(doc.gpu.deadline_p99_intervals !== undefined && { deadlineP99Intervals: doc.gpu.deadline_p99_intervals }),
+          ...(doc.gpu.deadline_margin_intervals !== undefined && { marginIntervals: doc.gpu.deadline_margin_intervals }),
         },
       }),
     agones: {
@@ -262,6 +276,33 @@ export function loadManifest(file: string): Manifest {
 }
 
 /** `server:` as `ServerOptions`, through {@link SERVER_OPTION_KEYS}. */
+/** What the field checks of `gpu:` cannot see: the deadline keys belong to `admit: deadline`, the deadline is above 1 interval, the margin leaves at least 1. */
+function gpuProblems(gpu: GpuSection | undefined | null): string[] {
+  if (gpu === undefined || gpu === null) return [];
+  const { admit, deadline_p99_intervals: deadline, deadline_margin_intervals: margin } = gpu;
+  const problems: string[] = [];
+  if (admit !== 'deadline') {
+    for (const [key, v] of [
+      ['deadline_p99_intervals', deadline],
+      ['deadline_margin_intervals', margin],
+    ] as const) {
+      if (v !== undefined) problems.push(`gpu.${key}: only with gpu.admit: deadline (gpu.admit is ${admit ?? 'count, the default'})`);
+    }
+    return problems;
+  }
+  const d = deadline ?? DEFAULT_DEADLINE_P99_INTERVALS;
+  const m = margin ?? DEFAULT_DEADLINE_MARGIN_INTERVALS;
+  if (typeof d !== 'number' || typeof m !== 'number' || !Number.isFinite(d) || !Number.isFinite(m)) return problems;
+  if (d <= 1) problems.push(`gpu.deadline_p99_intervals: must be above 1 frame interval (a p99 of 1 interval is a perfect stream), got ${d}`);
+  else if (d - m < 1) {
+    problems.push(
+      `gpu.deadline_margin_intervals: ${m} leaves an admission bound of ${Math.round((d - m) * 100) / 100} frame intervals (gpu.deadline_p99_intervals ${d} less the margin); ` +
+        `it must stay at least 1: use at most ${Math.round((d - 1) * 100) / 100}`,
+    );
+  }
+  return problems;
+}
+
 function toServerOptions(server: ServerSection, root: string): ManifestServerOptions {
   const out: Record<string, unknown> = {};
   for (const [key, option] of Object.entries(SERVER_OPTION_KEYS)) {

@@ -35,8 +35,30 @@ server:
 describe('loadManifest', () => {
   it('reads gpu: (issue 42): sessions_per_gpu, slot_dir against the manifest folder, device; absent: no gpu', () => {
     const file = write(`${good}gpu: { sessions_per_gpu: 3, slot_dir: slots, device: GPU-1a2b }\n`);
-    expect(loadManifest(file).gpu).toEqual({ sessionsPerGpu: 3, slotDir: join(file, '..', 'slots'), device: 'GPU-1a2b' });
+    expect(loadManifest(file).gpu).toEqual({ sessionsPerGpu: 3, slotDir: join(file, '..', 'slots'), device: 'GPU-1a2b', admit: 'count' });
     expect(loadManifest(write(good)).gpu).toBeUndefined();
+  });
+
+  it('reads gpu.admit: deadline with its deadline and margin, and refuses values that do not fit, naming the key', () => {
+    const file = write(`${good}gpu: { sessions_per_gpu: 4, admit: deadline, deadline_p99_intervals: 2, deadline_margin_intervals: 0.5 }\n`);
+    expect(loadManifest(file).gpu).toEqual({ sessionsPerGpu: 4, admit: 'deadline', deadlineP99Intervals: 2, marginIntervals: 0.5 });
+    expect(loadManifest(write(`${good}gpu: { sessions_per_gpu: 4, admit: deadline }\n`)).gpu).toEqual({ sessionsPerGpu: 4, admit: 'deadline' });
+    for (const [gpu, bad] of [
+      ['admit: fast', 'gpu.admit: must be one of the following values: count, deadline'],
+      ['deadline_p99_intervals: 2', 'gpu.deadline_p99_intervals: only with gpu.admit: deadline (gpu.admit is count, the default)'],
+      ['admit: count, deadline_margin_intervals: 0.1', 'gpu.deadline_margin_intervals: only with gpu.admit: deadline (gpu.admit is count)'],
+      ['admit: deadline, deadline_p99_intervals: 1', 'gpu.deadline_p99_intervals: must be above 1 frame interval'],
+      ['admit: deadline, deadline_p99_intervals: 0.5', 'gpu.deadline_p99_intervals: must not be less than 1'],
+      ['admit: deadline, deadline_p99_intervals: 101', 'gpu.deadline_p99_intervals: must not be greater than 100'],
+      ['admit: deadline, deadline_p99_intervals: two', 'gpu.deadline_p99_intervals: must be a number'],
+      ['admit: deadline, deadline_margin_intervals: 0.6', 'gpu.deadline_margin_intervals: 0.6 leaves an admission bound of 0.9 frame intervals'],
+      ['admit: deadline, deadline_p99_intervals: 3, deadline_margin_intervals: 2.5', 'it must stay at least 1: use at most 2'],
+      ['admit: deadline, deadline_margin_intervals: -1', 'gpu.deadline_margin_intervals: must not be less than 0'],
+    ] as const) {
+      const m = write(`${good}gpu: { sessions_per_gpu: 2, ${gpu} }\n`);
+      expect(() => loadManifest(m), gpu).toThrow(ManifestError);
+      expect(() => loadManifest(m), gpu).toThrow(bad);
+    }
   });
 
   it('resolves every path against the manifest folder', () => {

@@ -28,8 +28,18 @@ export type { HalfPrecision, PythonWorkerOptions, PythonWorkerSpec } from './pyt
 export type { TypedArrayConstructor, WorkerClass } from './worker/distributed-worker.js';
 export type { Collectives, TypedArray } from './collectives/types.js';
 export { detectGpuCount } from './runner/gpu-count.js';
-export { DEFAULT_GPU_SLOT_DIR, GpuSlotError, GpuSlotLease, MAX_SESSIONS_PER_GPU, gpuSlotKey } from './runner/gpu-slots.js';
-export type { GpuSlotOptions, GpuSlotRefusal } from './runner/gpu-slots.js';
+export {
+  DEFAULT_DEADLINE_MARGIN_INTERVALS,
+  DEFAULT_DEADLINE_P99_INTERVALS,
+  DEFAULT_GPU_SLOT_DIR,
+  GPU_ADMIT_MODES,
+  GpuSlotError,
+  GpuSlotLease,
+  MAX_DEADLINE_P99_INTERVALS,
+  MAX_SESSIONS_PER_GPU,
+  gpuSlotKey,
+} from './runner/gpu-slots.js';
+export type { GpuAdmitMode, GpuHealthFile, GpuSessionHealth, GpuSlotOptions, GpuSlotRefusal } from './runner/gpu-slots.js';
 export type { DeviceRequest } from './runner/devices.js';
 export { FAULT_CRASH_EXIT_CODE, FAULT_KINDS, FAULTS_ENV } from './faults.js';
 export type { FaultKind, FaultSpec } from './faults.js';

@@ -3,11 +3,12 @@
  * Real `flock` processes on a fresh folder; a holder in another process is SIGKILLed.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DistributedErrorCode, GpuSlotError, GpuSlotLease, gpuSlotKey } from '../src/index.js';
+import { DistributedErrorCode, GpuSlotError, GpuSlotLease, type GpuSlotOptions, gpuSlotKey } from '../src/index.js';
+import { GPU_HEALTH_STALE_MS } from '../src/runner/gpu-slots.js';
 
 const cleanups: Array<() => unknown> = [];
 afterEach(async () => {
@@ -20,8 +21,8 @@ function folder(): string {
   return dir;
 }
 
-function open(dir: string, sessionsPerGpu = 1, gpu = 'g0'): GpuSlotLease {
-  const lease = GpuSlotLease.open({ sessionsPerGpu, dir, gpu });
+function open(dir: string, sessionsPerGpu = 1, gpu = 'g0', more: Partial<GpuSlotOptions> = {}): GpuSlotLease {
+  const lease = GpuSlotLease.open({ sessionsPerGpu, dir, gpu, ...more });
   cleanups.push(() => lease.close());
   return lease;
 }
@@ -106,5 +107,77 @@ setInterval(() => {}, 1000);`;
     expect(gpuSlotKey({ NVIDIA_VISIBLE_DEVICES: 'all', CUDA_VISIBLE_DEVICES: '3' })).toBe('3');
     expect(gpuSlotKey({ NVIDIA_VISIBLE_DEVICES: '/var/run/nvidia-container-devices' })).toBe('0');
     expect(gpuSlotKey({})).toBe('0');
+  });
+});
+
+describe('GpuSlotLease, admit: deadline', () => {
+  const deadline = { admit: 'deadline' } as const;
+  /** A session at 25 fps (40 ms a frame) whose frame-time p99 is `p99Ms`. */
+  const session = (id: string, p99Ms: number | undefined) => ({ session: id, fps: 25, intervals: 120, p99Ms, windowMs: 5000 });
+
+  it("publishes each holder's frame times; an idle holder is gpu_busy while another's p99 is past deadline less margin", async () => {
+    const dir = folder();
+    const a = open(dir, 2, 'g0', deadline);
+    const b = open(dir, 2, 'g0', deadline);
+    const [ka, kb] = [await held(a), await held(b)];
+    // Both idle: both files say so, nothing is refused.
+    expect(JSON.parse(readFileSync(a.healthFile(ka), 'utf8'))).toMatchObject({ v: 1, gpu: 'g0', slot: ka, session: null, p99Ms: null });
+    expect(b.refusal()).toBeUndefined();
+    // 1.25 intervals (the default bound: 1.5 less 0.25) is still admitted; past it is not.
+    a.report(session('s-a', 50));
+    expect(b.refusal()).toBeUndefined();
+    a.report(session('s-a', 52));
+    expect(JSON.parse(readFileSync(a.healthFile(ka), 'utf8'))).toMatchObject({ session: 's-a', fps: 25, intervalMs: 40, p99Ms: 52, p99Intervals: 1.3 });
+    expect(b.refusal()).toEqual({
+      code: 'gpu_busy',
+      message:
+        `session s-a on GPU g0 (slot ${ka + 1}) has frame-time p99 52 ms = 1.3 frame intervals of 40 ms (25 fps) over the last 5 s, past the admission bound of 1.25 ` +
+        '(gpu.deadline_p99_intervals: 1.5 less gpu.deadline_margin_intervals: 0.25); a new session would slow it further: this instance takes one once it is back under',
+    });
+    // Its own file never holds a holder off; a session not measured yet, or without fps, holds none off.
+    expect(a.refusal()).toBeUndefined();
+    a.report(session('s-a', undefined));
+    expect(b.refusal()).toBeUndefined();
+    a.report({ ...session('s-a', 500), fps: undefined });
+    expect(b.refusal()).toBeUndefined();
+    // The session ended: idle again.
+    a.report(session('s-a', 500));
+    expect(b.refusal()?.code).toBe('gpu_busy');
+    a.report(undefined);
+    expect(b.refusal()).toBeUndefined();
+    // Closing removes the holder's file; the other's stays.
+    a.close();
+    expect(existsSync(a.healthFile(ka))).toBe(false);
+    expect(existsSync(b.healthFile(kb))).toBe(true);
+  });
+
+  it("ignores a stale file (a SIGKILLed holder's) and one that is not a health file; takes its own deadline and margin", async () => {
+    const dir = folder();
+    const a = open(dir, 2, 'g0', { ...deadline, deadlineP99Intervals: 3, marginIntervals: 1 });
+    const other = 1 - (await held(a));
+    const file = a.healthFile(other);
+    const body = { v: 1, gpu: 'g0', slot: other, session: 's-dead', fps: 25, intervalMs: 40, p99Ms: 400, p99Intervals: 10, intervals: 120, windowMs: 5000 };
+    writeFileSync(file, JSON.stringify({ ...body, at: Date.now() - GPU_HEALTH_STALE_MS - 1000 }));
+    expect(a.refusal()).toBeUndefined();
+    writeFileSync(file, '{"v":1,');
+    expect(a.refusal()).toBeUndefined();
+    writeFileSync(file, JSON.stringify({ ...body, at: Date.now() }));
+    expect(a.refusal()?.message).toContain('session s-dead on GPU g0');
+    expect(a.refusal()?.message).toContain('past the admission bound of 2 (gpu.deadline_p99_intervals: 3 less gpu.deadline_margin_intervals: 1)');
+    writeFileSync(file, JSON.stringify({ ...body, p99Ms: 80, p99Intervals: 2, at: Date.now() }));
+    expect(a.refusal()).toBeUndefined();
+  });
+
+  it('admit: count (the default) writes no health file; bad deadline options are refused, naming the key', async () => {
+    const dir = folder();
+    const a = open(dir, 1);
+    await held(a);
+    a.report(session('s', 900));
+    expect(readdirSync(dir)).toEqual(['gpu-g0.slot-0.lock']);
+    expect(() => open(dir, 1, 'g0', { admit: 'fast' as never })).toThrow('gpu.admit must be one of count, deadline, got "fast"');
+    expect(() => open(dir, 1, 'g0', { ...deadline, deadlineP99Intervals: 1 })).toThrow(
+      'gpu.deadline_p99_intervals must be a number of frame intervals above 1',
+    );
+    expect(() => open(dir, 1, 'g0', { ...deadline, marginIntervals: 0.75 })).toThrow('gpu.deadline_margin_intervals must be a number from 0 to 0.5');
   });
 });

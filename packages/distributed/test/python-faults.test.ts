@@ -59,6 +59,23 @@ describe('Python ranks that crash', () => {
     expectNothingLeft(runner);
   });
 
+  it('a slow fault: from the chosen call on, each generate() of the rank sleeps ms first and succeeds', async () => {
+    const log = captureLogger();
+    const runner = echo(2, { logger: log, faults: [{ rank: 0, call: 2, kind: 'slow', ms: 300 }] });
+    await runner.start();
+    await runner.generate({});
+    for (let i = 0; i < 2; i++) {
+      const t0 = performance.now();
+      await runner.generate({});
+      // A sleep's floor, not a speed figure: the call cannot answer before rank 0 slept.
+      expect(performance.now() - t0).toBeGreaterThanOrEqual(290);
+    }
+    await log.waitFor(/injected fault: slow \(300 ms before each generate\(\)\) on rank 0 from generate\(\) call 2/);
+    expect(runner.healthy).toBe(true);
+    await runner.shutdown();
+    expectNothingLeft(runner);
+  });
+
   it('a rank SIGKILLed mid-step is reported within milliseconds; nothing left', async () => {
     const runner = echo(2);
     await runner.start();

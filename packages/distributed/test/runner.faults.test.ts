@@ -256,7 +256,30 @@ describe('DistributedRunner', () => {
       );
       expect(
         () => new DistributedRunner(EchoWorker, { worldSize: 2, faults: [{ rank: 0, call: 1, kind: 'melt' as never }] }),
-      ).toThrowErrorMatchingInlineSnapshot(`[RangeError: options.faults[0].kind must be one of crash, hang, throw, stall, shm_full, diverge, got "melt".]`);
+      ).toThrowErrorMatchingInlineSnapshot(
+        `[RangeError: options.faults[0].kind must be one of crash, hang, throw, stall, shm_full, diverge, slow, got "melt".]`,
+      );
+      expect(() => new DistributedRunner(EchoWorker, { worldSize: 2, faults: [{ rank: 0, call: 1, kind: 'slow', ms: 0 }] })).toThrowErrorMatchingInlineSnapshot(
+        `[RangeError: options.faults[0].ms must be a whole number of ms from 1 to 600000, got 0.]`,
+      );
+      expect(
+        () => new DistributedRunner(EchoWorker, { worldSize: 2, faults: [{ rank: 0, call: 1, kind: 'crash', ms: 10 }] }),
+      ).toThrowErrorMatchingInlineSnapshot(`[RangeError: options.faults[0].ms is only for kind slow, got kind "crash".]`);
+    });
+
+    it('slow: from the chosen call on, every generate() of the rank sleeps ms first, and succeeds', async () => {
+      const { runner, log } = await echo(2, { faults: [{ rank: 1, call: 2, kind: 'slow', ms: 300 }] });
+      expect((await runner.generate({})).steps).toBe(1);
+      for (const step of [2, 3]) {
+        const t0 = performance.now();
+        expect((await runner.generate({})).steps).toBe(step);
+        // A sleep's floor, not a speed figure: the call cannot answer before rank 1 slept.
+        expect(performance.now() - t0).toBeGreaterThanOrEqual(290);
+      }
+      await log.waitFor(/injected fault: slow \(300 ms before each generate\(\)\) on rank 1 from generate\(\) call 2/);
+      expect(runner.healthy).toBe(true);
+      await runner.shutdown();
+      expectNothingLeft(runner);
     });
   });
 

@@ -35,6 +35,8 @@ export const WireErrorCode = {
   PublishRefused: 'publish_refused',
   /** A new session was refused: every session slot of the instance's GPU (`gpu.sessions_per_gpu`) is taken; the socket then closes (1001). */
   GpuFull: 'gpu_full',
+  /** A new session was refused: a session already on the instance's GPU misses its frame deadline (`gpu.admit: deadline`); the socket then closes (1001). */
+  GpuBusy: 'gpu_busy',
   /** `publish`/`unpublish`/`pause_track`/`resume_track` or a binary frame names no track of the schema. */
   UnknownTrack: 'unknown_track',
   /** Published or sent to an outbound track, or paused an inbound one: the direction is wrong. */
@@ -246,6 +248,8 @@ export const ReadinessCode = {
   ReadinessFailed: 'readiness_failed',
   /** Every session slot of this instance's GPU (`gpu.sessions_per_gpu`) is held by other instances; ready again when one frees. */
   GpuFull: 'gpu_full',
+  /** A session on this instance's GPU misses its frame deadline (`gpu.admit: deadline`): no new session until its frame-time p99 is back under the admission bound. */
+  GpuBusy: 'gpu_busy',
 } as const;
 export type ReadinessCode = (typeof ReadinessCode)[keyof typeof ReadinessCode];
 

@@ -78,6 +78,8 @@ export type { Client } from './session/client.js';
 export type { Logger } from '@reactor/log';
 export { ReadinessCode } from './session/readiness.js';
 export type { SessionAdmission } from './session/admission.js';
+export type { SessionFrameHealth } from './session/frame-health.js';
+export { FRAME_HEALTH_MIN_INTERVALS, FRAME_HEALTH_REPORT_MS, FRAME_HEALTH_WINDOW_MS } from './session/frame-health.js';
 export type {
   AppHostApi,
   ClientHandle,

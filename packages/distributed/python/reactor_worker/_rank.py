@@ -238,6 +238,8 @@ class RankLoop:
         self.worker: Optional[DistributedWorker] = None
         self.init: Optional[dict] = None
         self.faults: Dict[int, str] = {}
+        # A ``slow`` fault: from generate() call ``slow[0]`` on, each sleeps ``slow[1]`` ms first.
+        self.slow: Optional[tuple] = None
         self.generate_calls = 0
         self.running: Optional[int] = None
         # Calls cancelled while they waited in the inbox: their signal starts aborted.
@@ -346,7 +348,10 @@ class RankLoop:
         _prefix = msg["prefix"]
         for f in msg.get("faults") or []:
             if f.get("rank") == self.rank:
-                self.faults[int(f["call"])] = str(f["kind"])
+                if f["kind"] == "slow":
+                    self.slow = (int(f["call"]), int(f.get("ms") or 500))
+                else:
+                    self.faults[int(f["call"])] = str(f["kind"])
         try:
             try:
                 import numpy  # noqa: F401
@@ -523,6 +528,9 @@ class RankLoop:
             if fault:
                 sys.stderr.write(f"injected fault: {fault} on rank {self.rank} at generate() call {self.generate_calls}\n")
                 sys.stderr.flush()
+            if self.slow is not None and self.slow[0] == self.generate_calls:
+                sys.stderr.write(f"injected fault: slow ({self.slow[1]} ms before each generate()) on rank {self.rank} from generate() call {self.generate_calls}\n")
+                sys.stderr.flush()
         input_hash = None
         result: Any = None
         try:
@@ -546,6 +554,8 @@ class RankLoop:
                     threading.Event().wait()
                 if fault == "throw":
                     raise InjectedFaultError(f"injected fault: throw on rank {self.rank} at generate() call {self.generate_calls}")
+                if self.slow is not None and self.generate_calls >= self.slow[0]:
+                    time.sleep(self.slow[1] / 1000)
                 value = _convert(value, self.input_hint, "input")
                 result = worker.generate(value)
             elif op == "snapshot":

@@ -14,7 +14,7 @@
  */
 import { RankCollectives } from '../collectives/rank-collectives.js';
 import { InjectedFaultError, ProtocolError, SharedMemoryCapacityError } from '../errors.js';
-import { FAULT_CRASH_EXIT_CODE, type FaultKind } from '../faults.js';
+import { DEFAULT_SLOW_FAULT_MS, FAULT_CRASH_EXIT_CODE, type FaultKind } from '../faults.js';
 import { type CallMessage, type ChildMessage, type InitMessage, PROTOCOL_VERSION, expectParentMessage } from '../protocol.js';
 import { digestValue, encodeValue } from '../shm/codec.js';
 import { ProgressPublisher } from '../shm/progress.js';
@@ -65,6 +65,8 @@ export class RankLoop {
   private generateCalls = 0;
   private gpuTimer: NodeJS.Timeout | null = null;
   private readonly faults = new Map<number, FaultKind>();
+  /** A `slow` fault: from generate() call `from` on, each sleeps `ms` first. */
+  private slow: { from: number; ms: number } | null = null;
   /** The call in flight and its cancel switch. */
   private running: { id: number; controller: AbortController } | null = null;
   /** With `maxInFlight` > 1: calls sent while one runs, run next in order. */
@@ -144,7 +146,11 @@ export class RankLoop {
       return;
     }
     this.init = msg;
-    for (const f of msg.faults) if (f.rank === msg.rank) this.faults.set(f.call, f.kind);
+    for (const f of msg.faults) {
+      if (f.rank !== msg.rank) continue;
+      if (f.kind === 'slow') this.slow = { from: f.call, ms: f.ms ?? DEFAULT_SLOW_FAULT_MS };
+      else this.faults.set(f.call, f.kind);
+    }
     const env: SegmentEnv = { backend: msg.backend, maxShmBytes: msg.maxShmBytes };
     this.env = env;
     this.reader = new SegmentReader(env);
@@ -249,6 +255,8 @@ export class RankLoop {
       this.generateCalls++;
       fault = this.faults.get(this.generateCalls);
       if (fault) this.io.warn(`injected fault: ${fault} on rank ${rank} at generate() call ${this.generateCalls}`);
+      if (this.slow?.from === this.generateCalls)
+        this.io.warn(`injected fault: slow (${this.slow.ms} ms before each generate()) on rank ${rank} from generate() call ${this.generateCalls}`);
     }
     let result: unknown;
     let inputHash: string | undefined;
@@ -273,6 +281,7 @@ export class RankLoop {
         if (this.init!.verifyInputs) inputHash = digestValue(input);
         if (fault === 'hang') await new Promise<never>(() => {});
         if (fault === 'throw') throw new InjectedFaultError(`injected fault: throw on rank ${rank} at generate() call ${this.generateCalls}`);
+        if (this.slow && this.generateCalls >= this.slow.from) await new Promise((r) => setTimeout(r, this.slow!.ms));
         result = await worker.generate(input);
       } else if (msg.op === 'snapshot') {
         // Between calls only (one call at a time): rank 0's answer is the snapshot.

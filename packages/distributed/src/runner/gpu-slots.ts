@@ -12,9 +12,16 @@
  * An instance takes a slot as soon as it can and keeps it (idle or in a session) until it exits
  * or {@link GpuSlotLease.close}: "ready" then means "has a slot", exactly, so the router and
  * Agones never hand out an instance that would be refused (docs/decisions.md, issue 42).
+ *
+ * With `admit: 'deadline'` (`gpu.admit: deadline`) the holder of slot `k` also publishes its
+ * session's frame times each second in `<dir>/gpu-<g>.slot-<k>.health.json` (written to a
+ * temporary file and renamed over it, so a reader sees a whole file or the previous one), and an
+ * idle holder refuses a new session (`gpu_busy`) while another holder's frame-time p99 is past
+ * `deadlineP99Intervals - marginIntervals` frame intervals. A file not rewritten for
+ * {@link GPU_HEALTH_STALE_MS} (its holder died, or hangs) is ignored.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { accessSync, constants, mkdirSync, statSync } from 'node:fs';
+import { accessSync, constants, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Logger, silentLogger } from '@reactor/log';
@@ -27,6 +34,48 @@ export const DEFAULT_GPU_SLOT_DIR = join(tmpdir(), 'reactor-gpu-slots');
 export const MAX_SESSIONS_PER_GPU = 64;
 /** How long a slot waiter that failed (not a conflict: an error) waits before it tries again, ms. */
 const WAITER_RETRY_MS = 1_000;
+/** The admission modes of `gpu.admit`: `count` (the slots alone) or `deadline` (the slots, and the holders' frame deadlines). */
+export const GPU_ADMIT_MODES = ['count', 'deadline'] as const;
+export type GpuAdmitMode = (typeof GPU_ADMIT_MODES)[number];
+/** `gpu.deadline_p99_intervals`' default: a session's frame-time p99 may be 1.5 frame intervals (issue 42). */
+export const DEFAULT_DEADLINE_P99_INTERVALS = 1.5;
+/** `gpu.deadline_margin_intervals`' default: a new session is admitted while every p99 is at most 1.25 intervals. */
+export const DEFAULT_DEADLINE_MARGIN_INTERVALS = 0.25;
+/** The largest `gpu.deadline_p99_intervals`. */
+export const MAX_DEADLINE_P99_INTERVALS = 100;
+/** A holder's health file older than this is ignored (it is rewritten every second while its instance lives), ms. */
+export const GPU_HEALTH_STALE_MS = 3_000;
+
+/** One session's frame times (`SessionFrameHealth` of `@reactor/runtime`, which the host reports each second). */
+export interface GpuSessionHealth {
+  session: string;
+  /** The session's fps; undefined: it plays at the model's pace (no deadline). */
+  fps: number | undefined;
+  intervals: number;
+  /** Frame-time p99 over the window, ms; undefined while too few frames were played to tell. */
+  p99Ms: number | undefined;
+  windowMs: number;
+}
+
+/** What a holder's health file says (`gpu-<g>.slot-<k>.health.json`, docs/gpu-selection.md). */
+export interface GpuHealthFile {
+  v: 1;
+  gpu: string;
+  /** The slot (0-based). */
+  slot: number;
+  /** `Date.now()` when written: older than {@link GPU_HEALTH_STALE_MS}, the file is ignored. */
+  at: number;
+  /** The running session's id, or null while the holder is idle. */
+  session: string | null;
+  fps: number | null;
+  /** `1000 / fps`, ms. */
+  intervalMs: number | null;
+  p99Ms: number | null;
+  /** `p99Ms / intervalMs`. */
+  p99Intervals: number | null;
+  intervals: number;
+  windowMs: number;
+}
 
 /** Options of {@link GpuSlotLease.open}. */
 export interface GpuSlotOptions {
@@ -39,14 +88,20 @@ export interface GpuSlotOptions {
   logger?: Logger;
   /** The `flock` executable (util-linux), default `flock` on `PATH`. */
   flock?: string;
+  /** `count` (default): the slots alone; `deadline`: also no new session while a holder's frame-time p99 is past the bound. */
+  admit?: GpuAdmitMode;
+  /** The deadline: a session's frame-time p99 may be this many frame intervals (default 1.5; above 1, at most 100). */
+  deadlineP99Intervals?: number;
+  /** A new session is admitted while every holder's p99 is at most `deadlineP99Intervals - marginIntervals` (default 0.25; that stays at least 1). */
+  marginIntervals?: number;
 }
 
 /** `gpu_slot_dir` or `gpu_slot_unavailable`: the lease cannot work on this machine. */
 export class GpuSlotError extends DistributedError {}
 
-/** The refusal a host reads while this instance holds no slot. */
+/** The refusal a host reads while this instance holds no slot (`gpu_full`), or while a holder misses its deadline (`gpu_busy`). */
 export interface GpuSlotRefusal {
-  code: typeof ReadinessCode.GpuFull;
+  code: typeof ReadinessCode.GpuFull | typeof ReadinessCode.GpuBusy;
   message: string;
 }
 
@@ -61,6 +116,9 @@ export class GpuSlotLease {
   readonly sessionsPerGpu: number;
   readonly gpu: string;
   readonly dir: string;
+  readonly admit: GpuAdmitMode;
+  readonly deadlineP99Intervals: number;
+  readonly marginIntervals: number;
   readonly #flock: string;
   readonly #log: Logger;
   #held: { slot: number; child: ChildProcess } | undefined;
@@ -68,11 +126,16 @@ export class GpuSlotLease {
   readonly #listeners = new Set<(slot: number | undefined) => void>();
   #retry: NodeJS.Timeout | undefined;
   #closed = false;
+  /** This instance's own session is past its deadline (logged once per crossing). */
+  #late = false;
 
   private constructor(o: Required<Omit<GpuSlotOptions, 'logger'>> & { logger: Logger }) {
     this.sessionsPerGpu = o.sessionsPerGpu;
     this.gpu = o.gpu;
     this.dir = o.dir;
+    this.admit = o.admit;
+    this.deadlineP99Intervals = o.deadlineP99Intervals;
+    this.marginIntervals = o.marginIntervals;
     this.#flock = o.flock;
     this.#log = o.logger;
   }
@@ -90,6 +153,13 @@ export class GpuSlotLease {
     }
     if (typeof gpu !== 'string' || gpu.trim() === '') throw new TypeError(`gpu.device must name the GPU (its index or UUID), got ${JSON.stringify(gpu)}`);
     if (typeof dir !== 'string' || dir === '') throw new TypeError(`gpu.slot_dir must be a folder path, got ${JSON.stringify(dir)}`);
+    const admit = options.admit ?? 'count';
+    if (!(GPU_ADMIT_MODES as readonly unknown[]).includes(admit))
+      throw new RangeError(`gpu.admit must be one of ${GPU_ADMIT_MODES.join(', ')}, got ${JSON.stringify(admit)}`);
+    const deadlineP99Intervals = options.deadlineP99Intervals ?? DEFAULT_DEADLINE_P99_INTERVALS;
+    const marginIntervals = options.marginIntervals ?? DEFAULT_DEADLINE_MARGIN_INTERVALS;
+    const problem = deadlineProblem(deadlineP99Intervals, marginIntervals);
+    if (problem) throw new RangeError(problem);
     try {
       mkdirSync(dir, { recursive: true, mode: 0o1777 });
       if (!statSync(dir).isDirectory()) throw new Error('not a folder');
@@ -111,7 +181,16 @@ export class GpuSlotLease {
           `(${probe.error?.message ?? `exit ${probe.status}: ${probe.stderr.trim()}`}): install util-linux, or remove gpu.sessions_per_gpu`,
       );
     }
-    const lease = new GpuSlotLease({ sessionsPerGpu, dir, gpu: gpu.trim(), flock, logger: options.logger ?? silentLogger });
+    const lease = new GpuSlotLease({
+      sessionsPerGpu,
+      dir,
+      gpu: gpu.trim(),
+      flock,
+      admit,
+      deadlineP99Intervals,
+      marginIntervals,
+      logger: options.logger ?? silentLogger,
+    });
     lease.#compete();
     return lease;
   }
@@ -121,9 +200,13 @@ export class GpuSlotLease {
     return this.#held?.slot;
   }
 
-  /** `undefined` while a slot is held; otherwise `gpu_full` with what the instance waits for. */
+  /**
+   * `undefined` while a slot is held (and, with `admit: 'deadline'`, every other holder's session
+   * meets the admission bound); otherwise `gpu_full` with what the instance waits for, or
+   * `gpu_busy` naming the session that misses its deadline and its figures.
+   */
   refusal(): GpuSlotRefusal | undefined {
-    if (this.#held) return undefined;
+    if (this.#held) return this.admit === 'deadline' ? this.#deadlineRefusal() : undefined;
     const n = this.sessionsPerGpu;
     return {
       code: ReadinessCode.GpuFull,
@@ -139,6 +222,38 @@ export class GpuSlotLease {
     return () => this.#listeners.delete(listener);
   }
 
+  /** The admission bound: a new session is admitted while every holder's p99 is at most this many frame intervals. */
+  get admitBoundIntervals(): number {
+    return this.deadlineP99Intervals - this.marginIntervals;
+  }
+
+  /**
+   * The host's report of its session's frame times (each second; `undefined` while no session
+   * runs). With `admit: 'deadline'` and a slot held, it is written to this slot's health file.
+   * A session past its own deadline is logged once per crossing: it is not stopped, new
+   * sessions on the GPU are held off instead (docs/decisions.md).
+   */
+  report(health: GpuSessionHealth | undefined): void {
+    if (this.admit !== 'deadline' || this.#closed || !this.#held) return;
+    const file = this.#writeHealth(this.#held.slot, health);
+    const over = file.p99Intervals !== null && file.p99Intervals > this.deadlineP99Intervals;
+    if (over && !this.#late) {
+      this.#log.warn(
+        `session ${file.session} misses its frame deadline: frame-time p99 ${fmt(file.p99Ms!)} ms = ${fmt(file.p99Intervals!, 2)} frame intervals ` +
+          `of ${fmt(file.intervalMs!)} ms (${fmt(file.fps!)} fps), past gpu.deadline_p99_intervals: ${this.deadlineP99Intervals}; it goes on, ` +
+          `and no new session starts on GPU ${this.gpu} until it is back under ${fmt(this.admitBoundIntervals, 2)} intervals`,
+      );
+    } else if (!over && this.#late && file.session !== null) {
+      this.#log.info(`session ${file.session} meets its frame deadline again (p99 ${fmt(file.p99Intervals ?? 0, 2)} frame intervals)`);
+    }
+    this.#late = over;
+  }
+
+  /** The health file of slot `k`. */
+  healthFile(k: number): string {
+    return this.file(k).replace(/\.lock$/, '.health.json');
+  }
+
   /** Gives the slot back (and stops waiting for one). Idempotent. */
   close(): void {
     if (this.#closed) return;
@@ -147,6 +262,7 @@ export class GpuSlotLease {
     for (const child of this.#waiters.values()) release(child);
     this.#waiters.clear();
     if (this.#held) {
+      if (this.admit === 'deadline') rmSync(this.healthFile(this.#held.slot), { force: true });
       release(this.#held.child);
       this.#held = undefined;
       this.#emit();
@@ -193,7 +309,63 @@ export class GpuSlotLease {
     for (const other of this.#waiters.values()) release(other);
     this.#waiters.clear();
     this.#log.info(`holds session slot ${k + 1} of ${this.sessionsPerGpu} of GPU ${this.gpu} (${this.file(k)})`);
+    // A dead holder's file goes at once: this slot is idle now.
+    if (this.admit === 'deadline') this.#writeHealth(k, undefined);
     this.#emit();
+  }
+
+  /** Writes slot `k`'s health file (a temporary file renamed over it); returns what it wrote. */
+  #writeHealth(k: number, h: GpuSessionHealth | undefined): GpuHealthFile {
+    const fps = h?.fps ?? null;
+    const intervalMs = fps !== null ? 1000 / fps : null;
+    const p99Ms = h?.p99Ms ?? null;
+    const body: GpuHealthFile = {
+      v: 1,
+      gpu: this.gpu,
+      slot: k,
+      at: Date.now(),
+      session: h?.session ?? null,
+      fps,
+      intervalMs,
+      p99Ms,
+      p99Intervals: p99Ms !== null && intervalMs !== null ? p99Ms / intervalMs : null,
+      intervals: h?.intervals ?? 0,
+      windowMs: h?.windowMs ?? 0,
+    };
+    const file = this.healthFile(k);
+    const tmp = `${file}.${process.pid}.tmp`;
+    try {
+      writeFileSync(tmp, `${JSON.stringify(body)}\n`);
+      renameSync(tmp, file);
+    } catch (err) {
+      this.#log.warn(`could not write the GPU health file ${file} (${(err as Error).message}); the other instances on GPU ${this.gpu} ignore it once stale`);
+    }
+    return body;
+  }
+
+  /**
+   * `gpu_busy` when another holder's fresh health file shows a p99 past the admission bound. The
+   * files are read at each call (a readiness probe, a client that would start a session): at
+   * most 63 files of ~300 bytes.
+   */
+  #deadlineRefusal(): GpuSlotRefusal | undefined {
+    let refusal: GpuSlotRefusal | undefined;
+    for (let k = 0; k < this.sessionsPerGpu && !refusal; k++) {
+      if (k === this.#held?.slot) continue;
+      const h = readHealth(this.healthFile(k));
+      if (!h || Date.now() - h.at > GPU_HEALTH_STALE_MS) continue;
+      if (h.session === null || h.p99Intervals === null || h.p99Ms === null || h.intervalMs === null || h.fps === null) continue;
+      if (h.p99Intervals <= this.admitBoundIntervals) continue;
+      refusal = {
+        code: ReadinessCode.GpuBusy,
+        message:
+          `session ${h.session} on GPU ${this.gpu} (slot ${k + 1}) has frame-time p99 ${fmt(h.p99Ms)} ms = ${fmt(h.p99Intervals, 2)} frame intervals ` +
+          `of ${fmt(h.intervalMs)} ms (${fmt(h.fps)} fps) over the last ${fmt(h.windowMs / 1000)} s, past the admission bound of ` +
+          `${fmt(this.admitBoundIntervals, 2)} (gpu.deadline_p99_intervals: ${this.deadlineP99Intervals} less gpu.deadline_margin_intervals: ${this.marginIntervals}); ` +
+          'a new session would slow it further: this instance takes one once it is back under',
+      };
+    }
+    return refusal;
   }
 
   #exited(k: number, child: ChildProcess, code: number | null, signal: NodeJS.Signals | null, stderr: string): void {
@@ -219,6 +391,37 @@ export class GpuSlotLease {
     const slot = this.slot;
     for (const l of this.#listeners) l(slot);
   }
+}
+
+/** A health file's contents, or undefined when it is missing or not one (a reader never throws). */
+function readHealth(file: string): GpuHealthFile | undefined {
+  try {
+    const h = JSON.parse(readFileSync(file, 'utf8')) as GpuHealthFile;
+    return h !== null && typeof h === 'object' && h.v === 1 && typeof h.at === 'number' ? h : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A figure for a message: at most `digits` decimals (1 for ms and fps, 2 for frame intervals). */
+function fmt(n: number, digits = 1): string {
+  const f = 10 ** digits;
+  return String(Math.round(n * f) / f);
+}
+
+/**
+ * Why a deadline and margin do not fit (`gpu.deadline_p99_intervals`, `gpu.deadline_margin_intervals`), or undefined.
+ * The deadline is above 1 frame interval (a p99 of exactly one interval is a perfect stream) and at most 100; the bound
+ * it leaves (deadline less margin) is at least 1.
+ */
+export function deadlineProblem(deadline: number, margin: number): string | undefined {
+  if (typeof deadline !== 'number' || !Number.isFinite(deadline) || deadline <= 1 || deadline > MAX_DEADLINE_P99_INTERVALS) {
+    return `gpu.deadline_p99_intervals must be a number of frame intervals above 1 and at most ${MAX_DEADLINE_P99_INTERVALS}, got ${JSON.stringify(deadline)}`;
+  }
+  if (typeof margin !== 'number' || !Number.isFinite(margin) || margin < 0 || deadline - margin < 1) {
+    return `gpu.deadline_margin_intervals must be a number from 0 to ${fmt(deadline - 1, 2)} (gpu.deadline_p99_intervals less 1: the admission bound stays at least 1 frame interval), got ${JSON.stringify(margin)}`;
+  }
+  return undefined;
 }
 
 /** Ends a slot child: its stdin closed (so `cat` exits and the lock goes) and the flock process killed. */

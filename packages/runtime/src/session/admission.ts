@@ -4,6 +4,7 @@
  * `@reactor/distributed`, `gpu.sessions_per_gpu` in reactor.yaml) says whether this instance may
  * run a session now. A host without one admits every session.
  */
+import type { SessionFrameHealth } from './frame-health.js';
 import { ReadinessCode } from './readiness.js';
 import type { NotReadyReason } from './transport.js';
 
@@ -23,6 +24,15 @@ export interface SessionAdmission {
    * for this host goes back (the GPU slot lease gives its slot to a waiting instance).
    */
   close?(): void;
+  /**
+   * Called every second from the app's load until the host closes, with the running session's
+   * frame times ({@link SessionFrameHealth}: the p99 of the intervals between its played frames
+   * over the last 5 s, and its fps), or `undefined` while no session runs; once more with
+   * `undefined` right when a session ends. The GPU slot lease (`gpu.admit: deadline`) publishes
+   * it for the other instances on its GPU, which refuse new sessions while it misses its
+   * deadline. Must not throw (a throw is logged and ignored).
+   */
+  report?(health: SessionFrameHealth | undefined): void;
 }
 
 /**

@@ -7,6 +7,7 @@ import { type AppDefinition, describeApp } from '../app/registry.js';
 import { hostContext, type HostContext } from '../app/weights.js';
 import { AppLoadError, HostClosedError, HostOptionError, ReactorError, RuntimeErrorCode } from '../errors/errors.js';
 import { admissionRefusal, type SessionAdmission } from './admission.js';
+import { FRAME_HEALTH_REPORT_MS, FrameTimes } from './frame-health.js';
 import { appNotice, appReadiness, type HostFacts, hostReadiness, hostStatus } from './host-status.js';
 import { Broadcast } from './broadcast.js';
 import { CommandDispatch } from './command-dispatch.js';
@@ -97,6 +98,8 @@ export class AppHost implements AppHostApi {
   private closing: Promise<void> | undefined;
   /** Asked before each new session (`options.admission`; issue 42). */
   private readonly admission: SessionAdmission | undefined;
+  /** Reports the session's frame times to the admission each second (when it takes reports). */
+  private healthTimer: NodeJS.Timeout | undefined;
 
   /**
    * File uploads into the current session (the server's upload routes call it): announce, then
@@ -268,6 +271,7 @@ export class AppHost implements AppHostApi {
     this.lifecycle.to('loading');
     this.progress.start();
     this.gpu.start();
+    this.startHealthReports();
     this.broadcast.publishStatus();
     const name = this.def.appClass.name;
     const context: LoadContext = {
@@ -387,6 +391,8 @@ export class AppHost implements AppHostApi {
     }
     this.progress.stop();
     this.gpu.stop();
+    if (this.healthTimer) clearInterval(this.healthTimer);
+    this.healthTimer = undefined;
     try {
       this.admission?.close?.();
     } catch (err) {
@@ -418,6 +424,23 @@ export class AppHost implements AppHostApi {
 
   // ---- sessions ---------------------------------------------------------------------------
 
+  /** Every second from the load on: the running session's frame times (or none) to the admission's `report()`. */
+  private startHealthReports(): void {
+    if (typeof this.admission?.report !== 'function' || this.healthTimer) return;
+    this.reportHealth();
+    this.healthTimer = setInterval(() => this.reportHealth(), FRAME_HEALTH_REPORT_MS);
+    this.healthTimer.unref();
+  }
+
+  private reportHealth(): void {
+    const s = this.session;
+    try {
+      this.admission?.report?.(s && !s.over ? s.frameTimes?.read() : undefined);
+    } catch (err) {
+      this.logger.error({ err }, "the session admission's report() threw (ignored)");
+    }
+  }
+
   /**
    * A client (welcomed) that would start a session the admission refuses: an `error` with the
    * refusal's code (`gpu_full`), then its sink closed. It never joins anything.
@@ -438,11 +461,15 @@ export class AppHost implements AppHostApi {
       (client, msg) => this.core.safe(client.sink, () => client.applied(msg)),
       () => session.steps + session.inFlight + 1,
     );
+    const clock = clockTrack(this.def.tracks);
     const playout = new Playout(
       this.def.tracks,
       this.def.bufferSize,
       performance.now(),
-      (frame) => this.broadcast.emitFrame(session, frame),
+      (frame) => {
+        if (frame.trackIndex === clock) session.frameTimes?.played();
+        this.broadcast.emitFrame(session, frame);
+      },
       (chunk) => this.broadcast.emitAudio(session, chunk),
       acks,
     );
@@ -452,6 +479,7 @@ export class AppHost implements AppHostApi {
       acks,
       chosenId !== undefined && CHOSEN_SESSION_ID.test(chosenId) ? chosenId : undefined,
     );
+    session.frameTimes = new FrameTimes(session.id, this.def.tracks[clock]?.kind === 'video' ? this.def.tracks[clock].fps : undefined);
     this.core.session = session;
     this.lastSessionError = undefined;
     this.counters.sessions++;
@@ -580,6 +608,8 @@ export class AppHost implements AppHostApi {
     this.tracks.resetBuffers();
     this.core.session = undefined;
     this.lastSessionError = error;
+    // The GPU's other instances read at once that this one's session no longer runs.
+    if (this.healthTimer) this.reportHealth();
     const reason = error ? `the session ended: ${error.message}` : (kickReason ?? 'session ended');
     for (const c of kicked) this.core.safe(c.sink, () => c.sink.close(reason));
     this.broadcast.publishStatus();

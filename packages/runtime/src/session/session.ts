@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ErrorBody } from '@reactor/protocol';
 import type { AppliedAcks } from './applied.js';
+import type { FrameTimes } from './frame-health.js';
 import type { Playout } from './playout.js';
 import type { InputState } from '../state/input-state.js';
 import type { UploadStore } from '../upload/upload-store.js';
@@ -55,6 +56,8 @@ export class Session<C = unknown> {
   /** Single-controller mode: the client that steers, and those waiting for control (first first). */
   controller: C | undefined;
   readonly controlQueue: C[] = [];
+  /** When each frame of the clock track was played (the frame-time p99 the session admission reads). */
+  frameTimes: FrameTimes | undefined;
 
   /** `id`: the session's id, when someone outside chose it (a session router's); a new UUID otherwise. */
   constructor(

@@ -5,8 +5,18 @@
  * without asking; a bad option is refused at construction.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { ApplicationError, ReactorApp, type SessionAdmission } from '../../src/index.js';
-import { RecordingSink, deferred, useHosts } from '../../src/testing.js';
+import {
+  ApplicationError,
+  FRAME_HEALTH_MIN_INTERVALS,
+  Output,
+  ReactorApp,
+  type SessionAdmission,
+  type SessionFrameHealth,
+  Video,
+  reactorApp,
+} from '../../src/index.js';
+import { FrameTimes } from '../../src/session/frame-health.js';
+import { RecordingSink, deferred, rgbFrames, useHosts } from '../../src/testing.js';
 
 const start = useHosts(afterEach);
 
@@ -96,5 +106,60 @@ describe('AppHost admission', () => {
 
   it('refuses an admission that is not one', () => {
     expect(() => start(app(), { admission: {} as SessionAdmission })).toThrow(/options.admission must be an object with a refusal\(\) method/);
+  });
+});
+
+describe('AppHost admission: frame-time reports (gpu.admit: deadline)', () => {
+  it("reports every second: nothing while idle, the session's fps and frame-time p99 while it streams, nothing at once when it ends", async () => {
+    class Out extends Output {
+      @Video({ width: 1, height: 1 }) main?: Video;
+    }
+    @reactorApp({ output: Out, fps: 50 })
+    class S extends ReactorApp {
+      generate(): Out {
+        return new Out({ main: rgbFrames(2, 1, 1) });
+      }
+    }
+    const reports: Array<SessionFrameHealth | undefined> = [];
+    let waiter: { ok: (h: SessionFrameHealth | undefined) => boolean; resolve: () => void } | undefined;
+    const until = (ok: (h: SessionFrameHealth | undefined) => boolean): Promise<void> =>
+      new Promise((resolve) => {
+        waiter = { ok, resolve };
+      });
+    const admission: SessionAdmission = {
+      refusal: () => undefined,
+      report(h) {
+        reports.push(h);
+        if (waiter?.ok(h)) waiter.resolve();
+      },
+    };
+    const h = start(S, { admission, gracePeriodMs: 0 });
+    await h.load();
+    expect(reports).toEqual([undefined]);
+    const sink = new RecordingSink();
+    const c = h.connect(sink);
+    await sink.waitForSession('streaming');
+    await until((r) => r?.p99Ms !== undefined);
+    const measured = reports.at(-1)!;
+    const status = h.status;
+    expect(measured).toMatchObject({ session: 'sessionId' in status ? status.sessionId : 'a session', fps: 50, windowMs: 5000 });
+    expect(measured.intervals).toBeGreaterThanOrEqual(FRAME_HEALTH_MIN_INTERVALS);
+    // A frame interval is 20 ms: the p99 is at least that (frames are never played early).
+    expect(measured.p99Ms).toBeGreaterThanOrEqual(19);
+    const ended = until((r) => r === undefined);
+    c.disconnect();
+    await ended;
+    await h.close();
+  });
+
+  it('FrameTimes: nearest-rank p99 of the intervals in the window, the wait since the last frame included; too few intervals: not measured', () => {
+    const t = new FrameTimes('s', 25, 1000);
+    for (let k = 0; k < FRAME_HEALTH_MIN_INTERVALS - 1; k++) t.played(k * 40);
+    // 6 intervals and the wait since the last frame: 7 < 8, not measured.
+    expect(t.read(6 * 40 + 10)).toMatchObject({ intervals: 7, p99Ms: undefined });
+    t.played(7 * 40 + 300);
+    expect(t.read(7 * 40 + 300)).toEqual({ session: 's', fps: 25, intervals: 8, p99Ms: 340, windowMs: 1000 });
+    // The window slides: the frames older than 1 s go, with their intervals (at 1080: the frames at 80..240 and 580, and the 500 ms wait).
+    expect(t.read(7 * 40 + 300 + 500)).toMatchObject({ intervals: 6, p99Ms: undefined });
   });
 });
