@@ -162,6 +162,10 @@ async function pythonTypesUpToDate(dir: string): Promise<void> {
   );
   expect(keys.out.trim()).toBe("['prompt'] ['frames', 'height', 'n', 'width'] ['prompt']");
   expect(readFileSync(join(dir, 'worker/app_worker.py'), 'utf8')).toContain('def generate(self, input: Input) -> Result:');
+  // The project's README says where they come from, and what pnpm dev does with each half.
+  const readme = readFileSync(join(dir, 'README.md'), 'utf8');
+  expect(readme).toContain('| `worker/app_types.py` | the keys the app sends the worker and expects back');
+  expect(readme).toContain('an edit in `worker/` restarts only the ranks');
 }
 
 describe('your first app, from an empty folder (docs/first-app.md)', () => {
