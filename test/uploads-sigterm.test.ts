@@ -94,7 +94,8 @@ describe('uploads under reactor run', () => {
     expect(uploadFolders(tmp), second.stderr()).toEqual([]);
     second.child.kill('SIGTERM');
     await once(second.child, 'exit');
-  });
+    // Two servers started one after the other, each loading its app and rank: 30 s each on a busy 2-core machine.
+  }, 60_000);
 
   it('SIGTERM mid-upload: the process exits 0, with no upload folder and no process left behind', async () => {
     const dir = sampleWorkspace({
