@@ -235,4 +235,31 @@ describe('reactor doctor imports the Python worker', () => {
     expect(r.status, out).not.toBe(0);
     expect(out).toMatch(new RegExp(`python worker.*importing broken_worker failed: SyntaxError: .* \\(${dir}/broken_worker\\.py, line 4\\)`));
   });
+  it('fails for a worker module with a missing import, naming the module, the file and the line', () => {
+    const dir = workspace();
+    writeFileSync(
+      join(dir, 'missing_worker.py'),
+      'from reactor_worker import DistributedWorker\nimport no_such_pkg\n\nclass W(DistributedWorker):\n    pass\n',
+    );
+    writeFileSync(
+      join(dir, 'reactor.yaml'),
+      [
+        'runtime:',
+        '  import: app.mjs:PyApp',
+        '  python:',
+        `    interpreter: ${PY}`,
+        '    path: [.]',
+        '    worker: missing_worker:W',
+        '    torch: false',
+        'server: { port: 0 }',
+        '',
+      ].join('\n'),
+    );
+    const r = doctor(dir);
+    const out = `${r.stdout}${r.stderr}`;
+    expect(r.status, out).not.toBe(0);
+    expect(out).toContain(
+      `FAIL  python worker: importing missing_worker failed: ModuleNotFoundError: No module named 'no_such_pkg' (${dir}/missing_worker.py, line 2)`,
+    );
+  });
 });
