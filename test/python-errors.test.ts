@@ -5,7 +5,7 @@
  * card (in Chromium), and what `reactor run` prints when load() fails and it exits.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -146,16 +146,69 @@ describe('a Python NameError on rank 1 of 2, through reactor run', () => {
   });
 });
 
+describe('a module-name typo in reactor.yaml, through reactor run', () => {
+  it('exits 1 saying "did you mean" with the file once in each of its three lines (the rank, the host, the exit), no "add the folder", no frames of reactor_worker', async () => {
+    const dir = workspace();
+    writeFileSync(
+      join(dir, 'reactor.yaml'),
+      readFileSync(join(dir, 'reactor.yaml'), 'utf8').replace('raising_worker:RaisingWorker', 'raising_workr:RaisingWorker'),
+    );
+    const run = reactorRun(dir);
+    expect(await run.exited).toBe(1);
+    const out = run.output();
+    const lines = out.split('\n').filter((l) => l.includes('Did you mean'));
+    expect(lines, out).toHaveLength(3);
+    for (const l of lines) expect(l.match(/Did you mean 'raising_worker' \(\S+raising_worker\.py\)\?/g), l).toHaveLength(1);
+    expect(lines[0]).toMatch(/^\[reactor\] rank [01] \(pid \d+\): load\(\) threw PythonWorkerError: No Python module named 'raising_workr' for rank [01] /);
+    expect(lines[2]).toMatch(/^reactor: loading py-err 0\.0\.1 failed \(in rank [01]'s load\(\)\): .*\[app_load_failed\]$/);
+    expect(out).not.toMatch(/Add the folder/i);
+    expect(out).not.toMatch(/_rank\.py|Traceback/);
+  });
+});
+
 describe('reactor doctor imports the Python worker', () => {
-  const doctor = (dir: string) =>
-    spawnSync(process.execPath, [cli, 'doctor', '--manifest', join(dir, 'reactor.yaml')], { cwd: dir, encoding: 'utf8', timeout: 120_000 });
+  const doctor = (dir: string, env: Record<string, string> = {}) =>
+    spawnSync(process.execPath, [cli, 'doctor', '--manifest', join(dir, 'reactor.yaml')], {
+      cwd: dir,
+      encoding: 'utf8',
+      timeout: 120_000,
+      env: { ...process.env, ...env },
+    });
 
   it('passes for a worker that imports, and says how many ranks the GPUs allow', () => {
     const r = doctor(workspace());
     expect(r.status, `${r.stdout}${r.stderr}`).toBe(0);
     expect(`${r.stdout}${r.stderr}`).toMatch(/python worker.*raising_worker:RaisingWorker imports \(\S+raising_worker\.py\)/);
     expect(`${r.stdout}${r.stderr}`).toMatch(/world size/);
-  });
+    // reactor doctor imports torch twice here (its torch check and the worker's import): 33 s seen on the loaded 2-core box.
+  }, 120_000);
+
+  it('checks the world size against the GPUs: fewer visible than reactor.yaml declares is a warning naming both counts and the fix', () => {
+    // A worker without torch (torch: false): the check is about counts, and importing torch takes seconds.
+    const dir = workspace();
+    writeFileSync(join(dir, 'plain_worker.py'), 'from reactor_worker import DistributedWorker\n\nclass Plain(DistributedWorker):\n    pass\n');
+    writeFileSync(
+      join(dir, 'reactor.yaml'),
+      [
+        'runtime:',
+        '  import: app.mjs:PyApp',
+        '  python:',
+        `    interpreter: ${PY}`,
+        '    path: [.]',
+        '    worker: plain_worker:Plain',
+        '    torch: false',
+        'model: { resources: { gpu: { count: 2 } } }',
+        'server: { port: 0 }',
+        '',
+      ].join('\n'),
+    );
+    const one = doctor(dir, { REACTOR_GPU_COUNT: '1' });
+    const out = `${one.stdout}${one.stderr}`;
+    expect(out).toMatch(/world size: reactor\.yaml declares 2 GPU\(s\) but 1 are visible: an app that sizes its runner by them starts 1 rank\(s\)/);
+    expect(out).toMatch(/lower model\.resources\.gpu\.count to 1, or run where 2 GPUs are visible/);
+    const two = doctor(dir, { REACTOR_GPU_COUNT: '2' });
+    expect(`${two.stdout}${two.stderr}`).toMatch(/world size: up to 2 GPU rank\(s\) \(2 declared in reactor\.yaml, 2 visible\)/);
+  }, 90_000);
 
   it('fails for a worker module with a syntax error, naming the file and the line', () => {
     const dir = workspace();
@@ -181,5 +234,32 @@ describe('reactor doctor imports the Python worker', () => {
     const out = `${r.stdout}${r.stderr}`;
     expect(r.status, out).not.toBe(0);
     expect(out).toMatch(new RegExp(`python worker.*importing broken_worker failed: SyntaxError: .* \\(${dir}/broken_worker\\.py, line 4\\)`));
+  });
+  it('fails for a worker module with a missing import, naming the module, the file and the line', () => {
+    const dir = workspace();
+    writeFileSync(
+      join(dir, 'missing_worker.py'),
+      'from reactor_worker import DistributedWorker\nimport no_such_pkg\n\nclass W(DistributedWorker):\n    pass\n',
+    );
+    writeFileSync(
+      join(dir, 'reactor.yaml'),
+      [
+        'runtime:',
+        '  import: app.mjs:PyApp',
+        '  python:',
+        `    interpreter: ${PY}`,
+        '    path: [.]',
+        '    worker: missing_worker:W',
+        '    torch: false',
+        'server: { port: 0 }',
+        '',
+      ].join('\n'),
+    );
+    const r = doctor(dir);
+    const out = `${r.stdout}${r.stderr}`;
+    expect(r.status, out).not.toBe(0);
+    expect(out).toContain(
+      `FAIL  python worker: importing missing_worker failed: ModuleNotFoundError: No module named 'no_such_pkg' (${dir}/missing_worker.py, line 2)`,
+    );
   });
 });

@@ -120,7 +120,7 @@ async function loadFailureOnRank1(dir: string): Promise<void> {
  * src/app-types.ts): its one deliberate error, and nothing else, is reported. An app that sends
  * no message (the minimal template) compiles it without its `onMessage` line, as the doc says.
  */
-async function typedClientCompiles(dir: string, sendsMessages: boolean): Promise<void> {
+async function typedClientCompiles(dir: string, sendsMessages: boolean, hasPrompt = true): Promise<void> {
   const doc = readFileSync(join(repo, 'docs/first-app.md'), 'utf8');
   const section = doc.slice(doc.indexOf('## 4. A typed client'));
   const code = /```ts\n([\s\S]*?)```/.exec(section)?.[1];
@@ -136,6 +136,18 @@ async function typedClientCompiles(dir: string, sendsMessages: boolean): Promise
     dir,
   );
   const errors = tsc.out.split('\n').filter((l) => /error TS\d+/.test(l));
+  if (!hasPrompt) {
+    // An app without a prompt (the camera template): each set_prompt line is refused as a command
+    // the app does not have, and nothing else is (the connect, the import, the types' name).
+    const promptLines = lines.flatMap((l, i) => (l.includes("'set_prompt'") ? [i + 1] : []));
+    expect(promptLines).toHaveLength(2);
+    expect(errors, tsc.out).toEqual(
+      promptLines.map((n) =>
+        expect.stringMatching(new RegExp(`^client-snippet\\.ts\\(${n},\\d+\\): error TS2345: Argument of type '"set_prompt"' is not assignable`)),
+      ),
+    );
+    return;
+  }
   const wrongLine = lines.findIndex((l) => l.includes('// compile error')) + 1;
   expect(errors, tsc.out).toEqual([
     expect.stringMatching(new RegExp(`^client-snippet\\.ts\\(${wrongLine},\\d+\\): error TS2322: Type 'number' is not assignable to type 'string'\\.`)),
@@ -202,8 +214,9 @@ describe('your first app, from an empty folder (docs/first-app.md)', () => {
         expect(readme).toContain('`webcam`');
       } else expect(readme).not.toContain('webcam');
       // The typed-client snippet: the video and python templates send runner_info, the minimal
-      // one no message; the camera template has no prompt (docs/first-app.md says so).
-      if (template !== 'camera') await typedClientCompiles(dir, template !== 'minimal');
+      // and camera ones no message; the camera template has no prompt (docs/first-app.md says so),
+      // so there its set_prompt lines are the errors.
+      await typedClientCompiles(dir, template === 'video' || template === 'python', template !== 'camera');
       if (template === 'video') await loadFailureOnRank1(dir);
       if (template === 'python') await pythonTypesUpToDate(dir);
     },

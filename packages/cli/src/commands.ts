@@ -8,7 +8,7 @@ import { delimiter, resolve, sep } from 'node:path';
 import { PYTHON_ENV, PYTHON_PATH_ENV, PYTHON_WORKER_ENV, detectGpuCount } from '@reactor/distributed';
 import type { Logger } from '@reactor/log';
 import { AppHost, ReactorError, WEIGHTS_PATH_ENV, type AppRequirements, type AppStatics, type ReactorApp } from '@reactor/runtime';
-import { describeApp } from '@reactor/runtime/internal';
+import { describeApp, errorFrames } from '@reactor/runtime/internal';
 import { installShutdownHandlers, isLoopbackHost, serve, type ReactorServer, type ServerOptions, type TokenAuthOptions } from '@reactor/server';
 import { authOptions } from './token-command.js';
 import { agonesWebRtc } from './agones-webrtc.js';
@@ -278,7 +278,9 @@ export async function serveApp(
     await server.close();
     slots?.close();
     const rank = rankOf(err);
-    const where = typeof rank === 'number' ? ` (in rank ${rank}'s load(); its stack is in the log above)` : '';
+    // An error the rank raised about the app (a module-name typo) has no frame of the app's: nothing above to point at.
+    const stack = errorFrames(err).length > 0 ? '; its stack is in the log above' : '';
+    const where = typeof rank === 'number' ? ` (in rank ${rank}'s load()${stack})` : '';
     throw new ReactorError(CliErrorCode.AppLoadFailed, `loading ${name} failed${where}: ${(err as Error).message}`, { cause: err });
   }
   hideProgress();

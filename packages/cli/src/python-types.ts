@@ -88,6 +88,19 @@ interface Field {
   doc?: string;
 }
 
+/**
+ * A doc comment as a Python docstring's text: backslashes and triple quotes escaped, and a quote
+ * at the end too (`"""Say "hi""""` does not parse).
+ */
+const docstring = (doc: string): string => `"""${doc.replace(/\\/g, '\\\\').replace(/"""/g, '\\"\\"\\"').replace(/"$/, '\\"')}"""`;
+
+/** A doc comment as Python comment lines (before a functional-form TypedDict). */
+const comment = (doc: string): string =>
+  doc
+    .split('\n')
+    .map((l) => `# ${l}`.trimEnd() + '\n')
+    .join('');
+
 /** The classes of the module, in the order they must be defined (nested ones first). */
 class Module {
   readonly classes: string[] = [];
@@ -108,11 +121,11 @@ class Module {
     const type = (f: Field): string => (f.optional ? `NotRequired[${f.type}]` : f.type);
     if (!plain) {
       const entries = fields.map((f) => `${JSON.stringify(f.key)}: ${type(f)}`).join(', ');
-      this.classes.push(`${doc ? `# ${doc}\n` : ''}${name} = TypedDict(${JSON.stringify(name)}, {${entries}})\n`);
+      this.classes.push(`${doc ? comment(doc) : ''}${name} = TypedDict(${JSON.stringify(name)}, {${entries}})\n`);
       return;
     }
-    const body = fields.map((f) => `    ${f.key}: ${type(f)}\n${f.doc ? `    """${f.doc.replace(/"""/g, "'''")}"""\n` : ''}`).join('');
-    this.classes.push(`class ${name}(TypedDict):\n${doc ? `    """${doc.replace(/"""/g, "'''")}"""\n\n` : ''}${body || '    pass\n'}`);
+    const body = fields.map((f) => `    ${f.key}: ${type(f)}\n${f.doc ? `    ${docstring(f.doc)}\n` : ''}`).join('');
+    this.classes.push(`class ${name}(TypedDict):\n${doc ? `    ${docstring(doc)}\n\n` : ''}${body || '    pass\n'}`);
   }
 }
 

@@ -87,6 +87,86 @@ describe('reactor types', () => {
     }
   });
 
+  it('--python: the worker TypedDicts of an app of arrays, optionals, nested objects, literals and doc comments import in Python; --url is refused', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'reactor-types-py-'));
+    try {
+      const runtime = JSON.stringify(resolve(repo, 'packages/runtime/dist/index.js'));
+      writeFileSync(join(dir, 'reactor.yaml'), 'runtime:\n  import: dist/index.js:RichApp\n');
+      spawnSync('mkdir', ['-p', join(dir, 'dist')]);
+      writeFileSync(
+        join(dir, 'dist/index.js'),
+        [
+          `import { InputState, Output, ReactorApp, reactorApp, Video } from ${runtime};`,
+          'class Out extends Output {}',
+          "Video({ width: 8, height: 8 })(Out.prototype, 'main');",
+          'export class RichApp extends ReactorApp { generate() {} }',
+          "reactorApp({ name: 'rich', version: '0.0.1', state: InputState, output: Out })(RichApp);",
+          '',
+        ].join('\n'),
+      );
+      // The declarations tsc writes for such an app (the doc comments are what a user writes).
+      writeFileSync(
+        join(dir, 'dist/index.d.ts'),
+        [
+          `import { InputState, ReactorApp } from ${runtime};`,
+          '/** A camera pose. */',
+          'export interface Pose {',
+          '  /** Metres, "world" frame. */',
+          '  position: Float32Array;',
+          '  yaw: number;',
+          '}',
+          '/**',
+          ' * What every rank gets,',
+          ' * over two lines.',
+          ' */',
+          'export interface RichInput {',
+          '  prompt: string;',
+          '  latents: Float32Array;',
+          '  pose?: Pose;',
+          "  mode: 'fast' | 'slow';",
+          '  seed: number | null;',
+          "  'frame-count': number;",
+          '}',
+          'export interface RichResult {',
+          '  frames: Uint8Array;',
+          '  shape: [number, number, number];',
+          '  /** Says "hi" */',
+          '  greeting: string;',
+          '  /** A path such as C:\\\\models\\\\x (a backslash) */',
+          '  where: string;',
+          '}',
+          'export declare class RichApp extends ReactorApp<InputState, RichInput, RichResult> {}',
+          '',
+        ].join('\n'),
+      );
+      const r = spawnSync(process.execPath, [bin, 'types', '--python'], { cwd: dir, encoding: 'utf8' });
+      expect(r.status, r.stderr).toBe(0);
+      writeFileSync(join(dir, 'app_types.py'), r.stdout);
+      expect(r.stdout).toContain('    position: npt.NDArray[np.float32]\n');
+      // A key that is not an identifier: the functional form, its doc comment as comment lines.
+      expect(r.stdout).toContain('# What every rank gets,\n# over two lines.\nRichInput = TypedDict("RichInput", {');
+      const py = spawnSync(
+        process.env['REACTOR_PYTHON'] ?? '/usr/bin/python3',
+        [
+          '-c',
+          [
+            'import app_types as t',
+            'print(sorted(t.Input.__required_keys__), sorted(t.Input.__optional_keys__))',
+            'print(sorted(t.Result.__required_keys__), sorted(t.Pose.__required_keys__))',
+          ].join('\n'),
+        ],
+        { cwd: dir, encoding: 'utf8' },
+      );
+      expect(py.status, `${py.stderr}\n${r.stdout}`).toBe(0);
+      expect(py.stdout).toBe("['frame-count', 'latents', 'mode', 'prompt', 'seed'] ['pose']\n['frames', 'greeting', 'shape', 'where'] ['position', 'yaw']\n");
+      const url = spawnSync(process.execPath, [bin, 'types', '--python', '--url', 'http://127.0.0.1:1'], { cwd: dir, encoding: 'utf8' });
+      expect(url.status).toBe(1);
+      expect(url.stderr).toMatch(/--python reads the app's declarations, not a server/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("reads a running server's GET /schema with --url", async () => {
     const server = await serve(KnobApp, { port: 0, logger: silentLogger });
     try {

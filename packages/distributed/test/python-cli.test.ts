@@ -1,8 +1,10 @@
 // Issue 37, point 5: `python -m reactor_worker run module:Class --input in.json [--world-size 2]`
 // runs a worker without Node, for debugging (rank 0 in the foreground, pdb included), printing
 // the result's shapes; a rank's exception exits non-zero with its traceback.
-import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { FIXTURES, PY } from './python-helpers.js';
@@ -62,4 +64,40 @@ describe('python -m reactor_worker run', () => {
     expect(r.err).toMatch(/reactor_worker: echo_worker \(\S+echo_worker\.py\) has no DistributedWorker named EchoWorkr; it defines EchoWorker/);
     expect(existsSync(`${PACKAGE}reactor_worker/py.typed`)).toBe(true);
   });
+
+  // The documented install (docs/runner.md, "The Python package"), in a virtual environment of
+  // REACTOR_PYTHON (with its site packages: NumPy, torch, and the setuptools and wheel the build uses).
+  const hasPip = spawnSync(PY, ['-m', 'pip', '--version']).status === 0 && spawnSync(PY, ['-c', 'import venv, setuptools, wheel']).status === 0;
+  it.skipIf(!hasPip)(
+    "pip install --no-build-isolation -e packages/distributed/python: the environment imports the checkout's reactor_worker (py.typed with it) and runs a worker without PYTHONPATH",
+    () => {
+      const dir = mkdtempSync(join(tmpdir(), 'reactor-pip-e-'));
+      try {
+        const venv = join(dir, 'venv');
+        expect(spawnSync(PY, ['-m', 'venv', '--system-site-packages', venv], { encoding: 'utf8' }).status).toBe(0);
+        const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== 'PYTHONPATH'));
+        const pip = spawnSync(join(venv, 'bin/pip'), ['install', '--no-build-isolation', '--no-index', '-e', PACKAGE], { encoding: 'utf8', env });
+        expect(pip.status, `${pip.stdout}${pip.stderr}`).toBe(0);
+        const probe = spawnSync(
+          join(venv, 'bin/python'),
+          [
+            '-c',
+            "import reactor_worker, importlib.resources as r; print(reactor_worker.__file__); print(r.files('reactor_worker').joinpath('py.typed').is_file())",
+          ],
+          { cwd: dir, encoding: 'utf8', env },
+        );
+        expect(probe.stdout).toBe(`${PACKAGE}reactor_worker/__init__.py\nTrue\n`);
+        const run = spawnSync(join(venv, 'bin/python'), ['-m', 'reactor_worker', 'run', 'echo_worker:EchoWorker', '--input', '{"value": 3}'], {
+          cwd: FIXTURES,
+          encoding: 'utf8',
+          env,
+        });
+        expect(run.status, run.stderr).toBe(0);
+        expect(run.stdout).toMatch(/rank 0 of 1: generate\(\) returned\n {2}result\.rank: int 0\n/);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+    120_000,
+  );
 });

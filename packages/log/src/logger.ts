@@ -40,10 +40,12 @@ export interface ConsoleLoggerOptions {
   sink?: Pick<Console, 'debug' | 'info' | 'warn' | 'error'>;
 }
 
-function formatFields(fields: LogFields): string {
+/** The `key=value` tail of a line; an Error whose message the line already says is left out (said once). */
+function formatFields(fields: LogFields, msg = ''): string {
   const parts: string[] = [];
   for (const [k, v] of Object.entries(fields)) {
     if (v === undefined) continue;
+    if (v instanceof Error && v.message !== '' && msg.includes(v.message)) continue;
     const text = typeof v === 'string' ? (/^[\w.:/@-]+$/.test(v) ? v : JSON.stringify(v)) : v instanceof Error ? JSON.stringify(v.message) : safeJson(v);
     parts.push(`${k}=${text}`);
   }
@@ -87,7 +89,7 @@ export function consoleLogger(options: ConsoleLoggerOptions = {}): Logger {
         msg = typeof rest[0] === 'string' ? rest[0] : '';
         args = rest.slice(1);
       }
-      const tail = formatFields(fields);
+      const tail = formatFields(fields, msg);
       sink[lvl](`[${name}] ${msg}${tail ? ` ${tail}` : ''}`, ...args);
     };
   };

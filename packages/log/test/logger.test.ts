@@ -24,6 +24,18 @@ describe('consoleLogger', () => {
     ]);
   });
 
+  it('writes an Error field as its message, left out when the line already says it (said once)', () => {
+    const r = recorder();
+    const log = consoleLogger({ sink: r.sink });
+    const err = new Error('no module named x');
+    log.error({ err }, 'load failed: no module named x');
+    log.error({ err }, 'load failed');
+    expect(r.lines).toEqual([
+      ['error', ['[reactor] load failed: no module named x']],
+      ['error', ['[reactor] load failed err="no module named x"']],
+    ]);
+  });
+
   it('drops lines below its level (default info)', () => {
     const r = recorder();
     consoleLogger({ sink: r.sink }).debug('hidden');

@@ -21,3 +21,4 @@ export type { AnyClass, HookKind } from './metadata/keys.js';
 export { Lifecycle, HOST_TRANSITIONS, SESSION_TRANSITIONS, CLIENT_TRANSITIONS } from './session/lifecycle.js';
 export type { HostState, SessionState, ClientState } from './session/lifecycle.js';
 export { StepLock } from './session/step-lock.js';
+export { errorFrames } from './session/error-report.js';

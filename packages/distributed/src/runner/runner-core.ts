@@ -390,9 +390,7 @@ export class RunnerCore implements CallHost {
           if (this.loggedLoadFailure === same) this.logger.error(`${who}: load() threw the same ${err.name}`);
           else {
             this.loggedLoadFailure = same;
-            this.logger.error(
-              `${who}: load() threw ${err.name}: ${err.message}\n${err.rankStack ? framesOnly(err.rankStack, err) : '(the rank sent no stack)'}`,
-            );
+            this.logger.error(`${who}: load() threw ${err.name}: ${err.message}${loadFailureFrames(err)}`);
           }
         }
         this.failStart(err);
@@ -511,6 +509,19 @@ export class RunnerCore implements CallHost {
 }
 
 /** A rank's stack without the line that repeats the error's message (a JavaScript stack's first, a Python traceback's last): the log line says it once. */
+/**
+ * What the runner's line of a failed load() shows under its first line: the rank's frames, or none
+ * when every frame is reactor_worker's own rank loop (an error the rank raised about the app, such
+ * as a module-name typo: its message says what to fix, and those frames say nothing about it).
+ */
+function loadFailureFrames(err: Error & { rankStack?: string }): string {
+  if (!err.rankStack) return '\n(the rank sent no stack)';
+  const frames = framesOnly(err.rankStack, err);
+  const files = [...frames.matchAll(/^\s*File "(.+)", line \d+, in /gm)].map((m) => m[1]!);
+  if (files.length > 0 && files.every((f) => /[/\\]reactor_worker[/\\]_rank\.py$/.test(f))) return '';
+  return `\n${frames}`;
+}
+
 function framesOnly(stack: string, err: Error): string {
   const s = stack.trimEnd();
   const head = `${err.name}: ${err.message}`;
