@@ -24,13 +24,7 @@ import {
   type Instance,
 } from './instance.js';
 
-export {
-  DRAINING_LABEL,
-  FLEET_LABEL,
-  RELEASE_ANNOTATION,
-  SESSION_ID_PATTERN,
-  SESSION_LABEL,
-} from './instance.js';
+export { DRAINING_LABEL, FLEET_LABEL, RELEASE_ANNOTATION, SESSION_ID_PATTERN, SESSION_LABEL } from './instance.js';
 export type { Instance } from './instance.js';
 
 const AGONES_GROUP = 'agones.dev';
