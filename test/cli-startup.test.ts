@@ -1,11 +1,11 @@
 /**
- * What `reactor` loads before it does anything: every command (`reactor token`, `schema`,
- * `doctor`, `run` before its first offer) pays for the packages its entry point imports. werift
- * (WebRTC, about 0.4 s of CPU to import on the 2-vCPU development machine, half the CLI's start) is
- * loaded with the first WebRTC offer or track, not at start; a server that is never offered WebRTC
- * never loads it; likewise the MP4 muxer (mediabunny) with the first clip or recording. The packages are read through a module resolve hook in the real `reactor`
- * process, so an eager import added anywhere under the CLI (a value import of `werift` or
- * `werift/nonstandard`) fails this test.
+ * What `reactor` loads before it does anything. Each command loads its own module on use, so
+ * `reactor --version` and `--help` load only the argument parser; `reactor run` (and schema,
+ * doctor) pays for what `commands.js` imports. werift (WebRTC, about 0.4 s of CPU to import on the
+ * 2-vCPU development machine, a third of `reactor run`'s start) is loaded with the first WebRTC
+ * offer or track, and the MP4 muxer (mediabunny) with the first clip or recording: a server never
+ * offered WebRTC never loads werift. The packages are read through a module resolve hook in a real
+ * node process, so an eager value import of either, added anywhere under the CLI, fails this test.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -44,10 +44,17 @@ function packagesLoaded(args: string[]): string[] {
 }
 
 describe('reactor at start', () => {
-  it('loads the server, runtime and codecs it needs, and neither werift nor the MP4 muxer', () => {
-    const loaded = packagesLoaded([cli, '--version']);
+  it('reactor run loads the server, runtime and codecs it needs, and neither werift nor the MP4 muxer', () => {
+    // The module `reactor run` (and schema, doctor) loads before it reads reactor.yaml: all it imports eagerly.
+    const commands = pathToFileURL(join(root, 'packages/cli/dist/commands.js')).href;
+    const loaded = packagesLoaded(['--input-type=module', '-e', `await import(${JSON.stringify(commands)})`]);
     // The hook sees the packages the CLI does load (so an empty list cannot pass).
-    expect(loaded).toEqual(expect.arrayContaining(['cac', 'class-validator', 'ws', 'sharp']));
+    expect(loaded).toEqual(expect.arrayContaining(['class-validator', 'ws', 'sharp', 'prom-client']));
     expect(loaded.filter((p) => p === 'werift' || p.startsWith('@shinyoshiaki') || p === '@peculiar/x509' || p === 'mediabunny')).toEqual([]);
+  });
+
+  it('reactor --version and --help load only the argument parser (each command loads its module on use)', () => {
+    expect(packagesLoaded([cli, '--version'])).toEqual(['cac']);
+    expect(packagesLoaded([cli, '--help'])).toEqual(['cac']);
   });
 });
