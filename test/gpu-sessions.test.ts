@@ -19,6 +19,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { GpuHealthFile } from '@reactor/distributed';
 import { WebSocket } from 'ws';
 import { FakeAgonesCluster } from './fixtures/agones/cluster.js';
 import { FakeAgonesSidecar } from './fixtures/agones/sidecar.js';
@@ -252,15 +253,15 @@ describe('reactor run --manifest: gpu.sessions_per_gpu', () => {
 });
 
 /** The health file of the slot whose holder runs a session, once its p99 is measured and `ok` says so. */
-async function healthOf(slots: string, ok: (h: HealthFile) => boolean, what: string, ms = 60_000): Promise<{ file: string; health: HealthFile }> {
+async function healthOf(slots: string, ok: (h: GpuHealthFile) => boolean, what: string, ms = 60_000): Promise<{ file: string; health: GpuHealthFile }> {
   const end = performance.now() + ms;
-  let last: HealthFile[] = [];
+  let last: GpuHealthFile[] = [];
   for (;;) {
     last = [];
     for (const name of readdirSync(slots).filter((f) => f.endsWith('.health.json'))) {
-      let h: HealthFile;
+      let h: GpuHealthFile;
       try {
-        h = JSON.parse(readFileSync(join(slots, name), 'utf8')) as HealthFile;
+        h = JSON.parse(readFileSync(join(slots, name), 'utf8')) as GpuHealthFile;
       } catch {
         continue; // never half-written (renamed into place), but it may be gone between the listing and the read
       }
@@ -270,17 +271,6 @@ async function healthOf(slots: string, ok: (h: HealthFile) => boolean, what: str
     if (performance.now() > end) throw new Error(`timed out waiting for ${what}; health files: ${JSON.stringify(last)}`);
     await new Promise((res) => setTimeout(res, 50));
   }
-}
-
-interface HealthFile {
-  v: number;
-  slot: number;
-  at: number;
-  session: string | null;
-  fps: number | null;
-  intervalMs: number | null;
-  p99Ms: number | null;
-  p99Intervals: number | null;
 }
 
 /** The next binary frame on a joined client's socket. */
@@ -335,7 +325,7 @@ describe('reactor run --manifest: gpu.admit: deadline', () => {
     a.cli.child.kill('SIGKILL');
     await until(b.url, isReady, "the idle holder to ignore the dead holder's stale file");
     expect(existsSync(slow.file)).toBe(true);
-    const stale = JSON.parse(readFileSync(slow.file, 'utf8')) as HealthFile;
+    const stale = JSON.parse(readFileSync(slow.file, 'utf8')) as GpuHealthFile;
     expect(stale.session).toBe(slow.health.session);
     expect(stale.p99Intervals).toBeGreaterThan(3);
     const onB = await join_(b.url);

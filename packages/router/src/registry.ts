@@ -197,21 +197,7 @@ export class AgonesRegistry {
     const instance = on ?? (await this.findSession(sessionId));
     if (!instance) return undefined;
     try {
-      await withTimeout(
-        this.#api.patchNamespacedCustomObject(
-          {
-            group: AGONES_GROUP,
-            version: VERSION,
-            namespace: this.#o.namespace,
-            plural: 'gameservers',
-            name: instance.name,
-            body: { metadata: { annotations: { [RELEASE_ANNOTATION]: sessionId } } },
-          },
-          setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-        ),
-        this.#o.apiTimeoutMs,
-        `patching GameServer ${instance.name}`,
-      );
+      await this.#annotate(instance.name, { [RELEASE_ANNOTATION]: sessionId });
     } catch (err) {
       if (err instanceof ApiException && err.code === 404) return undefined;
       throw this.#failure(`patching GameServer ${instance.name}`, err);
