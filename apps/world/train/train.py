@@ -6,7 +6,7 @@
 One run, seeded, on one GPU (or a CPU at a toy size, ``--tiny``):
 
 1. data: ``--sequences`` random held-key sequences of ``--frames`` frames from the renderer
-   (``reactor_world/tiny/render.py``), written to ``OUT/train.npz`` (``tiny/data.py``'s format) and
+   (``reactor_world/tiny/render.py``), and ``--turn-sequences`` turn-heavy ones after them, written to ``OUT/train.npz`` (``tiny/data.py``'s format) and
    read back through the same checks a user's file gets; ``--data FILE`` trains on a given file
    (a recorded session, say) instead;
 2. training: flow matching, teacher-forced (CausVid): each clip of 6 chunks runs once, clean and
@@ -103,6 +103,7 @@ def main() -> int:
     ap.add_argument("--data-out", help="where the generated training file goes (default OUT/train.npz)")
     ap.add_argument("--data-only", action="store_true", help="write OUT/train.npz and stop")
     ap.add_argument("--sequences", type=int, default=6144)
+    ap.add_argument("--turn-sequences", type=int, default=0, help="as many more generated sequences again, turn-heavy, their turn key changing on chunk boundaries (render.turn_actions)")
     ap.add_argument("--frames", type=int, default=18, help="frames a training clip (a whole number of 3-frame chunks)")
     ap.add_argument("--minutes", type=float, default=6.5, help="the training loop's wall-clock budget")
     ap.add_argument("--steps", type=int, default=1_000_000)
@@ -141,6 +142,10 @@ def main() -> int:
     else:
         t0 = time.perf_counter()
         frames, actions = generate(args.sequences, args.frames, args.data_seed, workers=args.workers)
+        if args.turn_sequences > 0:
+            tf, ta = generate(args.turn_sequences, args.frames, args.data_seed, workers=args.workers, style="turns")
+            frames, actions = np.concatenate([frames, tf]), np.concatenate([actions, ta])
+            del tf, ta
         data_path = args.data_out or os.path.join(args.out, "train.npz")
         write_training_file(data_path, frames, actions, data_seed=args.data_seed)
         frames, actions, meta = read_training_file(data_path)
@@ -247,7 +252,7 @@ def main() -> int:
         "dtype": "float16",
         "seed": args.seed,
         "data_seed": args.data_seed,
-        "data": {"source": meta.get("source"), "sequences": int(n_seq), "frames": int(n_frames), "map_seed": meta.get("map_seed")},
+        "data": {"source": meta.get("source"), "sequences": int(n_seq), "frames": int(n_frames), "map_seed": meta.get("map_seed"), **({"turn_sequences": args.turn_sequences} if args.turn_sequences and not args.data else {})},
         "command": "python3 apps/world/train/train.py " + " ".join(sys.argv[1:]),
         "init": {"weights": args.init, "sha256": sha256(args.init)} if args.init else None,
         "steps": step,

@@ -15,7 +15,7 @@ from reactor_world.cache import BlockCache
 from reactor_world.tiny.data import TrainingDataError, generate, read_training_file, write_training_file
 from reactor_world.tiny.evaluate import horizontal_shift
 from reactor_world.tiny.model import TINY_WORLD, ActionWanModel, train_mask
-from reactor_world.tiny.render import ACTION_KEYS, World, actions_from_keys, random_actions, random_pose, rollout
+from reactor_world.tiny.render import ACTION_KEYS, World, actions_from_keys, random_actions, random_pose, rollout, turn_actions
 
 SMALL = replace(TINY_WORLD, dim=32, ffn_dim=64, num_heads=2, num_layers=2).check()
 
@@ -103,6 +103,22 @@ class TrainingFileTest(unittest.TestCase):
         a = generate(5, 6, data_seed=9, workers=1, block=2)
         b = generate(5, 6, data_seed=9, workers=2, block=2)
         self.assertTrue(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]))
+
+
+    def test_turn_heavy_clips_change_the_turn_key_only_where_a_chunk_starts(self) -> None:
+        a = turn_actions(np.random.default_rng(5), 64, 18)
+        turn = a[:, :, ACTION_KEYS.index("turn_right")].astype(int) - a[:, :, ACTION_KEYS.index("turn_left")]
+        changes = turn[:, 1:] != turn[:, :-1]  # change between frame t and t + 1
+        starts = np.arange(1, 18) % 3 == 0
+        self.assertFalse(changes[:, ~starts].any())
+        self.assertGreater(changes[:, starts].mean(), 0.2)
+        self.assertGreater(a[:, :, 2:4].mean(), 0.3)  # a turn key is held in most frames
+        # The player's clips of a data seed are what they were; the turn-heavy ones differ.
+        p, t = generate(2, 6, data_seed=0), generate(2, 6, data_seed=0, style="turns")
+        self.assertTrue(np.array_equal(p[1], generate(2, 6, data_seed=0)[1]))
+        self.assertFalse(np.array_equal(p[1], t[1]))
+        with self.assertRaises(ValueError):
+            generate(1, 3, data_seed=0, style="spin")
 
 
 class ModelPathsTest(unittest.TestCase):

@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .render import ACTION_KEYS, MAP_SEED, SIZE, World, random_actions, random_pose, rollout
+from .render import ACTION_KEYS, MAP_SEED, SIZE, World, random_actions, random_pose, rollout, turn_actions
 
 __all__ = ["TrainingDataError", "TRAINING_FORMAT", "generate", "write_training_file", "read_training_file"]
 
@@ -35,19 +35,27 @@ class TrainingDataError(ValueError):
     code = "world_training_data_invalid"
 
 
-def _block(args: tuple[int, int, int, int]) -> tuple[np.ndarray, np.ndarray]:
-    data_seed, block, n, frames = args
+#: The action styles :func:`generate` draws: a player's held keys, or turn-heavy clips whose turn
+#: key changes on chunk boundaries (``render.turn_actions``).
+STYLES = ("player", "turns")
+
+
+def _block(args: tuple[int, int, int, int, str]) -> tuple[np.ndarray, np.ndarray]:
+    data_seed, block, n, frames, style = args
     world = World()
-    rng = np.random.default_rng([data_seed, block])
+    # "player" keeps the seeding of the first files (data seed 0 draws the same clips as before).
+    rng = np.random.default_rng([data_seed, block] if style == "player" else [data_seed, block, STYLES.index(style)])
     pose = random_pose(world, rng, n)
-    actions = random_actions(rng, n, frames)
+    actions = random_actions(rng, n, frames) if style == "player" else turn_actions(rng, n, frames, CHUNK)
     out, _ = rollout(world, pose, actions)
     return out, actions
 
 
-def generate(sequences: int, frames: int, data_seed: int, workers: int = 1, block: int = 64) -> tuple[np.ndarray, np.ndarray]:
-    """``sequences`` random sequences of ``frames`` frames; the same for a ``data_seed`` whatever ``workers``."""
-    jobs = [(data_seed, i, min(block, sequences - i * block), frames) for i in range((sequences + block - 1) // block)]
+def generate(sequences: int, frames: int, data_seed: int, workers: int = 1, block: int = 64, style: str = "player") -> tuple[np.ndarray, np.ndarray]:
+    """``sequences`` random sequences of ``frames`` frames of one of :data:`STYLES`; the same for a ``data_seed`` whatever ``workers``."""
+    if style not in STYLES:
+        raise ValueError(f"style must be one of {STYLES}, got {style!r}")
+    jobs = [(data_seed, i, min(block, sequences - i * block), frames, style) for i in range((sequences + block - 1) // block)]
     if workers > 1:
         import multiprocessing as mp
 

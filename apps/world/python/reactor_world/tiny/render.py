@@ -27,6 +27,7 @@ __all__ = [
     "actions_from_keys",
     "random_actions",
     "random_pose",
+    "turn_actions",
     "rollout",
 ]
 
@@ -177,6 +178,26 @@ def random_actions(rng: np.random.Generator, n: int, frames: int) -> np.ndarray:
             t = 0
             while t < frames:
                 hold = int(rng.integers(2, 13))
+                state = int(rng.choice(3, p=p))
+                if state:
+                    out[i, t : t + hold, 2 * axis + state - 1] = 1
+                t += hold
+    return out
+
+
+def turn_actions(rng: np.random.Generator, n: int, frames: int, chunk: int = 3) -> np.ndarray:
+    """``[n, frames, 6]`` held keys that turn a lot and change the turn on chunk boundaries: the
+    turn axis keeps one state (none 0.2 / left 0.4 / right 0.4) for 1..3 whole chunks, so a clip
+    has many turn onsets, stops and reversals exactly where a chunk starts (what a player's key
+    press is to the model: the keys change, the context frames have not moved yet); the move and
+    strafe axes are drawn as :func:`random_actions` draws them, strafing half as often."""
+    out = np.zeros((n, frames, 6), dtype=np.uint8)
+    probs = ((0.35, 0.5, 0.15), (0.2, 0.4, 0.4), (0.85, 0.075, 0.075))
+    for axis, p in enumerate(probs):
+        for i in range(n):
+            t = 0
+            while t < frames:
+                hold = chunk * int(rng.integers(1, 4)) if axis == 1 else int(rng.integers(2, 13))
                 state = int(rng.choice(3, p=p))
                 if state:
                     out[i, t : t + hold, 2 * axis + state - 1] = 1
