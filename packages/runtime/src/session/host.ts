@@ -479,7 +479,10 @@ export class AppHost implements AppHostApi {
       acks,
       chosenId !== undefined && CHOSEN_SESSION_ID.test(chosenId) ? chosenId : undefined,
     );
-    session.frameTimes = new FrameTimes(session.id, this.def.tracks[clock]?.kind === 'video' ? this.def.tracks[clock].fps : undefined);
+    // Played-frame times are kept only for an admission that takes reports (`gpu.admit: deadline`'s lease): not on every host's frame path.
+    session.frameTimes = this.healthTimer
+      ? new FrameTimes(session.id, this.def.tracks[clock]?.kind === 'video' ? this.def.tracks[clock].fps : undefined)
+      : undefined;
     this.core.session = session;
     this.lastSessionError = undefined;
     this.counters.sessions++;
