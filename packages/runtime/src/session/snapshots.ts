@@ -140,7 +140,7 @@ export class Snapshots {
   /** Snapshot bytes waiting for the session with that id (`seed()`). */
   private pending: { sessionId: string; bytes: Uint8Array } | undefined;
   /** A move's freeze: the session whose commands are held, and the held commands' wake-ups (true: run, false: the session ended). */
-  private freeze: { session: HostSession; held: Array<(run: boolean) => void>; timer: ReturnType<typeof setTimeout> } | undefined;
+  private freeze: { session: HostSession; held: Array<(run: boolean) => void>; timer: ReturnType<typeof setTimeout> | undefined } | undefined;
   readonly api: SnapshotsApi;
 
   /**
@@ -206,7 +206,7 @@ export class Snapshots {
   private startFreeze(session: HostSession, ms: number): void {
     if (this.freeze?.session !== session) {
       this.thaw('thawed');
-      this.freeze = { session, held: [], timer: undefined as unknown as ReturnType<typeof setTimeout> };
+      this.freeze = { session, held: [], timer: undefined };
       this.core.logger.info(`session ${session.id} frozen for a move: its commands are held until the move ends`);
     }
     const f = this.freeze;

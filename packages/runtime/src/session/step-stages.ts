@@ -96,16 +96,7 @@ export class RunnerCallCollector {
   /** `generate` ended: the sum of its completed runner calls, or undefined when it made none. */
   end(): RunnerStages | undefined {
     this.signal = undefined;
-    if (this.calls.length === 0) return undefined;
-    const sum: RunnerStages = { dispatchMs: 0, ranksMs: 0, handbackMs: 0, calls: 0 };
-    for (const c of this.calls) {
-      if (!c.done) continue;
-      sum.dispatchMs += c.dispatchMs;
-      sum.ranksMs += c.ranksMs;
-      sum.handbackMs += c.handbackMs;
-      sum.calls++;
-    }
-    return sum.calls > 0 ? sum : undefined;
+    return sumCalls(this.calls);
   }
 
   /** A pipelined step's `generate` (its interrupt signal `signal`) is called; others may be in flight. */
@@ -129,17 +120,23 @@ export class RunnerCallCollector {
   endInFlight(signal: AbortSignal, from: number): RunnerStages | undefined {
     const calls = this.inFlight.get(signal);
     this.inFlight.delete(signal);
-    if (!calls || calls.length === 0) return undefined;
-    const sum: RunnerStages = { dispatchMs: 0, ranksMs: 0, handbackMs: 0, calls: 0 };
-    for (const c of calls) {
-      if (!c.done) continue;
-      const sentAt = c.startMs + c.dispatchMs;
-      const answeredAt = sentAt + c.ranksMs;
-      sum.dispatchMs += c.dispatchMs;
-      sum.ranksMs += Math.max(0, answeredAt - Math.max(sentAt, from));
-      sum.handbackMs += c.handbackMs;
-      sum.calls++;
-    }
-    return sum.calls > 0 ? sum : undefined;
+    return calls ? sumCalls(calls, from) : undefined;
   }
+}
+
+/**
+ * The sum of the completed calls, or undefined when none completed. With `from`, a call's ranks
+ * time counts from its send or from `from`, whichever came later ({@link RunnerCallCollector.endInFlight}).
+ */
+function sumCalls(calls: readonly RunnerCallTiming[], from?: number): RunnerStages | undefined {
+  const sum: RunnerStages = { dispatchMs: 0, ranksMs: 0, handbackMs: 0, calls: 0 };
+  for (const c of calls) {
+    if (!c.done) continue;
+    const sentAt = c.startMs + c.dispatchMs;
+    sum.dispatchMs += c.dispatchMs;
+    sum.ranksMs += from === undefined ? c.ranksMs : Math.max(0, sentAt + c.ranksMs - Math.max(sentAt, from));
+    sum.handbackMs += c.handbackMs;
+    sum.calls++;
+  }
+  return sum.calls > 0 ? sum : undefined;
 }
