@@ -174,11 +174,7 @@ export class AgonesRegistry {
     if (cached && cached.state !== 'Ready') return cached;
     let obj: GameServerObject;
     try {
-      obj = (await withTimeout(
-        this.#api.getNamespacedCustomObject({ group: AGONES_GROUP, version: VERSION, namespace: this.#o.namespace, plural: 'gameservers', name }),
-        this.#o.apiTimeoutMs,
-        `reading GameServer ${name}`,
-      )) as GameServerObject;
+      obj = await this.#read(name);
     } catch (err) {
       if (err instanceof ApiException && err.code === 404) return undefined;
       throw this.#failure(`reading GameServer ${name}`, err);
@@ -218,17 +214,7 @@ export class AgonesRegistry {
     for (let attempt = 0; ; attempt++) {
       let obj: GameServerObject;
       try {
-        obj = (await withTimeout(
-          this.#api.getNamespacedCustomObject({
-            group: AGONES_GROUP,
-            version: VERSION,
-            namespace: this.#o.namespace,
-            plural: 'gameservers',
-            name: instance.name,
-          }),
-          this.#o.apiTimeoutMs,
-          `reading GameServer ${instance.name}`,
-        )) as GameServerObject;
+        obj = await this.#read(instance.name);
       } catch (err) {
         throw this.#failure(`reading GameServer ${instance.name}`, err);
       }
@@ -277,6 +263,15 @@ export class AgonesRegistry {
       if (err instanceof ApiException && err.code === 404) return false;
       throw this.#failure(`patching GameServer ${instance.name}`, err);
     }
+  }
+
+  /** One GET of a GameServer (with the API timeout); the API's error as it came. */
+  async #read(name: string): Promise<GameServerObject> {
+    return (await withTimeout(
+      this.#api.getNamespacedCustomObject({ group: AGONES_GROUP, version: VERSION, namespace: this.#o.namespace, plural: 'gameservers', name }),
+      this.#o.apiTimeoutMs,
+      `reading GameServer ${name}`,
+    )) as GameServerObject;
   }
 
   /** A merge patch of annotations on a GameServer, with `resourceVersion` as a precondition when given (409 when it changed). */
