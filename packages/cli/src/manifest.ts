@@ -275,7 +275,6 @@ export function loadManifest(file: string): Manifest {
   };
 }
 
-/** `server:` as `ServerOptions`, through {@link SERVER_OPTION_KEYS}. */
 /** What the field checks of `gpu:` cannot see: the deadline keys belong to `admit: deadline`, the deadline is above 1 interval, the margin leaves at least 1. */
 function gpuProblems(gpu: GpuSection | undefined | null): string[] {
   if (gpu === undefined || gpu === null) return [];
@@ -303,6 +302,7 @@ function gpuProblems(gpu: GpuSection | undefined | null): string[] {
   return problems;
 }
 
+/** `server:` as `ServerOptions`, through {@link SERVER_OPTION_KEYS}. */
 function toServerOptions(server: ServerSection, root: string): ManifestServerOptions {
   const out: Record<string, unknown> = {};
   for (const [key, option] of Object.entries(SERVER_OPTION_KEYS)) {
