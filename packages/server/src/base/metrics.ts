@@ -51,7 +51,7 @@ export class ServerMetrics {
   });
   readonly framesDropped = new Counter({
     name: 'reactor_frames_dropped_total',
-    help: 'Frames not delivered to a client, by reason (encoder_busy: counted once per frame the JPEG encoder was too far behind to take, whatever the number of clients).',
+    help: 'Frames not delivered to a client, by reason (encoder_busy: counted once per frame the JPEG encoder, or an H.264/VP8 track encoder, was too far behind to take, whatever the number of clients).',
     labelNames: ['reason'],
     registers: [this.registry],
   });

@@ -219,7 +219,8 @@ export class RecordingService implements VideoSubscriber {
       this.#autoRecorded = gen;
       void this.#startRecording().catch(() => undefined);
     }
-    t.encoder.encode(frame).then(
+    // null: the encoder was behind and did not take the frame (its stream has no gap).
+    t.encoder.encode(frame)?.then(
       (cf) => {
         if (!cf || gen !== this.#generation) return;
         const avcc = annexBToAvcc(cf.bytes.subarray(cf.payloadOffset));

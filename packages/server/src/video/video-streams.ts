@@ -10,6 +10,12 @@
  * most once per {@link KEY_FRAME_MIN_INTERVAL_MS} per encoder (a request inside that window is
  * served by the first frame after it); a flush forces one on every encoder at once; between
  * those, one every `keyFrameInterval` frames.
+ *
+ * An encoder slower than the playout encodes at its own rate: at most
+ * {@link MAX_CODED_IN_FLIGHT} frames are taken and not yet out of it, and a frame played out
+ * beyond that is not encoded for anyone (counted once as `encoder_busy`). Every frame it takes
+ * is part of an unbroken stream, so a client keeps each one: dropping frames after encoding
+ * would break the chain of delta frames and make every client wait for the next key frame.
  */
 import sharp from 'sharp';
 import {
@@ -25,6 +31,13 @@ import type { Logger } from '@reactor/log';
 import type { AppHostApi, OutputFrame } from '@reactor/runtime';
 import type { ServerMetrics } from '../base/metrics.js';
 import type { CodedVideoCodec, CodedVideoEncoder, VideoEncoderFactory } from './video-encoder.js';
+
+/**
+ * Frames an encoder holds (resizing, waiting for the native encoder, in it) before a new frame is
+ * its drop (`encoder_busy`): one in the native encoder and a few behind it, so a step's frames
+ * that arrive together, or a short stall of the event loop, cost no frame.
+ */
+export const MAX_CODED_IN_FLIGHT = 4;
 
 /** The video options with defaults applied (see `ServerOptions.video`). */
 export interface ResolvedVideoOptions {
@@ -195,7 +208,10 @@ export class TrackEncoder {
   readonly tier: VideoTierSchema;
   readonly #o: TrackEncoderInit;
   readonly #subs = new Set<VideoSubscriber>();
-  readonly #cache = new WeakMap<OutputFrame, Promise<CodedFrame | null>>();
+  /** Each frame's encoding (`null`: not taken, the encoder was busy). */
+  readonly #cache = new WeakMap<OutputFrame, Promise<CodedFrame | null> | null>();
+  /** Frames taken whose encoding has not settled. */
+  #inFlight = 0;
   #native: NativeState | undefined;
   /** Serialises the hand-off of frames to the native encoder in playout order (resizing runs ahead, in parallel). */
   #chain: Promise<unknown> = Promise.resolve();
@@ -249,13 +265,27 @@ export class TrackEncoder {
     else this.#wanted = true;
   }
 
-  /** The encoded frame; the same promise for every client (the frame is encoded once). `null`: the encoder skipped it. */
-  encode(frame: OutputFrame): Promise<CodedFrame | null> {
+  /**
+   * The encoded frame; the same promise for every client (the frame is encoded once). It resolves
+   * `null` when the native encoder skipped the frame (a gap in the stream: clients wait for a key
+   * frame). `null` instead of a promise: the encoder was {@link MAX_CODED_IN_FLIGHT} frames
+   * behind and did not take the frame (counted once as `encoder_busy`; the stream has no gap).
+   */
+  encode(frame: OutputFrame): Promise<CodedFrame | null> | null {
     let p = this.#cache.get(frame);
-    if (!p) {
-      p = this.#encode(frame);
-      // A frame dropped before anyone awaits it must not become an unhandled rejection.
-      p.catch(() => undefined);
+    if (p === undefined) {
+      if (this.#inFlight >= MAX_CODED_IN_FLIGHT && !this.#closed) {
+        this.#o.metrics.framesDropped.inc({ reason: 'encoder_busy' });
+        p = null;
+      } else {
+        this.#inFlight++;
+        p = this.#encode(frame);
+        const settled = (): void => {
+          this.#inFlight--;
+        };
+        // Also keeps a frame dropped before anyone awaits it from becoming an unhandled rejection.
+        p.then(settled, settled);
+      }
       this.#cache.set(frame, p);
     }
     return p;

@@ -175,8 +175,10 @@ export class RtcMedia {
       this.#video.lost(frame.trackIndex, 'drop');
       return;
     }
-    out.pending++;
     const coded = route.encoder.encode(frame);
+    // The track's encoder did not take it (counted there once as `encoder_busy`; its stream has no gap).
+    if (coded === null) return;
+    out.pending++;
     out.chain = out.chain.then(async () => {
       let chunk: CodedFrame | null;
       try {

@@ -140,13 +140,16 @@ export class WsOutbound implements OutboundSender, BudgetHolder {
     const { seq, track, trackIndex } = frame;
     const route = this.#c.video.route(frame);
     if (route.kind === 'coded') {
+      const data = route.encoder.encode(frame);
+      // The track's encoder did not take it (counted there once as `encoder_busy`; its stream has no gap).
+      if (data === null) return;
       const now = performance.now();
       const item: QueuedItem = {
         seq,
         track,
         trackIndex,
         audio: false,
-        data: route.encoder.encode(frame),
+        data,
         encoder: route.encoder,
         encoding: true,
         queuedAt: now,
