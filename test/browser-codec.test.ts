@@ -145,7 +145,9 @@ for (const codec of ['h264', 'vp8'] as const) {
       expect(after.status.tier).toBe(after.tier);
       expect(['full', 'half', 'low']).toContain(after.tier);
       expect(after.status.bitrate).toMatch(/^\d+(\.\d+)? Mbit\/s$/);
-      expect(await page.textContent('#size')).toBe('160x96');
+      // The picture's size is its tier's: full 160x96, half and low 80x48 (a loaded machine may
+      // step the viewer down a tier; the status line and the picture can be a frame apart).
+      expect(['160x96', '80x48']).toContain(await page.textContent('#size'));
       expect(await mean(page).then((m) => m[0] + m[1] + m[2])).toBeGreaterThan(30);
       expect(pageErrors).toEqual([]);
     }, 60_000);
