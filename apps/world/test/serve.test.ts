@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
-import { type ClientFrame, connect, type ReactorClient, type SessionStatus } from '@reactor/client';
+import { type ClientFrame, ReactorClient, type SessionStatus } from '@reactor/client';
 import { GENERATED_NOTICE } from '../src/app.js';
 import { PY, type Served, app, startCli, until } from './helpers.js';
 
@@ -29,14 +29,21 @@ interface Seen {
   messages: { name: string; data: unknown }[];
 }
 
+/**
+ * A client whose listeners are on before its welcome: a message the server sends right after the
+ * welcome (a late joiner's `world_info`, from its @connected hook) can come in the same read as
+ * the welcome, and is emitted before `connect()` resolves (seen once beside a second suite).
+ */
 async function client(base: string): Promise<Seen> {
-  const c = await connect(base, { WebSocket, reconnect: false });
+  const c = new ReactorClient(base, { WebSocket, reconnect: false });
   cleanups.push(() => c.close());
-  const seen: Seen = { c, frames: [], flushes: [], sessions: [c.session], messages: [] };
+  const seen: Seen = { c, frames: [], flushes: [], sessions: [], messages: [] };
   c.on('frame', (f) => seen.frames.push(f));
   c.on('flush', (f) => seen.flushes.push(f.nextSeq));
   c.on('session', (s) => seen.sessions.push(s));
   c.on('message', (m) => seen.messages.push({ name: m.name, data: m.data }));
+  await c.ready;
+  seen.sessions.unshift(c.session);
   return seen;
 }
 
