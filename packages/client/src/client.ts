@@ -58,6 +58,9 @@ import {
   type RtcClientMessage,
 } from './protocol.js';
 
+/** App messages kept for a first `message` listener that comes a moment after the welcome (the oldest goes beyond). */
+const MAX_EARLY_MESSAGES = 256;
+
 /**
  * A live connection to one app session. Create it with {@link connect}.
  * Events: `frame`, `message`, `state`, `session`, `stats`, `flush`, `status`, `welcome`, `error`
@@ -96,6 +99,15 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
   /** Commands kept across a move (4307 `session_moved`), sent again once the new instance welcomes this client. */
   #movedCommands: Set<string> | undefined;
   #onAbort = (): void => this.close();
+  /**
+   * App messages that came while nobody listened, before the caller could (`await connect()` goes
+   * on in a later microtask than the read that held the welcome and the messages after it): the
+   * first `message` listener gets them. Undefined once that window closed (a macrotask after the
+   * connection is ready, or after {@link holdEarlyMessages}' release).
+   */
+  #early: AppMessage[] | undefined = [];
+  #earlyHolds = 0;
+  #earlyFlushing = false;
   readonly #token: string | undefined;
   /** The last `selectVideo()` that succeeded, sent again after a re-join. */
   #video: { codec: VideoCodecName; tier?: string } | undefined;
@@ -161,12 +173,56 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
     }
     this.#commandTimeoutMs = options.commandTimeoutMs ?? 30_000;
     this.#signal = options.signal;
-    this.ready = this.#conn.open(options.signal).then(() => {
-      this.#signal?.addEventListener('abort', this.#onAbort, { once: true });
-      return this;
-    });
+    this.ready = this.#conn.open(options.signal).then(
+      () => {
+        this.#signal?.addEventListener('abort', this.#onAbort, { once: true });
+        this.#closeEarlySoon();
+        return this;
+      },
+      (err: unknown) => {
+        this.#early = undefined;
+        throw err;
+      },
+    );
     // The caller awaits `ready`; keep an unobserved rejection from being reported twice.
     this.ready.catch(() => undefined);
+  }
+
+  /** Adds a listener (see {@link TypedEmitter.on}); the first `message` listener also gets the app messages that came before it could listen. */
+  override on<K extends keyof ReactorClientEvents>(type: K, listener: (value: ReactorClientEvents[K]) => void): () => void {
+    const off = super.on(type, listener);
+    if (type === 'message' && this.#early !== undefined && this.#early.length > 0 && !this.#earlyFlushing) {
+      this.#earlyFlushing = true;
+      // In order, before any later message (those wait behind these until the flush).
+      queueMicrotask(() => {
+        const held = this.#early ?? [];
+        this.#early = undefined;
+        for (const m of held) this.emit('message', m);
+      });
+    }
+    return off;
+  }
+
+  /**
+   * Keeps the early app messages for the first listener until the returned function is called
+   * (then a macrotask more): `connect()` holds them while it sets up the transport.
+   * @internal
+   */
+  holdEarlyMessages(): () => void {
+    this.#earlyHolds++;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.#earlyHolds--;
+      this.#closeEarlySoon();
+    };
+  }
+
+  #closeEarlySoon(): void {
+    setTimeout(() => {
+      if (this.#earlyHolds === 0 && !this.#earlyFlushing) this.#early = undefined;
+    }, 0);
   }
 
   /** Connection state: `connecting`, `open`, `reconnecting` or `closed`. */
@@ -430,6 +486,7 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
   /** Closes the connection for good (no reconnect); pending commands reject with `client_closed`. Idempotent. */
   close(): void {
     if (!this.#conn.beginClose()) return;
+    this.#early = undefined;
     this.#signal?.removeEventListener('abort', this.#onAbort);
     this.#stopReports();
     this.#pending.rejectAll(new ConnectionError(ClientErrorCode.ClientClosed, 'the client was closed before the reply arrived'));
@@ -530,6 +587,10 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
         return;
       }
       case 'message':
+        if (this.#early !== undefined && (this.#earlyFlushing || this.listenerCount('message') === 0)) {
+          if (this.#early.push(msg) > MAX_EARLY_MESSAGES) this.#early.shift();
+          return;
+        }
         this.emit('message', msg);
         return;
       case 'state':

@@ -53,8 +53,13 @@ async function withTransport<T extends AppTypes>(client: ReactorClient<T>, optio
 export async function connect<T extends AppTypes = UntypedApp>(url: string, options: ConnectOptions = {}): Promise<ReactorClient<T>> {
   if (options.session === undefined) {
     const client = new ReactorClient<T>(url, options);
-    await client.ready;
-    return withTransport(client, options);
+    const release = client.holdEarlyMessages();
+    try {
+      await client.ready;
+      return await withTransport(client, options);
+    } finally {
+      release();
+    }
   }
   for (let attempt = 1; ; attempt++) {
     const route = await requestSession(url, {
@@ -71,6 +76,7 @@ export async function connect<T extends AppTypes = UntypedApp>(url: string, opti
     const routed: ConnectOptions = { ...options, reconnect: options.reconnect ?? { maxAttempts: ROUTED_RECONNECT_ATTEMPTS } };
     const client = new ReactorClient<T>(route.url, route.token !== undefined ? { ...routed, token: route.token } : routed);
     client.route = route;
+    const release = client.holdEarlyMessages();
     try {
       await client.ready;
       return await withTransport(client, options);
@@ -90,6 +96,8 @@ export async function connect<T extends AppTypes = UntypedApp>(url: string, opti
           undefined,
         );
       }
+    } finally {
+      release();
     }
   }
 }

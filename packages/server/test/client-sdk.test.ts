@@ -1,5 +1,7 @@
+import { once } from 'node:events';
+import type { AddressInfo, Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { WebSocket } from 'ws';
+import { WebSocket, WebSocketServer, type WebSocket as WsSocket } from 'ws';
 import { CommandTimeoutError, ConnectionError, connect, toWebSocketUrl, type ConnectionStatus } from '@reactor/client';
 import { until } from './fixtures/net.js';
 import { usePatternServers } from './pattern-servers.js';
@@ -68,5 +70,64 @@ describe('@reactor/client against a real server', () => {
     expect(toWebSocketUrl('https://h.example/app/', 'a b')).toBe('wss://h.example/app/ws?token=a+b');
     expect(toWebSocketUrl('ws://h:1/ws')).toBe('ws://h:1/ws');
     expect(() => toWebSocketUrl('ftp://h')).toThrow('url must be http(s):// or ws(s)://');
+  });
+});
+
+describe('@reactor/client: app messages in the same read as the welcome', () => {
+  /**
+   * A server that writes its welcome and three app messages in one TCP write (the client reads
+   * them at once, before `connect()` resolves), and one more message when asked.
+   */
+  async function corkedServer(welcome: string): Promise<{ url: string; later(): void; close(): Promise<void> }> {
+    const wss = new WebSocketServer({ port: 0 });
+    await once(wss, 'listening');
+    const sockets: WsSocket[] = [];
+    wss.on('connection', (ws) => {
+      sockets.push(ws);
+      const raw = (ws as unknown as { _socket: Socket })._socket;
+      raw.cork();
+      ws.send(welcome);
+      for (const name of ['a', 'b', 'c']) ws.send(JSON.stringify({ type: 'message', name, data: { name } }));
+      process.nextTick(() => raw.uncork());
+    });
+    return {
+      url: `http://127.0.0.1:${(wss.address() as AddressInfo).port}`,
+      later: () => sockets.forEach((ws) => ws.send(JSON.stringify({ type: 'message', name: 'later', data: null }))),
+      close: () => new Promise<void>((r) => wss.close(() => r())),
+    };
+  }
+
+  it('gives them to the first message listener attached after `await connect()`, in order; a listener a moment later gets only new ones', async () => {
+    // A real welcome, taken from a real server.
+    const real = await start();
+    const raw = new WebSocket(real.wsUrl);
+    const [data] = (await once(raw, 'message')) as [Buffer];
+    raw.close();
+    const fake = await corkedServer(data.toString());
+    cleanups.push(() => fake.close());
+
+    const client = await connect(fake.url, { WebSocket, reconnect: false, stats: false });
+    cleanups.push(() => client.close());
+    const first: string[] = [];
+    client.on('message', (m) => first.push(m.name));
+    const iterated: string[] = [];
+    const it = client.messages();
+    await until(() => first.length >= 3, 5000, 'the three early messages');
+    expect(first).toEqual(['a', 'b', 'c']);
+
+    // The window has closed: a listener added later starts with what comes after it.
+    await new Promise((r) => setTimeout(r, 20));
+    const late: string[] = [];
+    client.on('message', (m) => late.push(m.name));
+    fake.later();
+    await until(() => late.length >= 1 && first.length >= 4, 5000, 'the later message');
+    expect(late).toEqual(['later']);
+    expect(first).toEqual(['a', 'b', 'c', 'later']);
+    // The iterator made in the same tick as the first listener saw the early ones too.
+    for await (const m of it) {
+      iterated.push(m.name);
+      if (iterated.length === 4) break;
+    }
+    expect(iterated).toEqual(['a', 'b', 'c', 'later']);
   });
 });
