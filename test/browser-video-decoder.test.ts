@@ -60,10 +60,16 @@ interface Run {
   requests: { reason: string; seq: number }[];
   errors: string[];
   counters: { decoded: number; discarded: number; keyFrameRequests: number; errors: number };
+  /** Frames fed to decode(). */
+  fed: number;
 }
 
 type Step =
-  { op: 'frames'; from: number; to: number; gapAt?: number } | { op: 'garbage'; seq: number } | { op: 'flush'; nextSeq: number } | { op: 'wait'; ms: number };
+  | { op: 'frames'; from: number; to: number; gapAt?: number; burst?: boolean }
+  | { op: 'garbage'; seq: number }
+  | { op: 'flush'; nextSeq: number }
+  | { op: 'configure' }
+  | { op: 'wait'; ms: number };
 
 /**
  * Encodes 40 frames (key at 0, 10, 20, 30) with the page's VideoEncoder, then plays `steps` into a
@@ -131,22 +137,27 @@ function scenario(codec: 'h264' | 'vp8', steps: Step[]): Promise<Run> {
       });
       dec.on('keyframe_needed', (k) => requests.push({ reason: k.reason, seq: lastFed }));
       dec.on('error', (e) => errors.push(e.message));
-      dec.configure({ type: 'video_config', track: 'main', codec, codecString, width: W, height: H, tier: 'full', bitrate: 400_000 });
+      const config = { type: 'video_config', track: 'main', codec, codecString, width: W, height: H, tier: 'full', bitrate: 400_000 } as const;
+      dec.configure(config);
+      let fed = 0;
       const encoding = codec === 'h264' ? 3 : 4;
       const feed = (seq: number, payload: Uint8Array, key: boolean, gap = false): void => {
         lastFed = seq;
+        fed++;
         dec.decode({ encoding, seq, ptsMs: seq * 33.333, width: W, height: H, payload, key }, gap);
       };
       for (const s of steps) {
         if (s.op === 'frames') {
           for (let i = s.from; i < s.to; i++) {
             feed(i, chunks[i]!.data, chunks[i]!.key, i === s.gapAt);
-            await new Promise((r) => setTimeout(r, 5));
+            if (!s.burst) await new Promise((r) => setTimeout(r, 5));
           }
         } else if (s.op === 'garbage') {
           feed(s.seq, new Uint8Array(600).fill(0x5a), true);
         } else if (s.op === 'flush') {
           dec.flush(s.nextSeq);
+        } else if (s.op === 'configure') {
+          dec.configure({ ...config, tier: 'half' });
         } else {
           await new Promise((r) => setTimeout(r, s.ms));
         }
@@ -157,7 +168,7 @@ function scenario(codec: 'h264' | 'vp8', steps: Step[]): Promise<Run> {
       await new Promise((r) => setTimeout(r, 100));
       const counters = dec.counters;
       dec.close();
-      return { out, requests, errors, counters: { ...counters } };
+      return { out, requests, errors, counters: { ...counters }, fed };
     },
     { codec, steps },
   );
@@ -183,6 +194,18 @@ describe('VideoTrackDecoder in Chromium', () => {
         expect(r.requests).toEqual([{ reason: 'no_key_yet', seq: 3 }]);
         expect(r.out.map((o) => o.seq)).toEqual([...Array(15).keys()].map((i) => i + 10));
         expect(r.counters.discarded).toBe(7);
+        expect(r.out.length + r.counters.discarded).toBe(r.fed);
+      }, 30_000);
+
+      it('a video_config mid-stream (a tier change) loses no frame queued before it: each is given or counted as discarded', async () => {
+        // 10 frames fed at once (queued in the decoder), the new configuration, then from key frame 10
+        const r = await scenario(codec, [{ op: 'frames', from: 0, to: 10, burst: true }, { op: 'configure' }, { op: 'frames', from: 10, to: 20 }]);
+        expect(r.errors).toEqual([]);
+        const seqs = r.out.map((o) => o.seq);
+        expect(seqs).toEqual([...new Set(seqs)].sort((a, b) => a - b));
+        expect(seqs.filter((s) => s >= 10)).toEqual([...Array(10).keys()].map((i) => i + 10));
+        expect(r.out.length + r.counters.discarded).toBe(r.fed);
+        if (process.env['CODEC_DEBUG']) console.log(codec, 'after a configure:', seqs.join(' '), r.counters);
       }, 30_000);
 
       it('after a gap: discards deltas until the next key frame and asks for it', async () => {
@@ -193,6 +216,7 @@ describe('VideoTrackDecoder in Chromium', () => {
         ]);
         expect(r.requests).toEqual([{ reason: 'gap', seq: 14 }]);
         expect(r.out.map((o) => o.seq)).toEqual([...[...Array(13).keys()], ...[...Array(10).keys()].map((i) => i + 20)]);
+        expect(r.out.length + r.counters.discarded).toBe(r.fed);
       }, 30_000);
 
       it('after a decode error: reports it, asks for a key frame, and decodes again from the next one', async () => {
@@ -222,6 +246,7 @@ describe('VideoTrackDecoder in Chromium', () => {
         expect(seqs).toEqual([0, 1, 2, 3, ...[...Array(12).keys()].map((i) => i + 10)]);
         // 4 and 5 are below nextSeq (stale, no request); 6 is a delta after the flush: one request
         expect(r.requests).toEqual([{ reason: 'no_key_yet', seq: 6 }]);
+        expect(r.out.length + r.counters.discarded).toBe(r.fed);
       }, 30_000);
     });
   }

@@ -55,7 +55,12 @@ export interface VideoTrackDecoderOptions {
 export interface VideoDecoderCounters {
   /** Pictures given out (and closed). */
   decoded: number;
-  /** Frames not decoded: deltas without a reference, stale frames, frames skipped while behind. */
+  /**
+   * Frames given to `decode()` that gave no picture: deltas without a reference, stale frames,
+   * frames skipped while behind, a JPEG frame a newer one replaced, and the frames still queued in
+   * the decoder when a flush, a decoder error or a switch to JPEG dropped them. Every frame fed is
+   * decoded or counted here (a failing frame may be counted in `errors` too).
+   */
   discarded: number;
   /** Key frames asked for. */
   keyFrameRequests: number;
@@ -194,7 +199,8 @@ export class VideoTrackDecoder extends TypedEmitter<VideoTrackDecoderEvents> {
   decode(frame: VideoInputFrame, gap = false): void {
     if (this.#closed) return;
     if (frame.encoding === FrameEncoding.Jpeg) {
-      this.#jpegNext = frame; // JPEG frames stand alone: the newest wins while one decodes
+      if (this.#jpegNext) this.#counters.discarded++; // JPEG frames stand alone: the newest wins while one decodes
+      this.#jpegNext = frame;
       if (!this.#jpegBusy) void this.#jpegLoop();
       return;
     }
@@ -238,9 +244,9 @@ export class VideoTrackDecoder extends TypedEmitter<VideoTrackDecoderEvents> {
   flush(nextSeq: number): void {
     if (this.#closed) return;
     this.#epoch++;
-    this.#jpegNext = undefined;
+    this.#dropJpeg();
     this.#gate.flush(nextSeq);
-    this.#pending = [];
+    this.#dropPending();
     const decoder = this.#decoder;
     if (decoder && decoder.state === 'configured' && this.#config) {
       decoder.reset();
@@ -274,7 +280,7 @@ export class VideoTrackDecoder extends TypedEmitter<VideoTrackDecoderEvents> {
           // The decoder closed itself; a new one waits for the next key frame.
           if (this.#decoder !== decoder || this.#closed) return;
           this.#counters.errors++;
-          this.#pending = [];
+          this.#dropPending();
           this.emit('error', new Error(`the ${config.codec} decoder of track "${this.track}" failed: ${err.message}`, { cause: err }));
           this.#decoder = undefined;
           if (this.#config) this.#openDecoder();
@@ -283,7 +289,9 @@ export class VideoTrackDecoder extends TypedEmitter<VideoTrackDecoderEvents> {
       });
       this.#decoder = decoder;
     }
-    this.#pending = [];
+    // A live decoder keeps its queue: frames fed before this configure still come out, in order,
+    // and are given (a tier change must not lose them); a decoder that drops them instead has them
+    // counted as discarded when the next output passes them.
     try {
       this.#decoder.configure(config);
     } catch (err) {
@@ -295,18 +303,21 @@ export class VideoTrackDecoder extends TypedEmitter<VideoTrackDecoderEvents> {
   #closeDecoder(): void {
     const d = this.#decoder;
     this.#decoder = undefined;
-    this.#pending = [];
+    this.#dropPending();
     if (d && d.state !== 'closed') d.close();
   }
 
   #output(frame: VideoFrame): void {
-    // Outputs come in decode order, one per chunk unless the decoder dropped one.
-    let p = this.#pending.shift();
-    while (p && p.timestamp !== frame.timestamp && this.#pending.length > 0) p = this.#pending.shift();
-    if (this.#closed || !p || p.timestamp !== frame.timestamp) {
+    // Outputs come in decode order, one per chunk unless the decoder dropped one: the entries
+    // before this output's own gave no picture. An output with no entry (its frame was dropped
+    // here already) takes none of the later frames' entries.
+    const at = this.#pending.findIndex((p) => p.timestamp === frame.timestamp);
+    if (this.#closed || at < 0) {
       frame.close();
       return;
     }
+    this.#counters.discarded += at;
+    const p = this.#pending.splice(0, at + 1)[at]!;
     this.#give(frame, { ...p.info, decodedAt: performance.now() });
   }
 
@@ -323,6 +334,18 @@ export class VideoTrackDecoder extends TypedEmitter<VideoTrackDecoderEvents> {
     } finally {
       frame.close();
     }
+  }
+
+  /** The frames queued in the decoder will give no picture. */
+  #dropPending(): void {
+    this.#counters.discarded += this.#pending.length;
+    this.#pending = [];
+  }
+
+  /** The JPEG frame waiting to decode will not be. */
+  #dropJpeg(): void {
+    if (this.#jpegNext) this.#counters.discarded++;
+    this.#jpegNext = undefined;
   }
 
   #lose(reason: ReferenceLoss): void {
@@ -351,6 +374,7 @@ export class VideoTrackDecoder extends TypedEmitter<VideoTrackDecoderEvents> {
         }
         if (epoch !== this.#epoch || this.#closed) {
           bitmap.close();
+          this.#counters.discarded++;
           continue;
         }
         const frame = new VideoFrame(bitmap, { timestamp: Math.round(f.ptsMs * 1000) });
