@@ -193,7 +193,30 @@ for (const codec of ['h264', 'vp8'] as const) {
         proxy.setRate(60_000);
         await expect.poll(async () => (await videoState(slow)).tier, { timeout: 30_000, interval: 250 }).not.toBe('full');
         const moved = await videoState(slow);
-        await expect.poll(async () => (await videoState(slow)).framesDrawn - moved.framesDrawn, { timeout: 20_000 }).toBeGreaterThan(VIDEO_FPS);
+        await slow.evaluate(() => {
+          const v = (window as unknown as { reactorViewer: Record<string, any> }).reactorViewer;
+          v['slowReceived'] = { coded: 0, key: 0, jpeg: 0 };
+          v['client'].on('frame', (f: { trackName: string; encoding: number; key?: boolean }) => {
+            if (f.trackName !== 'main_video') return;
+            const r = v['slowReceived'];
+            if (f.encoding === 0) r.jpeg++;
+            else r.coded++;
+            if (f.key === true) r.key++;
+          });
+        });
+        try {
+          await expect.poll(async () => (await videoState(slow)).framesDrawn - moved.framesDrawn, { timeout: 20_000 }).toBeGreaterThan(VIDEO_FPS);
+        } catch (err) {
+          // say what the viewer saw: frames that arrived after the move, its decoder, its reception
+          const seen = await slow.evaluate(() => {
+            const v = (window as unknown as { reactorViewer: Record<string, any> }).reactorViewer;
+            return { received: v['slowReceived'], reception: v['video']?.reception, server: v['video']?.serverStats, tier: v['video']?.tier };
+          });
+          const s = await videoState(slow);
+          console.log('slow viewer after the move:', JSON.stringify({ drawn: s.framesDrawn - moved.framesDrawn, ...seen, counters: s.counters }));
+          console.log('its messages:', ((await slow.textContent('#messages')) ?? '').slice(0, 3000));
+          throw err;
+        }
         const s = await videoState(slow);
         expect(s.status.tier).not.toBe('full');
         const seqs = s.log.map((e) => e.seq);
@@ -206,6 +229,35 @@ for (const codec of ['h264', 'vp8'] as const) {
         await proxy.close();
       }
     }, 90_000);
+
+    it('falls back to JPEG when this browser refuses the coded configuration (one error, no loop)', async () => {
+      const refusing = await openViewer(server.url, () => {
+        // isConfigSupported still says yes (the viewer selects the codec); configure() is refused
+        const Real = window.VideoDecoder;
+        window.VideoDecoder = class extends Real {
+          readonly #error: (e: DOMException) => void;
+          constructor(init: VideoDecoderInit) {
+            super(init);
+            this.#error = init.error;
+          }
+          override configure(): void {
+            setTimeout(() => this.#error(new DOMException('refused by the test', 'NotSupportedError')));
+          }
+        };
+      });
+      try {
+        await expect.poll(async () => (await videoState(refusing)).status.codec, { timeout: 30_000 }).toBe('jpeg');
+        const drawn = (await videoState(refusing)).framesDrawn;
+        await expect.poll(async () => (await videoState(refusing)).framesDrawn - drawn, { timeout: 20_000 }).toBeGreaterThan(10);
+        const s = await videoState(refusing);
+        expect(s.codec).toBe('jpeg');
+        expect(s.log.slice(-5).every((e) => e.encoding === 0)).toBe(true);
+        expect(s.counters['main_video']?.errors).toBe(1);
+        expect((await refusing.textContent('#messages')) ?? '').toMatch(/decoder of track \\?"main_video\\?" failed: refused by the test/);
+      } finally {
+        await refusing.close();
+      }
+    }, 60_000);
 
     it('still plays JPEG in a browser without WebCodecs', async () => {
       const old = await openViewer(server.url, () => {

@@ -75,9 +75,9 @@ type Step =
  * Encodes 40 frames (key at 0, 10, 20, 30) with the page's VideoEncoder, then plays `steps` into a
  * fresh VideoTrackDecoder and reports what came out.
  */
-function scenario(codec: 'h264' | 'vp8', steps: Step[]): Promise<Run> {
+function scenario(codec: 'h264' | 'vp8', steps: Step[], configCodec?: string): Promise<Run> {
   return page.evaluate(
-    async ({ codec, steps }) => {
+    async ({ codec, steps, configCodec }) => {
       const { VideoTrackDecoder } = await (window as unknown as ViewerHooks).reactorViewer.browser();
       const W = 128;
       const H = 96;
@@ -137,7 +137,16 @@ function scenario(codec: 'h264' | 'vp8', steps: Step[]): Promise<Run> {
       });
       dec.on('keyframe_needed', (k) => requests.push({ reason: k.reason, seq: lastFed }));
       dec.on('error', (e) => errors.push(e.message));
-      const config = { type: 'video_config', track: 'main', codec, codecString, width: W, height: H, tier: 'full', bitrate: 400_000 } as const;
+      const config = {
+        type: 'video_config',
+        track: 'main',
+        codec,
+        codecString: configCodec ?? codecString,
+        width: W,
+        height: H,
+        tier: 'full',
+        bitrate: 400_000,
+      } as const;
       dec.configure(config);
       let fed = 0;
       const encoding = codec === 'h264' ? 3 : 4;
@@ -170,7 +179,7 @@ function scenario(codec: 'h264' | 'vp8', steps: Step[]): Promise<Run> {
       dec.close();
       return { out, requests, errors, counters: { ...counters }, fed };
     },
-    { codec, steps },
+    { codec, steps, configCodec },
   );
 }
 
@@ -250,6 +259,21 @@ describe('VideoTrackDecoder in Chromium', () => {
       }, 30_000);
     });
   }
+
+  it('decodes H.264 whose video_config names level 1b as x264 writes it (avc1.640009, which Chromium refuses as it is)', async () => {
+    const r = await scenario('h264', [{ op: 'frames', from: 0, to: 20 }], 'avc1.640009');
+    expect(r.errors).toEqual([]);
+    expect(r.out.map((o) => o.seq)).toEqual([...Array(20).keys()]);
+  }, 30_000);
+
+  it('a configuration the browser refuses is one error, not a loop: frames are discarded until the next video_config', async () => {
+    const r = await scenario('h264', [{ op: 'frames', from: 0, to: 20 }], 'avc1.ff001f');
+    expect(r.errors).toHaveLength(1);
+    expect(r.errors[0]).toMatch(/avc1\.ff001f decoder of track "main" failed/);
+    expect(r.counters.errors).toBe(1);
+    expect(r.out).toEqual([]);
+    expect(r.counters.discarded).toBe(r.fed);
+  }, 30_000);
 
   it('decodes JPEG frames (before a video_config, or after a fallback) into VideoFrames too', async () => {
     const r = await page.evaluate(async () => {

@@ -5,7 +5,7 @@
  */
 import { TypedEmitter } from './emitter.js';
 import { KeyFrameGate, type ReferenceLoss } from './key-frame-gate.js';
-import { FrameEncoding, type DecodedFrame, type VideoCodecName, type VideoConfigMessage } from './protocol.js';
+import { FrameEncoding, h264CodecString, type DecodedFrame, type VideoCodecName, type VideoConfigMessage } from './protocol.js';
 
 /** Where a decoded frame came from. */
 export interface DecodedVideoInfo {
@@ -38,6 +38,8 @@ export interface VideoTrackDecoderEvents {
   keyframe_needed: { track: string; reason: ReferenceLoss };
   /** A decode error or an unsupported configuration (the track waits for the next key frame, or a new `video_config`). */
   error: Error;
+  /** This browser refused the `video_config`'s configuration: frames are discarded until another one (select JPEG). */
+  unsupported: { track: string; codec: VideoCodecName; codecString: string };
 }
 
 /** Options of a {@link VideoTrackDecoder}. */
@@ -182,7 +184,8 @@ export class VideoTrackDecoder extends TypedEmitter<VideoTrackDecoderEvents> {
       return;
     }
     const config: VideoDecoderConfig = {
-      codec: msg.codecString,
+      // an older server may name a level the browser does not parse (1b as 9)
+      codec: msg.codec === 'h264' ? h264CodecString(msg.codecString) : msg.codecString,
       codedWidth: msg.width,
       codedHeight: msg.height,
       optimizeForLatency: true,
@@ -283,6 +286,13 @@ export class VideoTrackDecoder extends TypedEmitter<VideoTrackDecoderEvents> {
           this.#dropPending();
           this.emit('error', new Error(`the ${config.codec} decoder of track "${this.track}" failed: ${err.message}`, { cause: err }));
           this.#decoder = undefined;
+          if (err.name === 'NotSupportedError') {
+            // The configuration itself is refused: a new decoder would fail the same way. Frames
+            // are discarded until the next video_config.
+            this.#config = undefined;
+            this.emit('unsupported', { track: this.track, codec: this.#codec, codecString: config.codec });
+            return;
+          }
           if (this.#config) this.#openDecoder();
           this.#lose('decode_error');
         },

@@ -64,6 +64,8 @@ export interface VideoReceiverEvents {
   keyframe_request: { track: string; reason: ReferenceLoss };
   /** A decode, selection or configuration problem (the stream goes on: the next key frame, or JPEG). */
   error: Error;
+  /** This browser refused a track's coded configuration: the receiver selected JPEG for the connection. */
+  fallback: { track: string; codec: VideoCodecName; codecString: string };
 }
 
 /**
@@ -246,6 +248,7 @@ export class VideoReceiver extends TypedEmitter<VideoReceiverEvents> {
       d = new VideoTrackDecoder(track, this.#options.maxDecodeQueue === undefined ? {} : { maxQueue: this.#options.maxDecodeQueue });
       d.on('frame', (v) => this.emit('frame', v));
       d.on('error', (e) => this.emit('error', e));
+      d.on('unsupported', (u) => this.#fallBack(u));
       d.on('keyframe_needed', (k) => {
         try {
           this.#client.requestKeyFrame(k.track);
@@ -258,6 +261,16 @@ export class VideoReceiver extends TypedEmitter<VideoReceiverEvents> {
       this.#decoders.set(track, d);
     }
     return d;
+  }
+
+  /** A track's configuration was refused here: JPEG for the connection, as when the server's encoder fails. */
+  #fallBack(u: VideoReceiverEvents['fallback']): void {
+    if (this.#closed || this.#codec === 'jpeg') return;
+    this.#codec = 'jpeg';
+    this.#stopTimer();
+    this.#tierCtl = undefined;
+    this.emit('fallback', u);
+    void this.#select('jpeg', undefined);
   }
 
   #onConfig(m: VideoConfigMessage): void {

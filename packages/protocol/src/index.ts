@@ -56,7 +56,7 @@ export type {
   RtcIceServer,
   RtcWelcome,
 } from './rtc.js';
-export { KEY_FRAME_MIN_INTERVAL_MS } from './video.js';
+export { KEY_FRAME_MIN_INTERVAL_MS, h264CodecString } from './video.js';
 export type { VideoCodecName, VideoTierSchema, VideoOffer, VideoSelection } from './video.js';
 export { UPLOAD_PATH } from './uploads.js';
 export type { UploadRef, UploadRequest, UploadTicket, UploadInfo } from './uploads.js';

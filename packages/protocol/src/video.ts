@@ -31,3 +31,26 @@ export interface VideoSelection {
   codec: VideoCodecName;
   tier: string;
 }
+
+/** The `level_idc` values of ISO/IEC 14496-10 Table A-1 that browsers parse in an `avc1` string. */
+const H264_LEVELS = [10, 11, 12, 13, 20, 21, 22, 30, 31, 32, 40, 41, 42, 50, 51, 52, 60, 61, 62] as const;
+
+/**
+ * An `avc1.PPCCLL` codec string whose level a browser's WebCodecs accepts. The SPS of a small
+ * low-bitrate High-profile stream says level 1b as `level_idc` 9 (x264 picks it at 80x48, 50
+ * kbit/s), which Chromium's parser calls "Unknown or ambiguous codec name": a listed level whose
+ * limits contain it is named instead (1b -> 1.1; another unlisted value -> the next listed one). A string that is
+ * not `avc1.` plus six hex digits is returned as it is.
+ *
+ * @example
+ * h264CodecString('avc1.640009') // 'avc1.64000b'
+ */
+export function h264CodecString(codec: string): string {
+  const m = /^(avc[13]\.[0-9a-f]{4})([0-9a-f]{2})$/i.exec(codec);
+  if (!m) return codec;
+  const level = parseInt(m[2]!, 16);
+  if ((H264_LEVELS as readonly number[]).includes(level)) return codec;
+  // 1b sits between 1.0 and 1.1 (1.0's frame rate, twice its bitrate): name 1.1
+  const named = level === 9 ? 11 : (H264_LEVELS.find((l) => l >= level) ?? H264_LEVELS.at(-1)!);
+  return m[1]! + named.toString(16).padStart(2, '0');
+}

@@ -20,6 +20,7 @@ import {
 import type { AppHost } from '@reactor/runtime';
 import { serve, webCodecsEncoderFactory, type CodedVideoEncoder, type ReactorServer, type ServeOptions, type VideoEncoderFactory } from '../src/index.js';
 import { MAX_CODED_IN_FLIGHT } from '../src/video/video-streams.js';
+import { avcCodecString } from '../src/video/video-encoder.js';
 import { quiet, useCleanups } from './fixtures/cleanups.js';
 import { patternApp, type PatternAppOptions } from './fixtures/pattern-app.js';
 import { until } from './fixtures/net.js';
@@ -194,6 +195,39 @@ describe('server: coded video', () => {
     expect(old.frames.every((f) => f.encoding === FrameEncoding.Jpeg)).toBe(true);
     expect(old.texts.some((m) => m.type === 'video_config')).toBe(false);
   }, 60_000);
+
+  it('names an H.264 level browsers parse on a small low-bitrate tier (x264 says 1b there, which Chromium refuses)', async () => {
+    const server = await start(
+      { width: 160, height: 96, chunk: 2 },
+      {
+        video: {
+          codec: 'h264',
+          tiers: [
+            { name: 'full', scale: 1, bitrate: 1_500_000 },
+            { name: 'low', scale: 0.5, bitrate: 50_000 },
+          ],
+        },
+      },
+    );
+    const a = new LogClient(server.wsUrl);
+    await a.open();
+    expect(await a.select('s', 'h264', 'low')).toMatchObject({ type: 'reply', id: 's' });
+    const config = await a.waitFor<VideoConfigMessage>((m) => m.type === 'video_config' && m.codec === 'h264', 'the video_config');
+    expect(config).toMatchObject({ width: 80, height: 48, tier: 'low' });
+    // a level of Table A-1 (x264 may pick 1b here, level_idc 9, which the string names as 1.1)
+    const [, level] = /^avc1\.[0-9a-f]{4}([0-9a-f]{2})$/.exec(config.codecString!)!;
+    expect([0x0a, 0x0b, 0x0c, 0x0d, 0x14]).toContain(parseInt(level!, 16));
+    // an SPS that says 1b (High profile, level_idc 9) is named 1.1
+    expect(avcCodecString(new Uint8Array([0, 0, 0, 1, 0x67, 0x64, 0x00, 0x09, 0xac, 0xd9]))).toBe('avc1.64000b');
+    expect(avcCodecString(new Uint8Array([0, 0, 0, 1, 0x67, 0x42, 0xc0, 0x1f, 0xac, 0xd9]))).toBe('avc1.42c01f');
+    await until(() => a.frames.filter((f) => f.encoding === FrameEncoding.H264).length >= 6, 10_000, 'H.264 frames');
+    const { out, errors } = await decodeAll(
+      config,
+      a.frames.filter((f) => f.encoding === FrameEncoding.H264),
+    );
+    expect(errors).toEqual([]);
+    expect(out.length).toBeGreaterThanOrEqual(6);
+  });
 
   it('answers unsupported_codec and unknown_tier, and keeps the connection on its codec', async () => {
     const server = await start({ width: 32, height: 32 }, { video: { codec: 'h264' } });

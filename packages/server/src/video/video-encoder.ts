@@ -5,7 +5,7 @@
  * missing or broken native binary is reported once, as a `ReactorError` with code `encoder_failed`.
  */
 import { endianness } from 'node:os';
-import type { VideoCodecName } from '@reactor/protocol';
+import { h264CodecString, type VideoCodecName } from '@reactor/protocol';
 import { ReactorError } from '@reactor/runtime';
 import { ServerErrorCode } from '../base/errors.js';
 
@@ -286,13 +286,14 @@ export function rgbToRgbx(rgb: Uint8Array, rgbx: Uint8Array): void {
 
 /**
  * `avc1.PPCCLL` from the SPS of an Annex B access unit (profile, constraint flags, level), or
- * undefined when it carries none.
+ * undefined when it carries none. A level browsers do not parse (1b as 9) is named as the next
+ * one they do ({@link h264CodecString}).
  */
 export function avcCodecString(au: Uint8Array): string | undefined {
   for (let i = 0; i + 6 < au.length; i++) {
     if (au[i] === 0 && au[i + 1] === 0 && au[i + 2] === 1 && (au[i + 3]! & 0x1f) === 7) {
       const hex = (b: number): string => b.toString(16).padStart(2, '0');
-      return `avc1.${hex(au[i + 4]!)}${hex(au[i + 5]!)}${hex(au[i + 6]!)}`;
+      return h264CodecString(`avc1.${hex(au[i + 4]!)}${hex(au[i + 5]!)}${hex(au[i + 6]!)}`);
     }
   }
   return undefined;
