@@ -110,14 +110,22 @@ for (const codec of ['h264', 'vp8'] as const) {
     it(`picks ${codec}, draws every frame once and in order, and shows codec, tier and bitrate`, async () => {
       await waitForCodec(page, codec, 10);
       // Count the frames of the track the client receives from now on, in the page.
-      await page.evaluate(() => {
+      // In one turn of the page's JS: start counting, and note the last frame drawn and the
+      // decoder's counters (a frame discarded between two evaluates would be counted before the
+      // window yet arrive inside it).
+      const start = await page.evaluate(() => {
         const v = (window as unknown as { reactorViewer: Record<string, any> }).reactorViewer;
         v['received'] = [] as number[];
         v['client'].on('frame', (f: { trackName: string; seq: number }) => f.trackName === 'main_video' && v['received'].push(f.seq));
+        const log = v['decodeLog'] as { seq: number }[];
+        return {
+          from: log.at(-1)!.seq,
+          framesDrawn: v['framesDrawn'] as number,
+          counters: v['video'].counters()['main_video'] as VideoState['counters'][string],
+        };
       });
-      const before = await videoState(page);
-      const from = before.log.at(-1)!.seq;
-      await expect.poll(async () => (await videoState(page)).framesDrawn - before.framesDrawn, { timeout: 20_000 }).toBeGreaterThan(3 * VIDEO_FPS);
+      const from = start.from;
+      await expect.poll(async () => (await videoState(page)).framesDrawn - start.framesDrawn, { timeout: 20_000 }).toBeGreaterThan(3 * VIDEO_FPS);
       // Stop counting, then let the decoder drain what it holds.
       const received = await page.evaluate(() => {
         const v = (window as unknown as { reactorViewer: Record<string, any> }).reactorViewer;
@@ -135,7 +143,7 @@ for (const codec of ['h264', 'vp8'] as const) {
       expect(after.log.filter((e) => e.seq > from).every((e) => e.encoding === encoding)).toBe(true);
       // every frame that arrived is drawn or counted as discarded (a lost reference, a decoder
       // behind on this loaded machine), never silently lost; most are drawn
-      const c0 = before.counters['main_video']!;
+      const c0 = start.counters;
       const c1 = after.counters['main_video']!;
       expect(c1.errors - c0.errors).toBe(0);
       expect(inWindow.length - drawn.length).toBeLessThanOrEqual(c1.discarded - c0.discarded);
