@@ -53,10 +53,11 @@ let cluster: FakeAgonesCluster;
 let routerUrl = '';
 let instances: Instance[] = [];
 
-async function until(cond: () => boolean | Promise<boolean>, what: string, ms = 30_000): Promise<void> {
+/** Waits for `cond`; `what` names it in the timeout's error (a function: read when the wait times out). */
+async function until(cond: () => boolean | Promise<boolean>, what: string | (() => string), ms = 30_000): Promise<void> {
   const end = performance.now() + ms;
   while (!(await cond())) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
+    if (performance.now() > end) throw new Error(`timed out waiting for ${typeof what === 'string' ? what : what()}`);
     await new Promise((r) => setTimeout(r, 20));
   }
 }
@@ -157,7 +158,7 @@ describe(`the cluster's faults: ${INSTANCES} reactor run --agones, the sidecar's
     for (let i = 0; i < INSTANCES; i++) instances.push(await startInstance(`reactor-${i}`));
     await until(
       () => instances.every((i) => cluster.get(i.name).state === 'Ready'),
-      `every instance Ready (${instances.map((i) => `${i.name}=${cluster.get(i.name).state}`).join(', ')})`,
+      () => `every instance Ready (at the timeout: ${instances.map((i) => `${i.name}=${cluster.get(i.name).state}`).join(', ')})`,
       200_000,
     ).catch((err: Error) => {
       throw new Error(`${err.message}\n${instances.map((i) => `--- ${i.name}:\n${i.stderr()}`).join('\n')}`);
