@@ -202,7 +202,7 @@ export class VideoTrackDecoder extends TypedEmitter<VideoTrackDecoderEvents> {
   decode(frame: VideoInputFrame, gap = false): void {
     if (this.#closed) return;
     if (frame.encoding === FrameEncoding.Jpeg) {
-      if (this.#jpegNext) this.#counters.discarded++; // JPEG frames stand alone: the newest wins while one decodes
+      this.#dropJpeg(); // JPEG frames stand alone: the newest wins while one decodes
       this.#jpegNext = frame;
       if (!this.#jpegBusy) void this.#jpegLoop();
       return;
