@@ -74,24 +74,22 @@ function killTree(child: ChildProcess, signal: NodeJS.Signals = 'SIGKILL'): void
   child.kill(signal);
 }
 
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
-
+/**
+ * Starts one instance and returns once it listens. It listens on a port of its own choosing
+ * (`port: 0`), and the GameServer gets that port, as Agones' status gets the pod's: a port picked
+ * here and bound by the instance later could be taken in between, by the next instance started or
+ * by anything else on the machine (pair 6 B: reactor-4 was handed reactor-3's port before reactor-3
+ * bound it, exited with `port_unavailable`, and the setup waited 200 s for it to be Ready).
+ */
 async function startInstance(name: string): Promise<Instance> {
-  const port = await freePort();
-  cluster.addServer(name, '127.0.0.1', port);
+  cluster.addServer(name, '127.0.0.1', 0);
   const sidecar = await FakeAgonesSidecar.start(cluster, name);
   cleanups.push(() => sidecar.stop());
   const dir = sampleWorkspace({
     prefix: 'reactor-cluster-faults-',
     name: 'cluster-faults',
     config: 'width: 32\nheight: 24\nframesPerChunk: 2\nworldSize: 1\ndevices: cpu\nbackend: wasm\n',
-    server: `{ port: ${port}, encoding: rgb }`,
+    server: '{ port: 0, encoding: rgb }',
     runtime: ['session_grace_ms: 300'],
     extra: ['agones: { enabled: true }'],
   });
@@ -101,11 +99,19 @@ async function startInstance(name: string): Promise<Instance> {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...sidecar.env(), REACTOR_DRAIN_TIMEOUT_MS: String(DRAIN_MS) },
   });
-  let err = '';
-  child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-  child.stdout!.resume();
-  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
   cleanups.push(() => killTree(child));
+  child.stdout!.resume();
+  let err = '';
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  const port = await new Promise<number>((res, rej) => {
+    child.stderr!.on('data', (d: Buffer) => {
+      err += d.toString();
+      const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(err);
+      if (m) res(Number(m[1]));
+    });
+    void exited.then((code) => rej(new Error(`${name} exited with ${code} before it listened:\n${err}`)));
+  });
+  cluster.setAddress(name, '127.0.0.1', port);
   return { name, port, child, sidecar, stderr: () => err, exited };
 }
 
@@ -154,7 +160,7 @@ describe(`the cluster's faults: ${INSTANCES} reactor run --agones, the sidecar's
     const api = await new MockKubeApi(cluster).start();
     cleanups.push(() => api.close());
     instances = [];
-    // One after another: seven loads at once on a busy machine only slow each other.
+    // One after another, each to its listening port; their loads overlap.
     for (let i = 0; i < INSTANCES; i++) instances.push(await startInstance(`reactor-${i}`));
     await until(
       () => instances.every((i) => cluster.get(i.name).state === 'Ready'),

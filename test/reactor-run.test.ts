@@ -26,12 +26,14 @@ afterEach(async () => {
 });
 
 function workspace(): string {
-  return sampleWorkspace({
+  const dir = sampleWorkspace({
     prefix: 'reactor-run-',
     name: 'run-test',
     config: `width: ${W}\nheight: ${H}\nframesPerChunk: 4\nrolloutChunks: 12\nworldSize: 2\ndevices: cpu\nbackend: wasm\n`,
     server: '{ port: 0, encoding: rgb }',
   });
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
 }
 
 function startCli(dir: string, ...args: string[]): { child: ChildProcess; url: Promise<string>; stderr: () => string } {
@@ -478,6 +480,7 @@ describe('reactor run: bad input', () => {
 
   it('names every bad key of reactor.yaml and exits 1', () => {
     const dir = mkdtempSync(join(tmpdir(), 'reactor-bad-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
     writeFileSync(join(dir, 'reactor.yaml'), "model: { name: x, version: '' }\nruntime: { import: nowhere }\n");
     const r = spawnSync(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml')], { encoding: 'utf8', timeout: 30_000 });
     expect(r.status).toBe(1);

@@ -2,7 +2,7 @@
 // runs a worker without Node, for debugging (rank 0 in the foreground, pdb included), printing
 // the result's shapes; a rank's exception exits non-zero with its traceback.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -11,9 +11,9 @@ import { FIXTURES, PY } from './python-helpers.js';
 
 const PACKAGE = fileURLToPath(new URL('../python/', import.meta.url));
 
-function python(args: string[], stdin?: string): Promise<{ code: number | null; out: string; err: string }> {
+function python(args: string[], stdin?: string, env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; out: string; err: string }> {
   return new Promise((done) => {
-    const child = spawn(PY, args, { cwd: FIXTURES, env: { ...process.env, PYTHONPATH: PACKAGE }, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(PY, args, { cwd: FIXTURES, env: { ...process.env, PYTHONPATH: PACKAGE, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
@@ -34,17 +34,17 @@ describe('python -m reactor_worker run', () => {
     expect(r.out).toBe("rank 0 of 2: generate() returned\n  result.backend: str 'gloo'\n  result.gathered: tensor float32 (4,) on cpu\n");
   });
 
-  it('a raise on rank 1 exits 1 with its traceback (file, line, source), even while rank 0 waits in all_gather', async () => {
-    const r = await python([
-      '-m',
-      'reactor_worker',
-      'run',
-      'collective_worker:CollectiveWorker',
-      '--input',
-      '{"raiseOn": [1], "where": "before"}',
-      '--world-size',
-      '2',
-    ]);
+  it('a raise on rank 1 exits 1 with its traceback (file, line, source), even while rank 0 waits in all_gather, and leaves no temp folder', async () => {
+    const tmp = mkdtempSync(join(tmpdir(), 'reactor-cli-tmp-'));
+    const r = await python(
+      ['-m', 'reactor_worker', 'run', 'collective_worker:CollectiveWorker', '--input', '{"raiseOn": [1], "where": "before"}', '--world-size', '2'],
+      undefined,
+      { TMPDIR: tmp },
+    );
+    // Rank 0 ends the run from its peer watcher (os._exit): the folder where peers report failure went with it.
+    const left = readdirSync(tmp);
+    rmSync(tmp, { recursive: true, force: true });
+    expect(left).toEqual([]);
     expect(r.code).toBe(1);
     expect(r.err).toMatch(
       /rank 1 failed:\nTraceback \(most recent call last\):[\s\S]*collective_worker\.py", line \d+, in generate\n\s+raise ValueError\(f"rank \{self\.rank\} refuses the input before all_gather"\)[\s\S]*ValueError: rank 1 refuses the input before all_gather/,

@@ -175,6 +175,8 @@ def main(argv: Sequence[str]) -> int:
                         for q in peers:
                             if q.poll() is None:
                                 q.kill()
+                        # os._exit skips the finally below: remove the folder here.
+                        shutil.rmtree(failed_dir, ignore_errors=True)
                         os._exit(code)
                 if all(p.poll() == 0 for p in peers):
                     return
