@@ -51,15 +51,13 @@ describe('RTP packetization', () => {
 
   it('H.264: a coded frame is packetized once; every later call (every other viewer) gets the same buffers, equal to packetizeH264 of its access unit', () => {
     const au = annexB(nal(7, 12, 1), nal(8, 5, 2), nal(5, 3000, 3));
-    const header = new Uint8Array([9, 9, 9, 9, 9, 9, 9]);
-    const bytes = Buffer.concat([header, au]);
-    const frame = { bytes, payloadOffset: header.length };
+    const frame = { data: au };
     const first = sharedH264Payloads(frame);
     expect(first).toEqual(packetizeH264(au));
     // A second viewer of the frame: the same array of the same buffers, nothing made again.
     expect(sharedH264Payloads({ ...frame })).toBe(first);
-    // Another frame (its own wire bytes, even with equal content) is packetized on its own.
-    const other = sharedH264Payloads({ bytes: Buffer.from(bytes), payloadOffset: header.length });
+    // Another frame (its own access unit, even with equal content) is packetized on its own.
+    const other = sharedH264Payloads({ data: Uint8Array.from(au) });
     expect(other).not.toBe(first);
     expect(other).toEqual(first);
   });

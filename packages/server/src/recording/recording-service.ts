@@ -223,7 +223,7 @@ export class RecordingService implements VideoSubscriber {
     t.encoder.encode(frame)?.then(
       (cf) => {
         if (!cf || gen !== this.#generation) return;
-        const avcc = annexBToAvcc(cf.bytes.subarray(cf.payloadOffset));
+        const avcc = annexBToAvcc(cf.data);
         if (!avcc) return;
         const codec = cf.config.codecString ?? 'avc1.42E01F';
         const { width, height } = cf.config;

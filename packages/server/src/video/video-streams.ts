@@ -21,7 +21,7 @@ import sharp from 'sharp';
 import {
   FrameEncoding,
   KEY_FRAME_MIN_INTERVAL_MS,
-  encodeFrameHeader,
+  type FrameHeader,
   type VideoCodecName,
   type VideoConfigMessage,
   type VideoOffer,
@@ -48,15 +48,19 @@ export interface ResolvedVideoOptions {
   encoderFactory: VideoEncoderFactory;
 }
 
-/** One encoded frame as a client's queue holds it. */
+/**
+ * One encoded frame, the same object for every client of its encoder and for the clip ring. Each
+ * media path takes `data` as it is: the WebSocket path puts its frame header before it
+ * (`ws/coded-wire.ts`, once a frame), RTP cuts it into packets, the clip ring into MP4 samples.
+ */
 export interface CodedFrame {
-  /** The complete binary wire message (header + access unit). */
-  bytes: Buffer;
-  /** Where the access unit starts in `bytes` (after the wire header). */
-  payloadOffset: number;
-  key: boolean;
+  /** The access unit as the encoder wrote it (H.264: Annex B; VP8: one frame). Read-only: every path shares it. */
+  readonly data: Uint8Array;
+  readonly key: boolean;
   /** What the client must have been told (`video_config`) before this frame. */
-  config: VideoConfigMessage;
+  readonly config: VideoConfigMessage;
+  /** The frame's header on the WebSocket wire: its track, seq, pts, the tier's size, the key flag and the app's metadata. */
+  readonly header: FrameHeader;
 }
 
 /** A client of an encoder (a connection, for one of its tracks). */
@@ -331,7 +335,7 @@ export class TrackEncoder {
     this.#o.metrics.videoEncodeSeconds.observe(this.#labels, seconds);
     this.#o.metrics.stage.encode.observe(seconds);
     if (!chunk) return null;
-    const header = encodeFrameHeader({
+    const header: FrameHeader = {
       encoding: this.codec === 'h264' ? FrameEncoding.H264 : FrameEncoding.Vp8,
       track: frame.trackIndex,
       seq: frame.seq,
@@ -340,11 +344,8 @@ export class TrackEncoder {
       height: size.height,
       key: chunk.key,
       metadata: frame.metadata,
-    });
-    const bytes = Buffer.allocUnsafe(header.byteLength + chunk.data.byteLength);
-    bytes.set(header, 0);
-    bytes.set(chunk.data, header.byteLength);
-    return { bytes, payloadOffset: header.byteLength, key: chunk.key, config: this.#configOf(native, await native.encoder) };
+    };
+    return { data: chunk.data, key: chunk.key, config: this.#configOf(native, await native.encoder), header };
   }
 
   /** Whether the next frame is a key frame (and counts a forced one). */

@@ -201,7 +201,7 @@ export class RtcMedia {
   }
 
   #sendVideo(out: VideoOut, frame: OutputFrame, chunk: CodedFrame): void {
-    const au = chunk.bytes.subarray(chunk.payloadOffset);
+    const au = chunk.data;
     out.pictureId = (out.pictureId + 1) & 0x7fff;
     // H.264: packetized once for every viewer of the encoder (shared, read-only buffers); VP8's descriptor carries this viewer's PictureID.
     const payloads = this.#o.codec === 'h264' ? sharedH264Payloads(chunk) : packetizeVp8(au, out.pictureId);

@@ -63,20 +63,20 @@ export function packetizeH264(au: Uint8Array, mtu = RTP_MAX_PAYLOAD): Buffer[] {
   return out;
 }
 
-/** The H.264 payloads of each coded frame, keyed by its wire bytes (one object per frame, shared by every client of its encoder). */
+/** The H.264 payloads of each coded frame, keyed by its access unit (one buffer per frame, shared by every client of its encoder). */
 const h264PayloadsOf = new WeakMap<Uint8Array, readonly Buffer[]>();
 
 /**
  * The RTP payloads of one coded H.264 frame ({@link packetizeH264} of its access unit), made on
  * the first call and the same array for every later one: every WebRTC viewer of the frame's
  * encoder sends these buffers. They are read-only (werift keeps them to answer NACKs).
- * @param frame the frame as the shared encoder made it: its wire message and where the access unit starts in it.
+ * @param frame the frame as the shared encoder made it: its access unit.
  */
-export function sharedH264Payloads(frame: { readonly bytes: Uint8Array; readonly payloadOffset: number }): readonly Buffer[] {
-  let payloads = h264PayloadsOf.get(frame.bytes);
+export function sharedH264Payloads(frame: { readonly data: Uint8Array }): readonly Buffer[] {
+  let payloads = h264PayloadsOf.get(frame.data);
   if (!payloads) {
-    payloads = packetizeH264(frame.bytes.subarray(frame.payloadOffset));
-    h264PayloadsOf.set(frame.bytes, payloads);
+    payloads = packetizeH264(frame.data);
+    h264PayloadsOf.set(frame.data, payloads);
   }
   return payloads;
 }

@@ -27,6 +27,7 @@ import type { OutboundEvents, OutboundSender, OutboundStats } from '../base/outb
 import type { BudgetHolder, SendBudget } from '../base/send-budget.js';
 import type { ConnectionVideo } from '../video/video-sender.js';
 import type { CodedFrame, TrackEncoder } from '../video/video-streams.js';
+import { codedWireMessage } from './coded-wire.js';
 
 /** Frames (and audio chunks) written to a socket whose write callback has not fired yet. */
 export const MAX_FRAMES_IN_FLIGHT = 2;
@@ -414,7 +415,7 @@ export class WsOutbound implements OutboundSender, BudgetHolder {
             this.#drop('awaiting_key', 1);
             continue;
           }
-          data = coded!.bytes;
+          data = codedWireMessage(coded!);
         } else {
           if (item.jpegConfig) video.announce(item.trackIndex, item.jpegConfig);
           data = encoded as Buffer;
