@@ -37,7 +37,7 @@ const allowed: Record<string, string[]> = {
   '@reactor/agones': ['@reactor/log', '@reactor/protocol', '@reactor/runtime', '@reactor/server'],
   '@reactor/router': ['@reactor/log', '@reactor/protocol', '@reactor/access'],
   '@reactor/cli': ['@reactor/log', '@reactor/access', '@reactor/runtime', '@reactor/server', '@reactor/router', '@reactor/distributed', '@reactor/agones'],
-  'create-reactor': ['@reactor/cli'],
+  'create-reactor': ['@reactor/protocol', '@reactor/cli'],
   '@reactor/app-video': ['@reactor/log', '@reactor/protocol', '@reactor/runtime', '@reactor/distributed', '@reactor/client', '@reactor/tfjs-backend'],
   '@reactor/app-camera': ['@reactor/runtime', '@reactor/distributed'],
   '@reactor/app-seed-video': ['@reactor/protocol', '@reactor/runtime', '@reactor/distributed'],

@@ -3,17 +3,18 @@
  * in docs/errors.md, and every code a client can receive is in the wire protocol's lists (and
  * in docs/protocol.md).
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ClientErrorCode, HttpErrorCode, WireErrorCode } from '@reactor/client';
-import { ProtocolErrorCode } from '@reactor/protocol';
+import { ClientErrorCode, HttpErrorCode, WebRtcFailedError, WireErrorCode } from '@reactor/client';
+import { CodedError, ProtocolErrorCode } from '@reactor/protocol';
 import { AgonesErrorCode } from '@reactor/agones';
-import { CliErrorCode } from '@reactor/cli';
+import { CliErrorCode, ManifestError } from '@reactor/cli';
 import { DistributedErrorCode } from '@reactor/distributed';
 import { ReadinessCode, RuntimeErrorCode } from '@reactor/runtime';
 import { ServerErrorCode } from '@reactor/server';
-import { RouterErrorCode } from '@reactor/router';
-import { VideoErrorCode } from '@reactor/app-video';
+import { RouterError, RouterErrorCode } from '@reactor/router';
+import { VideoConfigError, VideoErrorCode } from '@reactor/app-video';
 import { CameraErrorCode } from '@reactor/app-camera';
 import { EnhanceErrorCode } from '@reactor/app-enhance';
 import { WorldErrorCode } from '@reactor/app-world';
@@ -71,5 +72,50 @@ describe('error codes', () => {
     const protocol = doc('protocol.md');
     const undocumented = [...wire].filter((c) => !protocol.includes(`\`${c}\``));
     expect(undocumented, 'wire codes missing from docs/protocol.md').toEqual([]);
+  });
+
+  it('come from classes that are each a CodedError named after its class, which CodedError sets: no class sets its name by hand', () => {
+    const root = new URL('..', import.meta.url).pathname;
+    const sources = (dir: string): string[] =>
+      readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+        e.name === 'node_modules' || e.name === 'dist' ? [] : e.isDirectory() ? sources(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
+      );
+    const files = ['packages', 'apps'].flatMap((group) =>
+      readdirSync(join(root, group)).flatMap((pkg) => {
+        try {
+          return sources(join(root, group, pkg, 'src'));
+        } catch {
+          return [];
+        }
+      }),
+    );
+    const byHand: string[] = [];
+    const plainErrors: string[] = [];
+    for (const file of files) {
+      const text = readFileSync(file, 'utf8');
+      const rel = file.slice(root.length);
+      for (const m of text.matchAll(/class (\w+) extends (Error|TypeError|RangeError)\b/g)) if (m[1] !== 'CodedError') plainErrors.push(`${rel}: ${m[1]}`);
+      // An error's name written by hand: a class field, or this.name in a constructor of a class that extends an error
+      // (CallAbortedError is named AbortError on purpose: what fetch() callers test for).
+      for (const m of text.matchAll(/class (\w+) extends \w*Error\b[^{]*\{([\s\S]*?)\n\}/g)) {
+        if (/override name =|this\.name = /.test(m[2]!) && m[1] !== 'CallAbortedError' && m[1] !== 'CodedError') byHand.push(`${rel}: ${m[1]}`);
+      }
+    }
+    expect(files.length).toBeGreaterThan(100);
+    expect(plainErrors, 'error classes that skip CodedError (no stable code)').toEqual([]);
+    expect(byHand, 'error classes that set their name by hand (CodedError names each after its class)').toEqual([]);
+    // The names as a user's log shows them, for classes that used to inherit their parent's name or set their own.
+    const made: CodedError[] = [
+      new ManifestError('x'),
+      new VideoConfigError('x'),
+      new RouterError(RouterErrorCode.KubeConfigInvalid, 'x'),
+      new WebRtcFailedError('x'),
+    ];
+    expect(made.map((e) => [e instanceof CodedError, e.name, String(e).split(':')[0]])).toEqual([
+      [true, 'ManifestError', 'ManifestError'],
+      [true, 'VideoConfigError', 'VideoConfigError'],
+      [true, 'RouterError', 'RouterError'],
+      [true, 'WebRtcFailedError', 'WebRtcFailedError'],
+    ]);
   });
 });

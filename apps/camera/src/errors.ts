@@ -9,7 +9,6 @@ export type CameraErrorCode = (typeof CameraErrorCode)[keyof typeof CameraErrorC
 
 /** Thrown by `loadCameraConfig` for an unreadable or invalid config file. */
 export class CameraConfigError extends ReactorError {
-  override name = 'CameraConfigError';
   constructor(message: string) {
     super(CameraErrorCode.ConfigInvalid, message);
   }

@@ -137,7 +137,6 @@ export interface WebRtcLinkEvents {
 export class WebRtcFailedError extends ReactorClientError {
   constructor(message: string) {
     super(ClientErrorCode.WebRtcFailed, message);
-    this.name = 'WebRtcFailedError';
   }
 }
 

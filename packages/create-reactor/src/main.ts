@@ -5,6 +5,7 @@
  */
 import { parseArgs } from 'node:util';
 import { CliErrorCode, initCommand } from '@reactor/cli';
+import { CodedError } from '@reactor/protocol';
 
 const USAGE = `Usage: npm create reactor <dir> [-- --template <name>] [--gpus <n>] [--name <name>]
        npx create-reactor <dir> [--template <name>] [--gpus <n>] [--name <name>]
@@ -18,8 +19,11 @@ Options:
   -h, --help         this text
 `;
 
-class UsageError extends Error {
-  readonly code = CliErrorCode.CliUsage;
+/** A command line create-reactor cannot read (code `cli_usage`). */
+class UsageError extends CodedError {
+  constructor(message: string) {
+    super(CliErrorCode.CliUsage, message);
+  }
 }
 
 async function main(argv: string[]): Promise<void> {

@@ -101,7 +101,6 @@ export interface DecodedFrame extends FrameHeader {
 
 /** Thrown by {@link decodeFrame} on bytes that are not a frame of this protocol version (code `undecodable_frame`). */
 export class FrameDecodeError extends CodedError {
-  override name = 'FrameDecodeError';
   constructor(message: string) {
     super(WireErrorCode.UndecodableFrame, message);
   }

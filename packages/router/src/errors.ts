@@ -60,6 +60,5 @@ export class RouterError extends CodedError {
 
   constructor(code: RouterErrorCode, message: string, options?: { cause?: unknown }) {
     super(code, message, options);
-    this.name = 'RouterError';
   }
 }

@@ -12,7 +12,6 @@ import { ReactorError, RuntimeErrorCode } from '../errors/errors.js';
 
 /** Thrown by {@link loadAppConfig} when the app names no error of its own: an unreadable or invalid config file. */
 export class AppConfigError extends ReactorError {
-  override name = 'AppConfigError';
   constructor(message: string) {
     super(RuntimeErrorCode.AppConfigInvalid, message);
   }

@@ -83,7 +83,6 @@ export type RuntimeErrorCode = (typeof RuntimeErrorCode)[keyof typeof RuntimeErr
 
 /** Base class of the runtime's own errors: a stable `code`, a `name` and an optional `cause`. */
 export class ReactorError extends CodedError {
-  override name = 'ReactorError';
   constructor(code: string, message: string, options?: { cause?: unknown }) {
     super(code, message, options);
   }
@@ -95,7 +94,6 @@ export class ReactorError extends CodedError {
  * the class and the member.
  */
 export class AppDefinitionError extends ReactorError {
-  override name = 'AppDefinitionError';
   /** The class at fault (`VideoState`). */
   readonly className: string;
   /** The field or method at fault, when there is one. */
@@ -109,7 +107,6 @@ export class AppDefinitionError extends ReactorError {
 
 /** A decorator was applied where it cannot work (wrong target, applied twice). Thrown at decoration. */
 export class DecoratorMisuseError extends ReactorError {
-  override name = 'DecoratorMisuseError';
   constructor(message: string) {
     super(RuntimeErrorCode.DecoratorMisuse, message);
   }
@@ -117,7 +114,6 @@ export class DecoratorMisuseError extends ReactorError {
 
 /** An option of {@link AppHost} (or of `@reactorApp`) has a wrong value. */
 export class HostOptionError extends ReactorError {
-  override name = 'HostOptionError';
   constructor(message: string) {
     super(RuntimeErrorCode.InvalidHostOption, message);
   }
@@ -132,7 +128,6 @@ export class HostOptionError extends ReactorError {
  * if (this.state.paused) throw new ApplicationError('paused');
  */
 export class ApplicationError extends ReactorError {
-  override name = 'ApplicationError';
   constructor(message: string, options?: { cause?: unknown }) {
     super(RuntimeErrorCode.ApplicationError, message, options);
   }
@@ -145,7 +140,6 @@ export class ApplicationError extends ReactorError {
  * throw new CommandError('not_ready', 'the model is still warming up; try again in a second');
  */
 export class CommandError extends ReactorError {
-  override name = 'CommandError';
   /** @param code the wire code the sender receives, unchanged (the app's own, e.g. `not_ready`). */
   constructor(code: string, message: string) {
     if (typeof code !== 'string' || code.length === 0) throw new TypeError('CommandError: code must be a non-empty string');
@@ -155,7 +149,6 @@ export class CommandError extends ReactorError {
 
 /** A frame batch does not have the shape `(n, height, width, 3)` its track needs. */
 export class FrameShapeError extends ReactorError {
-  override name = 'FrameShapeError';
   constructor(message: string) {
     super(RuntimeErrorCode.FrameShape, message);
   }
@@ -163,7 +156,6 @@ export class FrameShapeError extends ReactorError {
 
 /** An `Output` names a track that its class does not declare. */
 export class UnknownTrackError extends ReactorError {
-  override name = 'UnknownTrackError';
   constructor(message: string) {
     super(RuntimeErrorCode.UnknownTrack, message);
   }
@@ -171,7 +163,6 @@ export class UnknownTrackError extends ReactorError {
 
 /** `processOutput()` returned something that is not an `Output` of the app's declared class. */
 export class InvalidOutputError extends ReactorError {
-  override name = 'InvalidOutputError';
   constructor(message: string) {
     super(RuntimeErrorCode.InvalidOutput, message);
   }
@@ -179,7 +170,6 @@ export class InvalidOutputError extends ReactorError {
 
 /** `send()` / `client.send()` got an object whose class is not in the app's `messages`. */
 export class MessageNotDeclaredError extends ReactorError {
-  override name = 'MessageNotDeclaredError';
   constructor(message: string) {
     super(RuntimeErrorCode.MessageNotDeclared, message);
   }
@@ -187,7 +177,6 @@ export class MessageNotDeclaredError extends ReactorError {
 
 /** `this.state` was read while no session exists (e.g. in `load()`). */
 export class NoSessionError extends ReactorError {
-  override name = 'NoSessionError';
   constructor(message: string) {
     super(RuntimeErrorCode.NoSession, message);
   }
@@ -195,7 +184,6 @@ export class NoSessionError extends ReactorError {
 
 /** `getWeightsPath()` found neither `REACTOR_WEIGHTS_PATH` nor a host `weightsPath`. */
 export class WeightsPathNotSetError extends ReactorError {
-  override name = 'WeightsPathNotSetError';
   constructor() {
     super(
       RuntimeErrorCode.WeightsPathNotSet,
@@ -206,7 +194,6 @@ export class WeightsPathNotSetError extends ReactorError {
 
 /** `AppHost.load()` failed: the app's `load()` threw (see `cause`). */
 export class AppLoadError extends ReactorError {
-  override name = 'AppLoadError';
   constructor(code: RuntimeErrorCode, message: string, options?: { cause?: unknown }) {
     super(code, message, options);
   }
@@ -214,7 +201,6 @@ export class AppLoadError extends ReactorError {
 
 /** The host was closed; it accepts no more work. */
 export class HostClosedError extends ReactorError {
-  override name = 'HostClosedError';
   constructor(message = 'the app host is closed') {
     super(RuntimeErrorCode.HostClosed, message);
   }
@@ -234,7 +220,6 @@ export { IllegalTransitionError };
  * and the reads succeed again once a client publishes the track.
  */
 export class BufferClosedError extends ReactorError {
-  override name = 'BufferClosedError';
   /** The track (buffer) name. */
   readonly track: string;
   constructor(track: string, message: string) {
@@ -248,7 +233,6 @@ export class BufferClosedError extends ReactorError {
  * was taken from the buffer). Thrown from a step, it refuses the step, like {@link BufferClosedError}.
  */
 export class BufferTimeoutError extends ReactorError {
-  override name = 'BufferTimeoutError';
   readonly track: string;
   constructor(track: string, message: string) {
     super(RuntimeErrorCode.BufferTimeout, message);
@@ -258,7 +242,6 @@ export class BufferTimeoutError extends ReactorError {
 
 /** A bad argument to an {@link InputBuffer} (`n`, `mode`, `timeoutMs`, `capacity`); the message names it and the allowed range. */
 export class InvalidReadError extends ReactorError {
-  override name = 'InvalidReadError';
   constructor(message: string) {
     super(RuntimeErrorCode.InvalidRead, message);
   }
@@ -284,7 +267,6 @@ export type UploadErrorCode =
  * server answers the HTTP codes with the status `docs/errors.md` gives each.
  */
 export class UploadError extends ReactorError {
-  override name = 'UploadError';
   declare readonly code: UploadErrorCode;
   constructor(code: UploadErrorCode, message: string, options?: { cause?: unknown }) {
     super(code, message, options);

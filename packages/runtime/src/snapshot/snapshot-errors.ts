@@ -19,7 +19,6 @@ export type SnapshotErrorCode = (typeof SnapshotErrorCode)[keyof typeof Snapshot
  * `snapshot_too_big`, `snapshot_value`, `snapshot_world_size`).
  */
 export class SnapshotError extends ReactorError {
-  override name = 'SnapshotError';
   declare readonly code: SnapshotErrorCode;
   constructor(code: SnapshotErrorCode, message: string, options?: { cause?: unknown }) {
     super(code, message, options);

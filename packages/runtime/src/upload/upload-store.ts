@@ -18,7 +18,6 @@ import { type ImageDecoder, UploadedFile } from './uploaded-file.js';
 
 /** Why a command's upload reference could not be resolved (the message of its `unresolved_upload`). */
 export class UnresolvedUpload extends CodedError {
-  override name = 'UnresolvedUpload';
   constructor(message: string) {
     super(WireErrorCode.UnresolvedUpload, message);
   }

@@ -19,7 +19,6 @@ export interface Asset {
 
 /** Thrown when a viewer file is missing because the packages were not built. */
 export class ViewerNotBuiltError extends ReactorError {
-  override name = 'ViewerNotBuiltError';
   constructor(message: string) {
     super(ServerErrorCode.ViewerNotBuilt, message);
   }

@@ -14,7 +14,15 @@
  * peer connection (its UDP sockets) and media goes back to the WebSocket.
  */
 import type { Logger } from '@reactor/log';
-import type { RtcCandidateMessage, RtcState, RtcTrackMapping, ServerMessage, TrackSchema, VideoCodecName } from '@reactor/protocol';
+import {
+  CodedError,
+  type RtcCandidateMessage,
+  type RtcState,
+  type RtcTrackMapping,
+  type ServerMessage,
+  type TrackSchema,
+  type VideoCodecName,
+} from '@reactor/protocol';
 import type * as Werift from 'werift';
 import { ServerErrorCode } from '../base/errors.js';
 import { isTurn, type ResolvedWebRtcOptions } from './rtc-options.js';
@@ -81,12 +89,11 @@ export interface NegotiatedSender {
 }
 
 /** A refusal of an offer: its code and message. */
-export class OfferRefused extends Error {
-  constructor(
-    readonly code: ServerErrorCode,
-    message: string,
-  ) {
-    super(message);
+export class OfferRefused extends CodedError {
+  declare readonly code: ServerErrorCode;
+
+  constructor(code: ServerErrorCode, message: string) {
+    super(code, message);
   }
 }
 
