@@ -10,20 +10,29 @@ const RECENT_APPLIED = 32;
 /** A session of the host, whose members are {@link HostClient}s. */
 export type HostSession = Session<HostClient>;
 
-/** What a client needs from its host. */
-export interface ClientOwner {
-  toAppMessage(message: object): ServerMessage;
-  dispatch(client: HostClient, msg: CommandMessage): Promise<ReplyMessage | ErrorMessage>;
-  detach(client: HostClient): void;
-  publish(client: HostClient, id: string, track: string): ReplyMessage | ErrorMessage;
-  unpublish(client: HostClient, id: string, track: string): ReplyMessage | ErrorMessage;
-  publishes(client: HostClient, track: string): boolean;
-  pushFrame(client: HostClient, track: string, frame: InboundFrame): boolean;
-  countDropped(count: number): void;
-  rebind(client: HostClient, sink: ClientSink): void;
-  requestControl(client: HostClient, id: string): ReplyMessage | ErrorMessage;
-  releaseControl(client: HostClient, id: string): ReplyMessage | ErrorMessage;
-  controlError(client: HostClient, id: string, what: string): ErrorMessage | undefined;
+/**
+ * The host's parts a client calls into, handed to it as they are (no forwarders): each method
+ * takes the client first. Declared here by shape, since each part's own file names
+ * {@link HostClient} (a type import back would be a cycle).
+ */
+export interface ClientParts {
+  readonly broadcast: { toAppMessage(message: object): ServerMessage };
+  readonly commands: { dispatch(client: HostClient, msg: CommandMessage): Promise<ReplyMessage | ErrorMessage> };
+  readonly members: { detach(client: HostClient): void; rebind(client: HostClient, sink: ClientSink): void };
+  readonly tracks: {
+    publish(client: HostClient, id: string, track: string): ReplyMessage | ErrorMessage;
+    unpublish(client: HostClient, id: string, track: string): ReplyMessage | ErrorMessage;
+    publishes(client: HostClient, track: string): boolean;
+    pushFrame(client: HostClient, track: string, frame: InboundFrame): boolean;
+  };
+  readonly control: {
+    requestControl(client: HostClient, id: string): ReplyMessage | ErrorMessage;
+    releaseControl(client: HostClient, id: string): ReplyMessage | ErrorMessage;
+    steers(client: HostClient): boolean;
+    roleError(client: HostClient, id: string, roles: readonly string[], what: string): ErrorMessage | undefined;
+  };
+  /** The host's counters: a transport's dropped frames are added to `framesDropped`. */
+  readonly counters: { framesDropped: number };
 }
 
 /** One connected client: the transport's handle and the app's `Client`. */
@@ -45,7 +54,7 @@ export class HostClient implements Client, ClientHandle {
   readonly recentApplied: AppliedMessage[] = [];
 
   constructor(
-    private readonly owner: ClientOwner,
+    private readonly host: ClientParts,
     readonly id: string,
     sink: ClientSink,
     readonly info: ClientInfo,
@@ -64,7 +73,7 @@ export class HostClient implements Client, ClientHandle {
   }
 
   send(message: object): void {
-    const msg = this.owner.toAppMessage(message);
+    const msg = this.host.broadcast.toAppMessage(message);
     if (this.connected) this.sink.message(msg);
   }
 
@@ -77,49 +86,51 @@ export class HostClient implements Client, ClientHandle {
   }
 
   command(msg: CommandMessage): Promise<ReplyMessage | ErrorMessage> {
-    return this.owner.dispatch(this, msg);
+    return this.host.commands.dispatch(this, msg);
   }
 
   publish(id: string, track: string): ReplyMessage | ErrorMessage {
-    return this.owner.publish(this, id, track);
+    return this.host.tracks.publish(this, id, track);
   }
 
   unpublish(id: string, track: string): ReplyMessage | ErrorMessage {
-    return this.owner.unpublish(this, id, track);
+    return this.host.tracks.unpublish(this, id, track);
   }
 
   publishes(track: string): boolean {
-    return this.owner.publishes(this, track);
+    return this.host.tracks.publishes(this, track);
   }
 
   pushFrame(track: string, frame: InboundFrame): boolean {
-    return this.owner.pushFrame(this, track, frame);
+    return this.host.tracks.pushFrame(this, track, frame);
   }
 
   disconnect(): void {
-    this.owner.detach(this);
+    this.host.members.detach(this);
   }
 
   rebind(sink: ClientSink): void {
-    this.owner.rebind(this, sink);
+    this.host.members.rebind(this, sink);
   }
 
   requestControl(id: string): ReplyMessage | ErrorMessage {
-    return this.owner.requestControl(this, id);
+    return this.host.control.requestControl(this, id);
   }
 
   releaseControl(id: string): ReplyMessage | ErrorMessage {
-    return this.owner.releaseControl(this, id);
+    return this.host.control.releaseControl(this, id);
   }
 
+  /** Refuses a controller that does not steer (single-controller mode, another holds control); undefined otherwise. */
   controlError(id: string, what: string): ErrorMessage | undefined {
-    return this.owner.controlError(this, id, what);
+    const { control } = this.host;
+    return this.role === 'controller' && !control.steers(this) ? control.roleError(this, id, ['controller'], what) : undefined;
   }
 
   reportDropped(count: number): void {
     if (Number.isFinite(count) && count > 0) {
       this.dropped += count;
-      this.owner.countDropped(count);
+      this.host.counters.framesDropped += count;
     }
   }
 }

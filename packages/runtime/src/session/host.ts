@@ -12,7 +12,7 @@ import { appNotice, appReadiness, type HostFacts, hostReadiness, hostStatus } fr
 import { Broadcast } from './broadcast.js';
 import { CommandDispatch } from './command-dispatch.js';
 import { Control } from './control.js';
-import { type ClientOwner, HostClient, type HostSession } from './host-client.js';
+import { type ClientParts, HostClient, type HostSession } from './host-client.js';
 import { errorText, type HostCounters, HostCore } from './host-core.js';
 import { withTraceback } from './error-report.js';
 import { type AppHostOptions, resolveHostOptions } from './host-options.js';
@@ -85,6 +85,8 @@ export class AppHost implements AppHostApi {
   /** The current session's snapshots, taken and restored between steps (an app with `@reactorApp({ snapshot })`; docs/snapshots.md). */
   readonly snapshots: SnapshotsApi | undefined;
   private readonly members: Members;
+  /** The parts a {@link HostClient} calls into (`host-client.ts`'s `ClientParts`), as they are. */
+  private readonly clientParts: ClientParts;
   private readonly progress: LoadProgress;
   private readonly gpu: RankGpuBusy;
   private readonly lifecycle = new Lifecycle<HostState>('host', 'created', HOST_TRANSITIONS);
@@ -150,6 +152,14 @@ export class AppHost implements AppHostApi {
       snapshots,
     );
     this.members = new Members(core, this.control, this.tracks, this.broadcast, status, (session) => this.settle(session));
+    this.clientParts = {
+      broadcast: this.broadcast,
+      commands: this.commands,
+      members: this.members,
+      tracks: this.tracks,
+      control: this.control,
+      counters: this.counters,
+    };
     this.progress = new LoadProgress(this.ctx, () => this.broadcast.publishStatus());
     this.gpu = new RankGpuBusy(this.ctx);
     const binding: AppBinding = {
@@ -308,7 +318,7 @@ export class AppHost implements AppHostApi {
 
   /** Registers a client; its welcome message is on the sink when this returns. */
   connect(sink: ClientSink, info: ClientInfo = {}): ClientHandle {
-    const client = new HostClient(this.clientOwner, `c${++clientCounter}-${randomUUID().slice(0, 8)}`, sink, { ...info });
+    const client = new HostClient(this.clientParts, `c${++clientCounter}-${randomUUID().slice(0, 8)}`, sink, { ...info });
     if (this.lifecycle.is('closing', 'closed')) {
       client.lifecycle.to('gone');
       sink.message(this.members.welcome(client, sink));
@@ -400,27 +410,6 @@ export class AppHost implements AppHostApi {
     }
     this.lifecycle.to('closed');
   }
-
-  // ---- clients ----------------------------------------------------------------------------
-
-  /** What a {@link HostClient} may call back: each call returns its answer, which the caller sends. */
-  private readonly clientOwner: ClientOwner = {
-    toAppMessage: (message: object) => this.broadcast.toAppMessage(message),
-    dispatch: (client, msg) => this.commands.dispatch(client, msg),
-    detach: (client) => this.members.detach(client),
-    publish: (client, id, track) => this.tracks.publish(client, id, track),
-    unpublish: (client, id, track) => this.tracks.unpublish(client, id, track),
-    publishes: (client, track) => this.tracks.publishes(client, track),
-    pushFrame: (client, track, frame) => this.tracks.pushFrame(client, track, frame),
-    countDropped: (count: number) => {
-      this.counters.framesDropped += count;
-    },
-    rebind: (client, sink) => this.members.rebind(client, sink),
-    requestControl: (client, id) => this.control.requestControl(client, id),
-    releaseControl: (client, id) => this.control.releaseControl(client, id),
-    controlError: (client, id, what) =>
-      client.role === 'controller' && !this.control.steers(client) ? this.control.roleError(client, id, ['controller'], what) : undefined,
-  };
 
   // ---- sessions ---------------------------------------------------------------------------
 
