@@ -63,9 +63,11 @@ export type RtcPeerConnectionConstructor = new (config: {
 }) => RtcPeerConnectionLike;
 
 /**
- * What the link's connect window adds to the server's `welcome.webrtc.connectTimeoutMs`: the
- * server's window starts when the offer reaches it, so its `rtc_state failed` (with the reason)
- * comes before the client gives up by itself.
+ * What the link's connect window adds to the server's `welcome.webrtc.connectTimeoutMs`. The
+ * link waits that long for the server's answer, then that long again from the answer: the
+ * server's window starts when it makes its peer, before it answers, so its `rtc_state failed`
+ * (with the reason) comes before the client gives up by itself, however long a busy server took
+ * to answer.
  */
 const SIGNALLING_MARGIN_MS = 1000;
 /** The connect window against a server whose welcome has no `webrtc` (older servers). */
@@ -83,9 +85,10 @@ export interface WebRtcLinkOptions {
   /** `relay`: TURN relay candidates only. Default: the server's (`welcome.webrtc.iceTransportPolicy`), or `all` with your own {@link iceServers}. */
   iceTransportPolicy?: 'all' | 'relay';
   /**
-   * How long the link may take to connect before it gives up. Default: the server's window
-   * (`welcome.webrtc.connectTimeoutMs`, `server.webrtc.connect_timeout_ms`, 10 s by default) plus
-   * 1 s, or 5000 ms against a server that does not say.
+   * How long the link waits for the server's answer, and then for the connection from the answer
+   * on, before it gives up. Default: the server's window (`welcome.webrtc.connectTimeoutMs`,
+   * `server.webrtc.connect_timeout_ms`, 10 s by default) plus 1 s, or 5000 ms against a server
+   * that does not say.
    */
   timeoutMs?: number;
   /** Receive the outbound audio tracks too (default true). */
@@ -158,6 +161,8 @@ export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> implements RtcPub
   #renegotiating: Promise<void> = Promise.resolve();
   /** The renegotiation waiting for its answer. */
   #answerWaiter: { resolve(): void; reject(err: Error): void } | undefined;
+  /** The first connect's: the server answered its offer (the window starts again). */
+  #onFirstAnswer: (() => void) | undefined;
 
   private constructor(client: RtcLinkClient, options: WebRtcLinkOptions) {
     super();
@@ -230,22 +235,36 @@ export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> implements RtcPub
     return new Promise<void>((resolve, reject) => {
       if (this.#state === 'connected') return resolve();
       const timeoutMs = this.#timeoutMs;
-      const timer = setTimeout(() => {
+      let answered = false;
+      const giveUp = (): void => {
         off();
+        this.#onFirstAnswer = undefined;
         reject(
           new WebRtcFailedError(
-            `webrtc_failed: WebRTC did not connect within ${timeoutMs} ms (UDP blocked or no usable candidate${this.#iceErrorNote()}); media stays on the WebSocket`,
+            answered
+              ? `webrtc_failed: WebRTC did not connect within ${timeoutMs} ms (UDP blocked or no usable candidate${this.#iceErrorNote()}); media stays on the WebSocket`
+              : `webrtc_failed: the server did not answer the WebRTC offer within ${timeoutMs} ms; media stays on the WebSocket`,
           ),
         );
-      }, timeoutMs);
+      };
+      let timer = setTimeout(giveUp, timeoutMs);
+      // From the answer on, the server's own window is running: give it the whole of ours again.
+      this.#onFirstAnswer = () => {
+        this.#onFirstAnswer = undefined;
+        answered = true;
+        clearTimeout(timer);
+        timer = setTimeout(giveUp, timeoutMs);
+      };
       const off = this.on('state', (s) => {
         if (s.state === 'connected') {
           clearTimeout(timer);
           off();
+          this.#onFirstAnswer = undefined;
           resolve();
         } else if (s.state === 'failed' || s.state === 'closed') {
           clearTimeout(timer);
           off();
+          this.#onFirstAnswer = undefined;
           reject(new WebRtcFailedError(`WebRTC ${s.state}${s.reason ? `: ${s.reason}` : ''}${this.#iceErrorNote()}`));
         }
       });
@@ -317,6 +336,7 @@ export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> implements RtcPub
         this.#mapping = m.tracks;
         await pc.setRemoteDescription({ type: 'answer', sdp: m.sdp });
         this.#mapTracks();
+        this.#onFirstAnswer?.();
         this.#answerWaiter?.resolve();
       } else if (m.type === 'rtc_candidate') {
         if (m.candidate !== '') await pc.addIceCandidate({ candidate: m.candidate, sdpMid: m.sdpMid ?? null, sdpMLineIndex: m.sdpMLineIndex ?? null });

@@ -1,0 +1,115 @@
+/**
+ * The link's connect window against a server that answers late: it waits its window for the
+ * answer, then its window again from the answer, so a busy server's own reason (`rtc_state
+ * failed`, sent when the server's window ends) is what the link reports.
+ */
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { AppSchema, RtcAnswerMessage, RtcCandidateMessage, RtcClientMessage, RtcStateMessage } from '@reactor/protocol';
+import { WebRtcLink, type RtcLinkClient, type RtcPeerConnectionLike } from '../src/rtc-link.js';
+
+type Signal = RtcAnswerMessage | RtcCandidateMessage | RtcStateMessage;
+
+class FakePeer implements RtcPeerConnectionLike {
+  connectionState = 'new';
+  onicecandidate = null;
+  ontrack = null;
+  onconnectionstatechange = null;
+  addTransceiver(): unknown {
+    return {};
+  }
+  createOffer(): Promise<{ sdp: string; type: string }> {
+    return Promise.resolve({ sdp: 'v=0\r\n', type: 'offer' });
+  }
+  setLocalDescription(): Promise<unknown> {
+    return Promise.resolve();
+  }
+  setRemoteDescription(): Promise<unknown> {
+    return Promise.resolve();
+  }
+  addIceCandidate(): Promise<unknown> {
+    return Promise.resolve();
+  }
+  getStats(): Promise<{ forEach(cb: (s: Record<string, unknown>) => void): void }> {
+    return Promise.resolve({ forEach: () => undefined });
+  }
+  close(): unknown {
+    return undefined;
+  }
+}
+
+/** A connected client whose server's window is 2000 ms (the link's: 3000 ms); `rtc()` plays the server's signals. */
+function fakeClient(): { client: RtcLinkClient; sent: RtcClientMessage[]; rtc(m: Signal): void } {
+  let onRtc: ((m: Signal) => void) | undefined;
+  const sent: RtcClientMessage[] = [];
+  const schema = { tracks: [{ name: 'main', kind: 'video', direction: 'out' }] } as unknown as AppSchema;
+  const client = {
+    schema,
+    webrtcSetup: { iceServers: [], iceTransportPolicy: 'all' as const, connectTimeoutMs: 2000 },
+    on(type: string, listener: (m: never) => void) {
+      if (type === 'rtc') onRtc = listener as (m: Signal) => void;
+      return () => undefined;
+    },
+    signal(msg: RtcClientMessage) {
+      sent.push(msg);
+    },
+  } as RtcLinkClient;
+  return { client, sent, rtc: (m) => onRtc!(m) };
+}
+
+describe('WebRtcLink: the connect window', () => {
+  beforeEach(() => {
+    vi.useFakeTimers();
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it("a server that answers late: the link waits its window again from the answer, and reports the server's reason", async () => {
+    const { client, sent, rtc } = fakeClient();
+    const link = WebRtcLink.start(client, { RTCPeerConnection: FakePeer });
+    const failed = link.ready.then(
+      () => 'connected',
+      (err: Error) => err.message,
+    );
+    await vi.advanceTimersByTimeAsync(0);
+    expect(sent.map((m) => m.type)).toEqual(['rtc_offer']);
+    // The server took 1.5 s to answer (werift loading on a busy machine); its own 2 s window started before.
+    await vi.advanceTimersByTimeAsync(1500);
+    rtc({ type: 'rtc_answer', sdp: 'v=0\r\n', tracks: [] });
+    // 3.4 s after the offer: past the link's 3 s from the offer, inside its 3 s from the answer.
+    await vi.advanceTimersByTimeAsync(1900);
+    expect(link.state).toBe('connecting');
+    rtc({ type: 'rtc_state', state: 'failed', reason: 'rtc_ice_timeout: ICE and DTLS did not connect within 2000 ms' });
+    expect(await failed).toBe('WebRTC failed: rtc_ice_timeout: ICE and DTLS did not connect within 2000 ms');
+    expect(link.reason).toBe('WebRTC failed: rtc_ice_timeout: ICE and DTLS did not connect within 2000 ms');
+  });
+
+  it('a server that never answers: the link gives up after its window, saying no answer came', async () => {
+    const { client } = fakeClient();
+    const link = WebRtcLink.start(client, { RTCPeerConnection: FakePeer });
+    const failed = link.ready.then(
+      () => 'connected',
+      (err: Error) => err.message,
+    );
+    await vi.advanceTimersByTimeAsync(2999);
+    expect(link.state).toBe('connecting');
+    await vi.advanceTimersByTimeAsync(1);
+    expect(await failed).toBe('webrtc_failed: the server did not answer the WebRTC offer within 3000 ms; media stays on the WebSocket');
+    expect(link.state).toBe('closed');
+  });
+
+  it('an answer and no connection: the link gives up its window after the answer, with what the browser heard', async () => {
+    const { client, rtc } = fakeClient();
+    const link = WebRtcLink.start(client, { RTCPeerConnection: FakePeer });
+    const failed = link.ready.then(
+      () => 'connected',
+      (err: Error) => err.message,
+    );
+    await vi.advanceTimersByTimeAsync(200);
+    rtc({ type: 'rtc_answer', sdp: 'v=0\r\n', tracks: [] });
+    await vi.advanceTimersByTimeAsync(2999);
+    expect(link.state).toBe('connecting');
+    await vi.advanceTimersByTimeAsync(1);
+    expect(await failed).toMatch(/^webrtc_failed: WebRTC did not connect within 3000 ms \(UDP blocked or no usable candidate\); media stays on the WebSocket$/);
+  });
+});
