@@ -34,6 +34,7 @@ import { iceServersFor } from './webrtc/turn-credentials.js';
 import { RtcOutbound, type RtcInfo, type RtcServerContext } from './webrtc/rtc-outbound.js';
 import type { SendBudget } from './base/send-budget.js';
 import { ConnectionVideo, type VideoSelectionInfo } from './video/video-sender.js';
+import { TrackPauses } from './base/track-pauses.js';
 import type { VideoStreams } from './video/video-streams.js';
 import type { RecordingService } from './recording/recording-service.js';
 
@@ -96,6 +97,8 @@ export class ClientConnection implements ClientSink {
   readonly #state = new ConnectionLifecycle();
   #handle: ClientHandle | undefined;
   readonly #video: ConnectionVideo;
+  /** The outbound tracks this client paused: one state, read by whichever media path is current. */
+  readonly #paused = new TrackPauses();
   readonly #out: OutboundSender;
   readonly #rtc: RtcOutbound;
   readonly #in: InboundChannel;
@@ -129,6 +132,7 @@ export class ClientConnection implements ClientSink {
     const wsOut = new WsOutbound({
       ws,
       state,
+      paused: this.#paused,
       encoder: ctx.encoder,
       metrics: ctx.metrics,
       options: ctx.options,
@@ -154,6 +158,7 @@ export class ClientConnection implements ClientSink {
       : undefined;
     this.#rtc = new RtcOutbound({
       ws: wsOut,
+      paused: this.#paused,
       rtc: ctx.rtc,
       streams: ctx.video,
       tracks,
@@ -301,7 +306,7 @@ export class ClientConnection implements ClientSink {
     let out = msg;
     if (msg.outcome === 'applied') {
       const index = this.#ctx.host.schema.tracks.findIndex((t) => t.name === msg.track);
-      if (this.#out.stats().pausedTracks.includes(index)) out = { type: 'applied', id: msg.id, outcome: 'paused' };
+      if (this.#paused.has(index)) out = { type: 'applied', id: msg.id, outcome: 'paused' };
       else {
         // A WebRTC frame carries its RTP timestamp, not the seq: the client pairs the two with this.
         const rtp = this.#rtc.rtpTimestamp(msg.seq);
@@ -395,9 +400,11 @@ export class ClientConnection implements ClientSink {
     if (msg.type === 'pause_track') {
       // Frames skipped while paused: the stream resumes at a key frame.
       this.#video.paused(index);
+      this.#paused.pause(index);
       this.#out.pauseTrack(index);
-    } else {
-      if (this.#out.resumeTrack(index)) this.#video.resumed(index);
+    } else if (this.#paused.resume(index)) {
+      this.#video.resumed(index);
+      this.#out.resumeTrack(index);
     }
     this.#in.answer({ type: 'reply', id: msg.id });
   }

@@ -13,7 +13,7 @@ import { createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { MediaStreamTrack, RTCPeerConnection } from 'werift';
 import { WebSocket } from 'ws';
-import { connect } from '@reactor/client';
+import { WebRtcLink, connect } from '@reactor/client';
 import { ENCODE, ffmpegRtp } from './fixtures/ffmpeg-rtp.js';
 import { WEBCAM } from './fixtures/input-app.js';
 import { until } from './fixtures/net.js';
@@ -52,6 +52,44 @@ describe('client SDK in Node: the WebRTC transport ladder with werift', () => {
     await until(() => packets > 20, 10_000, 'RTP of the video');
     expect(frames).toBe(0);
     expect(server.connections()[0]?.webrtc?.state).toBe('connected');
+  }, 60_000);
+
+  it('a track paused on the WebSocket stays paused when WebRTC takes over, and resumes over WebRTC; paused again, it stays so when the peer goes', async () => {
+    const { server } = await start({ webrtc: {} });
+    const client = await connect(server.url, { WebSocket, transport: 'websocket' });
+    cleanups.push(() => client.close());
+    const video = client.schema.tracks.find((t) => t.direction === 'out' && t.kind === 'video')!.name;
+    let wsFrames = 0;
+    client.on('frame', () => wsFrames++);
+    await until(() => wsFrames > 3, 10_000, 'frames on the WebSocket');
+    await client.pauseTrack(video);
+    expect(server.connections()[0]?.pausedTracks).toEqual([video]);
+    // The peer connects while the track is paused: the WebRTC media knows it from the one state.
+    const link = await WebRtcLink.open(client, { RTCPeerConnection: Werift, timeoutMs: 10_000 });
+    cleanups.push(() => link.close());
+    await until(() => link.tracks.size > 0, 10_000, 'the video track');
+    const track = [...link.tracks.values()].find((t) => t.kind === 'video')!.track as MediaStreamTrack;
+    let packets = 0;
+    track.onReceiveRtp.subscribe(() => packets++);
+    const wsAtLink = wsFrames;
+    // A second of the stream (30 fps): nothing of the paused track on either path.
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(server.connections()[0]?.webrtc?.state).toBe('connected');
+    expect(packets).toBe(0);
+    expect(wsFrames).toBe(wsAtLink);
+    await client.resumeTrack(video);
+    await until(() => packets > 20, 10_000, 'RTP of the resumed track');
+    expect(wsFrames).toBe(wsAtLink);
+    // Paused over WebRTC, then the peer goes: the WebSocket queue does not send the track either.
+    await client.pauseTrack(video);
+    link.close();
+    await until(() => server.connections()[0]?.webrtc?.state !== 'connected', 10_000, 'the server to see the peer go');
+    const wsAtClose = wsFrames;
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(wsFrames).toBe(wsAtClose);
+    expect(server.connections()[0]?.pausedTracks).toEqual([video]);
+    await client.resumeTrack(video);
+    await until(() => wsFrames > wsAtClose + 3, 10_000, 'frames on the WebSocket after the resume');
   }, 60_000);
 
   it("transport 'auto' on a server without WebRTC: falls back to the WebSocket by itself, frames arrive there", async () => {

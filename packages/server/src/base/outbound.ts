@@ -57,10 +57,13 @@ export interface OutboundSender {
   frame(frame: OutputFrame): void;
   /** An audio chunk due now (not queued while its track is paused). */
   audio(chunk: OutputAudio): void;
-  /** `pause_track`: nothing of the track is queued any more, and what is queued is dropped uncounted. */
+  /**
+   * `pause_track` (the connection's `TrackPauses` (`track-pauses.ts`) already says so): what is queued of the
+   * track is dropped uncounted; nothing of it is queued while paused.
+   */
   pauseTrack(trackIndex: number): void;
-  /** `resume_track`: true when the track was paused. */
-  resumeTrack(trackIndex: number): boolean;
+  /** `resume_track` of a paused track (the connection's `TrackPauses` (`track-pauses.ts`) no longer has it). */
+  resumeTrack(trackIndex: number): void;
   /** Drops, uncounted, the queued video frames of a track (its encoding changed). */
   unqueueVideo(trackIndex: number): void;
   /** A flush: drops what is queued of the cut playout (items before `nextSeq`), counted as `flush`. */

@@ -28,6 +28,7 @@ import { RtcTierController } from './rtc-tier.js';
 import { packetizeVp8, sharedH264Payloads } from './rtp-packetize.js';
 import { ConnectionVideo } from '../video/video-sender.js';
 import type { CodedFrame, VideoStreams } from '../video/video-streams.js';
+import type { TrackPauses } from '../base/track-pauses.js';
 
 /** NACK or PLI messages a viewer may send per second and kind; more are ignored (counted in `reactor_webrtc_feedback_dropped_total`). */
 export const FEEDBACK_PER_SECOND = 50;
@@ -61,6 +62,8 @@ interface AudioOut {
 
 export interface RtcMediaInit {
   streams: VideoStreams;
+  /** The connection's paused tracks. */
+  paused: TrackPauses;
   tracks: readonly TrackSchema[];
   codec: Exclude<VideoCodecName, 'jpeg'>;
   tiers: readonly VideoTierSchema[];
@@ -97,7 +100,6 @@ export class RtcMedia {
   readonly #o: RtcMediaInit;
   readonly #video: ConnectionVideo;
   readonly #out = new Map<number, VideoOut | AudioOut>();
-  readonly #paused = new Set<number>();
   readonly #tier: RtcTierController;
   readonly #tick: NodeJS.Timeout;
   #closed = false;
@@ -167,7 +169,7 @@ export class RtcMedia {
 
   frame(frame: OutputFrame): void {
     const out = this.#out.get(frame.trackIndex);
-    if (this.#closed || out?.kind !== 'video' || this.#paused.has(frame.trackIndex)) return;
+    if (this.#closed || out?.kind !== 'video' || this.#o.paused.has(frame.trackIndex)) return;
     const route = this.#video.route(frame);
     if (route.kind !== 'coded') return;
     if (out.pending >= MAX_PENDING_FRAMES) {
@@ -236,12 +238,12 @@ export class RtcMedia {
 
   audio(chunk: OutputAudio): void {
     const out = this.#out.get(chunk.trackIndex);
-    if (this.#closed || out?.kind !== 'audio' || this.#paused.has(chunk.trackIndex)) return;
+    if (this.#closed || out?.kind !== 'audio' || this.#o.paused.has(chunk.trackIndex)) return;
     this.#o.opus?.feed(chunk);
   }
 
   #sendAudio(out: AudioOut, trackIndex: number, p: OpusPacket): void {
-    if (this.#closed || this.#paused.has(trackIndex)) return;
+    if (this.#closed || this.#o.paused.has(trackIndex)) return;
     const { RtpHeader, RtpPacket } = this.#o.rtp;
     out.seq = (out.seq + 1) & 0xffff;
     const header = new RtpHeader({ payloadType: 111, sequenceNumber: out.seq, timestamp: p.timestamp48k >>> 0, marker: false });
@@ -251,13 +253,14 @@ export class RtcMedia {
     this.#stats.audioSent++;
   }
 
+  /** A track was paused (the connection's {@link TrackPauses} has it): it resumes at a key frame. */
   pauseTrack(trackIndex: number): void {
-    this.#paused.add(trackIndex);
     this.#video.paused(trackIndex);
   }
 
+  /** A paused track was resumed. */
   resumeTrack(trackIndex: number): void {
-    if (this.#paused.delete(trackIndex)) this.#video.resumed(trackIndex);
+    this.#video.resumed(trackIndex);
   }
 
   /** A flush: every coded track waits for the key frame it forces. */

@@ -22,6 +22,7 @@ import type { RtcMetrics } from './rtc-metrics.js';
 import type { ResolvedWebRtcOptions } from './rtc-options.js';
 import { loadWerift, RtcPeer } from './rtc-peer.js';
 import type { VideoStreams } from '../video/video-streams.js';
+import type { TrackPauses } from '../base/track-pauses.js';
 
 /** Video frames whose pts a connection with a peer keeps, for the RTP timestamp of its `applied` messages (~4 s at 30 fps). */
 const PTS_KEPT = 128;
@@ -36,6 +37,8 @@ export interface RtcServerContext {
 
 export interface RtcOutboundInit {
   ws: OutboundSender;
+  /** The connection's paused tracks (read by the WebRTC media as by the WebSocket queue). */
+  paused: TrackPauses;
   rtc: RtcServerContext | undefined;
   streams: VideoStreams;
   tracks: readonly TrackSchema[];
@@ -67,7 +70,6 @@ export class RtcOutbound implements OutboundSender {
   #live = false;
   /** The current peer is counted in `reactor_webrtc_peers`. */
   #counted = false;
-  readonly #paused = new Set<number>();
   #closed = false;
   /** An `rtc_offer` came on this connection (later candidates without a peer are stale, not early). */
   #offered = false;
@@ -146,6 +148,7 @@ export class RtcOutbound implements OutboundSender {
           if (peer !== this.#peer) return;
           this.#media ??= new RtcMedia({
             streams: this.#o.streams,
+            paused: this.#o.paused,
             tracks: this.#o.tracks,
             codec: this.#codec,
             tiers: this.#o.streams.options.tiers,
@@ -159,7 +162,8 @@ export class RtcOutbound implements OutboundSender {
           });
           const bound = new Set(this.#media.boundTracks);
           for (const s of senders) if (!bound.has(s.trackIndex)) this.#media.bind(s.trackIndex, s.kind, s.sender, s.playoutDelayId);
-          for (const i of this.#paused) this.#media.pauseTrack(i);
+          // Tracks paused before the media existed wait for a key frame when they resume.
+          for (const i of this.#o.paused) this.#media.pauseTrack(i);
         },
         state: (state) => this.#stateChanged(peer, state),
         inboundTrackFor: (mid) => this.#o.inbound?.trackFor(mid),
@@ -241,15 +245,13 @@ export class RtcOutbound implements OutboundSender {
   }
 
   pauseTrack(trackIndex: number): void {
-    this.#paused.add(trackIndex);
     this.#media?.pauseTrack(trackIndex);
     this.#ws.pauseTrack(trackIndex);
   }
 
-  resumeTrack(trackIndex: number): boolean {
-    this.#paused.delete(trackIndex);
+  resumeTrack(trackIndex: number): void {
     this.#media?.resumeTrack(trackIndex);
-    return this.#ws.resumeTrack(trackIndex);
+    this.#ws.resumeTrack(trackIndex);
   }
 
   unqueueVideo(trackIndex: number): void {

@@ -28,6 +28,7 @@ import type { BudgetHolder, SendBudget } from '../base/send-budget.js';
 import type { ConnectionVideo } from '../video/video-sender.js';
 import type { CodedFrame, TrackEncoder } from '../video/video-streams.js';
 import { codedWireMessage } from './coded-wire.js';
+import type { TrackPauses } from '../base/track-pauses.js';
 
 /** Frames (and audio chunks) written to a socket whose write callback has not fired yet. */
 export const MAX_FRAMES_IN_FLIGHT = 2;
@@ -80,6 +81,8 @@ export interface WsOutboundContext {
   logger: Logger;
   budget: SendBudget;
   video: ConnectionVideo;
+  /** The connection's paused tracks (it pauses and resumes them; the queue reads them). */
+  paused: TrackPauses;
   events: OutboundEvents;
   /** The client's id, for log lines. */
   id(): string;
@@ -92,8 +95,6 @@ export class WsOutbound implements OutboundSender, BudgetHolder {
   readonly #queue: QueuedItem[] = [];
   /** How many of #queue's items are audio chunks. */
   #queuedAudio = 0;
-  /** Outbound tracks (`schema.tracks` indices) this client paused. */
-  readonly #paused = new Set<number>();
   #inFlight = 0;
   #pumping = false;
   #sent = 0;
@@ -127,7 +128,7 @@ export class WsOutbound implements OutboundSender, BudgetHolder {
       framesDropped: this.#dropped,
       audioSent: this.#audioSent,
       audioDropped: this.#audioDropped,
-      pausedTracks: [...this.#paused],
+      pausedTracks: this.#c.paused.list(),
       unsentAnswerBytes: this.#unsentText,
     };
   }
@@ -137,7 +138,7 @@ export class WsOutbound implements OutboundSender, BudgetHolder {
   }
 
   frame(frame: OutputFrame): void {
-    if (this.#closed || this.#paused.has(frame.trackIndex)) return;
+    if (this.#closed || this.#c.paused.has(frame.trackIndex)) return;
     const { seq, track, trackIndex } = frame;
     const route = this.#c.video.route(frame);
     if (route.kind === 'coded') {
@@ -225,7 +226,7 @@ export class WsOutbound implements OutboundSender, BudgetHolder {
   }
 
   audio(chunk: OutputAudio): void {
-    if (this.#closed || this.#paused.has(chunk.trackIndex)) return;
+    if (this.#closed || this.#c.paused.has(chunk.trackIndex)) return;
     const { seq, track, trackIndex } = chunk;
     this.#queue.push({ seq, track, trackIndex, audio: true, data: this.#c.encoder.encodeAudio(chunk) });
     this.#queuedAudio++;
@@ -234,13 +235,12 @@ export class WsOutbound implements OutboundSender, BudgetHolder {
   }
 
   pauseTrack(trackIndex: number): void {
-    this.#paused.add(trackIndex);
     // What is already queued for the track is not sent either: nothing of it follows the reply.
     for (let i = this.#queue.length - 1; i >= 0; i--) if (this.#queue[i]!.trackIndex === trackIndex) this.#unqueue(i);
   }
 
-  resumeTrack(trackIndex: number): boolean {
-    return this.#paused.delete(trackIndex);
+  resumeTrack(): void {
+    // Nothing to do: the next frame of the track is queued as any other.
   }
 
   unqueueVideo(trackIndex: number): void {
