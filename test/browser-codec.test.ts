@@ -110,21 +110,18 @@ for (const codec of ['h264', 'vp8'] as const) {
     it(`picks ${codec}, draws every frame once and in order, and shows codec, tier and bitrate`, async () => {
       await waitForCodec(page, codec, 10);
       // Count the frames of the track the client receives from now on, in the page.
-      // In one turn of the page's JS: start counting, and note the last frame drawn and the
+      // In one turn of the page's JS: start counting, and note the frames drawn and the
       // decoder's counters (a frame discarded between two evaluates would be counted before the
       // window yet arrive inside it).
       const start = await page.evaluate(() => {
         const v = (window as unknown as { reactorViewer: Record<string, any> }).reactorViewer;
         v['received'] = [] as number[];
         v['client'].on('frame', (f: { trackName: string; seq: number }) => f.trackName === 'main_video' && v['received'].push(f.seq));
-        const log = v['decodeLog'] as { seq: number }[];
         return {
-          from: log.at(-1)!.seq,
           framesDrawn: v['framesDrawn'] as number,
           counters: v['video'].counters()['main_video'] as VideoState['counters'][string],
         };
       });
-      const from = start.from;
       await expect.poll(async () => (await videoState(page)).framesDrawn - start.framesDrawn, { timeout: 20_000 }).toBeGreaterThan(3 * VIDEO_FPS);
       // Stop counting, then let the decoder drain what it holds.
       const received = await page.evaluate(() => {
@@ -135,6 +132,9 @@ for (const codec of ['h264', 'vp8'] as const) {
       });
       await expect.poll(async () => (await videoState(page)).log.some((e) => e.seq >= received.at(-1)!), { timeout: 10_000 }).toBe(true);
       const after = await videoState(page);
+      // The window starts at its first frame: frames that arrived before it (a busy machine's
+      // decoder holds several) may be drawn inside it, and are not the window's.
+      const from = received[0]! - 1;
       const inWindow = received.filter((seq) => seq > from);
       const drawn = after.log.filter((e) => e.seq > from && e.seq <= inWindow.at(-1)!).map((e) => e.seq);
       // drawn in order, each once, only frames that arrived
