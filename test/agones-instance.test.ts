@@ -18,6 +18,7 @@ import { FakeAgonesCluster, SDK_LABEL_PREFIX } from './fixtures/agones/cluster.j
 import { FakeAgonesSidecar } from './fixtures/agones/sidecar.js';
 import { alive, descendants } from './fixtures/processes.js';
 import { sampleWorkspace } from './fixtures/sample-workspace.js';
+import { until } from './fixtures/until.js';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(repo, 'packages/cli/dist/main.js');
@@ -74,14 +75,6 @@ function startInstance(dir: string, env: Record<string, string>, ...args: string
     child.kill('SIGKILL');
   });
   return { child, url, stderr: () => err, exited };
-}
-
-async function until(cond: () => boolean, what: string, ms = 30_000): Promise<void> {
-  const end = performance.now() + ms;
-  while (!cond()) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 async function cluster(options: ConstructorParameters<typeof FakeAgonesCluster>[0] = {}): Promise<{ cluster: FakeAgonesCluster; sidecar: FakeAgonesSidecar }> {

@@ -8,6 +8,7 @@ import sdkModule from '@google-cloud/agones-sdk';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FakeAgonesCluster, SDK_LABEL_PREFIX } from './fixtures/agones/cluster.js';
 import { AGONES_REQUEST_RATE_LIMIT_MS, FakeAgonesSidecar } from './fixtures/agones/sidecar.js';
+import { until } from './fixtures/until.js';
 
 // The package's types declare a default export; at run time (CommonJS) the class is the module itself.
 const AgonesSDK = sdkModule as unknown as typeof sdkModule.default;
@@ -30,28 +31,13 @@ async function setup(requestRateLimitMs = 0): Promise<{ cluster: FakeAgonesClust
   return { cluster, sidecar, sdk };
 }
 
-function until(check: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const started = Date.now();
-    const poll = setInterval(() => {
-      if (check()) {
-        clearInterval(poll);
-        resolve();
-      } else if (Date.now() - started > timeoutMs) {
-        clearInterval(poll);
-        reject(new Error(`timed out waiting for ${what}`));
-      }
-    }, 10);
-  });
-}
-
 describe('FakeAgonesSidecar (a fake sidecar driven by the official SDK, not a real cluster)', () => {
   it("writes state and labels behind Agones' 500 ms request-rate-limit by default: the call answers at once, the GameServer changes later", async () => {
     const { cluster, sidecar, sdk } = await setup(AGONES_REQUEST_RATE_LIMIT_MS);
     await sdk.ready();
     const t = Date.now();
     expect(cluster.get('gs-1').state).toBe('Scheduled');
-    await until(() => cluster.get('gs-1').state === 'Ready', 'Ready');
+    await until(() => cluster.get('gs-1').state === 'Ready', 'Ready', 5000, 10);
     expect(Date.now() - t).toBeGreaterThanOrEqual(AGONES_REQUEST_RATE_LIMIT_MS - 50);
     // Labels set while a write waits join it.
     await sdk.setLabel('reactor-draining', '1');
@@ -102,10 +88,10 @@ describe('FakeAgonesSidecar (a fake sidecar driven by the official SDK, not a re
       (gs) => seen.push(gs.status.state),
       () => undefined,
     );
-    await until(() => seen.length === 1, 'the first watch message');
+    await until(() => seen.length === 1, 'the first watch message', 5000, 10);
     await sdk.ready();
     cluster.allocate([{ matchLabels: {} }]);
-    await until(() => seen.includes('Allocated'), 'Allocated in the watch stream');
+    await until(() => seen.includes('Allocated'), 'Allocated in the watch stream', 5000, 10);
     expect(seen).toEqual(['Scheduled', 'RequestReady', 'Ready', 'Allocated']);
   });
 
@@ -116,10 +102,10 @@ describe('FakeAgonesSidecar (a fake sidecar driven by the official SDK, not a re
     cleanups.push(stop);
     for (let i = 0; i < 3; i++) {
       sdk.health(() => undefined);
-      await until(() => sidecar.pings.length === i + 1, `ping ${i + 1}`);
+      await until(() => sidecar.pings.length === i + 1, `ping ${i + 1}`, 5000, 10);
     }
     expect(cluster.get('gs-1').lastHealthAt).toBe(sidecar.pings[2]);
-    await until(() => cluster.get('gs-1').state === 'Unhealthy', 'Unhealthy after the pings stopped');
+    await until(() => cluster.get('gs-1').state === 'Unhealthy', 'Unhealthy after the pings stopped', 5000, 10);
     expect(Date.now() - sidecar.pings[2]!).toBeGreaterThanOrEqual(600);
   });
 
@@ -128,7 +114,7 @@ describe('FakeAgonesSidecar (a fake sidecar driven by the official SDK, not a re
     await sdk.ready();
     await sdk.reserve(1);
     expect(cluster.get('gs-1').state).toBe('Reserved');
-    await until(() => cluster.get('gs-1').state === 'Ready', 'Ready after the reservation', 10_000);
+    await until(() => cluster.get('gs-1').state === 'Ready', 'Ready after the reservation', 10_000, 10);
   });
 
   it('fails calls with UNAVAILABLE once stopped, and serves again after restart()', async () => {

@@ -24,6 +24,7 @@ import { MockKubeApi } from './fixtures/agones/kube-api.js';
 import { AGONES_REQUEST_RATE_LIMIT_MS, FakeAgonesSidecar } from './fixtures/agones/sidecar.js';
 import { descendants } from './fixtures/processes.js';
 import { sampleWorkspace } from './fixtures/sample-workspace.js';
+import { until } from './fixtures/until.js';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(repo, 'packages/cli/dist/main.js');
@@ -52,15 +53,6 @@ const clients: ReactorClient[] = [];
 let cluster: FakeAgonesCluster;
 let routerUrl = '';
 let instances: Instance[] = [];
-
-/** Waits for `cond`; `what` names it in the timeout's error (a function: read when the wait times out). */
-async function until(cond: () => boolean | Promise<boolean>, what: string | (() => string), ms = 30_000): Promise<void> {
-  const end = performance.now() + ms;
-  while (!(await cond())) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${typeof what === 'string' ? what : what()}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 function killTree(child: ChildProcess, signal: NodeJS.Signals = 'SIGKILL'): void {
   if (child.exitCode !== null || child.signalCode !== null) return;

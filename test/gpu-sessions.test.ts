@@ -25,6 +25,7 @@ import { FakeAgonesCluster } from './fixtures/agones/cluster.js';
 import { FakeAgonesSidecar } from './fixtures/agones/sidecar.js';
 import { cliSync, runCli, type RunningCli } from './fixtures/reactor-cli.js';
 import { sampleWorkspace } from './fixtures/sample-workspace.js';
+import { untilValue } from './fixtures/until.js';
 
 const CONFIG = 'width: 64\nheight: 48\nframesPerChunk: 4\nrolloutChunks: 12\nworldSize: 1\ndevices: cpu\nbackend: wasm\n';
 
@@ -70,14 +71,8 @@ async function ready(url: URL, path = '/health/ready'): Promise<Ready> {
 }
 
 /** Polls `/health/ready` until `ok` (the instances change on their own: a slot granted by the kernel). */
-async function until(url: URL, ok: (r: Ready) => boolean, what: string, path = '/health/ready', ms = 60_000): Promise<Ready> {
-  const end = performance.now() + ms;
-  for (;;) {
-    const r = await ready(url, path);
-    if (ok(r)) return r;
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(r)}`);
-    await new Promise((res) => setTimeout(res, 50));
-  }
+function until(url: URL, ok: (r: Ready) => boolean, what: string, path = '/health/ready', ms = 60_000): Promise<Ready> {
+  return untilValue(() => ready(url, path), ok, what, ms, 50);
 }
 
 const isReady = (r: Ready): boolean => r.status === 200 && r.body.ready;

@@ -9,6 +9,7 @@ import { connect, type ClientFrame } from '@reactor/client';
 import { afterAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { alive, descendants } from './fixtures/processes.js';
+import { until } from './fixtures/until.js';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const scratch = mkdtempSync(join(tmpdir(), 'reactor-first-app-'));
@@ -39,14 +40,6 @@ function run(cmd: string, args: string[], cwd: string): Promise<{ code: number; 
       done({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, out: `${stdout}${stderr}` });
     });
   });
-}
-
-async function until(cond: () => boolean, what: string, ms: number): Promise<void> {
-  const end = performance.now() + ms;
-  while (!cond()) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 /** `pnpm install --offline` (the store holds every package on CI), else online. */

@@ -14,6 +14,7 @@ import { WebSocket } from 'ws';
 import { connect, FrameEncoding, type ReactorClient } from '@reactor/client';
 import { alive, descendants } from './fixtures/processes.js';
 import { sampleWorkspace } from './fixtures/sample-workspace.js';
+import { until } from './fixtures/until.js';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(repo, 'packages/cli/dist/main.js');
@@ -70,14 +71,6 @@ function record(client: ReactorClient): Seen[] {
   return seen;
 }
 
-async function until(cond: () => boolean, what: string, ms = 20_000): Promise<void> {
-  const end = performance.now() + ms;
-  while (!cond()) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 const meanAbsDiff = (a: Uint8Array, b: Uint8Array) => {
   let s = 0;
   for (let i = 0; i < a.length; i++) s += Math.abs(a[i]! - b[i]!);
@@ -105,18 +98,18 @@ describe('reactor run (the sample app in a child process)', () => {
     const seen = record(client);
 
     // The first frame of the rollout, default prompt.
-    await until(() => seen.length >= 4, 'the first frames');
+    await until(() => seen.length >= 4, 'the first frames', 20_000);
     expect(seen[0]!.seq).toBe(0);
     expect(seen[0]!.rgb.byteLength).toBe(W * H * 3);
     const forest0 = seen[0]!.rgb;
     expect(meanAbsDiff(seen[1]!.rgb, seen[0]!.rgb)).toBeGreaterThan(0); // it moves
-    await until(() => messages.includes('backend_info'), 'the backend_info message');
+    await until(() => messages.includes('backend_info'), 'the backend_info message', 20_000);
 
     // A new prompt from frame 0 of a new rollout looks different...
     await client.send('set_prompt', { prompt: 'Neon jellyfish in a midnight ocean.' });
     flushedAt = -1;
     await client.send('reset');
-    await until(() => flushedAt >= 0 && seen.some((s) => s.seq >= flushedAt), 'frames after the reset');
+    await until(() => flushedAt >= 0 && seen.some((s) => s.seq >= flushedAt), 'frames after the reset', 20_000);
     const neon0 = seen.find((s) => s.seq >= flushedAt)!.rgb;
     expect(meanAbsDiff(neon0, forest0)).toBeGreaterThan(8);
 
@@ -124,7 +117,7 @@ describe('reactor run (the sample app in a child process)', () => {
     await client.send('set_prompt', { prompt: 'A walk through a forest.' });
     flushedAt = -1;
     await client.send('reset');
-    await until(() => flushedAt >= 0 && seen.some((s) => s.seq >= flushedAt), 'frames after the second reset');
+    await until(() => flushedAt >= 0 && seen.some((s) => s.seq >= flushedAt), 'frames after the second reset', 20_000);
     expect(Buffer.from(seen.find((s) => s.seq >= flushedAt)!.rgb).equals(Buffer.from(forest0))).toBe(true);
 
     // Paused: what was queued plays out, then nothing comes. The server's stats message (every
@@ -148,7 +141,7 @@ describe('reactor run (the sample app in a child process)', () => {
     expect(seen.length).toBe(during);
     expect(quietTo.steps).toBe(quietFrom.steps);
     await client.send('set_paused', { paused: false });
-    await until(() => seen.length > during + 4, 'frames after unpausing');
+    await until(() => seen.length > during + 4, 'frames after unpausing', 20_000);
 
     // 12 chunks per rollout: the app recovers RolloutExhausted by itself and says so.
     await until(() => messages.includes('rollout_restarted'), 'the rollout_restarted message', 30_000);

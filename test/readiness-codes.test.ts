@@ -13,6 +13,7 @@ import WebSocket from 'ws';
 import { VideoApp } from '@reactor/app-video';
 import { serve, type ReactorServer } from '@reactor/server';
 import { quiet, useCleanups } from './fixtures/cleanups.js';
+import { untilValue } from './fixtures/until.js';
 
 const weights = fileURLToPath(new URL('../apps/video/weights', import.meta.url));
 
@@ -26,16 +27,6 @@ async function metric(server: ReactorServer, sample: string): Promise<number> {
   const text = await (await fetch(`${server.url}/metrics`)).text();
   const line = text.split('\n').find((l) => l.startsWith(`${sample} `));
   return line === undefined ? NaN : Number(line.slice(sample.length + 1));
-}
-
-async function until<T>(get: () => Promise<T>, ok: (v: T) => boolean, what: string, ms = 30_000): Promise<T> {
-  const end = performance.now() + ms;
-  for (;;) {
-    const v = await get();
-    if (ok(v)) return v;
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(v)}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 /** Stopped (state T) rank processes below this one. */
@@ -73,11 +64,12 @@ describe('readiness codes through the server (sample app)', () => {
     const ws = new WebSocket(server.wsUrl);
     cleanups.push(() => ws.close());
     // The runner's stallMs (5 s by default) after the stop, the rank is named.
-    const stalled = await until(
+    const stalled = await untilValue(
       () => probe(`${server.url}/health/ready`),
       (r) => r.status === 503,
       'readiness to drop',
       25_000,
+      50,
     );
     expect(stalled.body.ready).toBe(false);
     expect(stalled.body.reasons).toEqual([
@@ -90,10 +82,12 @@ describe('readiness codes through the server (sample app)', () => {
     const stopped = stoppedRanks();
     expect(stopped).toHaveLength(1);
     process.kill(stopped[0]!, 'SIGCONT');
-    await until(
+    await untilValue(
       () => probe(`${server.url}/health/ready`),
       (r) => r.status === 200,
       'readiness to come back',
+      30_000,
+      50,
     );
     expect(await metric(server, 'reactor_not_ready{reason="rank_stalled"}')).toBeNaN();
   }, 60_000);
@@ -113,20 +107,23 @@ describe('readiness codes through the server (sample app)', () => {
     process.kill(ranks[1]!, 'SIGSTOP');
     cleanups.push(() => process.kill(ranks[1]!, 'SIGCONT'));
     const t = performance.now();
-    const stalled = await until(
+    const stalled = await untilValue(
       () => probe(`${server.url}/health/ready`),
       (r) => r.status === 503,
       'readiness to drop',
       15_000,
+      50,
     );
     const took = performance.now() - t;
     expect(took).toBeLessThan(5000 + 4000); // the runner's stallMs (5 s), a check tick, and a loaded 2-core machine's delays
     expect(stalled.body.reasons).toEqual([{ code: 'rank_stalled', message: expect.stringMatching(/^rank \d has made no progress for \d+\.\d s \(idle\)$/) }]);
     process.kill(ranks[1]!, 'SIGCONT');
-    await until(
+    await untilValue(
       () => probe(`${server.url}/health/ready`),
       (r) => r.status === 200,
       'readiness to come back',
+      30_000,
+      50,
     );
   }, 60_000);
 });

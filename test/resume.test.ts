@@ -13,17 +13,10 @@ import { connect, type ReactorClient, type ResumeEvent } from '@reactor/client';
 import { cameraWorkspace, removeDir } from './fixtures/camera-run.js';
 import { CutProxy } from './fixtures/cut-proxy.js';
 import { cliSync, runCli, type RunningCli } from './fixtures/reactor-cli.js';
+import { until } from './fixtures/until.js';
 
 const SECRET = 'an-hmac-secret-for-the-resume-tests-0123456789';
 const GRACE_MS = 2000;
-
-async function until(cond: () => boolean, what: string, ms = 15_000): Promise<void> {
-  const end = performance.now() + ms;
-  while (!cond()) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 /** Camera frames (RGB, 64x48) at about 20 fps until aborted. */
 async function* camera(signal: AbortSignal): AsyncGenerator<{ rgb: Uint8Array; width: number; height: number }> {
@@ -82,10 +75,10 @@ describe('resume through a proxy that cuts the connection', () => {
     clients.push(c);
     const pub = await c.publish('webcam', camera(stop.signal));
     await c.send('set_effect', { effect: 'edges' });
-    await until(() => pub.framesSent > 5, 'camera frames to flow');
+    await until(() => pub.framesSent > 5, 'camera frames to flow', 15_000);
     let frames = 0;
     c.on('frame', () => frames++);
-    await until(() => frames > 3, 'frames before the cut');
+    await until(() => frames > 3, 'frames before the cut', 15_000);
     const resumed = new Promise<ResumeEvent>((r) => c.once('resumed', r));
     const reconnecting = new Promise((r) => c.once('reconnecting', r));
     const states: unknown[] = [];
@@ -101,7 +94,7 @@ describe('resume through a proxy that cuts the connection', () => {
     expect(pub.active).toBe(true);
     const sentAtResume = pub.framesSent;
     frames = 0;
-    await until(() => frames > 3 && pub.framesSent > sentAtResume + 3, 'frames and camera frames after the resume');
+    await until(() => frames > 3 && pub.framesSent > sentAtResume + 3, 'frames and camera frames after the resume', 15_000);
     expect(pub.lastError).toBeUndefined();
     // The server still holds the track for this identity: another client is refused it, naming it.
     const other = await connect(`http://127.0.0.1:${port}`, { token: token(), WebSocket: WebSocket as never });
@@ -140,7 +133,11 @@ describe('single-controller mode over the wire', () => {
     const a = await connect(`http://127.0.0.1:${port}`, { token: token(), WebSocket: WebSocket as never });
     const b = await connect(`http://127.0.0.1:${port}`, { token: token(), WebSocket: WebSocket as never });
     clients.push(a, b);
-    await until(() => a.control?.controller === a.clientId, `a to hold control (a ${a.clientId}, b ${b.clientId}, control ${JSON.stringify(a.control)})`);
+    await until(
+      () => a.control?.controller === a.clientId,
+      `a to hold control (a ${a.clientId}, b ${b.clientId}, control ${JSON.stringify(a.control)})`,
+      15_000,
+    );
     await expect(b.send('set_effect', { effect: 'blur' })).rejects.toMatchObject({ code: 'not_controller' });
     expect(await b.requestControl()).toEqual({ controller: false, position: 1 });
     const passed = new Promise((r) => b.on('control', (s) => s.controller === b.clientId && r(s)));

@@ -24,6 +24,7 @@ import { TokenMinter } from '@reactor/server';
 import { launchChromium } from './fixtures/chromium.js';
 import { FakeAgonesCluster } from './fixtures/agones/cluster.js';
 import { MockKubeApi } from './fixtures/agones/kube-api.js';
+import { until } from './fixtures/until.js';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(repo, 'packages/cli/dist/main.js');
@@ -76,14 +77,6 @@ function spawnBin(args: string[], prefix: string, env: Record<string, string> = 
     clearTimeout(timer);
   });
   return { child, url, stderr: () => err };
-}
-
-async function until(cond: () => boolean | Promise<boolean>, what: string, ms = 60_000): Promise<void> {
-  const end = performance.now() + ms;
-  while (!(await cond())) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 const hash = (b: Uint8Array): string => createHash('sha256').update(b).digest('hex');
@@ -163,7 +156,7 @@ async function free(client: ReactorClient): Promise<string> {
   client.close();
   const health = async (): Promise<{ sessionId?: string }> =>
     (await fetch(`http://127.0.0.1:${ports.get(name)}/health`)).json() as Promise<{ sessionId?: string }>;
-  await until(async () => (await health()).sessionId === undefined, `the session on ${name} to end`);
+  await until(async () => (await health()).sessionId === undefined, `the session on ${name} to end`, 60_000);
   cluster.setState(name, 'Ready');
   return name;
 }
@@ -176,7 +169,7 @@ describe('POST /sessions/{id}/fork through reactor route (seed-video instances)'
     original = await open('new');
     const source = original.c.route!;
     await original.c.send('set_prompt', { prompt: 'A forked forest.' }).applied;
-    await until(() => original.frames.size >= 12, 'frames of the original');
+    await until(() => original.frames.size >= 12, 'frames of the original', 60_000);
 
     const r = await fork(source.sessionId);
     expect(r.status).toBe(201);
@@ -192,17 +185,17 @@ describe('POST /sessions/{id}/fork through reactor route (seed-video instances)'
     const forked = await open(answer.sessionId);
     firstFork = forked.c;
     expect(forked.c.route!.instance).toBe(answer.instance);
-    await until(() => forked.c.state['prompt'] === 'A forked forest.', "the original's prompt in the fork");
-    await until(() => forked.frames.size >= 8, 'frames of the fork');
+    await until(() => forked.c.state['prompt'] === 'A forked forest.', "the original's prompt in the fork", 60_000);
+    await until(() => forked.frames.size >= 8, 'frames of the fork', 60_000);
     // The snapshot was taken before step `step` of the original: 4 frames a chunk, so the fork's
     // frame i is the original's frame 4 * step + i (the same bytes: the model is deterministic).
     const from = 4 * answer.step;
-    await until(() => original.frames.has(from + 7), "the original's frames after the snapshot");
+    await until(() => original.frames.has(from + 7), "the original's frames after the snapshot", 60_000);
     const ranges = [...Array(8).keys()].map((i) => [forked.frames.get(i), original.frames.get(from + i)]);
     for (const [i, [f, o]] of ranges.entries()) expect(f, `fork frame ${i} = original frame ${from + i}`).toBe(o);
     // The original keeps running, on its own instance.
     const seen = Math.max(...original.frames.keys());
-    await until(() => Math.max(...original.frames.keys()) > seen + 8, 'the original streaming on');
+    await until(() => Math.max(...original.frames.keys()) > seen + 8, 'the original streaming on', 60_000);
     expect(cluster.get(source.instance).state).toBe('Allocated');
   });
 
@@ -268,7 +261,7 @@ describe('POST /sessions/{id}/fork through reactor route (seed-video instances)'
     cluster.addServer('reactor-dying', '127.0.0.1', (dying.address() as AddressInfo).port);
     cluster.setState('reactor-dying', 'Ready');
     // The router allocates from its watch of the fleet: wait until it knows the new Ready instance.
-    await until(async () => (await metric('reactor_router_instances{state="Ready"}')) === 1, 'the router to see the Ready instance');
+    await until(async () => (await metric('reactor_router_instances{state="Ready"}')) === 1, 'the router to see the Ready instance', 60_000);
     const id = original.c.route!.sessionId;
     const r = await fork(id);
     expect(r.status).toBe(502);
@@ -278,13 +271,13 @@ describe('POST /sessions/{id}/fork through reactor route (seed-video instances)'
     // The allocation is given back (the release annotation an instance under Agones acts on).
     expect(cluster.get('reactor-dying').annotations['reactor.dev/release-session']).toBeDefined();
     const seen = Math.max(...original.frames.keys());
-    await until(() => Math.max(...original.frames.keys()) > seen + 4, 'the original streaming on');
+    await until(() => Math.max(...original.frames.keys()) > seen + 4, 'the original streaming on', 60_000);
   });
 
   it('a fork that waited in the line (?wait=) gets the snapshot when an instance frees up: its allocated line is the fork', async () => {
     const id = original.c.route!.sessionId;
     const waiting = fork(id, '?wait=60');
-    await until(async () => (await metric('reactor_router_queue_length')) === 1, 'the fork in the line');
+    await until(async () => (await metric('reactor_router_queue_length')) === 1, 'the fork in the line', 60_000);
     const name = await free(firstFork);
     const lines = (await (await waiting).text())
       .trim()
@@ -295,7 +288,7 @@ describe('POST /sessions/{id}/fork through reactor route (seed-video instances)'
     expect(allocated).toMatchObject({ state: 'allocated', instance: name, forkOf: id });
     expect(allocated.bytes).toBeGreaterThan(0);
     const forked = await open(allocated.sessionId!);
-    await until(() => forked.c.state['prompt'] === 'A forked forest.', "the original's prompt in the queued fork");
+    await until(() => forked.c.state['prompt'] === 'A forked forest.', "the original's prompt in the queued fork", 60_000);
     firstFork = forked.c;
   });
 

@@ -22,6 +22,7 @@ import { MockKubeApi } from './fixtures/agones/kube-api.js';
 import { sampleWorkspace } from './fixtures/sample-workspace.js';
 import { chromium } from 'playwright-core';
 import { chromiumPath } from './fixtures/chromium.js';
+import { until } from './fixtures/until.js';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(repo, 'packages/cli/dist/main.js');
@@ -77,14 +78,6 @@ async function refusals(): Promise<number> {
   return m ? Number(m[1]) : 0;
 }
 
-async function until(cond: () => boolean | Promise<boolean>, what: string, ms = 60_000): Promise<void> {
-  const end = performance.now() + ms;
-  while (!(await cond())) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 let cluster: FakeAgonesCluster;
 let api: MockKubeApi;
 let router: { child: ChildProcess; url: string; stderr: () => string };
@@ -125,13 +118,13 @@ describe('connect(routerUrl, { session }) through reactor route', { timeout: 120
     expect(cluster.get(host.route!.instance).labels[SESSION_LABEL]).toBe(host.route!.sessionId);
     let frames = 0;
     host.on('frame', () => frames++);
-    await until(() => frames >= 2, 'frames through the router');
+    await until(() => frames >= 2, 'frames through the router', 60_000);
 
     const guest = await open(host.route!.sessionId);
     expect(guest.route).toEqual(host.route);
     // The same session: the joiner sees the host's command, and the instance counts both.
     await host.send('set_prompt', { prompt: 'Two viewers, one session.' });
-    await until(() => guest.state['prompt'] === 'Two viewers, one session.', "the host's prompt on the guest");
+    await until(() => guest.state['prompt'] === 'Two viewers, one session.', "the host's prompt on the guest", 60_000);
     const health = (await (await fetch(`http://127.0.0.1:${ports.get(host.route!.instance)}/health`)).json()) as { clients: number };
     expect(health.clients).toBe(2);
 
@@ -162,7 +155,7 @@ describe('connect(routerUrl, { session }) through reactor route', { timeout: 120
       reconnect: false,
       allocationRetry: { maxAttempts: 100, maxDelayMs: 200 },
     });
-    await until(async () => (await refusals()) > before, 'the first refusal');
+    await until(async () => (await refusals()) > before, 'the first refusal', 60_000);
     cluster.setState(a.name, 'Ready');
     const c = await pending;
     clients.push(c);

@@ -34,6 +34,7 @@ import { SESSION_LABEL } from '@reactor/router';
 import { FakeAgonesCluster } from './fixtures/agones/cluster.js';
 import { MockKubeApi } from './fixtures/agones/kube-api.js';
 import { FakeAgonesSidecar } from './fixtures/agones/sidecar.js';
+import { until } from './fixtures/until.js';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(repo, 'packages/cli/dist/main.js');
@@ -89,14 +90,6 @@ function spawnBin(args: string[], prefix: string, env: Record<string, string> = 
     clearTimeout(timer);
   });
   return { child, url, exited, stderr: () => err };
-}
-
-async function until(cond: () => boolean | Promise<boolean>, what: string, ms = 60_000): Promise<void> {
-  const end = performance.now() + ms;
-  while (!(await cond())) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 /**
@@ -167,7 +160,7 @@ beforeAll(async () => {
       cluster.get(name).port = await gate.listen();
     }),
   );
-  await until(() => NAMES.every((n) => cluster.get(n).state === 'Ready'), 'every instance Ready');
+  await until(() => NAMES.every((n) => cluster.get(n).state === 'Ready'), 'every instance Ready', 60_000);
   const kubeconfig = api.writeKubeconfig();
   const [r, r2] = [1, 2].map(() => spawnBin(['route', '--kubeconfig', kubeconfig, '--port', '0', '--token', TOKEN], 'Router'));
   router = { ...r!, base: await r!.url };
@@ -206,7 +199,7 @@ describe('move on drain (SIGTERM under the fake Agones, through reactor route)',
     const { sessionId, instance: from } = client.route!;
     client.on('frame', (f) => arrivals.push({ seq: f.seq, at: performance.now() }));
     await client.send('set_prompt', { prompt: 'Moved, not lost.' }).applied;
-    await until(() => arrivals.length >= 12, 'frames before the move');
+    await until(() => arrivals.length >= 12, 'frames before the move', 60_000);
     const statuses: string[] = [];
     client.on('status', (s: { state: string }) => statuses.push(s.state));
     const allocations = cluster.allocations;
@@ -218,23 +211,23 @@ describe('move on drain (SIGTERM under the fake Agones, through reactor route)',
     // The transfer window: the snapshot is taken (the session froze), the new instance does not have it yet.
     const { name: to, go } = await put;
     const inWindow = client.send('set_prompt', { prompt: 'Sent in the window.' });
-    await until(() => /frozen for a move: holding its commands/.test(instances.get(from)!.stderr()), 'the old instance holding the command');
+    await until(() => /frozen for a move: holding its commands/.test(instances.get(from)!.stderr()), 'the old instance holding the command', 60_000);
     go();
     // The viewer is on the other instance: the session's label is there, its frames come again.
-    await until(() => cluster.get(to).labels[SESSION_LABEL] === sessionId && cluster.get(to).state === 'Allocated', `the session on ${to}`);
-    await until(() => statuses.includes('reconnecting') && statuses.at(-1) === 'open', 'the client reconnected');
+    await until(() => cluster.get(to).labels[SESSION_LABEL] === sessionId && cluster.get(to).state === 'Allocated', `the session on ${to}`, 60_000);
+    await until(() => statuses.includes('reconnecting') && statuses.at(-1) === 'open', 'the client reconnected', 60_000);
     // The command sent in the window was not applied on the old instance; the client sent it again to the new one.
     await expect(inWindow).resolves.toBeUndefined();
     expect(await inWindow.applied).toMatchObject({ outcome: 'applied' });
     const after = arrivals.length;
-    await until(() => arrivals.length >= after + 8, 'frames after the move');
+    await until(() => arrivals.length >= after + 8, 'frames after the move', 60_000);
     expect(client.state['prompt']).toBe('Sent in the window.');
     // The old instance ended the session and exited.
     expect(await instances.get(from)!.exited).toBe(0);
     expect(instances.get(from)!.stderr()).toMatch(/moved to another instance/);
     expect(instances.get(from)!.stderr()).toMatch(/ended frozen \(moved\): 1 held command\(s\) were not applied here/);
     // One router moved it (one allocation: the third instance is still free); the other saw the claim and left it.
-    await until(() => /claimed its move; leaving it/.test(routersLog()), 'the other router leaving the move');
+    await until(() => /claimed its move; leaving it/.test(routersLog()), 'the other router leaving the move', 60_000);
     expect(count(routersLog(), /moved from draining/)).toBe(1);
     expect(cluster.allocations).toBe(allocations + 1);
     expect(NAMES.filter((n) => cluster.get(n).state === 'Ready')).toHaveLength(1);
@@ -264,10 +257,11 @@ describe('move on drain (SIGTERM under the fake Agones, through reactor route)',
     await until(
       () => cluster.get(free[0]!).state === 'Allocated' && cluster.get(free[0]!).labels[SESSION_LABEL] === client.route!.sessionId,
       'the session on the free instance',
+      60_000,
     );
-    await until(() => statuses.includes('reconnecting') && statuses.at(-1) === 'open', 'the client reconnected');
+    await until(() => statuses.includes('reconnecting') && statuses.at(-1) === 'open', 'the client reconnected', 60_000);
     const seen = arrivals.length;
-    await until(() => arrivals.length >= seen + 8, 'frames after the move');
+    await until(() => arrivals.length >= seen + 8, 'frames after the move', 60_000);
     expect(client.state['prompt']).toBe('Drained by the router.');
     expect(await instances.get(from!)!.exited).toBe(0);
     expect(instances.get(from!)!.stderr()).toMatch(/asked this instance to drain \(DELETE \/instances/);
@@ -302,13 +296,13 @@ describe('move on drain (SIGTERM under the fake Agones, through reactor route)',
     await atPut;
     // Sent while the session is frozen: held on its instance, then applied there when the move fails.
     const inWindow = client.send('set_prompt', { prompt: 'Held, then applied here.' });
-    await until(() => /frozen for a move: holding its commands/.test(instances.get(on!)!.stderr().slice(logged)), 'the instance holding the command');
+    await until(() => /frozen for a move: holding its commands/.test(instances.get(on!)!.stderr().slice(logged)), 'the instance holding the command', 60_000);
     die();
-    await until(() => cluster.get('reactor-dying').annotations['reactor.dev/release-session'] !== undefined, 'the failed target released');
+    await until(() => cluster.get('reactor-dying').annotations['reactor.dev/release-session'] !== undefined, 'the failed target released', 60_000);
     await expect(inWindow).resolves.toBeUndefined();
-    await until(() => client.state['prompt'] === 'Held, then applied here.', 'the held command applied on the old instance');
+    await until(() => client.state['prompt'] === 'Held, then applied here.', 'the held command applied on the old instance', 60_000);
     const seen = arrivals.length;
-    await until(() => arrivals.length >= seen + 8, 'frames on the old instance after the failed move');
+    await until(() => arrivals.length >= seen + 8, 'frames on the old instance after the failed move', 60_000);
     expect(statuses).not.toContain('reconnecting');
     expect(routersLog()).toMatch(/moving session \S+ from \S+ to reactor-dying failed \(fork_failed\).*thawed \(1 held command\(s\) apply there\)/);
     expect(instances.get(on!)!.stderr().slice(logged)).toMatch(/thawed: 1 held command\(s\) apply here/);

@@ -16,6 +16,7 @@ import { loadKubeConfig, route, type QueueLine, type RouterOptions, type Session
 import { requestSession } from '@reactor/client';
 import { FakeAgonesCluster } from './fixtures/agones/cluster.js';
 import { MockKubeApi } from './fixtures/agones/kube-api.js';
+import { until } from './fixtures/until.js';
 
 const cleanups: Array<() => unknown> = [];
 afterEach(async () => {
@@ -44,16 +45,8 @@ async function setup(ready: number, options: Partial<RouterOptions> = {}, addres
     ...options,
   });
   cleanups.push(() => router.close());
-  await until(() => api.counts.watches > 0, 'the router watching GameServers');
+  await until(() => api.counts.watches > 0, 'the router watching GameServers', 10_000, 10);
   return { cluster, router };
-}
-
-async function until(cond: () => boolean | Promise<boolean>, what: string, ms = 10_000): Promise<void> {
-  const end = performance.now() + ms;
-  while (!(await cond())) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 /** A `POST /sessions?wait=` whose NDJSON lines are collected as they arrive. */
@@ -108,7 +101,7 @@ describe('router: the waiting line', () => {
     for (let i = 0; i < 30; i++) {
       const w = await wait(router, 60);
       expect(w.status).toBe(202);
-      await until(() => w.lines.length > 0, `request ${i}'s first line`);
+      await until(() => w.lines.length > 0, `request ${i}'s first line`, 10_000, 10);
       expect(w.lines[0]).toEqual({ state: 'queued', position: i + 1, estimateS: null });
       waiting.push(w);
     }
@@ -121,7 +114,7 @@ describe('router: the waiting line', () => {
     for (let k = 0; k < 30; k++) {
       // The session on one instance ends: Agones returns it to Ready.
       cluster.setState(held[k % 3]!, 'Ready');
-      await until(() => waiting.filter((w) => last(w)?.state === 'allocated').length === k + 1, `the ${k + 1}th allocation`);
+      await until(() => waiting.filter((w) => last(w)?.state === 'allocated').length === k + 1, `the ${k + 1}th allocation`, 10_000, 10);
       served.push(...waiting.map((w, i) => (last(w)?.state === 'allocated' && !served.includes(i) ? i : -1)).filter((i) => i >= 0));
       const got = last(waiting[served.at(-1)!]!) as Extract<QueueLine, { state: 'allocated' }>;
       held[k % 3] = got.instance;
@@ -144,14 +137,14 @@ describe('router: the waiting line', () => {
     const first = await post(router);
     const instance = ((await first.json()) as { instance: string }).instance;
     const [a, b, c] = [await wait(router, 60), await wait(router, 60), await wait(router, 60)];
-    await until(() => c.lines.length > 0, 'c queued');
+    await until(() => c.lines.length > 0, 'c queued', 10_000, 10);
     b.abort();
-    await until(() => (last(c) as { position?: number })?.position === 2, 'c to move up to 2');
+    await until(() => (last(c) as { position?: number })?.position === 2, 'c to move up to 2', 10_000, 10);
     expect(await metrics(router)).toMatch(/^reactor_router_queue_length 2$/m);
     cluster.setState(instance, 'Ready');
-    await until(() => last(a)?.state === 'allocated', 'a allocated');
+    await until(() => last(a)?.state === 'allocated', 'a allocated', 10_000, 10);
     cluster.setState(instance, 'Ready');
-    await until(() => last(c)?.state === 'allocated', 'c allocated');
+    await until(() => last(c)?.state === 'allocated', 'c allocated', 10_000, 10);
     expect(b.lines.some((l) => l.state === 'allocated')).toBe(false);
     expect(await metrics(router)).toMatch(/^reactor_router_queue_wait_seconds_count\{result="cancelled"\} 1$/m);
   });
@@ -185,7 +178,7 @@ describe('router: the waiting line', () => {
     const first = await requestSession(router.url, { session: 'new' });
     const places: number[] = [];
     const pending = requestSession(router.url, { session: 'new', waitS: 30, onQueue: (p) => places.push(p.position) });
-    await until(() => places.length > 0, 'the client queued');
+    await until(() => places.length > 0, 'the client queued', 10_000, 10);
     cluster.setState(first.instance, 'Ready');
     const got = await pending;
     expect(got.instance).toBe(first.instance);

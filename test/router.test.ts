@@ -15,6 +15,7 @@ import { silentLogger } from '@reactor/log';
 import { SESSION_LABEL, loadKubeConfig, route, type RouterOptions, type SessionRouter } from '@reactor/router';
 import { FakeAgonesCluster, FLEET_LABEL } from './fixtures/agones/cluster.js';
 import { MockKubeApi } from './fixtures/agones/kube-api.js';
+import { until } from './fixtures/until.js';
 
 const cleanups: Array<() => unknown> = [];
 afterEach(async () => {
@@ -47,17 +48,8 @@ async function setup(
   const router = await route({ kubeConfig, namespace, fleet: cluster.fleet, port: 0, logger: silentLogger, allocationCheckTimeoutMs: 0, ...options });
   cleanups.push(() => router.close());
   // The router has listed the fleet; its watch is open too before a test injects failures.
-  await until(() => api.counts.watches > 0, 'the router watching GameServers');
+  await until(() => api.counts.watches > 0, 'the router watching GameServers', 5000, 10);
   return { cluster, api, router };
-}
-
-/** Polls `cond` every 10 ms (the router's cache follows the API through its watch, a few ms behind). */
-async function until(cond: () => boolean | Promise<boolean>, what: string, ms = 5000): Promise<void> {
-  const end = performance.now() + ms;
-  while (!(await cond())) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 async function post(router: SessionRouter, path = '/sessions', headers: Record<string, string> = {}): Promise<{ status: number; body: any; headers: Headers }> {
@@ -162,7 +154,7 @@ describe('SessionRouter', () => {
       expect((await post(router)).status).toBe(429);
       cluster.setState('reactor-0', 'Ready');
       // The router's cache follows the watch (ms); until then it may still answer 429 from what it knew.
-      await until(() => router.registry.instances()[0]?.state === 'Ready', 'the watch');
+      await until(() => router.registry.instances()[0]?.state === 'Ready', 'the watch', 5000, 10);
       const ok = await post(router);
       expect(ok.status).toBe(201);
       expect(ok.body.instance).toBe('reactor-0');
@@ -230,7 +222,7 @@ describe('SessionRouter', () => {
       // The session ended: the instance is Ready again (Agones keeps the label; the router must not route to it).
       cluster.setState(made.instance, 'Ready');
       // The router's cache hears of it through its watch (no API call per lookup).
-      await until(async () => (await get(router, `/sessions/${made.sessionId}`)).status === 404, 'the lookup to follow the watch');
+      await until(async () => (await get(router, `/sessions/${made.sessionId}`)).status === 404, 'the lookup to follow the watch', 5000, 10);
       const gone = await get(router, `/sessions/${made.sessionId}`);
       expect(gone.status).toBe(404);
       expect(gone.body.error.code).toBe('unknown_session');
@@ -241,7 +233,7 @@ describe('SessionRouter', () => {
       const { cluster, router } = await setup(2);
       cluster.setState('reactor-1', 'Allocated');
       cluster.setSdkLabel('reactor-1', 'reactor-session', 'self-made-1');
-      await until(() => router.registry.instances().some((i) => i.sessionId === 'self-made-1'), 'the watch to bring the label');
+      await until(() => router.registry.instances().some((i) => i.sessionId === 'self-made-1'), 'the watch to bring the label', 5000, 10);
       const found = await get(router, '/sessions/self-made-1');
       expect(found.status).toBe(200);
       expect(found.body.instance).toBe('reactor-1');
@@ -415,14 +407,14 @@ describe('SessionRouter', () => {
       // The watch ends and the API refuses the router's LIST and watch from then on.
       api.failNext(503, 1000);
       api.dropWatches();
-      await until(async () => (await get(router, '/health/ready')).status === 503, 'readiness to fail');
+      await until(async () => (await get(router, '/health/ready')).status === 503, 'readiness to fail', 5000, 10);
       const down = await get(router, '/health/ready');
       expect(down.body.error.code).toBe('not_ready');
       expect(down.body.error.message).toMatch(/(listing|watching) GameServers failed: the Kubernetes API answered 503/);
       api.failNext(503, 0);
-      await until(async () => (await get(router, '/health/ready')).status === 200, 'readiness to recover', 10_000);
+      await until(async () => (await get(router, '/health/ready')).status === 200, 'readiness to recover', 10_000, 10);
       await api.close();
-      await until(async () => (await get(router, '/health')).status === 503, 'readiness to fail with the API gone', 10_000);
+      await until(async () => (await get(router, '/health')).status === 503, 'readiness to fail with the API gone', 10_000, 10);
       const gone = await get(router, '/health');
       expect(gone.body.error.message).toMatch(/cannot reach the Kubernetes API/);
     });
@@ -453,7 +445,7 @@ describe('SessionRouter on a real cluster (issue 30)', () => {
     api.dropWatches();
     cluster.setState(made.instance, 'Ready');
     api.hang = false;
-    await until(async () => (await get(router, `/sessions/${made.sessionId}`)).status === 404, 'the resync to bring the change', 5000);
+    await until(async () => (await get(router, `/sessions/${made.sessionId}`)).status === 404, 'the resync to bring the change', 5000, 10);
   });
 
   it('sees an instance back to Ready at once when the watch confirmed its allocation before the allocation answer reached the router', async () => {
@@ -464,12 +456,14 @@ describe('SessionRouter on a real cluster (issue 30)', () => {
     await until(
       () => cache.get(made.instance)?.state === 'Allocated' && cache.get(made.instance)?.sessionId === made.sessionId,
       'the watch to show the allocation',
+      5000,
+      10,
     );
     // ...and the allocation's own answer comes after it (the race, made certain): the router learns what the watch said already.
     cache.learn(cache.get(made.instance)!);
     cluster.setState(made.instance, 'Ready');
     // Well within the 5 s a Ready older than the router's own allocation is ignored for.
-    await until(() => cache.get(made.instance)?.state === 'Ready', 'the Ready that followed the allocation', 4000);
+    await until(() => cache.get(made.instance)?.state === 'Ready', 'the Ready that followed the allocation', 4000, 10);
   });
 
   it('gives up on a Kubernetes API that does not answer after apiTimeoutMs (503 registry_unavailable), then serves again', async () => {
@@ -513,7 +507,7 @@ describe('SessionRouter on a real cluster (issue 30)', () => {
     expect((await get(router, `/sessions/${a.sessionId}`)).body.error.code).toBe('instance_unreachable');
     // Agones would hand it out again once Ready (its pings have not timed out yet): the router allocates past it.
     cluster.setState(a.instance, 'Ready');
-    await until(() => router.registry.instances().find((i) => i.name === a.instance)?.state === 'Ready', 'the watch');
+    await until(() => router.registry.instances().find((i) => i.name === a.instance)?.state === 'Ready', 'the watch', 5000, 10);
     const others = cluster.list({}, 'Ready').filter((g) => g.name !== a.instance && g.name !== 'reactor-0');
     const b = (await post(router)).body;
     expect(b.instance).toBe(others[0]!.name);
@@ -542,7 +536,7 @@ describe('SessionRouter on a real cluster (issue 30)', () => {
     let frames = 0;
     ws.on('message', () => frames++);
     await new Promise((r) => ws.once('open', r));
-    await until(() => frames > 5, 'frames through the relay');
+    await until(() => frames > 5, 'frames through the relay', 5000, 10);
     const closed = new Promise<{ code: number; reason: string; at: number }>((r) =>
       ws.once('close', (code, reason) => r({ code, reason: reason.toString(), at: performance.now() })),
     );

@@ -39,6 +39,7 @@ import { FakeAgonesSidecar } from './fixtures/agones/sidecar.js';
 import { createMachines, netnsUnavailable, type Machine } from './fixtures/netns.js';
 import { descendants } from './fixtures/processes.js';
 import { sampleWorkspace } from './fixtures/sample-workspace.js';
+import { until } from './fixtures/until.js';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(repo, 'packages/cli/dist/main.js');
@@ -66,14 +67,6 @@ if (unavailable) console.warn(`scale-out end-to-end test skipped: ${unavailable}
 /** Figures for docs/benchmarks.md, one JSON line each. */
 function figure(name: string, value: number, unit: string): void {
   process.stdout.write(`${JSON.stringify({ bench: 'scale-out-e2e', name, value: Math.round(value * 10) / 10, unit })}\n`);
-}
-
-async function until(cond: () => boolean | Promise<boolean>, what: string, ms = 60_000): Promise<void> {
-  const end = performance.now() + ms;
-  while (!(await cond())) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 interface Instance {

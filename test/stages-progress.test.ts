@@ -17,6 +17,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { connect } from '@reactor/client';
 import { launchWithFakeMedia } from './fixtures/chromium.js';
+import { untilValue } from './fixtures/until.js';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(repo, 'packages/cli/dist/main.js');
@@ -74,17 +75,6 @@ function waitFor(child: ChildProcess, stream: 'stdout' | 'stderr', re: RegExp, l
   });
 }
 
-/** Polls `read` every 50 ms until `ok` holds of its value (at most `ms`). */
-async function until<T>(read: () => Promise<T>, ok: (v: T) => boolean, ms: number, what: string): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await read();
-    if (ok(v)) return v;
-    if (Date.now() > deadline) throw new Error(`${what}: still ${JSON.stringify(v)} after ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 function series(metrics: string, name: string, labels: string): number | undefined {
   const line = metrics.split('\n').find((l) => l.startsWith(`${name}${labels} `));
   return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
@@ -107,14 +97,15 @@ describe('reactor run: where the time goes and progress while loading', () => {
     const base = (await waitFor(child, 'stderr', /listening on (http:\/\/\S+)/, err))[1]!.replace(/\/$/, '');
 
     // Loading, held at the app's 63 %: every door says so.
-    const ready = await until(
+    const ready = await untilValue(
       async () => {
         const r = await fetch(`${base}/health/ready`);
         return { status: r.status, body: (await r.json()) as { reasons: { code: string; message: string; progress?: unknown }[] } };
       },
       (v) => v.body.reasons[0]?.progress !== undefined,
-      10_000,
       '/health/ready progress',
+      10_000,
+      50,
     );
     expect(ready.status).toBe(503);
     expect(ready.body.reasons[0]).toEqual({
@@ -146,13 +137,14 @@ describe('reactor run: where the time goes and progress while loading', () => {
 
     let frames = 0;
     await new Promise<void>((r) => client.on('frame', () => ++frames === 20 && r()));
-    const metrics = await until(
+    const metrics = await untilValue(
       async () => (await fetch(`${base}/metrics`)).text(),
       (m) =>
         series(m, 'reactor_rank_gpu_busy_ratio', '{rank="0"}') !== undefined &&
         STAGES.every((s) => (series(m, 'reactor_step_stage_seconds_count', `{stage="${s}"}`) ?? 0) > 0),
-      10_000,
       'stage and GPU metrics',
+      10_000,
+      50,
     );
     for (const stage of STAGES) expect(series(metrics, 'reactor_step_stage_seconds_count', `{stage="${stage}"}`), stage).toBeGreaterThan(0);
     expect(series(metrics, 'reactor_rank_gpu_busy_ratio', '{rank="0"}')).toBe(0.42);

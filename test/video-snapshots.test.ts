@@ -13,21 +13,13 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { connect } from '@reactor/client';
 import { cliSync, runCli } from './fixtures/reactor-cli.js';
+import { until } from './fixtures/until.js';
 
 const video = resolve(import.meta.dirname, '../apps/video');
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
-
-/** Polls `cond` every 10 ms until it holds, or throws naming `what` after `ms`. */
-async function until(cond: () => boolean, what: string, ms = 60_000): Promise<void> {
-  const end = performance.now() + ms;
-  while (!cond()) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 /** A workspace whose reactor.yaml serves apps/video on 2 CPU ranks, a snapshot every chunk, recordings in `rec`. */
 function workspace(config = 'width: 64\nheight: 48\nframesPerChunk: 4\ndevices: cpu\nworldSize: 2\nbackend: cpu\n'): string {
@@ -65,7 +57,7 @@ describe('snapshots of the CPPN app (apps/video, TypeScript ranks)', () => {
     c.on('flush', (f) => flushes.push(f.nextSeq));
     // One seq counter for every track: the soundtrack's chunks take seqs between the video frames.
     const videoSeqs = (): number[] => [...hashes.keys()];
-    await until(() => hashes.size >= 24, '24 video frames');
+    await until(() => hashes.size >= 24, '24 video frames', 60_000, 10);
     const seen = new Map(hashes);
     const target = videoSeqs()[21]!;
     // A prompt change after them: the rewind takes the session back to the prompt it had then.
@@ -82,7 +74,7 @@ describe('snapshots of the CPPN app (apps/video, TypeScript ranks)', () => {
     expect(new Set(then.map(([, h]) => h)).size).toBe(4);
     const from = flushes[0]!;
     const again = (): string[] => [...hashes.entries()].filter(([seq]) => seq >= from).map(([, h]) => h);
-    await until(() => again().length >= 4, 'four frames after the rewind');
+    await until(() => again().length >= 4, 'four frames after the rewind', 60_000, 10);
     expect(again().slice(0, 4)).toEqual(then.map(([, h]) => h));
     await cli.stop();
   }, 120_000);
@@ -99,23 +91,23 @@ describe('snapshots of the CPPN app (apps/video, TypeScript ranks)', () => {
       frames++;
       firstSeqs.push(f.seq);
     });
-    await until(() => frames >= 8, 'the first frames');
+    await until(() => frames >= 8, 'the first frames', 60_000, 10);
     const rec = await c.recording('start');
-    await until(() => frames >= 20, 'frames while recording');
+    await until(() => frames >= 20, 'frames while recording', 60_000, 10);
     await await c.send('set_prompt', { prompt: 'A city at night.' }).applied;
-    await until(() => frames >= 36, 'frames after the prompt');
+    await until(() => frames >= 36, 'frames after the prompt', 60_000, 10);
     await c.send('reset');
-    await until(() => frames >= 48, 'frames after the reset');
+    await until(() => frames >= 48, 'frames after the reset', 60_000, 10);
     // Back to before the prompt change and the reset: the replay takes its own snapshot at that point and restores it here.
     const back = (await c.send('rewind', { seq: firstSeqs[24]! })) as { seq: number };
     expect(back.seq).toBeLessThanOrEqual(firstSeqs[24]!);
     const at = frames;
-    await until(() => frames >= at + 12, 'frames after the rewind');
+    await until(() => frames >= at + 12, 'frames after the rewind', 60_000, 10);
     await await c.send('set_prompt', { prompt: 'A harbour in fog.' }).applied;
-    await until(() => frames >= at + 24, 'frames after the second prompt');
+    await until(() => frames >= at + 24, 'frames after the second prompt', 60_000, 10);
     await c.recording('stop');
     const logFile = join(dir, 'rec', rec.name.replace(/\.mp4$/, '.session.json'));
-    await until(() => existsSync(logFile), 'the session log beside the recording');
+    await until(() => existsSync(logFile), 'the session log beside the recording', 60_000, 10);
     const log = JSON.parse(readFileSync(logFile, 'utf8')) as { app: string; commands: { name: string }[]; frames: unknown[] };
     expect(log.app).toBe('reactor-video');
     expect(log.commands.map((x) => x.name)).toEqual(['set_prompt', 'reset', 'rewind', 'set_prompt']);
