@@ -31,8 +31,8 @@ export class StepLoop {
   /** The runner calls of the step in flight (subscribed while a step listener exists). */
   /** @internal the pipelined loop's too (its steps' calls, by interrupt signal) */
   readonly runnerCalls = new RunnerCallCollector();
-  /** OpenTelemetry spans, when the API is installed and a provider registered. */
-  private readonly tracing = new StepTracing();
+  /** OpenTelemetry spans, when the API is installed and a provider registered. @internal the pipelined loop's too */
+  readonly tracing = new StepTracing();
   /** The sample of the step in flight (one object, reused: listeners read it during their call). */
   private readonly sample: StepSample = { elapsedMs: 0, failed: false, processInputMs: 0, processOutputMs: undefined, runner: undefined };
   private sampled = false;

@@ -31,6 +31,7 @@ import { type Chunk, normalizeOutput } from './normalize.js';
 import { StepPacer } from './step-pacer.js';
 import type { Snapshots } from './snapshots.js';
 import type { RunnerCallCollector, StepSample } from './step-stages.js';
+import type { StepSpan, StepTracing } from './step-tracing.js';
 
 /**
  * Checks an app's {@link ReactorApp.inFlight} once its `load()` set it.
@@ -52,6 +53,7 @@ export interface PipelineLoop {
   restarted(session: HostSession): 'refused';
   failSession(session: HostSession, where: string, err: unknown): Promise<void>;
   withAcks(session: HostSession, chunk: Chunk, shows: number): Chunk;
+  readonly tracing: StepTracing;
   emitSample(sample: StepSample): void;
   clearRefusal(session: HostSession): void;
 }
@@ -66,6 +68,8 @@ interface InFlightStep {
   readonly t0: number;
   readonly settled: Promise<Settled>;
   readonly interrupt: AbortController;
+  /** Its trace span (OpenTelemetry installed and a provider registered). */
+  readonly span: StepSpan | undefined;
 }
 
 /** What a turn did: frames to push, a refusal (the loop waits for a change), or nothing. */
@@ -175,24 +179,30 @@ export class StepPipeline {
     session.urgentRestart = this.restart;
     session.stepInterrupt = interrupt;
     const startMs = performance.now();
+    const span = this.loop.tracing.begin(startMs, core.def.appClass.name, session.id);
+    const traced = <T>(fn: () => T): T => (span ? span.run(fn) : fn());
     let input: unknown;
     try {
-      input = await stepInterrupt.run(interrupt.signal, () => core.app.processInput());
+      input = await traced(() => stepInterrupt.run(interrupt.signal, () => core.app.processInput()));
     } catch (err) {
+      span?.drop('processInput');
       if (err instanceof ApplicationError || isInputUnavailable(err)) return { reason: (err as Error).message, tell: err !== interrupt.signal.reason };
       await this.loop.failSession(session, 'processInput', err);
       return 'ended';
     } finally {
       session.stepInterrupt = undefined;
     }
-    if (this.restart.signal.aborted) return 'restarted';
+    if (this.restart.signal.aborted) {
+      span?.drop('urgent');
+      return 'restarted';
+    }
     const t0 = performance.now();
     let call: Promise<unknown>;
     // Its runner calls are published synchronously in its async context (the interrupt signal).
     this.loop.runnerCalls.beginInFlight(interrupt.signal);
     try {
       // Called now (its runner call is dispatched before this returns), awaited in order later.
-      call = Promise.resolve(stepInterrupt.run(interrupt.signal, () => core.app.generate(input)));
+      call = Promise.resolve(traced(() => stepInterrupt.run(interrupt.signal, () => core.app.generate(input))));
     } catch (err) {
       call = Promise.reject(err);
     }
@@ -200,7 +210,7 @@ export class StepPipeline {
       (result): Settled => ({ ok: true, result, at: performance.now() }),
       (error: unknown): Settled => ({ ok: false, error, at: performance.now() }),
     );
-    this.queue.push({ startMs, t0, settled, interrupt });
+    this.queue.push({ startMs, t0, settled, interrupt, span });
     session.inFlight++;
     return 'ok';
   }
@@ -219,6 +229,7 @@ export class StepPipeline {
     this.queue.shift();
     session.inFlight--;
     if (this.restart?.signal.aborted) {
+      step.span?.drop('urgent');
       loop.runnerCalls.forget(step.interrupt.signal);
       loop.restarted(session);
       await this.dropAll(new Error('an urgent change supersedes the steps in flight'));
@@ -229,6 +240,7 @@ export class StepPipeline {
       const err = o.error;
       const gaveWay = step.interrupt.signal.aborted && err === step.interrupt.signal.reason;
       if (isInputUnavailable(err) || gaveWay) {
+        step.span?.drop('refused');
         loop.runnerCalls.forget(step.interrupt.signal);
         loop.refuse(session, (err as Error).message, !gaveWay);
         await this.dropAll(new Error('a step before these was refused'));
@@ -244,7 +256,7 @@ export class StepPipeline {
     // previous result, whichever came later (not from dispatch: that counts the wait behind the
     // call before it, and playout spreads a step's frames over this time when the track has no fps).
     const elapsedMs = Math.max(0, o.at - Math.max(step.t0, this.lastResultAt));
-    const runner = loop.runnerCalls.endInFlight(step.interrupt.signal, this.lastResultAt);
+    const { stages: runner, calls } = loop.runnerCalls.endInFlight(step.interrupt.signal, this.lastResultAt);
     this.lastResultAt = o.at;
     session.steps++;
     session.windowSteps++;
@@ -257,21 +269,26 @@ export class StepPipeline {
       processOutputMs: undefined,
       runner,
     };
+    // Its span's generate runs from its call to its outcome (not elapsedMs, which is the pipeline's share).
+    const endSpan = (): void => step.span?.end(step.startMs, { ...sample, elapsedMs: o.at - step.t0 }, calls, t1);
     let output: Output | null | undefined;
     let chunk: Chunk | undefined;
     try {
-      output = await core.app.processOutput(new StepOutcome(o.ok ? o.result : undefined, error, elapsedMs, session.steps));
+      const outcome = new StepOutcome(o.ok ? o.result : undefined, error, elapsedMs, session.steps);
+      output = await (step.span ? step.span.run(() => core.app.processOutput(outcome)) : core.app.processOutput(outcome));
       if (output !== null && output !== undefined)
         chunk = loop.withAcks(session, normalizeOutput(core.def, output, elapsedMs), output.inputStep ?? session.steps);
     } catch (err) {
       sample.processOutputMs = performance.now() - t1;
       loop.emitSample(sample);
+      endSpan();
       await this.dropAll(new Error('a step before these failed'));
       await loop.failSession(session, 'processOutput', err);
       return undefined;
     }
     sample.processOutputMs = performance.now() - t1;
     loop.emitSample(sample);
+    endSpan();
     if (this.live) loop.snapshots?.stepped(session, chunk, loop.ackTrack);
     return chunk;
   }
@@ -292,7 +309,10 @@ export class StepPipeline {
     if (restart && !restart.signal.aborted) restart.abort(reason);
     const dropped = this.queue.splice(0);
     this.session.inFlight -= dropped.length;
-    for (const s of dropped) this.loop.runnerCalls.forget(s.interrupt.signal);
+    for (const s of dropped) {
+      this.loop.runnerCalls.forget(s.interrupt.signal);
+      s.span?.drop(reason.message);
+    }
     this.session.urgentRestart = undefined;
     await Promise.all(dropped.map((s) => s.settled));
   }

@@ -117,10 +117,10 @@ export class RunnerCallCollector {
    * and counting it twice would make the stages of a pipeline sum to more than its time), as the
    * step's `elapsedMs` counts from its dispatch or the previous result.
    */
-  endInFlight(signal: AbortSignal, from: number): RunnerStages | undefined {
+  endInFlight(signal: AbortSignal, from: number): { stages: RunnerStages | undefined; calls: readonly RunnerCallTiming[] } {
     const calls = this.inFlight.get(signal);
     this.inFlight.delete(signal);
-    return calls ? sumCalls(calls, from) : undefined;
+    return { stages: calls ? sumCalls(calls, from) : undefined, calls: calls ?? [] };
   }
 }
 

@@ -5,7 +5,11 @@
  * either, a step costs one property read. Each step is a `reactor.step` span, current while the
  * step runs (spans the app makes in its hooks are its children), with one child span per stage:
  * `reactor.process_input`, `reactor.generate` (and per runner call `reactor.runner.dispatch`,
- * `reactor.runner.ranks`, `reactor.runner.handback`), `reactor.process_output`.
+ * `reactor.runner.ranks`, `reactor.runner.handback`), `reactor.process_output`. With steps in
+ * flight (`ReactorApp.inFlight` > 1) the spans of several steps overlap: each is current while
+ * its own `processInput` and `generate()` call run, and again while its `processOutput` runs; a
+ * step dropped unprocessed (an urgent change, a refusal or a failure before it) ends with
+ * `reactor.step.dropped` naming why.
  */
 import type * as OtelApiModule from '@opentelemetry/api';
 import type { Context, Span, Tracer } from '@opentelemetry/api';
@@ -35,8 +39,14 @@ const RECHECK_MS = 1000;
 export interface StepSpan {
   /** Runs `fn` with the step span current. */
   run<T>(fn: () => T): T;
-  /** Ends the step span with its stage spans (from `sample`, when the step produced one). */
-  end(startMs: number, sample: StepSample | undefined, calls: readonly RunnerCallTiming[]): void;
+  /**
+   * Ends the step span with its stage spans (from `sample`, when the step produced one).
+   * `outputAtMs`: when its `processOutput` began, where that is not right after `generate`
+   * (a pipelined step's outcome waits behind the ones before it).
+   */
+  end(startMs: number, sample: StepSample | undefined, calls: readonly RunnerCallTiming[], outputAtMs?: number): void;
+  /** Ends a step that was dropped unprocessed, saying why (`reactor.step.dropped`). */
+  drop(reason: string): void;
 }
 
 /** The spans of one host's steps. */
@@ -54,10 +64,14 @@ export class StepTracing {
     const ctx = otel.trace.setSpan(otel.context.active(), span);
     return {
       run: (fn) => otel.context.with(ctx, fn),
-      end: (startMs, sample, calls) => {
-        if (sample) stageSpans(tracer, ctx, startMs, sample, calls);
+      end: (startMs, sample, calls, outputAtMs) => {
+        if (sample) stageSpans(tracer, ctx, startMs, sample, calls, outputAtMs);
         else span.setAttribute('reactor.step.refused', true);
         if (sample?.failed) span.setStatus({ code: otel.SpanStatusCode.ERROR, message: 'generate() threw' });
+        span.end(epoch(performance.now()));
+      },
+      drop: (reason) => {
+        span.setAttribute('reactor.step.dropped', reason);
         span.end(epoch(performance.now()));
       },
     };
@@ -74,7 +88,7 @@ export class StepTracing {
   }
 }
 
-function stageSpans(tracer: Tracer, parent: Context, startMs: number, s: StepSample, calls: readonly RunnerCallTiming[]): void {
+function stageSpans(tracer: Tracer, parent: Context, startMs: number, s: StepSample, calls: readonly RunnerCallTiming[], outputAtMs?: number): void {
   const child = (name: string, from: number, ms: number): Span => {
     const span = tracer.startSpan(name, { startTime: epoch(from) }, parent);
     span.end(epoch(from + ms));
@@ -91,7 +105,7 @@ function stageSpans(tracer: Tracer, parent: Context, startMs: number, s: StepSam
     child('reactor.runner.handback', c.startMs + c.dispatchMs + c.ranksMs, c.handbackMs);
   }
   at += s.elapsedMs;
-  if (s.processOutputMs !== undefined) child('reactor.process_output', at, s.processOutputMs);
+  if (s.processOutputMs !== undefined) child('reactor.process_output', outputAtMs ?? at, s.processOutputMs);
 }
 
 /** performance.now() as epoch milliseconds (what every SDK reads a number time as). */

@@ -204,4 +204,55 @@ describe('OpenTelemetry step spans', () => {
       context.disable();
     }
   });
+
+  it('with two steps in flight: a span per step, overlapping, each with its own runner call, and the steps cancelled at the end ended as dropped', async () => {
+    const exporter = new InMemorySpanExporter();
+    const manager = new AsyncLocalStorageContextManager().enable();
+    context.setGlobalContextManager(manager);
+    trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }));
+    try {
+      const host = start(pipelinedRunnerApp());
+      let steps = 0;
+      host.onStep(() => steps++);
+      await host.load();
+      host.connect(new RecordingSink());
+      while (steps < 4) await sleep(20);
+      await host.close();
+      const spans = exporter.getFinishedSpans();
+      const ms = (t: [number, number]) => t[0] * 1000 + t[1] / 1e6;
+      const stepSpans = spans.filter((x) => x.name === 'reactor.step');
+      const done = stepSpans.filter((x) => x.attributes['reactor.step.dropped'] === undefined && x.attributes['reactor.step.refused'] === undefined);
+      expect(done.length).toBeGreaterThanOrEqual(4);
+      const childrenOf = (x: (typeof spans)[number]) => spans.filter((c) => c.parentSpanContext?.spanId === x.spanContext().spanId);
+      done.slice(0, 4).forEach((step, i) => {
+        const kids = childrenOf(step);
+        expect(kids.map((k) => k.name).sort()).toEqual(
+          [
+            'reactor.generate',
+            'reactor.process_input',
+            'reactor.process_output',
+            'reactor.runner.dispatch',
+            'reactor.runner.handback',
+            'reactor.runner.ranks',
+          ].sort(),
+        );
+        // Its own call: the stand-in's dispatch time is the step's number (ms).
+        const dispatch = kids.find((k) => k.name === 'reactor.runner.dispatch')!;
+        expect(ms(dispatch.endTime) - ms(dispatch.startTime)).toBeCloseTo(i + 1, 1);
+        // generate runs from its call to its outcome, and processOutput after it.
+        const gen = kids.find((k) => k.name === 'reactor.generate')!;
+        const out = kids.find((k) => k.name === 'reactor.process_output')!;
+        expect(ms(out.startTime)).toBeGreaterThanOrEqual(ms(gen.endTime) - 0.01);
+      });
+      // Two in flight: a step's span starts before the one before it ends.
+      const [a, b] = done.sort((x, y) => ms(x.startTime) - ms(y.startTime));
+      expect(ms(b!.startTime)).toBeLessThan(ms(a!.endTime));
+      // What was in flight at close was cancelled unprocessed: its span ended, saying why.
+      expect(stepSpans.filter((x) => x.attributes['reactor.step.dropped'] !== undefined).length).toBeGreaterThanOrEqual(1);
+      expect(stepSpans.every((x) => x.ended)).toBe(true);
+    } finally {
+      trace.disable();
+      context.disable();
+    }
+  });
 });
