@@ -22,6 +22,12 @@ export interface CommandSchema {
   params: JsonSchema;
   /** Roles whose clients may send it; absent: `controller` only. */
   roles?: string[];
+  /**
+   * `true`: the command is urgent (`@InputField({ urgent: true })`, `@event({ urgent: true })`,
+   * with the app's urgency on): it supersedes the work in flight, so its `applied` names the first
+   * frame made with it rather than one after the chunk in flight. Absent: it waits its turn.
+   */
+  urgent?: true;
 }
 
 /** A message type the app may send (broadcast or to one client). */

@@ -57,7 +57,15 @@ export function compileCommands(appClass: AnyClass, appName: string, state: Fiel
       field: f,
       urgent: f.options.urgent === true,
       roles: roles ?? DEFAULT_COMMAND_ROLES,
-      schema: { name, description: f.options.description ?? `Sets ${f.wire}.`, kind: 'setter', field: f.wire, params, ...(roles && { roles: [...roles] }) },
+      schema: {
+        name,
+        description: f.options.description ?? `Sets ${f.wire}.`,
+        kind: 'setter',
+        field: f.wire,
+        params,
+        ...(roles && { roles: [...roles] }),
+        ...(f.options.urgent === true && { urgent: true as const }),
+      },
     });
   }
   const seenEvents = new Map<string, string>();
@@ -104,7 +112,14 @@ export function compileCommands(appClass: AnyClass, appName: string, state: Fiel
       params,
       urgent: e.options.urgent === true,
       roles: roles ?? DEFAULT_COMMAND_ROLES,
-      schema: { name, description: e.options.description ?? '', kind: 'event', params: paramsSchema, ...(roles && { roles: [...roles] }) },
+      schema: {
+        name,
+        description: e.options.description ?? '',
+        kind: 'event',
+        params: paramsSchema,
+        ...(roles && { roles: [...roles] }),
+        ...(e.options.urgent === true && { urgent: true as const }),
+      },
     });
   }
   return commands;

@@ -10,6 +10,7 @@
 import type { Logger } from '@reactor/log';
 import type { ReactorApp } from '../app/reactor-app.js';
 import type { AppDefinition } from '../app/registry.js';
+import type { AppSchema } from '@reactor/protocol';
 import { hostContext, type HostContext } from '../app/weights.js';
 import { ApplicationError } from '../errors/errors.js';
 import type { HookKind } from '../metadata/keys.js';
@@ -94,6 +95,20 @@ export class HostCore {
     /** One controller at a time (`AppHostOptions.singleController`). */
     readonly singleController: boolean,
   ) {}
+
+  #withoutUrgent: AppSchema | undefined;
+
+  /**
+   * The schema clients get: the app's, without the `urgent` marks while the app's urgency is off
+   * (`ReactorApp.urgent = false`, which an app may set in `load()`): then no command supersedes
+   * the work in flight, and the schema says so.
+   */
+  get servedSchema(): AppSchema {
+    const schema = this.def.schema;
+    if (this.app.urgent !== false || !schema.commands.some((c) => c.urgent)) return schema;
+    this.#withoutUrgent ??= { ...schema, commands: schema.commands.map(({ urgent: _, ...c }) => c) };
+    return this.#withoutUrgent;
+  }
 
   /** Counts changes (commands, clients, flushes): a refused loop waits for the next one. */
   get changeVersion(): number {

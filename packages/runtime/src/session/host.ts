@@ -64,8 +64,10 @@ let clientCounter = 0;
  * await host.close();
  */
 export class AppHost implements AppHostApi {
-  /** The app's published schema. */
-  readonly schema: AppSchema;
+  /** The app's published schema, as clients get it (see `HostCore.servedSchema`). */
+  get schema(): AppSchema {
+    return this.core.servedSchema;
+  }
   /** The app instance (one per host). */
   readonly app: ReactorApp<any, any, any, any>;
   /** Cumulative counters (for `/metrics`). */
@@ -120,7 +122,6 @@ export class AppHost implements AppHostApi {
     this.admission = resolved.admission;
     this.def = describeApp(appClass);
     Snapshots.checkRing(this.def, resolved.snapshots);
-    this.schema = this.def.schema;
     this.ctx = { weightsPath: resolved.weightsPath, logger: this.logger.child({ app: this.def.appClass.name }) };
     this.app = hostContext.run(this.ctx, () => new appClass());
     const core = new HostCore(this.def, this.app, this.ctx, this.logger, resolved.singleController);

@@ -100,7 +100,7 @@ export class Members {
       protocol: this.core.def.schema.protocol,
       clientId: client.id,
       app: this.core.def.schema.app,
-      schema: this.core.def.schema,
+      schema: this.core.servedSchema,
       // A client still waiting for a session gets `{}` here and the state when it joins one.
       state: s && !s.over && client.session === s ? this.core.def.state.snapshot(s.state) : {},
       session: this.status(),

@@ -188,3 +188,50 @@ describe('urgent events (@event({ urgent: true }))', () => {
     expect(host.counters).toMatchObject({ urgentRestarts: 1, urgentRateLimited: 0 });
   });
 });
+
+describe('urgent in the schema clients get', () => {
+  @reactorApp({ state: PromptState, output: Out, fps: 500 })
+  class UrgentOn extends ReactorApp<PromptState> {
+    generate(s: PromptState): Out {
+      return new Out({ main: rgbFrames(1, 1, 1, s.prompt.length) });
+    }
+  }
+
+  @reactorApp({ state: PromptState, output: Out, fps: 500 })
+  class UrgentOff extends ReactorApp<PromptState> {
+    override load(): void {
+      // What the world app does for a pipelined config: its urgent marks do not act.
+      this.urgent = false;
+    }
+    generate(s: PromptState): Out {
+      return new Out({ main: rgbFrames(1, 1, 1, s.prompt.length) });
+    }
+  }
+
+  const commandsOf = (sink: RecordingSink) => {
+    const welcome = sink.messages.find((m) => m.type === 'welcome');
+    return welcome?.type === 'welcome' ? welcome.schema.commands : [];
+  };
+
+  it('marks an urgent setter urgent in the welcome and in host.schema', async () => {
+    const host = start(UrgentOn);
+    await host.load();
+    const sink = new RecordingSink();
+    host.connect(sink);
+    await sink.waitForMessage((m) => m.type === 'welcome');
+    expect(commandsOf(sink).find((c) => c.name === 'set_prompt')).toMatchObject({ kind: 'setter', urgent: true });
+    expect(host.schema.commands.find((c) => c.name === 'set_prompt')?.urgent).toBe(true);
+  });
+
+  it('leaves the mark out while the app turned its urgency off in load()', async () => {
+    const host = start(UrgentOff);
+    await host.load();
+    const sink = new RecordingSink();
+    host.connect(sink);
+    await sink.waitForMessage((m) => m.type === 'welcome');
+    const setter = commandsOf(sink).find((c) => c.name === 'set_prompt')!;
+    expect(setter).toMatchObject({ kind: 'setter', field: 'prompt' });
+    expect('urgent' in setter).toBe(false);
+    expect(host.schema.commands.find((c) => c.name === 'set_prompt')).not.toHaveProperty('urgent');
+  });
+});
