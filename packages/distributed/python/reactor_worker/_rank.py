@@ -50,6 +50,8 @@ _leaving = threading.Lock()
 
 
 def _unlink_prefix(prefix: str) -> None:
+    """Unlinks every block of the runner (``/dev/shm/<prefix>*``): here, not in ``_shm``, so an
+    orphaned rank reclaims them without importing numpy."""
     try:
         names = os.listdir(SHM_DIR)
     except OSError:

@@ -41,19 +41,6 @@ def shm_free_bytes() -> int:
     return s.f_bavail * s.f_frsize
 
 
-def unlink_segments(prefix: str) -> None:
-    try:
-        names = os.listdir(SHM_DIR)
-    except OSError:
-        return
-    for f in names:
-        if f.startswith(prefix):
-            try:
-                os.unlink(f"{SHM_DIR}/{f}")
-            except OSError:
-                pass
-
-
 class SegmentReader:
     """The reading side: maps the parent's blocks. Each read maps the block anew, copy-on-write
     (``ACCESS_COPY``): arrays are writable, a rank's writes stay its own, and a later message
