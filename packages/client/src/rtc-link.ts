@@ -64,7 +64,7 @@ export type RtcPeerConnectionConstructor = new (config: {
 
 /**
  * What the link's connect window adds to the server's `welcome.webrtc.connectTimeoutMs`. The
- * link waits that long for the server's answer, then that long again from the answer: the
+ * link waits twice that long for the server's answer, then that long again from the answer: the
  * server's window starts when it makes its peer, before it answers, so its `rtc_state failed`
  * (with the reason) comes before the client gives up by itself, however long a busy server took
  * to answer.
@@ -85,8 +85,8 @@ export interface WebRtcLinkOptions {
   /** `relay`: TURN relay candidates only. Default: the server's (`welcome.webrtc.iceTransportPolicy`), or `all` with your own {@link iceServers}. */
   iceTransportPolicy?: 'all' | 'relay';
   /**
-   * How long the link waits for the server's answer, and then for the connection from the answer
-   * on, before it gives up. Default: the server's window (`welcome.webrtc.connectTimeoutMs`,
+   * How long the link waits for the connection from the server's answer on (and twice that for
+   * the answer itself) before it gives up. Default: the server's window (`welcome.webrtc.connectTimeoutMs`,
    * `server.webrtc.connect_timeout_ms`, 10 s by default) plus 1 s, or 5000 ms against a server
    * that does not say.
    */
@@ -243,11 +243,14 @@ export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> implements RtcPub
           new WebRtcFailedError(
             answered
               ? `webrtc_failed: WebRTC did not connect within ${timeoutMs} ms (UDP blocked or no usable candidate${this.#iceErrorNote()}); media stays on the WebSocket`
-              : `webrtc_failed: the server did not answer the WebRTC offer within ${timeoutMs} ms; media stays on the WebSocket`,
+              : `webrtc_failed: the server did not answer the WebRTC offer within ${2 * timeoutMs} ms; media stays on the WebSocket`,
           ),
         );
       };
-      let timer = setTimeout(giveUp, timeoutMs);
+      // The answer may take a busy server longer than the window: its first offer loads the
+      // WebRTC stack and gathers candidates before it answers, and its own window (whose end
+      // is the reason to show) started only once it made its peer. Twice the window for it.
+      let timer = setTimeout(giveUp, 2 * timeoutMs);
       // From the answer on, the server's own window is running: give it the whole of ours again.
       this.#onFirstAnswer = () => {
         this.#onFirstAnswer = undefined;
