@@ -57,7 +57,12 @@ describe('apps/world under reactor run (small config, CPU)', () => {
     const a = await client(base);
     expect(a.c.schema.commands.map((x) => x.name).sort()).toEqual(['reset', 'rewind', 'set_prompt', 'set_quality', 'set_seed']);
     // The schema says which commands supersede the chunk in flight (urgent is on for a one-rank world).
-    expect(a.c.schema.commands.filter((x) => x.urgent).map((x) => x.name).sort()).toEqual(['reset', 'set_prompt']);
+    expect(
+      a.c.schema.commands
+        .filter((x) => x.urgent)
+        .map((x) => x.name)
+        .sort(),
+    ).toEqual(['reset', 'set_prompt']);
     await until(() => a.frames.length >= 9 + 12 * 2, 'three chunks of frames');
     // 64x48, the first chunk 9 frames (the decoder's warm-up trimmed), then 12 a chunk.
     expect([a.frames[0]!.width, a.frames[0]!.height]).toEqual([64, 48]);
