@@ -166,7 +166,10 @@ describe('apps/world tiny-world under reactor run (shipped weights, CPU)', () =>
         own: psnr(frames, own.slice(3)),
         other: psnr(frames, other.slice(3)),
       };
-      await a.c.send('set_keys', { keys: [] });
+      // Released, and shown released before the next step (a recording started next must hold no frame of this key).
+      const release = a.c.send('set_keys', { keys: [] });
+      await release;
+      await release.applied;
     }
     const l = got['turn_left']!;
     const r = got['turn_right']!;
