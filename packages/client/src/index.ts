@@ -71,7 +71,7 @@ export type {
   DecodedFrame,
 } from './protocol.js';
 export { connect } from './connect.js';
-export { WebRtcLink, WebRtcFailedError } from './rtc-link.js';
+export { WebRtcLink, WebRtcFailedError, RTC_LINK_TRANSITIONS } from './rtc-link.js';
 export type { WebRtcLinkOptions, RtcTrack, RtcLinkStats, RtcPeerConnectionLike, RtcPeerConnectionConstructor, WebRtcLinkEvents } from './rtc-link.js';
 export { toWebSocketUrl } from './socket-url.js';
 export { ReactorClient } from './client.js';

@@ -11,6 +11,7 @@
  */
 import { TypedEmitter } from './emitter.js';
 import { ClientErrorCode, ReactorClientError } from './errors.js';
+import { transition } from './protocol.js';
 import type {
   AppSchema,
   RequestKeyFrameMessage,
@@ -21,6 +22,7 @@ import type {
   RtcStateMessage,
   RtcTrackMapping,
   RtcWelcome,
+  TransitionTable,
 } from './protocol.js';
 import type { RtcPublishLink, RtcPublishPeer } from './rtc-publish.js';
 
@@ -142,6 +144,20 @@ export class WebRtcFailedError extends ReactorClientError {
     super(ClientErrorCode.WebRtcFailed, message);
   }
 }
+
+/**
+ * For each state, the states a link may move to. A link offers again from any state after the
+ * WebSocket reconnected (a new server connection), so each state reaches `connecting`; the server
+ * reports `failed` or `closed` for its peer, and `close()` ends a link that did not fail. A move to
+ * the state it is in is no change, not an edge. A server's `rtc_state` the table does not allow
+ * fails the link, naming both states.
+ */
+export const RTC_LINK_TRANSITIONS: TransitionTable<RtcState> = {
+  connecting: ['connected', 'failed', 'closed'],
+  connected: ['connecting', 'failed', 'closed'],
+  failed: ['connecting'],
+  closed: ['connecting'],
+};
 
 export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> implements RtcPublishLink {
   readonly #client: RtcLinkClient;
@@ -275,6 +291,7 @@ export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> implements RtcPub
   }
 
   async #offer(): Promise<void> {
+    this.#setState('connecting');
     // The caller's servers replace the server's, and then its policy is the caller's too.
     const setup = this.#client.webrtcSetup;
     const iceServers = this.#o.iceServers ?? setup?.iceServers;
@@ -314,7 +331,6 @@ export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> implements RtcPub
     };
     const offer = await pc.createOffer();
     await pc.setLocalDescription(offer);
-    this.#setState('connecting');
     this.#send({ type: 'rtc_offer', sdp: offer.sdp ?? '' });
   }
 
@@ -388,11 +404,14 @@ export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> implements RtcPub
     return run;
   }
 
+  /** @throws IllegalTransitionError (`illegal_transition`) on an edge {@link RTC_LINK_TRANSITIONS} does not have */
   #setState(state: RtcState, reason?: string): void {
     if (this.#state === state) return;
-    this.#state = state;
+    this.#state = transition('WebRtcLink', RTC_LINK_TRANSITIONS, this.#state, state);
     if (reason !== undefined && state === 'failed') this.reason = reason;
+    // Either end of the peer connection is gone: later events of this one are stale.
     if (state === 'failed') this.#dropPeer(true);
+    else if (state === 'closed') this.#dropPeer(false);
     if (this.#client.latency) this.#client.latency.transport = state === 'connected' ? 'webrtc' : 'websocket';
     this.emit('state', reason === undefined ? { state } : { state, reason });
   }
@@ -495,8 +514,8 @@ export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> implements RtcPub
     this.#closed = true;
     if (this.#client.latency) this.#client.latency.transport = 'websocket';
     for (const off of this.#off.splice(0)) off();
-    if (this.#state !== 'failed') {
-      this.#state = 'closed';
+    if (this.#state !== 'failed' && this.#state !== 'closed') {
+      this.#state = transition('WebRtcLink', RTC_LINK_TRANSITIONS, this.#state, 'closed');
       this.emit('state', { state: 'closed' });
     }
   }

@@ -5,15 +5,22 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { AppSchema, RtcAnswerMessage, RtcCandidateMessage, RtcClientMessage, RtcStateMessage } from '@reactor/protocol';
-import { WebRtcLink, type RtcLinkClient, type RtcPeerConnectionLike } from '../src/rtc-link.js';
+import { IllegalTransitionError, transition } from '@reactor/protocol';
+import { RTC_LINK_TRANSITIONS, WebRtcLink, type RtcLinkClient, type RtcPeerConnectionLike } from '../src/rtc-link.js';
 
 type Signal = RtcAnswerMessage | RtcCandidateMessage | RtcStateMessage;
+
+/** Every FakePeer made, newest last (the browser's events are played on them). */
+const peers: FakePeer[] = [];
 
 class FakePeer implements RtcPeerConnectionLike {
   connectionState = 'new';
   onicecandidate = null;
   ontrack = null;
-  onconnectionstatechange = null;
+  onconnectionstatechange: (() => void) | null = null;
+  constructor() {
+    peers.push(this);
+  }
   addTransceiver(): unknown {
     return {};
   }
@@ -38,22 +45,27 @@ class FakePeer implements RtcPeerConnectionLike {
 }
 
 /** A connected client whose server's window is 2000 ms (the link's: 3000 ms); `rtc()` plays the server's signals. */
-function fakeClient(): { client: RtcLinkClient; sent: RtcClientMessage[]; rtc(m: Signal): void } {
-  let onRtc: ((m: Signal) => void) | undefined;
+function fakeClient(): { client: RtcLinkClient; sent: RtcClientMessage[]; rtc(m: Signal): void; welcome(): void } {
+  const listeners = new Map<string, (m: never) => void>();
   const sent: RtcClientMessage[] = [];
   const schema = { tracks: [{ name: 'main', kind: 'video', direction: 'out' }] } as unknown as AppSchema;
   const client = {
     schema,
     webrtcSetup: { iceServers: [], iceTransportPolicy: 'all' as const, connectTimeoutMs: 2000 },
     on(type: string, listener: (m: never) => void) {
-      if (type === 'rtc') onRtc = listener as (m: Signal) => void;
+      listeners.set(type, listener);
       return () => undefined;
     },
     signal(msg: RtcClientMessage) {
       sent.push(msg);
     },
   } as RtcLinkClient;
-  return { client, sent, rtc: (m) => onRtc!(m) };
+  return {
+    client,
+    sent,
+    rtc: (m) => (listeners.get('rtc') as (m: Signal) => void)(m),
+    welcome: () => (listeners.get('welcome') as () => void)(),
+  };
 }
 
 describe('WebRtcLink: the connect window', () => {
@@ -124,5 +136,44 @@ describe('WebRtcLink: the connect window', () => {
     expect(link.state).toBe('connecting');
     await vi.advanceTimersByTimeAsync(1);
     expect(await failed).toMatch(/^webrtc_failed: WebRTC did not connect within 3000 ms \(UDP blocked or no usable candidate\); media stays on the WebSocket$/);
+  });
+});
+
+describe('WebRtcLink: its lifecycle on the transition table', () => {
+  it('reaches connecting from every state (an offer after the WebSocket reconnected), and leaves failed only that way', () => {
+    for (const from of Object.keys(RTC_LINK_TRANSITIONS) as (keyof typeof RTC_LINK_TRANSITIONS)[]) {
+      if (from !== 'connecting') expect(RTC_LINK_TRANSITIONS[from]).toContain('connecting');
+    }
+    expect(RTC_LINK_TRANSITIONS.failed).toEqual(['connecting']);
+    expect(() => transition('WebRtcLink', RTC_LINK_TRANSITIONS, 'failed', 'connected')).toThrow(IllegalTransitionError);
+    expect(() => transition('WebRtcLink', RTC_LINK_TRANSITIONS, 'closed', 'failed')).toThrow('WebRtcLink: illegal state transition closed -> failed.');
+  });
+
+  it("the server closed its peer: the browser's later ICE failure is stale, and a reconnection offers again from closed", async () => {
+    const { client, sent, rtc, welcome } = fakeClient();
+    const link = WebRtcLink.start(client, { RTCPeerConnection: FakePeer });
+    const states: string[] = [];
+    link.on('state', (s) => states.push(s.state));
+    await Promise.resolve();
+    await Promise.resolve();
+    rtc({ type: 'rtc_answer', sdp: 'v=0\r\n', tracks: [] });
+    rtc({ type: 'rtc_state', state: 'connected' });
+    await link.ready;
+    const first = peers.at(-1)!;
+    rtc({ type: 'rtc_state', state: 'closed', reason: 'the server closed it' });
+    await vi.waitFor(() => expect(link.state).toBe('closed'));
+    // Its ICE then fails in the browser: no edge closed -> failed, and no rtc_close for a peer the server already closed.
+    first.connectionState = 'failed';
+    first.onconnectionstatechange?.();
+    expect(link.state).toBe('closed');
+    expect(link.reason).toBeUndefined();
+    expect(sent.filter((m) => m.type === 'rtc_close')).toEqual([]);
+    // A new server connection: a new peer connection and offer, from closed.
+    welcome();
+    await vi.waitFor(() => expect(sent.filter((m) => m.type === 'rtc_offer')).toHaveLength(2));
+    expect(peers.at(-1)).not.toBe(first);
+    expect(states).toEqual(['connected', 'closed', 'connecting']);
+    link.close();
+    expect(states.at(-1)).toBe('closed');
   });
 });

@@ -9,6 +9,11 @@ import { annexBNalUnits, packetizeH264, packetizeVp8, sharedH264Payloads } from 
 import { PlayoutDelayPolicy, playoutDelayPayload } from '../src/webrtc/rtc-playout-delay.js';
 import { RtcTierController } from '../src/webrtc/rtc-tier.js';
 import { rgbToRgbx } from '../src/video/video-encoder.js';
+import { IllegalTransitionError, transition, type ServerMessage } from '@reactor/protocol';
+import { silentLogger } from '@reactor/log';
+import { ServerErrorCode } from '../src/base/errors.js';
+import { loadWerift, RTC_PEER_TRANSITIONS, RtcPeer } from '../src/webrtc/rtc-peer.js';
+import { resolveWebRtcOptions } from '../src/webrtc/rtc-options.js';
 
 const nal = (type: number, n: number, fill: number): Uint8Array => {
   const b = new Uint8Array(n).fill(fill);
@@ -260,5 +265,34 @@ describe('rgbToRgbx', () => {
         expect(rgbx, `${pixels} pixels at byte offset ${offset}`).toEqual(reference(rgb));
       }
     }
+  });
+});
+
+describe("RtcPeer's lifecycle on the transition table", () => {
+  it('a renegotiation keeps a connected peer connected, and failed and closed are final', () => {
+    expect(() => transition('RtcPeer', RTC_PEER_TRANSITIONS, 'connected', 'connecting')).toThrow(IllegalTransitionError);
+    expect(RTC_PEER_TRANSITIONS.failed).toEqual([]);
+    expect(RTC_PEER_TRANSITIONS.closed).toEqual([]);
+  });
+
+  it('fails from new (its window ended before any answer): one rtc_state failed, and a later close says nothing', async () => {
+    const sent: ServerMessage[] = [];
+    const states: string[] = [];
+    const peer = new RtcPeer(await loadWerift(), {
+      options: resolveWebRtcOptions({}),
+      tracks: [],
+      codec: 'vp8',
+      log: silentLogger,
+      send: (m) => sent.push(m),
+      error: () => undefined,
+      negotiated: () => undefined,
+      state: (s) => states.push(s),
+    });
+    expect(peer.state).toBeUndefined();
+    peer.fail(ServerErrorCode.RtcIceTimeout, 'no answer yet');
+    peer.close('the client asked');
+    expect(peer.state).toBe('failed');
+    expect(states).toEqual(['failed']);
+    expect(sent).toEqual([{ type: 'rtc_state', state: 'failed', reason: 'rtc_ice_timeout: no answer yet' }]);
   });
 });

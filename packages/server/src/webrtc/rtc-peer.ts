@@ -16,11 +16,13 @@
 import type { Logger } from '@reactor/log';
 import {
   CodedError,
+  transition,
   type RtcCandidateMessage,
   type RtcState,
   type RtcTrackMapping,
   type ServerMessage,
   type TrackSchema,
+  type TransitionTable,
   type VideoCodecName,
 } from '@reactor/protocol';
 import type * as Werift from 'werift';
@@ -169,11 +171,27 @@ function withoutDefaultStun(pc: Werift.RTCPeerConnection): void {
 /** A candidate line as `RTCPeerConnection.onicecandidate` gives it: `candidate:<foundation> <component> <udp|tcp> <priority> <address> <port> typ <type> ...`. */
 const CANDIDATE = /^candidate:\S+ \d+ (udp|tcp) \d+ \S+ \d{1,5} typ (host|srflx|prflx|relay)( .*)?$/i;
 
+/** A peer's lifecycle: `new` until its first answer went out (or it failed first), then the `rtc_state`s it reports. */
+export type RtcPeerState = 'new' | RtcState;
+
+/**
+ * For each state, the states a peer may move to (an empty list: a final state). A renegotiation
+ * of a `connected` peer stays `connected`; `failed` and `closed` are final (a later `rtc_offer`
+ * makes a new peer). A move to the state it is in is no change, not an edge.
+ */
+export const RTC_PEER_TRANSITIONS: TransitionTable<RtcPeerState> = {
+  new: ['connecting', 'failed', 'closed'],
+  connecting: ['connected', 'failed', 'closed'],
+  connected: ['failed', 'closed'],
+  failed: [],
+  closed: [],
+};
+
 export class RtcPeer {
   readonly #c: RtcPeerContext;
   readonly #w: WeriftModule;
   #pc: Werift.RTCPeerConnection | undefined;
-  #state: RtcState | undefined;
+  #state: RtcPeerState = 'new';
   #timer: NodeJS.Timeout | undefined;
   #watch: NodeJS.Timeout | undefined;
   #lastHeard = 0;
@@ -192,8 +210,9 @@ export class RtcPeer {
     this.#c = ctx;
   }
 
+  /** What it last reported in `rtc_state` (undefined: nothing yet). */
   get state(): RtcState | undefined {
-    return this.#state;
+    return this.#state === 'new' ? undefined : this.#state;
   }
 
   /** Whether the peer connection is open (not closed or failed). */
@@ -441,12 +460,18 @@ export class RtcPeer {
     this.#pc = undefined;
     pc?.close().catch((err: unknown) => this.#c.log.warn(`closing a WebRTC peer connection: ${(err as Error).message}`));
     if (!silent) this.#setState(state, reason);
-    else this.#state = state;
+    else this.#to(state);
+  }
+
+  /** @throws IllegalTransitionError (`illegal_transition`) on an edge {@link RTC_PEER_TRANSITIONS} does not have */
+  #to(state: RtcState): boolean {
+    if (this.#state === state) return false;
+    this.#state = transition('RtcPeer', RTC_PEER_TRANSITIONS, this.#state, state);
+    return true;
   }
 
   #setState(state: RtcState, reason?: string): void {
-    if (this.#state === state) return;
-    this.#state = state;
+    if (!this.#to(state)) return;
     this.#c.send({ type: 'rtc_state', state, ...(reason === undefined ? {} : { reason }) });
     this.#c.state(state, reason);
   }
