@@ -1,15 +1,20 @@
 /**
- * One WebSocket client: the {@link ClientSink} the host talks to, put together from its parts,
- * split by direction:
- * - inbound: {@link InboundChannel} (`inbound-channel.ts`: size and rate checks, parse, answer
- *   order, read pausing) and, for the app's inbound tracks, the frame intake (`frame-intake.ts`);
- * - outbound: an {@link OutboundSender} (`outbound.ts`; over WebSocket the {@link WsOutbound} of
- *   `outbound-queue.ts`: queue policy, send budget, pump) and the {@link ConnectionVideo} of
- *   `video-sender.ts` (selection, `video_config`, key-frame gating per track);
+ * One WebSocket client: the {@link ClientSink} the host talks to, put together from its parts:
+ * - the control channel: text, in order. {@link InboundChannel} (`inbound-channel.ts`: size and
+ *   rate checks, parse, answer order, the `applied` wait, read pausing) reads it, and the
+ *   {@link ControlSender} of the {@link WsOutbound} writes it;
+ * - one media path at a time ({@link MediaPath}, `base/outbound.ts`): the WebSocket's
+ *   ({@link WsOutbound}: queue policy, send budget, pump, with the {@link ConnectionVideo} of
+ *   `video-sender.ts` for selection, `video_config` and key-frame gating) or the WebRTC
+ *   session's ({@link RtcSession}), current while its peer is `connected`;
+ * - the track state both paths read ({@link TrackPauses}) and, for the app's inbound tracks, the
+ *   frame intake (`frame-intake.ts`);
  * - one {@link ConnectionLifecycle} (`connection-state.ts`), the connection's only state.
  *
- * This class routes the host's messages, frames and audio to the outbound side, and handles the
- * messages that act on it (`pause_track`, `select_video`, `request_key_frame`).
+ * This class routes the host's messages to the control channel and its frames and audio to the
+ * current media path, switches the path when the WebRTC session says its peer connected or
+ * went, and handles the messages that act on the media (`pause_track`, `select_video`,
+ * `request_key_frame`).
  */
 import { randomBytes } from 'node:crypto';
 import type { WebSocket } from 'ws';
@@ -27,11 +32,11 @@ import type { FrameIntakeInfo } from './intake/frame-intake.js';
 import { InboundChannel } from './ws/inbound-channel.js';
 import type { ServerMetrics } from './base/metrics.js';
 import type { ResolvedServerOptions } from './options.js';
-import type { OutboundSender, OutboundStats } from './base/outbound.js';
+import type { ControlSender, MediaPath, OutboundStats } from './base/outbound.js';
 import { WsOutbound } from './ws/outbound-queue.js';
 import { RtcInbound } from './webrtc/rtc-inbound.js';
 import { iceServersFor } from './webrtc/turn-credentials.js';
-import { RtcOutbound, type RtcInfo, type RtcServerContext } from './webrtc/rtc-outbound.js';
+import { RtcSession, type RtcInfo, type RtcServerContext } from './webrtc/rtc-session.js';
 import type { SendBudget } from './base/send-budget.js';
 import { ConnectionVideo, type VideoSelectionInfo } from './video/video-sender.js';
 import { TrackPauses } from './base/track-pauses.js';
@@ -92,15 +97,20 @@ export interface ConnectionContext {
 export class ClientConnection implements ClientSink {
   /** Set by the heartbeat: false after a ping until the pong arrives. */
   alive = true;
-  readonly #ws: WebSocket;
+  readonly #socket: WebSocket;
   readonly #ctx: ConnectionContext;
   readonly #state = new ConnectionLifecycle();
   #handle: ClientHandle | undefined;
   readonly #video: ConnectionVideo;
   /** The outbound tracks this client paused: one state, read by whichever media path is current. */
   readonly #paused = new TrackPauses();
-  readonly #out: OutboundSender;
-  readonly #rtc: RtcOutbound;
+  /** The WebSocket writer: the control channel's sender, and the WebSocket media path. */
+  readonly #ws: WsOutbound;
+  /** The control channel's sender (text, in order). */
+  readonly #control: ControlSender;
+  readonly #rtc: RtcSession;
+  /** The current media path: the WebSocket's, or the WebRTC session's while its peer is connected. */
+  #media: MediaPath;
   readonly #in: InboundChannel;
   /** Its `client_stats` reports, checked and counted. */
   readonly #clientStats: ClientStatsIntake;
@@ -117,7 +127,7 @@ export class ClientConnection implements ClientSink {
 
   constructor(ws: WebSocket, ctx: ConnectionContext, onClosed: (c: ClientConnection) => void, grant: Grant) {
     this.grant = grant;
-    this.#ws = ws;
+    this.#socket = ws;
     this.#ctx = ctx;
     this.#onClosed = onClosed;
     const state = this.#state;
@@ -125,11 +135,11 @@ export class ClientConnection implements ClientSink {
     this.#video = new ConnectionVideo(ctx.video, ctx.host.schema.tracks, {
       answer: (msg, after) => this.#in.answer(msg, after),
       error: (code, message, id, countAsResult) => this.#in.error(code, message, id, countAsResult),
-      sendText: (text) => this.#out.sendText(text),
-      unqueueVideo: (trackIndex) => this.#out.unqueueVideo(trackIndex),
+      sendText: (text) => this.#control.sendText(text),
+      unqueueVideo: (trackIndex) => this.#ws.unqueueVideo(trackIndex),
       closed: () => state.closed,
     });
-    const wsOut = new WsOutbound({
+    this.#ws = new WsOutbound({
       ws,
       state,
       paused: this.#paused,
@@ -156,8 +166,11 @@ export class ClientConnection implements ClientSink {
           sendError: (code, message) => this.#in.error(code, message, undefined, false),
         })
       : undefined;
-    this.#rtc = new RtcOutbound({
-      ws: wsOut,
+    this.#control = this.#ws;
+    this.#media = this.#ws;
+    this.#rtc = new RtcSession({
+      control: this.#control,
+      live: (on) => this.#switchMedia(on),
       paused: this.#paused,
       rtc: ctx.rtc,
       streams: ctx.video,
@@ -168,7 +181,6 @@ export class ClientConnection implements ClientSink {
       id,
       ...(inbound ? { inbound } : {}),
     });
-    this.#out = this.#rtc;
     this.#in = new InboundChannel({
       ws,
       state,
@@ -179,7 +191,7 @@ export class ClientConnection implements ClientSink {
       recording: ctx.recording,
       owner: this,
       grant,
-      out: this.#out,
+      out: this.#control,
       activity: () => ctx.activity(),
       id,
       controls: {
@@ -195,7 +207,7 @@ export class ClientConnection implements ClientSink {
     this.#clientStats = new ClientStatsIntake({
       metrics: ctx.metrics,
       commandNames: () => ctx.host.schema.commands.map((c) => c.name),
-      framesSent: () => this.#out.stats().framesSent,
+      framesSent: () => this.#ws.counts().framesSent + this.#rtc.counts().framesSent,
       refuse: (message) => this.#in.error(ServerErrorCode.InvalidClientStats, message, undefined, false),
     });
     ws.on('pong', () => (this.alive = true));
@@ -240,9 +252,25 @@ export class ClientConnection implements ClientSink {
     return this.#handle?.id ?? '';
   }
 
+  /**
+   * The WebRTC session's peer connected (`on`): media moves to it, and what is queued of it on the
+   * WebSocket is dropped (counted as `flush`). It went: media is back on the WebSocket.
+   */
+  #switchMedia(on: boolean): void {
+    if (on) this.#ws.dropAll();
+    this.#media = on ? this.#rtc : this.#ws;
+  }
+
+  /** Both media paths' counters on the WebSocket queue's (the WebRTC session's are added in). */
+  #outStats(): OutboundStats {
+    const s = this.#ws.stats();
+    const m = this.#rtc.counts();
+    return { ...s, framesSent: s.framesSent + m.framesSent, framesDropped: s.framesDropped + m.framesDropped, audioSent: s.audioSent + m.audioSent };
+  }
+
   /** A snapshot of the queue and counters. */
   info(): ConnectionInfo {
-    const out = this.#out.stats();
+    const out = this.#outStats();
     const tracks = this.#ctx.host.schema.tracks;
     const info: ConnectionInfo = {
       id: this.id,
@@ -275,12 +303,12 @@ export class ClientConnection implements ClientSink {
 
   /** Sends a heartbeat ping. */
   ping(): void {
-    if (this.#ws.readyState === this.#ws.OPEN) this.#ws.ping();
+    if (this.#socket.readyState === this.#socket.OPEN) this.#socket.ping();
   }
 
   /** Cuts the socket without a close handshake (dead or hopeless clients). */
   terminate(): void {
-    this.#ws.terminate();
+    this.#socket.terminate();
   }
 
   // ---- ClientSink ------------------------------------------------------------------------
@@ -292,9 +320,10 @@ export class ClientConnection implements ClientSink {
     if (msg.type === 'flush') {
       this.#video.flushed(msg.nextSeq);
       // Frames and audio still waiting here belong to the cut playout: drop them before the client learns of the cut.
-      this.#out.flushBefore(msg.nextSeq);
+      this.#ws.flushBefore(msg.nextSeq);
+      this.#rtc.flushBefore(msg.nextSeq);
     }
-    this.#out.sendText(JSON.stringify(msg.type === 'error' ? capError(msg) : withInstance(msg, this.#ctx.instance())));
+    this.#control.sendText(JSON.stringify(msg.type === 'error' ? capError(msg) : withInstance(msg, this.#ctx.instance())));
   }
 
   /**
@@ -313,7 +342,7 @@ export class ClientConnection implements ClientSink {
         if (rtp !== undefined) out = { ...msg, rtpTimestamp: rtp };
       }
     }
-    this.#in.afterReply(msg.id, () => this.#out.sendText(JSON.stringify(out)));
+    this.#in.afterReply(msg.id, () => this.#control.sendText(JSON.stringify(out)));
   }
 
   /** The welcome's per-connection fields: the video offer, the resume secret, `resumed: false` when a resume failed, the `client_stats` it takes, the WebRTC setup (TURN credentials minted for `clientId`). */
@@ -350,17 +379,17 @@ export class ClientConnection implements ClientSink {
 
   frame(frame: OutputFrame): void {
     this.#ctx.metrics.frameEmitted(frame);
-    this.#out.frame(frame);
+    this.#media.frame(frame);
   }
 
   audio(chunk: OutputAudio): void {
-    this.#out.audio(chunk);
+    this.#media.audio(chunk);
   }
 
   close(reason: string, code = 1001): void {
     if (this.#state.closed) return;
     this.#state.closeByServer();
-    this.#ws.close(code, truncateReason(reason));
+    this.#socket.close(code, truncateReason(reason));
   }
 
   /**
@@ -370,7 +399,8 @@ export class ClientConnection implements ClientSink {
    */
   newGeneration(): void {
     if (this.#state.closed) return;
-    this.#out.dropAll();
+    this.#ws.dropAll();
+    this.#rtc.dropAll();
     this.#video.newGeneration();
   }
 
@@ -401,10 +431,12 @@ export class ClientConnection implements ClientSink {
       // Frames skipped while paused: the stream resumes at a key frame.
       this.#video.paused(index);
       this.#paused.pause(index);
-      this.#out.pauseTrack(index);
+      this.#ws.pauseTrack(index);
+      this.#rtc.pauseTrack(index);
     } else if (this.#paused.resume(index)) {
       this.#video.resumed(index);
-      this.#out.resumeTrack(index);
+      this.#ws.resumeTrack();
+      this.#rtc.resumeTrack(index);
     }
     this.#in.answer({ type: 'reply', id: msg.id });
   }
@@ -414,7 +446,8 @@ export class ClientConnection implements ClientSink {
     // 1006: the socket went without a close frame (a dropped network, a killed proxy, a missed heartbeat).
     const dropped = code === 1006 && this.#state.resumable;
     this.#state.to('closed');
-    this.#out.close();
+    this.#rtc.close();
+    this.#ws.close();
     this.#in.close();
     this.#video.close();
     if (this.#handle) this.#ctx.gone(this, this.#handle, dropped);

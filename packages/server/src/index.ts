@@ -15,7 +15,7 @@ export {
 } from './options.js';
 export type { ServerOptions, ResolvedServerOptions, VideoOptions } from './options.js';
 export type { WebRtcOptions, IceServerOptions, ResolvedWebRtcOptions } from './webrtc/rtc-options.js';
-export type { RtcInfo } from './webrtc/rtc-outbound.js';
+export type { RtcInfo } from './webrtc/rtc-session.js';
 export type { RtcMediaStats } from './webrtc/rtc-media.js';
 export { MAX_CLIP_SECONDS, resolveRecordingOptions } from './recording/recording-options.js';
 export type { RecordingOptions, ResolvedRecordingOptions } from './recording/recording-options.js';

@@ -35,7 +35,7 @@ import { SendBudget } from './base/send-budget.js';
 import { loadWebCodecs, webCodecsEncoderFactory } from './video/video-encoder.js';
 import { OpusStreams } from './webrtc/rtc-audio.js';
 import { RtcMetrics } from './webrtc/rtc-metrics.js';
-import type { RtcServerContext } from './webrtc/rtc-outbound.js';
+import type { RtcServerContext } from './webrtc/rtc-session.js';
 import { VideoStreams, type VideoEncoderInfo } from './video/video-streams.js';
 import { RecordingService } from './recording/recording-service.js';
 import { ViewerAssets } from './http/static-assets.js';

@@ -1,16 +1,18 @@
 /**
- * The outbound side of a client connection, as a transport-neutral interface: everything the
- * connection (its sink and its inbound channel) asks of the side that carries messages, frames
- * and audio to the client. The WebSocket implementation is {@link WsOutbound}
- * (`outbound-queue.ts`: one ordered queue, the send budget, the pump).
+ * A client connection's outbound side, as two small interfaces (issue 36 point 3):
+ * - the {@link ControlSender}: text (answers, events, `video_config`), in order, with the bytes it
+ *   has not written yet (the inbound side pauses reads on them);
+ * - a {@link MediaPath}: frames and audio. There are two, siblings of this one interface: the
+ *   WebSocket's (`ws/outbound-queue.ts`, {@link WsOutbound}) and the WebRTC session's
+ *   (`webrtc/rtc-session.ts`). The connection hands each frame to the one that is current, and
+ *   switches between them when the peer connects or goes; pauses, flushes and a new generation
+ *   reach both, so a switch keeps them.
  *
- * A second transport (WebRTC, a later issue) implements this interface and nothing on the
- * inbound side changes: the inbound channel only calls {@link OutboundSender.sendText} for its
- * answers and reads {@link OutboundSender.unsentAnswerBytes} to decide when to pause reads; the
- * sink hands frames, audio, pauses and flushes here. Video selection and key-frame gating stay in
- * `ConnectionVideo` (`video-sender.ts`), which an implementation is given and asks
- * (`route()` for a new frame, `gate()` before a coded frame goes out), so a WebRTC sender reuses
- * the shared encoders and the `select_video` / `request_key_frame` answers as they are.
+ * The WebSocket carries the control text and its own media on one socket, in one ordered queue
+ * (a frame's `video_config` goes before the frame): {@link WsOutbound} is both the control
+ * sender and the WebSocket media path. Video selection and key-frame gating stay in
+ * `ConnectionVideo` (`video-sender.ts`), which the WebSocket path asks (`route()` for a new
+ * frame, `gate()` before a coded frame goes out).
  *
  * Contract every implementation keeps (the wire and the tests rely on it):
  * - control messages go out in the order `sendText` was called, and a frame's `video_config`
@@ -49,10 +51,23 @@ export interface OutboundEvents {
   framesDropped(n: number): void;
 }
 
-/** The outbound side of one connection (see the module comment). */
-export interface OutboundSender {
+/** The connection's text, in order (see the module comment). */
+export interface ControlSender {
   /** Sends one control message (JSON text) after every one sent before it; never refused (answers are owed). */
   sendText(text: string): void;
+  /** Answer bytes handed to the transport whose write has not completed. */
+  readonly unsentAnswerBytes: number;
+}
+
+/** What a media path sent and dropped (the connection adds both paths' up). */
+export interface MediaCounts {
+  framesSent: number;
+  framesDropped: number;
+  audioSent: number;
+}
+
+/** One way frames and audio reach the client (see the module comment). */
+export interface MediaPath {
   /** A frame due now (not queued while its track is paused). */
   frame(frame: OutputFrame): void;
   /** An audio chunk due now (not queued while its track is paused). */
@@ -64,15 +79,11 @@ export interface OutboundSender {
   pauseTrack(trackIndex: number): void;
   /** `resume_track` of a paused track (the connection's `TrackPauses` (`track-pauses.ts`) no longer has it). */
   resumeTrack(trackIndex: number): void;
-  /** Drops, uncounted, the queued video frames of a track (its encoding changed). */
-  unqueueVideo(trackIndex: number): void;
   /** A flush: drops what is queued of the cut playout (items before `nextSeq`), counted as `flush`. */
   flushBefore(nextSeq: number): void;
   /** A new app host: drops everything queued, counted as `flush`. */
   dropAll(): void;
-  /** Answer bytes handed to the transport whose write has not completed. */
-  readonly unsentAnswerBytes: number;
-  stats(): OutboundStats;
-  /** The connection closed: what is queued is dropped (`disconnected`) and the budget given back. */
+  counts(): MediaCounts;
+  /** The connection closed: what is queued is dropped (`disconnected`). */
   close(): void;
 }

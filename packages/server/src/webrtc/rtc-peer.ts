@@ -1,7 +1,7 @@
 /**
  * One connection's WebRTC peer connection (werift): the server answers the client's `rtc_offer`,
  * trickles its ICE candidates as `rtc_candidate`, and reports `rtc_state`. Its media side is an
- * {@link RtcMedia}; `rtc-outbound.ts` switches the connection's media to it while `connected`.
+ * {@link RtcMedia}; its `RtcSession` (`rtc-session.ts`) is the connection's media path while `connected`.
  *
  * The offer's m-lines are matched to the schema's tracks by kind, in order: recvonly (or
  * sendrecv) video m-lines to the outbound video tracks, audio ones to the outbound audio tracks;

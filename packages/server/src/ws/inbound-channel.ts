@@ -5,7 +5,7 @@
  * and answered in arrival order. A client that does not read its answers is not read either
  * (read pausing: TCP back-pressure, then a 1008 close).
  *
- * The answers go out through the connection's {@link OutboundSender}; this side knows nothing
+ * The answers go out through the connection's {@link ControlSender}; this side knows nothing
  * else of the transport that carries them.
  */
 import type { WebSocket, RawData } from 'ws';
@@ -32,7 +32,7 @@ import { ServerErrorCode } from '../base/errors.js';
 import type { FrameDecoder } from '../intake/frame-decoder.js';
 import { FrameIntake, type FrameIntakeInfo } from '../intake/frame-intake.js';
 import type { ServerMetrics } from '../base/metrics.js';
-import type { OutboundSender } from '../base/outbound.js';
+import type { ControlSender } from '../base/outbound.js';
 import { recordingDisabled } from '../recording/recording-errors.js';
 import { recordingRefusal } from '../recording/recording-grant.js';
 import type { RecordingService } from '../recording/recording-service.js';
@@ -83,7 +83,7 @@ export interface InboundContext {
   owner: object;
   /** What the client's credential grants (clips and recordings are checked against its `rec`). */
   grant: Grant;
-  out: OutboundSender;
+  out: ControlSender;
   controls: ConnectionControls;
   /** A client did something (a command, a publication, a frame): the idle timeout starts over. */
   activity(): void;

@@ -1,6 +1,7 @@
 /**
- * The WebSocket implementation of {@link OutboundSender}: one client's frame queue, the
- * server-wide send budget, and the pump that writes to the socket.
+ * One client's WebSocket writer: its {@link ControlSender} (text, in order) and its WebSocket
+ * {@link MediaPath}, one queue for both (a frame's `video_config` goes before the frame on the
+ * one socket), with the server-wide send budget and the pump that writes to the socket.
  *
  * Frame delivery: frames wait in a small queue (`maxQueuedFrames`); at most
  * {@link MAX_FRAMES_IN_FLIGHT} are handed to the socket whose write has not completed, and
@@ -23,7 +24,7 @@ import type { OutputAudio, OutputFrame } from '@reactor/runtime';
 import type { ConnectionLifecycle } from './connection-state.js';
 import type { FrameEncoder } from '../video/frame-encoder.js';
 import type { DropReason, ServerMetrics } from '../base/metrics.js';
-import type { OutboundEvents, OutboundSender, OutboundStats } from '../base/outbound.js';
+import type { ControlSender, MediaCounts, MediaPath, OutboundEvents, OutboundStats } from '../base/outbound.js';
 import type { BudgetHolder, SendBudget } from '../base/send-budget.js';
 import type { ConnectionVideo } from '../video/video-sender.js';
 import type { CodedFrame, TrackEncoder } from '../video/video-streams.js';
@@ -89,7 +90,7 @@ export interface WsOutboundContext {
 }
 
 /** One client's outbound queue over its WebSocket (see the module comment for the frame policy). */
-export class WsOutbound implements OutboundSender, BudgetHolder {
+export class WsOutbound implements ControlSender, MediaPath, BudgetHolder {
   readonly #c: WsOutboundContext;
   readonly #ws: WebSocket;
   readonly #queue: QueuedItem[] = [];
@@ -131,6 +132,10 @@ export class WsOutbound implements OutboundSender, BudgetHolder {
       pausedTracks: this.#c.paused.list(),
       unsentAnswerBytes: this.#unsentText,
     };
+  }
+
+  counts(): MediaCounts {
+    return { framesSent: this.#sent, framesDropped: this.#dropped, audioSent: this.#audioSent };
   }
 
   get unsentAnswerBytes(): number {
@@ -243,6 +248,7 @@ export class WsOutbound implements OutboundSender, BudgetHolder {
     // Nothing to do: the next frame of the track is queued as any other.
   }
 
+  /** Drops, uncounted, the queued video frames of a track (its encoding changed). */
   unqueueVideo(trackIndex: number): void {
     for (let i = this.#queue.length - 1; i >= 0; i--) if (this.#queue[i]!.trackIndex === trackIndex && !this.#queue[i]!.audio) this.#unqueue(i);
   }

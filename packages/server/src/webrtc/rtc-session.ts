@@ -1,19 +1,18 @@
 /**
- * The outbound side of a connection that may move its media to WebRTC: an
- * {@link OutboundSender} around the connection's {@link WsOutbound}. Control messages always go
- * on the WebSocket; frames and audio go over WebRTC exactly while the peer connection is
- * `connected` (none on the WebSocket then), and on the WebSocket before and after (failed,
- * closed). Pauses apply to both, so a move between transports keeps them.
- *
- * The signalling messages (`rtc_offer`, `rtc_candidate`, `rtc_close`) reach {@link signal}; a
- * failed or closed peer is dropped, and a later `rtc_offer` starts a new one.
+ * A connection's WebRTC session: its signalling (`rtc_offer`, `rtc_candidate`, `rtc_close`,
+ * handled in arrival order), its peer connection ({@link RtcPeer}), the media it sends
+ * ({@link RtcMedia}) and the inbound tracks it receives ({@link RtcInbound}). It is a
+ * {@link MediaPath}, the sibling of the WebSocket's: the connection hands it frames and audio
+ * while its peer is `connected` (it says so through `live(true)`), and the WebSocket path the
+ * rest of the time (`live(false)`: failed, closed). Its signalling answers go on the connection's
+ * control channel. A failed or closed peer is dropped, and a later `rtc_offer` starts a new one.
  */
 import type { Logger } from '@reactor/log';
 import type { RtcClientMessage, RtcState, ServerMessage, TrackSchema, VideoCodecName } from '@reactor/protocol';
 import type { OutputAudio, OutputFrame } from '@reactor/runtime';
 import { ServerErrorCode } from '../base/errors.js';
 import type { ServerMetrics } from '../base/metrics.js';
-import type { OutboundSender, OutboundStats } from '../base/outbound.js';
+import type { ControlSender, MediaCounts, MediaPath } from '../base/outbound.js';
 import type { OpusStreams } from './rtc-audio.js';
 import type { RtcInbound } from './rtc-inbound.js';
 import type { RtcIntakeInfo } from './rtc-intake-report.js';
@@ -35,8 +34,11 @@ export interface RtcServerContext {
   opus: Promise<OpusStreams | undefined>;
 }
 
-export interface RtcOutboundInit {
-  ws: OutboundSender;
+export interface RtcSessionInit {
+  /** The connection's control channel: signalling goes there, in order with the other answers. */
+  control: ControlSender;
+  /** The peer connected (`true`: media moves here) or went (`false`: media is back on the WebSocket). */
+  live(on: boolean): void;
   /** The connection's paused tracks (read by the WebRTC media as by the WebSocket queue). */
   paused: TrackPauses;
   rtc: RtcServerContext | undefined;
@@ -61,9 +63,8 @@ export interface RtcInfo {
   inbound?: Record<string, RtcIntakeInfo>;
 }
 
-export class RtcOutbound implements OutboundSender {
-  readonly #o: RtcOutboundInit;
-  readonly #ws: OutboundSender;
+export class RtcSession implements MediaPath {
+  readonly #o: RtcSessionInit;
   #peer: RtcPeer | undefined;
   #media: RtcMedia | undefined;
   /** Media goes over WebRTC (the peer is connected). */
@@ -75,12 +76,11 @@ export class RtcOutbound implements OutboundSender {
   #offered = false;
   /** Signalling is handled one message at a time, in arrival order (an offer's werift work is async). */
   #signals: Promise<void> = Promise.resolve();
-  /** While a peer exists: the pts of the last {@link PTS_KEPT} video frames, by seq (an `applied` names a seq; RTP carries the pts). */
+  /** The pts of the last {@link PTS_KEPT} video frames it was given, by seq (an `applied` names a seq; RTP carries the pts). */
   readonly #ptsBySeq = new Map<number, number>();
 
-  constructor(init: RtcOutboundInit) {
+  constructor(init: RtcSessionInit) {
     this.#o = init;
-    this.#ws = init.ws;
   }
 
   /** The codec WebRTC viewers get: the server's coded codec, VP8 when it streams JPEG only. */
@@ -142,7 +142,7 @@ export class RtcOutbound implements OutboundSender {
         tracks: this.#o.tracks,
         codec: this.#codec,
         log: this.#o.log,
-        send: (m: ServerMessage) => this.#ws.sendText(JSON.stringify(m)),
+        send: (m: ServerMessage) => this.#o.control.sendText(JSON.stringify(m)),
         error: (code, message) => this.#o.error(code, message),
         negotiated: (senders) => {
           if (peer !== this.#peer) return;
@@ -187,9 +187,9 @@ export class RtcOutbound implements OutboundSender {
     const m = this.#o.rtc!.metrics;
     if (state === 'connected') {
       m.outcomes.inc({ outcome: 'connected' });
-      // From now on no media on the WebSocket: what is queued there of it is dropped.
+      // From now on no media on the WebSocket (the connection drops what is queued there of it).
       this.#live = true;
-      this.#ws.dropAll();
+      this.#o.live(true);
       this.#o.log.info({ client: this.#o.id() }, `client ${this.#o.id()}: media over WebRTC`);
       return;
     }
@@ -197,6 +197,7 @@ export class RtcOutbound implements OutboundSender {
       m.outcomes.inc({ outcome: state });
       if (this.#counted) m.peers.dec();
       this.#counted = false;
+      if (this.#live) this.#o.live(false);
       this.#live = false;
       this.#media?.close();
       this.#media = undefined;
@@ -215,15 +216,11 @@ export class RtcOutbound implements OutboundSender {
     return { state, codec: this.#codec, ...(media ? { media } : {}), ...(inbound && Object.keys(inbound).length > 0 ? { inbound } : {}) };
   }
 
-  // ---- OutboundSender ----------------------------------------------------------------------
-
-  sendText(text: string): void {
-    this.#ws.sendText(text);
-  }
+  // ---- MediaPath (while live: the connection hands it media only then) ----------------------
 
   /**
-   * The RTP timestamp the video frame `seq` carries on this connection's WebRTC link, for its
-   * `applied` message (undefined: no peer connection, or a frame it did not see).
+   * The RTP timestamp the video frame `seq` carried on this connection's WebRTC link, for its
+   * `applied` message (undefined: no peer connection, or a frame not sent over it).
    */
   rtpTimestamp(seq: number): number | undefined {
     const pts = this.#peer ? this.#ptsBySeq.get(seq) : undefined;
@@ -231,52 +228,34 @@ export class RtcOutbound implements OutboundSender {
   }
 
   frame(frame: OutputFrame): void {
-    if (this.#peer) {
-      this.#ptsBySeq.set(frame.seq, frame.ptsMs);
-      if (this.#ptsBySeq.size > PTS_KEPT) this.#ptsBySeq.delete(this.#ptsBySeq.keys().next().value!);
-    }
-    if (this.#live && this.#media) this.#media.frame(frame);
-    else this.#ws.frame(frame);
+    this.#ptsBySeq.set(frame.seq, frame.ptsMs);
+    if (this.#ptsBySeq.size > PTS_KEPT) this.#ptsBySeq.delete(this.#ptsBySeq.keys().next().value!);
+    this.#media?.frame(frame);
   }
 
   audio(chunk: OutputAudio): void {
-    if (this.#live && this.#media) this.#media.audio(chunk);
-    else this.#ws.audio(chunk);
+    this.#media?.audio(chunk);
   }
 
   pauseTrack(trackIndex: number): void {
     this.#media?.pauseTrack(trackIndex);
-    this.#ws.pauseTrack(trackIndex);
   }
 
   resumeTrack(trackIndex: number): void {
     this.#media?.resumeTrack(trackIndex);
-    this.#ws.resumeTrack(trackIndex);
-  }
-
-  unqueueVideo(trackIndex: number): void {
-    this.#ws.unqueueVideo(trackIndex);
   }
 
   flushBefore(nextSeq: number): void {
     this.#media?.flushed(nextSeq);
-    this.#ws.flushBefore(nextSeq);
   }
 
   dropAll(): void {
     this.#media?.newGeneration();
-    this.#ws.dropAll();
   }
 
-  get unsentAnswerBytes(): number {
-    return this.#ws.unsentAnswerBytes;
-  }
-
-  stats(): OutboundStats {
-    const s = this.#ws.stats();
+  counts(): MediaCounts {
     const m = this.#media?.stats();
-    if (!m) return s;
-    return { ...s, framesSent: s.framesSent + m.framesSent, framesDropped: s.framesDropped + m.framesDropped, audioSent: s.audioSent + m.audioSent };
+    return { framesSent: m?.framesSent ?? 0, framesDropped: m?.framesDropped ?? 0, audioSent: m?.audioSent ?? 0 };
   }
 
   close(): void {
@@ -287,6 +266,5 @@ export class RtcOutbound implements OutboundSender {
     if (this.#peer) this.#stateChanged(this.#peer, 'closed');
     this.#media?.close();
     this.#o.inbound?.dispose();
-    this.#ws.close();
   }
 }
