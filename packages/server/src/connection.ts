@@ -34,7 +34,6 @@ import type { ServerMetrics } from './base/metrics.js';
 import type { ResolvedServerOptions } from './options.js';
 import type { ControlSender, MediaPath, OutboundStats } from './base/outbound.js';
 import { WsOutbound } from './ws/outbound-queue.js';
-import { RtcInbound } from './webrtc/rtc-inbound.js';
 import { iceServersFor } from './webrtc/turn-credentials.js';
 import { RtcSession, type RtcInfo, type RtcServerContext } from './webrtc/rtc-session.js';
 import type { SendBudget } from './base/send-budget.js';
@@ -157,15 +156,6 @@ export class ClientConnection implements ClientSink {
       },
     });
     const tracks = ctx.host.schema.tracks;
-    const inbound = tracks.some((t) => t.direction === 'in')
-      ? new RtcInbound({
-          tracks,
-          metrics: ctx.metrics,
-          logger: ctx.logger,
-          handle: () => this.#handle,
-          sendError: (code, message) => this.#in.error(code, message, undefined, false),
-        })
-      : undefined;
     this.#control = this.#ws;
     this.#media = this.#ws;
     this.#rtc = new RtcSession({
@@ -179,7 +169,8 @@ export class ClientConnection implements ClientSink {
       log: ctx.logger,
       error: (code, message) => this.#in.error(code, message),
       id,
-      ...(inbound ? { inbound } : {}),
+      handle: () => this.#handle,
+      inboundError: (code, message) => this.#in.error(code, message, undefined, false),
     });
     this.#in = new InboundChannel({
       ws,
@@ -201,7 +192,7 @@ export class ClientConnection implements ClientSink {
         clientStats: (msg) => this.#clientStats.receive(msg),
         commandReplied: (name) => this.#clientStats.replied(name),
         rtc: (msg) => this.#rtc.signal(msg),
-        rtcPublish: (track, mid) => inbound?.claim(track, mid),
+        rtcPublish: (track, mid) => this.#rtc.claim(track, mid),
       },
     });
     this.#clientStats = new ClientStatsIntake({

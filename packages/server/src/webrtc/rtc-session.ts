@@ -9,12 +9,12 @@
  */
 import type { Logger } from '@reactor/log';
 import type { RtcClientMessage, RtcState, ServerMessage, TrackSchema, VideoCodecName } from '@reactor/protocol';
-import type { OutputAudio, OutputFrame } from '@reactor/runtime';
+import type { ClientHandle, OutputAudio, OutputFrame } from '@reactor/runtime';
 import { ServerErrorCode } from '../base/errors.js';
 import type { ServerMetrics } from '../base/metrics.js';
 import type { ControlSender, MediaCounts, MediaPath } from '../base/outbound.js';
 import type { OpusStreams } from './rtc-audio.js';
-import type { RtcInbound } from './rtc-inbound.js';
+import { RtcInbound, type RtcInboundContext } from './rtc-inbound.js';
 import type { RtcIntakeInfo } from './rtc-intake-report.js';
 import { RtcMedia, rtpVideoTimestamp, type RtcMediaStats } from './rtc-media.js';
 import type { RtcMetrics } from './rtc-metrics.js';
@@ -49,8 +49,10 @@ export interface RtcSessionInit {
   /** An error answer on the WebSocket (in order with the other answers). */
   error(code: ServerErrorCode, message: string): void;
   id(): string;
-  /** The connection's inbound WebRTC tracks (`publish` with `"transport":"webrtc"`); absent when the app has none. */
-  inbound?: RtcInbound;
+  /** The client's handle, for its inbound tracks' frames (undefined before it is registered with the host). */
+  handle(): ClientHandle | undefined;
+  /** An inbound track's error answer (not a command's result). */
+  inboundError: RtcInboundContext['sendError'];
 }
 
 /** A connection's WebRTC state, for `ConnectionInfo`. */
@@ -79,8 +81,19 @@ export class RtcSession implements MediaPath {
   /** The pts of the last {@link PTS_KEPT} video frames it was given, by seq (an `applied` names a seq; RTP carries the pts). */
   readonly #ptsBySeq = new Map<number, number>();
 
+  /** Its inbound tracks (`publish` with `"transport":"webrtc"`); absent when the app has none. */
+  readonly #inbound: RtcInbound | undefined;
+
   constructor(init: RtcSessionInit) {
     this.#o = init;
+    this.#inbound = init.tracks.some((t) => t.direction === 'in')
+      ? new RtcInbound({ tracks: init.tracks, metrics: init.metrics, logger: init.log, handle: init.handle, sendError: init.inboundError })
+      : undefined;
+  }
+
+  /** A `publish` with `"transport":"webrtc"` was accepted: the transceiver `mid` carries `track`. */
+  claim(track: string, mid: string): void {
+    this.#inbound?.claim(track, mid);
   }
 
   /** The codec WebRTC viewers get: the server's coded codec, VP8 when it streams JPEG only. */
@@ -166,9 +179,9 @@ export class RtcSession implements MediaPath {
           for (const i of this.#o.paused) this.#media.pauseTrack(i);
         },
         state: (state) => this.#stateChanged(peer, state),
-        inboundTrackFor: (mid) => this.#o.inbound?.trackFor(mid),
+        inboundTrackFor: (mid) => this.#inbound?.trackFor(mid),
         inboundAttached: (list) => {
-          if (peer === this.#peer) this.#o.inbound?.attach(list);
+          if (peer === this.#peer) this.#inbound?.attach(list);
         },
       });
       this.#peer = peer;
@@ -201,7 +214,7 @@ export class RtcSession implements MediaPath {
       this.#live = false;
       this.#media?.close();
       this.#media = undefined;
-      this.#o.inbound?.close();
+      this.#inbound?.close();
       this.#peer = undefined;
       if (!this.#closed) this.#o.log.info({ client: this.#o.id() }, `client ${this.#o.id()}: WebRTC ${state}; media back on the WebSocket`);
     }
@@ -212,7 +225,7 @@ export class RtcSession implements MediaPath {
     const state = this.#peer?.state;
     if (!state) return undefined;
     const media = this.#media?.stats();
-    const inbound = this.#o.inbound?.info();
+    const inbound = this.#inbound?.info();
     return { state, codec: this.#codec, ...(media ? { media } : {}), ...(inbound && Object.keys(inbound).length > 0 ? { inbound } : {}) };
   }
 
@@ -265,6 +278,6 @@ export class RtcSession implements MediaPath {
     this.#peer?.close('the client left', true);
     if (this.#peer) this.#stateChanged(this.#peer, 'closed');
     this.#media?.close();
-    this.#o.inbound?.dispose();
+    this.#inbound?.dispose();
   }
 }
