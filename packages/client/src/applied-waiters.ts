@@ -11,7 +11,7 @@
  *   welcome that is not a resume (a new identity, a `reactor dev` reload): resolves `ended`.
  * A rejection nobody reads is not reported as unhandled: each promise has a handler of its own.
  */
-import type { AppliedMessage } from './protocol.js';
+import type { AppliedMessage } from './base/protocol.js';
 
 /** Where a command's change first showed, or why it never will (`.applied` of a command). */
 export type AppliedInfo =

@@ -5,18 +5,18 @@
  * the receiver that picks a codec and a tier for a connection, and their pure policies; the
  * presentation times of a `<video>` element for the latency tracker.
  */
-export { AudioPlayer } from './audio-player.js';
-export type { AudioPlayerOptions } from './audio-player.js';
-export { cameraFrames, microphoneChunks, PCM_WORKLETS_URL } from './media-capture.js';
-export type { CameraCaptureOptions, MicrophoneCaptureOptions } from './media-capture.js';
-export { VideoTrackDecoder, pickVideoCodec, hasWebCodecs, PROBE_CODEC_STRINGS } from './video-decoder.js';
-export type { DecodedVideoInfo, VideoInputFrame, VideoTrackDecoderEvents, VideoTrackDecoderOptions, VideoDecoderCounters } from './video-decoder.js';
-export { VideoReceiver } from './video-receiver.js';
-export { trackVideoElement } from './video-element-presentation.js';
-export { LatencyTracker } from './latency-tracker.js';
-export type { VideoElementPresentationOptions } from './video-element-presentation.js';
-export type { VideoReceiverClient, VideoReceiverOptions, VideoReceiverEvents } from './video-receiver.js';
-export { KeyFrameGate } from './key-frame-gate.js';
-export type { ReferenceLoss, GateDecision, GateFrame, KeyFrameGateOptions } from './key-frame-gate.js';
-export { TierController } from './tier-controller.js';
-export type { TierControllerOptions, TierDecision, TierWindow } from './tier-controller.js';
+export { AudioPlayer } from './media/audio-player.js';
+export type { AudioPlayerOptions } from './media/audio-player.js';
+export { cameraFrames, microphoneChunks, PCM_WORKLETS_URL } from './media/media-capture.js';
+export type { CameraCaptureOptions, MicrophoneCaptureOptions } from './media/media-capture.js';
+export { VideoTrackDecoder, pickVideoCodec, hasWebCodecs, PROBE_CODEC_STRINGS } from './video/video-decoder.js';
+export type { DecodedVideoInfo, VideoInputFrame, VideoTrackDecoderEvents, VideoTrackDecoderOptions, VideoDecoderCounters } from './video/video-decoder.js';
+export { VideoReceiver } from './video/video-receiver.js';
+export { trackVideoElement } from './latency/video-element-presentation.js';
+export { LatencyTracker } from './latency/latency-tracker.js';
+export type { VideoElementPresentationOptions } from './latency/video-element-presentation.js';
+export type { VideoReceiverClient, VideoReceiverOptions, VideoReceiverEvents } from './video/video-receiver.js';
+export { KeyFrameGate } from './video/key-frame-gate.js';
+export type { ReferenceLoss, GateDecision, GateFrame, KeyFrameGateOptions } from './video/key-frame-gate.js';
+export { TierController } from './video/tier-controller.js';
+export type { TierControllerOptions, TierDecision, TierWindow } from './video/tier-controller.js';

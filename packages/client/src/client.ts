@@ -22,27 +22,25 @@ import type {
   WebSocketConstructor,
 } from './client-types.js';
 import { ClientConnection } from './connection.js';
-import { TypedEmitter } from './emitter.js';
-import { ClientErrorCode, CommandFailedError, ConnectionError, ReactorClientError } from './errors.js';
-import { inboundFrame } from './inbound-frame.js';
+import { TypedEmitter } from './base/emitter.js';
+import { ClientErrorCode, CommandFailedError, ConnectionError, ReactorClientError } from './base/errors.js';
+import { wsMediaEvent, type InboundFrame } from './media/ws-media.js';
 import { iterate } from './iterate.js';
 import { startLatencyReports } from './latency-reporter.js';
-import { LatencyTracker } from './latency-tracker.js';
+import { LatencyTracker } from './latency/latency-tracker.js';
 import { PendingReplies, type Pending } from './pending-replies.js';
-import type { Publication, PublishOptions, PublishSource } from './publication.js';
-import { Publisher, checkPublishSource, inboundTrack } from './publisher.js';
+import type { Publication, PublishOptions, PublishSource } from './media/publication.js';
+import { Publisher, checkPublishSource, inboundTrack } from './media/publisher.js';
 import type { SessionRoute } from './session-route.js';
-import { downloadUrl, toWebSocketUrl } from './socket-url.js';
-import { uploadFile } from './upload.js';
-import type { WebRtcLink } from './rtc-link.js';
+import { downloadUrl, toWebSocketUrl } from './base/socket-url.js';
+import { uploadFile } from './media/upload.js';
+import type { WebRtcLink } from './rtc/rtc-link.js';
 import {
   type ClipResult,
   type RecordingInfo,
-  decodeFrame,
   parseServerMessage,
   type AppMessage,
   type AppSchema,
-  type DecodedFrame,
   type ServerMessage,
   type SessionStatus,
   type StatsMessage,
@@ -56,7 +54,7 @@ import {
   type ControlStatus,
   type RequestKeyFrameMessage,
   type RtcClientMessage,
-} from './protocol.js';
+} from './base/protocol.js';
 
 /** App messages kept for a first `message` listener that comes a moment after the welcome (the oldest goes beyond). */
 const MAX_EARLY_MESSAGES = 256;
@@ -133,6 +131,14 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
   readonly #stopReports: () => void = () => undefined;
   /** The WebRTC link `connect(url, { transport })` opened (undefined: media on the WebSocket). */
   rtc: WebRtcLink | undefined;
+
+  /**
+   * The media path that carries the app's outbound tracks now: `webrtc` while {@link rtc} is
+   * connected (its tracks, in media elements), else `websocket` (the `frame` and `audio` events).
+   */
+  get transport(): 'webrtc' | 'websocket' {
+    return this.rtc?.transport ?? 'websocket';
+  }
 
   /** Prefer {@link connect}; the constructor starts connecting at once. */
   constructor(url: string, options: ConnectOptions = {}) {
@@ -554,14 +560,14 @@ export class ReactorClient<T extends AppTypes = UntypedApp> extends TypedEmitter
 
   #onMessage(data: unknown): void {
     if (typeof data !== 'string') {
-      let frame: DecodedFrame;
+      // The WebSocket media path: a frame or an audio chunk.
+      let inbound: InboundFrame;
       try {
-        frame = decodeFrame(new Uint8Array(data as ArrayBuffer));
+        inbound = wsMediaEvent(data as ArrayBuffer, this.schema);
       } catch (err) {
         this.emit('error', err as Error);
         return;
       }
-      const inbound = inboundFrame(frame, this.schema);
       if (inbound.type === 'audio') this.emit('audio', inbound.value);
       else this.emit('frame', inbound.value);
       return;

@@ -6,10 +6,10 @@
 import type { AppTypes, UntypedApp } from './app-types.js';
 import type { ConnectOptions } from './client-types.js';
 import { ReactorClient } from './client.js';
-import { SessionRouteError } from './errors.js';
-import { HttpErrorCode } from './protocol.js';
+import { SessionRouteError } from './base/errors.js';
+import { HttpErrorCode } from './base/protocol.js';
 import { requestSession } from './session-route.js';
-import { WebRtcFailedError, WebRtcLink } from './rtc-link.js';
+import { WebRtcFailedError, WebRtcLink } from './rtc/rtc-link.js';
 
 /**
  * Opens the WebRTC link `options.transport` asks for: `webrtc` fails without it, `auto` keeps

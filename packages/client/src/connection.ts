@@ -4,9 +4,9 @@
  * welcome's resume secret. The client hears of it through {@link ConnectionHooks}.
  */
 import type { ConnectionState, ConnectionStatus, ReconnectOptions, WebSocketConstructor, WebSocketLike } from './client-types.js';
-import { ClientErrorCode, ConnectionError, ProtocolMismatchError } from './errors.js';
-import { CloseCode, HttpErrorCode, PROTOCOL_VERSION, parseServerMessage, type ServerMessage, type WelcomeMessage } from './protocol.js';
-import { movedTo, redact, routerRefusal } from './socket-url.js';
+import { ClientErrorCode, ConnectionError, ProtocolMismatchError } from './base/errors.js';
+import { CloseCode, HttpErrorCode, PROTOCOL_VERSION, parseServerMessage, type ServerMessage, type WelcomeMessage } from './base/protocol.js';
+import { movedTo, redact, routerRefusal } from './base/socket-url.js';
 
 const OPEN = 1;
 

@@ -15,7 +15,7 @@ export {
   encodeFrame,
   decodeFrame,
   parseServerMessage,
-} from './protocol.js';
+} from './base/protocol.js';
 export type {
   JsonSchema,
   CommandSchema,
@@ -69,11 +69,11 @@ export type {
   ServerMessage,
   FrameHeader,
   DecodedFrame,
-} from './protocol.js';
+} from './base/protocol.js';
 export { connect } from './connect.js';
-export { WebRtcLink, WebRtcFailedError, RTC_LINK_TRANSITIONS } from './rtc-link.js';
-export type { WebRtcLinkOptions, RtcTrack, RtcLinkStats, RtcPeerConnectionLike, RtcPeerConnectionConstructor, WebRtcLinkEvents } from './rtc-link.js';
-export { toWebSocketUrl } from './socket-url.js';
+export { WebRtcLink, WebRtcFailedError, RTC_LINK_TRANSITIONS } from './rtc/rtc-link.js';
+export type { WebRtcLinkOptions, RtcTrack, RtcLinkStats, RtcPeerConnectionLike, RtcPeerConnectionConstructor, WebRtcLinkEvents } from './rtc/rtc-link.js';
+export { toWebSocketUrl } from './base/socket-url.js';
 export { ReactorClient } from './client.js';
 export type {
   WebSocketLike,
@@ -95,7 +95,7 @@ export type {
 export type { AppliedInfo, CommandPromise } from './applied-waiters.js';
 export { requestSession } from './session-route.js';
 export type { SessionRoute, AllocationRetryOptions, RequestSessionOptions, QueuePlace } from './session-route.js';
-export { Publication } from './publication.js';
+export { Publication } from './media/publication.js';
 export type {
   PublishSource,
   PublishOptions,
@@ -104,12 +104,12 @@ export type {
   VideoSourceFrame,
   AudioSourceChunk,
   MediaStreamTrackLike,
-} from './publication.js';
+} from './media/publication.js';
 export type { AppTypes, UntypedApp, CommandName, MessageName, CommandParams, MessageData, CommandArgs } from './app-types.js';
-export { LatencyTracker, FREEZE_THRESHOLD_MS } from './latency-tracker.js';
-export type { LatencySummary, AppliedFrame } from './latency-tracker.js';
-export { TypedEmitter } from './emitter.js';
-export type { Listener } from './emitter.js';
+export { LatencyTracker, FREEZE_THRESHOLD_MS } from './latency/latency-tracker.js';
+export type { LatencySummary, AppliedFrame } from './latency/latency-tracker.js';
+export { TypedEmitter } from './base/emitter.js';
+export type { Listener } from './base/emitter.js';
 export {
   ClientErrorCode,
   ReactorClientError,
@@ -118,8 +118,8 @@ export {
   ConnectionError,
   ProtocolMismatchError,
   SessionRouteError,
-} from './errors.js';
-export { KeyFrameGate } from './key-frame-gate.js';
-export type { ReferenceLoss, GateDecision, GateFrame, KeyFrameGateOptions } from './key-frame-gate.js';
-export { TierController } from './tier-controller.js';
-export type { TierControllerOptions, TierDecision, TierWindow } from './tier-controller.js';
+} from './base/errors.js';
+export { KeyFrameGate } from './video/key-frame-gate.js';
+export type { ReferenceLoss, GateDecision, GateFrame, KeyFrameGateOptions } from './video/key-frame-gate.js';
+export { TierController } from './video/tier-controller.js';
+export type { TierControllerOptions, TierDecision, TierWindow } from './video/tier-controller.js';

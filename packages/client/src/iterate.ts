@@ -3,7 +3,7 @@
  * buffer, ended by the client's close or the caller's signal.
  */
 import type { IterateOptions, ReactorClientEvents } from './client-types.js';
-import type { TypedEmitter } from './emitter.js';
+import type { TypedEmitter } from './base/emitter.js';
 
 /** Iterates `client`'s events of `type`; `closed`: the client is closed already (the iterator ends at once). */
 export function iterate<K extends 'frame' | 'message' | 'status' | 'audio'>(

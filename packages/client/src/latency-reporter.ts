@@ -6,8 +6,8 @@
  * calls `tracker.presented()` itself (the viewer: when its canvas draws the frame).
  */
 import type { PresentationMode, ReactorClientEvents } from './client-types.js';
-import type { LatencyTracker } from './latency-tracker.js';
-import type { ClientStatsMessage } from './protocol.js';
+import type { LatencyTracker } from './latency/latency-tracker.js';
+import type { ClientStatsMessage } from './base/protocol.js';
 
 /** What the reporter needs of its client. */
 export interface ReporterClient {

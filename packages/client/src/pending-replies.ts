@@ -3,8 +3,8 @@
  * abort signal, resolved by the server's `reply` and rejected by its `error` (or by a drop).
  */
 import type { SendOptions, WebSocketLike } from './client-types.js';
-import { CommandTimeoutError } from './errors.js';
-import type { ErrorMessage } from './protocol.js';
+import { CommandTimeoutError } from './base/errors.js';
+import type { ErrorMessage } from './base/protocol.js';
 
 /** A request waiting for its `reply` or `error`. */
 export interface Pending {

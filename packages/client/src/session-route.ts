@@ -2,8 +2,8 @@
  * Asking a session router (`reactor route`) for an instance: `POST /sessions` for a new session,
  * `GET /sessions/{id}` to join one. Browser-safe (`fetch` and timers only).
  */
-import { ClientErrorCode, ConnectionError, SessionRouteError } from './errors.js';
-import { HttpErrorCode, parseJsonText, readHttpError } from './protocol.js';
+import { ClientErrorCode, ConnectionError, SessionRouteError } from './base/errors.js';
+import { HttpErrorCode, parseJsonText, readHttpError } from './base/protocol.js';
 
 /** Where a session lives, as the router answered. */
 export interface SessionRoute {

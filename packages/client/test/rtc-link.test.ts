@@ -6,7 +6,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { AppSchema, RtcAnswerMessage, RtcCandidateMessage, RtcClientMessage, RtcStateMessage } from '@reactor/protocol';
 import { IllegalTransitionError, transition } from '@reactor/protocol';
-import { RTC_LINK_TRANSITIONS, WebRtcLink, type RtcLinkClient, type RtcPeerConnectionLike } from '../src/rtc-link.js';
+import { RTC_LINK_TRANSITIONS, WebRtcLink, type RtcLinkClient, type RtcPeerConnectionLike } from '../src/rtc/rtc-link.js';
 
 type Signal = RtcAnswerMessage | RtcCandidateMessage | RtcStateMessage;
 

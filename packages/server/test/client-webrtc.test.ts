@@ -43,6 +43,7 @@ describe('client SDK in Node: the WebRTC transport ladder with werift', () => {
     cleanups.push(() => client.close());
     expect(client.rtc?.state).toBe('connected');
     expect(client.rtc?.transport).toBe('webrtc');
+    expect(client.transport).toBe('webrtc');
     await until(() => (client.rtc?.tracks.size ?? 0) > 0, 10_000, 'the video track');
     const track = [...client.rtc!.tracks.values()].find((t) => t.kind === 'video')!.track as MediaStreamTrack;
     let packets = 0;
@@ -96,7 +97,7 @@ describe('client SDK in Node: the WebRTC transport ladder with werift', () => {
     const { server } = await start({ webrtc: { enabled: false } });
     const client = await connect(server.url, { WebSocket, transport: 'auto', webrtc: { RTCPeerConnection: Werift, timeoutMs: 5000 } });
     cleanups.push(() => client.close());
-    expect(client.rtc?.transport ?? 'websocket').toBe('websocket');
+    expect(client.transport).toBe('websocket');
     let frames = 0;
     client.on('frame', () => frames++);
     await until(() => frames > 3, 10_000, 'frames on the WebSocket');
@@ -108,7 +109,7 @@ describe('client SDK in Node: the WebRTC transport ladder with werift', () => {
     const auto = await connect(server.url, { WebSocket, transport: 'auto', webrtc: { RTCPeerConnection: RelayOnly as unknown as PeerCtor, timeoutMs: 1500 } });
     cleanups.push(() => auto.close());
     expect(performance.now() - t0).toBeGreaterThanOrEqual(1400);
-    expect(auto.rtc?.transport ?? 'websocket').toBe('websocket');
+    expect(auto.transport).toBe('websocket');
     let frames = 0;
     auto.on('frame', () => frames++);
     await until(() => frames > 3, 10_000, 'frames on the WebSocket after the fallback');

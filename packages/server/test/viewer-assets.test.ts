@@ -45,6 +45,30 @@ describe('server: the viewer modules of @reactor/viewer', () => {
     ]);
   });
 
+  it("serves the client SDK's modules in its folders, each import of the entry reached (rtc/, video/, media/, latency/)", async () => {
+    const server = await start();
+    const seen = new Set<string>();
+    const queue = ['index.js', 'browser.js'];
+    while (queue.length > 0) {
+      const name = queue.shift()!;
+      if (seen.has(name)) continue;
+      seen.add(name);
+      const res = await fetch(`${server.url}/viewer/client/${name}`);
+      expect(res.status, name).toBe(200);
+      const js = await res.text();
+      // Imports relative to the module, resolved as the browser does.
+      for (const m of js.matchAll(/\b(?:from|import)\s*\(?\s*['"](\.{1,2}\/[^'"]+)['"]/g)) {
+        const url = new URL(m[1]!, `http://x/${name}`).pathname.slice(1);
+        queue.push(url);
+      }
+    }
+    for (const folder of ['rtc/', 'video/', 'media/', 'latency/'])
+      expect(
+        [...seen].some((n) => n.startsWith(folder)),
+        folder,
+      ).toBe(true);
+  });
+
   it('answers 404 for a module the viewer does not have, and never serves its Node entry or a path outside its folder', async () => {
     const server = await start();
     for (const path of [
@@ -54,6 +78,9 @@ describe('server: the viewer modules of @reactor/viewer', () => {
       '/viewer/../package.json',
       '/viewer/%2e%2e/package.json',
       '/viewer/client/nope.js',
+      '/viewer/client/media/nope.js',
+      '/viewer/client/media/deeper/media-capture.js',
+      '/viewer/client/%2e%2e/%2e%2e/package.json',
     ]) {
       const res = await fetch(`${server.url}${path}`);
       expect(res.status, path).toBe(404);

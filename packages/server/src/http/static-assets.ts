@@ -27,7 +27,7 @@ export class ViewerNotBuiltError extends ReactorError {
 /**
  * Resolves and reads one viewer asset by URL path below `/viewer/`: `app.js` (the viewer) and
  * `<module>.js` (the viewer's other modules, which `app.js` imports relative to itself),
- * `client/<file>.js` (the client SDK), `protocol/<file>.js` (the wire protocol the SDK imports),
+ * `client/<file>.js` and `client/<folder>/<file>.js` (the client SDK and its folders), `protocol/<file>.js` (the wire protocol the SDK imports),
  * `uplot/uPlot.esm.js` and `uplot/uPlot.min.css` (the dashboard's chart library).
  * Returns undefined for anything else (404).
  */
@@ -52,7 +52,7 @@ export class ViewerAssets {
     const ownModule = /^[a-z0-9-]+\.js$/.test(rel);
     const base = ownModule
       ? this.#viewer
-      : /^client\/[a-z0-9-]+\.js$/.test(rel)
+      : /^client\/(?:[a-z0-9-]+\/)?[a-z0-9-]+\.js$/.test(rel)
         ? this.#client
         : /^protocol\/[a-z0-9-]+\.js$/.test(rel)
           ? this.#protocol

@@ -2,7 +2,7 @@
  * A browser player for an app's outbound audio track: feed it the client's `audio` events, it
  * plays them through an AudioWorklet with a small jitter buffer. DOM-only (`@reactor/client/browser`).
  */
-import type { ClientAudio } from './client-types.js';
+import type { ClientAudio } from './media-types.js';
 import { PCM_WORKLETS_URL } from './media-capture.js';
 
 /** Options of an {@link AudioPlayer}. */

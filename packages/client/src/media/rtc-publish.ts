@@ -11,9 +11,9 @@
  * capture rate is capped at the track's `fps` through the sender's `maxFramerate`. Typed
  * structurally, so it runs with the browser's `RTCPeerConnection` and with werift's in Node.
  */
-import { ClientErrorCode, ReactorClientError } from './errors.js';
+import { ClientErrorCode, ReactorClientError } from '../base/errors.js';
 import { isMediaTrack, type MediaStreamTrackLike, type PublishOptions, type PublishSource, type RtcSending } from './publication.js';
-import type { TrackSchema } from './protocol.js';
+import type { TrackSchema } from '../base/protocol.js';
 
 /** The part of an `RTCRtpSender` a publication uses. */
 export interface RtcSenderLike {

@@ -9,9 +9,9 @@
  * is back on the WebSocket (the `frame` / `audio` events) without anything to do. After a
  * reconnection of the WebSocket (a new server connection) it offers again by itself.
  */
-import { TypedEmitter } from './emitter.js';
-import { ClientErrorCode, ReactorClientError } from './errors.js';
-import { transition } from './protocol.js';
+import { TypedEmitter } from '../base/emitter.js';
+import { ClientErrorCode, ReactorClientError } from '../base/errors.js';
+import { transition } from '../base/protocol.js';
 import type {
   AppSchema,
   RequestKeyFrameMessage,
@@ -23,8 +23,8 @@ import type {
   RtcTrackMapping,
   RtcWelcome,
   TransitionTable,
-} from './protocol.js';
-import type { RtcPublishLink, RtcPublishPeer } from './rtc-publish.js';
+} from '../base/protocol.js';
+import type { RtcPublishLink, RtcPublishPeer } from '../media/rtc-publish.js';
 
 /**
  * What the link uses of its client (`ReactorClient` has all of it): a structural type, so this

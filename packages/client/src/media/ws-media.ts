@@ -1,12 +1,15 @@
 /**
- * A binary message as the client hands it out: a PCM chunk of an outbound audio track as a
- * {@link ClientAudio}, any other frame as a {@link ClientFrame} named after its track.
+ * The WebSocket media path's receiving side: a binary message as the client hands it out, a PCM
+ * chunk of an outbound audio track as a {@link ClientAudio}, any other frame as a
+ * {@link ClientFrame} named after its track. The other media path is the WebRTC link
+ * (`rtc/rtc-link.ts`), whose tracks play in the page's media elements; `ReactorClient.transport`
+ * says which one is current.
  */
-import type { ClientAudio, ClientFrame } from './client-types.js';
-import { FrameEncoding, type AppSchema, type DecodedFrame } from './protocol.js';
+import type { ClientAudio, ClientFrame } from './media-types.js';
+import { FrameEncoding, decodeFrame, type AppSchema, type DecodedFrame } from '../base/protocol.js';
 
 /** The event a decoded frame becomes: `audio` or `frame`. */
-type InboundFrame = { type: 'audio'; value: ClientAudio } | { type: 'frame'; value: ClientFrame };
+export type InboundFrame = { type: 'audio'; value: ClientAudio } | { type: 'frame'; value: ClientFrame };
 
 /** `frame`, decoded from a binary message of app `app`, as the event it becomes. */
 export function inboundFrame(frame: DecodedFrame, app: AppSchema): InboundFrame {
@@ -32,4 +35,12 @@ export function inboundFrame(frame: DecodedFrame, app: AppSchema): InboundFrame 
   f.trackName = trackName;
   f.receivedAt = performance.now();
   return { type: 'frame', value: f };
+}
+
+/**
+ * A binary WebSocket message of app `app`, decoded, as the event it becomes.
+ * @throws the frame codec's error for a message that is not a frame
+ */
+export function wsMediaEvent(data: ArrayBuffer, app: AppSchema): InboundFrame {
+  return inboundFrame(decodeFrame(new Uint8Array(data)), app);
 }

@@ -2,10 +2,10 @@
  * Uploads over HTTP: `POST /uploads` announces a file, `PUT` of the ticket's URL sends its bytes;
  * the server's refusal comes back as a `ReactorClientError` with its code.
  */
-import type { BlobLike, UploadOptions } from './client-types.js';
-import { ClientErrorCode, ReactorClientError } from './errors.js';
-import { parseJsonText, readHttpError, type UploadInfo, type UploadRef, type UploadTicket } from './protocol.js';
-import { httpBase, redact } from './socket-url.js';
+import type { BlobLike, UploadOptions } from './media-types.js';
+import { ClientErrorCode, ReactorClientError } from '../base/errors.js';
+import { parseJsonText, readHttpError, type UploadInfo, type UploadRef, type UploadTicket } from '../base/protocol.js';
+import { httpBase, redact } from '../base/socket-url.js';
 
 /** {@link ReactorClient.upload} for the server of socket `wsUrl`, as client `clientId` (empty: none yet) with `token`. */
 export async function uploadFile(

@@ -3,7 +3,7 @@
  * decoder, and when to ask the server for a key frame. Pure logic, no DOM: the browser's
  * `VideoReceiver` drives it, and it is tested in Node.
  */
-import { KEY_FRAME_MIN_INTERVAL_MS } from './protocol.js';
+import { KEY_FRAME_MIN_INTERVAL_MS } from '../base/protocol.js';
 
 /** Why a track's decoder has no usable reference. */
 export type ReferenceLoss =

@@ -3,9 +3,9 @@
  * the frame sequence numbers of the connection), the checks before `publish`, and the server's
  * frame errors routed to the publication they are about.
  */
-import { ReactorClientError } from './errors.js';
+import { ReactorClientError } from '../base/errors.js';
 import { Publication, isMediaTrack, type PublishOptions, type PublishSource, type PublishTransport } from './publication.js';
-import { WireErrorCode, type AppSchema, type TrackSchema } from './protocol.js';
+import { WireErrorCode, type AppSchema, type TrackSchema } from '../base/protocol.js';
 import { publishOverRtc, publishPeer, type RtcPublishLink, type RtcPublishPath } from './rtc-publish.js';
 
 /** Server error codes about an inbound frame: tied to the publication of the track they name. */

@@ -6,7 +6,7 @@
  * frame rate are not loss: a model slower than real time plays bursts with gaps between them. Down fast on sustained loss, up slowly after a stable period, with a growing hold after a
  * failed step up so it never flaps (the hysteresis is `@reactor/protocol`'s `TierHysteresis`, shared with the server's WebRTC controller). Pure logic: no DOM, no socket; tested in Node.
  */
-import { TierHysteresis, type VideoTierSchema } from './protocol.js';
+import { TierHysteresis, type VideoTierSchema } from '../base/protocol.js';
 
 /** Options of a {@link TierController}; every time is in ms. */
 export interface TierControllerOptions {

@@ -3,7 +3,7 @@
  * (a {@link VideoTrackDecoder} each), asks for key frames, and moves between the server's tiers
  * (a {@link TierController}). DOM only (exported as `@reactor/client/browser`).
  */
-import { TypedEmitter } from './emitter.js';
+import { TypedEmitter } from '../base/emitter.js';
 import { TierController, type TierControllerOptions, type TierDecision, type TierWindow } from './tier-controller.js';
 import { VideoTrackDecoder, pickVideoCodec, type DecodedVideoInfo, type VideoDecoderCounters } from './video-decoder.js';
 import type { ReferenceLoss } from './key-frame-gate.js';
@@ -17,7 +17,7 @@ import type {
   VideoOffer,
   VideoSelection,
   WelcomeMessage,
-} from './protocol.js';
+} from '../base/protocol.js';
 
 /** What a receiver needs of a client: a `ReactorClient` is one. */
 export interface VideoReceiverClient {

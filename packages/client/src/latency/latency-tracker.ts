@@ -7,8 +7,8 @@
  * never presented. Browser-safe and clock-injected; the reporter (`latency-reporter.ts`) drains
  * it into `client_stats` messages, and `summary()` feeds a status display.
  */
-import type { ClientStatsMessage, ClientStatsSample } from './protocol.js';
-import { MAX_CLIENT_STATS_MS, MAX_CLIENT_STATS_SAMPLES, MAX_FIRST_FRAME_MS } from './protocol.js';
+import type { ClientStatsMessage, ClientStatsSample } from '../base/protocol.js';
+import { MAX_CLIENT_STATS_MS, MAX_CLIENT_STATS_SAMPLES, MAX_FIRST_FRAME_MS } from '../base/protocol.js';
 
 /** A gap between two presented frames longer than this is a freeze, ms. */
 export const FREEZE_THRESHOLD_MS = 200;

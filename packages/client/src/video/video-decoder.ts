@@ -3,9 +3,9 @@
  * binary frames of a connection that selected `h264` or `vp8`, giving a `VideoFrame` per frame.
  * DOM only (exported as `@reactor/client/browser`).
  */
-import { TypedEmitter } from './emitter.js';
+import { TypedEmitter } from '../base/emitter.js';
 import { KeyFrameGate, type ReferenceLoss } from './key-frame-gate.js';
-import { FrameEncoding, h264CodecString, type DecodedFrame, type VideoCodecName, type VideoConfigMessage } from './protocol.js';
+import { FrameEncoding, h264CodecString, type DecodedFrame, type VideoCodecName, type VideoConfigMessage } from '../base/protocol.js';
 
 /** Where a decoded frame came from. */
 export interface DecodedVideoInfo {

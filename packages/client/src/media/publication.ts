@@ -3,9 +3,9 @@
  * pump that turns a source (a Node async iterable, or a browser `MediaStreamTrack` through
  * `media-capture.ts`) into binary frames on the client's socket.
  */
-import { TypedEmitter } from './emitter.js';
-import { ClientErrorCode, ReactorClientError } from './errors.js';
-import { FrameEncoding, encodeFrame, type TrackKind, type TrackSchema } from './protocol.js';
+import { TypedEmitter } from '../base/emitter.js';
+import { ClientErrorCode, ReactorClientError } from '../base/errors.js';
+import { FrameEncoding, encodeFrame, type TrackKind, type TrackSchema } from '../base/protocol.js';
 
 /**
  * One video frame of a Node source: raw RGB24 (`height * width * 3` bytes) or a JPEG, never both.
