@@ -12,14 +12,7 @@
 import { TypedEmitter } from '../base/emitter.js';
 import { ClientErrorCode, ReactorClientError } from '../base/errors.js';
 import { transition } from '../base/protocol.js';
-import type {
-  RtcAnswerMessage,
-  RtcCandidateMessage,
-  RtcState,
-  RtcStateMessage,
-  RtcTrackMapping,
-  TransitionTable,
-} from '../base/protocol.js';
+import type { RtcAnswerMessage, RtcCandidateMessage, RtcState, RtcStateMessage, RtcTrackMapping, TransitionTable } from '../base/protocol.js';
 import type { RtcPublishLink, RtcPublishPeer } from '../media/rtc-publish.js';
 import type {
   RtcLinkClient,
