@@ -24,15 +24,7 @@ import type {
   WebRtcLinkOptions,
 } from './rtc-link-types.js';
 
-export type {
-  RtcLinkClient,
-  RtcLinkStats,
-  RtcPeerConnectionConstructor,
-  RtcPeerConnectionLike,
-  RtcTrack,
-  WebRtcLinkEvents,
-  WebRtcLinkOptions,
-} from './rtc-link-types.js';
+export type * from './rtc-link-types.js';
 
 /**
  * What the link's connect window adds to the server's `welcome.webrtc.connectTimeoutMs`. The
