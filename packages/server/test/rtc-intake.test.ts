@@ -11,7 +11,7 @@ import type { ClientHandle, InboundFrame } from '@reactor/runtime';
 import { silentLogger } from '@reactor/log';
 import { ServerMetrics } from '../src/base/metrics.js';
 import { RtcAudioIntake } from '../src/webrtc/rtc-audio-intake.js';
-import type { RtcIntakeErrorCode, RtcTrackIntakeContext } from '../src/webrtc/rtc-intake-report.js';
+import { RTC_WALL_BURST_SECONDS, RtcIntakeReport, type RtcIntakeErrorCode, type RtcTrackIntakeContext } from '../src/webrtc/rtc-intake-report.js';
 import { RtcVideoIntake } from '../src/webrtc/rtc-video-intake.js';
 import { ENCODE, ffmpegRtp } from './fixtures/ffmpeg-rtp.js';
 
@@ -258,5 +258,18 @@ describe('server: inbound WebRTC media (RTP to the app buffers)', () => {
     expect(probe.pushed.length).toBe(pushedAtClose);
     expect(intake.info()).toEqual(atClose);
     intake.close();
+  });
+});
+
+describe("RtcIntakeReport: a track's rate on two clocks", () => {
+  it("a stall in a publication's first second bunches its frames on arrival: all taken, up to the arrival burst, then refused", () => {
+    const p = new Probe();
+    const report = new RtcIntakeReport(p.context({ ...CAMERA, maxFps: 20 }));
+    // 10 fps on the sender's clock, all arriving at one instant (the server's loop was busy).
+    const at = 5000;
+    const taken = Array.from({ length: 2 * 20 * RTC_WALL_BURST_SECONDS }, (_, i) => report.takeToken(at + i * 100, at));
+    expect(taken.slice(0, 20 * RTC_WALL_BURST_SECONDS).every(Boolean)).toBe(true);
+    // Past the arrival burst with no time passing on arrival: held to the rate.
+    expect(taken.slice(20 * RTC_WALL_BURST_SECONDS).some((t) => !t)).toBe(true);
   });
 });

@@ -67,8 +67,10 @@ export class RtcIntakeReport {
   constructor(ctx: RtcTrackIntakeContext) {
     this.#ctx = ctx;
     this.#errors = new DropErrorThrottle(ctx.logger, (code, message) => ctx.sendError(code, message));
+    // Each bucket starts full at its own burst: a stall in the first seconds of a publication
+    // bunches its first frames as it does later ones.
     this.#media = { tokens: this.#burst(), at: undefined };
-    this.#wall = { tokens: this.#burst(), at: undefined };
+    this.#wall = { tokens: rateBurst(ctx.schema.maxFps, RTC_WALL_BURST_SECONDS), at: undefined };
   }
 
   get track(): string {
