@@ -370,6 +370,7 @@ export class ClientConnection implements ClientSink {
 
   frame(frame: OutputFrame): void {
     this.#ctx.metrics.frameEmitted(frame);
+    this.#rtc.notePts(frame);
     this.#media.frame(frame);
   }
 

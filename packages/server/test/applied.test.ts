@@ -6,7 +6,16 @@
  */
 import { describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
-import { CommandFailedError, connect, type AppliedInfo, type AppliedMessage, type ReactorClient } from '@reactor/client';
+import {
+  CommandFailedError,
+  WebRtcLink,
+  connect,
+  type AppliedInfo,
+  type AppliedMessage,
+  type ReactorClient,
+  type RtcPeerConnectionConstructor,
+} from '@reactor/client';
+import { RTCPeerConnection } from 'werift';
 import { AppHost } from '@reactor/runtime';
 import { HostSwitch, serve, serveHost, type ReactorServer } from '../src/index.js';
 import { quiet, useCleanups } from './fixtures/cleanups.js';
@@ -260,5 +269,30 @@ describe('applied-at in @reactor/client: commands that get no applied', () => {
     // The new host acknowledges the commands it runs.
     const next = client.command('set_value', { value: 6 });
     await expect(next.applied).resolves.toMatchObject({ outcome: 'applied', track: 'main' });
+  });
+});
+
+describe('applied-at with a WebRTC peer still connecting', () => {
+  /** A peer connection that offers only relay candidates, with no TURN server: it stays connecting. */
+  class NeverConnects extends RTCPeerConnection {
+    constructor(config: object) {
+      super({ ...config, iceTransportPolicy: 'relay' });
+    }
+  }
+
+  it('names the RTP timestamp of a frame that went on the WebSocket, for the RTP frames after the switch', async () => {
+    const server = await serve(painterApp({}), { port: 0, gracePeriodMs: 0, logger: quiet, encoding: 'rgb', webrtc: { connectTimeoutMs: 30_000 } });
+    cleanups.push(() => server.close());
+    await server.loaded;
+    const { client, shown } = await watcher(server);
+    const link = WebRtcLink.start(client, { RTCPeerConnection: NeverConnects as unknown as RtcPeerConnectionConstructor, timeoutMs: 30_000 });
+    link.ready.catch(() => undefined);
+    cleanups.push(() => link.close());
+    await until(() => server.connections()[0]?.webrtc?.state === 'connecting', 10_000, 'the server peer connecting');
+    const applied = await client.command('set_value', { value: 7 }).applied;
+    expect(applied).toMatchObject({ outcome: 'applied', track: 'main', rtpTimestamp: expect.any(Number) });
+    // The frame it names went on the WebSocket (the peer never connected).
+    await until(() => shown.has((applied as { seq: number }).seq), 10_000, 'the frame on the WebSocket');
+    expect(shown.get((applied as { seq: number }).seq)!.value).toBe(7);
   });
 });

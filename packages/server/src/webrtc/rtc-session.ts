@@ -78,7 +78,7 @@ export class RtcSession implements MediaPath {
   #offered = false;
   /** Signalling is handled one message at a time, in arrival order (an offer's werift work is async). */
   #signals: Promise<void> = Promise.resolve();
-  /** The pts of the last {@link PTS_KEPT} video frames it was given, by seq (an `applied` names a seq; RTP carries the pts). */
+  /** While a peer exists: the pts of the last {@link PTS_KEPT} video frames, by seq (an `applied` names a seq; RTP carries the pts). */
   readonly #ptsBySeq = new Map<number, number>();
 
   /** Its inbound tracks (`publish` with `"transport":"webrtc"`); absent when the app has none. */
@@ -233,16 +233,26 @@ export class RtcSession implements MediaPath {
 
   /**
    * The RTP timestamp the video frame `seq` carried on this connection's WebRTC link, for its
-   * `applied` message (undefined: no peer connection, or a frame not sent over it).
+   * `applied` message (undefined: no peer connection, or a frame from before it).
    */
   rtpTimestamp(seq: number): number | undefined {
     const pts = this.#peer ? this.#ptsBySeq.get(seq) : undefined;
     return pts === undefined ? undefined : rtpVideoTimestamp(pts);
   }
 
-  frame(frame: OutputFrame): void {
+  /**
+   * Every video frame of the connection while a peer exists, connecting too, whichever path
+   * carries it: its pts by seq. An `applied` naming a frame sent on the WebSocket while the peer
+   * connects then still pairs with the RTP frames after the switch. That frame may have been
+   * dropped from the WebSocket queue at the switch, or the page may have drawn nothing of it.
+   */
+  notePts(frame: OutputFrame): void {
+    if (!this.#peer) return;
     this.#ptsBySeq.set(frame.seq, frame.ptsMs);
     if (this.#ptsBySeq.size > PTS_KEPT) this.#ptsBySeq.delete(this.#ptsBySeq.keys().next().value!);
+  }
+
+  frame(frame: OutputFrame): void {
     this.#media?.frame(frame);
   }
 
