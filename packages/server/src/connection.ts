@@ -32,7 +32,7 @@ import type { FrameIntakeInfo } from './intake/frame-intake.js';
 import { InboundChannel } from './ws/inbound-channel.js';
 import type { ServerMetrics } from './base/metrics.js';
 import type { ResolvedServerOptions } from './options.js';
-import type { ControlSender, MediaPath, OutboundStats } from './base/outbound.js';
+import type { MediaCounts, MediaPath, OutboundStats } from './base/outbound.js';
 import { WsOutbound } from './ws/outbound-queue.js';
 import { iceServersFor } from './webrtc/turn-credentials.js';
 import { RtcSession, type RtcInfo, type RtcServerContext } from './webrtc/rtc-session.js';
@@ -103,10 +103,8 @@ export class ClientConnection implements ClientSink {
   readonly #video: ConnectionVideo;
   /** The outbound tracks this client paused: one state, read by whichever media path is current. */
   readonly #paused = new TrackPauses();
-  /** The WebSocket writer: the control channel's sender, and the WebSocket media path. */
+  /** The WebSocket writer: the control channel's sender (text, in order), and the WebSocket media path. */
   readonly #ws: WsOutbound;
-  /** The control channel's sender (text, in order). */
-  readonly #control: ControlSender;
   readonly #rtc: RtcSession;
   /** The current media path: the WebSocket's, or the WebRTC session's while its peer is connected. */
   #media: MediaPath;
@@ -134,7 +132,7 @@ export class ClientConnection implements ClientSink {
     this.#video = new ConnectionVideo(ctx.video, ctx.host.schema.tracks, {
       answer: (msg, after) => this.#in.answer(msg, after),
       error: (code, message, id, countAsResult) => this.#in.error(code, message, id, countAsResult),
-      sendText: (text) => this.#control.sendText(text),
+      sendText: (text) => this.#ws.sendText(text),
       unqueueVideo: (trackIndex) => this.#ws.unqueueVideo(trackIndex),
       closed: () => state.closed,
     });
@@ -156,10 +154,9 @@ export class ClientConnection implements ClientSink {
       },
     });
     const tracks = ctx.host.schema.tracks;
-    this.#control = this.#ws;
     this.#media = this.#ws;
     this.#rtc = new RtcSession({
-      control: this.#control,
+      control: this.#ws,
       live: (on) => this.#switchMedia(on),
       paused: this.#paused,
       rtc: ctx.rtc,
@@ -182,7 +179,7 @@ export class ClientConnection implements ClientSink {
       recording: ctx.recording,
       owner: this,
       grant,
-      out: this.#control,
+      out: this.#ws,
       activity: () => ctx.activity(),
       id,
       controls: {
@@ -198,7 +195,7 @@ export class ClientConnection implements ClientSink {
     this.#clientStats = new ClientStatsIntake({
       metrics: ctx.metrics,
       commandNames: () => ctx.host.schema.commands.map((c) => c.name),
-      framesSent: () => this.#ws.counts().framesSent + this.#rtc.counts().framesSent,
+      framesSent: () => this.#counts().framesSent,
       refuse: (message) => this.#in.error(ServerErrorCode.InvalidClientStats, message, undefined, false),
     });
     ws.on('pong', () => (this.alive = true));
@@ -252,11 +249,16 @@ export class ClientConnection implements ClientSink {
     this.#media = on ? this.#rtc : this.#ws;
   }
 
-  /** Both media paths' counters on the WebSocket queue's (the WebRTC session's are added in). */
+  /** What both media paths sent and dropped. */
+  #counts(): MediaCounts {
+    const w = this.#ws.counts();
+    const r = this.#rtc.counts();
+    return { framesSent: w.framesSent + r.framesSent, framesDropped: w.framesDropped + r.framesDropped, audioSent: w.audioSent + r.audioSent };
+  }
+
+  /** The WebSocket queue's figures, with both media paths' counters. */
   #outStats(): OutboundStats {
-    const s = this.#ws.stats();
-    const m = this.#rtc.counts();
-    return { ...s, framesSent: s.framesSent + m.framesSent, framesDropped: s.framesDropped + m.framesDropped, audioSent: s.audioSent + m.audioSent };
+    return { ...this.#ws.stats(), ...this.#counts() };
   }
 
   /** A snapshot of the queue and counters. */
@@ -314,7 +316,7 @@ export class ClientConnection implements ClientSink {
       this.#ws.flushBefore(msg.nextSeq);
       this.#rtc.flushBefore(msg.nextSeq);
     }
-    this.#control.sendText(JSON.stringify(msg.type === 'error' ? capError(msg) : withInstance(msg, this.#ctx.instance())));
+    this.#ws.sendText(JSON.stringify(msg.type === 'error' ? capError(msg) : withInstance(msg, this.#ctx.instance())));
   }
 
   /**
@@ -333,7 +335,7 @@ export class ClientConnection implements ClientSink {
         if (rtp !== undefined) out = { ...msg, rtpTimestamp: rtp };
       }
     }
-    this.#in.afterReply(msg.id, () => this.#control.sendText(JSON.stringify(out)));
+    this.#in.afterReply(msg.id, () => this.#ws.sendText(JSON.stringify(out)));
   }
 
   /** The welcome's per-connection fields: the video offer, the resume secret, `resumed: false` when a resume failed, the `client_stats` it takes, the WebRTC setup (TURN credentials minted for `clientId`). */

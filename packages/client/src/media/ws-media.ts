@@ -12,7 +12,7 @@ import { FrameEncoding, decodeFrame, type AppSchema, type DecodedFrame } from '.
 export type InboundFrame = { type: 'audio'; value: ClientAudio } | { type: 'frame'; value: ClientFrame };
 
 /** `frame`, decoded from a binary message of app `app`, as the event it becomes. */
-export function inboundFrame(frame: DecodedFrame, app: AppSchema): InboundFrame {
+function inboundFrame(frame: DecodedFrame, app: AppSchema): InboundFrame {
   const trackName = app.tracks[frame.track]?.name ?? String(frame.track);
   if (frame.encoding === FrameEncoding.PcmS16le) {
     const p = frame.payload;

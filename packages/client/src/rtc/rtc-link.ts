@@ -416,9 +416,6 @@ export class WebRtcLink extends TypedEmitter<WebRtcLinkEvents> implements RtcPub
     this.#closed = true;
     if (this.#client.latency) this.#client.latency.transport = 'websocket';
     for (const off of this.#off.splice(0)) off();
-    if (this.#state !== 'failed' && this.#state !== 'closed') {
-      this.#state = transition('WebRtcLink', RTC_LINK_TRANSITIONS, this.#state, 'closed');
-      this.emit('state', { state: 'closed' });
-    }
+    if (this.#state !== 'failed') this.#setState('closed');
   }
 }

@@ -70,7 +70,7 @@ export class RtcIntakeReport {
     // Each bucket starts full at its own burst: a stall in the first seconds of a publication
     // bunches its first frames as it does later ones.
     this.#media = { tokens: this.#burst(), at: undefined };
-    this.#wall = { tokens: rateBurst(ctx.schema.maxFps, RTC_WALL_BURST_SECONDS), at: undefined };
+    this.#wall = { tokens: this.#wallBurst(), at: undefined };
   }
 
   get track(): string {
@@ -107,7 +107,7 @@ export class RtcIntakeReport {
   takeToken(mediaMs: number, wallMs = performance.now()): boolean {
     const rate = this.#ctx.schema.maxFps ?? Infinity;
     const media = refill(this.#media, mediaMs, rate, this.#burst());
-    const wall = refill(this.#wall, wallMs, rate, rateBurst(this.#ctx.schema.maxFps, RTC_WALL_BURST_SECONDS));
+    const wall = refill(this.#wall, wallMs, rate, this.#wallBurst());
     if (media < 1 || wall < 1) return false;
     this.#media.tokens -= 1;
     this.#wall.tokens -= 1;
@@ -126,6 +126,11 @@ export class RtcIntakeReport {
 
   #burst(): number {
     return rateBurst(this.#ctx.schema.maxFps);
+  }
+
+  /** The arrival clock's burst: {@link RTC_WALL_BURST_SECONDS} of the track's `maxFps`. */
+  #wallBurst(): number {
+    return rateBurst(this.#ctx.schema.maxFps, RTC_WALL_BURST_SECONDS);
   }
 }
 
