@@ -3,6 +3,7 @@ import type { TrackSpec } from '../../src/app/track-specs.js';
 import type { Chunk, QueuedFrame } from '../../src/session/normalize.js';
 import { Playout } from '../../src/session/playout.js';
 import type { OutputAudio, OutputFrame } from '../../src/index.js';
+import { useVirtualTime } from './virtual-time.js';
 
 const track: TrackSpec = { name: 'main', property: 'main', index: 0, kind: 'video', fps: undefined, width: 1, height: 1, sampleRate: undefined };
 
@@ -92,7 +93,7 @@ describe('Playout', () => {
   it('restarts its clock after an underrun instead of bursting to catch up', async () => {
     // Virtual time: on a busy machine a late wall-clock timer makes the frames after it catch up by
     // design (their due times hold), which a wall-clock run cannot tell from a burst.
-    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'setImmediate', 'clearImmediate', 'performance', 'Date'] });
+    useVirtualTime();
     try {
       const r = recorder();
       const p = new Playout([track], 8, performance.now(), r.emit);

@@ -2,6 +2,7 @@ import { IsBoolean, IsInt } from 'class-validator';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ApplicationError, event, Frames, InputField, InputState, Output, ReactorApp, reactorApp, Video } from '../../src/index.js';
 import { connectAsTransport, Gate, RecordingLogger, RecordingSink, command as cmd, deferred, rgbFrames, useHosts } from '../../src/testing.js';
+import { useVirtualTime } from './virtual-time.js';
 
 const start = useHosts(afterEach);
 /** A measurement window (time passing is what is measured here, not a synchronisation). */
@@ -233,7 +234,7 @@ describe('step loop', () => {
     await host.load();
     // On virtual time: timers fire when due, as on a quiet machine. (On a busy one, timers that
     // fire late grow the pacer's margin, and it then starts steps earlier on purpose.)
-    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'setImmediate', 'clearImmediate', 'performance', 'Date'] });
+    useVirtualTime();
     try {
       host.connect(sink);
       let settled = false;
