@@ -139,12 +139,14 @@ describe('reactor dev keeps the clients connected', () => {
       // Same state class: the session's value is carried.
       expect(second.state).toEqual({ prompt: 'A lighthouse at night.' });
       expect(err).toMatch(/carried session \S+'s state into the new version \(prompt\); the connected clients kept their connection/);
-      expect(err).toMatch(/swapped the app under 1 connected client\(s\)/);
+      // The host logs the swap after the new welcome went out; its stderr line can arrive after the socket's message.
+      await until(() => /swapped the app under 1 connected client\(s\)/.test(err), 'the swap log line', 30_000, () => err);
       await until(() => frames.some((f) => f.welcome === 2 && painted(f)), 'a frame painted by the new version', 60_000);
       expect(closed).toBeUndefined();
       // The socket still takes commands, answered by the new version.
       socket.send(JSON.stringify({ type: 'command', id: 'p2', name: 'set_prompt', params: { prompt: 'A forest in fog.' } }));
       await until(() => replies.has('p2'), `the reply to set_prompt after the swap: ${JSON.stringify(errors)}`, 30_000);
+      await until(() => viewers().length === 2, 'the viewer line of the swapped version', 30_000, () => out);
       expect(viewers()).toEqual([url, url]);
       expect(errors).toEqual([]);
 
@@ -168,7 +170,7 @@ describe('reactor dev keeps the clients connected', () => {
       expect(errors[0]).toMatchObject({ code: 'state_reset', afterWelcome: 3 });
       expect(errors[0]!.id).toBeUndefined();
       expect(errors[0]!.message).toContain('started again from the new defaults');
-      expect(err).toMatch(/the state class changed: session \S+ starts again from its defaults/);
+      await until(() => /the state class changed: session \S+ starts again from its defaults/.test(err), 'the state reset log line', 30_000, () => err);
       await until(() => frames.some((f) => f.welcome === 3 && painted(f)), 'a frame of the third version', 60_000);
       expect(closed).toBeUndefined();
       socket.send(JSON.stringify({ type: 'command', id: 's1', name: 'set_speed', params: { speed: 3 } }));
