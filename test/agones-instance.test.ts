@@ -18,7 +18,7 @@ import { FakeAgonesCluster, SDK_LABEL_PREFIX } from './fixtures/agones/cluster.j
 import { FakeAgonesSidecar } from './fixtures/agones/sidecar.js';
 import { alive, descendants } from './fixtures/processes.js';
 import { sampleWorkspace } from './fixtures/sample-workspace.js';
-import { until } from './fixtures/until.js';
+import { until } from '@reactor/test-kit';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(repo, 'packages/cli/dist/main.js');

@@ -8,7 +8,7 @@ import sdkModule from '@google-cloud/agones-sdk';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FakeAgonesCluster, SDK_LABEL_PREFIX } from './fixtures/agones/cluster.js';
 import { AGONES_REQUEST_RATE_LIMIT_MS, FakeAgonesSidecar } from './fixtures/agones/sidecar.js';
-import { until } from './fixtures/until.js';
+import { until } from '@reactor/test-kit';
 
 // The package's types declare a default export; at run time (CommonJS) the class is the module itself.
 const AgonesSDK = sdkModule as unknown as typeof sdkModule.default;

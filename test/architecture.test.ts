@@ -28,6 +28,7 @@ const allowed: Record<string, string[]> = {
   '@reactor/log': [],
   '@reactor/protocol': [],
   '@reactor/tfjs-backend': [],
+  '@reactor/test-kit': [],
   '@reactor/access': ['@reactor/protocol'],
   '@reactor/client': ['@reactor/protocol'],
   '@reactor/distributed': ['@reactor/log', '@reactor/protocol'],

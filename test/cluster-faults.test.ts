@@ -24,7 +24,7 @@ import { MockKubeApi } from './fixtures/agones/kube-api.js';
 import { AGONES_REQUEST_RATE_LIMIT_MS, FakeAgonesSidecar } from './fixtures/agones/sidecar.js';
 import { descendants } from './fixtures/processes.js';
 import { sampleWorkspace } from './fixtures/sample-workspace.js';
-import { until } from './fixtures/until.js';
+import { until } from '@reactor/test-kit';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(repo, 'packages/cli/dist/main.js');

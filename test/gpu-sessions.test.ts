@@ -25,7 +25,7 @@ import { FakeAgonesCluster } from './fixtures/agones/cluster.js';
 import { FakeAgonesSidecar } from './fixtures/agones/sidecar.js';
 import { cliSync, runCli, type RunningCli } from './fixtures/reactor-cli.js';
 import { sampleWorkspace } from './fixtures/sample-workspace.js';
-import { untilValue } from './fixtures/until.js';
+import { untilValue } from '@reactor/test-kit';
 
 const CONFIG = 'width: 64\nheight: 48\nframesPerChunk: 4\nrolloutChunks: 12\nworldSize: 1\ndevices: cpu\nbackend: wasm\n';
 

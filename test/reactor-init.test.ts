@@ -9,7 +9,7 @@ import { connect, type ClientFrame } from '@reactor/client';
 import { afterAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { alive, descendants } from './fixtures/processes.js';
-import { until } from './fixtures/until.js';
+import { until } from '@reactor/test-kit';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const scratch = mkdtempSync(join(tmpdir(), 'reactor-first-app-'));

@@ -14,7 +14,7 @@ import { WebSocket } from 'ws';
 import { connect, FrameEncoding, type ReactorClient } from '@reactor/client';
 import { alive, descendants } from './fixtures/processes.js';
 import { sampleWorkspace } from './fixtures/sample-workspace.js';
-import { until } from './fixtures/until.js';
+import { until } from '@reactor/test-kit';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(repo, 'packages/cli/dist/main.js');

@@ -13,7 +13,7 @@ import WebSocket from 'ws';
 import { VideoApp } from '@reactor/app-video';
 import { serve, type ReactorServer } from '@reactor/server';
 import { quiet, useCleanups } from './fixtures/cleanups.js';
-import { untilValue } from './fixtures/until.js';
+import { untilValue } from '@reactor/test-kit';
 
 const weights = fileURLToPath(new URL('../apps/video/weights', import.meta.url));
 

@@ -13,7 +13,7 @@ import { connect, type ReactorClient, type ResumeEvent } from '@reactor/client';
 import { cameraWorkspace, removeDir } from './fixtures/camera-run.js';
 import { CutProxy } from './fixtures/cut-proxy.js';
 import { cliSync, runCli, type RunningCli } from './fixtures/reactor-cli.js';
-import { until } from './fixtures/until.js';
+import { until } from '@reactor/test-kit';
 
 const SECRET = 'an-hmac-secret-for-the-resume-tests-0123456789';
 const GRACE_MS = 2000;

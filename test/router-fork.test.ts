@@ -24,7 +24,7 @@ import { TokenMinter } from '@reactor/server';
 import { launchChromium } from './fixtures/chromium.js';
 import { FakeAgonesCluster } from './fixtures/agones/cluster.js';
 import { MockKubeApi } from './fixtures/agones/kube-api.js';
-import { until } from './fixtures/until.js';
+import { until } from '@reactor/test-kit';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(repo, 'packages/cli/dist/main.js');

@@ -22,7 +22,7 @@ import { MockKubeApi } from './fixtures/agones/kube-api.js';
 import { sampleWorkspace } from './fixtures/sample-workspace.js';
 import { chromium } from 'playwright-core';
 import { chromiumPath } from './fixtures/chromium.js';
-import { until } from './fixtures/until.js';
+import { until } from '@reactor/test-kit';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(repo, 'packages/cli/dist/main.js');

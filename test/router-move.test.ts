@@ -34,7 +34,7 @@ import { SESSION_LABEL } from '@reactor/router';
 import { FakeAgonesCluster } from './fixtures/agones/cluster.js';
 import { MockKubeApi } from './fixtures/agones/kube-api.js';
 import { FakeAgonesSidecar } from './fixtures/agones/sidecar.js';
-import { until } from './fixtures/until.js';
+import { until } from '@reactor/test-kit';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(repo, 'packages/cli/dist/main.js');

@@ -16,7 +16,7 @@ import { loadKubeConfig, route, type QueueLine, type RouterOptions, type Session
 import { requestSession } from '@reactor/client';
 import { FakeAgonesCluster } from './fixtures/agones/cluster.js';
 import { MockKubeApi } from './fixtures/agones/kube-api.js';
-import { until } from './fixtures/until.js';
+import { until } from '@reactor/test-kit';
 
 const cleanups: Array<() => unknown> = [];
 afterEach(async () => {

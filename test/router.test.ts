@@ -15,7 +15,7 @@ import { silentLogger } from '@reactor/log';
 import { SESSION_LABEL, loadKubeConfig, route, type RouterOptions, type SessionRouter } from '@reactor/router';
 import { FakeAgonesCluster, FLEET_LABEL } from './fixtures/agones/cluster.js';
 import { MockKubeApi } from './fixtures/agones/kube-api.js';
-import { until } from './fixtures/until.js';
+import { until } from '@reactor/test-kit';
 
 const cleanups: Array<() => unknown> = [];
 afterEach(async () => {

@@ -39,7 +39,7 @@ import { FakeAgonesSidecar } from './fixtures/agones/sidecar.js';
 import { createMachines, netnsUnavailable, type Machine } from './fixtures/netns.js';
 import { descendants } from './fixtures/processes.js';
 import { sampleWorkspace } from './fixtures/sample-workspace.js';
-import { until } from './fixtures/until.js';
+import { until } from '@reactor/test-kit';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(repo, 'packages/cli/dist/main.js');

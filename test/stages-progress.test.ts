@@ -17,7 +17,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { connect } from '@reactor/client';
 import { launchWithFakeMedia } from './fixtures/chromium.js';
-import { untilValue } from './fixtures/until.js';
+import { untilValue } from '@reactor/test-kit';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(repo, 'packages/cli/dist/main.js');

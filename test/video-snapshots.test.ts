@@ -13,7 +13,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { connect } from '@reactor/client';
 import { cliSync, runCli } from './fixtures/reactor-cli.js';
-import { until } from './fixtures/until.js';
+import { until } from '@reactor/test-kit';
 
 const video = resolve(import.meta.dirname, '../apps/video');
 const cleanups: (() => unknown)[] = [];

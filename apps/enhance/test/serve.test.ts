@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
+import { until } from '@reactor/test-kit';
 import { WebSocket } from 'ws';
 import { connect, FrameEncoding } from '@reactor/client';
 import { descendants } from '@reactor/distributed/internal';
@@ -19,14 +20,6 @@ const cleanups: Array<() => unknown> = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
-
-async function until(cond: () => boolean, what: string, ms = 60_000): Promise<void> {
-  const end = performance.now() + ms;
-  while (!cond()) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 function startCli(dir: string): { child: ChildProcess; url: Promise<string>; stderr: () => string } {
   const child = spawn(process.execPath, [cli, 'run', '--manifest', join(dir, 'reactor.yaml')], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -78,15 +71,15 @@ describe('reactor run --manifest (the enhance app)', () => {
     client.on('message', (m) => {
       if (m.name === 'enhance_info') infos.push(m.data as Record<string, unknown>);
     });
-    await until(() => frames.length >= 4, 'the first frames');
+    await until(() => frames.length >= 4, 'the first frames', 60_000);
     expect(frames.slice(0, 4).map((f) => [f.w, f.h, f.rgb.length])).toEqual(Array(4).fill([64, 40, 64 * 40 * 3]));
-    await until(() => infos.length > 0, 'the enhance_info message');
+    await until(() => infos.length > 0, 'the enhance_info message', 60_000);
     expect(infos[0]).toMatchObject({ model: 'slim', scale: 4, input_width: 16, input_height: 10, output_width: 64, output_height: 40, source: 'scene' });
     expect((infos[0]!['ranks'] as { backend: string }[]).map((r) => r.backend)).toEqual(['wasm', 'wasm']);
 
     // x2: the output keeps its size, the model reads a larger input.
     await client.send('set_scale', { scale: 2 });
-    await until(() => infos.some((i) => i['scale'] === 2), 'an enhance_info for x2');
+    await until(() => infos.some((i) => i['scale'] === 2), 'an enhance_info for x2', 60_000);
     expect(infos.find((i) => i['scale'] === 2)).toMatchObject({ input_width: 32, input_height: 20, output_width: 64, output_height: 40 });
 
     // A late joiner (a raw socket: it sees every message from its first) learns what runs at once.
@@ -108,7 +101,7 @@ describe('reactor run --manifest (the enhance app)', () => {
     // Side by side: twice as wide.
     const before = frames.length;
     await client.send('set_side_by_side', { side_by_side: true });
-    await until(() => frames.slice(before).some((f) => f.w === 128), 'a side-by-side frame');
+    await until(() => frames.slice(before).some((f) => f.w === 128), 'a side-by-side frame', 60_000);
     expect(frames.slice(before).find((f) => f.w === 128)!.rgb.length).toBe(128 * 40 * 3);
 
     // Paused: the steps stop (a stats window plays nothing and the next one too).
@@ -126,7 +119,7 @@ describe('reactor run --manifest (the enhance app)', () => {
     const n = await quiet();
     expect(await quiet()).toBe(n);
     await client.send('set_paused', { paused: false });
-    await until(() => frames.length > n + 2, 'frames after unpausing');
+    await until(() => frames.length > n + 2, 'frames after unpausing', 60_000);
 
     client.close();
     const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));

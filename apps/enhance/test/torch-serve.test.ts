@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
+import { until } from '@reactor/test-kit';
 import { WebSocket } from 'ws';
 import { connect, FrameEncoding } from '@reactor/client';
 import { descendants } from '@reactor/distributed/internal';
@@ -26,14 +27,6 @@ const cleanups: Array<() => unknown> = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
-
-async function until(cond: () => boolean, what: string, ms = 60_000): Promise<void> {
-  const end = performance.now() + ms;
-  while (!cond()) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
 
 function workspace(config: string): string {
   const dir = mkdtempSync(join(tmpdir(), 'enhance-torch-serve-'));
@@ -129,7 +122,7 @@ describe('reactor run --manifest with backend: torch (Python ranks, CPU)', () =>
     client.on('session', (s) => {
       if (s.error) told.push({ what: 'session_error', at: performance.now(), detail: s.error });
     });
-    await until(() => frames.length >= 4 && infos.length > 0, 'the first frames and enhance_info');
+    await until(() => frames.length >= 4 && infos.length > 0, 'the first frames and enhance_info', 60_000);
     expect(frames.slice(0, 4).map((f) => [f.w, f.h, f.rgb.length])).toEqual(Array(4).fill([64, 40, 64 * 40 * 3]));
     expect(infos[0]).toMatchObject({ model: 'slim', scale: 4, input_width: 16, input_height: 10, output_width: 64, output_height: 40, split: 'tiles' });
     expect((infos[0]!['ranks'] as { backend: string }[]).map((r) => r.backend)).toEqual(['torch-cpu', 'torch-cpu']);

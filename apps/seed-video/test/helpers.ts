@@ -9,15 +9,6 @@ export const repo = resolve(app, '../..');
 export const cli = join(repo, 'packages/cli/dist/main.js');
 export const PY = process.env['REACTOR_PYTHON'] ?? '/usr/bin/python3';
 
-/** Polls `cond` every 10 ms until it holds, or throws naming `what` after `ms`. */
-export async function until(cond: () => boolean, what: string, ms = 30_000): Promise<void> {
-  const end = performance.now() + ms;
-  while (!cond()) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
 export interface Served {
   child: ChildProcess;
   /** The viewer URL it prints (rejects when it exits before). */

@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { CommandFailedError, connect, type ReactorClient } from '@reactor/client';
-import { app, startCli, until } from './helpers.js';
+import { until } from '@reactor/test-kit';
+import { app, startCli } from './helpers.js';
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {

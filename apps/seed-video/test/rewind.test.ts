@@ -5,7 +5,8 @@
  * first made from that snapshot: their JPEG bytes hash the same.
  */
 import { createHash } from 'node:crypto';
-import { startCli, until } from './helpers.js';
+import { until } from '@reactor/test-kit';
+import { startCli } from './helpers.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { CommandFailedError, connect } from '@reactor/client';

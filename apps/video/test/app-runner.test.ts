@@ -9,6 +9,7 @@ import type { ServerMessage } from '@reactor/client';
 import { AppHost, type Readiness } from '@reactor/runtime';
 import { RecordingLogger, RecordingSink, command } from '@reactor/runtime/testing';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { until } from '@reactor/test-kit';
 import { VideoApp } from '../src/app.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -48,14 +49,6 @@ function rankPids(): number[] {
     }
   };
   return [...parent.keys()].filter((pid) => below(pid) && isRank(pid));
-}
-
-async function until(cond: () => boolean, what: string, ms = 30_000): Promise<void> {
-  const end = performance.now() + ms;
-  while (!cond()) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 describe('VideoApp: readiness and a rank that dies between calls', () => {

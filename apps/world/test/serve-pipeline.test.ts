@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { type ClientFrame, connect } from '@reactor/client';
-import { app, startCli, until } from './helpers.js';
+import { until } from '@reactor/test-kit';
+import { app, startCli } from './helpers.js';
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {

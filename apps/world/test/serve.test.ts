@@ -10,7 +10,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { type ClientFrame, ReactorClient, type SessionStatus } from '@reactor/client';
 import { GENERATED_NOTICE } from '../src/app.js';
-import { PY, type Served, app, startCli, until } from './helpers.js';
+import { until } from '@reactor/test-kit';
+import { PY, type Served, app, startCli } from './helpers.js';
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
@@ -63,7 +64,7 @@ describe('apps/world under reactor run (small config, CPU)', () => {
         .map((x) => x.name)
         .sort(),
     ).toEqual(['reset', 'set_prompt']);
-    await until(() => a.frames.length >= 9 + 12 * 2, 'three chunks of frames');
+    await until(() => a.frames.length >= 9 + 12 * 2, 'three chunks of frames', 90_000);
     // 64x48, the first chunk 9 frames (the decoder's warm-up trimmed), then 12 a chunk.
     expect([a.frames[0]!.width, a.frames[0]!.height]).toEqual([64, 48]);
     // Each chunk's frames carry its size and lie within that many consecutive seqs (a frame the
@@ -74,8 +75,8 @@ describe('apps/world under reactor run (small config, CPU)', () => {
     expect(a.frames.filter((f) => meta(f).chunk > 0).every((f) => meta(f).frames === 12)).toBe(true);
     for (const [chunk, s] of seqs) expect(Math.max(...s) - Math.min(...s), `chunk ${chunk}`).toBeLessThan(chunk === 0 ? 9 : 12);
     // The notice: in the session status and in the info message.
-    await until(() => a.sessions.some((s) => s.notice === GENERATED_NOTICE), 'the generated-weights notice in the session status');
-    await until(() => a.messages.some((m) => m.name === 'world_info'), 'world_info');
+    await until(() => a.sessions.some((s) => s.notice === GENERATED_NOTICE), 'the generated-weights notice in the session status', 90_000);
+    await until(() => a.messages.some((m) => m.name === 'world_info'), 'world_info', 90_000);
     expect(a.messages.find((m) => m.name === 'world_info')!.data).toMatchObject({
       model: 'small',
       weights: 'generated',
@@ -86,7 +87,7 @@ describe('apps/world under reactor run (small config, CPU)', () => {
 
     // A late joiner gets world_info too (the message class, not a parsed copy).
     const late = await client(base);
-    await until(() => late.messages.some((m) => m.name === 'world_info'), 'world_info for a late joiner');
+    await until(() => late.messages.some((m) => m.name === 'world_info'), 'world_info for a late joiner', 90_000);
 
     // A prompt switch lands at the next chunk, whose frames say the cache was re-encoded.
     const cmd = a.c.send('set_prompt', { prompt: 'a city at night' });
@@ -94,7 +95,7 @@ describe('apps/world under reactor run (small config, CPU)', () => {
     const applied = await cmd.applied;
     expect(applied.outcome).toBe('applied');
     const seq = (applied as { seq: number }).seq;
-    await until(() => a.frames.some((f) => f.seq >= seq + 12), 'the chunk named by applied');
+    await until(() => a.frames.some((f) => f.seq >= seq + 12), 'the chunk named by applied', 90_000);
     // The named frame is the first of the re-cached chunk: every frame before it is of an older
     // chunk, every frame of that chunk is at or after it (a frame dropped for this busy client
     // leaves the rule as it is).
@@ -123,17 +124,17 @@ describe('apps/world under reactor run (small config, CPU)', () => {
       await reset;
       const ack = await reset.applied;
       expect(ack.outcome).toBe('applied');
-      await until(() => a.flushes.length > flushes, 'the flush of reset');
+      await until(() => a.flushes.length > flushes, 'the flush of reset', 90_000);
       cut = a.flushes[a.flushes.length - 1]!;
       expect((ack as { seq: number }).seq).toBe(cut);
-      await until(() => a.frames.filter((f) => f.seq >= cut).length >= 9, 'a new rollout');
+      await until(() => a.frames.filter((f) => f.seq >= cut).length >= 9, 'a new rollout', 90_000);
       expect(meta(a.frames.find((f) => f.seq >= cut)!).chunk).toBe(0);
     }
     expect(await restarts()).toBeGreaterThanOrEqual(1);
 
     // rewind: back to a snapshot of the KV cache (one every 2 chunks); the chunk made after it is
     // the very chunk first made from that state (its latents hash the same: bit-exact on CPU).
-    await until(() => a.frames.filter((f) => f.seq >= cut && meta(f).chunk >= 3).length >= 1, 'chunk 3 of the new rollout');
+    await until(() => a.frames.filter((f) => f.seq >= cut && meta(f).chunk >= 3).length >= 1, 'chunk 3 of the new rollout', 90_000);
     const back = a.c.send('rewind', { seq: a.frames.find((f) => f.seq >= cut && meta(f).chunk === 3)!.seq });
     const rewound = (await back) as { seq: number };
     const then = a.frames.find((f) => f.seq >= rewound.seq)!;
@@ -141,7 +142,7 @@ describe('apps/world under reactor run (small config, CPU)', () => {
     const again = await back.applied;
     expect(again.outcome).toBe('applied');
     const from = (again as { seq: number }).seq;
-    await until(() => a.frames.some((f) => f.seq >= from), 'the first chunk after the rewind');
+    await until(() => a.frames.some((f) => f.seq >= from), 'the first chunk after the rewind', 90_000);
     const first = a.frames.find((f) => f.seq >= from)!;
     expect([meta(first).chunk, meta(first).latentHash]).toEqual([meta(then).chunk, meta(then).latentHash]);
 
@@ -195,8 +196,8 @@ describe('apps/world under reactor run (small config, CPU)', () => {
 
     const good = startCliHere(['--config', cfg('good')]);
     const g = await client(await good.url);
-    await until(() => g.frames.length >= 9, 'frames from the checkpoint');
-    await until(() => g.messages.some((m) => m.name === 'world_info'), 'world_info');
+    await until(() => g.frames.length >= 9, 'frames from the checkpoint', 90_000);
+    await until(() => g.messages.some((m) => m.name === 'world_info'), 'world_info', 90_000);
     expect(g.messages.find((m) => m.name === 'world_info')!.data).toMatchObject({ weights: 'checkpoint', notice: null });
     expect(g.c.session.notice).toBeUndefined();
     expect(good.output()).toMatch(/warning: compile asked for, but torch \S+ has no torch\.compile; running eager/);
@@ -222,7 +223,7 @@ describe('apps/world across sessions', () => {
     const base = await served.url;
     const chunk0 = async (moveOn: (c: Seen) => Promise<void>): Promise<{ sessionId: string; bytes: string[] }> => {
       const c = await client(base);
-      await until(() => c.frames.filter((f) => meta(f).chunk >= 3).length > 0, 'four chunks');
+      await until(() => c.frames.filter((f) => meta(f).chunk >= 3).length > 0, 'four chunks', 90_000);
       await moveOn(c);
       const bytes = [...new Set(c.frames.map((f) => `${meta(f).chunk}:${meta(f).latentHash}`))];
       const sessionId = c.c.session.sessionId!;
@@ -232,7 +233,7 @@ describe('apps/world across sessions', () => {
     // Session 1 moves its cache on (a prompt switch re-caches it) before it ends.
     const first = await chunk0(async (c) => {
       await c.c.send('set_prompt', { prompt: 'a city at night' });
-      await until(() => c.frames.some((f) => meta(f).recached), 'the re-cached chunk');
+      await until(() => c.frames.some((f) => meta(f).recached), 'the re-cached chunk', 90_000);
     });
     // The first session has ended (no grace: its last client left) before the next client comes:
     // /health names no session once it has.

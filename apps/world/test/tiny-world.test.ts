@@ -12,7 +12,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { type ClientFrame, connect, type ReactorClient } from '@reactor/client';
-import { PY, type Served, app, startCli, until } from './helpers.js';
+import { until } from '@reactor/test-kit';
+import { PY, type Served, app, startCli } from './helpers.js';
 const SIZE = 64;
 
 const cleanups: (() => unknown)[] = [];
@@ -131,7 +132,7 @@ describe('apps/world tiny-world under reactor run (shipped weights, CPU)', () =>
     expect(field['x-reactor-keys']).toMatchObject({ w: 'forward', a: 'turn_left', d: 'turn_right', s: 'back' });
 
     // Chunk 0 is the renderer's start pose (start 0): the same pixels the renderer draws.
-    await until(() => a.frames.length >= 3, 'the start chunk');
+    await until(() => a.frames.length >= 3, 'the start chunk', 90_000);
     const first = a.frames.slice(0, 3);
     expect(first.map((f) => meta(f).fromRenderer)).toEqual([true, true, true]);
     expect([first[0]!.width, first[0]!.height]).toEqual([SIZE, SIZE]);
@@ -148,13 +149,13 @@ describe('apps/world tiny-world under reactor run (shipped weights, CPU)', () =>
     ] as const) {
       const flushes = a.frames.length;
       await a.c.send('reset');
-      await until(() => a.frames.slice(flushes).some((f) => meta(f).fromRenderer), 'the start chunk after reset');
+      await until(() => a.frames.slice(flushes).some((f) => meta(f).fromRenderer), 'the start chunk after reset', 90_000);
       const cmd = a.c.send('set_keys', { keys: [key] });
       await cmd;
       const applied = await cmd.applied;
       expect(applied.outcome).toBe('applied');
       const seq = (applied as { seq: number }).seq;
-      await until(() => a.frames.filter((f) => f.seq >= seq).length >= 3, 'the chunk named by applied');
+      await until(() => a.frames.filter((f) => f.seq >= seq).length >= 3, 'the chunk named by applied', 90_000);
       const chunk = a.frames.filter((f) => f.seq >= seq).slice(0, 3);
       expect(chunk.map((f) => meta(f).keys)).toEqual([[key], [key], [key]]);
       expect(new Set(chunk.map((f) => meta(f).chunk)).size).toBe(1);
@@ -198,10 +199,10 @@ describe('apps/world tiny-world under reactor run (shipped weights, CPU)', () =>
     expect(rec.frames).toBe(rec.name.replace(/\.mp4$/, '.frames.jsonl'));
     await a.c.send('set_keys', { keys: ['forward', 'turn_left'] });
     const recFrom = a.frames.length;
-    await until(() => a.frames.length >= recFrom + 30, '30 frames recorded');
+    await until(() => a.frames.length >= recFrom + 30, '30 frames recorded', 90_000);
     await a.c.send('set_keys', { keys: [] });
     const recSeen = a.frames.length;
-    await until(() => a.frames.length >= recSeen + 9, '9 more frames recorded');
+    await until(() => a.frames.length >= recSeen + 9, '9 more frames recorded', 90_000);
     const done = await a.c.recording('stop');
     const sidecar = readFileSync(join(app, 'recordings', done.frames!), 'utf8')
       .trim()
@@ -265,12 +266,12 @@ describe('apps/world tiny-world under reactor run (shipped weights, CPU)', () =>
 
     // Keys held across a reconnect: the leaving client's keys are let go; a new connection finds [].
     await a.c.send('set_keys', { keys: ['forward'] });
-    await until(() => (a.c.state['keys'] as string[])[0] === 'forward', 'forward held');
+    await until(() => (a.c.state['keys'] as string[])[0] === 'forward', 'forward held', 90_000);
     a.c.close();
     const b = await client(await url);
-    await until(() => (b.c.state['keys'] as string[] | undefined)?.length === 0, 'the keys released');
+    await until(() => (b.c.state['keys'] as string[] | undefined)?.length === 0, 'the keys released', 90_000);
     const fromB = b.frames.length;
-    await until(() => b.frames.length >= fromB + 3, 'frames after the reconnect');
+    await until(() => b.frames.length >= fromB + 3, 'frames after the reconnect', 90_000);
     expect(b.frames.slice(fromB + 3).every((f) => meta(f).keys.length === 0)).toBe(true);
     b.c.close();
     child.kill('SIGTERM');

@@ -9,6 +9,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { alive, descendants } from '@reactor/distributed/internal';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { until } from '@reactor/test-kit';
 
 const bin = resolve(dirname(fileURLToPath(import.meta.url)), '../dist/main.js');
 const scratch = mkdtempSync(join(tmpdir(), 'reactor-dev-py-test-'));
@@ -28,15 +29,6 @@ function run(cmd: string, args: string[], cwd: string): Promise<{ code: number; 
       done({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, out: `${stdout}${stderr}` }),
     );
   });
-}
-
-/** `what` may be a function: the log it names is read when the wait fails, not when it starts. */
-async function until(cond: () => boolean, what: string | (() => string), ms: number): Promise<void> {
-  const end = performance.now() + ms;
-  while (!cond()) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${typeof what === 'function' ? what() : what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
 }
 
 beforeAll(async () => {

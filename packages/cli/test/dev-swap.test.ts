@@ -13,6 +13,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { alive, descendants } from '@reactor/distributed/internal';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { until } from '@reactor/test-kit';
 
 const bin = resolve(dirname(fileURLToPath(import.meta.url)), '../dist/main.js');
 const scratch = mkdtempSync(join(tmpdir(), 'reactor-dev-swap-test-'));
@@ -29,15 +30,6 @@ function run(cmd: string, args: string[], cwd: string): Promise<{ code: number; 
       done({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, out: `${stdout}${stderr}` }),
     );
   });
-}
-
-/** Waits for `cond`; `log` (read at the timeout) is added to the error. */
-async function until(cond: () => boolean, what: string, ms: number, log: () => string = () => ''): Promise<void> {
-  const end = performance.now() + ms;
-  while (!cond()) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}\n${log()}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
 }
 
 /** Saves as vim and JetBrains' safe write do: a temporary file renamed over the file. */
@@ -89,9 +81,8 @@ describe('reactor dev keeps the clients connected', () => {
     try {
       await until(
         () => viewers().length === 1,
-        'the first server',
+        () => `the first server\n${err}`,
         180_000,
-        () => err,
       );
       const url = viewers()[0]!;
       const socket = new WS(`ws://${new URL(url).host}/ws`);
@@ -129,9 +120,8 @@ describe('reactor dev keeps the clients connected', () => {
       atomicWrite(app, v2);
       await until(
         () => welcomes.length === 2,
-        'a second welcome on the same socket',
+        () => `a second welcome on the same socket\n${err}`,
         180_000,
-        () => err,
       );
       const second = welcomes[1]!;
       expect(second.clientId).not.toBe(welcomes[0]!.clientId);
@@ -140,13 +130,21 @@ describe('reactor dev keeps the clients connected', () => {
       expect(second.state).toEqual({ prompt: 'A lighthouse at night.' });
       expect(err).toMatch(/carried session \S+'s state into the new version \(prompt\); the connected clients kept their connection/);
       // The host logs the swap after the new welcome went out; its stderr line can arrive after the socket's message.
-      await until(() => /swapped the app under 1 connected client\(s\)/.test(err), 'the swap log line', 30_000, () => err);
+      await until(
+        () => /swapped the app under 1 connected client\(s\)/.test(err),
+        () => `the swap log line\n${err}`,
+        30_000,
+      );
       await until(() => frames.some((f) => f.welcome === 2 && painted(f)), 'a frame painted by the new version', 60_000);
       expect(closed).toBeUndefined();
       // The socket still takes commands, answered by the new version.
       socket.send(JSON.stringify({ type: 'command', id: 'p2', name: 'set_prompt', params: { prompt: 'A forest in fog.' } }));
       await until(() => replies.has('p2'), `the reply to set_prompt after the swap: ${JSON.stringify(errors)}`, 30_000);
-      await until(() => viewers().length === 2, 'the viewer line of the swapped version', 30_000, () => out);
+      await until(
+        () => viewers().length === 2,
+        () => `the viewer line of the swapped version\n${out}`,
+        30_000,
+      );
       expect(viewers()).toEqual([url, url]);
       expect(errors).toEqual([]);
 
@@ -160,9 +158,8 @@ describe('reactor dev keeps the clients connected', () => {
       );
       await until(
         () => welcomes.length === 3,
-        'a third welcome on the same socket',
+        () => `a third welcome on the same socket\n${err}`,
         180_000,
-        () => err,
       );
       expect(welcomes[2]!.state).toEqual({ prompt: 'A harbour at dawn.', speed: 1 });
       await until(() => errors.length > 0, 'the state_reset notice', 10_000);
@@ -170,7 +167,11 @@ describe('reactor dev keeps the clients connected', () => {
       expect(errors[0]).toMatchObject({ code: 'state_reset', afterWelcome: 3 });
       expect(errors[0]!.id).toBeUndefined();
       expect(errors[0]!.message).toContain('started again from the new defaults');
-      await until(() => /the state class changed: session \S+ starts again from its defaults/.test(err), 'the state reset log line', 30_000, () => err);
+      await until(
+        () => /the state class changed: session \S+ starts again from its defaults/.test(err),
+        () => `the state reset log line\n${err}`,
+        30_000,
+      );
       await until(() => frames.some((f) => f.welcome === 3 && painted(f)), 'a frame of the third version', 60_000);
       expect(closed).toBeUndefined();
       socket.send(JSON.stringify({ type: 'command', id: 's1', name: 'set_speed', params: { speed: 3 } }));
@@ -182,16 +183,14 @@ describe('reactor dev keeps the clients connected', () => {
       atomicWrite(manifest, `${readFileSync(manifest, 'utf8').trimEnd()}\n  heartbeat_ms: 20000\n`);
       await until(
         () => closed !== undefined,
-        'the socket to close at the server restart',
+        () => `the socket to close at the server restart\n${err}`,
         180_000,
-        () => err,
       );
       expect(closed).toMatch(/^1001 /);
       await until(
         () => viewers().length === 4,
-        'the restarted server',
+        () => `the restarted server\n${err}`,
         180_000,
-        () => err,
       );
       expect(err).toContain('the manifest or the serving flags changed: restarting the server (the clients reconnect)');
       const again = new WS(`ws://${new URL(url).host}/ws`);
@@ -226,9 +225,8 @@ describe('reactor dev keeps the clients connected', () => {
       atomicWrite(app, v2.replace('  mainVideo?: Video;\n', "  mainVideo?: Video;\n\n  @Video({ description: 'A second track.' })\n  sideVideo?: Video;\n"));
       await until(
         () => told.length > 0,
-        'the returning client told of the reset',
+        () => `the returning client told of the reset\n${err}`,
         180_000,
-        () => err,
       );
       expect(err).toContain('the tracks changed: restarting the server (the clients reconnect)');
       expect(told).toEqual([expect.stringMatching(/^state_reset .*state class changed/)]);

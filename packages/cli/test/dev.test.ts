@@ -10,6 +10,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { alive, descendants } from '@reactor/distributed/internal';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { until } from '@reactor/test-kit';
 
 const bin = resolve(dirname(fileURLToPath(import.meta.url)), '../dist/main.js');
 const scratch = mkdtempSync(join(tmpdir(), 'reactor-dev-test-'));
@@ -26,14 +27,6 @@ function run(cmd: string, args: string[], cwd: string): Promise<{ code: number; 
       done({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, out: `${stdout}${stderr}` }),
     );
   });
-}
-
-async function until(cond: () => boolean, what: string, ms: number): Promise<void> {
-  const end = performance.now() + ms;
-  while (!cond()) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
 }
 
 async function defaultPrompt(url: string): Promise<unknown> {

@@ -6,6 +6,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { afterEach, describe, expect, it } from 'vitest';
+import { until } from '@reactor/test-kit';
 import { DistributedRunner, RUNNER_CALL_CHANNEL, RUNNER_PROGRESS_CHANNEL, pythonWorker, type RunnerCallTiming, type RunnerLoadProgress } from '../src/index.js';
 import { captureLogger, fixture } from './helpers.js';
 import { FIXTURES, PY } from './python-helpers.js';
@@ -32,14 +33,6 @@ function pyRunner(loadArgs: unknown, worldSize = 2): DistributedRunner<any, any,
   });
   runners.push(r);
   return r;
-}
-
-async function until(ok: () => boolean, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!ok()) {
-    if (Date.now() > deadline) throw new Error(`${what} did not happen within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
 }
 
 describe('DistributedRunner load progress', () => {
@@ -130,7 +123,7 @@ describe('DistributedRunner GPU busy', () => {
     const runner = tsRunner({ gpu: [0.25, null] }, 2);
     await runner.start();
     expect(runner.gpuBusy).toEqual([undefined, undefined]);
-    await until(() => runner.gpuBusy[0] !== undefined, 5000, "rank 0's GPU busy report");
+    await until(() => runner.gpuBusy[0] !== undefined, "rank 0's GPU busy report", 5000);
     expect(runner.gpuBusy).toEqual([0.25, undefined]);
   });
 
@@ -147,7 +140,7 @@ describe('DistributedRunner GPU busy', () => {
   it("keeps each Python rank's gpu_busy() report", async () => {
     const runner = pyRunner({ gpu: [null, 0.75] }, 2);
     await runner.start();
-    await until(() => runner.gpuBusy[1] !== undefined, 5000, "rank 1's GPU busy report");
+    await until(() => runner.gpuBusy[1] !== undefined, "rank 1's GPU busy report", 5000);
     expect(runner.gpuBusy).toEqual([undefined, 0.75]);
   });
 });

@@ -19,7 +19,7 @@ import { RTCPeerConnection } from 'werift';
 import { AppHost } from '@reactor/runtime';
 import { HostSwitch, serve, serveHost, type ReactorServer } from '../src/index.js';
 import { quiet, useCleanups } from './fixtures/cleanups.js';
-import { until } from './fixtures/net.js';
+import { until } from '@reactor/test-kit';
 import { painterApp, readPainted } from './fixtures/painter-app.js';
 
 const cleanups = useCleanups();
@@ -43,7 +43,7 @@ async function watcher(server: ReactorServer): Promise<{
   const applied: AppliedMessage[] = [];
   client.on('frame', (f) => shown.set(f.seq, readPainted(f.payload)));
   client.on('applied', (m) => applied.push(m));
-  await until(() => shown.size > 0, 10_000, 'the first frame');
+  await until(() => shown.size > 0, 'the first frame', 10_000);
   return { client, shown, applied };
 }
 
@@ -87,7 +87,7 @@ describe('applied-at: the frame named is the first that shows the command', () =
     }
     const outcomes = await Promise.all(sent.map((s) => s.applied));
     const last = Math.max(...outcomes.map((o) => (o.outcome === 'applied' ? o.seq : 0)));
-    await until(() => [...shown.keys()].some((seq) => seq >= last), 10_000, `frame ${last}`);
+    await until(() => [...shown.keys()].some((seq) => seq >= last), `frame ${last}`, 10_000);
     // One video track, no audio: seqs run on by one. Every frame came (raw RGB on loopback, a
     // reading client), so the frame just before each named one is there to be looked at.
     const seqs = [...shown.keys()].sort((x, y) => x - y);
@@ -134,7 +134,7 @@ describe('applied-at: the outcomes that name no frame', () => {
     // One step read both: the same frame, which shows both.
     expect(sc).toEqual(sb);
     const seq = (sb as { seq: number }).seq;
-    await until(() => shown.has(seq), 5000, `frame ${seq}`);
+    await until(() => shown.has(seq), `frame ${seq}`, 5000);
     expect(shown.get(seq)).toEqual({ value: 13, painted: 12 });
     expect([...shown.values()].some((p) => p.value === 11)).toBe(false);
     // The slow event itself reached the frame of the step after it.
@@ -153,7 +153,7 @@ describe('applied-at: the outcomes that name no frame', () => {
     const t = await thaw.applied;
     expect(t.outcome).toBe('applied');
     const seq = (t as { seq: number }).seq;
-    await until(() => shown.has(seq), 5000, `frame ${seq}`);
+    await until(() => shown.has(seq), `frame ${seq}`, 5000);
     // The frame that names the thaw is the first with 42: the value was in place all along.
     expect(shown.get(seq)!.value).toBe(42);
     expect(Math.min(...[...shown].filter(([, p]) => p.value === 42).map(([s]) => s))).toBe(seq);
@@ -171,7 +171,7 @@ describe('applied-at: the outcomes that name no frame', () => {
     const r2 = other.client.command('set_value', { value: 8 });
     const o2 = await r2.applied;
     expect(o2.outcome).toBe('applied');
-    await until(() => other.shown.has((o2 as { seq: number }).seq), 5000, 'the named frame');
+    await until(() => other.shown.has((o2 as { seq: number }).seq), 'the named frame', 5000);
     expect(other.shown.get((o2 as { seq: number }).seq)!.value).toBe(8);
     // Only the sender hears about its command: one each.
     expect(applied).toHaveLength(1);
@@ -195,7 +195,7 @@ describe('applied-at: the outcomes that name no frame', () => {
     expect(ob).toEqual({ outcome: 'superseded' });
     expect(ov).toEqual(ou);
     const seq = (ov as { seq: number }).seq;
-    await until(() => shown.has(seq), 5000, `frame ${seq}`);
+    await until(() => shown.has(seq), `frame ${seq}`, 5000);
     expect(shown.get(seq)!.value).toBe(99);
     expect(Math.min(...[...shown].filter(([, p]) => p.value === 99).map(([s]) => s))).toBe(seq);
 
@@ -206,7 +206,7 @@ describe('applied-at: the outcomes that name no frame', () => {
     expect(ow.outcome).toBe('applied');
     expect(of.outcome).toBe('applied');
     const seqW = (ow as { seq: number }).seq;
-    await until(() => shown.has(Math.max(seqW, (of as { seq: number }).seq)), 5000, 'the named frames');
+    await until(() => shown.has(Math.max(seqW, (of as { seq: number }).seq)), 'the named frames', 5000);
     expect(shown.get(seqW)!.value).toBe(100);
     expect(Math.min(...[...shown].filter(([, p]) => p.value === 100).map(([s]) => s))).toBe(seqW);
   });
@@ -288,11 +288,11 @@ describe('applied-at with a WebRTC peer still connecting', () => {
     const link = WebRtcLink.start(client, { RTCPeerConnection: NeverConnects as unknown as RtcPeerConnectionConstructor, timeoutMs: 30_000 });
     link.ready.catch(() => undefined);
     cleanups.push(() => link.close());
-    await until(() => server.connections()[0]?.webrtc?.state === 'connecting', 10_000, 'the server peer connecting');
+    await until(() => server.connections()[0]?.webrtc?.state === 'connecting', 'the server peer connecting', 10_000);
     const applied = await client.command('set_value', { value: 7 }).applied;
     expect(applied).toMatchObject({ outcome: 'applied', track: 'main', rtpTimestamp: expect.any(Number) });
     // The frame it names went on the WebSocket (the peer never connected).
-    await until(() => shown.has((applied as { seq: number }).seq), 10_000, 'the frame on the WebSocket');
+    await until(() => shown.has((applied as { seq: number }).seq), 'the frame on the WebSocket', 10_000);
     expect(shown.get((applied as { seq: number }).seq)!.value).toBe(7);
   });
 });

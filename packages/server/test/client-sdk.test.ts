@@ -3,7 +3,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { WebSocket, WebSocketServer, type WebSocket as WsSocket } from 'ws';
 import { CommandTimeoutError, ConnectionError, connect, toWebSocketUrl, type ConnectionStatus } from '@reactor/client';
-import { until } from './fixtures/net.js';
+import { until } from '@reactor/test-kit';
 import { usePatternServers } from './pattern-servers.js';
 
 const { start, cleanups } = usePatternServers();
@@ -32,10 +32,10 @@ describe('@reactor/client against a real server', () => {
     client.on('status', (s) => statuses.push(s));
     const oldId = client.clientId;
     await first.close();
-    await until(() => statuses.some((s) => s.state === 'reconnecting' && (s.attempt ?? 0) >= 2), 5000, 'two reconnect attempts');
+    await until(() => statuses.some((s) => s.state === 'reconnecting' && (s.attempt ?? 0) >= 2), 'two reconnect attempts', 5000);
     // The same address comes back (the port the OS gave the first server).
     const second = await start({ port });
-    await until(() => client.connectionState === 'open', 10_000, 'the client to re-join');
+    await until(() => client.connectionState === 'open', 'the client to re-join', 10_000);
     expect(client.clientId).not.toBe(oldId);
     expect(client.session.sessionId).toBeDefined();
     await expect(client.send('set_speed', { speed: 1 })).resolves.toBeUndefined();
@@ -112,7 +112,7 @@ describe('@reactor/client: app messages in the same read as the welcome', () => 
     client.on('message', (m) => first.push(m.name));
     const iterated: string[] = [];
     const it = client.messages();
-    await until(() => first.length >= 3, 5000, 'the three early messages');
+    await until(() => first.length >= 3, 'the three early messages', 5000);
     expect(first).toEqual(['a', 'b', 'c']);
 
     // The window has closed: a listener added later starts with what comes after it.
@@ -120,7 +120,7 @@ describe('@reactor/client: app messages in the same read as the welcome', () => 
     const late: string[] = [];
     client.on('message', (m) => late.push(m.name));
     fake.later();
-    await until(() => late.length >= 1 && first.length >= 4, 5000, 'the later message');
+    await until(() => late.length >= 1 && first.length >= 4, 'the later message', 5000);
     expect(late).toEqual(['later']);
     expect(first).toEqual(['a', 'b', 'c', 'later']);
     // The iterator made in the same tick as the first listener saw the early ones too.

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { connect, type ErrorMessage, type WelcomeMessage } from '@reactor/client';
-import { RawClient, until } from './fixtures/net.js';
+import { until } from '@reactor/test-kit';
+import { RawClient } from './fixtures/net.js';
 import { usePatternServers } from './pattern-servers.js';
 
 const { start, cleanups } = usePatternServers();
@@ -48,7 +49,7 @@ describe('client_stats', () => {
     const c = await client(wsUrl(server.url));
     const welcome = c.texts.find((m) => m.type === 'welcome') as WelcomeMessage;
     expect(welcome.clientStats).toEqual({ intervalMs: 1000 });
-    await until(() => c.binaries.length >= 3, 10_000, 'frames');
+    await until(() => c.binaries.length >= 3, 'frames', 10_000);
     expect(await c.command('1', 'set_speed', { speed: 3 })).toMatchObject({ type: 'reply' });
     expect(await c.command('2', 'set_speed', { speed: 4 })).toMatchObject({ type: 'reply' });
     c.send(
@@ -64,7 +65,7 @@ describe('client_stats', () => {
         fps: 29.5,
       }),
     );
-    await until(async () => /reactor_client_stats_reports_total\{outcome="accepted"\} 1/.test(await metrics(server.url)), 5000, 'the report counted');
+    await until(async () => /reactor_client_stats_reports_total\{outcome="accepted"\} 1/.test(await metrics(server.url)), 'the report counted', 5000);
     const text = await metrics(server.url);
     expect(text).toMatch(/reactor_command_to_pixel_seconds_count\{command="set_speed",transport="websocket"\} 2/);
     expect(text).toMatch(/reactor_command_to_pixel_seconds_sum\{command="set_speed",transport="websocket"\} 0\.222/);
@@ -80,7 +81,7 @@ describe('client_stats', () => {
   it('refuses garbage with invalid_client_stats and counts nothing of it', async () => {
     const server = await start();
     const warm = await client(wsUrl(server.url));
-    await until(() => warm.binaries.length >= 2, 10_000, 'frames');
+    await until(() => warm.binaries.length >= 2, 'frames', 10_000);
     const figures = clientFigures(await metrics(server.url));
     const many = Array.from({ length: 65 }, () => ({ command: 'set_speed', ms: 10 }));
     const cases: [body: unknown, says: RegExp][] = [
@@ -119,7 +120,7 @@ describe('client_stats', () => {
   it('bounds each client: one sample per replied command, 2 reports a second, one first frame per connection', async () => {
     const server = await start();
     const c = await client(wsUrl(server.url));
-    await until(() => c.binaries.length >= 2, 10_000, 'frames');
+    await until(() => c.binaries.length >= 2, 'frames', 10_000);
     expect(await c.command('1', 'set_speed', { speed: 5 })).toMatchObject({ type: 'reply' });
     // Two samples for one command: the whole report is refused, even its good sample.
     let err = await refused(
@@ -173,7 +174,7 @@ describe('client_stats', () => {
     );
     expect(on.latency).toBeDefined();
     expect(off.latency).toBeUndefined();
-    await until(async () => /reactor_time_to_first_frame_seconds_count\{transport="websocket"\} 1/.test(await metrics(server.url)), 5000, 'the first report');
+    await until(async () => /reactor_time_to_first_frame_seconds_count\{transport="websocket"\} 1/.test(await metrics(server.url)), 'the first report', 5000);
     expect(on.latency!.summary().firstFrameMs).toBeGreaterThan(0);
     // A report interval later, the client with stats off has still sent none.
     await new Promise((r) => setTimeout(r, 1300));
@@ -191,7 +192,7 @@ describe('client_stats', () => {
     // can be a few ms after it when the OS preempts the process between the two (issue 43: a sample
     // 4.8 ms below such a reading was that, not a clock bug).
     client.on('frame', (f) => delivered.set(f.seq, { track: f.trackName, at: f.receivedAt }));
-    await until(() => delivered.size >= 3, 10_000, 'frames');
+    await until(() => delivered.size >= 3, 'frames', 10_000);
     const before = performance.now();
     const p = client.send('set_speed', { speed: 7 });
     const after = performance.now();
@@ -199,17 +200,17 @@ describe('client_stats', () => {
     const info = await p.applied;
     expect(info.outcome).toBe('applied');
     if (info.outcome !== 'applied') return;
-    await until(() => client.latency!.summary().samples === 1, 10_000, 'the sample');
+    await until(() => client.latency!.summary().samples === 1, 'the sample', 10_000);
     // The first frame of the applied frame's track at or after its seq.
-    await until(() => [...delivered].some(([seq, d]) => seq >= info.seq && d.track === info.track), 5000, 'the applied frame');
+    await until(() => [...delivered].some(([seq, d]) => seq >= info.seq && d.track === info.track), 'the applied frame', 5000);
     const [, shown] = [...delivered].filter(([seq, d]) => seq >= info.seq && d.track === info.track).sort((a, b) => a[0] - b[0])[0]!;
     const ms = client.latency!.summary().lastMs!;
     expect(ms).toBeGreaterThanOrEqual(shown.at - after);
     expect(ms).toBeLessThanOrEqual(shown.at - before);
     await until(
       async () => /reactor_command_to_pixel_seconds_count\{command="set_speed",transport="websocket"\} 1/.test(await metrics(server.url)),
-      5000,
       'the sample in /metrics',
+      5000,
     );
   });
 });

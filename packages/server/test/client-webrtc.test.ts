@@ -16,7 +16,7 @@ import { WebSocket } from 'ws';
 import { WebRtcLink, connect } from '@reactor/client';
 import { ENCODE, ffmpegRtp } from './fixtures/ffmpeg-rtp.js';
 import { WEBCAM } from './fixtures/input-app.js';
-import { until } from './fixtures/net.js';
+import { until } from '@reactor/test-kit';
 import { useInputServers } from './input-servers.js';
 
 const { start, cleanups } = useInputServers();
@@ -44,13 +44,13 @@ describe('client SDK in Node: the WebRTC transport ladder with werift', () => {
     expect(client.rtc?.state).toBe('connected');
     expect(client.rtc?.transport).toBe('webrtc');
     expect(client.transport).toBe('webrtc');
-    await until(() => (client.rtc?.tracks.size ?? 0) > 0, 10_000, 'the video track');
+    await until(() => (client.rtc?.tracks.size ?? 0) > 0, 'the video track', 10_000);
     const track = [...client.rtc!.tracks.values()].find((t) => t.kind === 'video')!.track as MediaStreamTrack;
     let packets = 0;
     track.onReceiveRtp.subscribe(() => packets++);
     let frames = 0;
     client.on('frame', () => frames++);
-    await until(() => packets > 20, 10_000, 'RTP of the video');
+    await until(() => packets > 20, 'RTP of the video', 10_000);
     expect(frames).toBe(0);
     expect(server.connections()[0]?.webrtc?.state).toBe('connected');
   }, 60_000);
@@ -62,13 +62,13 @@ describe('client SDK in Node: the WebRTC transport ladder with werift', () => {
     const video = client.schema.tracks.find((t) => t.direction === 'out' && t.kind === 'video')!.name;
     let wsFrames = 0;
     client.on('frame', () => wsFrames++);
-    await until(() => wsFrames > 3, 10_000, 'frames on the WebSocket');
+    await until(() => wsFrames > 3, 'frames on the WebSocket', 10_000);
     await client.pauseTrack(video);
     expect(server.connections()[0]?.pausedTracks).toEqual([video]);
     // The peer connects while the track is paused: the WebRTC media knows it from the one state.
     const link = await WebRtcLink.open(client, { RTCPeerConnection: Werift, timeoutMs: 10_000 });
     cleanups.push(() => link.close());
-    await until(() => link.tracks.size > 0, 10_000, 'the video track');
+    await until(() => link.tracks.size > 0, 'the video track', 10_000);
     const track = [...link.tracks.values()].find((t) => t.kind === 'video')!.track as MediaStreamTrack;
     let packets = 0;
     track.onReceiveRtp.subscribe(() => packets++);
@@ -79,18 +79,18 @@ describe('client SDK in Node: the WebRTC transport ladder with werift', () => {
     expect(packets).toBe(0);
     expect(wsFrames).toBe(wsAtLink);
     await client.resumeTrack(video);
-    await until(() => packets > 20, 10_000, 'RTP of the resumed track');
+    await until(() => packets > 20, 'RTP of the resumed track', 10_000);
     expect(wsFrames).toBe(wsAtLink);
     // Paused over WebRTC, then the peer goes: the WebSocket queue does not send the track either.
     await client.pauseTrack(video);
     link.close();
-    await until(() => server.connections()[0]?.webrtc?.state !== 'connected', 10_000, 'the server to see the peer go');
+    await until(() => server.connections()[0]?.webrtc?.state !== 'connected', 'the server to see the peer go', 10_000);
     const wsAtClose = wsFrames;
     await new Promise((r) => setTimeout(r, 1000));
     expect(wsFrames).toBe(wsAtClose);
     expect(server.connections()[0]?.pausedTracks).toEqual([video]);
     await client.resumeTrack(video);
-    await until(() => wsFrames > wsAtClose + 3, 10_000, 'frames on the WebSocket after the resume');
+    await until(() => wsFrames > wsAtClose + 3, 'frames on the WebSocket after the resume', 10_000);
   }, 60_000);
 
   it("transport 'auto' on a server without WebRTC: falls back to the WebSocket by itself, frames arrive there", async () => {
@@ -100,7 +100,7 @@ describe('client SDK in Node: the WebRTC transport ladder with werift', () => {
     expect(client.transport).toBe('websocket');
     let frames = 0;
     client.on('frame', () => frames++);
-    await until(() => frames > 3, 10_000, 'frames on the WebSocket');
+    await until(() => frames > 3, 'frames on the WebSocket', 10_000);
   }, 60_000);
 
   it("ICE that cannot connect (UDP blocked): 'auto' falls back after its timeout, 'webrtc' fails with webrtc_failed", async () => {
@@ -112,7 +112,7 @@ describe('client SDK in Node: the WebRTC transport ladder with werift', () => {
     expect(auto.transport).toBe('websocket');
     let frames = 0;
     auto.on('frame', () => frames++);
-    await until(() => frames > 3, 10_000, 'frames on the WebSocket after the fallback');
+    await until(() => frames > 3, 'frames on the WebSocket after the fallback', 10_000);
     const refused = connect(server.url, { WebSocket, transport: 'webrtc', webrtc: { RTCPeerConnection: RelayOnly as unknown as PeerCtor, timeoutMs: 1500 } });
     await expect(refused).rejects.toMatchObject({ code: 'webrtc_failed' });
   }, 60_000);
@@ -129,7 +129,7 @@ describe('client SDK in Node: the WebRTC transport ladder with werift', () => {
       encode: ENCODE.vp8,
       onPacket: (rtp) => cam.writeRtp(rtp),
     });
-    await until(() => host.pushed.filter((p) => p.track === 'webcam' && p.accepted).length >= 5, 10_000, 'camera frames in the app');
+    await until(() => host.pushed.filter((p) => p.track === 'webcam' && p.accepted).length >= 5, 'camera frames in the app', 10_000);
     const f = host.pushed.find((p) => p.track === 'webcam')!.frame;
     expect(f).toMatchObject({ width: WEBCAM.width, height: WEBCAM.height });
     // Nothing came as binary frames on the socket: the intake of the WebSocket saw none.

@@ -11,7 +11,8 @@ import { IsInt, Min } from 'class-validator';
 import { event, InputField, InputState, Output, ReactorApp, reactorApp } from '@reactor/runtime';
 import { resolveServerOptions, serve, type ReactorServer } from '../src/index.js';
 import { patternApp } from './fixtures/pattern-app.js';
-import { RawClient, until } from './fixtures/net.js';
+import { until } from '@reactor/test-kit';
+import { RawClient } from './fixtures/net.js';
 import { quiet, useCleanups } from './fixtures/cleanups.js';
 
 /** The burst this test's server allows: also the most commands of a connection that may wait at once. */
@@ -117,12 +118,12 @@ describe('server: protocol promises', () => {
     c.ws.send(Buffer.from([1, 2, 3]), { binary: true });
     await until(
       async () => /reactor_command_results_total\{code="unexpected_binary"\} 1/.test(await server.metrics.registry.metrics()),
-      5000,
       'the binary message to be handled',
+      5000,
     );
     expect(answers(c)).toEqual([]);
     release();
-    await until(() => answers(c).length === 6, 5000, 'six answers');
+    await until(() => answers(c).length === 6, 'six answers', 5000);
     // An unknown command is unknown_command whatever its params (the host checks the name first).
     expect(answers(c)).toEqual(['a:reply', '-:malformed_message', 'b:unknown_message_type', 'c:unknown_command', 'd:reply', '-:unexpected_binary']);
   });
@@ -250,9 +251,9 @@ describe('server hardening', () => {
     // The first command is still running: the 12 behind it are sent ahead of its answer.
     c.send({ type: 'command', id: 'held', name: 'slow' });
     for (let i = 0; i < 12; i++) c.send({ type: 'command', id: `n${i}`, name: 'set_n', params: { n: i } });
-    await until(async () => /reactor_command_results_total\{code="rate_limited"\} \d+/.test(await server.metrics.registry.metrics()), 5000, 'refusals');
+    await until(async () => /reactor_command_results_total\{code="rate_limited"\} \d+/.test(await server.metrics.registry.metrics()), 'refusals', 5000);
     release();
-    await until(() => c.texts.filter((m) => (m.type === 'reply' || m.type === 'error') && m.id?.startsWith('n')).length === 12, 5000, '12 answers');
+    await until(() => c.texts.filter((m) => (m.type === 'reply' || m.type === 'error') && m.id?.startsWith('n')).length === 12, '12 answers', 5000);
     const limited = c.texts.filter((m) => m.type === 'error' && m.code === 'rate_limited');
     expect(limited.length).toBeGreaterThanOrEqual(6);
     expect(limited[0]).toMatchObject({ message: expect.stringContaining('5 messages per second') });
@@ -269,14 +270,14 @@ describe('server hardening', () => {
     cleanups.push(() => c.close());
     for (let i = 0; i < MAX_PENDING_COMMANDS + 4; i++) c.send({ type: 'command', id: `c${i}`, name: 'slow' });
     // The refusals are counted as they happen, but answered in arrival order: behind the waiting commands.
-    await until(async () => /reactor_command_results_total\{code="rate_limited"\} 4/.test(await server.metrics.registry.metrics()), 5000, 'the refusals');
+    await until(async () => /reactor_command_results_total\{code="rate_limited"\} 4/.test(await server.metrics.registry.metrics()), 'the refusals', 5000);
     expect(c.texts.filter((m) => m.type === 'error' || m.type === 'reply')).toEqual([]);
     release();
-    await until(() => c.texts.filter((m) => m.type === 'error').length >= 4, 5000, 'the refusals');
+    await until(() => c.texts.filter((m) => m.type === 'error').length >= 4, 'the refusals', 5000);
     const refused = c.texts.filter((m) => m.type === 'error');
     expect(refused.map((m) => (m as { id?: string }).id)).toEqual(['c16', 'c17', 'c18', 'c19']);
     expect(refused[0]).toMatchObject({ code: 'rate_limited' });
-    await until(() => c.texts.filter((m) => m.type === 'reply').length === MAX_PENDING_COMMANDS, 5000, 'the replies');
+    await until(() => c.texts.filter((m) => m.type === 'reply').length === MAX_PENDING_COMMANDS, 'the replies', 5000);
     const answers = c.texts.filter((m) => m.type === 'error' || m.type === 'reply').map((m) => (m as { id?: string }).id);
     expect(answers).toEqual(Array.from({ length: MAX_PENDING_COMMANDS + 4 }, (_, i) => `c${i}`));
     expect((await c.command('after', 'slow')).type).toBe('reply');

@@ -12,7 +12,8 @@ import { join } from 'node:path';
 import { HostSwitch, sameTracks, serveHost, serveSwitchable, type ServerOptions } from '../src/index.js';
 import { UploadApp } from './fixtures/upload-app.js';
 import { quiet, useCleanups } from './fixtures/cleanups.js';
-import { RawClient, until } from './fixtures/net.js';
+import { until } from '@reactor/test-kit';
+import { RawClient } from './fixtures/net.js';
 import { ask } from './input-servers.js';
 
 /** Width and height of the app's frames. */
@@ -79,7 +80,7 @@ describe('server: HostSwitch', () => {
   it('moves a connected client to the new host on its open socket: a new welcome, the state prepare set, frames of the new version, a notice', async () => {
     const { swap, url } = await start();
     const a = await client(url);
-    await until(() => a.binaries.length > 0 && lastFrameValue(a) === 1, 10_000, 'frames of version 1');
+    await until(() => a.binaries.length > 0 && lastFrameValue(a) === 1, 'frames of version 1', 10_000);
     const next = new AppHost(versionApp(2), { gracePeriodMs: 0, logger: quiet });
     expect(sameTracks(next.schema, swap.schema)).toBe(true);
     const { loadError } = await swap.replace(next, {
@@ -93,12 +94,12 @@ describe('server: HostSwitch', () => {
     });
     expect(loadError).toBeUndefined();
     const welcomes = (): WelcomeMessage[] => a.texts.filter((m): m is WelcomeMessage => m.type === 'welcome');
-    await until(() => welcomes().length === 2, 5_000, 'the second welcome');
+    await until(() => welcomes().length === 2, 'the second welcome', 5_000);
     expect(welcomes()[1]!.app.version).toBe('2.0.0');
     expect(welcomes()[1]!.state).toEqual({ label: 'carried' });
     await a.waitFor((m) => m.type === 'error' && m.code === 'state_reset' && m.id === undefined);
     const seen = a.binaries.length;
-    await until(() => a.binaries.length > seen && lastFrameValue(a) === 2, 10_000, 'frames of version 2');
+    await until(() => a.binaries.length > seen && lastFrameValue(a) === 2, 'frames of version 2', 10_000);
     expect((await a.command('c1', 'set_label', { label: 'after' })).type).toBe('reply');
     expect(a.closeCode).toBeUndefined();
     // The old host is closed, the new one serves.
@@ -129,7 +130,7 @@ describe('server: HostSwitch', () => {
     await replaced;
     await a.waitFor((m) => m.type === 'reply' && m.id === 'during');
     // Run by the new version: its state has the value.
-    await until(() => next.status.sessionId !== undefined, 5_000, 'the new session');
+    await until(() => next.status.sessionId !== undefined, 'the new session', 5_000);
     const c = await client(url);
     expect((c.texts.find((m) => m.type === 'welcome') as WelcomeMessage).state).toEqual({ label: 'sent during the swap' });
     // a still holds the camera on the new host: b is refused by the host, naming a's new id.
@@ -149,17 +150,17 @@ describe('server: HostSwitch', () => {
       failed: (h, err) => (h === broken ? { type: 'error', code: 'state_reset', message: `lost: ${(err as Error).message}` } : undefined),
     });
     expect((loadError as Error).message).toContain('load failed on purpose');
-    await until(() => a.texts.some((m) => m.type === 'error'), 5_000, 'the failed() notice');
+    await until(() => a.texts.some((m) => m.type === 'error'), 'the failed() notice', 5_000);
     expect(a.texts.filter((m) => m.type === 'error')).toEqual([expect.objectContaining({ code: 'state_reset', message: expect.stringContaining('lost: ') })]);
     expect(JSON.stringify(a.texts)).toContain('load failed on purpose');
     const last = (): WelcomeMessage => a.texts.filter((m) => m.type === 'welcome').at(-1) as WelcomeMessage;
-    await until(() => a.texts.filter((m) => m.type === 'welcome').length === 2, 5_000, 'the second welcome');
+    await until(() => a.texts.filter((m) => m.type === 'welcome').length === 2, 'the second welcome', 5_000);
     expect(last().session.state).toBe('failed');
     expect(a.closeCode).toBeUndefined();
     const fixed = new AppHost(versionApp(3), { gracePeriodMs: 0, logger: quiet });
     await swap.replace(fixed, { load: (h) => h.load() });
-    await until(() => last().app.version === '3.0.0', 5_000, 'the welcome of version 3');
-    await until(() => a.binaries.length > 0 && lastFrameValue(a) === 3, 10_000, 'frames of version 3');
+    await until(() => last().app.version === '3.0.0', 'the welcome of version 3', 5_000);
+    await until(() => a.binaries.length > 0 && lastFrameValue(a) === 3, 'frames of version 3', 10_000);
     expect(a.closeCode).toBeUndefined();
   });
 
@@ -173,7 +174,7 @@ describe('server: HostSwitch', () => {
         .slice(from)
         .map((b) => decodeFrame(new Uint8Array(b)))
         .filter((f) => f.encoding === FrameEncoding.H264);
-    await until(() => coded(0).length >= 10, 20_000, 'H.264 frames of version 1');
+    await until(() => coded(0).length >= 10, 'H.264 frames of version 1', 20_000);
     const texts = a.texts.length;
     // How many binary messages had arrived when the second welcome did (RawClient's own listener runs first).
     let binariesAtWelcome = -1;
@@ -181,8 +182,8 @@ describe('server: HostSwitch', () => {
       if (!isBinary && binariesAtWelcome < 0 && (JSON.parse(String(data)) as { type: string }).type === 'welcome') binariesAtWelcome = a.binaries.length;
     });
     await swap.replace(new AppHost(versionApp(2), { gracePeriodMs: 0, logger: quiet }), { load: (h) => h.load() });
-    await until(() => binariesAtWelcome >= 0, 5_000, 'the second welcome');
-    await until(() => coded(binariesAtWelcome).length >= 3, 20_000, 'H.264 frames of version 2');
+    await until(() => binariesAtWelcome >= 0, 'the second welcome', 5_000);
+    await until(() => coded(binariesAtWelcome).length >= 3, 'H.264 frames of version 2', 20_000);
     // After the new welcome: a video_config again, and the first coded frame is a key frame.
     const after = a.texts.slice(a.texts.findIndex((m, i) => i >= texts && m.type === 'welcome'));
     expect(after.some((m) => m.type === 'video_config' && m.codec === 'h264')).toBe(true);
@@ -212,7 +213,7 @@ describe('server: HostSwitch', () => {
     expect(old.status).toBe(201);
     const next = new AppHost(UploadApp, { gracePeriodMs: 0, logger: quiet });
     await server.host.replace(next, { load: (h) => h.load() });
-    await until(() => a.texts.filter((m) => m.type === 'welcome').length === 2, 5_000, 'the second welcome');
+    await until(() => a.texts.filter((m) => m.type === 'welcome').length === 2, 'the second welcome', 5_000);
     const late = await fetch(`${server.url}${old.json.url}`, { method: 'PUT', body: bytes });
     expect(late.status).toBe(404);
     expect(((await late.json()) as { error: { code: string } }).error.code).toBe('upload_not_found');
@@ -241,7 +242,7 @@ describe('server: HostSwitch', () => {
       id: 'slow',
       result: { version: 1 },
     });
-    await until(() => a.texts.filter((m) => m.type === 'welcome').length === 2, 5_000, 'the second welcome');
+    await until(() => a.texts.filter((m) => m.type === 'welcome').length === 2, 'the second welcome', 5_000);
     expect((await a.command('again', 'slow')).type).toBe('reply');
     expect(a.closeCode).toBeUndefined();
   });

@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { FrameEncoding } from '@reactor/client';
 import { MAX_FRAMES_PENDING_PER_TRACK, type ReactorServer } from '../src/index.js';
 import { MIC_RATE, WEBCAM } from './fixtures/input-app.js';
-import { RawClient, until } from './fixtures/net.js';
+import { until } from '@reactor/test-kit';
+import { RawClient } from './fixtures/net.js';
 import { TRACK, ask, errorsOf, keepsStreaming, solidJpeg, solidRgb, useInputServers, wireFrame } from './input-servers.js';
 
 const { start, client, cleanups } = useInputServers();
@@ -42,7 +43,7 @@ async function stillWorks(server: ReactorServer, host: { pushed: { accepted: boo
   await keepsStreaming(c);
   const before = host.pushed.filter((p) => p.accepted).length;
   c.ws.send(wireFrame({ track: TRACK.webcam, encoding: Rgb, width: W, height: H }, solidRgb(W, H, [1, 2, 3])));
-  await until(() => host.pushed.filter((p) => p.accepted).length > before, 10_000, 'a good frame accepted after the bad one');
+  await until(() => host.pushed.filter((p) => p.accepted).length > before, 'a good frame accepted after the bad one', 10_000);
   expect(c.closeCode).toBeUndefined();
   expect(server.host.status.state).toBe('streaming');
 }
@@ -56,7 +57,7 @@ describe('server: inbound frames', () => {
     c.ws.send(wireFrame({ track: TRACK.webcam, encoding: Jpeg, width: W, height: H, ptsMs: 10, metadata: { n: 1 } }, jpeg));
     c.ws.send(wireFrame({ track: TRACK.webcam, encoding: Rgb, width: W, height: H, ptsMs: 20 }, solidRgb(W, H, [5, 6, 7])));
     c.ws.send(wireFrame({ track: TRACK.mic, encoding: PcmS16le, width: 4, height: 1, ptsMs: 30 }, pcm([1, -2, 300, -32768])));
-    await until(() => host.pushed.length === 3, 10_000, 'three frames pushed');
+    await until(() => host.pushed.length === 3, 'three frames pushed', 10_000);
     expect(host.pushed.every((p) => p.accepted)).toBe(true);
     // Arrival order holds per track (the mic's chunk does not wait for the webcam's decode).
     const [a, b] = host.pushed.filter((p) => p.track === 'webcam');
@@ -77,7 +78,7 @@ describe('server: inbound frames', () => {
       expect(p.frame.receivedAtMs).toBeLessThanOrEqual(performance.now());
     }
     // The app reads them from this.input.webcam / this.input.mic, in the same order, with the same content.
-    await until(() => read.webcam.length === 2 && read.mic.length === 1, 10_000, 'the app to read the frames');
+    await until(() => read.webcam.length === 2 && read.mic.length === 1, 'the app to read the frames', 10_000);
     expect(read.webcam.map((f) => [f.ptsMs, f.width, f.height, f.data.length])).toEqual([
       [10, W, H, W * H * 3],
       [20, W, H, W * H * 3],
@@ -116,7 +117,11 @@ describe('server: inbound frames', () => {
       expect(await ask(c, 'publish', 'p', 'webcam')).toMatchObject({ type: 'reply' });
       expect(await ask(c, 'unpublish', 'u', 'webcam')).toMatchObject({ type: 'reply' });
       c.ws.send(wireFrame({ track: TRACK.webcam, encoding: Rgb, width: W, height: H }, solidRgb(W, H, [1, 1, 1])));
-      await until(async () => (await metric(server, 'reactor_input_frames_dropped_total', { track: 'webcam', reason: 'not_publisher' })) === 1);
+      await until(
+        async () => (await metric(server, 'reactor_input_frames_dropped_total', { track: 'webcam', reason: 'not_publisher' })) === 1,
+        'condition',
+        10_000,
+      );
       expect(host.pushed).toEqual([]);
       expect(await ask(c, 'publish', 'p2', 'webcam')).toMatchObject({ type: 'reply' });
       await stillWorks(server, host, c);
@@ -146,7 +151,11 @@ describe('server: inbound frames', () => {
       });
       c.ws.send(wireFrame({ track: TRACK.mic, encoding: Jpeg, width: W, height: H }, await solidJpeg(W, H, [0, 0, 0])));
       c.ws.send(wireFrame({ track: TRACK.webcam, encoding: 7, width: W, height: H }, solidRgb(W, H, [0, 0, 0])));
-      await until(async () => (await metric(server, 'reactor_input_frames_dropped_total', { track: 'webcam', reason: 'wrong_encoding' })) === 2);
+      await until(
+        async () => (await metric(server, 'reactor_input_frames_dropped_total', { track: 'webcam', reason: 'wrong_encoding' })) === 2,
+        'condition',
+        10_000,
+      );
       expect(await metric(server, 'reactor_input_frames_dropped_total', { track: 'mic', reason: 'wrong_encoding' })).toBe(1);
       await stillWorks(server, host, c);
     });
@@ -162,8 +171,16 @@ describe('server: inbound frames', () => {
       const jpeg = await solidJpeg(W, H, [10, 200, 10]);
       c.ws.send(wireFrame({ track: TRACK.webcam, encoding: Jpeg, width: W, height: H }, jpeg.subarray(0, Math.floor(jpeg.length * 0.6))));
       c.ws.send(Buffer.from('not a frame at all, but binary'));
-      await until(async () => (await metric(server, 'reactor_input_frames_dropped_total', { track: 'webcam', reason: 'undecodable_frame' })) === 2);
-      await until(async () => (await metric(server, 'reactor_input_frames_dropped_total', { track: '(unknown)', reason: 'undecodable_frame' })) === 1);
+      await until(
+        async () => (await metric(server, 'reactor_input_frames_dropped_total', { track: 'webcam', reason: 'undecodable_frame' })) === 2,
+        'condition',
+        10_000,
+      );
+      await until(
+        async () => (await metric(server, 'reactor_input_frames_dropped_total', { track: '(unknown)', reason: 'undecodable_frame' })) === 1,
+        'condition',
+        10_000,
+      );
       expect(host.pushed).toEqual([]);
       await stillWorks(server, host, c);
       // One error per cause per second: three undecodable frames within it earn one error, or two if a second went by.
@@ -179,7 +196,11 @@ describe('server: inbound frames', () => {
         message: `a 161x120 frame is beyond track "webcam"'s limit of 160x120; capture at 64x48 as the schema asks`,
       });
       c.ws.send(wireFrame({ track: TRACK.mic, encoding: PcmS16le, width: MIC_RATE + 1, height: 1 }, new Uint8Array((MIC_RATE + 1) * 2)));
-      await until(async () => (await metric(server, 'reactor_input_frames_dropped_total', { track: 'mic', reason: 'frame_too_large' })) === 1);
+      await until(
+        async () => (await metric(server, 'reactor_input_frames_dropped_total', { track: 'mic', reason: 'frame_too_large' })) === 1,
+        'condition',
+        10_000,
+      );
       expect(await metric(server, 'reactor_input_frames_dropped_total', { track: 'webcam', reason: 'frame_too_large' })).toBe(1);
       expect(await server.metrics.registry.metrics()).toMatch(/reactor_input_decode_seconds_count 0\n/);
       await stillWorks(server, host, c);
@@ -198,8 +219,16 @@ describe('server: inbound frames', () => {
       c.ws.send(wireFrame({ track: TRACK.mic, encoding: PcmS16le, width: 2, height: 2 }, pcm([1, 2])));
       // A chunk of zero samples: refused at intake (it used to reach the host, which dropped it without a word).
       c.ws.send(wireFrame({ track: TRACK.mic, encoding: PcmS16le, width: 0, height: 1 }, new Uint8Array(0)));
-      await until(async () => (await metric(server, 'reactor_input_frames_dropped_total', { track: 'webcam', reason: 'frame_header_mismatch' })) === 3);
-      await until(async () => (await metric(server, 'reactor_input_frames_dropped_total', { track: 'mic', reason: 'frame_header_mismatch' })) === 4);
+      await until(
+        async () => (await metric(server, 'reactor_input_frames_dropped_total', { track: 'webcam', reason: 'frame_header_mismatch' })) === 3,
+        'condition',
+        10_000,
+      );
+      await until(
+        async () => (await metric(server, 'reactor_input_frames_dropped_total', { track: 'mic', reason: 'frame_header_mismatch' })) === 4,
+        'condition',
+        10_000,
+      );
       expect(host.pushed).toEqual([]);
       await stillWorks(server, host, c);
     });
@@ -215,7 +244,7 @@ describe('server: inbound frames', () => {
       const mem0 = process.memoryUsage();
       const t0 = performance.now();
       for (let i = 0; i < n; i++) c.ws.send(frame);
-      await until(async () => (await metric(server, 'reactor_input_frames_received_total', { track: 'webcam' })) === n, 20_000, 'every frame received');
+      await until(async () => (await metric(server, 'reactor_input_frames_received_total', { track: 'webcam' })) === n, 'every frame received', 20_000);
       const elapsedS = (performance.now() - t0) / 1000;
       const accepted = host.pushed.filter((p) => p.accepted).length;
       const dropped = await metric(server, 'reactor_input_frames_dropped_total', { track: 'webcam', reason: 'frame_rate_limited' });
@@ -224,7 +253,7 @@ describe('server: inbound frames', () => {
       expect(accepted).toBeLessThanOrEqual(Math.ceil(maxFps / 4) + Math.ceil(maxFps * elapsedS));
       expect(accepted + dropped).toBe(n);
       // What the app itself read from this.input.webcam: every accepted frame, no more.
-      await until(() => read.webcam.length === accepted, 10_000, 'the app to read the accepted frames');
+      await until(() => read.webcam.length === accepted, 'the app to read the accepted frames', 10_000);
       const errors = errorsOf(c, 'frame_rate_limited');
       expect(errors.length).toBeGreaterThanOrEqual(1);
       expect(errors.length).toBeLessThanOrEqual(Math.ceil(elapsedS) + 1);
@@ -243,8 +272,8 @@ describe('server: inbound frames', () => {
       const frame = wireFrame({ track: TRACK.webcam, encoding: Jpeg, width: WEBCAM.maxWidth, height: WEBCAM.maxHeight }, jpeg);
       const n = 200;
       for (let i = 0; i < n; i++) c.ws.send(frame);
-      await until(async () => (await metric(server, 'reactor_input_frames_received_total', { track: 'webcam' })) === n, 20_000, 'every frame received');
-      await until(() => server.connections().every((x) => (x.inbound?.pending ?? 0) === 0), 10_000, 'decodes done');
+      await until(async () => (await metric(server, 'reactor_input_frames_received_total', { track: 'webcam' })) === n, 'every frame received', 20_000);
+      await until(() => server.connections().every((x) => (x.inbound?.pending ?? 0) === 0), 'decodes done', 10_000);
       const info = server.connections()[0]!.inbound!;
       expect(info.pendingPeak).toBeLessThanOrEqual(MAX_FRAMES_PENDING_PER_TRACK);
       const accepted = host.pushed.filter((p) => p.accepted).length;
@@ -259,11 +288,15 @@ describe('server: inbound frames', () => {
     const { server, host, c } = await publisher();
     const t0 = performance.now();
     for (let i = 0; i < 5; i++) c.ws.send(wireFrame({ track: 50, encoding: Rgb, width: 1, height: 1 }, new Uint8Array(3)));
-    await until(async () => (await metric(server, 'reactor_input_frames_dropped_total', { track: '(unknown)', reason: 'unknown_track' })) === 5);
+    await until(
+      async () => (await metric(server, 'reactor_input_frames_dropped_total', { track: '(unknown)', reason: 'unknown_track' })) === 5,
+      'condition',
+      10_000,
+    );
     const within = performance.now() - t0 < 1000;
     if (within) expect(errorsOf(c, 'unknown_track')).toHaveLength(1);
     // A second later the next one is sent, with the count of the unsent ones.
-    await until(() => performance.now() - t0 > 1100, 5000, 'a second to pass', 50);
+    await until(() => performance.now() - t0 > 1100, 'a second to pass', 5000, 50);
     c.ws.send(wireFrame({ track: 50, encoding: Rgb, width: 1, height: 1 }, new Uint8Array(3)));
     const last = await c.waitFor((m) => m.type === 'error' && m.code === 'unknown_track' && m.message.includes('dropped for this cause'));
     if (within) expect(last).toMatchObject({ message: expect.stringContaining('(4 more frames dropped for this cause since the last such error)') });
@@ -299,9 +332,9 @@ describe('server: inbound frames', () => {
     expect(await ask(c, 'publish', 'p', 'webcam')).toMatchObject({ type: 'reply' });
     const jpeg = await solidJpeg(WEBCAM.maxWidth, WEBCAM.maxHeight, [1, 2, 3]);
     for (let i = 0; i < 3; i++) c.ws.send(wireFrame({ track: TRACK.webcam, encoding: Jpeg, width: WEBCAM.maxWidth, height: WEBCAM.maxHeight }, jpeg));
-    await until(async () => (await metric(server, 'reactor_input_frames_received_total', { track: 'webcam' })) === 3);
+    await until(async () => (await metric(server, 'reactor_input_frames_received_total', { track: 'webcam' })) === 3, 'condition', 10_000);
     c.ws.terminate();
-    await until(() => server.connections().length === 0, 10_000, 'the connection gone');
+    await until(() => server.connections().length === 0, 'the connection gone', 10_000);
     const accepted = await metric(server, 'reactor_input_frames_accepted_total', { track: 'webcam' });
     const gone = await metric(server, 'reactor_input_frames_dropped_total', { track: 'webcam', reason: 'disconnected' });
     const refused = await metric(server, 'reactor_input_frames_dropped_total', { track: 'webcam', reason: 'not_accepted' });

@@ -9,7 +9,8 @@ import { AppHost, type ClientHandle, type ClientInfo, type ClientSink, type Inbo
 import { serveHost, type ReactorServer, type ServableHost, type ServerOptions } from '../src/index.js';
 import { quiet, useCleanups } from './fixtures/cleanups.js';
 import { inputApp, type InputAppOptions } from './fixtures/input-app.js';
-import { RawClient, until } from './fixtures/net.js';
+import { until } from '@reactor/test-kit';
+import { RawClient } from './fixtures/net.js';
 
 /** One `pushFrame` call the server made, and what the host answered. */
 export interface PushedFrame {
@@ -139,7 +140,7 @@ export const TRACK = { webcam: 0, mic: 1, mainVideo: 2 } as const;
 /** Resolves once `c` has received `n` more binary (outbound) frames than it had: the session still streams to it. */
 export async function keepsStreaming(c: RawClient, n = 3): Promise<void> {
   const start = c.binaries.length;
-  await until(() => c.binaries.length >= start + n, 10_000, `${n} more frames streamed to the client`);
+  await until(() => c.binaries.length >= start + n, `${n} more frames streamed to the client`, 10_000);
   if (c.closeCode !== undefined) throw new Error(`the client was closed (${c.closeCode})`);
 }
 

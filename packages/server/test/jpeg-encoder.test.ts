@@ -5,7 +5,8 @@ import { describe, expect, it } from 'vitest';
 import { decodeFrame, FrameEncoding } from '@reactor/protocol';
 import { serve } from '../src/index.js';
 import { patternApp } from './fixtures/pattern-app.js';
-import { RawClient, until } from './fixtures/net.js';
+import { until } from '@reactor/test-kit';
+import { RawClient } from './fixtures/net.js';
 import { quiet, useCleanups } from './fixtures/cleanups.js';
 
 const cleanups = useCleanups();
@@ -35,8 +36,8 @@ describe('server: JPEG frames played faster than they are encoded', () => {
         text = await (await fetch(`${server.url}/metrics`)).text();
         return metric(text, 'encoder_busy') >= 50 && clients.every((c) => c.binaries.length >= 20);
       },
-      60_000,
       'the encoder to fall behind while both clients get frames',
+      60_000,
       200,
     );
     // One scrape: every counter read in the same tick.

@@ -9,7 +9,8 @@ import { InputState, Output, ReactorApp, reactorApp } from '@reactor/runtime';
 import { serve, type ReactorServer } from '../src/index.js';
 import { gatedApp } from './fixtures/gated-app.js';
 import { patternApp } from './fixtures/pattern-app.js';
-import { RawClient, until } from './fixtures/net.js';
+import { until } from '@reactor/test-kit';
+import { RawClient } from './fixtures/net.js';
 import { quiet, useCleanups } from './fixtures/cleanups.js';
 
 const cleanups = useCleanups();
@@ -141,7 +142,7 @@ describe('server: shutdown', () => {
     await server.loaded;
     const a = await new RawClient(server.wsUrl).open();
     const b = await new RawClient(server.wsUrl).open();
-    await until(() => a.binaries.length > 0, 5000, 'frames');
+    await until(() => a.binaries.length > 0, 'frames', 5000);
     await server.close();
     expect(await a.closed).toBe(1001);
     expect(await b.closed).toBe(1001);
@@ -162,10 +163,10 @@ describe('server: shutdown', () => {
       let out = '';
       child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
       child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-      await until(() => out.includes('"url"'), 15_000, 'the child to listen');
+      await until(() => out.includes('"url"'), 'the child to listen', 15_000);
       const url = (JSON.parse(out.split('\n').find((l) => l.includes('"url"'))!) as { url: string }).url;
       const c = await new RawClient(`${url.replace('http', 'ws')}/ws`).open();
-      await until(() => c.binaries.length > 2, 5000, 'frames');
+      await until(() => c.binaries.length > 2, 'frames', 5000);
       const exited = once(child, 'exit');
       child.kill(signal);
       expect(await c.closed).toBe(1001);

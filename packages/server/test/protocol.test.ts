@@ -3,7 +3,8 @@ import { WebSocket } from 'ws';
 import { CommandFailedError, connect, decodeFrame, type AppMessage, type ClientFrame, type ReactorClient, type WelcomeMessage } from '@reactor/client';
 import { serve, type ReactorServer } from '../src/index.js';
 import { patternApp } from './fixtures/pattern-app.js';
-import { RawClient, stalledClient, until } from './fixtures/net.js';
+import { until } from '@reactor/test-kit';
+import { RawClient, stalledClient } from './fixtures/net.js';
 import { quiet, useCleanups } from './fixtures/cleanups.js';
 
 const cleanups = useCleanups();
@@ -41,12 +42,12 @@ describe('server: several clients on one session', () => {
 
     // A setter: acknowledged to the sender, new state broadcast to everyone.
     await expect(a.send('set_color', { color: 'blue' })).resolves.toBeUndefined();
-    await until(() => states.some((s) => s['color'] === 'blue'), 5000, 'state broadcast');
+    await until(() => states.some((s) => s['color'] === 'blue'), 'state broadcast', 5000);
     expect(c.state['color']).toBe('blue');
 
     // An event with params: the result goes to the sender, the message to all.
     await expect(b.send('announce', { text: 'hi all', times: 2 })).resolves.toEqual({ sent: 2 });
-    await until(() => messages.length === 2, 5000, 'two notices');
+    await until(() => messages.length === 2, 'two notices', 5000);
     expect(messages[0]).toEqual({ type: 'message', name: 'notice', data: { text: 'hi all' } });
 
     // An app CommandError reaches the sender with its own code.
@@ -54,7 +55,7 @@ describe('server: several clients on one session', () => {
     expect(err).toBeInstanceOf(CommandFailedError);
     expect((err as CommandFailedError).code).toBe('not_today');
 
-    await until(() => [...frames.values()].every((l) => l.length >= 15), 10_000, '15 frames on every client');
+    await until(() => [...frames.values()].every((l) => l.length >= 15), '15 frames on every client', 10_000);
     for (const list of frames.values()) {
       for (let i = 1; i < list.length; i++) expect(list[i]!.seq).toBeGreaterThan(list[i - 1]!.seq);
       expect(list[0]).toMatchObject({ width: 64, height: 48, trackName: 'main_video', encoding: 0 });
@@ -71,7 +72,7 @@ describe('server: several clients on one session', () => {
       () => a.close(),
       () => b.close(),
     );
-    await until(() => a.binaries.length > 3 && b.binaries.length > 3, 10_000, 'frames');
+    await until(() => a.binaries.length > 3 && b.binaries.length > 3, 'frames', 10_000);
     const f = decodeFrame(new Uint8Array(a.binaries[0]!));
     expect(f.encoding).toBe(1);
     expect(f.payload.byteLength).toBe(64 * 48 * 3);
@@ -109,7 +110,7 @@ describe('server: /metrics', () => {
       () => b.close(),
     );
     await a.command('1', 'set_speed', { speed: 1 });
-    await until(() => a.binaries.length >= 10 && b.binaries.length >= 10, 5000, 'frames');
+    await until(() => a.binaries.length >= 10 && b.binaries.length >= 10, 'frames', 5000);
     await a.waitFor((m) => m.type === 'stats' && m.steps > 0);
     const text = await (await fetch(`${server.url}/metrics`)).text();
     const value = (name: string): number => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
@@ -187,7 +188,7 @@ describe('server: bad input', () => {
     cleanups.push(() => alive.close());
     const code = await dead.closed;
     expect(code).toBe(1006); // terminated without a close frame
-    await until(() => server.connections().length === 1, 2000, 'one connection left');
+    await until(() => server.connections().length === 1, 'one connection left', 2000);
     expect(alive.closeCode).toBeUndefined();
     expect(await (await fetch(`${server.url}/metrics`)).text()).toMatch(/reactor_connections_rejected_total\{reason="heartbeat"\} 1/);
   });
@@ -220,9 +221,9 @@ describe('server: bad input', () => {
         });
       });
     }
-    await until(() => server.connections().length === 1, 5000, 'victims gone');
+    await until(() => server.connections().length === 1, 'victims gone', 5000);
     const before = other.binaries.length;
-    await until(() => other.binaries.length > before + 10, 5000, 'frames still flowing');
+    await until(() => other.binaries.length > before + 10, 'frames still flowing', 5000);
     expect(await other.command('s', 'set_speed', { speed: 5 })).toEqual({ type: 'reply', id: 's' });
     expect((await (await fetch(`${server.url}/health`)).json()) as unknown).toMatchObject({ status: 'ready', clients: 1 });
   });

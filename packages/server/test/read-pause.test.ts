@@ -3,7 +3,8 @@ import type { Socket } from 'node:net';
 import { type AppHost } from '@reactor/runtime';
 import { serve, type ReactorServer } from '../src/index.js';
 import { patternApp } from './fixtures/pattern-app.js';
-import { RawClient, stalledClient, until } from './fixtures/net.js';
+import { until } from '@reactor/test-kit';
+import { RawClient, stalledClient } from './fixtures/net.js';
 import { quiet, useCleanups } from './fixtures/cleanups.js';
 
 const cleanups = useCleanups();
@@ -38,11 +39,11 @@ describe('server: a client that writes and does not read its answers', () => {
     cleanups.push(() => viewer.close());
     const abuser: Socket = await stalledClient(server.port);
     cleanups.push(() => abuser.destroy());
-    await until(() => server.connections().length === 2, 5000, 'the abuser to join');
+    await until(() => server.connections().length === 2, 'the abuser to join', 5000);
     const handled0 = await handled(server);
     abuser.write(flood());
 
-    await until(() => server.connections().some((c) => c.readPaused), 20_000, 'the server to stop reading the abuser');
+    await until(() => server.connections().some((c) => c.readPaused), 'the server to stop reading the abuser', 20_000);
     const paused = server.connections().find((c) => c.readPaused)!;
     const handledAtPause = await handled(server);
     // Paused well before the flood was answered: the rest waits on the abuser's side.
@@ -51,7 +52,7 @@ describe('server: a client that writes and does not read its answers', () => {
     // While the viewer receives 20 more frames, the paused abuser gets no further answers, and
     // what the server holds for it stays within the bound (plus one answer).
     const frames0 = viewer.binaries.length;
-    await until(() => viewer.binaries.length >= frames0 + 20, 20_000, '20 more frames for the viewer');
+    await until(() => viewer.binaries.length >= frames0 + 20, '20 more frames for the viewer', 20_000);
     const still = server.connections().find((c) => c.id === paused.id)!;
     expect(still.readPaused).toBe(true);
     expect(still.unsentAnswerBytes).toBeLessThanOrEqual(readPauseBytes + 4096);
@@ -63,10 +64,10 @@ describe('server: a client that writes and does not read its answers', () => {
     let received = 0;
     abuser.on('data', (d: Buffer) => (received += d.byteLength));
     abuser.resume();
-    await until(async () => (await handled(server)) - handled0 >= FLOOD_MESSAGES, 60_000, 'every flood message to be answered');
+    await until(async () => (await handled(server)) - handled0 >= FLOOD_MESSAGES, 'every flood message to be answered', 60_000);
     const after = server.connections().find((c) => c.id === paused.id)!;
     expect(after.readPauses).toBeGreaterThanOrEqual(1);
-    await until(() => !server.connections().find((c) => c.id === paused.id)!.readPaused, 20_000, 'the abuser to be read again');
+    await until(() => !server.connections().find((c) => c.id === paused.id)!.readPaused, 'the abuser to be read again', 20_000);
     expect(received).toBeGreaterThan(readPauseBytes);
     // Never cut: it read in the end.
     const metrics = await (await fetch(`${server.url}/metrics`)).text();
@@ -80,10 +81,10 @@ describe('server: a client that writes and does not read its answers', () => {
     cleanups.push(() => viewer.close());
     const abuser = await stalledClient(server.port);
     cleanups.push(() => abuser.destroy());
-    await until(() => server.connections().length === 2, 5000, 'the abuser to join');
+    await until(() => server.connections().length === 2, 'the abuser to join', 5000);
     abuser.on('error', () => undefined);
     abuser.write(flood());
-    await until(() => server.connections().length === 1, 30_000, 'the abuser to be cut');
+    await until(() => server.connections().length === 1, 'the abuser to be cut', 30_000);
     // Its socket is really closed: once it reads again it sees the end (a paused socket notices nothing).
     const gone = new Promise<void>((resolve) => abuser.once('close', () => resolve()));
     abuser.on('data', () => undefined);
@@ -94,7 +95,7 @@ describe('server: a client that writes and does not read its answers', () => {
     expect(metrics).toMatch(/reactor_read_pauses_total [1-9]/);
     // The viewer was left alone and still gets frames and answers.
     const frames0 = viewer.binaries.length;
-    await until(() => viewer.binaries.length > frames0 + 3, 10_000, 'more frames for the viewer');
+    await until(() => viewer.binaries.length > frames0 + 3, 'more frames for the viewer', 10_000);
     expect(await viewer.command('ok', 'set_speed', { speed: 1 })).toEqual({ type: 'reply', id: 'ok' });
   }, 60_000);
 
@@ -102,26 +103,26 @@ describe('server: a client that writes and does not read its answers', () => {
     const server = await start();
     const viewers = [await new RawClient(server.wsUrl).open(), await new RawClient(server.wsUrl).open()];
     cleanups.push(() => viewers.forEach((v) => v.close()));
-    await until(() => viewers.every((v) => v.binaries.length > 10), 10_000, 'the stream to run');
+    await until(() => viewers.every((v) => v.binaries.length > 10), 'the stream to run', 10_000);
     const played = (): number => (server.host as AppHost).counters.framesPlayed;
     const rate = async (frames: number): Promise<number[]> => {
       const got0 = viewers.map((v) => v.binaries.length);
       const t0 = performance.now();
       const p0 = played();
-      await until(() => played() - p0 >= frames, 30_000, `${frames} frames`);
+      await until(() => played() - p0 >= frames, `${frames} frames`, 30_000);
       const s = (performance.now() - t0) / 1000;
       return viewers.map((v, i) => (v.binaries.length - got0[i]!) / s);
     };
     const baseline = await rate(45);
     const abusers = await Promise.all([0, 1, 2, 3, 4].map(() => stalledClient(server.port)));
     cleanups.push(() => abusers.forEach((a) => a.destroy()));
-    await until(() => server.connections().length === 7, 10_000, 'the abusers to join');
+    await until(() => server.connections().length === 7, 'the abusers to join', 10_000);
     const payload = flood();
     // Measured from the first abusive byte: the flood's start is when the server works hardest.
     const measuring = rate(45);
     for (const a of abusers) a.write(payload);
     const during = await measuring;
-    await until(() => server.connections().filter((c) => c.readPaused).length === 5, 30_000, 'every abuser to be paused');
+    await until(() => server.connections().filter((c) => c.readPaused).length === 5, 'every abuser to be paused', 30_000);
     for (const [i, fps] of during.entries()) expect(fps).toBeGreaterThan(baseline[i]! * 0.8);
   }, 120_000);
 });

@@ -8,7 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import { ENCODE, ffmpegRtp } from './fixtures/ffmpeg-rtp.js';
 import { MIC_RATE, WEBCAM } from './fixtures/input-app.js';
-import { until } from './fixtures/net.js';
+import { until } from '@reactor/test-kit';
 import { openRtcPublisher } from './fixtures/rtc-publisher.js';
 import { useInputServers } from './input-servers.js';
 
@@ -62,8 +62,8 @@ describe('server: camera and microphone over WebRTC', () => {
       }),
     ]);
     // On this shared 2-core machine a few may be dropped (counted: a decode backlog), not more.
-    await until(() => host.pushed.filter((f) => f.track === 'webcam' && f.accepted).length >= 10, 10_000, 'camera frames in the app');
-    await until(() => host.pushed.filter((f) => f.track === 'mic' && f.accepted).length >= 40, 10_000, 'microphone chunks in the app');
+    await until(() => host.pushed.filter((f) => f.track === 'webcam' && f.accepted).length >= 10, 'camera frames in the app', 10_000);
+    await until(() => host.pushed.filter((f) => f.track === 'mic' && f.accepted).length >= 40, 'microphone chunks in the app', 10_000);
     // The only errors a busy machine may bring are those drops, each told as a decode backlog
     // (ffmpeg sends as fast as it encodes); any other error is a failure.
     const errors = p.ws.texts.filter((m) => m.type === 'error') as unknown as { code: string; message: string }[];
@@ -79,7 +79,7 @@ describe('server: camera and microphone over WebRTC', () => {
     const samples = mic.reduce((n, c) => n + c.frame.data.length, 0);
     expect(samples).toBeGreaterThan(MIC_RATE * 0.8);
     // The app reads them from this.input.webcam / this.input.mic.
-    await until(() => read.webcam.length >= 10 && read.mic.length >= 40, 10_000, 'the app to read them');
+    await until(() => read.webcam.length >= 10 && read.mic.length >= 40, 'the app to read them', 10_000);
     expect(server.connections()[0]?.webrtc?.state).toBe('connected');
     const text = await server.metrics.registry.metrics();
     expect(text).toMatch(/reactor_input_frames_accepted_total\{track="webcam"\} (1\d|[2-9]\d)/);
@@ -115,14 +115,14 @@ describe('server: camera and microphone over WebRTC', () => {
       encode: ENCODE.vp8,
       onPacket: (rtp) => p.write('cam', rtp),
     });
-    await until(() => host.pushed.length > 0, 10_000, 'a frame in the app');
+    await until(() => host.pushed.length > 0, 'a frame in the app', 10_000);
     expect(server.connections()[0]?.webrtc?.inbound?.['webcam']?.accepted).toBeGreaterThan(0);
     // The client's peer connection goes (a tab's RTCPeerConnection closed, a crashed media stack); its WebSocket stays.
     await p.pc.close();
     const lost = await p.ws.waitFor((m) => m.type === 'rtc_state' && (m as { state: string }).state !== 'connected', 20_000);
     expect(lost).toMatchObject({ type: 'rtc_state' });
-    await until(() => server.connections()[0]?.webrtc === undefined, 15_000, 'the peer closed on the server');
-    await until(async () => (await udpSockets()) <= before, 10_000, 'the UDP sockets closed');
+    await until(() => server.connections()[0]?.webrtc === undefined, 'the peer closed on the server', 15_000);
+    await until(async () => (await udpSockets()) <= before, 'the UDP sockets closed', 10_000);
     await p.ws.waitFor(() => p.ws.binaries.length > 0, 10_000);
     expect(server.host.status.state).toBe('streaming');
   }, 60_000);
@@ -149,11 +149,11 @@ describe('server: camera and microphone over WebRTC', () => {
       encode: ENCODE.vp8,
       onPacket: (rtp) => p.write('cam', rtp),
     });
-    await until(() => host.pushed.length > 0, 10_000, 'a frame in the app');
+    await until(() => host.pushed.length > 0, 'a frame in the app', 10_000);
     // The client's socket drops without rtc_close, its peer connection with it.
     p.ws.ws.terminate();
     await p.pc.close();
-    await until(() => server.connections().length === 0, 10_000, 'the connection gone');
-    await until(async () => (await udpSockets()) <= before, 10_000, 'the UDP sockets closed');
+    await until(() => server.connections().length === 0, 'the connection gone', 10_000);
+    await until(async () => (await udpSockets()) <= before, 'the UDP sockets closed', 10_000);
   }, 60_000);
 });

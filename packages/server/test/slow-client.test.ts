@@ -5,7 +5,8 @@ import { runInNewContext } from 'node:vm';
 import { type AppHost } from '@reactor/runtime';
 import { serve } from '../src/index.js';
 import { patternApp } from './fixtures/pattern-app.js';
-import { RawClient, stalledClient, until } from './fixtures/net.js';
+import { until } from '@reactor/test-kit';
+import { RawClient, stalledClient } from './fixtures/net.js';
 import { quiet, useCleanups } from './fixtures/cleanups.js';
 
 const cleanups = useCleanups();
@@ -37,10 +38,10 @@ describe('server: a client that stops reading', () => {
       await server.loaded;
       const others = [await new RawClient(server.wsUrl).open(), await new RawClient(server.wsUrl).open()];
       cleanups.push(() => others.forEach((o) => o.close()));
-      await until(() => others.every((o) => o.binaries.length > 10), 10_000, 'the stream to run');
+      await until(() => others.every((o) => o.binaries.length > 10), 'the stream to run', 10_000);
       const stalled: Socket = await stalledClient(server.port);
       cleanups.push(() => stalled.destroy());
-      await until(() => server.connections().length === 3, 5000, 'the stalled client to join');
+      await until(() => server.connections().length === 3, 'the stalled client to join', 5000);
 
       const frameSize = 256 * 256 * 3;
       const start = others.map((o) => o.binaries.length);
@@ -129,7 +130,7 @@ describe('server: a client that stops reading', () => {
     // ~10 MB of error replies they earn.
     const one = Buffer.from([0x81, 0x80 | 1, 0, 0, 0, 0, 0x78]);
     greedy.write(Buffer.concat(Array.from({ length: 60_000 }, () => one)));
-    await until(() => server.connections().length === 1, 10_000, 'the greedy client to be cut off');
+    await until(() => server.connections().length === 1, 'the greedy client to be cut off', 10_000);
     expect(await (await fetch(`${server.url}/metrics`)).text()).toMatch(/reactor_connections_rejected_total\{reason="unread_backlog"\} 1/);
     expect(await other.command('ok', 'set_speed', { speed: 1 })).toEqual({ type: 'reply', id: 'ok' });
   });
@@ -155,7 +156,7 @@ describe('server: many clients that stop reading', () => {
     cleanups.push(() => reader.close());
     const greedy = await Promise.all([0, 1, 2].map(() => stalledClient(server.port)));
     cleanups.push(() => greedy.forEach((g) => g.destroy()));
-    await until(() => server.connections().length === 4, 5000, 'every client to join');
+    await until(() => server.connections().length === 4, 'every client to join', 5000);
     // 60 000 one-byte text messages each (masked with a zero key), never reading the ~10 MB of errors they earn.
     const one = Buffer.from([0x81, 0x80 | 1, 0, 0, 0, 0, 0x78]);
     const flood = Buffer.concat(Array.from({ length: 60_000 }, () => one));
@@ -164,7 +165,7 @@ describe('server: many clients that stop reading', () => {
     const sampler = setInterval(() => void server.metrics.unsentBytes.get().then((g) => (maxUnsent = Math.max(maxUnsent, g.values[0]?.value ?? 0))), 5);
     cleanups.push(() => clearInterval(sampler));
     for (const g of greedy) g.write(flood);
-    await until(() => server.connections().length === 1, 20_000, 'the greedy clients to be cut');
+    await until(() => server.connections().length === 1, 'the greedy clients to be cut', 20_000);
     clearInterval(sampler);
     const metrics = await (await fetch(`${server.url}/metrics`)).text();
     expect(metrics).toMatch(/reactor_connections_rejected_total\{reason="server_budget"\} 3/);
@@ -175,7 +176,7 @@ describe('server: many clients that stop reading', () => {
     // The reader was never cut, still gets frames and answers.
     expect(metrics).toMatch(/reactor_frames_dropped_total\{reason="server_budget"\} 0/);
     const before = reader.binaries.length;
-    await until(() => reader.binaries.length > before + 3, 5000, 'more frames for the reader');
+    await until(() => reader.binaries.length > before + 3, 'more frames for the reader', 5000);
     expect(await reader.command('ok', 'set_speed', { speed: 1 })).toEqual({ type: 'reply', id: 'ok' });
   });
 });

@@ -23,7 +23,7 @@ import { MAX_CODED_IN_FLIGHT } from '../src/video/video-streams.js';
 import { avcCodecString } from '../src/video/video-encoder.js';
 import { quiet, useCleanups } from './fixtures/cleanups.js';
 import { patternApp, type PatternAppOptions } from './fixtures/pattern-app.js';
-import { until } from './fixtures/net.js';
+import { until } from '@reactor/test-kit';
 
 const cleanups = useCleanups();
 
@@ -54,7 +54,7 @@ class LogClient {
   }
 
   async waitFor<T extends ServerMessage>(pred: (m: ServerMessage) => boolean, what: string, timeoutMs = 20_000): Promise<T> {
-    await until(() => this.texts.some(pred), timeoutMs, what);
+    await until(() => this.texts.some(pred), what, timeoutMs);
     return this.texts.find(pred) as T;
   }
 
@@ -151,12 +151,12 @@ describe('server: coded video', () => {
       keyFrameInterval: 60,
     });
     expect(await a.select('v1', 'h264')).toEqual({ type: 'reply', id: 'v1', result: { codec: 'h264', tier: 'full' } });
-    await until(() => a.frames.filter((f) => f.encoding === FrameEncoding.H264).length >= 40, 30_000, 'a second of H.264');
+    await until(() => a.frames.filter((f) => f.encoding === FrameEncoding.H264).length >= 40, 'a second of H.264', 30_000);
     // The second client joins a running encoder: it still starts with its config and a key frame.
     const b = new LogClient(server.wsUrl);
     await b.open();
     expect(await b.select('v2', 'h264')).toMatchObject({ type: 'reply' });
-    await until(() => b.frames.filter((f) => f.encoding === FrameEncoding.H264).length >= 20, 30_000, 'frames for the second client');
+    await until(() => b.frames.filter((f) => f.encoding === FrameEncoding.H264).length >= 20, 'frames for the second client', 30_000);
     expect(server.videoEncoders()).toMatchObject([{ track: 'main_video', codec: 'h264', tier: 'full', clients: 2, open: true }]);
 
     for (const c of [a, b]) {
@@ -182,7 +182,7 @@ describe('server: coded video', () => {
     const a = new LogClient(server.wsUrl);
     await a.open();
     expect(await a.select('v', 'vp8', 'half')).toEqual({ type: 'reply', id: 'v', result: { codec: 'vp8', tier: 'half' } });
-    await until(() => a.frames.filter((f) => f.encoding === FrameEncoding.Vp8).length >= 20, 30_000, 'VP8 frames');
+    await until(() => a.frames.filter((f) => f.encoding === FrameEncoding.Vp8).length >= 20, 'VP8 frames', 30_000);
     const config = a.texts.find((m) => m.type === 'video_config') as VideoConfigMessage;
     expect(config).toMatchObject({ codec: 'vp8', codecString: 'vp8', width: 32, height: 32, tier: 'half' });
     const frames = a.frames.filter((f) => f.encoding === FrameEncoding.Vp8);
@@ -191,7 +191,7 @@ describe('server: coded video', () => {
     const { out, errors } = await decodeAll(config, frames);
     expect(errors).toEqual([]);
     expect(out).toEqual(frames.map((f) => f.seq));
-    await until(() => old.frames.length >= 10, 10_000, 'JPEG frames for the old client');
+    await until(() => old.frames.length >= 10, 'JPEG frames for the old client', 10_000);
     expect(old.frames.every((f) => f.encoding === FrameEncoding.Jpeg)).toBe(true);
     expect(old.texts.some((m) => m.type === 'video_config')).toBe(false);
   }, 60_000);
@@ -220,7 +220,7 @@ describe('server: coded video', () => {
     // an SPS that says 1b (High profile, level_idc 9) is named 1.1
     expect(avcCodecString(new Uint8Array([0, 0, 0, 1, 0x67, 0x64, 0x00, 0x09, 0xac, 0xd9]))).toBe('avc1.64000b');
     expect(avcCodecString(new Uint8Array([0, 0, 0, 1, 0x67, 0x42, 0xc0, 0x1f, 0xac, 0xd9]))).toBe('avc1.42c01f');
-    await until(() => a.frames.filter((f) => f.encoding === FrameEncoding.H264).length >= 6, 10_000, 'H.264 frames');
+    await until(() => a.frames.filter((f) => f.encoding === FrameEncoding.H264).length >= 6, 'H.264 frames', 10_000);
     const { out, errors } = await decodeAll(
       config,
       a.frames.filter((f) => f.encoding === FrameEncoding.H264),
@@ -246,7 +246,7 @@ describe('server: coded video', () => {
       message: 'no tier "ultra"; this server\'s tiers: full, half, low',
     });
     expect(server.videoEncoders()).toEqual([]);
-    await until(() => a.frames.length >= 5, 10_000, 'frames');
+    await until(() => a.frames.length >= 5, 'frames', 10_000);
     expect(a.frames.every((f) => f.encoding === FrameEncoding.Jpeg)).toBe(true);
   });
 
@@ -256,11 +256,11 @@ describe('server: coded video', () => {
     const clients = Array.from({ length: 8 }, () => new LogClient(server.wsUrl));
     await Promise.all(clients.map((c) => c.open()));
     await Promise.all(clients.map((c, i) => c.select(`s${i}`, 'h264')));
-    await until(() => clients.every((c) => c.frames.filter((f) => f.encoding === FrameEncoding.H264).length >= 5), 30_000, 'every client streaming');
+    await until(() => clients.every((c) => c.frames.filter((f) => f.encoding === FrameEncoding.H264).length >= 5), 'every client streaming', 30_000);
     const played = (): number => (server.host as AppHost).counters.framesPlayed;
     const p0 = played();
     const e0 = counts.encodes;
-    await until(() => played() - p0 >= 60, 30_000, '60 more frames');
+    await until(() => played() - p0 >= 60, '60 more frames', 30_000);
     const p1 = played();
     const e1 = counts.encodes;
     // A frame the encoder was too far behind to take (a busy machine) is counted once, as encoder_busy.
@@ -307,13 +307,13 @@ describe('server: coded video', () => {
         text = await scrape();
         return dropped(text, 'encoder_busy') >= 100 && a.frames.filter((f) => f.encoding === FrameEncoding.H264).length >= 40;
       },
-      60_000,
       'the encoder to fall behind while the client gets H.264 frames',
+      60_000,
       200,
     );
     // Every frame encoded by now reaches the client (those still being encoded arrive later).
     const encoded = counts.encodes - MAX_CODED_IN_FLIGHT;
-    await until(() => a.frames.filter((f) => f.encoding === FrameEncoding.H264).length >= encoded, 30_000, `the ${encoded} frames encoded`);
+    await until(() => a.frames.filter((f) => f.encoding === FrameEncoding.H264).length >= encoded, `the ${encoded} frames encoded`, 30_000);
     text = await scrape();
     const got = a.frames.filter((f) => f.encoding === FrameEncoding.H264);
     // Nothing of what was encoded was lost for the client: no frame dropped after its encoding, no
@@ -335,11 +335,11 @@ describe('server: coded video', () => {
     const a = new LogClient(server.wsUrl);
     await a.open();
     await a.select('v', 'h264');
-    await until(() => a.frames.filter((f) => f.encoding === FrameEncoding.H264).length >= 30, 30_000, 'H.264 frames');
+    await until(() => a.frames.filter((f) => f.encoding === FrameEncoding.H264).length >= 30, 'H.264 frames', 30_000);
     const forced0 = server.videoEncoders()[0]!.keyFramesForced;
     a.send({ type: 'command', id: 'r', name: 'reset' });
     const flush = await a.waitFor<{ type: 'flush'; nextSeq: number }>((m) => m.type === 'flush', 'the flush');
-    await until(() => a.frames.some((f) => f.seq >= flush.nextSeq), 20_000, 'frames after the flush');
+    await until(() => a.frames.some((f) => f.seq >= flush.nextSeq), 'frames after the flush', 20_000);
     const after = a.frames.filter((f) => f.seq >= flush.nextSeq);
     expect(after[0]!.key).toBe(true);
     expect(server.videoEncoders()[0]!.keyFramesForced).toBe(forced0 + 1);
@@ -369,7 +369,7 @@ describe('server: coded video', () => {
       code: 'encoder_failed',
       message: 'the h264 encoder of track "main_video" (tier full) failed: injected encoder fault; the track continues in JPEG (a video_config follows)',
     });
-    await until(() => a.after((r) => r.text?.type === 'error').some((r) => r.frame?.encoding === FrameEncoding.Jpeg), 20_000, 'JPEG frames');
+    await until(() => a.after((r) => r.text?.type === 'error').some((r) => r.frame?.encoding === FrameEncoding.Jpeg), 'JPEG frames', 20_000);
     const tail = a.after((r) => r.text?.type === 'error');
     const firstJpeg = tail.findIndex((r) => r.frame?.encoding === FrameEncoding.Jpeg);
     expect(tail.slice(0, firstJpeg).find((r) => r.text?.type === 'video_config')?.text).toEqual({
@@ -404,7 +404,7 @@ describe('server: coded video', () => {
     await a.select('v', 'vp8');
     const err = await a.waitFor((m) => m.type === 'error' && m.code === 'encoder_failed', 'encoder_failed');
     expect((err as { message: string }).message).toContain('native binary missing');
-    await until(() => a.frames.some((f) => f.encoding === FrameEncoding.Jpeg), 20_000, 'JPEG frames');
+    await until(() => a.frames.some((f) => f.encoding === FrameEncoding.Jpeg), 'JPEG frames', 20_000);
   });
 
   it('closes encoders when their last client leaves and when the session ends: none left open across sessions', async () => {
@@ -415,11 +415,11 @@ describe('server: coded video', () => {
       const a = new LogClient(server.wsUrl);
       await a.open();
       await a.select('v', 'h264', session === 1 ? 'half' : 'full');
-      await until(() => a.frames.some((f) => f.encoding === FrameEncoding.H264), 20_000, 'H.264 frames');
+      await until(() => a.frames.some((f) => f.encoding === FrameEncoding.H264), 'H.264 frames', 20_000);
       expect(server.videoEncoders()).toMatchObject([{ clients: 1, open: true }]);
       a.ws.close();
-      await until(() => host.status.state === 'ready', 10_000, 'the session to end');
-      await until(() => counts.closed === counts.opened, 10_000, 'every encoder closed');
+      await until(() => host.status.state === 'ready', 'the session to end', 10_000);
+      await until(() => counts.closed === counts.opened, 'every encoder closed', 10_000);
       expect(server.videoEncoders()).toEqual([]);
     }
     expect(counts.opened).toBe(3);
@@ -432,15 +432,15 @@ describe('server: coded video', () => {
     const a = new LogClient(server.wsUrl);
     await a.open();
     await a.select('v', 'h264');
-    await until(() => a.frames.filter((f) => f.encoding === FrameEncoding.H264).length >= 10, 20_000, 'H.264 frames');
+    await until(() => a.frames.filter((f) => f.encoding === FrameEncoding.H264).length >= 10, 'H.264 frames', 20_000);
     const enc = (): number => server.videoEncoders()[0]!.keyFramesForced;
     const forced0 = enc();
     const t0 = performance.now();
     for (let i = 0; i < 20; i++) a.send({ type: 'request_key_frame', track: 'main_video' });
-    await until(() => enc() > forced0, 10_000, 'a forced key frame');
+    await until(() => enc() > forced0, 'a forced key frame', 10_000);
     // Requests keep coming for a while: still at most one per interval.
     const timer = setInterval(() => a.send({ type: 'request_key_frame', track: 'main_video' }), 20);
-    await until(() => performance.now() - t0 > 3 * KEY_FRAME_MIN_INTERVAL_MS, 10_000, 'time to pass');
+    await until(() => performance.now() - t0 > 3 * KEY_FRAME_MIN_INTERVAL_MS, 'time to pass', 10_000);
     clearInterval(timer);
     const elapsed = performance.now() - t0;
     expect(enc() - forced0).toBeLessThanOrEqual(Math.ceil(elapsed / KEY_FRAME_MIN_INTERVAL_MS) + 1);
@@ -459,7 +459,7 @@ describe('server: coded video', () => {
     client.on('frame', (frame) => events.push({ frame: { ...frame, payload: frame.payload.slice() } }));
     await expect(client.selectVideo('vp8')).rejects.toThrow(ReactorClientError);
     expect(await client.selectVideo('h264', 'half')).toEqual({ codec: 'h264', tier: 'half' });
-    await until(() => events.filter((e) => e.frame?.encoding === FrameEncoding.H264).length >= 10, 20_000, 'H.264 frames');
+    await until(() => events.filter((e) => e.frame?.encoding === FrameEncoding.H264).length >= 10, 'H.264 frames', 20_000);
     const first = events.findIndex((e) => e.frame?.encoding === FrameEncoding.H264);
     const config = events.slice(0, first).find((e) => e.config)?.config;
     expect(config).toMatchObject({ codec: 'h264', tier: 'half', width: 32, height: 32 });
@@ -470,7 +470,7 @@ describe('server: coded video', () => {
     expect(errors).toEqual([]);
     expect(out).toEqual(coded.map((f) => f.seq));
     client.requestKeyFrame('main_video');
-    await until(() => server.connections()[0]?.video?.keyFrameRequests === 1, 10_000, 'the key-frame request');
+    await until(() => server.connections()[0]?.video?.keyFrameRequests === 1, 'the key-frame request', 10_000);
   }, 60_000);
 
   it('drops a slow client to the next key frame: after a lost frame no delta frame reaches it before a key frame, and the stream still decodes', async () => {
@@ -499,10 +499,10 @@ describe('server: coded video', () => {
     const a = new LogClient(server.wsUrl);
     await a.open();
     await a.select('v', 'h264');
-    await until(() => a.frames.filter((f) => f.encoding === FrameEncoding.H264).length >= 5, 20_000, 'H.264 frames');
+    await until(() => a.frames.filter((f) => f.encoding === FrameEncoding.H264).length >= 5, 'H.264 frames', 20_000);
     const dropped0 = server.connections()[0]!.framesDropped;
     a.ws.pause();
-    await until(() => server.connections()[0]!.framesDropped >= dropped0 + 10, 40_000, 'frames dropped for the stalled client');
+    await until(() => server.connections()[0]!.framesDropped >= dropped0 + 10, 'frames dropped for the stalled client', 40_000);
     a.ws.resume();
     // What the kernel buffered arrives first; then the frames after the first gap.
     const coded = (): DecodedFrame[] => a.frames.filter((f) => f.encoding === FrameEncoding.H264);
@@ -514,7 +514,7 @@ describe('server: coded video', () => {
       const i = f.findIndex((_, k) => k > 0 && lostBefore(f, k));
       return i < 0 ? 0 : f.length - i;
     };
-    await until(() => afterGap() >= 10, 40_000, 'ten frames after the first gap');
+    await until(() => afterGap() >= 10, 'ten frames after the first gap', 40_000);
     const frames = coded();
     let gaps = 0;
     for (let i = 1; i < frames.length; i++) {

@@ -7,7 +7,8 @@ import { describe, expect, it } from 'vitest';
 import { FrameEncoding, decodeFrame, type ServerMessage } from '@reactor/client';
 import { serve, type CodedVideoEncoder, type ReactorServer, type ServeOptions, type VideoEncoderFactory } from '../src/index.js';
 import { quiet, useCleanups } from './fixtures/cleanups.js';
-import { RawClient, until } from './fixtures/net.js';
+import { until } from '@reactor/test-kit';
+import { RawClient } from './fixtures/net.js';
 import { patternApp, type PatternAppOptions } from './fixtures/pattern-app.js';
 
 const cleanups = useCleanups();
@@ -97,7 +98,7 @@ describe('server: coded video cadence and metrics', () => {
     const server = await start({ video: { codec: 'h264', encoderFactory: factory, keyFrameInterval: 10 } }, { width: 32, height: 32, fps: 60, chunk: 4 });
     const c = await client(server);
     c.send({ type: 'select_video', id: 'v', codec: 'h264' });
-    await until(() => keys.length >= 45, 20_000, '45 frames encoded');
+    await until(() => keys.length >= 45, '45 frames encoded', 20_000);
     const at = keys.slice(0, 45).flatMap((k, i) => (k ? [i] : []));
     // The first frame of the encoder, then one every 10 frames.
     expect(at).toEqual([0, 10, 20, 30, 40]);
@@ -113,9 +114,9 @@ describe('server: coded video cadence and metrics', () => {
     c.ws.on('message', (d, bin) => {
       if (bin && decodeFrame(new Uint8Array(d as Buffer)).encoding === FrameEncoding.H264) coded.push(1);
     });
-    await until(() => coded.length >= 5, 10_000, 'coded frames');
+    await until(() => coded.length >= 5, 'coded frames', 10_000);
     const before = await metric(server, 'reactor_frames_emitted_total');
-    await until(() => coded.length >= 20, 10_000, '15 more coded frames');
+    await until(() => coded.length >= 20, '15 more coded frames', 10_000);
     expect((await metric(server, 'reactor_frames_emitted_total')) - before).toBeGreaterThanOrEqual(10);
   });
 });

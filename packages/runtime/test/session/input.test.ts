@@ -1,5 +1,6 @@
 import { IsBoolean } from 'class-validator';
 import { afterEach, describe, expect, it } from 'vitest';
+import { until } from '@reactor/test-kit';
 import {
   ApplicationError,
   Audio,
@@ -22,15 +23,6 @@ import type { AppHost, InboundFrame } from '../../src/index.js';
 import { DEFAULT_WAIT_MS, Gate, RecordingLogger, RecordingSink, command, rgbFrames, useHosts } from '../../src/testing.js';
 
 const start = useHosts(afterEach);
-
-/** Resolves once `pred()` holds (checked after every event-loop turn); rejects after 5 s naming `what`. */
-async function until(what: string, pred: () => boolean): Promise<void> {
-  const deadline = performance.now() + DEFAULT_WAIT_MS;
-  while (!pred()) {
-    if (performance.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((r) => setImmediate(r));
-  }
-}
 
 /** A 2x2 RGB frame of value `v`, pts `v`, as a transport hands it over. */
 const video = (v: number, metadata?: unknown): InboundFrame => ({
@@ -200,7 +192,7 @@ describe('AppHost inbound tracks', () => {
     const inStep = [...log];
     step.resolve(null);
     gate.answerAll(null);
-    await until('the publish hook ran', () => log.includes(`published:webcam:${client.id}`));
+    await until(() => log.includes(`published:webcam:${client.id}`), 'the publish hook ran', DEFAULT_WAIT_MS, 1);
     expect(inStep).not.toContain(`published:webcam:${client.id}`);
     client.unpublish('u1', 'webcam');
     // Published and unpublished before the hooks' turn: the app hears of neither.
@@ -208,9 +200,9 @@ describe('AppHost inbound tracks', () => {
     watcher.unpublish('w2', 'mic');
     client.publish('p2', 'webcam');
     client.publish('p3', 'mic');
-    await until('both publish hooks ran', () => log.includes(`published:mic:${client.id}`));
+    await until(() => log.includes(`published:mic:${client.id}`), 'both publish hooks ran', DEFAULT_WAIT_MS, 1);
     client.disconnect();
-    await until('the client is gone', () => log.includes(`disconnected:${client.id}`));
+    await until(() => log.includes(`disconnected:${client.id}`), 'the client is gone', DEFAULT_WAIT_MS, 1);
     expect(log).toEqual([
       `connected:${watcher.id}`,
       `connected:${client.id}`,
@@ -230,10 +222,10 @@ describe('AppHost inbound tracks', () => {
     await host.load();
     const { client } = await joined(host);
     const webcam = (host.app as ReactorApp<InputState, unknown, unknown, never, CamInput>).input.webcam;
-    await until('the step waits in read()', () => webcam.pendingReads === 1);
+    await until(() => webcam.pendingReads === 1, 'the step waits in read()', DEFAULT_WAIT_MS, 1);
     // Nobody publishes: without giving way, this command would wait for a frame forever.
     expect(await client.command(command('c', 'set_fail', { fail: false }))).toEqual({ type: 'reply', id: 'c' });
-    await until('the step waits in read() again', () => webcam.pendingReads === 1);
+    await until(() => webcam.pendingReads === 1, 'the step waits in read() again', DEFAULT_WAIT_MS, 1);
     expect([host.counters.refusedSteps > 0, host.status.state]).toEqual([true, 'streaming']);
   });
 
@@ -247,11 +239,11 @@ describe('AppHost inbound tracks', () => {
     const app = host.app as ReactorApp<InputState, unknown, unknown, never, CamInput>;
     first.publish('p', 'webcam');
     first.pushFrame('webcam', video(1));
-    await until('the first frame was read', () => log.includes('step:1'));
-    await until('the next step waits in read()', () => app.input.webcam.pendingReads === 1);
+    await until(() => log.includes('step:1'), 'the first frame was read', DEFAULT_WAIT_MS, 1);
+    await until(() => app.input.webcam.pendingReads === 1, 'the next step waits in read()', DEFAULT_WAIT_MS, 1);
     expect(first.unpublish('u', 'webcam')).toEqual({ type: 'reply', id: 'u' });
     expect(app.input.webcam.closed).toBe(true);
-    await until('several steps were refused', () => host.counters.refusedSteps >= 3);
+    await until(() => host.counters.refusedSteps >= 3, 'several steps were refused', DEFAULT_WAIT_MS, 1);
     expect(host.status.state).toBe('streaming');
     expect(logger.at('info').filter((m) => m.includes('is closed'))).toEqual([
       'step refused: input track "webcam" is closed (its publisher unpublished or left) with 0 of the 1 frame asked for; it reopens when a client publishes it again',
@@ -261,7 +253,7 @@ describe('AppHost inbound tracks', () => {
     expect(second.publish('p2', 'webcam')).toEqual({ type: 'reply', id: 'p2' });
     expect([app.input.webcam.closed, app.input.webcam.totalReceived]).toEqual([false, 0]);
     second.pushFrame('webcam', video(3));
-    await until('the new publisher’s frame was read', () => log.includes('step:3'));
+    await until(() => log.includes('step:3'), 'the new publisher’s frame was read', DEFAULT_WAIT_MS, 1);
     await sink.waitForFrames(2);
     expect(log.filter((l) => l.startsWith('step:'))).toEqual(['step:1', 'step:3']);
   });
@@ -293,10 +285,10 @@ describe('AppHost inbound tracks', () => {
     await host.load();
     const { client } = await joined(host);
     const webcam = (host.app as ReadsInGenerate).input.webcam;
-    await until('generate() waits in read()', () => webcam.pendingReads === 1);
+    await until(() => webcam.pendingReads === 1, 'generate() waits in read()', DEFAULT_WAIT_MS, 1);
     client.publish('p', 'webcam');
     client.unpublish('u', 'webcam');
-    await until('steps were refused', () => host.counters.refusedSteps >= 2);
+    await until(() => host.counters.refusedSteps >= 2, 'steps were refused', DEFAULT_WAIT_MS, 1);
     expect([host.counters.modelErrors, host.status.state]).toEqual([0, 'streaming']);
     expect(logger.at('error')).toEqual([]);
   });
@@ -315,7 +307,7 @@ describe('AppHost inbound tracks', () => {
     const host = start(Impatient, { logger, refusalBackoffMs: 1 });
     await host.load();
     await joined(host);
-    await until('steps were refused', () => host.counters.refusedSteps >= 3);
+    await until(() => host.counters.refusedSteps >= 3, 'steps were refused', DEFAULT_WAIT_MS, 1);
     expect(host.status.state).toBe('streaming');
     expect(logger.at('info').filter((m) => m.startsWith('step refused'))).toEqual([
       'step refused: no frame on input track "mic" within 1 ms (0 buffered); is a client publishing it?',
@@ -330,7 +322,7 @@ describe('AppHost inbound tracks', () => {
     const app = host.app as ReactorApp<InputState, unknown, unknown, never, CamInput>;
     client.publish('p', 'mic');
     client.pushFrame('mic', { data: new Int16Array(4), ptsMs: 0, receivedAtMs: 0 });
-    await until('the publish hook ran', () => log.includes(`published:mic:${client.id}`));
+    await until(() => log.includes(`published:mic:${client.id}`), 'the publish hook ran', DEFAULT_WAIT_MS, 1);
     expect(await client.command(command('f', 'set_fail', { fail: true }))).toEqual({ type: 'reply', id: 'f' });
     await sink.waitFor((e) => e.kind === 'close');
     expect(sink.summary().slice(-3)).toEqual(['session:closing!session_failed', 'track_released', 'close']);
@@ -353,7 +345,7 @@ describe('AppHost inbound tracks', () => {
     const { sink, client } = await joined(host);
     client.publish('p', 'mic');
     const webcam = (host.app as ReactorApp<InputState, unknown, unknown, never, CamInput>).input.webcam;
-    await until('the step waits in read()', () => webcam.pendingReads === 1);
+    await until(() => webcam.pendingReads === 1, 'the step waits in read()', DEFAULT_WAIT_MS, 1);
     await host.close();
     expect(sink.ofType('track_released')).toEqual([{ type: 'track_released', track: 'mic', reason: 'the app host is shutting down' }]);
     expect(sink.summary().at(-1)).toBe('close');
