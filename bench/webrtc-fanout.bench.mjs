@@ -18,18 +18,24 @@
 // encoder does realistic work. Run after `pnpm build`: node bench/webrtc-fanout.bench.mjs
 // Env: FANOUT_VIEWERS (default 20), FANOUT_MEASURE_MS (default 10000), FANOUT_WARMUP_MS (default
 // 6000: every viewer connected and past its first key frame), FANOUT_CPU_PROF (a directory: the
-// server process's V8 CPU profile of the measured window goes there as a .cpuprofile).
+// server process's V8 CPU profile of the measured window goes there as a .cpuprofile),
+// FANOUT_TRANSPORT (`ws`: the viewers take the WebSocket media path, H.264 frames over their
+// sockets; the line is then `ws.fanout`), FANOUT_ROOT (another checkout, built: its packages serve).
 import { spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { cpus, loadavg } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
-import { Frames, Output, ReactorApp, Video, reactorApp } from '../packages/runtime/dist/index.js';
-import { serve, webCodecsEncoderFactory } from '../packages/server/dist/index.js';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const here = dirname(fileURLToPath(import.meta.url));
+// FANOUT_ROOT: another checkout whose built packages serve (a before/after comparison runs this
+// same script and the same viewers against each).
+const root = resolve(process.env.FANOUT_ROOT ?? join(here, '..'));
+const { Frames, Output, ReactorApp, Video, reactorApp } = await import(pathToFileURL(join(root, 'packages/runtime/dist/index.js')).href);
+const { serve, webCodecsEncoderFactory } = await import(pathToFileURL(join(root, 'packages/server/dist/index.js')).href);
+const TRANSPORT = process.env.FANOUT_TRANSPORT === 'ws' ? 'ws' : 'webrtc';
 const W = 1280;
 const H = 720;
 const FPS = 30;
@@ -115,6 +121,11 @@ const delta = (a, b) =>
       .map((k) => [k, b[k] - (a[k] ?? 0)])
       .filter(([, v]) => v !== 0),
   );
+/** CPU seconds of this process's main thread only (the event loop: the app, playout and every viewer's send), without the encoders' native threads, whose time moves with how many cores the machine leaves them. */
+const mainThreadCpu = () => {
+  const f = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100;
+};
 const childCpu = () => {
   // utime + stime of the viewers' process, in clock ticks (100 a second on Linux).
   return import('node:fs').then(({ readFileSync }) => {
@@ -136,12 +147,14 @@ try {
   const counters0 = await serverCounters();
   measuring = true;
   const cpu0 = process.cpuUsage();
+  const main0 = mainThreadCpu();
   const vcpu0 = await childCpu();
   const t0 = performance.now();
   child.stdin.write('measure\n');
   await new Promise((r) => setTimeout(r, MEASURE_MS));
   const wall = performance.now() - t0;
   const cpu = process.cpuUsage(cpu0);
+  const mainMs = (mainThreadCpu() - main0) * 1000;
   const vcpu = (await childCpu()) - vcpu0;
   const played = server.host.counters.framesPlayed - played0;
   // The encoder calls at the same moment as the frames played (the encoder keeps going while the viewers report).
@@ -161,7 +174,8 @@ try {
   // Calls over the distinct frames they were for (frames played counts also the encoder's backlog at either end of the window).
   const perFrame = Object.fromEntries([...enc1].map(([k, n]) => [k, r2((n - (enc0.get(k) ?? 0)) / Math.max(1, framesByTier.get(k)?.size ?? 0))]));
   emit({
-    bench: 'webrtc.fanout',
+    bench: TRANSPORT === 'ws' ? 'ws.fanout' : 'webrtc.fanout',
+    ...(process.env.FANOUT_ROOT ? { root } : {}),
     codec: 'h264',
     width: W,
     height: H,
@@ -174,6 +188,8 @@ try {
     serverCpuCores: r2(cpuMs / wall),
     serverCpuMsPerFrame: r2(cpuMs / Math.max(1, played)),
     serverCpuMsPerViewerFrame: r2(cpuMs / Math.max(1, played) / N),
+    // The main thread's share: what the media path costs per viewer and frame (the shared encoder's threads left out).
+    serverMainThreadCpuMsPerViewerFrame: r2(mainMs / Math.max(1, played) / N),
     // Per frame encoded (all tiers): the same when the encoder keeps up; larger frames-played figures when it does not (frames skipped).
     serverCpuMsPerFrameEncoded: r2(
       cpuMs /

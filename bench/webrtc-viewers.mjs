@@ -10,6 +10,10 @@
 // packets (older than one already seen: a NACK's retransmission or a reordering), and the
 // datagrams the kernel dropped at this process's UDP sockets (receive buffer full: /proc/net/udp).
 //
+// With FANOUT_TRANSPORT=ws the viewers take the WebSocket media path instead: each sends
+// select_video (H.264, the first tier) after its welcome and counts the binary frames it gets (a
+// WebSocket frame arrives whole, so none is broken).
+//
 //   node bench/webrtc-viewers.mjs <wsUrl> <viewers>
 import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -24,12 +28,38 @@ const { RTCPeerConnection, RTCRtpCodecParameters, useNACK, usePLI, useREMB } = s
 
 const [wsUrl, countArg] = process.argv.slice(2);
 const N = Number(countArg ?? 20);
+const WS_ONLY = process.env.FANOUT_TRANSPORT === 'ws';
 
 const viewers = [];
 let measuring = false;
 let measureStart = 0;
 
+/** A viewer on the WebSocket media path: select_video, then every binary message is a frame. */
+function wsViewer(i) {
+  const v = { i, state: 'new', frames: 0, measured: 0, broken: 0, gaps: 0, late: 0, bytes: 0, firstFrameAt: undefined, errors: [] };
+  const ws = new WebSocket(wsUrl);
+  v.close = () => ws.close();
+  ws.on('message', (data, isBinary) => {
+    if (isBinary) {
+      v.frames++;
+      v.firstFrameAt ??= performance.now();
+      if (measuring) {
+        v.measured++;
+        v.bytes += data.length;
+      }
+      return;
+    }
+    const m = JSON.parse(String(data));
+    if (m.type === 'welcome') ws.send(JSON.stringify({ type: 'select_video', id: 'v', codec: 'h264', tier: m.video?.tiers?.[0]?.name }));
+    else if (m.type === 'reply' && m.id === 'v') v.state = 'connected';
+    else if (m.type === 'error') v.errors.push(`${m.code}: ${m.message}`.slice(0, 200));
+  });
+  ws.on('error', (err) => v.errors.push(`ws: ${err.message}`));
+  return v;
+}
+
 function viewer(i) {
+  if (WS_ONLY) return wsViewer(i);
   const v = { i, state: 'new', frames: 0, measured: 0, broken: 0, gaps: 0, late: 0, bytes: 0, firstFrameAt: undefined, errors: [] };
   const ws = new WebSocket(wsUrl);
   // As Chromium offers: H.264 (constrained baseline, packetization-mode 1) with NACK, PLI and REMB.
