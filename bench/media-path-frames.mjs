@@ -72,10 +72,28 @@ const frame = () => {
     return;
   }
   if (++received >= WANT) {
-    process.stdout.write(`${JSON.stringify({ path, root, want: WANT, received })}\n`);
+    process.stdout.write(`${JSON.stringify({ path, root, viewers: EXTRA + 1, want: WANT, received })}\n`);
     process.exit(0);
   }
 };
+// MEDIA_VIEWERS (ws only, default 1): as many WebSocket viewers, the others connected and on the
+// H.264 tier before the counted one joins, so the slope shows what each added viewer costs.
+const EXTRA = path === 'ws' ? Math.max(0, Number(process.env.MEDIA_VIEWERS ?? 1) - 1) : 0;
+await Promise.all(
+  Array.from(
+    { length: EXTRA },
+    () =>
+      new Promise((selected) => {
+        const other = new WebSocket(server.wsUrl);
+        other.on('message', (data, isBinary) => {
+          if (isBinary) return;
+          const m = JSON.parse(String(data));
+          if (m.type === 'welcome') other.send(JSON.stringify({ type: 'select_video', id: 'v', codec: 'h264', tier: 'only' }));
+          else if (m.type === 'reply') selected();
+        });
+      }),
+  ),
+);
 const ws = new WebSocket(server.wsUrl);
 const send = (m) => ws.send(JSON.stringify(m));
 
