@@ -20,6 +20,7 @@ import { execFileSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { viewerPeerConnection } from './lib/werift-viewer.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(process.env.MEDIA_ROOT ?? join(here, '..'));
@@ -107,20 +108,7 @@ if (path === 'ws') {
     if (m.type === 'welcome') send({ type: 'select_video', id: 'v', codec: 'h264', tier: 'only' });
   });
 } else {
-  const { RTCPeerConnection, RTCRtpCodecParameters, useNACK, usePLI, useREMB } = serverRequire('werift');
-  const pc = new RTCPeerConnection({
-    iceUseIpv6: false,
-    codecs: {
-      video: [
-        new RTCRtpCodecParameters({
-          mimeType: 'video/H264',
-          clockRate: 90000,
-          rtcpFeedback: [useNACK(), usePLI(), useREMB()],
-          parameters: 'level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f',
-        }),
-      ],
-    },
-  });
+  const pc = viewerPeerConnection(serverRequire('werift'));
   pc.onIceCandidate.subscribe((c) => {
     if (!c) return;
     const j = c.toJSON();

@@ -20,11 +20,12 @@ import { createRequire } from 'node:module';
 import { createInterface } from 'node:readline';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { viewerPeerConnection } from './lib/werift-viewer.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const serverRequire = createRequire(join(here, '..', 'packages', 'server', 'package.json'));
 const { WebSocket } = serverRequire('ws');
-const { RTCPeerConnection, RTCRtpCodecParameters, useNACK, usePLI, useREMB } = serverRequire('werift');
+const werift = serverRequire('werift');
 
 const [wsUrl, countArg] = process.argv.slice(2);
 const N = Number(countArg ?? 20);
@@ -62,20 +63,7 @@ function viewer(i) {
   if (WS_ONLY) return wsViewer(i);
   const v = { i, state: 'new', frames: 0, measured: 0, broken: 0, gaps: 0, late: 0, bytes: 0, firstFrameAt: undefined, errors: [] };
   const ws = new WebSocket(wsUrl);
-  // As Chromium offers: H.264 (constrained baseline, packetization-mode 1) with NACK, PLI and REMB.
-  const pc = new RTCPeerConnection({
-    iceUseIpv6: false,
-    codecs: {
-      video: [
-        new RTCRtpCodecParameters({
-          mimeType: 'video/H264',
-          clockRate: 90000,
-          rtcpFeedback: [useNACK(), usePLI(), useREMB()],
-          parameters: 'level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f',
-        }),
-      ],
-    },
-  });
+  const pc = viewerPeerConnection(werift);
   v.close = () => {
     ws.close();
     return pc.close();
