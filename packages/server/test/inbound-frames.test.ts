@@ -25,6 +25,16 @@ async function metric(server: ReactorServer, name: string, labels: Record<string
   return 0;
 }
 
+/** Waits until `reactor_input_frames_dropped_total{track, reason}` reads `n` (10 s), naming it and its last value at the timeout. */
+async function untilDropped(server: ReactorServer, track: string, reason: string, n: number): Promise<void> {
+  let last = 0;
+  await until(
+    async () => (last = await metric(server, 'reactor_input_frames_dropped_total', { track, reason })) === n,
+    () => `${n} frames of ${track} dropped as ${reason} (last read: ${last})`,
+    10_000,
+  );
+}
+
 function pcm(samples: number[]): Uint8Array {
   return new Uint8Array(Int16Array.from(samples).buffer);
 }
@@ -117,11 +127,7 @@ describe('server: inbound frames', () => {
       expect(await ask(c, 'publish', 'p', 'webcam')).toMatchObject({ type: 'reply' });
       expect(await ask(c, 'unpublish', 'u', 'webcam')).toMatchObject({ type: 'reply' });
       c.ws.send(wireFrame({ track: TRACK.webcam, encoding: Rgb, width: W, height: H }, solidRgb(W, H, [1, 1, 1])));
-      await until(
-        async () => (await metric(server, 'reactor_input_frames_dropped_total', { track: 'webcam', reason: 'not_publisher' })) === 1,
-        'condition',
-        10_000,
-      );
+      await untilDropped(server, 'webcam', 'not_publisher', 1);
       expect(host.pushed).toEqual([]);
       expect(await ask(c, 'publish', 'p2', 'webcam')).toMatchObject({ type: 'reply' });
       await stillWorks(server, host, c);
@@ -151,11 +157,7 @@ describe('server: inbound frames', () => {
       });
       c.ws.send(wireFrame({ track: TRACK.mic, encoding: Jpeg, width: W, height: H }, await solidJpeg(W, H, [0, 0, 0])));
       c.ws.send(wireFrame({ track: TRACK.webcam, encoding: 7, width: W, height: H }, solidRgb(W, H, [0, 0, 0])));
-      await until(
-        async () => (await metric(server, 'reactor_input_frames_dropped_total', { track: 'webcam', reason: 'wrong_encoding' })) === 2,
-        'condition',
-        10_000,
-      );
+      await untilDropped(server, 'webcam', 'wrong_encoding', 2);
       expect(await metric(server, 'reactor_input_frames_dropped_total', { track: 'mic', reason: 'wrong_encoding' })).toBe(1);
       await stillWorks(server, host, c);
     });
@@ -171,16 +173,8 @@ describe('server: inbound frames', () => {
       const jpeg = await solidJpeg(W, H, [10, 200, 10]);
       c.ws.send(wireFrame({ track: TRACK.webcam, encoding: Jpeg, width: W, height: H }, jpeg.subarray(0, Math.floor(jpeg.length * 0.6))));
       c.ws.send(Buffer.from('not a frame at all, but binary'));
-      await until(
-        async () => (await metric(server, 'reactor_input_frames_dropped_total', { track: 'webcam', reason: 'undecodable_frame' })) === 2,
-        'condition',
-        10_000,
-      );
-      await until(
-        async () => (await metric(server, 'reactor_input_frames_dropped_total', { track: '(unknown)', reason: 'undecodable_frame' })) === 1,
-        'condition',
-        10_000,
-      );
+      await untilDropped(server, 'webcam', 'undecodable_frame', 2);
+      await untilDropped(server, '(unknown)', 'undecodable_frame', 1);
       expect(host.pushed).toEqual([]);
       await stillWorks(server, host, c);
       // One error per cause per second: three undecodable frames within it earn one error, or two if a second went by.
@@ -196,11 +190,7 @@ describe('server: inbound frames', () => {
         message: `a 161x120 frame is beyond track "webcam"'s limit of 160x120; capture at 64x48 as the schema asks`,
       });
       c.ws.send(wireFrame({ track: TRACK.mic, encoding: PcmS16le, width: MIC_RATE + 1, height: 1 }, new Uint8Array((MIC_RATE + 1) * 2)));
-      await until(
-        async () => (await metric(server, 'reactor_input_frames_dropped_total', { track: 'mic', reason: 'frame_too_large' })) === 1,
-        'condition',
-        10_000,
-      );
+      await untilDropped(server, 'mic', 'frame_too_large', 1);
       expect(await metric(server, 'reactor_input_frames_dropped_total', { track: 'webcam', reason: 'frame_too_large' })).toBe(1);
       expect(await server.metrics.registry.metrics()).toMatch(/reactor_input_decode_seconds_count 0\n/);
       await stillWorks(server, host, c);
@@ -219,16 +209,8 @@ describe('server: inbound frames', () => {
       c.ws.send(wireFrame({ track: TRACK.mic, encoding: PcmS16le, width: 2, height: 2 }, pcm([1, 2])));
       // A chunk of zero samples: refused at intake (it used to reach the host, which dropped it without a word).
       c.ws.send(wireFrame({ track: TRACK.mic, encoding: PcmS16le, width: 0, height: 1 }, new Uint8Array(0)));
-      await until(
-        async () => (await metric(server, 'reactor_input_frames_dropped_total', { track: 'webcam', reason: 'frame_header_mismatch' })) === 3,
-        'condition',
-        10_000,
-      );
-      await until(
-        async () => (await metric(server, 'reactor_input_frames_dropped_total', { track: 'mic', reason: 'frame_header_mismatch' })) === 4,
-        'condition',
-        10_000,
-      );
+      await untilDropped(server, 'webcam', 'frame_header_mismatch', 3);
+      await untilDropped(server, 'mic', 'frame_header_mismatch', 4);
       expect(host.pushed).toEqual([]);
       await stillWorks(server, host, c);
     });
@@ -288,11 +270,7 @@ describe('server: inbound frames', () => {
     const { server, host, c } = await publisher();
     const t0 = performance.now();
     for (let i = 0; i < 5; i++) c.ws.send(wireFrame({ track: 50, encoding: Rgb, width: 1, height: 1 }, new Uint8Array(3)));
-    await until(
-      async () => (await metric(server, 'reactor_input_frames_dropped_total', { track: '(unknown)', reason: 'unknown_track' })) === 5,
-      'condition',
-      10_000,
-    );
+    await untilDropped(server, '(unknown)', 'unknown_track', 5);
     const within = performance.now() - t0 < 1000;
     if (within) expect(errorsOf(c, 'unknown_track')).toHaveLength(1);
     // A second later the next one is sent, with the count of the unsent ones.
@@ -332,7 +310,7 @@ describe('server: inbound frames', () => {
     expect(await ask(c, 'publish', 'p', 'webcam')).toMatchObject({ type: 'reply' });
     const jpeg = await solidJpeg(WEBCAM.maxWidth, WEBCAM.maxHeight, [1, 2, 3]);
     for (let i = 0; i < 3; i++) c.ws.send(wireFrame({ track: TRACK.webcam, encoding: Jpeg, width: WEBCAM.maxWidth, height: WEBCAM.maxHeight }, jpeg));
-    await until(async () => (await metric(server, 'reactor_input_frames_received_total', { track: 'webcam' })) === 3, 'condition', 10_000);
+    await until(async () => (await metric(server, 'reactor_input_frames_received_total', { track: 'webcam' })) === 3, '3 webcam frames received', 10_000);
     c.ws.terminate();
     await until(() => server.connections().length === 0, 'the connection gone', 10_000);
     const accepted = await metric(server, 'reactor_input_frames_accepted_total', { track: 'webcam' });
