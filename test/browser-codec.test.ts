@@ -68,11 +68,17 @@ async function openViewer(url: string, init?: () => void): Promise<Page> {
   return page;
 }
 
+/**
+ * Waits until the viewer has selected `codec` and its decoder of the main track has decoded more
+ * than `frames` frames. (Frames drawn are not enough: JPEG frames drawn before the selection count
+ * there, and the track's decoder exists only from the first coded frame.)
+ */
 async function waitForCodec(page: Page, codec: string, frames = 5): Promise<void> {
   await page.waitForFunction(
     ([codec, frames]) => {
-      const v = (window as unknown as { reactorViewer: { video?: { codec: string }; framesDrawn: number } }).reactorViewer;
-      return v.video?.codec === codec && v.framesDrawn > (frames as number);
+      const v = (window as unknown as { reactorViewer: { video?: { codec: string; counters(): Record<string, { decoded: number }> }; framesDrawn: number } })
+        .reactorViewer;
+      return v.video?.codec === codec && (v.video.counters()['main_video']?.decoded ?? 0) > (frames as number);
     },
     [codec, frames] as const,
     { timeout: 30_000 },
